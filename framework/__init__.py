@@ -1,0 +1,118 @@
+"""privclust: protect a data set before release, with honest privacy accounting.
+
+The public API. Everything else is private and may change.
+
+>>> import privclust
+>>> release = privclust.run("recipe.toml", frame, seed=1)   # doctest: +SKIP
+>>> release.data, release.ledger, release.evaluations       # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from .accounting import (
+    Accountant,
+    BasicAccountant,
+    Ledger,
+    LedgerEntry,
+    PrivacyContext,
+    PrivacyLeakWarning,
+    Stash,
+    StashKey,
+)
+from .components import (
+    KINDS,
+    BoundConstraints,
+    Clusterer,
+    ConstraintHandler,
+    EvaluationInputs,
+    Evaluator,
+    Masked,
+    Masker,
+    NoiseMechanism,
+    Partition,
+    Sensitivity,
+    TopMemberships,
+    component_params,
+)
+from .constraints import ConstraintSet
+from .errors import (
+    BudgetExceededError,
+    ConstraintError,
+    DataError,
+    DatasetUnavailableError,
+    DuplicateComponentError,
+    ParameterError,
+    PluginError,
+    PrivclustError,
+    PrivclustWarning,
+    Problem,
+    RecipeError,
+    UnknownComponentError,
+)
+from .hookspecs import NAME, hookimpl
+from .params import nested, param
+from .recipe import Budget, ComponentSpec, EvaluateSpec, Recipe, Step
+from .registry import ComponentInfo, PluginInfo, Registry, get_registry, register, reset_registry
+from .report import Release
+from .runner import CompiledRecipe, StepOutcome, compile, numeric_columns, run
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "KINDS",
+    "NAME",
+    "Accountant",
+    "BasicAccountant",
+    "BoundConstraints",
+    "Budget",
+    "BudgetExceededError",
+    "Clusterer",
+    "CompiledRecipe",
+    "ComponentInfo",
+    "ComponentSpec",
+    "ConstraintError",
+    "ConstraintHandler",
+    "ConstraintSet",
+    "DataError",
+    "DatasetUnavailableError",
+    "DuplicateComponentError",
+    "EvaluateSpec",
+    "EvaluationInputs",
+    "Evaluator",
+    "Ledger",
+    "LedgerEntry",
+    "Masked",
+    "Masker",
+    "NoiseMechanism",
+    "ParameterError",
+    "Partition",
+    "PluginError",
+    "PluginInfo",
+    "PrivacyContext",
+    "PrivacyLeakWarning",
+    "PrivclustError",
+    "PrivclustWarning",
+    "Problem",
+    "Recipe",
+    "RecipeError",
+    "Registry",
+    "Release",
+    "Sensitivity",
+    "Stash",
+    "StashKey",
+    "Step",
+    "StepOutcome",
+    "TopMemberships",
+    "UnknownComponentError",
+    "__version__",
+    "compile",
+    "component_params",
+    "get_registry",
+    "hookimpl",
+    "nested",
+    "numeric_columns",
+    "param",
+    "register",
+    "reset_registry",
+    "run",
+]

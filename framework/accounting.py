@@ -1,0 +1,592 @@
+"""The privacy-accounting context every run carries.
+
+:class:`PrivacyContext` holds the run's budget, its accountant, its random
+streams, its ledger and a typed stash for plugin-private state. Components
+receive it as their ``context`` argument and never keep it.
+
+Spending: ``context.spend(...)`` asks the accountant to compose the new cost
+with everything already in the ledger and raises
+:class:`~privclust.BudgetExceededError` *before* anything is recorded and
+before any noise is drawn. Noise mechanisms call it first, then draw from
+``context.rng``.
+
+Randomness: one :class:`numpy.random.SeedSequence` per run (entropy from the
+operating system unless a seed is given), spawned once per step, in step
+order. The seed itself is never stored in the ledger or any report; anyone
+holding it could undo the masking.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, runtime_checkable
+
+import attrs
+import numpy as np
+
+from .components import Sensitivity
+from .errors import BudgetExceededError, PrivclustError, PrivclustWarning
+from .hookspecs import hookimpl
+from .recipe import Budget, ComponentSpec
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .constraints import ConstraintSet
+    from .registry import Registry
+
+__all__ = [
+    "Accountant",
+    "BasicAccountant",
+    "Budget",
+    "Ledger",
+    "LedgerEntry",
+    "PrivacyContext",
+    "PrivacyLeakWarning",
+    "Stash",
+    "StashKey",
+]
+
+T = TypeVar("T")
+
+#: Relative slack when comparing a total with the budget (float rounding only).
+_TOLERANCE = 1e-9
+
+#: The kinds of ledger entry.
+ENTRY_KINDS = ("dp", "guarantee", "leak", "process")
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    return str(value)
+
+
+@attrs.frozen(kw_only=True)
+class LedgerEntry:
+    """One line of the ledger.
+
+    ``kind`` is ``"dp"`` (a differentially private release), ``"guarantee"``
+    (a non-DP guarantee such as k-anonymity or edit rules satisfied),
+    ``"leak"`` (something that weakens a guarantee, e.g. a data-dependent
+    parameter) or ``"process"`` (a step applied, for the transparency record).
+    """
+
+    seq: int
+    kind: str
+    step: int | None
+    step_id: str | None
+    component: str | None
+    statement: str
+    mechanism: str | None = None
+    sensitivity: Any = None
+    relation: str | None = None
+    epsilon: float = 0.0
+    delta: float = 0.0
+    claimed_epsilon: float | None = None
+    covers: str | None = None
+    not_covered: str | None = None
+    partition: tuple[str, str] | None = None
+    details: Mapping[str, Any] = attrs.field(factory=dict, converter=lambda d: dict(d or {}))
+
+    def to_dict(self) -> dict[str, Any]:
+        out = attrs.asdict(self, recurse=False)
+        out["partition"] = list(self.partition) if self.partition else None
+        return _jsonable(out)
+
+
+def _dp_statement(
+    *, epsilon: float, delta: float, mechanism: str, sensitivity: Any, relation: str, covers: str,
+    not_covered: str, claimed_epsilon: float | None,
+) -> str:
+    guarantee = f"({epsilon:.6g}, {delta:.3g})-DP" if delta else f"{epsilon:.6g}-DP"
+    text = f"{covers} is {guarantee} under {relation}, by the {mechanism} mechanism with sensitivity {sensitivity}."
+    if claimed_epsilon is not None and not math.isclose(claimed_epsilon, epsilon):
+        text += f" (The method's own claim is epsilon = {claimed_epsilon:.6g}; the figure above is what holds.)"
+    if not_covered:
+        text += f" Not covered: {not_covered}"
+        if not text.endswith("."):
+            text += "."
+    return text
+
+
+class Ledger:
+    """The append-only record of a run: DP spends, guarantees, leaks, processes."""
+
+    def __init__(self, entries: Sequence[LedgerEntry] = ()):
+        self._entries: list[LedgerEntry] = list(entries)
+
+    @property
+    def entries(self) -> tuple[LedgerEntry, ...]:
+        return tuple(self._entries)
+
+    def _append(self, entry: LedgerEntry) -> None:
+        self._entries.append(entry)
+
+    def __iter__(self) -> Iterator[LedgerEntry]:
+        return iter(self._entries)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __getitem__(self, i: int) -> LedgerEntry:
+        return self._entries[i]
+
+    def of_kind(self, kind: str) -> list[LedgerEntry]:
+        return [e for e in self._entries if e.kind == kind]
+
+    def to_records(self) -> list[dict[str, Any]]:
+        return [e.to_dict() for e in self._entries]
+
+    def to_frame(self):  # -> pandas.DataFrame
+        import pandas as pd
+
+        columns = ["seq", "kind", "step", "step_id", "component", "mechanism", "epsilon", "delta",
+                   "claimed_epsilon", "sensitivity", "relation", "statement"]
+        rows = [{c: getattr(e, c) for c in columns} for e in self._entries]
+        return pd.DataFrame(rows, columns=columns)
+
+    def __str__(self) -> str:
+        if not self._entries:
+            return "(empty ledger)"
+        return "\n".join(
+            f"[{e.kind}] " + (f"step {e.step} ({e.step_id}): " if e.step is not None else "") + e.statement
+            for e in self._entries
+        )
+
+    def __repr__(self) -> str:
+        return f"<Ledger with {len(self._entries)} entries>"
+
+
+# ---------------------------------------------------------------------------
+# Accountants
+# ---------------------------------------------------------------------------
+
+
+@runtime_checkable
+class Accountant(Protocol):
+    """Composes privacy costs. A plugin may supply its own through the
+    ``privclust_make_accountant`` hook."""
+
+    budget: Budget
+    #: One line naming the composition rule, for the ledger and the report.
+    description: str
+
+    def total(self, entries: Sequence[LedgerEntry]) -> tuple[float, float]:
+        """The (epsilon, delta) the DP entries cost together."""
+        ...
+
+    def check(self, entries: Sequence[LedgerEntry], new: LedgerEntry) -> None:
+        """Raise :class:`~privclust.BudgetExceededError` if ``new`` would take
+        the total past the budget."""
+        ...
+
+
+@attrs.frozen
+class BasicAccountant:
+    """Basic sequential composition, with parallel composition over disjoint
+    record partitions.
+
+    Entries without a ``partition`` add up (Dwork & Roth, Thm 3.16). Entries
+    sharing a partition group ``(group, part)`` touch disjoint sets of records:
+    the group costs the maximum, over its parts, of the sum within a part
+    (McSherry 2009, parallel composition). Groups and ungrouped entries add.
+    """
+
+    budget: Budget
+    description: str = (
+        "basic sequential composition (epsilons and deltas add up), parallel composition "
+        "(maximum over disjoint record partitions)"
+    )
+
+    def total(self, entries: Sequence[LedgerEntry]) -> tuple[float, float]:
+        eps = delta = 0.0
+        groups: dict[str, dict[str, list[float]]] = {}
+        for e in entries:
+            if e.kind != "dp":
+                continue
+            if e.partition is None:
+                eps += e.epsilon
+                delta += e.delta
+            else:
+                group, part = e.partition
+                acc = groups.setdefault(group, {}).setdefault(part, [0.0, 0.0])
+                acc[0] += e.epsilon
+                acc[1] += e.delta
+        for parts in groups.values():
+            eps += max(v[0] for v in parts.values())
+            delta += max(v[1] for v in parts.values())
+        return eps, delta
+
+    def check(self, entries: Sequence[LedgerEntry], new: LedgerEntry) -> None:
+        if not self.budget.limited:
+            return
+        eps, delta = self.total([*entries, new])
+        limit_eps = self.budget.epsilon
+        assert limit_eps is not None
+        where = f"step {new.step} ({new.step_id})" if new.step is not None else "this release"
+        if eps > limit_eps * (1 + _TOLERANCE):
+            raise BudgetExceededError(
+                f"{where} would spend epsilon={new.epsilon:.6g} ({new.mechanism} on {new.covers}), bringing the "
+                f"total to {eps:.6g} > the budget epsilon={limit_eps:.6g}; raise [privacy] epsilon or lower the "
+                "step's epsilon. Nothing was recorded and no noise was drawn."
+            )
+        if delta > self.budget.delta * (1 + _TOLERANCE) + 1e-300:
+            raise BudgetExceededError(
+                f"{where} would spend delta={new.delta:.3g}, bringing the total to {delta:.3g} > the budget "
+                f"delta={self.budget.delta:.3g}; raise [privacy] delta or use a pure-epsilon mechanism. "
+                "Nothing was recorded and no noise was drawn."
+            )
+
+
+@hookimpl(trylast=True)
+def privclust_make_accountant(budget: Budget) -> Accountant:
+    """The built-in default: :class:`BasicAccountant`."""
+    return BasicAccountant(budget)
+
+
+@hookimpl
+def privclust_step_finished(step: Any, index: int, outcome: Any, context: PrivacyContext) -> None:
+    """The audit observer: record the process a step applied in the ledger
+    (the transparency principle: every process applied is published)."""
+    context.record_process(outcome.describe(), details=outcome.audit_details())
+
+
+# ---------------------------------------------------------------------------
+# The typed stash
+# ---------------------------------------------------------------------------
+
+
+class StashKey(Generic[T]):
+    """A key into :class:`Stash`; create one per kind of value, at module level."""
+
+    __slots__ = ("description",)
+
+    def __init__(self, description: str = ""):
+        self.description = description
+
+    def __repr__(self) -> str:
+        return f"StashKey({self.description!r})"
+
+
+class Stash:
+    """Plugin-private state for one run, keyed by :class:`StashKey` objects
+    (so two plugins cannot collide on a string key)."""
+
+    def __init__(self) -> None:
+        self._data: dict[StashKey[Any], Any] = {}
+
+    def __setitem__(self, key: StashKey[T], value: T) -> None:
+        self._data[key] = value
+
+    def __getitem__(self, key: StashKey[T]) -> T:
+        return self._data[key]
+
+    def get(self, key: StashKey[T], default: T | None = None) -> T | None:
+        return self._data.get(key, default)
+
+    def setdefault(self, key: StashKey[T], default: T) -> T:
+        return self._data.setdefault(key, default)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._data
+
+    def __delitem__(self, key: StashKey[T]) -> None:
+        del self._data[key]
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+
+# ---------------------------------------------------------------------------
+# The context
+# ---------------------------------------------------------------------------
+
+
+@attrs.frozen
+class _StepInfo:
+    index: int
+    step_id: str
+    component: str
+    constraints: Any
+    on_progress: Callable[[float, float | None], None] | None
+
+
+class PrivacyContext:
+    """The privacy-accounting context of one run.
+
+    :param budget: a :class:`Budget` (or ``None`` for none declared).
+    :param seed: an integer (or a :class:`numpy.random.SeedSequence`) for
+        reproducible experiments; ``None`` takes entropy from the operating
+        system. The seed is never written to the ledger or a report.
+    :param accountant: an accountant; by default the registry's
+        ``privclust_make_accountant`` hook chooses, or :class:`BasicAccountant`.
+    :param registry: the registry components are resolved from
+        (``context.component``, ``context.mechanism``).
+    :param constraints: edit rules for components used outside a recipe.
+    """
+
+    def __init__(
+        self,
+        budget: Budget | None = None,
+        *,
+        seed: int | np.random.SeedSequence | None = None,
+        accountant: Accountant | None = None,
+        registry: Registry | None = None,
+        constraints: ConstraintSet | None = None,
+    ):
+        self.budget = budget if budget is not None else Budget()
+        if accountant is None:
+            accountant = registry.make_accountant(self.budget) if registry is not None else BasicAccountant(self.budget)
+        self.accountant = accountant
+        self.registry = registry
+        self.ledger = Ledger()
+        self.stash = Stash()
+        self.seeded = seed is not None
+        if isinstance(seed, np.random.SeedSequence):
+            self.__root = seed
+        else:
+            if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0):
+                raise PrivclustError(f"a seed must be a non-negative integer; got {seed!r}")
+            self.__root = np.random.SeedSequence(None if seed is None else int(seed))
+        self._default_constraints = constraints
+        self._step: _StepInfo | None = None
+        self._rng: np.random.Generator | None = None
+        self._rng_seq: np.random.SeedSequence | None = None
+
+    def __repr__(self) -> str:  # never shows the seed
+        eps = "none" if self.budget.epsilon is None else f"{self.budget.epsilon:g}"
+        spent, _ = self.spent
+        return f"<PrivacyContext budget epsilon={eps} spent={spent:g} entries={len(self.ledger)} seeded={self.seeded}>"
+
+    def __reduce__(self):  # a context is per-run state; it must not be pickled with its seed
+        raise TypeError("a PrivacyContext cannot be pickled; create one per run")
+
+    # -- randomness ------------------------------------------------------------
+
+    def _spawn_sequence(self) -> np.random.SeedSequence:
+        return self.__root.spawn(1)[0]
+
+    @property
+    def rng(self) -> np.random.Generator:
+        """The random generator of the current step (one stream per step)."""
+        if self._rng is None:
+            self._rng_seq = self._spawn_sequence()
+            self._rng = np.random.default_rng(self._rng_seq)
+        return self._rng
+
+    def spawn(self, n: int) -> list[np.random.Generator]:
+        """``n`` independent generators for the current step (e.g. one per
+        block of a parallel computation), reproducible under a seed."""
+        if self._rng_seq is None:
+            _ = self.rng
+        assert self._rng_seq is not None
+        return [np.random.default_rng(s) for s in self._rng_seq.spawn(n)]
+
+    def spawn_seeds(self, n: int) -> list[np.random.SeedSequence]:
+        """``n`` child seed sequences of the run (for runs of their own, e.g. the
+        configurations of a comparison)."""
+        return self.__root.spawn(n)
+
+    # -- steps ---------------------------------------------------------------------
+
+    @contextmanager
+    def step(
+        self,
+        index: int,
+        step_id: str,
+        component: str,
+        *,
+        constraints: ConstraintSet | None = None,
+        on_progress: Callable[[float, float | None], None] | None = None,
+    ) -> Iterator[PrivacyContext]:
+        """Enter a step: a fresh random stream, its constraints, its progress sink."""
+        previous = (self._step, self._rng, self._rng_seq)
+        self._step = _StepInfo(index, step_id, component, constraints, on_progress)
+        self._rng = self._rng_seq = None
+        try:
+            yield self
+        finally:
+            self._step, self._rng, self._rng_seq = previous
+
+    @property
+    def step_index(self) -> int | None:
+        return None if self._step is None else self._step.index
+
+    @property
+    def constraints(self) -> ConstraintSet | None:
+        """The edit rules that apply to the current step's columns (or ``None``)."""
+        if self._step is not None:
+            return self._step.constraints
+        return self._default_constraints
+
+    def progress(self, done: float, total: float | None = None) -> None:
+        """Report progress of a long step (shown by the CLI's progress bar)."""
+        if self._step is not None and self._step.on_progress is not None:
+            self._step.on_progress(done, total)
+
+    # -- components ------------------------------------------------------------------
+
+    def component(self, kind: str, value: Any) -> Any:
+        """Resolve a nested-component value (an instance, a name or a spec)
+        into an instance, through the registry so that swaps are honoured."""
+        if value is None or not isinstance(value, ComponentSpec | str | Mapping):
+            return value
+        if self.registry is None:
+            from .registry import get_registry
+
+            self.registry = get_registry()
+        return self.registry.create(kind, value)
+
+    def mechanism(self, value: Any = "laplace") -> Any:
+        """A noise mechanism by name (``"laplace"``, ``"geometric"``,
+        ``"gaussian"`` or any registered one), a spec or an instance."""
+        return self.component("noise_mechanisms", value)
+
+    # -- accounting --------------------------------------------------------------
+
+    def _entry(self, kind: str, statement: str, **fields: Any) -> LedgerEntry:
+        info = self._step
+        return LedgerEntry(
+            seq=len(self.ledger),
+            kind=kind,
+            step=None if info is None else info.index,
+            step_id=None if info is None else info.step_id,
+            component=fields.pop("component", None) or (None if info is None else info.component),
+            statement=statement,
+            **fields,
+        )
+
+    def spend(
+        self,
+        *,
+        epsilon: float,
+        delta: float = 0.0,
+        mechanism: str,
+        sensitivity: float | Sensitivity | str,
+        relation: str,
+        covers: str,
+        not_covered: str = "",
+        claimed_epsilon: float | None = None,
+        partition: tuple[str, str] | None = None,
+        details: Mapping[str, Any] | None = None,
+        component: str | None = None,
+    ) -> LedgerEntry:
+        """Record a differentially private release, after checking the budget.
+
+        :param epsilon: the epsilon that actually holds for this release (the
+            honest figure, which the accountant charges).
+        :param delta: its delta (0 for pure epsilon-DP).
+        :param mechanism: e.g. ``"laplace"``.
+        :param sensitivity: the sensitivity used (a number, a
+            :class:`Sensitivity` or a description).
+        :param relation: the neighbouring relation, e.g. ``"replace-one (bounded DP)"``.
+        :param covers: which released values the guarantee covers.
+        :param not_covered: which outputs it does not cover.
+        :param claimed_epsilon: the figure a method's paper claims, when it
+            differs from ``epsilon``.
+        :param partition: ``(group, part)`` when this release touches only the
+            records of one part of a disjoint partition (parallel composition).
+        :raises BudgetExceededError: before anything is recorded.
+        """
+        for label, value in (("epsilon", epsilon), ("delta", delta)):
+            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+                raise PrivclustError(f"spend(): {label} must be a finite number >= 0; got {value!r}")
+        if epsilon == 0 and delta == 0:
+            raise PrivclustError("spend(): a release with epsilon = 0 and delta = 0 adds no protection cost; "
+                                 "do not record it as a DP release")
+        if isinstance(sensitivity, Sensitivity):
+            sens: Any = {"l1": sensitivity.l1, "l2": sensitivity.l2_bound}
+            sens_text = f"L1 {sensitivity.l1:.6g}" + (
+                f", L2 {sensitivity.l2:.6g}" if sensitivity.l2 is not None else "")
+        else:
+            sens = sensitivity
+            sens_text = f"{sensitivity:.6g}" if isinstance(sensitivity, int | float) else str(sensitivity)
+        statement = _dp_statement(
+            epsilon=float(epsilon), delta=float(delta), mechanism=mechanism, sensitivity=sens_text,
+            relation=relation, covers=covers, not_covered=not_covered, claimed_epsilon=claimed_epsilon,
+        )
+        entry = self._entry(
+            "dp",
+            statement,
+            mechanism=mechanism,
+            sensitivity=sens,
+            relation=relation,
+            epsilon=float(epsilon),
+            delta=float(delta),
+            claimed_epsilon=None if claimed_epsilon is None else float(claimed_epsilon),
+            covers=covers,
+            not_covered=not_covered or None,
+            partition=tuple(partition) if partition else None,
+            details=details,
+            component=component,
+        )
+        self.accountant.check(self.ledger.entries, entry)
+        self.ledger._append(entry)
+        return entry
+
+    def can_spend(self, epsilon: float, delta: float = 0.0) -> bool:
+        """Whether a release of this cost would fit in the budget now."""
+        probe = self._entry("dp", "probe", epsilon=float(epsilon), delta=float(delta), mechanism="probe",
+                            covers="probe")
+        try:
+            self.accountant.check(self.ledger.entries, probe)
+        except BudgetExceededError:
+            return False
+        return True
+
+    def record(self, statement: str, *, guarantee: str, details: Mapping[str, Any] | None = None,
+               component: str | None = None) -> LedgerEntry:
+        """Record a non-DP guarantee (k-anonymity, probabilistic k-anonymity,
+        edit rules satisfied...). ``guarantee`` names it; ``statement`` says
+        in words what it covers and what it does not."""
+        entry = self._entry("guarantee", statement, mechanism=guarantee, details=details, component=component)
+        self.ledger._append(entry)
+        return entry
+
+    def record_leak(self, parameter: str, explanation: str, *, alternative: str = "",
+                    details: Mapping[str, Any] | None = None) -> LedgerEntry:
+        """Record something that weakens a guarantee, e.g. a parameter derived
+        from the data without spending budget. Also emits a warning."""
+        import warnings
+
+        statement = f"{parameter}: {explanation}"
+        if alternative:
+            statement += f" Alternative: {alternative}"
+        entry = self._entry("leak", statement, mechanism=parameter, details=details)
+        self.ledger._append(entry)
+        warnings.warn(PrivacyLeakWarning(statement), stacklevel=2)
+        return entry
+
+    def record_process(self, statement: str, *, details: Mapping[str, Any] | None = None) -> LedgerEntry:
+        """Record a process applied (the transparency record); used by the
+        runner's audit observer."""
+        entry = self._entry("process", statement, details=details)
+        self.ledger._append(entry)
+        return entry
+
+    @property
+    def spent(self) -> tuple[float, float]:
+        """The (epsilon, delta) spent so far, as the accountant composes it."""
+        return self.accountant.total(self.ledger.entries)
+
+    @property
+    def remaining(self) -> float | None:
+        """The epsilon left, or ``None`` without a declared budget."""
+        if self.budget.epsilon is None:
+            return None
+        return max(0.0, self.budget.epsilon - self.spent[0])
+
+
+class PrivacyLeakWarning(PrivclustWarning):
+    """A guarantee is weaker than it looks (e.g. a parameter derived from the data)."""

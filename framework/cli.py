@@ -1,0 +1,264 @@
+"""The ``privclust`` command.
+
+::
+
+    privclust run RECIPE --input FILE --output FILE [--report FILE] [--seed N]
+    privclust check RECIPE [--input FILE]
+    privclust plugins [--json]
+    privclust demo [--seed N] [--output FILE]
+
+User mistakes (every :class:`~privclust.PrivclustError`) print one line on
+stderr and exit with status 1 (2 for a malformed command line); nothing is
+written. Outputs are written atomically.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from importlib import resources
+from pathlib import Path
+from typing import Any, TextIO
+
+import attrs
+
+from . import __version__
+from ._io import frame_writer, read_frame, text_writer, write_atomically
+from .errors import PrivclustError
+from .hookspecs import hookimpl
+from .recipe import Recipe
+from .registry import Registry, get_registry
+
+__all__ = ["main"]
+
+
+class ProgressDisplay:
+    """Observer plugin: one line per step on stderr, and a progress bar for
+    steps that report progress (only on a terminal)."""
+
+    plugin_name = "privclust.cli.progress"
+
+    def __init__(self, stream: TextIO, *, quiet: bool = False):
+        self.stream = stream
+        self.quiet = quiet
+        self._bar: Any = None
+
+    @hookimpl
+    def privclust_step_started(self, step: Any, index: int, total: int) -> None:
+        if not self.quiet:
+            print(f"[{index + 1}/{total}] {step.use} ...", file=self.stream, flush=True)
+
+    @hookimpl
+    def privclust_step_progress(self, step: Any, index: int, done: float, total: float | None) -> None:
+        if self.quiet:
+            return
+        if self._bar is None:
+            from tqdm import tqdm
+
+            self._bar = tqdm(total=total, file=self.stream, desc=f"  {step.use}", leave=False, disable=None)
+        if total is not None and self._bar.total != total:
+            self._bar.total = total
+        self._bar.n = done
+        self._bar.refresh()
+
+    @hookimpl
+    def privclust_step_finished(self, step: Any, index: int, outcome: Any) -> None:
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
+        if not self.quiet:
+            print(f"      done in {outcome.elapsed:.3g} s", file=self.stream, flush=True)
+
+
+def _registry_with_progress(quiet: bool) -> tuple[Registry, ProgressDisplay]:
+    registry = get_registry()
+    display = ProgressDisplay(sys.stderr, quiet=quiet)
+    registry.register(display, ProgressDisplay.plugin_name)
+    return registry, display
+
+
+def _report_writer(release: Any, path: Path) -> Any:
+    name = path.name.lower()
+    if name.endswith(".json"):
+        return text_writer(json.dumps(release.report(), indent=2) + "\n")
+    if name.endswith((".html", ".htm")):
+        return text_writer(release.to_html())
+    raise PrivclustError(f"{path}: a report is written as .json or .html")
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    recipe = Recipe.from_toml(Path(args.recipe))
+    output = Path(args.output)
+    report = Path(args.report) if args.report else None
+    frame_writer(None, output)  # type: ignore[arg-type]  # checks the suffix before any work
+    if report is not None and not report.name.lower().endswith((".json", ".html", ".htm")):
+        raise PrivclustError(f"{report}: a report is written as .json or .html")
+    data = read_frame(args.input)
+    registry, _ = _registry_with_progress(args.quiet)
+    from .runner import run
+
+    try:
+        release = run(recipe, data, seed=args.seed, registry=registry)
+    finally:
+        registry.unregister(ProgressDisplay.plugin_name)
+    targets = [(output, frame_writer(release.data, output))]
+    if report is not None:
+        targets.append((report, _report_writer(release, report)))
+    write_atomically(targets)
+    eps, delta = release.spent
+    if not args.quiet:
+        print(f"wrote {output} ({release.data.shape[0]} records)" + (f" and {report}" if report else "")
+              + f"; privacy spent: epsilon {eps:.6g}, delta {delta:.3g}", file=sys.stderr)
+    return 0
+
+
+def _cmd_check(args: argparse.Namespace) -> int:
+    from .runner import compile, numeric_columns
+
+    recipe = Recipe.from_toml(Path(args.recipe))
+    compiled = compile(recipe)
+    lines = [f"recipe {args.recipe}: OK against the installed plugins"]
+    for cs in compiled.steps:
+        cols = ", ".join(cs.step.columns) if cs.step.columns else "all numeric columns"
+        lines.append(f"  step {cs.index} {cs.id!r}: {cs.role} {cs.step.use} on {cols}")
+    for spec in recipe.evaluate:
+        lines.append(f"  evaluate: {spec.use}")
+    if recipe.privacy.limited:
+        lines.append(f"  budget: epsilon {recipe.privacy.epsilon:g}, delta {recipe.privacy.delta:g}")
+    if args.input:
+        from .errors import DataError
+        from .runner import _check_columns, _check_frame
+
+        frame = _check_frame(read_frame(args.input))
+        problems = []
+        for cs in compiled.steps:
+            columns = cs.step.columns or numeric_columns(frame)
+            problems += _check_columns(frame, columns, f"steps[{cs.index}] ({cs.id})")
+        for h, handler in enumerate(compiled.constraints):
+            problems += [str(p) for p in handler.check(tuple(frame.columns)) or ()]
+        if problems:
+            raise DataError("; ".join(problems))
+        lines.append(f"  data {args.input}: {frame.shape[0]} records; every column the recipe uses is present, "
+                     "numeric and finite")
+    print("\n".join(lines))
+    return 0
+
+
+def _cmd_plugins(args: argparse.Namespace) -> int:
+    registry = get_registry()
+    rows = [info.to_dict() for info in registry.components()]
+    if args.json:
+        plugins = [attrs.asdict(p) for p in registry.plugins()]
+        print(json.dumps({"plugins": plugins, "components": rows}, indent=2))
+        return 0
+    header = ("kind", "name", "plugin", "distribution", "version")
+    table = [header] + [tuple(r[h] for h in header) for r in rows]
+    widths = [max(len(str(row[i])) for row in table) for i in range(len(header))]
+    for row in table:
+        print("  ".join(str(v).ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
+    return 0
+
+
+def demo_recipe_path() -> Path:
+    """The recipe ``privclust demo`` runs."""
+    return Path(str(resources.files("privclust") / "recipes" / "demo.toml"))
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    import pandas as pd
+
+    from .datasets import TABLE1_RULE, table1
+    from .runner import run
+
+    recipe_path = demo_recipe_path()
+    recipe = Recipe.from_toml(recipe_path)
+    data = table1()
+    registry, _ = _registry_with_progress(quiet=True)
+    try:
+        release = run(recipe, data, seed=args.seed, registry=registry)
+    finally:
+        registry.unregister(ProgressDisplay.plugin_name)
+    out = sys.stdout
+    width = 78
+    print("=" * width, file=out)
+    print(f"privclust {__version__} demo: {recipe.name or recipe_path.name}", file=out)
+    if recipe.description:
+        print(recipe.description.strip(), file=out)
+    print("=" * width, file=out)
+    print(f"\nRecipe ({recipe_path}):\n", file=out)
+    print("    " + recipe.to_toml().strip().replace("\n", "\n    "), file=out)
+    with pd.option_context("display.width", width, "display.float_format", "{:.2f}".format):
+        print("\nOriginal data (Torra, Table 1):\n", file=out)
+        print(_with_rule_check(data), file=out)
+        print("\nProtected data:\n", file=out)
+        print(_with_rule_check(release.data), file=out)
+    print(f"\nEdit rule {TABLE1_RULE!r}: residual = total - (1.16*exp16 + 1.07*exp7) per record above.", file=out)
+    print("\nLedger:", file=out)
+    for entry in release.ledger:
+        print(f"  [{entry.kind}] {entry.statement}", file=out)
+    if len(release.evaluations):
+        print("\nEvaluations:\n", file=out)
+        with pd.option_context("display.width", width, "display.max_colwidth", 30):
+            print(release.evaluations.to_string(index=False, float_format=lambda v: f"{v:.4g}"), file=out)
+    if args.output:
+        path = Path(args.output)
+        write_atomically([(path, frame_writer(release.data, path))])
+        print(f"\nwrote {path}", file=out)
+    return 0
+
+
+def _with_rule_check(frame: Any) -> Any:
+    shown = frame.copy()
+    if {"exp16", "exp7", "total"} <= set(frame.columns):
+        shown["residual"] = frame["total"] - (1.16 * frame["exp16"] + 1.07 * frame["exp7"])
+    return shown
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="privclust", description="Protect a data set before release.")
+    parser.add_argument("--version", action="version", version=f"privclust {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("run", help="run a recipe on a data file")
+    p.add_argument("recipe", help="the recipe (a TOML file)")
+    p.add_argument("--input", "-i", required=True, help="the data (.csv, .csv.gz, .tsv, .parquet)")
+    p.add_argument("--output", "-o", required=True, help="where to write the protected data (.csv or .parquet)")
+    p.add_argument("--report", help="where to write the report (.json or .html)")
+    p.add_argument("--seed", type=int, help="seed for reproducible experiments (never written to the report)")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress output")
+    p.set_defaults(func=_cmd_run)
+
+    p = sub.add_parser("check", help="validate a recipe against the installed plugins without running it")
+    p.add_argument("recipe")
+    p.add_argument("--input", "-i", help="also check that the data have the columns the recipe uses")
+    p.set_defaults(func=_cmd_check)
+
+    p = sub.add_parser("plugins", help="list the installed plugins and their components")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=_cmd_plugins)
+
+    p = sub.add_parser("demo", help="run the main job on built-in data")
+    p.add_argument("--seed", type=int, help="seed for a reproducible demo")
+    p.add_argument("--output", "-o", help="also write the protected table (.csv or .parquet)")
+    p.set_defaults(func=_cmd_demo)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except PrivclustError as err:
+        message = " ".join(str(err).split())
+        print(f"privclust: error: {message}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("privclust: interrupted; nothing was written", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,85 @@
+"""Edit rules as the runner hands them to a step.
+
+A recipe's ``[[constraints]]`` entries are constraint-handler components (the
+built-in one is ``linear``). For each step the runner binds the rules whose
+columns all lie in the step's columns and hands the step a
+:class:`ConstraintSet` through ``context.constraints``. A rule that mixes the
+step's columns with others is a recipe error: the step could not satisfy it.
+
+With one handler the set delegates to it. With several, the projection onto
+the intersection of their (convex) feasible sets uses Dykstra's alternating
+projections, which converge to the exact Euclidean projection (Boyle &
+Dykstra 1986).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from .components import BoundConstraints
+from .errors import ConstraintError
+
+__all__ = ["ConstraintSet"]
+
+
+class ConstraintSet:
+    """Several bound constraint handlers over the same ordered columns."""
+
+    def __init__(self, columns: Sequence[str], parts: Sequence[BoundConstraints], *,
+                 max_iter: int = 500, tol: float = 1e-10):
+        self.columns = tuple(columns)
+        self.parts = tuple(parts)
+        for p in self.parts:
+            if tuple(p.columns) != self.columns:
+                raise ConstraintError(
+                    f"bound constraints over {list(p.columns)} cannot join a set over {list(self.columns)}"
+                )
+        self.rules: tuple[str, ...] = tuple(r for p in self.parts for r in p.rules)
+        self.max_iter = max_iter
+        self.tol = tol
+
+    def __bool__(self) -> bool:
+        return bool(self.rules)
+
+    def __repr__(self) -> str:
+        return f"<ConstraintSet {len(self.rules)} rules over {list(self.columns)}>"
+
+    def project(self, points: np.ndarray, *, scale: np.ndarray | None = None) -> np.ndarray:
+        """Project each row of ``points`` onto the feasible set, in the metric
+        where each column is divided by ``scale`` (``None``: Euclidean)."""
+        points = np.asarray(points, dtype=float)
+        if not self.parts:
+            return points.copy()
+        if len(self.parts) == 1:
+            return self.parts[0].project(points, scale=scale)
+        # Dykstra's algorithm, in scaled coordinates.
+        s = np.ones(points.shape[-1]) if scale is None else np.asarray(scale, dtype=float)
+        x = points / s
+        increments = [np.zeros_like(x) for _ in self.parts]
+        for _ in range(self.max_iter):
+            previous = x
+            for j, part in enumerate(self.parts):
+                y = (x + increments[j])
+                projected = part.project(y * s, scale=scale) / s
+                increments[j] = y - projected
+                x = projected
+            if np.max(np.abs(x - previous), initial=0.0) <= self.tol * (1 + np.max(np.abs(x), initial=0.0)):
+                break
+        return x * s
+
+    def violations(self, points: np.ndarray) -> np.ndarray:
+        """``(n, n_rules)`` amounts by which each row violates each rule."""
+        points = np.asarray(points, dtype=float)
+        if not self.parts:
+            return np.zeros((points.shape[0], 0))
+        return np.concatenate([p.violations(points) for p in self.parts], axis=1)
+
+    def satisfied(self, points: np.ndarray, *, tol: float = 1e-6) -> np.ndarray:
+        """Per row, whether every rule holds within ``tol`` (relative to the
+        size of the values involved)."""
+        points = np.asarray(points, dtype=float)
+        v = self.violations(points)
+        bound = tol * (1.0 + np.max(np.abs(points), axis=1, initial=0.0))
+        return np.all(v <= bound[:, None], axis=1)

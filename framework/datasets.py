@@ -1,0 +1,220 @@
+"""Data sets for examples, tests and reproductions.
+
+* :func:`table1` - the expenditure example of Torra's fuzzy microaggregation
+  paper (Table 1): ``exp16``, ``exp7`` and ``total`` with the edit rule
+  ``total = 1.16 exp16 + 1.07 exp7``; built in.
+* :func:`iris`, :func:`wdbc` - through scikit-learn (shipped with it).
+* :func:`load` - the labelled shape sets of the clustering-data-v1 suite
+  (aggregation, flame, jain, pathbased, spiral, compound, r15, d31, wdbc,
+  wine) and the SDC reference microdata (casc_census, tarragona, eia).
+
+:func:`load` reads a local folder first: the one named by the environment
+variable ``PRIVCLUST_DATA``, else ``../shared/datasets`` (relative to the
+working directory or to the source checkout) when present. Elsewhere it
+downloads the file once from its public source into a cache
+(``$XDG_CACHE_HOME/privclust`` or ``~/.cache/privclust``) and fails with
+:class:`~privclust.DatasetUnavailableError` when offline.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import os
+import tempfile
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .errors import DatasetUnavailableError
+
+__all__ = ["SHAPE_SETS", "SDC_FILES", "data_dir", "iris", "load", "names", "table1", "wdbc"]
+
+#: Environment variable naming the local data folder.
+ENV_DATA = "PRIVCLUST_DATA"
+
+_CLUSTERING_BASE = "https://github.com/gagolews/clustering-data-v1/raw/v1.1.0"
+_SDCMICRO_BASE = "https://github.com/sdcTools/sdcMicro/raw/master/data"
+
+#: Labelled shape sets: name -> (folder in clustering-data-v1, number of classes).
+SHAPE_SETS: dict[str, tuple[str, int]] = {
+    "aggregation": ("sipu", 7),
+    "compound": ("sipu", 6),
+    "d31": ("sipu", 31),
+    "flame": ("sipu", 2),
+    "jain": ("sipu", 2),
+    "pathbased": ("sipu", 3),
+    "r15": ("sipu", 15),
+    "spiral": ("sipu", 3),
+    "wdbc": ("uci", 2),
+    "wine": ("uci", 3),
+}
+
+#: SDC reference microdata: name -> (local file, sdcMicro data set).
+SDC_FILES: dict[str, tuple[str, str]] = {
+    "casc_census": ("casc_census.csv", "CASCrefmicrodata"),
+    "tarragona": ("tarragona.csv", "Tarragona"),
+    "eia": ("eia.csv.gz", "EIA"),
+}
+
+_TABLE1 = np.array(
+    [
+        [15, 23, 42.01],
+        [12, 43, 59.93],
+        [64, 229, 319.27],
+        [12, 45, 62.07],
+        [28, 39, 74.21],
+        [71, 102, 191.50],
+        [23, 64, 95.16],
+        [25, 102, 138.14],
+        [48, 230, 301.78],
+        [32, 50, 90.62],
+        [90, 200, 318.40],
+        [13, 100, 125.56],
+    ]
+)
+
+#: The edit rule of Table 1.
+TABLE1_RULE = "total = 1.16*exp16 + 1.07*exp7"
+
+
+def table1() -> pd.DataFrame:
+    """Table 1 of Torra's paper: 12 records of expenditure at 16% VAT
+    (``exp16``), at 7% (``exp7``) and the total with VAT (``total``).
+
+    Every record satisfies ``total = 1.16*exp16 + 1.07*exp7`` except the last:
+    1.16*13 + 1.07*100 = 122.08, but its total is 125.56 (off by 3.48).
+    """
+    return pd.DataFrame(_TABLE1.copy(), columns=["exp16", "exp7", "total"])
+
+
+def iris(*, as_frame: bool = True) -> pd.DataFrame:
+    """Fisher's Iris (150 x 4, 3 classes) from scikit-learn, with a ``class`` column."""
+    from sklearn.datasets import load_iris
+
+    bunch = load_iris()
+    frame = pd.DataFrame(bunch.data, columns=["sepal_length", "sepal_width", "petal_length", "petal_width"])
+    frame["class"] = bunch.target.astype(np.int64)
+    return frame
+
+
+def wdbc() -> pd.DataFrame:
+    """Breast Cancer Wisconsin (Diagnostic), 569 x 30, 2 classes, from
+    scikit-learn, with a ``class`` column (0 = malignant, 1 = benign)."""
+    from sklearn.datasets import load_breast_cancer
+
+    bunch = load_breast_cancer()
+    frame = pd.DataFrame(bunch.data, columns=[str(c).replace(" ", "_") for c in bunch.feature_names])
+    frame["class"] = bunch.target.astype(np.int64)
+    return frame
+
+
+def names() -> list[str]:
+    """Every name :func:`load` accepts."""
+    return sorted([*SHAPE_SETS, *SDC_FILES])
+
+
+def data_dir() -> Path | None:
+    """The local data folder, or ``None`` when there is none."""
+    env = os.environ.get(ENV_DATA)
+    if env:
+        return Path(env)
+    candidates = [Path.cwd() / ".." / "shared" / "datasets",
+                  Path(__file__).resolve().parents[2] / "shared" / "datasets"]
+    for candidate in candidates:
+        if candidate.is_dir():
+            return candidate.resolve()
+    return None
+
+
+def _cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "privclust"
+
+
+def _fetch(url: str, target: Path) -> Path:
+    """Download ``url`` to ``target`` once (atomically)."""
+    if target.exists():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with urllib.request.urlopen(url, timeout=30) as response:  # noqa: S310 - fixed https URLs only
+            payload = response.read()
+    except (urllib.error.URLError, TimeoutError, OSError) as err:
+        raise DatasetUnavailableError(
+            f"cannot download {url} ({err}); you seem to be offline. Put the file in a folder and set "
+            f"{ENV_DATA}=/that/folder, or try again online"
+        ) from err
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(payload)
+    os.replace(tmp, target)
+    return target
+
+
+def _local(filename: str) -> Path | None:
+    folder = data_dir()
+    if folder is not None and (folder / filename).is_file():
+        return folder / filename
+    return None
+
+
+def _read_vectors(path: Path) -> np.ndarray:
+    with gzip.open(path, "rt") if path.suffix == ".gz" else open(path) as fh:
+        return np.loadtxt(fh, ndmin=2)
+
+
+def load(name: str) -> pd.DataFrame:
+    """Load a data set by name (see :func:`names`).
+
+    Shape sets come with columns ``x0, x1, ...`` and an integer ``class``
+    column (0 = noise where the source marks it); SDC files with their own
+    column names.
+    """
+    key = name.lower()
+    if key in SHAPE_SETS:
+        folder, _ = SHAPE_SETS[key]
+        paths = []
+        for suffix in (".data.gz", ".labels0.gz"):
+            filename = key + suffix
+            path = _local(filename)
+            if path is None:
+                path = _fetch(f"{_CLUSTERING_BASE}/{folder}/{filename}", _cache_dir() / filename)
+            paths.append(path)
+        points = _read_vectors(paths[0])
+        labels = _read_vectors(paths[1]).ravel().astype(np.int64)
+        frame = pd.DataFrame(points, columns=[f"x{j}" for j in range(points.shape[1])])
+        frame["class"] = labels
+        return frame
+    if key in SDC_FILES:
+        filename, rdata = SDC_FILES[key]
+        path = _local(filename)
+        if path is not None:
+            return pd.read_csv(path)
+        cached = _cache_dir() / filename
+        if cached.exists():
+            return pd.read_csv(cached)
+        rda = _fetch(f"{_SDCMICRO_BASE}/{rdata}.rda", _cache_dir() / f"{rdata}.rda")
+        try:
+            import pyreadr
+        except ImportError as err:
+            raise DatasetUnavailableError(
+                f"{name} is distributed as an R data file ({rda}); install pyreadr to read it "
+                f"(pip install pyreadr), or put {filename} in a folder and set {ENV_DATA}"
+            ) from err
+        frame = next(iter(pyreadr.read_r(str(rda)).values()))
+        buffer = io.StringIO()
+        frame.to_csv(buffer, index=False)
+        fd, tmp = tempfile.mkstemp(dir=cached.parent, prefix=f".{cached.name}.")
+        with os.fdopen(fd, "w") as fh:
+            fh.write(buffer.getvalue())
+        os.replace(tmp, cached)
+        return frame
+    import difflib
+
+    close = difflib.get_close_matches(key, names(), n=2)
+    hint = f"did you mean {' or '.join(repr(c) for c in close)}?" if close else f"known: {', '.join(names())}"
+    raise DatasetUnavailableError(f"no data set named {name!r}; {hint}")

@@ -1,0 +1,211 @@
+"""Hyper-parameters as validated attrs fields.
+
+A component is a frozen, keyword-only attrs class; its fields are its
+hyper-parameters. :func:`param` builds such a field with a converter (so a
+TOML integer is accepted where a float is expected, but a string or a bool is
+not) and a validator (bounds, choices), and keeps a one-line description for
+the generated parameter tables. :func:`nested` declares a field that holds
+another component (a masker's clusterer, a clusterer's noise mechanism).
+
+Names: a recipe key is the field name with one trailing underscore removed,
+so the field ``lambda_`` is written ``lambda`` in recipes (Python forbids
+``lambda=`` as a keyword argument).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from .errors import ParameterError
+
+__all__ = ["nested", "param", "param_name", "NOTHING"]
+
+#: Sentinel: the parameter is required (no default).
+NOTHING = attrs.NOTHING
+
+_META_DOC = "privclust_doc"
+_META_KIND = "privclust_kind"
+_META_TYPE = "privclust_type"
+
+
+def param_name(field_name: str) -> str:
+    """The recipe key of an attrs field: ``lambda_`` -> ``lambda``."""
+    return field_name[:-1] if field_name.endswith("_") and not field_name.endswith("__") else field_name
+
+
+def _owner(inst: Any) -> str:
+    return getattr(inst, "name", type(inst).__name__)
+
+
+def _describe_type(tp: Any) -> str:
+    if isinstance(tp, tuple):
+        return " or ".join(_describe_type(t) for t in tp)
+    return {float: "a number", int: "an integer", str: "a string", bool: "true or false"}.get(
+        tp, getattr(tp, "__name__", str(tp))
+    )
+
+
+def _convert(tp: Any, value: Any, optional: bool) -> Any:
+    """Convert a recipe value to ``tp`` or return it unchanged for the validator to reject."""
+    if value is None:
+        return value
+    if tp is float:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, int):
+            return float(value)
+        try:
+            import numpy as np
+
+            if isinstance(value, np.floating | np.integer):
+                return float(value)
+        except ImportError:  # pragma: no cover - numpy is a dependency
+            pass
+        return value
+    if tp is int:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        try:
+            import numpy as np
+
+            if isinstance(value, np.integer):
+                return int(value)
+        except ImportError:  # pragma: no cover
+            pass
+        return value
+    if tp is tuple and isinstance(value, list):
+        return tuple(value)
+    return value
+
+
+def _check_type(tp: Any, value: Any) -> bool:
+    if tp is None:
+        return True
+    types = tp if isinstance(tp, tuple) else (tp,)
+    for t in types:
+        if t in (float, int) and isinstance(value, bool):
+            continue
+        if t is float and isinstance(value, float):
+            return True
+        if isinstance(value, t):
+            return True
+    return False
+
+
+def param(
+    tp: Any = None,
+    *,
+    default: Any = NOTHING,
+    doc: str = "",
+    gt: float | None = None,
+    ge: float | None = None,
+    lt: float | None = None,
+    le: float | None = None,
+    choices: Sequence[Any] | None = None,
+    optional: bool = False,
+    converter: Callable[[Any], Any] | None = None,
+    check: Callable[[Any], str | None] | None = None,
+) -> Any:
+    """A validated hyper-parameter field.
+
+    :param tp: the expected type (``float``, ``int``, ``str``, ``bool``,
+        ``tuple``, ``dict``... or a tuple of types). Integers are accepted and
+        converted where ``float`` is expected; booleans never pass as numbers.
+    :param default: the default value; leave it out for a required parameter.
+    :param doc: one line shown in the parameter tables of the docs and in
+        ``privclust plugins --json``.
+    :param gt, ge, lt, le: numeric bounds (strict, inclusive).
+    :param choices: the allowed values.
+    :param optional: ``None`` is allowed (and means "not set").
+    :param converter: a converter run before the built-in one.
+    :param check: an extra check returning an error text or ``None``.
+    """
+    if default is None:
+        optional = True
+
+    def convert(value: Any) -> Any:
+        if converter is not None and value is not None:
+            value = converter(value)
+        return _convert(tp, value, optional)
+
+    def validate(inst: Any, attribute: attrs.Attribute, value: Any) -> None:
+        key = param_name(attribute.name)
+        where = f"The {key!r} parameter of {_owner(inst)}"
+        if value is None:
+            if optional:
+                return
+            raise ParameterError(f"{where} is required; got None.")
+        if not _check_type(tp, value):
+            raise ParameterError(
+                f"{where} must be {_describe_type(tp)}; got {value!r} ({type(value).__name__})."
+            )
+        if isinstance(value, float) and (gt is not None or ge is not None or lt is not None or le is not None):
+            if math.isnan(value):
+                raise ParameterError(f"{where} must be a number; got NaN.")
+        if gt is not None and not value > gt:
+            raise ParameterError(f"{where} must be > {gt}; got {value!r}.")
+        if ge is not None and not value >= ge:
+            raise ParameterError(f"{where} must be >= {ge}; got {value!r}.")
+        if lt is not None and not value < lt:
+            raise ParameterError(f"{where} must be < {lt}; got {value!r}.")
+        if le is not None and not value <= le:
+            raise ParameterError(f"{where} must be <= {le}; got {value!r}.")
+        if choices is not None and value not in choices:
+            options = ", ".join(repr(c) for c in choices)
+            raise ParameterError(f"{where} must be one of {options}; got {value!r}.")
+        if check is not None:
+            problem = check(value)
+            if problem:
+                raise ParameterError(f"{where} {problem}; got {value!r}.")
+
+    metadata = {_META_DOC: doc, _META_TYPE: tp}
+    return attrs.field(default=default, converter=convert, validator=validate, metadata=metadata, kw_only=True)
+
+
+def nested(kind: str, *, default: Any = None, doc: str = "") -> Any:
+    """A field holding another component of the given kind.
+
+    In a recipe it is an inline table ``{ use = "fcm", m = 1.5 }`` or just a
+    name ``"fcm"``. The value may be a component instance, a
+    :class:`~privclust.ComponentSpec` (resolved through the registry when the
+    recipe is compiled, or through ``context.component(...)`` at run time) or
+    ``None``. A string default names the registered component used when the
+    recipe gives none, so a swapped built-in is honoured.
+    """
+    from .recipe import ComponentSpec, to_component_value
+
+    def validate(inst: Any, attribute: attrs.Attribute, value: Any) -> None:
+        if value is None or isinstance(value, ComponentSpec):
+            return
+        if not (attrs.has(type(value)) and isinstance(getattr(type(value), "name", None), str)):
+            raise ParameterError(
+                f"The {param_name(attribute.name)!r} parameter of {_owner(inst)} must be a "
+                f"{kind[:-1].replace('_', ' ')} (a name, an inline table with 'use', or a component); "
+                f"got {value!r}."
+            )
+
+    default_value = to_component_value(default) if isinstance(default, str | Mapping) else default
+    metadata = {_META_DOC: doc, _META_KIND: kind, _META_TYPE: None}
+    return attrs.field(
+        default=default_value,
+        converter=to_component_value,
+        validator=validate,
+        metadata=metadata,
+        kw_only=True,
+    )
+
+
+def field_kind(attribute: attrs.Attribute) -> str | None:
+    """The component kind a nested field holds, or ``None`` for a plain parameter."""
+    return attribute.metadata.get(_META_KIND)
+
+
+def field_doc(attribute: attrs.Attribute) -> str:
+    """The one-line description of a parameter field."""
+    return attribute.metadata.get(_META_DOC, "")

@@ -1,0 +1,574 @@
+"""Protection recipes: data, never code.
+
+A recipe is an ordered list of steps, each naming a component with
+``use = "<name>"``, its parameters, the columns it applies to and nested
+components as inline tables; global edit constraints; an optional privacy
+budget; and evaluators. It comes from TOML (:meth:`Recipe.from_toml`), a dict
+(:meth:`Recipe.from_dict`) or these attrs objects, and :meth:`Recipe.to_dict`
+round-trips.
+
+Structural problems (wrong types, unknown keys, bad budget) are found when the
+recipe is built and reported all at once; problems that need the installed
+plugins (unknown component names, misspelt parameters) are found when it is
+compiled against a registry (:func:`privclust.compile`).
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import re
+import tomllib
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+import attrs
+
+from .errors import Problem, RecipeError
+
+__all__ = [
+    "Budget",
+    "ComponentSpec",
+    "EvaluateSpec",
+    "Recipe",
+    "Step",
+    "to_component_value",
+    "dumps_toml",
+]
+
+#: Keys of a step that belong to the step, not to its component.
+STEP_KEYS = ("use", "id", "columns", "output")
+#: Top-level keys of a recipe.
+RECIPE_KEYS = ("name", "description", "privacy", "constraints", "steps", "evaluate")
+#: Keys of the ``[privacy]`` table.
+PRIVACY_KEYS = ("epsilon", "delta")
+#: Default name of the label column a clusterer step releases.
+DEFAULT_LABEL_COLUMN = "cluster"
+
+_ID_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
+
+
+def _close(word: str, options: Iterable[str]) -> str:
+    matches = difflib.get_close_matches(word, list(options), n=2, cutoff=0.6)
+    if matches:
+        return "did you mean " + " or ".join(repr(m) for m in matches) + "?"
+    return "allowed: " + ", ".join(options)
+
+
+def _freeze(value: Any) -> Any:
+    """Deep-copy a parameter value into an immutable form (lists -> tuples)."""
+    if isinstance(value, ComponentSpec):
+        return value
+    if isinstance(value, Mapping):
+        if "use" in value:
+            return ComponentSpec.from_mapping(value)
+        return MappingProxyType({str(k): _freeze(v) for k, v in value.items()})
+    if isinstance(value, list | tuple):
+        return tuple(_freeze(v) for v in value)
+    return value
+
+
+def _thaw(value: Any) -> Any:
+    """The plain-data form of a parameter value (tuples -> lists, specs -> dicts)."""
+    if isinstance(value, ComponentSpec):
+        return value.to_dict()
+    if attrs.has(type(value)) and isinstance(getattr(type(value), "name", None), str):
+        return ComponentSpec.of(value).to_dict()
+    if isinstance(value, Mapping):
+        return {k: _thaw(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_thaw(v) for v in value]
+    if hasattr(value, "tolist") and hasattr(value, "dtype"):  # numpy scalars and arrays
+        return value.tolist()
+    return value
+
+
+@attrs.frozen
+class ComponentSpec:
+    """A component named by ``use`` with its parameters (the data form).
+
+    Nested components inside ``params`` are ComponentSpecs themselves.
+    """
+
+    use: str
+    params: Mapping[str, Any] = attrs.field(factory=dict, converter=_freeze)
+
+    @classmethod
+    def from_mapping(cls, mapping: Mapping[str, Any]) -> ComponentSpec:
+        """Build from ``{"use": name, **params}``."""
+        use = mapping.get("use")
+        if not isinstance(use, str) or not use:
+            raise RecipeError([Problem("", f"a component table needs 'use' = \"<name>\"; got {dict(mapping)!r}")])
+        return cls(use, {k: v for k, v in mapping.items() if k != "use"})
+
+    @classmethod
+    def of(cls, component: Any) -> ComponentSpec:
+        """The spec of a component instance: its name and every parameter."""
+        from .components import component_params
+
+        return cls(type(component).name, component_params(component))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"use": self.use, **{k: _thaw(v) for k, v in self.params.items()}}
+
+    def __eq__(self, other: object) -> bool:  # MappingProxyType does not compare to dict
+        return isinstance(other, ComponentSpec) and self.to_dict() == other.to_dict()
+
+    def __hash__(self) -> int:
+        return hash(repr(self.to_dict()))
+
+
+def to_component_value(value: Any) -> Any:
+    """Converter for nested-component fields: a name or a table becomes a spec."""
+    if isinstance(value, str):
+        return ComponentSpec(value)
+    if isinstance(value, Mapping):
+        return ComponentSpec.from_mapping(value)
+    return value
+
+
+def _check_epsilon(inst: Any, attribute: attrs.Attribute, value: float | None) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
+        raise RecipeError([Problem("privacy.epsilon", f"must be a number > 0; got {value!r}", "e.g. epsilon = 1.0")])
+
+
+def _check_delta(inst: Any, attribute: attrs.Attribute, value: float) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not (0 <= value < 1):
+        raise RecipeError(
+            [Problem("privacy.delta", f"must be a number in [0, 1); got {value!r}", "use 0 for pure epsilon-DP")]
+        )
+
+
+def _to_float(value: Any) -> Any:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    return value
+
+
+@attrs.frozen(kw_only=True)
+class Budget:
+    """A privacy budget: total epsilon and delta a run may spend.
+
+    ``epsilon=None`` means no budget was declared: spends are recorded in the
+    ledger but not limited.
+    """
+
+    epsilon: float | None = attrs.field(default=None, converter=_to_float, validator=_check_epsilon)
+    delta: float = attrs.field(default=0.0, converter=_to_float, validator=_check_delta)
+
+    @property
+    def limited(self) -> bool:
+        return self.epsilon is not None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.epsilon is not None:
+            out["epsilon"] = self.epsilon
+        if self.delta:
+            out["delta"] = self.delta
+        return out
+
+
+def _columns(value: Any) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return (value,)
+    return tuple(value)
+
+
+@attrs.frozen(kw_only=True)
+class Step:
+    """One step of a recipe: a component, its parameters and its columns.
+
+    :param use: the registered component name (a clusterer, masker or noise
+        mechanism).
+    :param params: the component's parameters; nested components as
+        ``{"use": ..., ...}`` tables or :class:`ComponentSpec`.
+    :param columns: the columns the step applies to; ``None`` means every
+        numeric column of the input.
+    :param id: the step's name in sweeps and reports (default: the component
+        name, suffixed ``-2``, ``-3``... when it repeats).
+    :param output: for a clusterer step, the name of the label column it
+        releases (default ``cluster``).
+    """
+
+    use: str
+    params: Mapping[str, Any] = attrs.field(factory=dict, converter=_freeze)
+    columns: tuple[str, ...] | None = attrs.field(default=None, converter=_columns)
+    id: str | None = None
+    output: str | None = None
+
+    @classmethod
+    def of(cls, component: Any, *, columns: Sequence[str] | None = None, id: str | None = None,
+           output: str | None = None) -> Step:
+        """A step from a component instance (every parameter is copied)."""
+        spec = ComponentSpec.of(component)
+        return cls(use=spec.use, params=spec.params, columns=columns, id=id, output=output)
+
+    @property
+    def spec(self) -> ComponentSpec:
+        return ComponentSpec(self.use, self.params)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"use": self.use}
+        if self.id is not None:
+            out["id"] = self.id
+        if self.columns is not None:
+            out["columns"] = list(self.columns)
+        if self.output is not None:
+            out["output"] = self.output
+        out.update({k: _thaw(v) for k, v in self.params.items()})
+        return out
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Step) and self.to_dict() == other.to_dict()
+
+    def __hash__(self) -> int:
+        return hash(repr(self.to_dict()))
+
+
+@attrs.frozen(kw_only=True)
+class EvaluateSpec:
+    """An evaluator entry: the evaluator, its parameters and its columns."""
+
+    use: str
+    params: Mapping[str, Any] = attrs.field(factory=dict, converter=_freeze)
+    columns: tuple[str, ...] | None = attrs.field(default=None, converter=_columns)
+
+    @property
+    def spec(self) -> ComponentSpec:
+        return ComponentSpec(self.use, self.params)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"use": self.use}
+        if self.columns is not None:
+            out["columns"] = list(self.columns)
+        out.update({k: _thaw(v) for k, v in self.params.items()})
+        return out
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, EvaluateSpec) and self.to_dict() == other.to_dict()
+
+    def __hash__(self) -> int:
+        return hash(repr(self.to_dict()))
+
+
+def _default_ids(steps: Sequence[Step]) -> tuple[str, ...]:
+    explicit = {s.id for s in steps if s.id is not None}
+    counts: dict[str, int] = {}
+    ids = []
+    for s in steps:
+        if s.id is not None:
+            ids.append(s.id)
+            continue
+        base = s.use
+        counts[base] = counts.get(base, 0) + 1
+        candidate = base if counts[base] == 1 else f"{base}-{counts[base]}"
+        while candidate in explicit or candidate in ids:
+            counts[base] += 1
+            candidate = f"{base}-{counts[base]}"
+        ids.append(candidate)
+    return tuple(ids)
+
+
+def _structural_problems(steps: Sequence[Step]) -> list[Problem]:
+    problems: list[Problem] = []
+    seen: dict[str, int] = {}
+    for i, s in enumerate(steps):
+        where = f"steps[{i}]"
+        if not isinstance(s.use, str) or not s.use:
+            problems.append(Problem(where, "'use' must name a component", 'e.g. use = "laplace"'))
+        if s.id is not None:
+            if not isinstance(s.id, str) or not _ID_RE.match(s.id):
+                problems.append(
+                    Problem(f"{where}.id", f"must be a name of letters, digits, '_' or '-'; got {s.id!r}",
+                            'e.g. id = "mask"')
+                )
+            elif s.id in seen:
+                problems.append(Problem(f"{where}.id", f"{s.id!r} is already the id of steps[{seen[s.id]}]",
+                                        "give each step its own id"))
+            else:
+                seen[s.id] = i
+        if s.columns is not None:
+            if len(s.columns) == 0:
+                problems.append(Problem(f"{where}.columns", "is empty", "list at least one column or leave it out"))
+            bad = [c for c in s.columns if not isinstance(c, str)]
+            if bad:
+                problems.append(Problem(f"{where}.columns", f"must be column names (strings); got {bad!r}"))
+            dup = sorted({c for c in s.columns if isinstance(c, str) and s.columns.count(c) > 1})
+            if dup:
+                problems.append(Problem(f"{where}.columns", f"names {', '.join(dup)} more than once"))
+        if s.output is not None and (not isinstance(s.output, str) or not s.output):
+            problems.append(Problem(f"{where}.output", f"must be a column name; got {s.output!r}"))
+    return problems
+
+
+@attrs.frozen(kw_only=True)
+class Recipe:
+    """A protection recipe (see the module docstring)."""
+
+    steps: tuple[Step, ...] = attrs.field(converter=tuple)
+    constraints: tuple[ComponentSpec, ...] = attrs.field(default=(), converter=tuple)
+    privacy: Budget = attrs.field(factory=Budget)
+    evaluate: tuple[EvaluateSpec, ...] = attrs.field(default=(), converter=tuple)
+    name: str | None = None
+    description: str | None = None
+    step_ids: tuple[str, ...] = attrs.field(init=False)
+
+    @step_ids.default
+    def _ids(self) -> tuple[str, ...]:
+        return _default_ids(self.steps)
+
+    def __attrs_post_init__(self) -> None:
+        problems = [] if self.steps else [Problem("steps", "a recipe needs at least one step", "add a [[steps]] table")]
+        problems += _structural_problems(self.steps)
+        if problems:
+            raise RecipeError(problems)
+
+    # -- construction ------------------------------------------------------
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], *, source: str | None = None) -> Recipe:
+        """Build a recipe from plain data (e.g. parsed TOML); all structural
+        problems are raised together in one :class:`RecipeError`."""
+        problems: list[Problem] = []
+        if not isinstance(data, Mapping):
+            raise RecipeError([Problem("", f"a recipe must be a table; got {type(data).__name__}")], source=source)
+        for key in data:
+            if key not in RECIPE_KEYS:
+                problems.append(Problem(str(key), "unknown recipe key", _close(str(key), RECIPE_KEYS)))
+
+        budget = Budget()
+        privacy = data.get("privacy", {})
+        if not isinstance(privacy, Mapping):
+            problems.append(Problem("privacy", "must be a table with epsilon and delta", "[privacy] epsilon = 1.0"))
+        else:
+            for key in privacy:
+                if key not in PRIVACY_KEYS:
+                    problems.append(Problem(f"privacy.{key}", "unknown key", _close(str(key), PRIVACY_KEYS)))
+            try:
+                budget = Budget(
+                    epsilon=privacy.get("epsilon"), delta=privacy.get("delta", 0.0)
+                )
+            except RecipeError as err:
+                problems.extend(err.problems)
+
+        steps: list[Step] = []
+        raw_steps = data.get("steps")
+        if raw_steps is None:
+            problems.append(Problem("steps", "a recipe needs at least one step", "add a [[steps]] table"))
+            raw_steps = []
+        elif not isinstance(raw_steps, Sequence) or isinstance(raw_steps, str):
+            problems.append(Problem("steps", "must be a list of tables", "write each step as [[steps]]"))
+            raw_steps = []
+        for i, raw in enumerate(raw_steps):
+            where = f"steps[{i}]"
+            if not isinstance(raw, Mapping):
+                problems.append(Problem(where, f"must be a table; got {raw!r}"))
+                continue
+            use = raw.get("use")
+            if not isinstance(use, str) or not use:
+                problems.append(Problem(where, "has no 'use' naming its component", 'e.g. use = "laplace"'))
+                continue
+            columns = raw.get("columns")
+            if columns is not None and not (isinstance(columns, Sequence) and not isinstance(columns, str)):
+                problems.append(Problem(f"{where}.columns", f"must be a list of column names; got {columns!r}",
+                                        'e.g. columns = ["age", "income"]'))
+                columns = None
+            try:
+                params = {k: v for k, v in raw.items() if k not in STEP_KEYS}
+                steps.append(Step(use=use, params=params, columns=columns, id=raw.get("id"),
+                                  output=raw.get("output")))
+            except RecipeError as err:
+                problems.extend(Problem(f"{where}.{p.where}".rstrip("."), p.message, p.fix) for p in err.problems)
+
+        constraints: list[ComponentSpec] = []
+        raw_constraints = data.get("constraints", [])
+        if not isinstance(raw_constraints, Sequence) or isinstance(raw_constraints, str):
+            problems.append(Problem("constraints", "must be a list of tables", "write each as [[constraints]]"))
+            raw_constraints = []
+        for i, raw in enumerate(raw_constraints):
+            if not isinstance(raw, Mapping) or not isinstance(raw.get("use"), str):
+                problems.append(Problem(f"constraints[{i}]", "must be a table with 'use'",
+                                        'e.g. use = "linear", rules = ["total = a + b"]'))
+                continue
+            try:
+                constraints.append(ComponentSpec.from_mapping(raw))
+            except RecipeError as err:
+                problems.extend(Problem(f"constraints[{i}]", p.message, p.fix) for p in err.problems)
+
+        evaluate: list[EvaluateSpec] = []
+        raw_eval = data.get("evaluate", [])
+        if isinstance(raw_eval, str | Mapping) or not isinstance(raw_eval, Sequence):
+            raw_eval = [raw_eval]
+        for i, raw in enumerate(raw_eval):
+            if isinstance(raw, str):
+                raw = {"use": raw}
+            if not isinstance(raw, Mapping) or not isinstance(raw.get("use"), str):
+                problems.append(Problem(f"evaluate[{i}]", "must be an evaluator name or a table with 'use'",
+                                        'e.g. use = "sse-sst"'))
+                continue
+            columns = raw.get("columns")
+            if columns is not None and not (isinstance(columns, Sequence) and not isinstance(columns, str)):
+                problems.append(Problem(f"evaluate[{i}].columns", f"must be a list of column names; got {columns!r}"))
+                columns = None
+            evaluate.append(EvaluateSpec(use=raw["use"],
+                                         params={k: v for k, v in raw.items() if k not in ("use", "columns")},
+                                         columns=columns))
+
+        for key in ("name", "description"):
+            if key in data and not isinstance(data[key], str):
+                problems.append(Problem(key, f"must be a string; got {data[key]!r}"))
+
+        if steps:
+            problems += _structural_problems(steps)
+        if problems:
+            raise RecipeError(problems, source=source)
+        return cls(
+            steps=steps,
+            constraints=constraints,
+            privacy=budget,
+            evaluate=evaluate,
+            name=data.get("name"),
+            description=data.get("description"),
+        )
+
+    @classmethod
+    def from_toml(cls, text_or_path: str | Path) -> Recipe:
+        """Read a recipe from a TOML file (a :class:`~pathlib.Path` or a path
+        string ending in ``.toml``) or from TOML text."""
+        source: str | None = None
+        if isinstance(text_or_path, Path) or (
+            isinstance(text_or_path, str) and "\n" not in text_or_path and text_or_path.endswith(".toml")
+        ):
+            path = Path(text_or_path)
+            source = str(path)
+            try:
+                text = path.read_text(encoding="utf-8")
+            except FileNotFoundError:
+                raise RecipeError([Problem("", f"no recipe file at {path}", "check the path")], source=source) from None
+            except OSError as err:
+                raise RecipeError([Problem("", f"cannot read {path}: {err.strerror}")], source=source) from err
+        else:
+            text = str(text_or_path)
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as err:
+            raise RecipeError(
+                [Problem("", f"is not valid TOML: {err}", "check the quoting and brackets on that line")],
+                source=source,
+            ) from err
+        return cls.from_dict(data, source=source)
+
+    @classmethod
+    def load(cls, obj: Recipe | Mapping[str, Any] | str | Path) -> Recipe:
+        """Accept a Recipe, a dict, a TOML path or TOML text."""
+        if isinstance(obj, Recipe):
+            return obj
+        if isinstance(obj, Mapping):
+            return cls.from_dict(obj)
+        if isinstance(obj, str | Path):
+            return cls.from_toml(obj)
+        raise RecipeError([Problem("", f"expected a Recipe, a dict or a TOML file; got {type(obj).__name__}")])
+
+    # -- output ---------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data that :meth:`from_dict` turns back into an equal recipe."""
+        out: dict[str, Any] = {}
+        if self.name is not None:
+            out["name"] = self.name
+        if self.description is not None:
+            out["description"] = self.description
+        privacy = self.privacy.to_dict()
+        if privacy:
+            out["privacy"] = privacy
+        if self.constraints:
+            out["constraints"] = [c.to_dict() for c in self.constraints]
+        out["steps"] = [s.to_dict() for s in self.steps]
+        if self.evaluate:
+            out["evaluate"] = [e.to_dict() for e in self.evaluate]
+        return out
+
+    def to_toml(self) -> str:
+        """The recipe as TOML text."""
+        return dumps_toml(self.to_dict())
+
+    def step_index(self, step_id: str) -> int:
+        """The position of the step with this id."""
+        try:
+            return self.step_ids.index(step_id)
+        except ValueError:
+            raise RecipeError([Problem("", f"no step has id {step_id!r}", _close(step_id, self.step_ids))]) from None
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Recipe) and self.to_dict() == other.to_dict()
+
+    def __hash__(self) -> int:
+        return hash(repr(self.to_dict()))
+
+
+# ---------------------------------------------------------------------------
+# A small TOML writer for recipes (the standard library reads TOML only).
+# ---------------------------------------------------------------------------
+
+_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+def _key(k: str) -> str:
+    return k if _BARE_KEY.match(k) else _string(k)
+
+
+def _string(s: str) -> str:
+    escaped = s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\t", "\\t")
+    return f'"{escaped}"'
+
+
+def _value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        if math.isnan(v):
+            return "nan"
+        if math.isinf(v):
+            return "inf" if v > 0 else "-inf"
+        return repr(v)
+    if isinstance(v, str):
+        return _string(v)
+    if isinstance(v, Mapping):
+        return "{ " + ", ".join(f"{_key(str(k))} = {_value(x)}" for k, x in v.items()) + " }"
+    if isinstance(v, list | tuple):
+        return "[" + ", ".join(_value(x) for x in v) + "]"
+    if v is None:
+        raise ValueError("TOML has no null value")
+    raise ValueError(f"cannot write {type(v).__name__} as TOML")
+
+
+def dumps_toml(data: Mapping[str, Any]) -> str:
+    """Write a recipe dict as TOML (top-level scalars, tables, arrays of tables)."""
+    lines: list[str] = []
+    tables: list[tuple[str, Mapping[str, Any]]] = []
+    arrays: list[tuple[str, list[Mapping[str, Any]]]] = []
+    for k, v in data.items():
+        if v is None:
+            continue
+        if isinstance(v, Mapping):
+            tables.append((k, v))
+        elif isinstance(v, list) and v and all(isinstance(x, Mapping) for x in v):
+            arrays.append((k, v))
+        else:
+            lines.append(f"{_key(k)} = {_value(v)}")
+    for k, table in tables:
+        lines += ["", f"[{_key(k)}]"] + [f"{_key(str(a))} = {_value(b)}" for a, b in table.items() if b is not None]
+    for k, items in arrays:
+        for item in items:
+            lines += ["", f"[[{_key(k)}]]"]
+            lines += [f"{_key(str(a))} = {_value(b)}" for a, b in item.items() if b is not None]
+    return "\n".join(lines).lstrip("\n") + "\n"

@@ -1,0 +1,659 @@
+"""The registry: plugins in, component tables out.
+
+A :class:`Registry` owns a :class:`pluggy.PluginManager`. Nothing is loaded
+when privclust is imported; the first use of a registry loads, in this order:
+
+1. the host's own hook implementations (the default accountant, the audit
+   observer);
+2. the built-in plugins: the entry points of the ``privclust`` group that the
+   ``privclust`` distribution itself declares, by entry-point name;
+3. every other entry point of the group, by name;
+4. plugin objects handed to the registry in this session (``plugins=`` or
+   :meth:`Registry.register`).
+
+Blocking: a name in ``block=`` or in the comma-separated environment variable
+``PRIVCLUST_DISABLE_PLUGINS`` blocks a whole plugin (``noise``) or one
+component of it (``noise:laplace``). To swap a built-in component, block it
+and register yours under the same component name.
+
+Two plugins registering the same component name for the same kind is an error
+naming both; an unknown name is answered with close matches.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib.metadata as metadata
+import inspect
+import os
+import re
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import attrs
+import pluggy
+
+from . import hookspecs
+from .components import KIND_METHODS, KINDS
+from .errors import (
+    DuplicateComponentError,
+    ParameterError,
+    PluginError,
+    PrivclustError,
+    Problem,
+    RecipeError,
+    UnknownComponentError,
+)
+from .hookspecs import NAME
+from .params import field_kind, param_name
+from .recipe import STEP_KEYS, ComponentSpec
+
+__all__ = ["ComponentInfo", "PluginInfo", "Registry", "get_registry", "register", "reset_registry"]
+
+#: Environment variable listing plugins (``name``) or components
+#: (``plugin:component``) to block, comma-separated.
+ENV_DISABLE = "PRIVCLUST_DISABLE_PLUGINS"
+
+#: The distribution whose entry points are the built-in plugins.
+BUILTIN_DISTRIBUTION = NAME
+
+#: The registration hook of each component kind.
+REGISTRATION_HOOKS: dict[str, str] = {kind: f"{NAME}_register_{kind}" for kind in KINDS}
+
+_COMPONENT_NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
+_HOST_PLUGINS = ("privclust.accounting",)
+
+
+@attrs.frozen
+class PluginInfo:
+    """A loaded plugin: its registered name, distribution and version."""
+
+    name: str
+    distribution: str
+    version: str
+    builtin: bool
+
+
+@attrs.frozen
+class ComponentInfo:
+    """A registered component class and where it came from."""
+
+    kind: str
+    name: str
+    cls: type
+    plugin: str
+    distribution: str
+    version: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {
+            "kind": self.kind,
+            "name": self.name,
+            "class": f"{self.cls.__module__}.{self.cls.__qualname__}",
+            "plugin": self.plugin,
+            "distribution": self.distribution,
+            "version": self.version,
+        }
+
+
+def _split_blocked(names: Iterable[str]) -> tuple[set[str], set[tuple[str, str]]]:
+    plugins: set[str] = set()
+    components: set[tuple[str, str]] = set()
+    for raw in names:
+        name = raw.strip()
+        if not name:
+            continue
+        if ":" in name:
+            plugin, component = name.split(":", 1)
+            components.add((plugin.strip(), component.strip()))
+        else:
+            plugins.add(name)
+    return plugins, components
+
+
+def _dist_name(ep: metadata.EntryPoint) -> tuple[str, str]:
+    dist = getattr(ep, "dist", None)
+    if dist is None:
+        return ("(unknown distribution)", "")
+    return (dist.metadata["Name"] or "(unknown distribution)", dist.version or "")
+
+
+def _normalise(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+class _Hooks:
+    """Typed facade over the observer and chooser hooks (keyword arguments only)."""
+
+    def __init__(self, pm: pluggy.PluginManager):
+        self._pm = pm
+
+    def step_started(self, *, step: Any, index: int, total: int) -> None:
+        self._pm.hook.privclust_step_started(step=step, index=index, total=total)
+
+    def step_progress(self, *, step: Any, index: int, done: float, total: float | None) -> None:
+        self._pm.hook.privclust_step_progress(step=step, index=index, done=done, total=total)
+
+    def step_finished(self, *, step: Any, index: int, outcome: Any, context: Any) -> None:
+        self._pm.hook.privclust_step_finished(step=step, index=index, outcome=outcome, context=context)
+
+    def make_accountant(self, *, budget: Any) -> Any:
+        return self._pm.hook.privclust_make_accountant(budget=budget)
+
+    def check_recipe(self, *, recipe: Any, registry: Registry) -> list[Problem]:
+        problems: list[Problem] = []
+        for result in self._pm.hook.privclust_check_recipe(recipe=recipe, registry=registry):
+            for p in result or ():
+                problems.append(p if isinstance(p, Problem) else Problem("", str(p)))
+        return problems
+
+
+class Registry:
+    """Plugins and the components they provide.
+
+    :param plugins: plugin objects (modules, classes or instances with
+        ``@privclust.hookimpl`` methods) to register after the entry points.
+    :param block: plugin names (``"noise"``) or components
+        (``"noise:laplace"``) to leave out.
+    :param entry_points: the entry points to load instead of the installed
+        ones (tests use this to fake installed plugins); ``None`` reads the
+        ``privclust`` group of the installed distributions.
+    :param use_env: also block what ``PRIVCLUST_DISABLE_PLUGINS`` names.
+    """
+
+    def __init__(
+        self,
+        *,
+        plugins: Sequence[Any] = (),
+        block: Iterable[str] = (),
+        entry_points: Iterable[metadata.EntryPoint] | None = None,
+        use_env: bool = True,
+    ):
+        blocked = list(block)
+        if use_env:
+            blocked += os.environ.get(ENV_DISABLE, "").split(",")
+        self._blocked_plugins, self._blocked_components = _split_blocked(blocked)
+        self._entry_points = None if entry_points is None else list(entry_points)
+        self._session_plugins = list(plugins)
+        self._pm: pluggy.PluginManager | None = None
+        self._plugin_info: dict[str, PluginInfo] = {}
+        self._tables: dict[str, dict[str, ComponentInfo]] | None = None
+        self._lock = threading.RLock()
+
+    def __repr__(self) -> str:
+        state = "loaded" if self._pm is not None else "not loaded"
+        return f"<Registry {state}, {len(self._plugin_info)} plugins>"
+
+    # -- loading -----------------------------------------------------------------
+
+    @property
+    def pm(self) -> pluggy.PluginManager:
+        """The plugin manager, loaded on first use."""
+        self.load()
+        assert self._pm is not None
+        return self._pm
+
+    @property
+    def hooks(self) -> _Hooks:
+        return _Hooks(self.pm)
+
+    def load(self) -> Registry:
+        """Load every plugin (idempotent) and check that each hook
+        implementation matches a specification."""
+        with self._lock:
+            if self._pm is not None:
+                return self
+            pm = pluggy.PluginManager(NAME)
+            pm.add_hookspecs(hookspecs)
+            self._pm = pm
+            try:
+                from . import accounting
+
+                self._register(accounting, "privclust.accounting", NAME, _own_version(), builtin=True)
+                for ep, dist, version, builtin in self._ordered_entry_points():
+                    if ep.name in self._blocked_plugins:
+                        pm.set_blocked(ep.name)
+                        continue
+                    try:
+                        plugin = ep.load()
+                    except Exception as err:  # any import failure of third-party code
+                        raise PluginError(
+                            f"plugin {ep.name!r} (distribution {dist} {version}) failed to import "
+                            f"{ep.value!r}: {type(err).__name__}: {err}. Fix or uninstall it, or block it with "
+                            f"{ENV_DISABLE}={ep.name}",
+                            plugin=ep.name,
+                            distribution=dist,
+                        ) from err
+                    self._register(plugin, ep.name, dist, version, builtin=builtin)
+                for plugin in self._session_plugins:
+                    self._register_session(plugin, None)
+                self.check_pending()
+            except BaseException:
+                self._pm = None
+                self._plugin_info.clear()
+                raise
+        return self
+
+    def _ordered_entry_points(self) -> list[tuple[metadata.EntryPoint, str, str, bool]]:
+        eps = self._entry_points
+        if eps is None:
+            eps = list(metadata.entry_points(group=NAME))
+        seen: set[str] = set()
+        builtin, other = [], []
+        for ep in eps:
+            dist, version = _dist_name(ep)
+            if ep.name in seen:
+                # the same distribution found twice on sys.path (e.g. editable + site): keep the first
+                continue
+            seen.add(ep.name)
+            is_builtin = _normalise(dist) == BUILTIN_DISTRIBUTION
+            (builtin if is_builtin else other).append((ep, dist, version, is_builtin))
+        return sorted(builtin, key=lambda t: t[0].name) + sorted(other, key=lambda t: t[0].name)
+
+    def _register(self, plugin: Any, name: str, dist: str, version: str, *, builtin: bool = False) -> str:
+        assert self._pm is not None
+        if self._pm.is_blocked(name) or name in self._blocked_plugins:
+            self._pm.set_blocked(name)
+            return name
+        self._check_unmarked(plugin, name, dist)
+        try:
+            registered = self._pm.register(plugin, name=name)
+        except pluggy.PluginValidationError as err:
+            raise PluginError(
+                f"plugin {name!r} (distribution {dist} {version}) breaks the hook contract: {err}. "
+                f"{_signature_hint(str(err))}Fix the plugin, or block it with {ENV_DISABLE}={name}",
+                plugin=name,
+                distribution=dist,
+            ) from err
+        except ValueError as err:  # already registered under that name
+            raise PluginError(
+                f"cannot register plugin {name!r}: {err}. Give it another name.", plugin=name, distribution=dist
+            ) from err
+        if registered is None:  # blocked
+            return name
+        self._plugin_info[name] = PluginInfo(name, dist, version, builtin)
+        self._tables = None
+        return name
+
+    def _register_session(self, plugin: Any, name: str | None) -> str:
+        name = name or _session_name(plugin)
+        version = str(getattr(plugin, "__version__", "") or "")
+        return self._register(plugin, name, "(registered in session)", version)
+
+    def _check_unmarked(self, plugin: Any, name: str, dist: str) -> None:
+        """A function named like a hook but lacking the marker would be
+        silently ignored; say so instead."""
+        for attr in dir(plugin):
+            if not attr.startswith(f"{NAME}_"):
+                continue
+            obj = getattr(plugin, attr, None)
+            if callable(obj) and self._pm is not None and self._pm.parse_hookimpl_opts(plugin, attr) is None:
+                raise PluginError(
+                    f"plugin {name!r} (distribution {dist}) defines {attr}() without the "
+                    f"@privclust.hookimpl marker, so it would never be called. Decorate it with "
+                    "@privclust.hookimpl.",
+                    plugin=name,
+                    distribution=dist,
+                )
+
+    def register(self, plugin: Any, name: str | None = None) -> str:
+        """Register a plugin object in this session (e.g. one defined in a
+        notebook cell) and rebuild the component tables.
+
+        Registering again under the name of a plugin registered earlier in
+        this session replaces it (re-running a notebook cell just works);
+        the name of an installed plugin cannot be taken.
+        """
+        with self._lock:
+            self.load()
+            key = name or _session_name(plugin)
+            old = self._pm.get_plugin(key)  # type: ignore[union-attr]
+            if old is not None and old in self._session_plugins:
+                self.unregister(key)
+            registered = self._register_session(plugin, name)
+            self._session_plugins.append(plugin)
+            try:
+                self.check_pending()
+                self._build_tables()
+            except BaseException:
+                self._pm.unregister(name=registered)  # type: ignore[union-attr]
+                self._session_plugins.pop()
+                self._plugin_info.pop(registered, None)
+                self._tables = None
+                raise
+            return registered
+
+    def unregister(self, name: str) -> None:
+        """Remove a plugin registered by name."""
+        with self._lock:
+            plugin = self.pm.get_plugin(name)
+            if plugin is None:
+                raise PluginError(f"no plugin named {name!r} is registered; known: {', '.join(self.plugin_names())}")
+            self.pm.unregister(name=name)
+            if plugin in self._session_plugins:
+                self._session_plugins.remove(plugin)
+            self._plugin_info.pop(name, None)
+            self._tables = None
+
+    def check_pending(self) -> None:
+        """Raise :class:`PluginError` if a plugin implements a hook that has
+        no specification (a misspelt hook name)."""
+        assert self._pm is not None
+        try:
+            self._pm.check_pending()
+        except pluggy.PluginValidationError as err:
+            plugin_name = self._pm.get_name(err.plugin) or repr(err.plugin)
+            info = self._plugin_info.get(plugin_name)
+            dist = info.distribution if info else "?"
+            known = [n for n in dir(hookspecs) if n.startswith(f"{NAME}_")]
+            bad = re.search(r"hook '?(\w+)'?", str(err))
+            hint = ""
+            if bad:
+                close = difflib.get_close_matches(bad.group(1), known, n=1)
+                if close:
+                    hint = f" Did you mean {close[0]}?"
+            raise PluginError(
+                f"plugin {plugin_name!r} (distribution {dist}) implements an unknown hook: {err}.{hint} "
+                f"Fix the plugin, or block it with {ENV_DISABLE}={plugin_name}",
+                plugin=plugin_name,
+                distribution=dist,
+            ) from err
+
+    # -- plugins --------------------------------------------------------------------
+
+    def plugins(self) -> list[PluginInfo]:
+        self.load()
+        return list(self._plugin_info.values())
+
+    def plugin_names(self) -> list[str]:
+        return [p.name for p in self.plugins()]
+
+    def is_blocked(self, name: str) -> bool:
+        return name in self._blocked_plugins or (self._pm is not None and self._pm.is_blocked(name))
+
+    # -- component tables -----------------------------------------------------------
+
+    def _build_tables(self) -> dict[str, dict[str, ComponentInfo]]:
+        pm = self.pm
+        tables: dict[str, dict[str, ComponentInfo]] = {kind: {} for kind in KINDS}
+        for kind in KINDS:
+            hook = getattr(pm.hook, REGISTRATION_HOOKS[kind])
+            for impl in hook.get_hookimpls():
+                info = self._plugin_info.get(impl.plugin_name) or PluginInfo(impl.plugin_name, "?", "", False)
+
+                def register(cls: Any, *, _kind: str = kind, _info: PluginInfo = info) -> None:
+                    self._add(tables, _kind, cls, _info)
+
+                kwargs = {"register": register}
+                try:
+                    impl.function(**{k: v for k, v in kwargs.items() if k in impl.argnames})
+                except PrivclustError:
+                    raise
+                except Exception as err:
+                    raise PluginError(
+                        f"plugin {info.name!r} (distribution {info.distribution} {info.version}) failed in "
+                        f"{REGISTRATION_HOOKS[kind]}(register): {type(err).__name__}: {err}. Fix the plugin, "
+                        f"or block it with {ENV_DISABLE}={info.name}",
+                        plugin=info.name,
+                        distribution=info.distribution,
+                    ) from err
+        self._tables = tables
+        return tables
+
+    def _add(self, tables: dict[str, dict[str, ComponentInfo]], kind: str, cls: Any, plugin: PluginInfo) -> None:
+        hook = REGISTRATION_HOOKS[kind]
+        where = f"plugin {plugin.name!r} (distribution {plugin.distribution}) in {hook}"
+        if not isinstance(cls, type):
+            raise PluginError(f"{where}: register() takes a component class; got {cls!r}", plugin=plugin.name)
+        name = getattr(cls, "name", None)
+        if not isinstance(name, str) or not _COMPONENT_NAME.match(name):
+            raise PluginError(
+                f"{where}: {cls.__qualname__} needs a class attribute name = \"...\" of lower-case letters, digits, "
+                f"'-', '_' or '.'; got {name!r}",
+                plugin=plugin.name,
+            )
+        if not attrs.has(cls):
+            raise PluginError(
+                f"{where}: {cls.__qualname__} ({name!r}) must be an attrs class "
+                "(decorate it with @attrs.frozen(kw_only=True))",
+                plugin=plugin.name,
+            )
+        missing = [m for m in KIND_METHODS[kind] if not callable(getattr(cls, m, None))]
+        if missing:
+            raise PluginError(
+                f"{where}: {cls.__qualname__} ({name!r}) lacks the method(s) {', '.join(missing)} that "
+                f"{kind.replace('_', ' ')} must have",
+                plugin=plugin.name,
+            )
+        reserved = [f.name for f in attrs.fields(cls) if param_name(f.name) in STEP_KEYS]
+        if reserved:
+            raise PluginError(
+                f"{where}: {cls.__qualname__} ({name!r}) has parameter(s) {', '.join(reserved)}, which recipes "
+                f"reserve for the step ({', '.join(STEP_KEYS)}); rename them",
+                plugin=plugin.name,
+            )
+        if (plugin.name, name) in self._blocked_components:
+            return
+        existing = tables[kind].get(name)
+        if existing is not None:
+            raise DuplicateComponentError(
+                f"two plugins register the {kind[:-1].replace('_', ' ')} {name!r}: {existing.plugin!r} "
+                f"(distribution {existing.distribution} {existing.version}) and {plugin.name!r} (distribution "
+                f"{plugin.distribution} {plugin.version}). Block one of them: {ENV_DISABLE}={existing.plugin}:{name} "
+                f"or {ENV_DISABLE}={plugin.name}:{name}"
+            )
+        tables[kind][name] = ComponentInfo(kind, name, cls, plugin.name, plugin.distribution, plugin.version)
+
+    @property
+    def tables(self) -> dict[str, dict[str, ComponentInfo]]:
+        with self._lock:
+            if self._tables is None:
+                self._build_tables()
+            assert self._tables is not None
+            return self._tables
+
+    def components(self, kind: str | None = None) -> list[ComponentInfo]:
+        """Every registered component (of one kind), sorted by kind and name."""
+        kinds = KINDS if kind is None else (self._check_kind(kind),)
+        return [info for k in kinds for _, info in sorted(self.tables[k].items())]
+
+    def names(self, kind: str) -> list[str]:
+        return sorted(self.tables[self._check_kind(kind)])
+
+    def kind_of(self, name: str) -> list[str]:
+        """The kinds under which a component name is registered."""
+        return [k for k in KINDS if name in self.tables[k]]
+
+    def info(self, kind: str, name: str) -> ComponentInfo:
+        table = self.tables[self._check_kind(kind)]
+        try:
+            return table[name]
+        except KeyError:
+            known = list(table)
+            raise UnknownComponentError(
+                kind.replace("_", " "), name, known, difflib.get_close_matches(name, known, n=3, cutoff=0.5)
+            ) from None
+
+    def get(self, kind: str, name: str) -> type:
+        """The component class registered under ``name`` for ``kind``."""
+        return self.info(kind, name).cls
+
+    @staticmethod
+    def _check_kind(kind: str) -> str:
+        if kind not in KINDS:
+            close = difflib.get_close_matches(kind, KINDS, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else f"; kinds: {', '.join(KINDS)}"
+            raise PrivclustError(f"unknown component kind {kind!r}{hint}")
+        return kind
+
+    # -- instances --------------------------------------------------------------------
+
+    def create(self, kind: str, value: Any, /, *, where: str = "", **params: Any) -> Any:
+        """Instantiate a component from a name, a spec, a ``{"use": ...}``
+        table or an instance, resolving nested components through this
+        registry. Every problem is raised together in one
+        :class:`RecipeError` (``where`` prefixes the locations)."""
+        problems: list[Problem] = []
+        instance = self._create(kind, value, params, where, problems)
+        if problems:
+            raise RecipeError(problems)
+        return instance
+
+    def _create(self, kind: str, value: Any, extra: Mapping[str, Any], where: str, problems: list[Problem]) -> Any:
+        if isinstance(value, str):
+            spec = ComponentSpec(value, extra)
+        elif isinstance(value, ComponentSpec):
+            spec = ComponentSpec(value.use, {**value.params, **extra}) if extra else value
+        elif isinstance(value, Mapping):
+            spec = ComponentSpec.from_mapping({**value, **extra})
+        elif attrs.has(type(value)) and isinstance(getattr(type(value), "name", None), str):
+            if extra:
+                value = attrs.evolve(value, **_field_kwargs(type(value), extra))
+            return self._resolve_nested(kind, value, where, problems)
+        else:
+            problems.append(Problem(where, f"expected a {kind.replace('_', ' ')[:-1]} name or table; got {value!r}"))
+            return None
+        prefix = f"{where}." if where else ""
+        try:
+            cls = self.get(kind, spec.use)
+        except UnknownComponentError as err:
+            others = [k.replace("_", " ") for k in self.kind_of(spec.use)]
+            fix = f"{spec.use!r} is one of the {', '.join(others)}, not a {kind.replace('_', ' ')[:-1]}" if others else ""
+            problems.append(Problem(f"{prefix}use", str(err), fix))
+            return None
+        fields = {param_name(f.name): f for f in attrs.fields(cls) if f.init}
+        kwargs: dict[str, Any] = {}
+        ok = True
+        for key, val in spec.params.items():
+            field = fields.get(key)
+            if field is None:
+                close = difflib.get_close_matches(key, list(fields), n=2, cutoff=0.6)
+                fix = ("did you mean " + " or ".join(repr(c) for c in close) + "?") if close else (
+                    f"{spec.use} takes: {', '.join(fields) or 'no parameters'}")
+                problems.append(Problem(f"{prefix}{key}", f"{spec.use} has no parameter {key!r}", fix))
+                ok = False
+                continue
+            sub_kind = field_kind(field)
+            if sub_kind is not None and val is not None:
+                if isinstance(val, str | ComponentSpec | Mapping):
+                    val = self._create(sub_kind, val, {}, f"{prefix}{key}", problems)
+                    if val is None:
+                        ok = False
+                        continue
+            kwargs[field.name] = val
+        if not ok:
+            return None
+        try:
+            instance = cls(**kwargs)
+        except (ParameterError, RecipeError, PrivclustError) as err:
+            problems.append(Problem(where, str(err)))
+            return None
+        except (TypeError, ValueError) as err:
+            problems.append(Problem(where, f"{spec.use}: {err}"))
+            return None
+        return self._resolve_nested(kind, instance, where, problems)
+
+    def _resolve_nested(self, kind: str, instance: Any, where: str, problems: list[Problem]) -> Any:
+        changes: dict[str, Any] = {}
+        prefix = f"{where}." if where else ""
+        for field in attrs.fields(type(instance)):
+            sub_kind = field_kind(field)
+            value = getattr(instance, field.name)
+            if sub_kind is None or value is None:
+                continue
+            if isinstance(value, ComponentSpec):
+                resolved = self._create(sub_kind, value, {}, f"{prefix}{param_name(field.name)}", problems)
+            else:
+                resolved = self._resolve_nested(sub_kind, value, f"{prefix}{param_name(field.name)}", problems)
+            if resolved is not None and resolved is not value:
+                changes[field.name] = resolved
+        if changes:
+            try:
+                return attrs.evolve(instance, **_evolve_names(type(instance), changes))
+            except (PrivclustError, TypeError, ValueError) as err:
+                problems.append(Problem(where, str(err)))
+        return instance
+
+    # -- hooks ---------------------------------------------------------------------
+
+    def make_accountant(self, budget: Any) -> Any:
+        accountant = self.hooks.make_accountant(budget=budget)
+        if accountant is None:  # pragma: no cover - the host's default always answers
+            from .accounting import BasicAccountant
+
+            accountant = BasicAccountant(budget)
+        return accountant
+
+
+def _field_kwargs(cls: type, params: Mapping[str, Any]) -> dict[str, Any]:
+    fields = {param_name(f.name): f.name for f in attrs.fields(cls) if f.init}
+    out = {}
+    for key, value in params.items():
+        if key not in fields:
+            raise RecipeError([Problem(key, f"{cls.name} has no parameter {key!r}")])  # type: ignore[attr-defined]
+        out[fields[key]] = value
+    return out
+
+
+def _evolve_names(cls: type, changes: Mapping[str, Any]) -> dict[str, Any]:
+    """attrs.evolve takes init (alias) names: ``lambda_`` stays ``lambda_``."""
+    aliases = {f.name: (f.alias or f.name) for f in attrs.fields(cls)}
+    return {aliases[k]: v for k, v in changes.items()}
+
+
+def _session_name(plugin: Any) -> str:
+    if inspect.ismodule(plugin):
+        return plugin.__name__
+    cls = plugin if isinstance(plugin, type) else type(plugin)
+    return getattr(plugin, "plugin_name", None) or f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _signature_hint(message: str) -> str:
+    match = re.search(r"(privclust_\w+)", message)
+    if not match or not hasattr(hookspecs, match.group(1)):
+        return ""
+    spec = getattr(hookspecs, match.group(1))
+    return f"The specification is {match.group(1)}{inspect.signature(spec)}. "
+
+
+def _own_version() -> str:
+    try:
+        return metadata.version(NAME)
+    except metadata.PackageNotFoundError:  # running from a source tree without installing
+        return "0+unknown"
+
+
+# ---------------------------------------------------------------------------
+# The session registry (notebooks, the CLI)
+# ---------------------------------------------------------------------------
+
+_session: Registry | None = None
+_session_lock = threading.Lock()
+
+
+def get_registry() -> Registry:
+    """The registry of this Python session, created and loaded on first use
+    and cached (so a notebook pays the loading once)."""
+    global _session
+    with _session_lock:
+        if _session is None:
+            _session = Registry()
+        registry = _session
+    return registry.load()
+
+
+def reset_registry() -> None:
+    """Forget the session registry (the next :func:`get_registry` reloads)."""
+    global _session
+    with _session_lock:
+        _session = None
+
+
+def register(plugin: Any, name: str | None = None) -> str:
+    """Register a plugin object with the session registry; returns its name.
+
+    A plugin registered earlier in the session under the same name is
+    replaced, so re-running a notebook cell just works.
+    """
+    return get_registry().register(plugin, name)

@@ -1,0 +1,525 @@
+"""Compile a recipe against a registry, run it on a DataFrame, return a Release.
+
+Compiling instantiates every component (so misspelt names and parameters are
+found before any data is read) and asks the plugins'
+``privclust_check_recipe`` hooks for more problems; everything found is
+raised together in one :class:`~privclust.RecipeError`.
+
+Running checks the data (columns exist, are numeric and finite, enough
+records), then runs the steps in order. Each step sees only its columns of the
+frame as the previous steps left it:
+
+* a **masker** replaces its columns;
+* a **noise mechanism** perturbs its columns;
+* a **clusterer** releases labels in a new column (``output``, default
+  ``cluster``) appended after the existing ones.
+
+The input frame is never modified. Evaluators run last.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import attrs
+import numpy as np
+import pandas as pd
+
+from .accounting import Budget, PrivacyContext
+from .components import EvaluationInputs, Masked, Partition, component_params
+from .constraints import ConstraintSet
+from .errors import DataError, PrivclustError, Problem, RecipeError
+from .recipe import DEFAULT_LABEL_COLUMN, EvaluateSpec, Recipe, Step
+from .registry import Registry, get_registry
+
+__all__ = ["CompiledRecipe", "CompiledStep", "StepOutcome", "compile", "run", "numeric_columns"]
+
+#: The kinds a step may use, in the order a name is looked up.
+STEP_KINDS = ("maskers", "clusterers", "noise_mechanisms")
+_ROLE = {"maskers": "masker", "clusterers": "clusterer", "noise_mechanisms": "noise mechanism"}
+
+
+def numeric_columns(frame: pd.DataFrame) -> tuple[str, ...]:
+    """The columns of ``frame`` with a numeric (not boolean) dtype, in order."""
+    return tuple(
+        c for c in frame.columns
+        if pd.api.types.is_numeric_dtype(frame[c]) and not pd.api.types.is_bool_dtype(frame[c])
+    )
+
+
+@attrs.frozen
+class CompiledStep:
+    """A recipe step with its component instantiated."""
+
+    index: int
+    id: str
+    step: Step
+    kind: str
+    component: Any
+
+    @property
+    def role(self) -> str:
+        return _ROLE[self.kind]
+
+
+@attrs.frozen
+class CompiledEvaluation:
+    spec: EvaluateSpec
+    evaluator: Any
+
+
+@attrs.frozen
+class CompiledRecipe:
+    """A recipe whose components are instantiated from a registry."""
+
+    recipe: Recipe
+    registry: Registry
+    steps: tuple[CompiledStep, ...]
+    constraints: tuple[Any, ...]
+    evaluations: tuple[CompiledEvaluation, ...]
+
+    @property
+    def budget(self) -> Budget:
+        return self.recipe.privacy
+
+
+@attrs.frozen(kw_only=True)
+class StepOutcome:
+    """What one step did: its component, columns, result and time."""
+
+    index: int
+    id: str
+    kind: str
+    component: Any
+    columns: tuple[str, ...]
+    result: Any
+    elapsed: float
+    n_records: int
+    output: str | None = None
+
+    @property
+    def name(self) -> str:
+        return type(self.component).name
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return component_params(self.component)
+
+    @property
+    def partition(self) -> Partition | None:
+        if isinstance(self.result, Partition):
+            return self.result
+        return getattr(self.result, "partition", None)
+
+    @property
+    def diagnostics(self) -> Mapping[str, Any]:
+        return getattr(self.result, "diagnostics", {})
+
+    def describe(self) -> str:
+        cols = ", ".join(self.columns)
+        if self.kind == "clusterers":
+            what = f"clustered {self.n_records} records on {cols} and released the labels as column {self.output!r}"
+        elif self.kind == "maskers":
+            what = f"replaced columns {cols} of {self.n_records} records"
+        else:
+            what = f"perturbed columns {cols} of {self.n_records} records"
+        return f"{_ROLE[self.kind]} {self.name!r} {what} ({self.elapsed:.3g} s)."
+
+    def audit_details(self) -> dict[str, Any]:
+        from .recipe import _thaw
+
+        return {"parameters": _thaw(self.params), "columns": list(self.columns), "records": self.n_records,
+                "elapsed_seconds": self.elapsed}
+
+
+# ---------------------------------------------------------------------------
+# Compiling
+# ---------------------------------------------------------------------------
+
+
+def _planned_cost(component: Any) -> tuple[float, float]:
+    """The least (epsilon, delta) a component will spend, as it declares."""
+    plan = getattr(component, "planned_cost", None)
+    if callable(plan):
+        cost = plan()
+        if cost:
+            return float(cost[0]), float(cost[1])
+    return 0.0, 0.0
+
+
+def compile(recipe: Recipe | Mapping[str, Any] | str, registry: Registry | None = None) -> CompiledRecipe:  # noqa: A001
+    """Check a recipe against the installed plugins and instantiate its
+    components, without touching any data.
+
+    :raises RecipeError: with every problem found, each with its location
+        (``steps[1].clusterer.m``) and a fix.
+    """
+    recipe = Recipe.load(recipe)
+    registry = registry if registry is not None else get_registry()
+    problems: list[Problem] = []
+
+    steps: list[CompiledStep] = []
+    for i, (step, step_id) in enumerate(zip(recipe.steps, recipe.step_ids, strict=True)):
+        where = f"steps[{i}]"
+        kinds = [k for k in STEP_KINDS if step.use in registry.tables[k]]
+        if not kinds:
+            other = registry.kind_of(step.use)
+            if other:
+                problems.append(Problem(f"{where}.use", f"{step.use!r} is one of the {other[0].replace('_', ' ')}, "
+                                        "not a step component",
+                                        "list evaluators under [[evaluate]] and edit rules under [[constraints]]"))
+                continue
+            import difflib
+
+            known = [n for k in STEP_KINDS for n in registry.tables[k]]
+            close = difflib.get_close_matches(step.use, known, n=3, cutoff=0.5)
+            fix = ("did you mean " + " or ".join(repr(c) for c in close) + "?") if close else (
+                "run `privclust plugins` to list the installed components")
+            problems.append(Problem(f"{where}.use", f"unknown component {step.use!r}", fix))
+            continue
+        kind = kinds[0]
+        if step.output is not None and kind != "clusterers":
+            problems.append(Problem(f"{where}.output", f"only a clusterer step releases a label column; "
+                                    f"{step.use!r} is a {_ROLE[kind]}", "remove 'output'"))
+        try:
+            component = registry.create(kind, step.spec, where=where)
+        except RecipeError as err:
+            problems.extend(err.problems)
+            continue
+        check = getattr(component, "step_problems", None)
+        for text in (check() if callable(check) else ()) or ():
+            problems.append(Problem(where, str(text)))
+        steps.append(CompiledStep(i, step_id, step, kind, component))
+
+    constraints = []
+    for i, spec in enumerate(recipe.constraints):
+        where = f"constraints[{i}]"
+        try:
+            handler = registry.create("constraint_handlers", spec, where=where)
+        except RecipeError as err:
+            problems.extend(err.problems)
+            continue
+        for p in handler.check(None) or ():
+            problems.append(p if isinstance(p, Problem) else Problem(where, str(p)))
+        constraints.append(handler)
+
+    evaluations = []
+    for i, spec in enumerate(recipe.evaluate):
+        where = f"evaluate[{i}]"
+        try:
+            evaluator = registry.create("evaluators", spec.spec, where=where)
+        except RecipeError as err:
+            problems.extend(err.problems)
+            continue
+        evaluations.append(CompiledEvaluation(spec, evaluator))
+
+    # Rules must not straddle a step's explicit columns.
+    for cs in steps:
+        if cs.step.columns is not None and getattr(cs.component, "uses_constraints", True):
+            problems.extend(_spanning_problems(cs, constraints, cs.step.columns))
+
+    if recipe.privacy.limited:
+        planned = sum(_planned_cost(cs.component)[0] for cs in steps)
+        planned_delta = sum(_planned_cost(cs.component)[1] for cs in steps)
+        assert recipe.privacy.epsilon is not None
+        if planned > recipe.privacy.epsilon * (1 + 1e-9):
+            parts = ", ".join(f"steps[{cs.index}] {_planned_cost(cs.component)[0]:g}" for cs in steps
+                              if _planned_cost(cs.component)[0])
+            problems.append(Problem("privacy.epsilon", f"the steps ask for epsilon = {planned:g} ({parts}) but "
+                                    f"the budget is {recipe.privacy.epsilon:g}",
+                                    "raise [privacy] epsilon or lower the steps' epsilon"))
+        if planned_delta > recipe.privacy.delta * (1 + 1e-9):
+            problems.append(Problem("privacy.delta", f"the steps ask for delta = {planned_delta:g} but the budget "
+                                    f"is {recipe.privacy.delta:g}", "raise [privacy] delta"))
+
+    compiled = CompiledRecipe(recipe, registry, tuple(steps), tuple(constraints), tuple(evaluations))
+    if not problems:
+        problems.extend(registry.hooks.check_recipe(recipe=recipe, registry=registry))
+    if problems:
+        raise RecipeError(problems, source=recipe.name)
+    return compiled
+
+
+def _rule_sets(constraints: Sequence[Any]) -> list[tuple[int, int, str, frozenset[str]]]:
+    out = []
+    for h, handler in enumerate(constraints):
+        texts = handler.describe()
+        for r, variables in enumerate(handler.variables()):
+            out.append((h, r, texts[r], frozenset(variables)))
+    return out
+
+
+def _spanning_problems(cs: CompiledStep, constraints: Sequence[Any], columns: Sequence[str]) -> list[Problem]:
+    problems = []
+    cols = set(columns)
+    for h, r, text, variables in _rule_sets(constraints):
+        inside = variables & cols
+        if inside and inside != variables:
+            outside = sorted(variables - cols)
+            problems.append(Problem(
+                f"steps[{cs.index}].columns",
+                f"edit rule {text!r} (constraints[{h}]) uses columns {sorted(inside)} of this step and "
+                f"{outside} outside it, so the step cannot make it hold",
+                f"put {', '.join(outside)} in this step's columns, or split the rule",
+            ))
+    return problems
+
+
+def _bind_constraints(cs: CompiledStep, constraints: Sequence[Any], columns: Sequence[str]) -> ConstraintSet | None:
+    if not constraints:
+        return None
+    cols = set(columns)
+    parts = []
+    for handler in constraints:
+        chosen = [r for r, variables in enumerate(handler.variables()) if variables and set(variables) <= cols]
+        if chosen:
+            parts.append(handler.bind(tuple(columns), rules=chosen))
+    return ConstraintSet(columns, parts) if parts else None
+
+
+# ---------------------------------------------------------------------------
+# Data checks
+# ---------------------------------------------------------------------------
+
+
+def _check_frame(data: Any) -> pd.DataFrame:
+    if not isinstance(data, pd.DataFrame):
+        raise DataError(f"the data must be a pandas DataFrame; got {type(data).__name__} "
+                        "(wrap an array with pandas.DataFrame(array, columns=[...]))")
+    if data.shape[0] == 0:
+        raise DataError("the data frame has no records")
+    if data.shape[1] == 0:
+        raise DataError("the data frame has no columns")
+    if not data.columns.is_unique:
+        dup = sorted({str(c) for c in data.columns[data.columns.duplicated()]})
+        raise DataError(f"the data frame has duplicate column names: {', '.join(dup)}; rename them")
+    bad = [c for c in data.columns if not isinstance(c, str)]
+    if bad:
+        raise DataError(f"column names must be strings; got {bad[:5]!r} (use frame.columns = frame.columns.map(str))")
+    return data
+
+
+def _check_columns(frame: pd.DataFrame, columns: Sequence[str], where: str) -> list[str]:
+    problems = []
+    missing = [c for c in columns if c not in frame.columns]
+    if missing:
+        import difflib
+
+        for c in missing:
+            close = difflib.get_close_matches(c, [str(x) for x in frame.columns], n=2, cutoff=0.6)
+            fix = ("did you mean " + " or ".join(repr(x) for x in close) + "?") if close else "check the column names"
+            problems.append(f"{where}: column {c!r} is not in the data ({fix})")
+        return problems
+    for c in columns:
+        series = frame[c]
+        if not pd.api.types.is_numeric_dtype(series) or pd.api.types.is_bool_dtype(series):
+            problems.append(f"{where}: column {c!r} is not numeric (dtype {series.dtype}); convert it or leave it "
+                            "out of the step's columns")
+            continue
+        values = series.to_numpy(dtype=float, na_value=np.nan)
+        n_nan = int(np.isnan(values).sum())
+        n_inf = int(np.isinf(values).sum())
+        if n_nan or n_inf:
+            what = " and ".join(x for x in (f"{n_nan} missing (NaN)" if n_nan else "",
+                                             f"{n_inf} infinite" if n_inf else "") if x)
+            problems.append(f"{where}: column {c!r} has {what} values; impute or drop those records first")
+    return problems
+
+
+# ---------------------------------------------------------------------------
+# Running
+# ---------------------------------------------------------------------------
+
+
+def _as_masked(result: Any, cs: CompiledStep, view: pd.DataFrame) -> Masked:
+    name = type(cs.component).name
+    if not isinstance(result, Masked):
+        raise PrivclustError(f"{cs.role} {name!r} returned {type(result).__name__}, not privclust.Masked "
+                             "(a bug in its plugin)")
+    out = result.data
+    if isinstance(out, np.ndarray):
+        out = pd.DataFrame(out, index=view.index, columns=view.columns)
+        result = attrs.evolve(result, data=out)
+    if not isinstance(out, pd.DataFrame) or out.shape != view.shape or list(out.columns) != list(view.columns) \
+            or not out.index.equals(view.index):
+        raise PrivclustError(f"{cs.role} {name!r} returned data of another shape, order or index than it was given "
+                             "(a bug in its plugin)")
+    return result
+
+
+def _check_partition(result: Any, cs: CompiledStep, n: int) -> Partition:
+    name = type(cs.component).name
+    if not isinstance(result, Partition):
+        raise PrivclustError(f"clusterer {name!r} returned {type(result).__name__}, not privclust.Partition "
+                             "(a bug in its plugin)")
+    if result.labels.shape != (n,):
+        raise PrivclustError(f"clusterer {name!r} returned {result.labels.shape} labels for {n} records "
+                             "(a bug in its plugin)")
+    return result
+
+
+def run(
+    recipe: Recipe | Mapping[str, Any] | str | CompiledRecipe,
+    data: pd.DataFrame,
+    seed: int | np.random.SeedSequence | None = None,
+    *,
+    registry: Registry | None = None,
+) -> Any:
+    """Run a recipe on a DataFrame and return a :class:`~privclust.Release`.
+
+    :param recipe: a :class:`Recipe`, a dict, a TOML path or text, or a
+        compiled recipe.
+    :param data: the data to protect; never modified.
+    :param seed: for reproducible experiments only. With ``None`` the
+        randomness comes from the operating system. The seed never appears in
+        the ledger or the report, which say only that the run was seeded.
+    :param registry: the registry to resolve components from (default: the
+        session registry).
+    """
+    from .report import Release
+
+    compiled = recipe if isinstance(recipe, CompiledRecipe) else compile(recipe, registry)
+    registry = compiled.registry
+    frame = _check_frame(data)
+    default_columns = numeric_columns(frame)
+
+    # Check every column the recipe uses before running anything.
+    problems: list[str] = []
+    step_columns: list[tuple[str, ...]] = []
+    for cs in compiled.steps:
+        columns = cs.step.columns if cs.step.columns is not None else default_columns
+        if not columns:
+            problems.append(f"steps[{cs.index}]: the data have no numeric columns; name the step's columns")
+        step_columns.append(tuple(columns))
+        problems.extend(_check_columns(frame, columns, f"steps[{cs.index}] ({cs.id})"))
+        minimum = getattr(cs.component, "min_records", None)
+        need = minimum(len(columns)) if callable(minimum) else None
+        if need is not None and frame.shape[0] < need:
+            problems.append(f"steps[{cs.index}] ({cs.id}): {type(cs.component).name} needs at least {need} records; "
+                            f"the data have {frame.shape[0]}")
+    for h, handler in enumerate(compiled.constraints):
+        for p in handler.check(tuple(map(str, frame.columns))) or ():
+            problems.append(str(p) if isinstance(p, Problem) else f"constraints[{h}]: {p}")
+    if problems:
+        raise DataError("; ".join(problems))
+    recipe_problems = []
+    for cs, columns in zip(compiled.steps, step_columns, strict=True):
+        if cs.step.columns is None and getattr(cs.component, "uses_constraints", True):
+            recipe_problems.extend(_spanning_problems(cs, compiled.constraints, columns))
+    if recipe_problems:
+        raise RecipeError(recipe_problems, source=compiled.recipe.name)
+
+    context = PrivacyContext(compiled.budget, seed=seed, registry=registry)
+    hooks = registry.hooks
+    current = frame.copy(deep=True)
+    labels = pd.DataFrame(index=frame.index)
+    outcomes: list[StepOutcome] = []
+    total = len(compiled.steps)
+    for cs, columns in zip(compiled.steps, step_columns, strict=True):
+        view = current.loc[:, list(columns)].copy()
+        constraint_set = _bind_constraints(cs, compiled.constraints, columns)
+
+        def on_progress(done: float, total_units: float | None, _cs: CompiledStep = cs) -> None:
+            hooks.step_progress(step=_cs.step, index=_cs.index, done=done, total=total_units)
+
+        hooks.step_started(step=cs.step, index=cs.index, total=total)
+        start = time.perf_counter()
+        with context.step(cs.index, cs.id, type(cs.component).name, constraints=constraint_set,
+                          on_progress=on_progress):
+            output = None
+            if cs.kind == "clusterers":
+                result = _check_partition(cs.component.fit(view, context), cs, len(view))
+                output = cs.step.output or DEFAULT_LABEL_COLUMN
+                if output in current.columns:
+                    raise DataError(f"steps[{cs.index}] ({cs.id}): the label column {output!r} already exists; "
+                                    "name another with output = \"...\"")
+                current[output] = np.asarray(result.labels)
+                labels[output] = np.asarray(result.labels)
+            else:
+                method = cs.component.mask if cs.kind == "maskers" else cs.component.perturb
+                result = _as_masked(method(view, context), cs, view)
+                for c in columns:
+                    current[c] = result.data[c].to_numpy()
+            elapsed = time.perf_counter() - start
+            outcome = StepOutcome(index=cs.index, id=cs.id, kind=cs.kind, component=cs.component,
+                                  columns=tuple(columns), result=result, elapsed=elapsed,
+                                  n_records=len(view), output=output)
+            hooks.step_finished(step=cs.step, index=cs.index, outcome=outcome, context=context)
+        outcomes.append(outcome)
+
+    all_constraints = _all_rules(compiled.constraints, tuple(map(str, frame.columns)))
+    _record_rules(context, all_constraints, current)
+
+    changed = tuple(c for c in frame.columns if any(c in o.columns for o in outcomes if o.kind != "clusterers"))
+    evaluations = _evaluate(compiled, frame, current, labels, outcomes, all_constraints, context,
+                            changed or default_columns)
+    return Release(
+        data=current,
+        original=frame,
+        labels=labels,
+        outcomes=tuple(outcomes),
+        ledger=context.ledger,
+        evaluations=evaluations,
+        recipe=compiled.recipe,
+        seeded=context.seeded,
+        budget=compiled.budget,
+        accountant=context.accountant,
+        registry=registry,
+    )
+
+
+def _all_rules(constraints: Sequence[Any], columns: tuple[str, ...]) -> ConstraintSet | None:
+    if not constraints:
+        return None
+    parts = [h.bind(columns) for h in constraints]
+    return ConstraintSet(columns, parts)
+
+
+def _record_rules(context: PrivacyContext, rules: ConstraintSet | None, frame: pd.DataFrame) -> None:
+    """Record, for each edit rule, whether the released file satisfies it."""
+    if rules is None or not rules.rules:
+        return
+    values = frame.loc[:, list(rules.columns)].to_numpy(dtype=float)
+    violations = rules.violations(values)
+    scale = 1.0 + np.max(np.abs(values), axis=1)
+    for r, text in enumerate(rules.rules):
+        bad = violations[:, r] > 1e-6 * scale
+        if not bad.any():
+            statement = f"edit rule {text!r} holds on every released record (largest deviation " \
+                        f"{violations[:, r].max():.3g}, float rounding)."
+        else:
+            statement = f"edit rule {text!r} is violated by {int(bad.sum())} of {len(bad)} released records " \
+                        f"(largest violation {violations[:, r].max():.6g})."
+        context.record(statement, guarantee="edit rule", component="constraints",
+                       details={"rule": text, "violated_records": int(bad.sum()),
+                                "max_violation": float(violations[:, r].max())})
+
+
+def _evaluate(compiled: CompiledRecipe, original: pd.DataFrame, protected: pd.DataFrame, labels: pd.DataFrame,
+              outcomes: Sequence[StepOutcome], constraints: ConstraintSet | None, context: PrivacyContext,
+              default_columns: Sequence[str]) -> pd.DataFrame:
+    rows = []
+    with context.step(-1, "evaluate", "evaluate"):
+        rng = context.rng
+        for i, ev in enumerate(compiled.evaluations):
+            columns = ev.spec.columns if ev.spec.columns is not None else tuple(default_columns)
+            problems = _check_columns(original, columns, f"evaluate[{i}] ({ev.spec.use})")
+            if problems:
+                raise DataError("; ".join(problems))
+            inputs = EvaluationInputs(original=original, protected=protected, columns=tuple(columns), labels=labels,
+                                      outcomes=tuple(outcomes), constraints=constraints, ledger=context.ledger,
+                                      rng=rng)
+            figures = ev.evaluator.evaluate(inputs)
+            for metric, value in dict(figures).items():
+                try:
+                    number = float(value)
+                except (TypeError, ValueError):
+                    raise PrivclustError(f"evaluator {ev.spec.use!r} returned a non-numeric value for "
+                                         f"{metric!r}: {value!r} (a bug in its plugin)") from None
+                rows.append({"evaluator": ev.spec.use, "metric": str(metric),
+                             "value": number if math.isfinite(number) else np.nan,
+                             "columns": ", ".join(columns)})
+    return pd.DataFrame(rows, columns=["evaluator", "metric", "value", "columns"])
