@@ -1,0 +1,1 @@
+"""Built-in clusterers ``fcm`` and ``efcm`` with edit-constrained centres (issue 3)."""

@@ -1,0 +1,1 @@
+"""Built-in clusterer ``mdav``: the crisp k-anonymous baseline (issue 3)."""

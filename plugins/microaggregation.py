@@ -1,0 +1,1 @@
+"""Built-in maskers ``fuzzy-microaggregation`` and ``microaggregation`` (issue 3)."""

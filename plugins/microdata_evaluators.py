@@ -1,0 +1,1 @@
+"""Built-in evaluators for microdata: information loss and disclosure risk (issue 3)."""

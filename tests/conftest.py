@@ -1,0 +1,58 @@
+"""Shared fixtures: the local data folder, fresh registries, plain frames."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+#: The shared real data sets (never copied into the project).
+DATASETS = (ROOT.parent / "shared" / "datasets").resolve()
+
+if DATASETS.is_dir():
+    os.environ.setdefault("PRIVCLUST_DATA", str(DATASETS))
+
+
+def require_dataset(filename: str) -> Path:
+    """The path of a shared data file, or skip the test with the reason."""
+    path = DATASETS / filename
+    if not path.is_file():
+        pytest.skip(f"{filename} not found: the shared data folder {DATASETS} is absent")
+    return path
+
+
+@pytest.fixture
+def datasets_dir() -> Path:
+    if not DATASETS.is_dir():
+        pytest.skip(f"the shared data folder {DATASETS} is absent")
+    return DATASETS
+
+
+@pytest.fixture
+def registry():
+    """A fresh registry over the installed plugins (not the cached session one)."""
+    import privclust
+
+    return privclust.Registry(use_env=False).load()
+
+
+@pytest.fixture(autouse=True)
+def _fresh_session_registry():
+    """Each test starts and ends with no cached session registry."""
+    import privclust
+
+    privclust.reset_registry()
+    yield
+    privclust.reset_registry()
+
+
+@pytest.fixture
+def frame() -> pd.DataFrame:
+    rng = np.random.default_rng(0)
+    centres = np.array([[0.0, 0.0, 0.0], [5.0, 5.0, 1.0], [0.0, 6.0, 3.0]])
+    values = centres[rng.integers(0, 3, 90)] + rng.normal(0, 0.4, (90, 3))
+    return pd.DataFrame(values, columns=["a", "b", "c"])
