@@ -91,24 +91,30 @@ def table1() -> pd.DataFrame:
     return pd.DataFrame(_TABLE1.copy(), columns=["exp16", "exp7", "total"])
 
 
-def iris(*, as_frame: bool = True) -> pd.DataFrame:
-    """Fisher's Iris (150 x 4, 3 classes) from scikit-learn, with a ``class`` column."""
+def iris() -> pd.DataFrame:
+    """Fisher's Iris (150 x 4, 3 classes) from scikit-learn, with a categorical ``class`` column."""
     from sklearn.datasets import load_iris
 
     bunch = load_iris()
     frame = pd.DataFrame(bunch.data, columns=["sepal_length", "sepal_width", "petal_length", "petal_width"])
-    frame["class"] = bunch.target.astype(np.int64)
+    frame["class"] = _classes(bunch.target)
     return frame
+
+
+def _classes(labels: np.ndarray) -> pd.Categorical:
+    """True classes as a categorical column, so that a recipe step without
+    explicit columns (which takes every numeric column) never clusters on them."""
+    return pd.Categorical(np.asarray(labels, dtype=np.int64))
 
 
 def wdbc() -> pd.DataFrame:
     """Breast Cancer Wisconsin (Diagnostic), 569 x 30, 2 classes, from
-    scikit-learn, with a ``class`` column (0 = malignant, 1 = benign)."""
+    scikit-learn, with a categorical ``class`` column (0 = malignant, 1 = benign)."""
     from sklearn.datasets import load_breast_cancer
 
     bunch = load_breast_cancer()
     frame = pd.DataFrame(bunch.data, columns=[str(c).replace(" ", "_") for c in bunch.feature_names])
-    frame["class"] = bunch.target.astype(np.int64)
+    frame["class"] = _classes(bunch.target)
     return frame
 
 
@@ -170,9 +176,9 @@ def _read_vectors(path: Path) -> np.ndarray:
 def load(name: str) -> pd.DataFrame:
     """Load a data set by name (see :func:`names`).
 
-    Shape sets come with columns ``x0, x1, ...`` and an integer ``class``
-    column (0 = noise where the source marks it); SDC files with their own
-    column names.
+    Shape sets come with columns ``x0, x1, ...`` and a categorical ``class``
+    column of integer labels (0 = noise where the source marks it); SDC files
+    with their own column names.
     """
     key = name.lower()
     if key in SHAPE_SETS:
@@ -187,7 +193,7 @@ def load(name: str) -> pd.DataFrame:
         points = _read_vectors(paths[0])
         labels = _read_vectors(paths[1]).ravel().astype(np.int64)
         frame = pd.DataFrame(points, columns=[f"x{j}" for j in range(points.shape[1])])
-        frame["class"] = labels
+        frame["class"] = _classes(labels)
         return frame
     if key in SDC_FILES:
         filename, rdata = SDC_FILES[key]
