@@ -351,12 +351,16 @@ class Recipe:
             for key in privacy:
                 if key not in PRIVACY_KEYS:
                     problems.append(Problem(f"privacy.{key}", "unknown key", _close(str(key), PRIVACY_KEYS)))
-            try:
-                budget = Budget(
-                    epsilon=privacy.get("epsilon"), delta=privacy.get("delta", 0.0)
-                )
-            except RecipeError as err:
-                problems.extend(err.problems)
+            ok = True
+            for key, kwargs in (("epsilon", {"epsilon": privacy.get("epsilon")}),
+                                ("delta", {"delta": privacy.get("delta", 0.0)})):
+                try:
+                    Budget(**kwargs)
+                except RecipeError as err:
+                    problems.extend(err.problems)
+                    ok = False
+            if ok:
+                budget = Budget(epsilon=privacy.get("epsilon"), delta=privacy.get("delta", 0.0))
 
         steps: list[Step] = []
         raw_steps = data.get("steps")
@@ -376,7 +380,9 @@ class Recipe:
                 problems.append(Problem(where, "has no 'use' naming its component", 'e.g. use = "laplace"'))
                 continue
             columns = raw.get("columns")
-            if columns is not None and not (isinstance(columns, Sequence) and not isinstance(columns, str)):
+            if isinstance(columns, str):
+                columns = [columns]
+            if columns is not None and not isinstance(columns, Sequence):
                 problems.append(Problem(f"{where}.columns", f"must be a list of column names; got {columns!r}",
                                         'e.g. columns = ["age", "income"]'))
                 columns = None
@@ -414,7 +420,9 @@ class Recipe:
                                         'e.g. use = "sse-sst"'))
                 continue
             columns = raw.get("columns")
-            if columns is not None and not (isinstance(columns, Sequence) and not isinstance(columns, str)):
+            if isinstance(columns, str):
+                columns = [columns]
+            if columns is not None and not isinstance(columns, Sequence):
                 problems.append(Problem(f"evaluate[{i}].columns", f"must be a list of column names; got {columns!r}"))
                 columns = None
             evaluate.append(EvaluateSpec(use=raw["use"],
@@ -524,9 +532,19 @@ def _key(k: str) -> str:
     return k if _BARE_KEY.match(k) else _string(k)
 
 
+_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\t": "\\t", "\r": "\\r", "\b": "\\b", "\f": "\\f"}
+
+
 def _string(s: str) -> str:
-    escaped = s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\t", "\\t")
-    return f'"{escaped}"'
+    out = []
+    for ch in s:
+        if ch in _ESCAPES:
+            out.append(_ESCAPES[ch])
+        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
+            out.append(f"\\u{ord(ch):04x}")
+        else:
+            out.append(ch)
+    return '"' + "".join(out) + '"'
 
 
 def _value(v: Any) -> str:

@@ -1,0 +1,229 @@
+"""Recipes: construction, structural checks, TOML, round trips, compile-time checks."""
+
+from __future__ import annotations
+
+import tomllib
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import privclust
+from privclust import Budget, ComponentSpec, Recipe, RecipeError, Step
+from privclust.recipe import dumps_toml
+
+TOML = """
+name = "two steps"
+description = "a test recipe"
+
+[privacy]
+epsilon = 2
+delta = 1e-6
+
+[[steps]]
+id = "noisy"
+use = "laplace"
+columns = ["a", "b"]
+epsilon = 1.0
+bounds = { a = [0, 10], b = [-1, 1.5] }
+
+[[steps]]
+use = "gaussian"
+columns = ["c"]
+epsilon = 0.5
+delta = 1e-7
+bounds = { c = [0, 5] }
+
+[[evaluate]]
+use = "something"
+columns = ["a"]
+level = 3
+"""
+
+
+def test_from_toml_reads_every_part():
+    recipe = Recipe.from_toml(TOML)
+    assert recipe.name == "two steps"
+    assert recipe.privacy == Budget(epsilon=2.0, delta=1e-6)
+    assert [s.use for s in recipe.steps] == ["laplace", "gaussian"]
+    assert recipe.step_ids == ("noisy", "gaussian")
+    assert recipe.steps[0].columns == ("a", "b")
+    assert recipe.steps[0].params["bounds"]["b"] == (-1, 1.5)
+    assert recipe.evaluate[0].use == "something" and recipe.evaluate[0].params == {"level": 3}
+
+
+def test_to_dict_round_trips_through_dict_and_toml(tmp_path):
+    recipe = Recipe.from_toml(TOML)
+    assert Recipe.from_dict(recipe.to_dict()) == recipe
+    path = tmp_path / "r.toml"
+    path.write_text(recipe.to_toml())
+    assert Recipe.from_toml(path) == recipe
+    assert Recipe.from_toml(str(path)) == recipe
+    assert tomllib.loads(recipe.to_toml()) == recipe.to_dict()
+
+
+def test_nested_components_are_specs():
+    recipe = Recipe.from_dict({"steps": [{"use": "m", "clusterer": {"use": "fcm", "m": 1.5}, "other": "fcm"}]})
+    nested = recipe.steps[0].params["clusterer"]
+    assert nested == ComponentSpec("fcm", {"m": 1.5})
+    assert recipe.steps[0].params["other"] == "fcm"  # a plain string parameter stays a string
+    assert recipe.to_dict()["steps"][0]["clusterer"] == {"use": "fcm", "m": 1.5}
+
+
+def test_structural_problems_are_reported_together():
+    with pytest.raises(RecipeError) as err:
+        Recipe.from_dict({
+            "stepz": [],
+            "privacy": {"epsilon": 0, "delta": 1.5, "eps": 1},
+            "steps": [{"columns": ["a"]}, {"use": "x", "columns": 5}, {"use": "y", "columns": []},
+                      {"use": "z", "id": "bad id"}],
+            "evaluate": [{"columns": ["a"]}],
+        })
+    problems = [str(p) for p in err.value.problems]
+    text = str(err.value)
+    assert len(problems) == 9, problems
+    assert "stepz: unknown recipe key (did you mean 'steps'?)" in problems
+    assert any(p.startswith("privacy.epsilon: must be a number > 0") for p in problems)
+    assert any(p.startswith("privacy.delta: must be a number in [0, 1)") for p in problems)
+    assert any("privacy.eps: unknown key" in p for p in problems)
+    assert "steps[0]: has no 'use'" in text
+    assert "steps[2].columns: is empty" in text
+    assert "steps[3].id" in text
+    assert "evaluate[0]" in text
+    assert text.startswith("recipe has 9 problems: [1]")
+
+
+def test_a_string_columns_value_is_one_column():
+    recipe = Recipe.from_dict({"steps": [{"use": "x", "columns": "age"}]})
+    assert recipe.steps[0].columns == ("age",)
+
+
+def test_malformed_toml_names_the_line():
+    with pytest.raises(RecipeError) as err:
+        Recipe.from_toml('[[steps]]\nuse = "laplace\n')
+    assert "is not valid TOML" in str(err.value) and "line 2" in str(err.value)
+
+
+def test_missing_recipe_file(tmp_path):
+    with pytest.raises(RecipeError, match="no recipe file at"):
+        Recipe.from_toml(tmp_path / "nope.toml")
+
+
+def test_no_steps():
+    with pytest.raises(RecipeError, match="at least one step"):
+        Recipe.from_dict({})
+    with pytest.raises(RecipeError, match="at least one step"):
+        Recipe(steps=[])
+
+
+def test_default_step_ids_are_unique():
+    recipe = Recipe.from_dict({"steps": [{"use": "a"}, {"use": "a"}, {"use": "b", "id": "a-2"}, {"use": "a"}]})
+    assert recipe.step_ids == ("a", "a-3", "a-2", "a-4")
+    assert recipe.step_index("a-2") == 2
+    with pytest.raises(RecipeError, match="did you mean"):
+        recipe.step_index("a-5")
+
+
+def test_duplicate_ids_and_columns():
+    with pytest.raises(RecipeError) as err:
+        Recipe.from_dict({"steps": [{"use": "a", "id": "s"}, {"use": "b", "id": "s", "columns": ["x", "x"]}]})
+    assert "already the id of steps[0]" in str(err.value)
+    assert "names x more than once" in str(err.value)
+
+
+def test_recipe_text_is_never_evaluated(frame, registry):
+    recipe = Recipe.from_dict({"steps": [{"use": "__import__('os').system('echo pwned')"}]})
+    with pytest.raises(RecipeError, match="unknown component"):
+        privclust.compile(recipe, registry)
+
+
+def test_step_of_component_copies_every_parameter():
+    from privclust_plugins.noise import LaplaceMechanism
+
+    step = Step.of(LaplaceMechanism(epsilon=0.5, bounds={"a": [0, 1]}), columns=["a"], id="noise")
+    assert step.to_dict() == {"use": "laplace", "id": "noise", "columns": ["a"], "epsilon": 0.5,
+                              "bounds": {"a": [0.0, 1.0]}}
+
+
+def test_compile_reports_every_problem_with_its_location(registry):
+    recipe = Recipe.from_dict({
+        "privacy": {"epsilon": 1.0},
+        "steps": [
+            {"use": "laplase", "epsilon": 0.5},
+            {"use": "laplace", "epsilon": 3.0, "bounds": {"a": [0, 1]}, "colour": "red"},
+            {"use": "gaussian", "epsilon": 0.2, "bounds": {"a": [0, 1]}},
+            {"use": "laplace", "epsilon": 0.2, "bounds": {"a": [1, 0]}},
+        ],
+        "evaluate": ["nonexistent"],
+    })
+    with pytest.raises(RecipeError) as err:
+        privclust.compile(recipe, registry)
+    text = str(err.value)
+    assert "steps[0].use: unknown component 'laplase' (did you mean 'laplace'?)" in text
+    assert "steps[1].colour: laplace has no parameter 'colour'" in text
+    assert "steps[2]: gaussian needs 'delta'" in text
+    assert "steps[3]" in text and "needs low < high" in text
+    assert "evaluate[0].use" in text
+
+
+def test_compile_refuses_a_recipe_asking_for_more_than_its_budget(registry):
+    recipe = {"privacy": {"epsilon": 1.0}, "steps": [
+        {"use": "laplace", "epsilon": 0.7, "bounds": {"a": [0, 1]}},
+        {"use": "laplace", "epsilon": 0.6, "bounds": {"a": [0, 1]}}]}
+    with pytest.raises(RecipeError) as err:
+        privclust.compile(recipe, registry)
+    assert "ask for epsilon = 1.3" in str(err.value) and "the budget is 1" in str(err.value)
+
+
+def test_a_noise_step_needs_epsilon_and_bounds(registry):
+    with pytest.raises(RecipeError) as err:
+        privclust.compile({"steps": [{"use": "laplace"}]}, registry)
+    assert "needs 'epsilon'" in str(err.value) and "needs public 'bounds'" in str(err.value)
+
+
+def test_an_evaluator_used_as_a_step(registry):
+    @privclust.hookimpl
+    def privclust_register_evaluators(register):
+        import attrs
+
+        @attrs.frozen(kw_only=True)
+        class Count:
+            name = "count"
+
+            def evaluate(self, inputs):
+                return {"n": len(inputs.original)}
+
+        register(Count)
+
+    import types
+
+    reg = privclust.Registry(plugins=[types.SimpleNamespace(
+        privclust_register_evaluators=privclust_register_evaluators)], use_env=False)
+    with pytest.raises(RecipeError, match="is one of the evaluators, not a step component"):
+        privclust.compile({"steps": [{"use": "count"}]}, reg)
+
+
+def test_dumps_toml_quotes_keys_and_strings():
+    text = dumps_toml({"name": 'a "quoted"\nname', "steps": [{"use": "x", "odd key": 1.5, "flag": True,
+                                                                "items": [1, "two"]}]})
+    assert tomllib.loads(text) == {"name": 'a "quoted"\nname',
+                                   "steps": [{"use": "x", "odd key": 1.5, "flag": True, "items": [1, "two"]}]}
+
+
+names = st.text(alphabet="abcdefghij_", min_size=1, max_size=6)
+values = st.one_of(st.integers(-1000, 1000), st.floats(allow_nan=False, allow_infinity=False, width=32),
+                   st.booleans(), st.text(max_size=8), st.lists(st.integers(0, 9), max_size=3))
+
+
+@settings(max_examples=60, deadline=None)
+@given(steps=st.lists(st.tuples(names, st.dictionaries(names.filter(lambda k: k not in
+       ("use", "id", "columns", "output")), values, max_size=3),
+       st.one_of(st.none(), st.lists(names, min_size=1, max_size=3, unique=True))), min_size=1, max_size=4),
+       epsilon=st.one_of(st.none(), st.floats(0.01, 10)))
+def test_round_trip_property(steps, epsilon):
+    data = {"steps": [{"use": u, **p, **({"columns": c} if c else {})} for u, p, c in steps]}
+    if epsilon is not None:
+        data["privacy"] = {"epsilon": epsilon}
+    recipe = Recipe.from_dict(data)
+    assert Recipe.from_dict(recipe.to_dict()) == recipe
+    assert Recipe.from_toml(recipe.to_toml()) == recipe
