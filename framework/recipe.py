@@ -276,10 +276,10 @@ def _default_ids(steps: Sequence[Step]) -> tuple[str, ...]:
     return tuple(ids)
 
 
-def _structural_problems(steps: Sequence[Step]) -> list[Problem]:
+def _structural_problems(steps: Sequence[Step], indices: Sequence[int] | None = None) -> list[Problem]:
     problems: list[Problem] = []
     seen: dict[str, int] = {}
-    for i, s in enumerate(steps):
+    for i, s in zip(indices if indices is not None else range(len(steps)), steps, strict=True):
         where = f"steps[{i}]"
         if not isinstance(s.use, str) or not s.use:
             problems.append(Problem(where, "'use' must name a component", 'e.g. use = "laplace"'))
@@ -363,6 +363,7 @@ class Recipe:
                 budget = Budget(epsilon=privacy.get("epsilon"), delta=privacy.get("delta", 0.0))
 
         steps: list[Step] = []
+        positions: list[int] = []
         raw_steps = data.get("steps")
         if raw_steps is None:
             problems.append(Problem("steps", "a recipe needs at least one step", "add a [[steps]] table"))
@@ -390,6 +391,7 @@ class Recipe:
                 params = {k: v for k, v in raw.items() if k not in STEP_KEYS}
                 steps.append(Step(use=use, params=params, columns=columns, id=raw.get("id"),
                                   output=raw.get("output")))
+                positions.append(i)
             except RecipeError as err:
                 problems.extend(Problem(f"{where}.{p.where}".rstrip("."), p.message, p.fix) for p in err.problems)
 
@@ -434,7 +436,7 @@ class Recipe:
                 problems.append(Problem(key, f"must be a string; got {data[key]!r}"))
 
         if steps:
-            problems += _structural_problems(steps)
+            problems += _structural_problems(steps, positions)
         if problems:
             raise RecipeError(problems, source=source)
         return cls(
