@@ -216,9 +216,9 @@ def compile(recipe: Recipe | Mapping[str, Any] | str, registry: Registry | None 
             continue
         evaluations.append(CompiledEvaluation(spec, evaluator))
 
-    # Rules must not straddle a step's explicit columns.
+    # Rules must not straddle the explicit columns of a step that changes values.
     for cs in steps:
-        if cs.step.columns is not None and getattr(cs.component, "uses_constraints", True):
+        if cs.step.columns is not None and _changes_values_under_rules(cs):
             problems.extend(_spanning_problems(cs, constraints, cs.step.columns))
 
     if recipe.privacy.limited:
@@ -241,6 +241,13 @@ def compile(recipe: Recipe | Mapping[str, Any] | str, registry: Registry | None 
     if problems:
         raise RecipeError(problems, source=recipe.name)
     return compiled
+
+
+def _changes_values_under_rules(cs: CompiledStep) -> bool:
+    """A masker that uses edit rules must hold every rule it touches entirely;
+    a clusterer only releases labels (its centres honour the rules that lie
+    within its columns); noise mechanisms do not use rules."""
+    return cs.kind == "maskers" and getattr(cs.component, "uses_constraints", True)
 
 
 def _rule_sets(constraints: Sequence[Any]) -> list[tuple[int, int, str, frozenset[str]]]:
@@ -308,8 +315,10 @@ def _check_columns(frame: pd.DataFrame, columns: Sequence[str], where: str) -> l
     if missing:
         import difflib
 
+        names = [str(x) for x in frame.columns]
         for c in missing:
-            close = difflib.get_close_matches(c, [str(x) for x in frame.columns], n=2, cutoff=0.6)
+            close = [x for x in names if x.lower() == c.lower()] or difflib.get_close_matches(c, names, n=2,
+                                                                                               cutoff=0.6)
             fix = ("did you mean " + " or ".join(repr(x) for x in close) + "?") if close else "check the column names"
             problems.append(f"{where}: column {c!r} is not in the data ({fix})")
         return problems
@@ -407,7 +416,7 @@ def run(
         raise DataError("; ".join(problems))
     recipe_problems = []
     for cs, columns in zip(compiled.steps, step_columns, strict=True):
-        if cs.step.columns is None and getattr(cs.component, "uses_constraints", True):
+        if cs.step.columns is None and _changes_values_under_rules(cs):
             recipe_problems.extend(_spanning_problems(cs, compiled.constraints, columns))
     if recipe_problems:
         raise RecipeError(recipe_problems, source=compiled.recipe.name)
@@ -472,10 +481,12 @@ def run(
 
 
 def _all_rules(constraints: Sequence[Any], columns: tuple[str, ...]) -> ConstraintSet | None:
+    """Every rule of the recipe, bound to the columns the rules use (in frame order)."""
     if not constraints:
         return None
-    parts = [h.bind(columns) for h in constraints]
-    return ConstraintSet(columns, parts)
+    used = set().union(*(v for h in constraints for v in h.variables()))
+    ordered = tuple(c for c in columns if c in used)
+    return ConstraintSet(ordered, [h.bind(ordered) for h in constraints])
 
 
 def _record_rules(context: PrivacyContext, rules: ConstraintSet | None, frame: pd.DataFrame) -> None:

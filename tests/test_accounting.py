@@ -1,0 +1,182 @@
+"""The privacy-accounting context: budget, composition, ledger, random streams, stash."""
+
+from __future__ import annotations
+
+import json
+import pickle
+
+import numpy as np
+import pytest
+
+import privclust
+from privclust import (
+    BasicAccountant,
+    Budget,
+    BudgetExceededError,
+    PrivacyContext,
+    PrivacyLeakWarning,
+    PrivclustError,
+    Sensitivity,
+    StashKey,
+)
+
+
+def spend(context: PrivacyContext, epsilon: float, delta: float = 0.0, partition=None):
+    return context.spend(epsilon=epsilon, delta=delta, mechanism="laplace", sensitivity=1.0,
+                         relation="replace-one", covers="a count", not_covered="the labels", partition=partition)
+
+
+def test_sequential_composition_adds_up():
+    context = PrivacyContext(Budget(epsilon=1.0))
+    spend(context, 0.25)
+    spend(context, 0.5)
+    assert context.spent == (0.75, 0.0)
+    assert context.remaining == pytest.approx(0.25)
+    assert context.can_spend(0.25) and not context.can_spend(0.2500001)
+
+
+def test_spend_refuses_before_recording_anything():
+    context = PrivacyContext(Budget(epsilon=1.0))
+    spend(context, 0.8)
+    before = context.rng.bit_generator.state
+    with pytest.raises(BudgetExceededError) as err:
+        spend(context, 0.3)
+    assert len(context.ledger) == 1
+    assert context.rng.bit_generator.state == before
+    message = str(err.value)
+    assert "bringing the total to 1.1 > the budget epsilon=1" in message
+    assert "raise [privacy] epsilon" in message and "no noise was drawn" in message
+
+
+def test_delta_is_budgeted_too():
+    context = PrivacyContext(Budget(epsilon=10.0, delta=1e-6))
+    spend(context, 1.0, delta=6e-7)
+    with pytest.raises(BudgetExceededError, match="delta"):
+        spend(context, 1.0, delta=6e-7)
+    no_delta = PrivacyContext(Budget(epsilon=10.0))
+    with pytest.raises(BudgetExceededError, match="pure-epsilon"):
+        spend(no_delta, 1.0, delta=1e-9)
+
+
+def test_parallel_composition_over_disjoint_partitions():
+    context = PrivacyContext(Budget(epsilon=1.0))
+    for part in ("cluster 0", "cluster 1", "cluster 2"):
+        spend(context, 0.6, partition=("round 1", part))
+    spend(context, 0.3, partition=("round 1", "cluster 1"))
+    assert context.spent[0] == pytest.approx(0.9)  # max over parts: cluster 1 has 0.6 + 0.3
+    with pytest.raises(BudgetExceededError):
+        spend(context, 0.2)
+
+
+def test_no_budget_records_but_never_refuses():
+    context = PrivacyContext()
+    for _ in range(5):
+        spend(context, 10.0)
+    assert context.spent[0] == 50.0
+    assert context.remaining is None
+
+
+def test_ledger_entries_say_what_is_protected():
+    context = PrivacyContext(Budget(epsilon=5.0))
+    with context.step(2, "dens", "dp-dpcl"):
+        entry = context.spend(epsilon=3.0, mechanism="laplace", sensitivity=Sensitivity(l1=3.0, l2=2.0),
+                              relation="add/remove one record", covers="the density vector",
+                              not_covered="per-record labels", claimed_epsilon=1.0, details={"n": 10})
+    assert entry.step == 2 and entry.step_id == "dens" and entry.component == "dp-dpcl"
+    assert entry.sensitivity == {"l1": 3.0, "l2": 2.0}
+    assert entry.statement.startswith("the density vector is 3-DP under add/remove one record, by the laplace "
+                                      "mechanism with sensitivity L1 3, L2 2.")
+    assert "method's own claim is epsilon = 1" in entry.statement
+    assert "Not covered: per-record labels." in entry.statement
+    record = entry.to_dict()
+    json.dumps(record)
+    assert record["claimed_epsilon"] == 1.0 and record["details"] == {"n": 10}
+
+
+def test_guarantees_and_leaks_are_recorded():
+    context = PrivacyContext()
+    context.record("each group has at least 3 records", guarantee="k-anonymity", details={"k": 3})
+    with pytest.warns(PrivacyLeakWarning, match="d_c"):
+        context.record_leak("d_c", "taken from the data.", alternative="give an absolute dc")
+    kinds = [e.kind for e in context.ledger]
+    assert kinds == ["guarantee", "leak"]
+    assert context.ledger[1].statement == "d_c: taken from the data. Alternative: give an absolute dc"
+    assert context.spent == (0.0, 0.0)
+
+
+def test_spend_rejects_nonsense():
+    context = PrivacyContext()
+    with pytest.raises(PrivclustError, match="epsilon must be a finite number"):
+        spend(context, -1.0)
+    with pytest.raises(PrivclustError, match="adds no protection cost"):
+        spend(context, 0.0)
+    with pytest.raises(PrivclustError, match="seed must be a non-negative integer"):
+        PrivacyContext(seed=-3)
+
+
+def test_streams_are_reproducible_per_step_and_independent_between_steps():
+    def draws(seed):
+        context = PrivacyContext(seed=seed)
+        out = []
+        for i in range(3):
+            with context.step(i, f"s{i}", "x"):
+                out.append(context.rng.random(4))
+                out.extend(g.random(2) for g in context.spawn(2))
+        return out
+
+    a, b, c = draws(7), draws(7), draws(8)
+    assert all(np.array_equal(x, y) for x, y in zip(a, b, strict=True))
+    assert not np.array_equal(a[0], c[0])
+    assert not np.array_equal(a[0], a[3])  # another step, another stream
+    unseeded = [draws(None)[0] for _ in range(2)]
+    assert not np.array_equal(*unseeded)
+
+
+def test_the_seed_is_never_exposed():
+    context = PrivacyContext(seed=987654321)
+    assert "987654321" not in repr(context)
+    assert context.seeded
+    with pytest.raises(TypeError, match="cannot be pickled"):
+        pickle.dumps(context)
+    assert all("987654321" not in repr(v) for k, v in vars(context).items() if "root" not in k)
+
+
+def test_the_report_says_seeded_and_never_holds_the_seed(frame):
+    recipe = {"steps": [{"use": "laplace", "epsilon": 1.0, "bounds": {c: [-5, 15] for c in frame.columns}}]}
+    release = privclust.run(recipe, frame, seed=424242)
+    text = json.dumps(release.report())
+    assert '"seeded": true' in text
+    assert "424242" not in text
+    assert "424242" not in release._repr_html_()
+    assert not privclust.run(recipe, frame).report()["seeded"]
+
+
+def test_stash_is_keyed_by_objects():
+    context = PrivacyContext()
+    key: StashKey[list[int]] = StashKey("my plugin's cache")
+    other: StashKey[list[int]] = StashKey("my plugin's cache")
+    context.stash[key] = [1]
+    assert context.stash[key] == [1]
+    assert other not in context.stash
+    assert context.stash.get(other) is None
+    assert context.stash.setdefault(other, [2]) == [2]
+    del context.stash[key]
+    assert len(context.stash) == 1
+
+
+def test_context_resolves_mechanisms_through_its_registry(registry):
+    context = PrivacyContext(Budget(epsilon=1.0), seed=1, registry=registry)
+    mech = context.mechanism("laplace")
+    noisy = mech.release(np.zeros(3), sensitivity=1.0, epsilon=0.5, context=context, relation="r", covers="c")
+    assert noisy.shape == (3,) and np.all(noisy != 0)
+    assert context.spent[0] == 0.5
+    gaussian = context.mechanism({"use": "gaussian"})
+    with pytest.raises(BudgetExceededError):
+        gaussian.release(np.zeros(3), sensitivity=1.0, epsilon=0.6, delta=1e-6, context=context, relation="r",
+                         covers="c")
+
+
+def test_basic_accountant_describes_its_rule():
+    accountant = BasicAccountant(Budget(epsilon=1))
+    assert "sequential" in accountant.description and "parallel" in accountant.description
+    assert isinstance(accountant, privclust.Accountant)

@@ -1,0 +1,121 @@
+"""The conformance kit catches each kind of misbehaving component."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import attrs
+import numpy as np
+import pandas as pd
+import pytest
+
+import privclust.testing as pt
+from privclust import Masked, Partition, param
+
+
+def masked(data, values):
+    return Masked(data=pd.DataFrame(values, index=data.index, columns=data.columns))
+
+
+@attrs.frozen(kw_only=True)
+class Good:
+    """Spends through a mechanism, then uses its noise."""
+
+    name: ClassVar[str] = "good"
+    epsilon: float = param(float, default=1.0, gt=0)
+
+    def mask(self, data, context):
+        mech = context.mechanism("laplace")
+        values = mech.release(data.to_numpy(), sensitivity=1.0, epsilon=self.epsilon, context=context,
+                              relation="r", covers="c")
+        return masked(data, values)
+
+
+@attrs.frozen(kw_only=True)
+class Mutates:
+    name: ClassVar[str] = "mutates"
+
+    def mask(self, data, context):
+        data.iloc[0, 0] = 1e9
+        return Masked(data=data.copy())
+
+
+@attrs.frozen(kw_only=True)
+class GlobalRandom:
+    name: ClassVar[str] = "global-random"
+
+    def fit(self, data, context):
+        return Partition(labels=np.random.default_rng().integers(0, 2, len(data)))
+
+
+@attrs.frozen(kw_only=True)
+class DrawsFirst:
+    name: ClassVar[str] = "draws-first"
+
+    def mask(self, data, context):
+        noise = context.rng.normal(size=data.shape)
+        context.spend(epsilon=1.0, mechanism="gauss", sensitivity=1.0, relation="r", covers="c")
+        return masked(data, data.to_numpy() + noise)
+
+
+@attrs.frozen(kw_only=True)
+class IgnoresBudget:
+    name: ClassVar[str] = "ignores-budget"
+
+    def mask(self, data, context):
+        try:
+            context.spend(epsilon=1.0, mechanism="x", sensitivity=1.0, relation="r", covers="c")
+        except Exception:  # swallows the refusal
+            pass
+        return masked(data, data.to_numpy() + context.rng.laplace(size=data.shape))
+
+
+@attrs.define(kw_only=True)
+class NotFrozen:
+    name: ClassVar[str] = "not-frozen"
+    k: int = param(int, default=2)
+
+    def mask(self, data, context):
+        return Masked(data=data.copy())
+
+
+@attrs.frozen(kw_only=True)
+class DerivedField:
+    name: ClassVar[str] = "derived"
+    k: int = param(int, default=2)
+    cache: int = attrs.field(init=False, default=0)
+
+    def mask(self, data, context):
+        return Masked(data=data.copy())
+
+
+def test_a_good_component_passes_every_check():
+    pt.check_component(Good())
+    assert [name for name, _ in pt.component_checks(Good())] == list(pt.CHECKS)
+
+
+@pytest.mark.parametrize(
+    ("component", "check", "message"),
+    [
+        (Mutates(), "never_mutates_input", "was modified"),
+        (GlobalRandom(), "deterministic_under_seed", "same seed differ"),
+        (DrawsFirst(), "spends_before_release", "before its first context.spend"),
+        (IgnoresBudget(), "refuses_exhausted_budget", "exhausted budget"),
+        (NotFrozen(), "params_round_trip", "must be frozen"),
+    ],
+)
+def test_each_misbehaviour_is_caught(component, check, message):
+    checks = dict(pt.component_checks(component))
+    with pytest.raises(AssertionError, match=message):
+        checks[check](component)
+
+
+def test_kind_is_inferred_and_parametrize_builds_ids():
+    assert pt.kind_of(Good()) == "maskers" and pt.kind_of(GlobalRandom()) == "clusterers"
+    mark = pt.parametrize_components(Good())
+    ids = [p.id for p in mark.args[1]]
+    assert ids[0] == "good-params_round_trip" and len(ids) == len(pt.CHECKS)
+
+
+def test_derived_state_that_is_not_init_is_fine():
+    pt.check_component(DerivedField(k=3))
