@@ -1,0 +1,294 @@
+"""Tests of the clustering evaluators: ari, pair-f, nmi, n-clusters."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from sklearn.metrics import adjusted_rand_score, fowlkes_mallows_score, normalized_mutual_info_score
+
+import privclust
+import privclust.testing as pt
+from privclust import DataError, EvaluationInputs, ParameterError
+from privclust_plugins.clustering_evaluators import (
+    AdjustedRandIndex,
+    NClusters,
+    NormalizedMutualInformation,
+    PairFMeasure,
+    pair_counts,
+)
+
+
+def inputs(truth, labels, *, truth_name="class", labels_name="cluster", where="labels") -> EvaluationInputs:
+    """Evaluation inputs with the truth in the original frame and the labels
+    in the frame named by ``where``."""
+    truth = pd.Series(truth, name=truth_name)
+    original = pd.DataFrame({"x": np.arange(len(truth), dtype=float), truth_name: truth})
+    protected = original.copy()
+    label_frame = pd.DataFrame(index=original.index)
+    if where == "labels":
+        label_frame[labels_name] = np.asarray(labels)
+        protected[labels_name] = np.asarray(labels)
+    elif where == "original":
+        original[labels_name] = np.asarray(labels)
+        protected[labels_name] = np.asarray(labels)
+    return EvaluationInputs(original=original, protected=protected, columns=("x",), labels=label_frame)
+
+
+def brute_pairs(a, b):
+    na = nb = nc = nd = 0
+    for i, j in itertools.combinations(range(len(a)), 2):
+        same_a, same_b = a[i] == a[j], b[i] == b[j]
+        na += same_a and same_b
+        nb += same_a and not same_b
+        nc += same_b and not same_a
+        nd += not same_a and not same_b
+    return na, nb, nc, nd
+
+
+partitions = st.integers(3, 40).flatmap(
+    lambda n: st.tuples(st.lists(st.integers(0, 4), min_size=n, max_size=n),
+                        st.lists(st.integers(0, 5), min_size=n, max_size=n)))
+
+
+# -- the mathematics ---------------------------------------------------------------------
+
+
+@settings(deadline=None, max_examples=60)
+@given(partitions)
+def test_pair_counts_match_brute_force(pair):
+    a, b = (np.asarray(x) for x in pair)
+    counts = pair_counts(a, b)
+    assert counts == brute_pairs(a, b)
+    n = len(a)
+    assert sum(counts) == n * (n - 1) // 2
+
+
+@settings(deadline=None, max_examples=60)
+@given(partitions)
+def test_pair_f_is_formulas_11_to_14(pair):
+    a, b = (np.asarray(x) for x in pair)
+    na, nb, nc, _ = brute_pairs(a, b)
+    out = PairFMeasure().evaluate(inputs(a, b))
+    if na + nc:
+        assert out["precision"] == pytest.approx(na / (na + nc))
+    else:
+        assert math.isnan(out["precision"])
+    if na + nb:
+        assert out["recall"] == pytest.approx(na / (na + nb))
+    else:
+        assert math.isnan(out["recall"])
+    expected = 2 * na / (2 * na + nb + nc) if (2 * na + nb + nc) else 1.0
+    assert out["f"] == pytest.approx(expected)
+    # (14) is symmetric in the two partitions; precision and recall swap.
+    swapped = PairFMeasure().evaluate(inputs(b, a))
+    assert swapped["f"] == pytest.approx(out["f"])
+    assert swapped["precision"] == pytest.approx(out["recall"], nan_ok=True)
+
+
+@settings(deadline=None, max_examples=40)
+@given(partitions, st.floats(0.2, 5.0))
+def test_f_beta_matches_formula_13(pair, beta):
+    a, b = (np.asarray(x) for x in pair)
+    out = PairFMeasure(beta=beta).evaluate(inputs(a, b))
+    p, r = out["precision"], out["recall"]
+    if not (math.isnan(p) or math.isnan(r)) and (p or r):
+        assert out["f"] == pytest.approx((beta**2 + 1) * p * r / (beta**2 * p + r))
+
+
+@settings(deadline=None, max_examples=40)
+@given(partitions)
+def test_ari_and_nmi_are_scikit_learns(pair):
+    a, b = (np.asarray(x) for x in pair)
+    assert AdjustedRandIndex().evaluate(inputs(a, b))["ari"] == pytest.approx(adjusted_rand_score(a, b))
+    assert NormalizedMutualInformation().evaluate(inputs(a, b))["nmi"] == pytest.approx(
+        normalized_mutual_info_score(a, b))
+    geo = NormalizedMutualInformation(average_method="geometric").evaluate(inputs(a, b))["nmi"]
+    assert geo == pytest.approx(normalized_mutual_info_score(a, b, average_method="geometric"))
+
+
+def test_pair_f_is_not_fowlkes_mallows():
+    a = np.array([0, 0, 0, 1, 1, 1, 2, 2])
+    b = np.array([0, 0, 1, 1, 1, 1, 2, 2])
+    out = PairFMeasure().evaluate(inputs(a, b))
+    # Fowlkes-Mallows is the geometric mean sqrt(P R), F the harmonic one.
+    assert fowlkes_mallows_score(a, b) == pytest.approx(math.sqrt(out["precision"] * out["recall"]))
+    assert out["f"] < fowlkes_mallows_score(a, b)
+
+
+def test_identical_partitions_score_one_whatever_the_label_names():
+    truth = np.repeat([0, 1, 2], 10)
+    labels = np.repeat([7, 3, 5], 10)
+    i = inputs(truth, labels)
+    assert AdjustedRandIndex().evaluate(i)["ari"] == pytest.approx(1.0)
+    assert NormalizedMutualInformation().evaluate(i)["nmi"] == pytest.approx(1.0)
+    f = PairFMeasure().evaluate(i)
+    assert f == pytest.approx({"f": 1.0, "precision": 1.0, "recall": 1.0})
+
+
+def test_one_cluster_for_everything_has_full_recall_and_low_precision():
+    truth = np.repeat([0, 1], 5)
+    out = PairFMeasure().evaluate(inputs(truth, np.zeros(10, dtype=int)))
+    # Na = 2 * C(5, 2) = 20 of the 45 pairs; Nc = 25, Nb = 0.
+    assert out["recall"] == 1.0
+    assert out["precision"] == pytest.approx(20 / 45)
+    assert out["f"] == pytest.approx(40 / 65)
+
+
+def test_pair_counts_are_linear_not_quadratic():
+    # 2e6 records: 2e12 pairs could never be enumerated; the counts come
+    # from the contingency table.
+    sizes = np.array([500_000, 700_000, 800_000])
+    truth = np.repeat(np.arange(3), sizes)
+    labels = truth.copy()
+    labels[:100_000] = 1  # 100k records of class 0 put in cluster 1
+    na, nb, nc, nd = pair_counts(truth, labels)
+    c2 = lambda x: x * (x - 1) // 2  # noqa: E731
+    assert na == c2(400_000) + c2(100_000) + c2(700_000) + c2(800_000)
+    assert nb == 400_000 * 100_000
+    assert nc == 100_000 * 700_000
+    assert na + nb + nc + nd == c2(2_000_000)
+
+
+# -- columns and dtypes ------------------------------------------------------------------------
+
+
+def test_categorical_and_text_truth():
+    labels = np.repeat([0, 1, 2], 4)
+    cat = pd.Categorical(np.repeat(["setosa", "versicolor", "virginica"], 4))
+    text = np.repeat(["a", "b", "c"], 4).astype(object)
+    for truth in (cat, text):
+        assert AdjustedRandIndex().evaluate(inputs(truth, labels))["ari"] == pytest.approx(1.0)
+
+
+def test_labels_found_in_labels_then_protected_then_original():
+    truth = np.repeat([0, 1], 6)
+    good = truth.copy()
+    i = inputs(truth, good)
+    # A column of the same name in the original frame with other values must not be used.
+    i.original["cluster"] = np.arange(12)
+    assert AdjustedRandIndex().evaluate(i)["ari"] == pytest.approx(1.0)
+    # Comparing two columns of the original frame (e.g. two stored clusterings).
+    j = inputs(truth, good, where="original", labels_name="previous")
+    assert AdjustedRandIndex(labels="previous").evaluate(j)["ari"] == pytest.approx(1.0)
+
+
+def test_truth_may_be_another_label_column():
+    truth = np.repeat([0, 1, 2], 5)
+    i = inputs(truth, truth)
+    i.labels["cluster-2"] = np.roll(truth, 1)
+    out = AdjustedRandIndex(truth="cluster", labels="cluster-2").evaluate(i)
+    assert out["ari"] == pytest.approx(adjusted_rand_score(truth, np.roll(truth, 1)))
+
+
+# -- unassigned records (label -1) ----------------------------------------------------------------
+
+
+def test_unassigned_records_three_ways():
+    truth = np.array([0, 0, 0, 1, 1, 1])
+    labels = np.array([0, 0, -1, 1, 1, -1])
+    i = inputs(truth, labels)
+    singles = PairFMeasure(unassigned="singletons").evaluate(i)
+    # Singletons: Na = 1 + 1, Nb = 4 (the two -1 records lost their partners), Nc = 0.
+    assert singles == pytest.approx({"f": 4 / 8, "precision": 1.0, "recall": 2 / 6})
+    shared = PairFMeasure(unassigned="cluster").evaluate(i)
+    # One shared cluster {2, 5}: Na = 2, Nb = 4, Nc = 1.
+    assert shared == pytest.approx({"f": 4 / 9, "precision": 2 / 3, "recall": 2 / 6})
+    excluded = PairFMeasure(unassigned="exclude").evaluate(i)
+    assert excluded == pytest.approx({"f": 1.0, "precision": 1.0, "recall": 1.0})
+    assert AdjustedRandIndex(unassigned="exclude").evaluate(i)["ari"] == pytest.approx(1.0)
+    assert AdjustedRandIndex(unassigned="cluster").evaluate(i)["ari"] == pytest.approx(
+        adjusted_rand_score(truth, labels))
+    assert AdjustedRandIndex().evaluate(i)["ari"] == pytest.approx(
+        adjusted_rand_score(truth, [0, 0, 10, 1, 1, 11]))
+
+
+def test_everything_unassigned_and_excluded_gives_nan():
+    i = inputs([0, 0, 1, 1], [-1, -1, -1, -1])
+    assert math.isnan(AdjustedRandIndex(unassigned="exclude").evaluate(i)["ari"])
+    assert all(math.isnan(v) for v in PairFMeasure(unassigned="exclude").evaluate(i).values())
+
+
+def test_n_clusters():
+    out = NClusters().evaluate(inputs(np.repeat([0, 1, 2], 4), [0, 0, 0, 5, 5, 5, 5, -1, -1, 9, 9, 9]))
+    assert out == {"n_clusters": 3.0, "n_classes": 3.0, "n_unassigned": 2.0}
+
+
+# -- bad input -----------------------------------------------------------------------------------
+
+
+def test_unknown_columns_suggest_close_matches():
+    i = inputs([0, 0, 1, 1], [0, 0, 1, 1])
+    with pytest.raises(DataError, match=r"'truth' column 'clas'.*did you mean 'class'"):
+        AdjustedRandIndex(truth="clas").evaluate(i)
+    with pytest.raises(DataError, match=r"'labels' column 'clusters'.*did you mean 'cluster'"):
+        PairFMeasure(labels="clusters").evaluate(i)
+
+
+def test_labels_of_another_length():
+    i = inputs([0, 0, 1, 1, 2], [0, 0, 1, 1, 2])
+    short = EvaluationInputs(original=i.original, protected=i.protected, columns=("x",),
+                             labels=pd.DataFrame({"cluster": [0, 1, 1]}))
+    with pytest.raises(DataError, match="has 3 values but the truth column 'class' has 5"):
+        NormalizedMutualInformation().evaluate(short)
+
+
+def test_missing_values_and_too_few_records():
+    with pytest.raises(DataError, match="truth column 'class' has 1 missing"):
+        AdjustedRandIndex().evaluate(inputs([0.0, np.nan, 1.0, 1.0], [0, 0, 1, 1]))
+    with pytest.raises(DataError, match="labels column 'cluster' has 1 missing"):
+        PairFMeasure().evaluate(inputs([0, 0, 1, 1], [0.0, np.nan, 1.0, 1.0]))
+    with pytest.raises(DataError, match="too few"):
+        NClusters().evaluate(inputs([0, 1], [0, 1]))
+
+
+def test_bad_parameters():
+    with pytest.raises(ParameterError, match="'unassigned'"):
+        AdjustedRandIndex(unassigned="drop")
+    with pytest.raises(ParameterError, match="'beta'"):
+        PairFMeasure(beta=0.0)
+    with pytest.raises(ParameterError, match="'truth'"):
+        NClusters(truth=3)
+
+
+# -- in a recipe -----------------------------------------------------------------------------------
+
+
+def test_registered_and_used_in_a_recipe(registry, frame):
+    names = set(registry.tables["evaluators"])
+    assert {"ari", "pair-f", "nmi", "n-clusters"} <= names
+    data = frame.copy()
+    truth = np.argmin(((frame.to_numpy()[:, None, :2] - np.array([[0, 0], [5, 5], [0, 6]])[None]) ** 2).sum(-1), 1)
+    data["class"] = pd.Categorical(truth)
+    recipe = {
+        "steps": [{"use": "idp-kmeans", "k": 3, "epsilon": 1000.0, "bounds": {c: [-3, 9] for c in "abc"},
+                   "columns": ["a", "b", "c"]}],
+        "evaluate": [{"use": "ari"}, {"use": "pair-f"}, {"use": "nmi"}, {"use": "n-clusters"}],
+    }
+    release = privclust.run(recipe, data, seed=3, registry=registry)
+    assert release.evaluation("ari", "ari") > 0.95
+    assert release.evaluation("f", "pair-f") > 0.95
+    assert release.evaluation("n_classes", "n-clusters") == 3
+    assert set(release.evaluations["metric"]) >= {"ari", "f", "precision", "recall", "nmi", "n_clusters"}
+
+
+def test_misspelt_evaluator_parameter_is_a_recipe_error(registry, frame):
+    with pytest.raises(privclust.RecipeError, match="did you mean 'truth'"):
+        privclust.compile({"steps": [{"use": "laplace", "epsilon": 1.0, "bounds": "data"}],
+                           "evaluate": [{"use": "ari", "truht": "class"}]}, registry)
+
+
+@pytest.mark.parametrize("component", [AdjustedRandIndex(), PairFMeasure(beta=2.0), NormalizedMutualInformation(),
+                                       NClusters(), AdjustedRandIndex(truth="klass", labels="lab",
+                                                                      unassigned="exclude")],
+                         ids=lambda c: type(c).name)
+def test_conformance(component, registry):
+    rng = np.random.default_rng(0)
+    data = pd.DataFrame({"x": rng.normal(size=30), "class": rng.integers(0, 3, 30), "cluster": rng.integers(-1, 3, 30)})
+    data["klass"], data["lab"] = data["class"], data["cluster"]
+    pt.check_component(component, data, registry=registry)
