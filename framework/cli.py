@@ -4,6 +4,8 @@
 
     privclust run RECIPE --input FILE --output FILE [--report FILE] [--seed N]
     privclust check RECIPE [--input FILE]
+    privclust compare RECIPE... --input FILE [--sweep KEY=VALUES] [--repeats N]
+                      [--scheduler ADDRESS] --output FILE [--plot FILE]
     privclust plugins [--json]
     privclust demo [--seed N] [--output FILE]
 
@@ -17,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
@@ -79,12 +82,15 @@ def _registry_with_progress(quiet: bool) -> tuple[Registry, ProgressDisplay]:
     return registry, display
 
 
-def _report_writer(release: Any, path: Path) -> Any:
+def _report_targets(release: Any, path: Path, non_disclosive: bool) -> list[tuple[Path, Any]]:
+    """The report file, and for an HTML report the JSON beside it."""
     name = path.name.lower()
+    as_json = text_writer(release.to_json(non_disclosive=non_disclosive) + "\n")
     if name.endswith(".json"):
-        return text_writer(json.dumps(release.report(), indent=2) + "\n")
+        return [(path, as_json)]
     if name.endswith((".html", ".htm")):
-        return text_writer(release.to_html())
+        return [(path, text_writer(release.to_html(non_disclosive=non_disclosive))),
+                (path.with_suffix(".json"), as_json)]
     raise PrivclustError(f"{path}: a report is written as .json or .html")
 
 
@@ -105,11 +111,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
         registry.unregister(ProgressDisplay.plugin_name)
     targets = [(output, frame_writer(release.data, output))]
     if report is not None:
-        targets.append((report, _report_writer(release, report)))
+        targets += _report_targets(release, report, args.non_disclosive)
     write_atomically(targets)
     eps, delta = release.spent
     if not args.quiet:
-        print(f"wrote {output} ({release.data.shape[0]} records)" + (f" and {report}" if report else "")
+        written = " and ".join(str(t[0]) for t in targets[1:])
+        print(f"wrote {output} ({release.data.shape[0]} records)" + (f" and {written}" if written else "")
               + f"; privacy spent: epsilon {eps:.6g}, delta {delta:.3g}", file=sys.stderr)
     return 0
 
@@ -158,6 +165,62 @@ def _cmd_plugins(args: argparse.Namespace) -> int:
     widths = [max(len(str(row[i])) for row in table) for i in range(len(header))]
     for row in table:
         print("  ".join(str(v).ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
+    return 0
+
+
+def _figure_writer(table: Any, path: Path, risk: str | None, loss: str | None) -> Any:
+    if path.suffix.lower() not in (".png", ".svg", ".pdf"):
+        raise PrivclustError(f"{path}: a plot is written as .png, .svg or .pdf")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from .plots import risk_utility_map
+
+    ax = risk_utility_map(table, risk=risk, loss=loss)
+
+    def write(tmp: Path) -> None:
+        ax.figure.savefig(tmp, format=path.suffix.lower().lstrip("."), dpi=120, bbox_inches="tight")
+        plt.close(ax.figure)
+
+    return write
+
+
+def _cmd_compare(args: argparse.Namespace) -> int:
+    from .compare import compare, parse_sweep, summarize
+
+    output = Path(args.output)
+    frame_writer(None, output)  # type: ignore[arg-type]  # checks the suffix before any work
+    grid: dict[str, list[Any]] = {}
+    for text in args.sweep:
+        key, values = parse_sweep(text)
+        if key in grid:
+            raise PrivclustError(f"--sweep {key} is given twice; list all its values in one --sweep")
+        grid[key] = values
+    recipes = [Recipe.from_toml(Path(r)) for r in args.recipes]
+    named = {}
+    for path, recipe in zip(args.recipes, recipes, strict=True):
+        named[recipe.name or Path(path).stem] = recipe
+    if len(named) != len(recipes):
+        named = {f"{Path(p).stem}": r for p, r in zip(args.recipes, recipes, strict=True)}
+    data = read_frame(args.input)
+    start = time.perf_counter()
+    table = compare(named, data, grid=grid or None, repeats=args.repeats, seed=args.seed,
+                    scheduler=args.scheduler, processes=args.processes, timeout=args.timeout,
+                    progress=not args.quiet)
+    elapsed = time.perf_counter() - start
+    targets = [(output, frame_writer(table, output))]
+    if args.summary:
+        summary_path = Path(args.summary)
+        targets.append((summary_path, frame_writer(summarize(table), summary_path)))
+    if args.plot:
+        targets.append((Path(args.plot), _figure_writer(table, Path(args.plot), args.risk, args.loss)))
+    write_atomically(targets)
+    failed = int(table["error"].notna().sum())
+    if not args.quiet:
+        print(f"{len(table)} runs ({failed} failed) in {elapsed:.1f} s; wrote "
+              + ", ".join(str(t[0]) for t in targets), file=sys.stderr)
     return 0
 
 
@@ -225,7 +288,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("recipe", help="the recipe (a TOML file)")
     p.add_argument("--input", "-i", required=True, help="the data (.csv, .csv.gz, .tsv, .parquet)")
     p.add_argument("--output", "-o", required=True, help="where to write the protected data (.csv or .parquet)")
-    p.add_argument("--report", help="where to write the report (.json or .html)")
+    p.add_argument("--report", help="where to write the report (.json, or .html with the .json beside it)")
+    p.add_argument("--non-disclosive", action="store_true",
+                   help="leave out of the report everything derived from individual original values")
     p.add_argument("--seed", type=int, help="seed for reproducible experiments (never written to the report)")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress output")
     p.set_defaults(func=_cmd_run)
@@ -238,6 +303,25 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("plugins", help="list the installed plugins and their components")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=_cmd_plugins)
+
+    p = sub.add_parser("compare", help="run several recipes and/or a parameter sweep and tabulate the figures")
+    p.add_argument("recipes", nargs="+", metavar="RECIPE", help="recipe files (TOML)")
+    p.add_argument("--input", "-i", required=True, help="the data (.csv, .csv.gz, .tsv, .parquet)")
+    p.add_argument("--sweep", action="append", default=[], metavar="KEY=VALUES",
+                   help='e.g. "mask.k=3,5,10" or "privacy.epsilon=0.1:2:0.1" (repeatable: the grid is their product)')
+    p.add_argument("--repeats", type=int, default=1, help="runs per configuration (default 1)")
+    p.add_argument("--scheduler", help='a Dask scheduler address (tcp://host:8786), or "local" for a LocalCluster; '
+                                       "default: local processes")
+    p.add_argument("--processes", type=int, help="local worker processes (default: one per core)")
+    p.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for the scheduler (default 10)")
+    p.add_argument("--seed", type=int, help="seed for a reproducible table (never written to it)")
+    p.add_argument("--output", "-o", required=True, help="where to write the table (.csv or .parquet)")
+    p.add_argument("--summary", help="also write the mean and spread per configuration (.csv or .parquet)")
+    p.add_argument("--plot", help="also draw the risk-utility map (.png, .svg or .pdf)")
+    p.add_argument("--risk", help="the risk figure of the map (a column of the table)")
+    p.add_argument("--loss", help="the information-loss figure of the map (a column of the table)")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress output")
+    p.set_defaults(func=_cmd_compare)
 
     p = sub.add_parser("demo", help="run the main job on built-in data")
     p.add_argument("--seed", type=int, help="seed for a reproducible demo")

@@ -369,6 +369,14 @@ class Registry:
     def plugin_names(self) -> list[str]:
         return [p.name for p in self.plugins()]
 
+    def session_plugins(self) -> list[Any]:
+        """The plugin objects registered in this session (not from entry points)."""
+        return list(self._session_plugins)
+
+    def blocked(self) -> list[str]:
+        """What this registry blocks: plugin names and ``plugin:component`` pairs."""
+        return sorted(self._blocked_plugins) + sorted(f"{p}:{c}" for p, c in self._blocked_components)
+
     def is_blocked(self, name: str) -> bool:
         return name in self._blocked_plugins or (self._pm is not None and self._pm.is_blocked(name))
 

@@ -123,13 +123,37 @@ class Release:
             return {"plugin": "?", "distribution": "?", "version": "?"}
         return {"plugin": info.plugin, "distribution": info.distribution, "version": info.version}
 
-    def report(self) -> dict[str, Any]:
+    def report(self, *, non_disclosive: bool = False) -> dict[str, Any]:
         """A JSON-serialisable record of everything applied (see the module
-        docstring). Never contains the seed."""
+        docstring). Never contains the seed.
+
+        :param non_disclosive: leave out everything derived from individual
+            original values, for publication beside the data: the ledger
+            entries' details (they may hold data-derived bounds or maxima) and
+            the figures evaluators mark as disclosive. What was left out is
+            listed under ``left_out``.
+        """
         eps, delta = self.spent
+        ledger = self.ledger.to_records()
+        evaluations = [
+            {k: (None if isinstance(v, float) and np.isnan(v) else v) for k, v in row.items()}
+            for row in self.evaluations.to_dict(orient="records")
+        ]
+        left_out: list[str] = []
+        if non_disclosive:
+            for entry in ledger:
+                entry.pop("details", None)
+            disclosive = self._disclosive_metrics()
+            kept = [e for e in evaluations if (e["evaluator"], e["metric"]) not in disclosive]
+            if len(kept) != len(evaluations):
+                left_out.append("evaluation figures derived from individual original values: " + ", ".join(
+                    f"{e['evaluator']}.{e['metric']}" for e in evaluations if e not in kept))
+            evaluations = kept
+            left_out.append("the details of ledger entries (they may hold values taken from the data)")
         rep = {
             "privclust_report": 1,
             "created": self.created,
+            "non_disclosive": non_disclosive,
             "recipe": self.recipe.to_dict(),
             "data": {"records": int(self.data.shape[0]), "columns": [str(c) for c in self.original.columns],
                      "label_columns": [str(c) for c in self.labels.columns]},
@@ -143,16 +167,28 @@ class Release:
                 "spent": {"epsilon": eps, "delta": delta},
                 "accountant": getattr(self.accountant, "description", type(self.accountant).__name__),
             },
-            "ledger": self.ledger.to_records(),
-            "evaluations": [
-                {k: (None if isinstance(v, float) and np.isnan(v) else v) for k, v in row.items()}
-                for row in self.evaluations.to_dict(orient="records")
-            ],
+            "ledger": ledger,
+            "evaluations": evaluations,
             "seeded": self.seeded,
             "plugins": [attrs.asdict(p) for p in self.registry.plugins()],
             "environment": environment(),
         }
+        if non_disclosive:
+            rep["left_out"] = left_out
         return _jsonable(rep)
+
+    def _disclosive_metrics(self) -> set[tuple[str, str]]:
+        """(evaluator, metric) pairs the evaluators declare as derived from
+        individual original values (class attribute ``disclosive_metrics``)."""
+        out = set()
+        for name in set(self.evaluations["evaluator"]) if len(self.evaluations) else ():
+            try:
+                cls = self.registry.get("evaluators", name)
+            except PrivclustError:
+                continue
+            for metric in getattr(cls, "disclosive_metrics", ()):
+                out.add((name, metric))
+        return out
 
     def _constraint_handlers(self) -> list[Any]:
         handlers = []
@@ -163,8 +199,8 @@ class Release:
                 continue
         return handlers
 
-    def to_json(self, **kwargs: Any) -> str:
-        return json.dumps(self.report(), indent=2, **kwargs)
+    def to_json(self, *, non_disclosive: bool = False, **kwargs: Any) -> str:
+        return json.dumps(self.report(non_disclosive=non_disclosive), indent=2, **kwargs)
 
     # -- notebook view -----------------------------------------------------------------------
 
@@ -174,20 +210,28 @@ class Release:
                 f"{len(self.outcomes)} steps, epsilon spent {eps:g}, {len(self.evaluations)} evaluations>")
 
     def _repr_html_(self) -> str:
-        return render_html(self)
+        return render_html(self, plots=False)
 
-    def to_html(self) -> str:
-        """A standalone HTML page of the release's report."""
+    def to_html(self, *, non_disclosive: bool = False, plots: bool = True) -> str:
+        """The release report as a standalone HTML page (plots embedded).
+
+        :param non_disclosive: leave out everything derived from individual
+            original values (see :meth:`report`), the data preview and the
+            distribution plots, for publication beside the data.
+        :param plots: draw the plots (needs matplotlib).
+        """
         title = html.escape(self.recipe.name or "privclust release")
+        body = render_html(self, non_disclosive=non_disclosive, plots=plots)
         return (
-            "<!DOCTYPE html><html><head><meta charset='utf-8'>"
-            f"<title>{title}</title><style>{_CSS}</style></head><body>"
-            f"{render_html(self)}</body></html>\n"
+            "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
+            f"<title>{title}</title><style>{_CSS}</style></head><body>{body}</body></html>\n"
         )
 
 
 _CSS = (
-    "body{font-family:system-ui,sans-serif;margin:2em;max-width:70em}"
+    "body{font-family:system-ui,sans-serif;margin:2em;max-width:70em;line-height:1.4}"
+    ".note{background:#fff6d6;padding:.5em;border-left:4px solid #e0b000}"
+    "img{max-width:100%}"
     "table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:.25em .5em;"
     "text-align:left;vertical-align:top;font-size:.9em}th{background:#f3f3f3}"
 )
@@ -211,32 +255,96 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
-def render_html(release: Release) -> str:
-    """The notebook view of a release: steps, ledger, evaluations, a preview."""
+def _png(figure: Any) -> str:
+    import base64
+    import io
+
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=90, bbox_inches="tight")
+    import matplotlib.pyplot as plt
+
+    plt.close(figure)
+    return "<img alt='plot' src='data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode() + "'>"
+
+
+def _plots_html(release: Release) -> str:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg", force=False)
+    except ImportError:
+        return "<p><em>Plots need matplotlib (pip install 'privclust[plots]').</em></p>"
+    from .plots import before_after
+
+    try:
+        axes = before_after(release)
+    except PrivclustError:
+        return ""
+    figure = np.asarray(axes).ravel()[0].figure
+    figure.suptitle("Distributions: original and released", fontsize=10)
+    return "<h2>Distributions before and after</h2>" + _png(figure)
+
+
+def _kind_title(kind: str) -> str:
+    return {"dp": "Differential privacy", "guarantee": "Other guarantees", "leak": "Weaknesses (leaks)",
+            "process": "Processes applied"}[kind]
+
+
+def render_html(release: Release, *, non_disclosive: bool = False, plots: bool = False) -> str:
+    """The body of the release report: the same content in a notebook and in
+    the standalone page."""
+    report = release.report(non_disclosive=non_disclosive)
     eps, delta = release.spent
     budget = release.budget
     budget_text = "none declared" if budget.epsilon is None else f"epsilon {budget.epsilon:g}, delta {budget.delta:g}"
-    steps = _table(
-        [{"step": c["step"], "id": c["id"], "component": c["component"], "role": c["role"].rstrip("s"),
-          "columns": ", ".join(c["columns"]), "parameters": c["parameters"], "plugin": c["plugin"],
-          "seconds": c["elapsed_seconds"]} for c in release.components()],
-        ["step", "id", "component", "role", "columns", "parameters", "plugin", "seconds"],
-    )
-    ledger = _table(
-        [{"kind": e.kind, "step": e.step_id or "", "epsilon": e.epsilon if e.kind == "dp" else None,
-          "statement": e.statement} for e in release.ledger if e.kind != "process"],
-        ["kind", "step", "epsilon", "statement"],
-    )
-    evaluations = release.evaluations.to_html(index=False, float_format=lambda v: f"{v:.6g}") \
-        if len(release.evaluations) else "<p><em>No evaluators in the recipe.</em></p>"
-    preview = release.data.head(10).to_html(float_format=lambda v: f"{v:.6g}")
     seeded = "yes (the seed is not recorded)" if release.seeded else "no (entropy from the operating system)"
     title = html.escape(release.recipe.name or "privclust release")
-    return (
-        "<div class='privclust-release'>"
-        f"<h3>{title}</h3>"
-        f"<p>{release.data.shape[0]} records, {release.data.shape[1]} columns. "
-        f"Privacy spent: epsilon {eps:.6g}, delta {delta:.3g} (budget: {budget_text}). Seeded: {seeded}.</p>"
-        f"<h4>Steps</h4>{steps}<h4>Ledger</h4>{ledger}<h4>Evaluations</h4>{evaluations}"
-        f"<h4>Protected data (first rows)</h4>{preview}</div>"
+    parts = [f"<div class='privclust-release'><h1>{title}</h1>"]
+    if release.recipe.description:
+        parts.append(f"<p>{html.escape(release.recipe.description.strip())}</p>")
+    parts.append(
+        f"<p>{release.data.shape[0]} records, {release.original.shape[1]} columns. Privacy spent: epsilon "
+        f"{eps:.6g}, delta {delta:.3g} (budget: {budget_text}; {html.escape(report['privacy']['accountant'])}). "
+        f"Seeded: {seeded}. Created {html.escape(release.created)}.</p>"
     )
+    if non_disclosive:
+        parts.append("<p class='note'>Non-disclosive report: it leaves out " +
+                     html.escape("; ".join(report["left_out"] + ["the data preview and the distribution plots"]))
+                     + ".</p>")
+    parts.append("<h2>Processes applied</h2>")
+    parts.append(_table(
+        [{"step": c["step"], "id": c["id"], "component": c["component"], "role": c["role"].rstrip("s").replace(
+            "_", " "), "columns": ", ".join(c["columns"]), "parameters": c["parameters"],
+          "plugin": f"{c['plugin']} ({c['distribution']} {c['version']})", "seconds": c["elapsed_seconds"]}
+         for c in report["steps"]],
+        ["step", "id", "component", "role", "columns", "parameters", "plugin", "seconds"],
+    ))
+    if report["constraints"]:
+        rules = [r for c in report["constraints"] for r in c["rules"]]
+        parts.append("<h2>Edit rules</h2><ul>" + "".join(f"<li><code>{html.escape(r)}</code></li>" for r in rules)
+                     + "</ul>")
+    parts.append("<h2>What is protected, and what is not</h2>")
+    for kind in ("dp", "guarantee", "leak"):
+        entries = [e for e in release.ledger if e.kind == kind]
+        if entries:
+            parts.append(f"<h3>{_kind_title(kind)}</h3><ul>" + "".join(
+                "<li>" + (f"<b>step {e.step} ({html.escape(e.step_id or '')})</b>: " if e.step is not None else "")
+                + html.escape(e.statement) + "</li>" for e in entries) + "</ul>")
+    if not any(e.kind == "dp" for e in release.ledger):
+        parts.append("<p>No differentially private release: no epsilon was spent.</p>")
+    parts.append("<h2>Evaluations</h2>")
+    if report["evaluations"]:
+        parts.append(_table(report["evaluations"], ["evaluator", "metric", "value", "columns"]))
+    else:
+        parts.append("<p><em>No evaluators in the recipe.</em></p>")
+    if plots and not non_disclosive:
+        parts.append(_plots_html(release))
+    if not non_disclosive:
+        preview = release.data.head(10).to_html(float_format=lambda v: f"{v:.6g}")
+        parts.append(f"<h2>Released data (first rows)</h2>{preview}")
+    versions = report["environment"]
+    parts.append("<h2>Versions</h2><p>" + html.escape(", ".join(f"{k} {v}" for k, v in versions.items())) + "</p>")
+    parts.append(_table([{"plugin": p["name"], "distribution": p["distribution"], "version": p["version"]}
+                         for p in report["plugins"]], ["plugin", "distribution", "version"]))
+    parts.append("</div>")
+    return "".join(parts)

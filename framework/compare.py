@@ -1,0 +1,434 @@
+"""Comparing protections: sweeps, repeats, parallel and distributed runs.
+
+:func:`compare` runs several recipes and/or a parameter grid over them, each
+configuration several times for randomised methods, and returns one tidy
+DataFrame with a row per run: the recipe, the swept parameters, the repeat,
+every evaluator's figure, the epsilon and delta actually spent (the honest
+figures the accountant charged), the epsilon the methods claim where they
+differ, the run time and the error of a run that failed.
+
+Runs go to local processes by default, or to a Dask cluster when a scheduler
+is named (``scheduler="tcp://host:8786"``, a ``distributed.Client``, or
+``"local"`` for a ``LocalCluster`` started for the call). Every run's
+randomness comes from one :class:`numpy.random.SeedSequence` child keyed by
+(configuration, repeat), so the table is identical whichever engine ran it.
+
+Sweep keys are ``<step id>.<parameter>`` (nested components with more dots:
+``mask.clusterer.m``), ``privacy.epsilon`` / ``privacy.delta``, or
+``<step id>.columns``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import os
+import time
+import tomllib
+from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .errors import PrivclustError, Problem, RecipeError
+from .recipe import Recipe
+
+__all__ = ["compare", "expand_grid", "parse_sweep", "summarize"]
+
+#: Columns every comparison table has, besides the swept parameters and the figures.
+FIXED_COLUMNS = ("recipe", "configuration", "repeat", "epsilon", "delta", "claimed_epsilon", "seconds", "error")
+
+
+# ---------------------------------------------------------------------------
+# Grids
+# ---------------------------------------------------------------------------
+
+
+def _parse_value(token: str) -> Any:
+    """A sweep value as TOML reads it (numbers, booleans, quoted strings); a
+    bare word is a string. Never evaluated as code."""
+    token = token.strip()
+    try:
+        return tomllib.loads(f"v = {token}")["v"]
+    except tomllib.TOMLDecodeError:
+        return token
+
+
+def _range(token: str) -> list[float] | None:
+    parts = token.split(":")
+    if len(parts) != 3:
+        return None
+    try:
+        start, stop, step = (float(p) for p in parts)
+    except ValueError:
+        return None
+    if step <= 0 or stop < start:
+        raise PrivclustError(f"sweep range {token!r}: write start:stop:step with step > 0 and stop >= start")
+    count = int(math.floor((stop - start) / step + 1e-9)) + 1
+    decimals = max(len(p.split(".")[1]) if "." in p else 0 for p in parts)
+    return [round(start + i * step, decimals + 2) for i in range(count)]
+
+
+def parse_sweep(text: str) -> tuple[str, list[Any]]:
+    """Parse ``"mask.k=3,5,10"`` or ``"privacy.epsilon=0.1:2.0:0.1"``."""
+    if "=" not in text:
+        raise PrivclustError(f"sweep {text!r}: write <step id>.<parameter>=value1,value2,... "
+                             "(e.g. mask.k=3,5,10 or privacy.epsilon=0.1:2:0.1)")
+    key, _, values = text.partition("=")
+    key = key.strip()
+    if not key or "." not in key:
+        raise PrivclustError(f"sweep {text!r}: the key must be <step id>.<parameter> or privacy.epsilon")
+    out: list[Any] = []
+    for token in values.split(","):
+        if not token.strip():
+            continue
+        expanded = _range(token.strip())
+        out.extend(expanded if expanded is not None else [_parse_value(token)])
+    if not out:
+        raise PrivclustError(f"sweep {text!r}: no values; give at least one after '='")
+    return key, out
+
+
+def expand_grid(grid: Mapping[str, Sequence[Any]] | None) -> list[dict[str, Any]]:
+    """The cartesian product of a grid, as one dict per configuration."""
+    if not grid:
+        return [{}]
+    keys = list(grid)
+    for key in keys:
+        values = grid[key]
+        if isinstance(values, str | bytes) or not isinstance(values, Iterable):
+            raise PrivclustError(f"sweep {key!r}: give a list of values; got {values!r}")
+        if len(list(values)) == 0:
+            raise PrivclustError(f"sweep {key!r}: the list of values is empty")
+    return [dict(zip(keys, combo, strict=True)) for combo in itertools.product(*(list(grid[k]) for k in keys))]
+
+
+def _set(recipe_dict: dict[str, Any], recipe: Recipe, key: str, value: Any) -> None:
+    head, _, rest = key.partition(".")
+    if head == "privacy":
+        if rest not in ("epsilon", "delta"):
+            raise RecipeError([Problem(key, "the privacy table has only epsilon and delta")])
+        recipe_dict.setdefault("privacy", {})[rest] = value
+        return
+    if head not in recipe.step_ids:
+        import difflib
+
+        close = difflib.get_close_matches(head, recipe.step_ids, n=1)
+        fix = f"did you mean {close[0]!r}?" if close else f"step ids: {', '.join(recipe.step_ids)}"
+        raise RecipeError([Problem(key, f"no step has id {head!r}", fix)], source=recipe.name)
+    table = recipe_dict["steps"][recipe.step_index(head)]
+    path = rest.split(".")
+    for part in path[:-1]:
+        inner = table.get(part)
+        if isinstance(inner, str):
+            inner = {"use": inner}
+        if not isinstance(inner, dict):
+            inner = None
+        if inner is None:
+            raise RecipeError([Problem(key, f"{part!r} is not a nested component of step {head!r}",
+                                       "sweep a nested parameter as <step>.<component field>.<parameter>")])
+        table[part] = inner
+        table = inner
+    table[path[-1]] = value
+
+
+def _configure(recipe: Recipe, params: Mapping[str, Any]) -> Recipe:
+    data = recipe.to_dict()
+    for key, value in params.items():
+        _set(data, recipe, key, value)
+    return Recipe.from_dict(data, source=recipe.name)
+
+
+# ---------------------------------------------------------------------------
+# One run (executed in a worker)
+# ---------------------------------------------------------------------------
+
+#: Set in the parent before local worker processes are forked, so that they
+#: inherit the data and the registry (with any in-session plugins).
+_WORKER_DATA: pd.DataFrame | None = None
+_WORKER_REGISTRY: Any = None
+
+
+def _worker_registry(spec: tuple[list[Any], list[str]] | None) -> Any:
+    from .registry import Registry, get_registry
+
+    if spec is not None:
+        plugins, blocked = spec
+        return Registry(plugins=plugins, block=blocked)
+    return _WORKER_REGISTRY if _WORKER_REGISTRY is not None else get_registry()
+
+
+def _run_one(recipe_dict: dict[str, Any], data: pd.DataFrame | None, seed: np.random.SeedSequence,
+             registry_spec: tuple[list[Any], list[str]] | None = None) -> dict[str, Any]:
+    """Run one configuration; never raises for a failure of the run itself."""
+    import warnings
+
+    from .runner import run
+
+    frame = data if data is not None else _WORKER_DATA
+    start = time.perf_counter()
+    try:
+        registry = _worker_registry(registry_spec)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            release = run(Recipe.from_dict(recipe_dict), frame, seed=seed, registry=registry)
+    except PrivclustError as err:
+        return {"error": f"{type(err).__name__}: {' '.join(str(err).split())}",
+                "seconds": time.perf_counter() - start}
+    except Exception as err:  # a bug in a plugin must not take the other runs down
+        return {"error": f"{type(err).__name__} (unexpected): {err}", "seconds": time.perf_counter() - start}
+    eps, delta = release.spent
+    claimed = [e.claimed_epsilon if e.claimed_epsilon is not None else e.epsilon
+               for e in release.ledger.of_kind("dp")]
+    row: dict[str, Any] = {"epsilon": eps, "delta": delta,
+                           "claimed_epsilon": float(sum(claimed)) if claimed else 0.0,
+                           "seconds": time.perf_counter() - start, "error": None}
+    for record in release.evaluations.itertuples(index=False):
+        row[f"{record.evaluator}.{record.metric}"] = record.value
+    return row
+
+
+# ---------------------------------------------------------------------------
+# Engines
+# ---------------------------------------------------------------------------
+
+
+def _progress_bar(total: int, enabled: bool) -> Any:
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc="privclust compare", disable=None if enabled else True, leave=False)
+
+
+def _run_local(tasks: list[tuple[dict[str, Any], np.random.SeedSequence]], data: pd.DataFrame,
+               processes: int | None, progress: bool, registry: Any) -> list[dict[str, Any]]:
+    global _WORKER_DATA, _WORKER_REGISTRY
+    results: list[dict[str, Any] | None] = [None] * len(tasks)
+    workers = min(processes or os.cpu_count() or 1, len(tasks))
+    bar = _progress_bar(len(tasks), progress)
+    _WORKER_DATA, _WORKER_REGISTRY = data, registry
+    try:
+        if workers <= 1:
+            for i, (recipe, seed) in enumerate(tasks):
+                results[i] = _run_one(recipe, data, seed)
+                bar.update()
+        else:
+            import multiprocessing as mp
+
+            if "fork" in mp.get_all_start_methods():
+                context, spec, shipped = mp.get_context("fork"), None, None
+            else:  # the children start afresh: send the data and rebuild the registry
+                context, shipped = mp.get_context("spawn"), data
+                spec = (registry.session_plugins(), registry.blocked())
+            with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+                futures = {pool.submit(_run_one, recipe, shipped, seed, spec): i
+                           for i, (recipe, seed) in enumerate(tasks)}
+                for future in as_completed(futures):
+                    results[futures[future]] = future.result()
+                    bar.update()
+    finally:
+        _WORKER_DATA = _WORKER_REGISTRY = None
+        bar.close()
+    return [r for r in results if r is not None]
+
+
+def _client(scheduler: Any, timeout: float) -> tuple[Any, list[Any] | None]:
+    """A Dask client for ``scheduler``, and what this call opened and must close."""
+    try:
+        from distributed import Client, LocalCluster
+    except ImportError as err:
+        raise PrivclustError("running on a Dask cluster needs distributed: pip install 'privclust[distributed]'") \
+            from err
+    if hasattr(scheduler, "submit") and hasattr(scheduler, "gather"):
+        return scheduler, None
+    if scheduler == "local":
+        cluster = LocalCluster(n_workers=os.cpu_count() or 1, threads_per_worker=1, processes=True,
+                               dashboard_address=None)
+        client = Client(cluster)
+        return client, [client, cluster]
+    address = str(getattr(scheduler, "scheduler_address", scheduler))
+    _probe(address, timeout)
+    try:
+        client = Client(address, timeout=f"{timeout}s")
+    except (OSError, TimeoutError) as err:
+        raise _unreachable(address, timeout, err) from err
+    return client, [client]
+
+
+def _unreachable(address: str, timeout: float, err: BaseException) -> PrivclustError:
+    return PrivclustError(
+        f"cannot reach the Dask scheduler at {address} within {timeout:g} s ({type(err).__name__}: {err}); check "
+        "the address (tcp://host:8786) and that `dask scheduler` and its workers are running"
+    )
+
+
+def _probe(address: str, timeout: float) -> None:
+    """Fail fast, in one clean error, when nothing listens at a tcp:// address
+    (a Dask client would retry in the background and log every attempt)."""
+    import socket
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(address if "://" in address else f"tcp://{address}")
+    if parts.scheme not in ("tcp", "tls") or parts.hostname is None:
+        return
+    try:
+        with socket.create_connection((parts.hostname, parts.port or 8786), timeout=timeout):
+            pass
+    except OSError as err:
+        raise _unreachable(address, timeout, err) from err
+
+
+def _run_dask(tasks: list[tuple[dict[str, Any], np.random.SeedSequence]], data: pd.DataFrame, scheduler: Any,
+              timeout: float, progress: bool, registry: Any) -> list[dict[str, Any]]:
+    from distributed import as_completed as dask_completed
+
+    client, owned = _client(scheduler, timeout)
+    try:
+        shipped = client.scatter(data, broadcast=True)
+        spec = (registry.session_plugins(), registry.blocked())
+        futures = [client.submit(_run_one, recipe, shipped, seed, spec, pure=False) for recipe, seed in tasks]
+        index = {f.key: i for i, f in enumerate(futures)}
+        results: list[dict[str, Any] | None] = [None] * len(tasks)
+        bar = _progress_bar(len(tasks), progress)
+        try:
+            for future in dask_completed(futures):
+                results[index[future.key]] = future.result()
+                bar.update()
+        finally:
+            bar.close()
+        return [r for r in results if r is not None]
+    finally:
+        for resource in owned or ():
+            resource.close()
+
+
+# ---------------------------------------------------------------------------
+# The entry point
+# ---------------------------------------------------------------------------
+
+
+def _recipes(recipes: Any) -> list[tuple[str, Recipe]]:
+    if isinstance(recipes, Recipe | str) or hasattr(recipes, "__fspath__") or (
+            isinstance(recipes, Mapping) and "steps" in recipes):
+        recipes = [recipes]
+    if isinstance(recipes, Mapping):
+        items = [(str(name), Recipe.load(r)) for name, r in recipes.items()]
+    else:
+        items = []
+        for i, r in enumerate(recipes):
+            recipe = Recipe.load(r)
+            items.append((recipe.name or (str(r) if isinstance(r, str) and r.endswith(".toml") else f"recipe {i}"),
+                          recipe))
+    if not items:
+        raise PrivclustError("compare() needs at least one recipe")
+    names = [n for n, _ in items]
+    if len(set(names)) != len(names):
+        items = [(f"{n} [{i}]" if names.count(n) > 1 else n, r) for i, (n, r) in enumerate(items)]
+    return items
+
+
+def compare(
+    recipes: Any,
+    data: pd.DataFrame,
+    *,
+    grid: Mapping[str, Sequence[Any]] | None = None,
+    repeats: int = 1,
+    seed: int | None = None,
+    scheduler: Any = None,
+    processes: int | None = None,
+    timeout: float = 10.0,
+    progress: bool = True,
+    registry: Any = None,
+) -> pd.DataFrame:
+    """Run every configuration of every recipe ``repeats`` times.
+
+    :param recipes: a recipe (Recipe, dict, TOML path), a list of them, or a
+        dict ``{name: recipe}``.
+    :param data: the data frame every run protects (never modified).
+    :param grid: ``{"<step id>.<param>": [values...], "privacy.epsilon": [...]}``;
+        the cartesian product is applied to every recipe.
+    :param repeats: runs per configuration (for randomised methods).
+    :param seed: makes the whole table reproducible; with ``None`` the runs
+        take entropy from the operating system. Never written to the table.
+    :param scheduler: ``None`` for local processes, ``"local"`` for a Dask
+        LocalCluster, a scheduler address, or a ``distributed.Client``.
+    :param processes: local worker processes (default: the number of cores).
+    :param timeout: seconds to wait for a Dask scheduler before giving up.
+    :param progress: show a progress bar (on a terminal).
+    :param registry: the registry to run against (default: the session
+        registry); its in-session plugins and blocks reach every worker.
+    :return: the tidy table (see the module docstring); ``summarize(table)``
+        gives the mean and spread per configuration.
+    :raises RecipeError: before anything runs, for a sweep over a step or
+        parameter a recipe does not have, or values a component refuses.
+    """
+    from .registry import get_registry
+    from .runner import _check_frame, compile
+
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
+        raise PrivclustError(f"repeats must be an integer >= 1; got {repeats!r}")
+    frame = _check_frame(data)
+    registry = registry if registry is not None else get_registry()
+    configurations = expand_grid(grid)
+    planned: list[tuple[str, int, dict[str, Any], Recipe]] = []
+    problems: list[Problem] = []
+    for name, recipe in _recipes(recipes):
+        for c, params in enumerate(configurations):
+            label = ", ".join(f"{k}={v}" for k, v in params.items()) or "as written"
+            try:
+                configured = _configure(recipe, params)
+                compile(configured, registry)
+            except RecipeError as err:
+                problems.extend(Problem(f"{name} [{label}] {p.where}".strip(), p.message, p.fix)
+                                for p in err.problems)
+                continue
+            planned.append((name, c, params, configured))
+    if problems:
+        raise RecipeError(problems, source="comparison")
+
+    root = np.random.SeedSequence(seed)
+    tasks = []
+    for index, (_, _, _, recipe) in enumerate(planned):
+        for r in range(repeats):
+            child = np.random.SeedSequence(root.entropy, spawn_key=(*root.spawn_key, index, r))
+            tasks.append((recipe.to_dict(), child))
+    if scheduler is None:
+        results = _run_local(tasks, frame, processes, progress, registry)
+    else:
+        results = _run_dask(tasks, frame, scheduler, timeout, progress, registry)
+
+    rows = []
+    keys = list(configurations[0])
+    for index, (name, c, params, _) in enumerate(planned):
+        for r in range(repeats):
+            result = results[index * repeats + r]
+            rows.append({"recipe": name, "configuration": c, **{k: params.get(k) for k in keys}, "repeat": r,
+                         **result})
+    table = pd.DataFrame(rows)
+    for column in ("epsilon", "delta", "claimed_epsilon", "seconds", "error"):
+        if column not in table.columns:
+            table[column] = np.nan if column != "error" else None
+    metrics = sorted(c for c in table.columns if c not in FIXED_COLUMNS and c not in keys)
+    table = table[["recipe", "configuration", *keys, "repeat", *metrics, "epsilon", "delta", "claimed_epsilon",
+                   "seconds", "error"]]
+    table.attrs["privclust"] = {"parameters": keys, "metrics": metrics, "repeats": repeats}
+    return table
+
+
+def summarize(table: pd.DataFrame) -> pd.DataFrame:
+    """Mean and standard deviation of every figure per configuration, with
+    the number of runs and of failed runs."""
+    meta = table.attrs.get("privclust", {})
+    keys = list(meta.get("parameters", []))
+    metrics = list(meta.get("metrics", [])) + ["epsilon", "claimed_epsilon", "seconds"]
+    metrics = [m for m in metrics if m in table.columns]
+    group = ["recipe", "configuration", *keys]
+    ok = table[table["error"].isna()]
+    stats = ok.groupby(group, dropna=False, sort=False)[metrics].agg(["mean", "std"])
+    stats.columns = [f"{m} {s}" for m, s in stats.columns]
+    counts = table.groupby(group, dropna=False, sort=False).agg(runs=("repeat", "size"),
+                                                                 failed=("error", lambda e: int(e.notna().sum())))
+    out = counts.join(stats).reset_index()
+    out.attrs["privclust"] = {**meta, "summary": True}
+    return out

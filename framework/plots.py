@@ -1,0 +1,189 @@
+"""Plots for choosing and publishing a protection (matplotlib).
+
+* :func:`risk_utility_map` - disclosure risk against information loss, one
+  point per configuration of a comparison with error bars, the Pareto front
+  marked;
+* :func:`metric_curve` - a figure against a swept parameter, mean and spread;
+* :func:`before_after` - each released column's distribution beside the
+  original's.
+
+matplotlib is imported only when a plot is drawn (``pip install
+'privclust[plots]'``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .errors import PrivclustError
+
+__all__ = ["before_after", "metric_curve", "pareto_front", "risk_utility_map"]
+
+#: Words that mark a risk figure and a loss figure when none is named.
+RISK_HINTS = ("dbrl", "linkage", "interval", "transparency", "risk")
+LOSS_HINTS = ("sse", "il1", "loss", "moments", "ari", "pair")
+
+
+def _pyplot() -> Any:
+    try:
+        import matplotlib.pyplot as plt
+    except ImportError as err:
+        raise PrivclustError("plots need matplotlib: pip install 'privclust[plots]'") from err
+    return plt
+
+
+def _axes(ax: Any, **figure: Any) -> Any:
+    if ax is not None:
+        return ax
+    plt = _pyplot()
+    _, ax = plt.subplots(**figure)
+    return ax
+
+
+def _pick(table: pd.DataFrame, given: str | None, hints: Sequence[str], what: str) -> str:
+    metrics = table.attrs.get("privclust", {}).get("metrics") or [
+        c for c in table.columns if "." in c and pd.api.types.is_numeric_dtype(table[c])]
+    if given is not None:
+        if given not in table.columns:
+            import difflib
+
+            close = difflib.get_close_matches(given, metrics, n=2)
+            hint = f"did you mean {' or '.join(repr(c) for c in close)}?" if close else f"figures: {', '.join(metrics)}"
+            raise PrivclustError(f"no figure named {given!r} in the table; {hint}")
+        return given
+    for hint in hints:
+        for m in metrics:
+            if hint in m.lower():
+                return m
+    raise PrivclustError(f"name the {what} figure (one of: {', '.join(metrics) or 'none: add evaluators'})")
+
+
+def pareto_front(x: Sequence[float], y: Sequence[float]) -> np.ndarray:
+    """Boolean mask of the points no other point beats on both x and y
+    (smaller is better for both)."""
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    keep = np.ones(x.size, dtype=bool)
+    for i in range(x.size):
+        dominated = (x <= x[i]) & (y <= y[i]) & ((x < x[i]) | (y < y[i]))
+        keep[i] = not dominated.any() and np.isfinite(x[i]) and np.isfinite(y[i])
+    return keep
+
+
+def _labels(table: pd.DataFrame, keys: Sequence[str]) -> list[str]:
+    labels = []
+    for _, row in table.iterrows():
+        parts = [str(row["recipe"])] + [f"{k.split('.')[-1]}={row[k]:g}" if isinstance(row[k], float)
+                                        else f"{k.split('.')[-1]}={row[k]}" for k in keys]
+        labels.append(", ".join(parts))
+    return labels
+
+
+def _aggregate(table: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
+    keys = list(table.attrs.get("privclust", {}).get("parameters", []))
+    ok = table[table["error"].isna()] if "error" in table.columns else table
+    if ok.empty:
+        raise PrivclustError("every run of the comparison failed; see the table's error column")
+    group = ["recipe", "configuration", *keys]
+    agg = ok.groupby(group, dropna=False, sort=False)[list(columns)].agg(["mean", "std"]).reset_index()
+    agg.columns = [c if not s else f"{c} {s}" for c, s in agg.columns]
+    agg.attrs["keys"] = keys
+    return agg
+
+
+def risk_utility_map(table: pd.DataFrame, *, risk: str | None = None, loss: str | None = None, ax: Any = None,
+                     annotate: bool = True, title: str | None = None) -> Any:
+    """Disclosure risk (y) against information loss (x), one point per
+    configuration (mean of its repeats, error bars one standard deviation),
+    the Pareto front drawn as a line and its points ringed.
+
+    :param table: the table :func:`privclust.compare` returned.
+    :param risk: the risk figure's column (default: the first whose name
+        mentions linkage, interval disclosure or risk).
+    :param loss: the loss figure's column (default: the first mentioning SSE
+        or IL1).
+    :return: the matplotlib Axes.
+    """
+    risk = _pick(table, risk, RISK_HINTS, "risk")
+    loss = _pick(table, loss, LOSS_HINTS, "information-loss")
+    agg = _aggregate(table, [loss, risk])
+    ax = _axes(ax, figsize=(7, 5))
+    x, y = agg[f"{loss} mean"].to_numpy(), agg[f"{risk} mean"].to_numpy()
+    xerr, yerr = agg[f"{loss} std"].fillna(0).to_numpy(), agg[f"{risk} std"].fillna(0).to_numpy()
+    recipes = list(dict.fromkeys(agg["recipe"]))
+    for r, name in enumerate(recipes):
+        rows = (agg["recipe"] == name).to_numpy()
+        ax.errorbar(x[rows], y[rows], xerr=xerr[rows], yerr=yerr[rows], fmt="o", capsize=3, label=name,
+                    color=f"C{r % 10}")
+    front = pareto_front(x, y)
+    order = np.argsort(x[front])
+    ax.plot(x[front][order], y[front][order], "k--", lw=1, label="Pareto front")
+    ax.scatter(x[front], y[front], s=160, facecolors="none", edgecolors="k", lw=1.2)
+    if annotate:
+        for label, xi, yi in zip(_labels(agg, agg.attrs["keys"]), x, y, strict=True):
+            ax.annotate(label.split(", ", 1)[-1] if len(recipes) == 1 else label, (xi, yi), fontsize=7,
+                        xytext=(4, 4), textcoords="offset points")
+    ax.set_xlabel(f"information loss: {loss}")
+    ax.set_ylabel(f"disclosure risk: {risk}")
+    ax.set_title(title or "Risk-utility map (lower left is better)")
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    return ax
+
+
+def metric_curve(table: pd.DataFrame, parameter: str, metric: str, *, by: str = "recipe", ax: Any = None,
+                 logx: bool = False) -> Any:
+    """A figure against a swept parameter: the mean over repeats with a band
+    of one standard deviation, one curve per recipe (or per ``by`` column)."""
+    for column in (parameter, metric, by):
+        if column not in table.columns:
+            raise PrivclustError(f"no column {column!r} in the table; columns: {', '.join(table.columns)}")
+    ok = table[table["error"].isna()] if "error" in table.columns else table
+    ax = _axes(ax, figsize=(6, 4))
+    for i, (name, rows) in enumerate(ok.groupby(by, sort=False)):
+        stats = rows.groupby(parameter)[metric].agg(["mean", "std"]).sort_index()
+        xs = stats.index.to_numpy(dtype=float)
+        ax.plot(xs, stats["mean"], "o-", color=f"C{i % 10}", label=str(name), ms=4)
+        ax.fill_between(xs, stats["mean"] - stats["std"].fillna(0), stats["mean"] + stats["std"].fillna(0),
+                        color=f"C{i % 10}", alpha=0.2)
+    if logx:
+        ax.set_xscale("log")
+    ax.set_xlabel(parameter)
+    ax.set_ylabel(metric)
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    return ax
+
+
+def before_after(release: Any, columns: Sequence[str] | None = None, *, bins: int = 30, axes: Any = None) -> Any:
+    """Histograms of each released column over the original's. This plot
+    shows the original distribution: keep it out of published reports
+    (``non_disclosive=True`` does)."""
+    cols = list(columns) if columns is not None else [
+        c for c in release.original.columns
+        if any(c in o.columns for o in release.outcomes if o.kind != "clusterers")]
+    if not cols:
+        raise PrivclustError("no column was changed by the release; name the columns to plot")
+    plt = _pyplot()
+    if axes is None:
+        n = len(cols)
+        ncols = min(3, n)
+        nrows = int(np.ceil(n / ncols))
+        fig, axes = plt.subplots(nrows, ncols, figsize=(4 * ncols, 3 * nrows), squeeze=False)
+        for extra in axes.ravel()[n:]:
+            extra.set_visible(False)
+    flat = np.asarray(axes).ravel()
+    for ax, column in zip(flat, cols, strict=False):
+        original = release.original[column].to_numpy(dtype=float)
+        released = release.data[column].to_numpy(dtype=float)
+        low = np.nanmin([original.min(), released.min()])
+        high = np.nanmax([original.max(), released.max()])
+        edges = np.linspace(low, high if high > low else low + 1, bins + 1)
+        ax.hist(original, bins=edges, alpha=0.5, label="original", color="C0")
+        ax.hist(released, bins=edges, alpha=0.5, label="released", color="C1")
+        ax.set_title(column, fontsize=9)
+        ax.legend(fontsize=7)
+    return axes
