@@ -16,6 +16,7 @@ __version__ = "1.0.0"
 __all__ = ["Rounding", "TopBottomCoding", "Uniqueness", "__version__"]
 
 
+# --8<-- [start:hooks]
 @privclust.hookimpl
 def privclust_register_maskers(register):
     register(Rounding)
@@ -25,3 +26,4 @@ def privclust_register_maskers(register):
 @privclust.hookimpl
 def privclust_register_evaluators(register):
     register(Uniqueness)
+# --8<-- [end:hooks]

@@ -16,6 +16,7 @@ They use only the public privclust API.
 
 from __future__ import annotations
 
+# --8<-- [start:imports]
 import math
 from collections.abc import Mapping
 from typing import Any, ClassVar
@@ -26,6 +27,8 @@ import pandas as pd
 
 from privclust import DataError, EvaluationInputs, Masked, ParameterError, PrivacyContext, param
 
+# --8<-- [end:imports]
+
 __all__ = ["Rounding", "TopBottomCoding", "Uniqueness"]
 
 
@@ -33,6 +36,7 @@ __all__ = ["Rounding", "TopBottomCoding", "Uniqueness"]
 # Parameter helpers
 # ---------------------------------------------------------------------------
 
+# --8<-- [start:helpers]
 
 def _is_number(value: Any) -> bool:
     return isinstance(value, int | float | np.number) and not isinstance(value, bool)
@@ -80,10 +84,14 @@ def _per_column(table: float | Mapping[str, float], columns: list[str], paramete
     return np.array([table[c] for c in columns], dtype=float)
 
 
+# --8<-- [end:helpers]
+
+
 # ---------------------------------------------------------------------------
 # rounding
 # ---------------------------------------------------------------------------
 
+# --8<-- [start:rounding]
 
 @attrs.frozen(kw_only=True)
 class Rounding:
@@ -119,6 +127,9 @@ class Rounding:
             low = np.floor(scaled)
             rounded = low + (context.rng.random(scaled.shape) < (scaled - low))
         out = pd.DataFrame(rounded * base, index=data.index, columns=columns)
+        for j, column in enumerate(columns):  # integer columns rounded to an integer base stay integers
+            if pd.api.types.is_integer_dtype(data[column]) and float(base[j]).is_integer():
+                out[column] = out[column].astype(np.int64)
         within = "half the base" if self.method == "nearest" else "one base"
         context.record(
             f"every released value of {', '.join(columns)} is a multiple of its base "
@@ -131,10 +142,14 @@ class Rounding:
         return Masked(data=out, diagnostics={"changed_values": int((out.to_numpy() != values).sum())})
 
 
+# --8<-- [end:rounding]
+
+
 # ---------------------------------------------------------------------------
 # top-bottom-coding
 # ---------------------------------------------------------------------------
 
+# --8<-- [start:top-bottom-coding]
 
 @attrs.frozen(kw_only=True)
 class TopBottomCoding:
@@ -203,10 +218,14 @@ class TopBottomCoding:
         return Masked(data=frame, diagnostics={"coded_values": coded})
 
 
+# --8<-- [end:top-bottom-coding]
+
+
 # ---------------------------------------------------------------------------
 # uniqueness
 # ---------------------------------------------------------------------------
 
+# --8<-- [start:uniqueness]
 
 def _class_sizes(values: np.ndarray) -> np.ndarray:
     """For each row, how many rows share its exact combination of values."""
@@ -245,3 +264,4 @@ class Uniqueness:
             "below_k_share": float(np.mean(released < self.k)),
             "smallest_class": float(released.min()),
         }
+# --8<-- [end:uniqueness]
