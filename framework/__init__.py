@@ -19,6 +19,7 @@ from .accounting import (
     Stash,
     StashKey,
 )
+from .compare import compare, summarize
 from .components import (
     KINDS,
     BoundConstraints,
@@ -56,7 +57,16 @@ from .registry import ComponentInfo, PluginInfo, Registry, get_registry, registe
 from .report import Release
 from .runner import CompiledRecipe, StepOutcome, compile, numeric_columns, run
 
-__version__ = "0.1.0"
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("privclust")
+    except PackageNotFoundError:  # a source tree that was not installed
+        return "0+unknown"
+
+
+__version__ = _version()
 
 __all__ = [
     "KINDS",
@@ -105,6 +115,7 @@ __all__ = [
     "TopMemberships",
     "UnknownComponentError",
     "__version__",
+    "compare",
     "compile",
     "component_params",
     "get_registry",
@@ -115,4 +126,5 @@ __all__ = [
     "register",
     "reset_registry",
     "run",
+    "summarize",
 ]

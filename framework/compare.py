@@ -423,12 +423,13 @@ def summarize(table: pd.DataFrame) -> pd.DataFrame:
     keys = list(meta.get("parameters", []))
     metrics = list(meta.get("metrics", [])) + ["epsilon", "claimed_epsilon", "seconds"]
     metrics = [m for m in metrics if m in table.columns]
-    group = ["recipe", "configuration", *keys]
+    group = ["recipe", "configuration"]  # a configuration number names its parameter values
     ok = table[table["error"].isna()]
-    stats = ok.groupby(group, dropna=False, sort=False)[metrics].agg(["mean", "std"])
+    stats = ok.groupby(group, sort=False)[metrics].agg(["mean", "std"])
     stats.columns = [f"{m} {s}" for m, s in stats.columns]
-    counts = table.groupby(group, dropna=False, sort=False).agg(runs=("repeat", "size"),
-                                                                 failed=("error", lambda e: int(e.notna().sum())))
-    out = counts.join(stats).reset_index()
+    by = table.groupby(group, sort=False)
+    counts = by.agg(runs=("repeat", "size"), failed=("error", lambda e: int(e.notna().sum())))
+    params = by[keys].first() if keys else None
+    out = (counts if params is None else params.join(counts)).join(stats).reset_index()
     out.attrs["privclust"] = {**meta, "summary": True}
     return out

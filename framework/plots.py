@@ -87,9 +87,12 @@ def _aggregate(table: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
     ok = table[table["error"].isna()] if "error" in table.columns else table
     if ok.empty:
         raise PrivclustError("every run of the comparison failed; see the table's error column")
-    group = ["recipe", "configuration", *keys]
-    agg = ok.groupby(group, dropna=False, sort=False)[list(columns)].agg(["mean", "std"]).reset_index()
-    agg.columns = [c if not s else f"{c} {s}" for c, s in agg.columns]
+    by = ok.groupby(["recipe", "configuration"], sort=False)
+    agg = by[list(columns)].agg(["mean", "std"])
+    agg.columns = [f"{c} {s}" for c, s in agg.columns]
+    if keys:
+        agg = by[keys].first().join(agg)
+    agg = agg.reset_index()
     agg.attrs["keys"] = keys
     return agg
 

@@ -1,0 +1,195 @@
+"""Comparisons: grids, repeats, failures in the table, engines giving identical tables, the CLI."""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import ClassVar
+
+import attrs
+import numpy as np
+import pandas as pd
+import pytest
+
+import privclust
+from privclust import PrivclustError, RecipeError, Registry, hookimpl
+from privclust.cli import main
+from privclust.compare import expand_grid, parse_sweep
+
+BOUNDS = {"a": [0, 10], "b": [0, 10]}
+
+
+@attrs.frozen(kw_only=True)
+class MeanShift:
+    """Evaluator: mean absolute change, and a risk-like figure."""
+
+    name: ClassVar[str] = "mean-shift"
+
+    def evaluate(self, inputs):
+        cols = list(inputs.columns)
+        diff = np.abs(inputs.protected[cols].to_numpy() - inputs.original[cols].to_numpy())
+        return {"loss": float(diff.mean()), "risk": float(np.mean(diff < 0.5))}
+
+
+class Plugin:
+    @hookimpl
+    def privclust_register_evaluators(self, register):
+        register(MeanShift)
+
+
+@pytest.fixture
+def data():
+    rng = np.random.default_rng(3)
+    return pd.DataFrame({"a": rng.uniform(0, 10, 200), "b": rng.uniform(0, 10, 200), "name": ["x"] * 200})
+
+
+@pytest.fixture
+def reg():
+    return Registry(plugins=[Plugin()], use_env=False)
+
+
+def noise_recipe(name="noise", epsilon=1.0):
+    return {"name": name, "steps": [{"id": "noise", "use": "laplace", "epsilon": epsilon, "bounds": BOUNDS,
+                                     "columns": ["a", "b"]}],
+            "evaluate": ["mean-shift"]}
+
+
+def test_parse_sweep_values_and_ranges():
+    assert parse_sweep("mask.k=3,5,10") == ("mask.k", [3, 5, 10])
+    assert parse_sweep("privacy.epsilon=0.1:0.5:0.1") == ("privacy.epsilon", [0.1, 0.2, 0.3, 0.4, 0.5])
+    assert parse_sweep('mask.clusterer=fcm, "efcm", true') == ("mask.clusterer", ["fcm", "efcm", True])
+    assert parse_sweep("s.x=__import__('os')") == ("s.x", ["__import__('os')"])  # a string, never code
+    for bad in ("mask.k", "k=3", "mask.k=", "privacy.epsilon=2:1:0.1"):
+        with pytest.raises(PrivclustError):
+            parse_sweep(bad)
+
+
+def test_expand_grid():
+    assert expand_grid({"a.x": [1, 2], "b.y": ["u", "v"]}) == [
+        {"a.x": 1, "b.y": "u"}, {"a.x": 1, "b.y": "v"}, {"a.x": 2, "b.y": "u"}, {"a.x": 2, "b.y": "v"}]
+    assert expand_grid(None) == [{}]
+    with pytest.raises(PrivclustError, match="empty"):
+        expand_grid({"a.x": []})
+    with pytest.raises(PrivclustError, match="list of values"):
+        expand_grid({"a.x": 3})
+
+
+def test_table_has_a_row_per_run_with_every_figure(data, reg):
+    table = privclust.compare([noise_recipe(), noise_recipe("strong", 0.2)], data,
+                              grid={"noise.epsilon": [0.5, 2.0]}, repeats=3, seed=1, registry=reg, processes=1,
+                              progress=False)
+    assert len(table) == 2 * 2 * 3
+    assert list(table.columns) == ["recipe", "configuration", "noise.epsilon", "repeat", "mean-shift.loss",
+                                   "mean-shift.risk", "epsilon", "delta", "claimed_epsilon", "seconds", "error"]
+    assert table["epsilon"].tolist() == [0.5] * 3 + [2.0] * 3 + [0.5] * 3 + [2.0] * 3
+    assert table["error"].isna().all()
+    loss = table.groupby("noise.epsilon")["mean-shift.loss"].mean()
+    assert loss[0.5] > loss[2.0]  # more noise, more loss
+    summary = privclust.summarize(table)
+    assert len(summary) == 4 and {"mean-shift.loss mean", "mean-shift.loss std", "runs", "failed"} <= set(summary)
+    assert summary["runs"].tolist() == [3, 3, 3, 3]
+
+
+def test_processes_give_the_same_table_as_one_process(data, reg):
+    kwargs = {"grid": {"noise.epsilon": [0.5, 1.0]}, "repeats": 2, "seed": 7, "registry": reg, "progress": False}
+    one = privclust.compare(noise_recipe(), data, processes=1, **kwargs)
+    two = privclust.compare(noise_recipe(), data, processes=2, **kwargs)
+    other_seed = privclust.compare(noise_recipe(), data, processes=1, **{**kwargs, "seed": 8})
+    figures = ["mean-shift.loss", "mean-shift.risk", "epsilon"]
+    pd.testing.assert_frame_equal(one[figures], two[figures])
+    assert not one["mean-shift.loss"].equals(other_seed["mean-shift.loss"])
+    assert len(set(one["mean-shift.loss"])) == 4  # each repeat has its own stream
+
+
+def test_a_failing_configuration_is_reported_and_the_others_finish(data, reg):
+    table = privclust.compare(noise_recipe(), data, grid={"noise.bounds": [BOUNDS, {"a": [0, 10]}]}, repeats=2,
+                              seed=1, registry=reg, processes=1, progress=False)
+    failed = table[table["error"].notna()]
+    assert len(failed) == 2 and (failed["configuration"] == 1).all()
+    assert failed["error"].iloc[0].startswith("DataError: laplace: no public bounds for column(s) b")
+    assert table[table["error"].isna()]["mean-shift.loss"].notna().all()
+    assert privclust.summarize(table)["failed"].tolist() == [0, 2]
+
+
+@pytest.mark.parametrize(
+    ("grid", "message"),
+    [
+        ({"mask.k": [3]}, "no step has id 'mask'"),
+        ({"nois.epsilon": [1.0]}, "did you mean 'noise'"),
+        ({"noise.k": [3]}, "laplace has no parameter 'k'"),
+        ({"noise.epsilon": [1.0, "lots"]}, "must be a number; got 'lots'"),
+        ({"privacy.gamma": [1]}, "only epsilon and delta"),
+    ],
+)
+def test_bad_sweeps_fail_before_anything_runs(data, reg, grid, message):
+    with pytest.raises(RecipeError, match=message):
+        privclust.compare(noise_recipe(), data, grid=grid, registry=reg, progress=False)
+
+
+def test_budget_sweep_over_privacy_epsilon(data, reg):
+    recipe = {**noise_recipe(), "privacy": {"epsilon": 1.0}}
+    with pytest.raises(RecipeError, match=r"privacy.epsilon=0.5\].*ask for epsilon = 1"):
+        privclust.compare(recipe, data, grid={"privacy.epsilon": [0.5, 2.0]}, registry=reg, progress=False)
+
+
+def test_unreachable_scheduler_fails_fast_and_clearly(data, reg):
+    start = time.perf_counter()
+    with pytest.raises(PrivclustError, match="cannot reach the Dask scheduler at tcp://127.0.0.1:9"):
+        privclust.compare(noise_recipe(), data, scheduler="tcp://127.0.0.1:9", timeout=3, registry=reg,
+                          progress=False)
+    assert time.perf_counter() - start < 10
+
+
+@pytest.mark.slow
+def test_a_dask_local_cluster_gives_the_same_table(data, reg):
+    distributed = pytest.importorskip("distributed")
+    import cloudpickle
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    kwargs = {"grid": {"noise.epsilon": [0.5, 1.0]}, "repeats": 2, "seed": 5, "registry": reg, "progress": False}
+    local = privclust.compare(noise_recipe(), data, processes=2, **kwargs)
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None,
+                                  processes=True) as cluster:
+        remote = privclust.compare(noise_recipe(), data, scheduler=cluster.scheduler_address, **kwargs)
+    figures = ["recipe", "noise.epsilon", "repeat", "mean-shift.loss", "mean-shift.risk", "epsilon"]
+    pd.testing.assert_frame_equal(local[figures], remote[figures])
+
+
+def test_cli_compare_writes_table_summary_and_map(tmp_path, data, capsys):
+    data.to_csv(tmp_path / "in.csv", index=False)
+    recipe = noise_recipe()
+    recipe["evaluate"] = []
+    (tmp_path / "noise.toml").write_text(privclust.Recipe.from_dict(recipe).to_toml())
+    args = ["compare", str(tmp_path / "noise.toml"), "-i", str(tmp_path / "in.csv"), "--sweep",
+            "noise.epsilon=0.5,1,2", "--repeats", "2", "--seed", "3", "--processes", "1", "-o",
+            str(tmp_path / "out.csv"), "--summary", str(tmp_path / "summary.csv"), "-q"]
+    assert main(args) == 0
+    table = pd.read_csv(tmp_path / "out.csv")
+    assert len(table) == 6 and table["noise.epsilon"].tolist() == [0.5, 0.5, 1, 1, 2, 2]
+    assert len(pd.read_csv(tmp_path / "summary.csv")) == 3
+    # a map needs figures: asking for one without evaluators is a clean error, and nothing is written
+    code = main([*args[:-1], "--plot", str(tmp_path / "map.png"), "-o", str(tmp_path / "again.csv"), "-q"])
+    assert code == 1 and "name the risk figure" in capsys.readouterr().err
+    assert not (tmp_path / "again.csv").exists() and not (tmp_path / "map.png").exists()
+    assert main([*args[:2], "--sweep", "noise.k=3", "-i", str(tmp_path / "in.csv"), "-o",
+                 str(tmp_path / "x.csv")]) == 1
+    assert "laplace has no parameter 'k'" in capsys.readouterr().err
+
+
+def test_risk_utility_map_marks_the_pareto_front(data, reg):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from privclust.plots import metric_curve, pareto_front, risk_utility_map
+
+    assert pareto_front([1, 2, 3, 2], [3, 2, 1, 3]).tolist() == [True, True, True, False]
+    table = privclust.compare(noise_recipe(), data, grid={"noise.epsilon": [0.2, 1.0, 5.0]}, repeats=2, seed=2,
+                              registry=reg, processes=1, progress=False)
+    ax = risk_utility_map(table)
+    assert ax.get_xlabel() == "information loss: mean-shift.loss"
+    assert ax.get_ylabel() == "disclosure risk: mean-shift.risk"
+    assert len(ax.containers) == 1 and "Pareto front" in [t.get_text() for t in ax.get_legend().get_texts()]
+    ax = metric_curve(table, "noise.epsilon", "mean-shift.loss")
+    assert len(ax.lines) == 1
+    with pytest.raises(PrivclustError, match="did you mean"):
+        risk_utility_map(table, risk="mean-shift.rsk")
