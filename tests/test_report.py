@@ -1,0 +1,91 @@
+"""The release report: JSON, standalone HTML, the non-disclosive mode, the notebook view."""
+
+from __future__ import annotations
+
+import json
+from typing import ClassVar
+
+import attrs
+import numpy as np
+import pandas as pd
+import pytest
+
+import privclust
+from privclust import Registry, hookimpl
+from privclust.cli import main
+
+
+@attrs.frozen(kw_only=True)
+class Extremes:
+    """An evaluator with one aggregate figure and one taken from a single record."""
+
+    name: ClassVar[str] = "extremes"
+    disclosive_metrics: ClassVar[tuple[str, ...]] = ("largest_original",)
+
+    def evaluate(self, inputs):
+        cols = list(inputs.columns)
+        return {"mean_change": float(np.mean(np.abs(inputs.protected[cols].to_numpy()
+                                                    - inputs.original[cols].to_numpy()))),
+                "largest_original": float(inputs.original[cols].to_numpy().max())}
+
+
+class Plugin:
+    @hookimpl
+    def privclust_register_evaluators(self, register):
+        register(Extremes)
+
+
+@pytest.fixture
+def release():
+    rng = np.random.default_rng(0)
+    data = pd.DataFrame({"a": rng.uniform(0, 10, 50), "b": rng.uniform(0, 10, 50)})
+    data.loc[7, "a"] = 12.3456789
+    recipe = {"name": "report test", "description": "noise with bounds from the data",
+              "steps": [{"use": "laplace", "epsilon": 1.0, "bounds": "data"}], "evaluate": ["extremes"]}
+    with pytest.warns(privclust.PrivacyLeakWarning):
+        return privclust.run(recipe, data, seed=1, registry=Registry(plugins=[Plugin()], use_env=False))
+
+
+def test_full_report_has_every_part(release):
+    report = release.report()
+    assert report["non_disclosive"] is False and "left_out" not in report
+    assert {e["metric"] for e in report["evaluations"]} == {"mean_change", "largest_original"}
+    leak = next(e for e in report["ledger"] if e["kind"] == "leak")
+    assert "details" in leak
+    assert "12.3456789" in json.dumps(release.report())  # the original maximum is in the full report
+
+
+def test_non_disclosive_report_leaves_out_individual_values(release):
+    report = release.report(non_disclosive=True)
+    text = json.dumps(report)
+    assert "12.3456789" not in text
+    assert [e["metric"] for e in report["evaluations"]] == ["mean_change"]
+    assert all("details" not in e for e in report["ledger"])
+    assert any("extremes.largest_original" in item for item in report["left_out"])
+    page = release.to_html(non_disclosive=True)
+    assert "12.3456789" not in page and "12.34567" not in page
+    assert "Non-disclosive report" in page and "Released data" not in page and "<img" not in page
+
+
+def test_html_page_sections_and_embedded_plot(release):
+    pytest.importorskip("matplotlib")
+    page = release.to_html()
+    for heading in ("Processes applied", "What is protected, and what is not", "Differential privacy",
+                    "Weaknesses (leaks)", "Evaluations", "Distributions before and after", "Released data",
+                    "Versions"):
+        assert heading in page, heading
+    assert page.count("data:image/png;base64,") == 1
+    assert "epsilon 1" in page and "report test" in page
+    view = release._repr_html_()
+    assert "Processes applied" in view and "<img" not in view  # the notebook view skips the slow plots
+
+
+def test_cli_writes_html_and_json_beside_it_non_disclosive(tmp_path, capsys):
+    rng = np.random.default_rng(1)
+    pd.DataFrame({"a": rng.uniform(0, 10, 30)}).to_csv(tmp_path / "in.csv", index=False)
+    (tmp_path / "r.toml").write_text('[[steps]]\nuse = "laplace"\nepsilon = 1.0\nbounds = { a = [0, 10] }\n')
+    code = main(["run", str(tmp_path / "r.toml"), "-i", str(tmp_path / "in.csv"), "-o", str(tmp_path / "o.csv"),
+                 "--report", str(tmp_path / "report.html"), "--non-disclosive", "-q"])
+    assert code == 0
+    assert json.loads((tmp_path / "report.json").read_text())["non_disclosive"] is True
+    assert "Non-disclosive report" in (tmp_path / "report.html").read_text()
