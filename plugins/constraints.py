@@ -1,1 +1,277 @@
-"""Built-in constraint handler ``linear``: edit rules over named columns (issue 3)."""
+"""Built-in constraint handler ``linear``: linear edit rules over named columns.
+
+Rules are text over column names, e.g. ``"total = 1.16*exp16 + 1.07*exp7"``,
+``"tax <= 0.5*gross"``, ``"age >= 0"`` or ``"`net income` >= 0"``, parsed by
+a small grammar of its own (never ``eval``; see :mod:`._linear`). The
+handler checks the rules before any data is read (syntax, redundant or
+contradictory equalities, an empty feasible set, unknown columns), projects
+points onto the feasible polyhedron (in the metric where column ``j`` is
+divided by ``scale[j]``) and measures each rule's violations.
+
+>>> import numpy as np
+>>> from privclust_plugins.constraints import LinearConstraints
+>>> rules = LinearConstraints(rules=["total = 1.16*exp16 + 1.07*exp7", "exp16 >= 0"])
+>>> bound = rules.bind(["exp16", "exp7", "total"])
+>>> x = bound.project(np.array([[13.0, 100.0, 125.56]]))
+>>> bool(abs(1.16 * x[0, 0] + 1.07 * x[0, 1] - x[0, 2]) < 1e-9)
+True
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+import attrs
+import numpy as np
+
+import privclust
+from privclust import ConstraintError, param
+
+from . import _linear
+from ._linear import ParsedRule, RuleSyntaxError
+
+__version__ = "0.1.0"
+
+
+def _as_rules(value: Any) -> Any:
+    if isinstance(value, str):
+        return (value,)
+    if isinstance(value, list | tuple):
+        return tuple(value)
+    return value
+
+
+def _check_rules(value: Any) -> str | None:
+    if len(value) == 0:
+        return "needs at least one rule, e.g. rules = [\"total = a + b\"]"
+    bad = [r for r in value if not isinstance(r, str)]
+    if bad:
+        return f"must be rule texts (strings); {bad[0]!r} is not"
+    return None
+
+
+def _parse_all(rules: Sequence[str]) -> tuple[ParsedRule, ...]:
+    parsed, errors = [], []
+    for text in rules:
+        try:
+            parsed.append(_linear.parse_rule(text))
+        except RuleSyntaxError as err:
+            errors.append(str(err))
+    if errors:
+        raise ConstraintError("\n".join(errors))
+    return tuple(parsed)
+
+
+@attrs.frozen(kw_only=True)
+class LinearConstraints:
+    """Linear edit rules (equalities and inequalities) over named columns.
+
+    Projection: the Euclidean projection onto ``{x : C x = b, G x <= h}``
+    after dividing column ``j`` by ``scale[j]``; equalities in closed form,
+    inequalities exactly by active-set enumeration (few of them) or by a
+    dual accelerated gradient method whose active sets are solved exactly and
+    verified against the KKT conditions (many of them).
+    """
+
+    name: ClassVar[str] = "linear"
+
+    rules: tuple[str, ...] = param(tuple, converter=_as_rules, check=_check_rules,
+                                   doc='edit rules over column names, e.g. ["total = a + b", "tax <= 0.5*gross"]')
+    tol: float = param(float, default=1e-10, gt=0, lt=1e-3,
+                       doc="feasibility tolerance of the projection, relative to 1 + the largest |value| of a row")
+    max_iter: int = param(int, default=10_000, ge=25,
+                          doc="iteration cap of the dual method used when there are many inequalities")
+    max_active_sets: int = param(int, default=256, ge=1,
+                                 doc="enumerate up to this many candidate active sets exactly; beyond, the dual method")
+
+    _parsed: tuple[ParsedRule, ...] = attrs.field(init=False, eq=False, repr=False, default=())
+
+    def __attrs_post_init__(self) -> None:
+        object.__setattr__(self, "_parsed", _parse_all(self.rules))
+
+    # -- the handler protocol ------------------------------------------------------
+
+    def variables(self) -> tuple[frozenset[str], ...]:
+        """The columns each rule constrains (non-zero coefficients)."""
+        return tuple(p.variables for p in self._parsed)
+
+    def describe(self) -> tuple[str, ...]:
+        return tuple(self.rules)
+
+    def parsed(self) -> tuple[ParsedRule, ...]:
+        """Each rule in normal form (``a.x = b`` or ``a.x <= b``)."""
+        return self._parsed
+
+    def check(self, columns: Sequence[str] | None) -> list[str]:
+        """Problems found without data: unknown columns (when ``columns`` is
+        given), redundant or contradictory equalities, and rule sets no point
+        satisfies (an LP feasibility check with scipy's HiGHS)."""
+        problems: list[str] = []
+        if columns is not None:
+            known = [str(c) for c in columns]
+            known_set = set(known)
+            for i, p in enumerate(self._parsed):
+                for name in p.names:
+                    if name not in known_set:
+                        close = difflib.get_close_matches(name, known, n=2, cutoff=0.6)
+                        fix = ("did you mean " + " or ".join(repr(c) for c in close) + "?") if close else (
+                            "the data's columns are " + ", ".join(known[:12]) + (" ..." if len(known) > 12 else ""))
+                        problems.append(f"rule {i + 1} {p.text!r} names column {name!r}, which is not in the data "
+                                        f"({fix})")
+        problems.extend(self._system_problems(range(len(self._parsed))))
+        return problems
+
+    def _system(self, chosen: Sequence[int]) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray, np.ndarray,
+                                                      list[int], list[int]]:
+        rules = [self._parsed[i] for i in chosen]
+        names = list(dict.fromkeys(n for p in rules for n, _ in p.coefs))
+        index = {n: j for j, n in enumerate(names)}
+        eq = [i for i in chosen if self._parsed[i].kind == "eq"]
+        le = [i for i in chosen if self._parsed[i].kind == "le"]
+        d = len(names)
+        E = np.array([self._parsed[i].row(index, d) for i in eq]).reshape(len(eq), d)
+        f = np.array([self._parsed[i].rhs for i in eq], dtype=float)
+        A = np.array([self._parsed[i].row(index, d) for i in le]).reshape(len(le), d)
+        c = np.array([self._parsed[i].rhs for i in le], dtype=float)
+        return names, E, f, A, c, eq, le
+
+    def _system_problems(self, chosen: Sequence[int]) -> list[str]:
+        chosen = list(chosen)
+        if not chosen:
+            return []
+        _, E, f, A, c, eq, le = self._system(chosen)
+        problems = []
+
+        def show(ids: Sequence[int]) -> str:
+            return ", ".join(f"rule {i + 1} {self.rules[i]!r}" for i in ids)
+
+        contradictory = False
+        for what, row, deps in _linear.equality_problems(E, f):
+            i, others = eq[row], [eq[j] for j in deps]
+            if what == "redundant":
+                problems.append(f"rule {i + 1} {self.rules[i]!r} follows from {show(others)}: the equalities are "
+                                "rank-deficient (remove the redundant rule)")
+            else:
+                contradictory = True
+                problems.append(f"rule {i + 1} {self.rules[i]!r} contradicts {show(others)}: no record can satisfy "
+                                "them all (fix a coefficient or a constant, or drop one of them)")
+        if not contradictory:
+            iis = _linear.infeasible_subset(E, f, A, c)
+            if iis is not None:
+                ids = sorted([eq[j] for j in iis[0]] + [le[j] for j in iis[1]])
+                problems.append(f"{show(ids)} cannot all hold at once: no record satisfies them together "
+                                "(the feasible set is empty; relax or remove one of them)")
+        return problems
+
+    def bind(self, columns: Sequence[str], rules: Sequence[int] | None = None) -> BoundLinear:
+        """The rules (all, or those numbered in ``rules``, 0-based) over an
+        ordered list of columns.
+
+        :raises ConstraintError: when a rule names a column not in
+            ``columns``, or the chosen rules contradict each other.
+        """
+        columns = tuple(str(c) for c in columns)
+        chosen = list(range(len(self._parsed))) if rules is None else [int(r) for r in rules]
+        for r in chosen:
+            if not 0 <= r < len(self._parsed):
+                raise ConstraintError(f"linear: rule number {r} does not exist; there are {len(self._parsed)} rules")
+        index = {c: j for j, c in enumerate(columns)}
+        for r in chosen:
+            missing = [n for n in self._parsed[r].names if n not in index]
+            if missing:
+                close = difflib.get_close_matches(missing[0], list(columns), n=2, cutoff=0.6)
+                hint = (" (did you mean " + " or ".join(repr(c) for c in close) + "?)") if close else ""
+                raise ConstraintError(f"edit rule {self.rules[r]!r} names {', '.join(map(repr, missing))}, not among "
+                                      f"the columns {list(columns)}{hint}")
+        problems = self._system_problems(chosen)
+        if problems:
+            raise ConstraintError("; ".join(problems))
+        return BoundLinear(self, columns, chosen)
+
+
+class BoundLinear:
+    """Linear edit rules bound to an ordered list of columns.
+
+    :ivar columns: the columns, in the order of the points' coordinates.
+    :ivar rules: the rule texts, in the order of the violations' columns.
+    """
+
+    def __init__(self, handler: LinearConstraints, columns: tuple[str, ...], chosen: Sequence[int]):
+        self.handler = handler
+        self.columns = columns
+        self.chosen = tuple(chosen)
+        parsed = [handler.parsed()[i] for i in self.chosen]
+        self.rules: tuple[str, ...] = tuple(p.text for p in parsed)
+        index = {c: j for j, c in enumerate(columns)}
+        d = len(columns)
+        self._kinds = np.array([p.kind == "eq" for p in parsed], dtype=bool)
+        self._matrix = np.array([p.row(index, d) for p in parsed]).reshape(len(parsed), d)
+        self._rhs = np.array([p.rhs for p in parsed], dtype=float)
+        involved = np.flatnonzero(np.any(self._matrix != 0.0, axis=0))
+        self.involved = involved
+        #: The method and iterations of the last projection (for diagnostics).
+        self.last_stats: _linear.ProjectionStats | None = None
+
+    def __repr__(self) -> str:
+        return f"<linear rules {list(self.rules)} over {list(self.columns)}>"
+
+    def _points(self, points: Any) -> np.ndarray:
+        arr = np.asarray(points, dtype=float)
+        one = arr.ndim == 1
+        arr = arr.reshape(1, -1) if one else arr
+        if arr.ndim != 2 or arr.shape[1] != len(self.columns):
+            raise ConstraintError(f"linear: points must have {len(self.columns)} columns ({', '.join(self.columns)}); "
+                                  f"got shape {np.shape(points)}")
+        return arr
+
+    def violations(self, points: Any) -> np.ndarray:
+        """``(n, n_rules)``: ``|a.x - b|`` for equalities, ``max(0, a.x - b)``
+        for inequalities (in the data's units)."""
+        X = self._points(points)
+        g = X @ self._matrix.T - self._rhs
+        return np.where(self._kinds, np.abs(g), np.maximum(g, 0.0))
+
+    def _slack_scale(self, X: np.ndarray) -> np.ndarray:
+        """Per row and rule, the size of the terms: ``|a| . |x| + |b|``."""
+        return np.abs(X) @ np.abs(self._matrix.T) + np.abs(self._rhs)
+
+    def project(self, points: Any, *, scale: Any = None) -> np.ndarray:
+        """Project each row onto the feasible set, nearest in the metric
+        ``sum_j ((x_j - y_j) / scale_j)^2``; never modifies ``points``.
+
+        Columns no rule involves are returned unchanged, and so are rows
+        that already satisfy every rule to float rounding (``1e-13`` relative).
+        """
+        X = self._points(points)
+        out = np.array(X, dtype=float, copy=True)
+        if not self.rules or X.shape[0] == 0:
+            return out if np.ndim(points) == 2 else out[0]
+        s = np.ones(len(self.columns)) if scale is None else np.asarray(scale, dtype=float).reshape(-1)
+        if s.shape != (len(self.columns),) or not np.all(np.isfinite(s)) or np.any(s <= 0):
+            raise ConstraintError(f"linear: scale must hold {len(self.columns)} finite positive numbers; got {scale!r}")
+        ok = np.all(self.violations(X) <= 1e-13 * (1.0 + self._slack_scale(X)), axis=1)
+        rows = np.flatnonzero(~ok)
+        if rows.size:
+            J = self.involved
+            sj = s[J]
+            Z = X[np.ix_(rows, J)] / sj
+            M = self._matrix[:, J] * sj  # the rules in z-space
+            eq = self._kinds
+            proj, stats = _linear.project_polyhedron(
+                Z, M[eq], self._rhs[eq], M[~eq], self._rhs[~eq], rtol=self.handler.tol,
+                max_iter=self.handler.max_iter, max_active_sets=self.handler.max_active_sets)
+            self.last_stats = stats
+            out[np.ix_(rows, J)] = proj * sj
+        return out if np.ndim(points) == 2 else out[0]
+
+    def satisfied(self, points: Any, *, tol: float = 1e-9) -> np.ndarray:
+        """Per row, whether every rule holds to ``tol`` relative to the size of its terms."""
+        X = self._points(points)
+        return np.all(self.violations(X) <= tol * (1.0 + self._slack_scale(X)), axis=1)
+
+
+@privclust.hookimpl
+def privclust_register_constraint_handlers(register):
+    register(LinearConstraints)
