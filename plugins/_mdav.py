@@ -1,0 +1,295 @@
+"""Kernels of the ``mdav`` clusterer: MDAV (maximum distance to average
+vector) on an array, and a plain textbook implementation for tests and
+benchmarks.
+
+MDAV (Domingo-Ferrer & Mateo-Sanz 2002; Domingo-Ferrer & Torra 2005), on the
+rows of ``Z`` (already standardised by the caller):
+
+1. while at least ``3k`` records remain: ``r`` = the remaining record
+   farthest from the centroid of the remaining records; group ``r`` with its
+   ``k - 1`` nearest remaining records; ``s`` = the remaining record farthest
+   from ``r``; group ``s`` with its ``k - 1`` nearest remaining records;
+2. if at least ``2k`` remain: one more group around the record farthest from
+   the centroid, and the rest (``k .. 2k-1`` records) form the last group;
+   otherwise the rest form the last group.
+
+Ties (equal distances) go to the lowest record index; the centre record of a
+group is always in its own group.
+
+``mdav`` gives exactly the groups of ``mdav_reference`` (the textbook loop,
+O(N^2/k) distance evaluations) but avoids most of its work:
+
+* farthest-point searches scan the records in decreasing order of their
+  distance ``D`` to a reference point ``c0`` and stop as soon as the
+  triangle-inequality bound ``D(x) + ||p - c0||`` falls below the best exact
+  distance found, so only a thin outer shell is evaluated exactly;
+* nearest-neighbour groups come from a KD-tree (scipy's ``cKDTree``) over the
+  remaining records, rebuilt whenever half of its records are gone;
+* the centroid of the remaining records is kept as a running sum.
+
+The result does not depend on these devices: candidates are always
+evaluated exactly, with the same tie rule.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+from scipy.spatial import cKDTree
+
+__all__ = ["mdav", "mdav_reference", "standardise"]
+
+
+def standardise(X: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(Z, mean, scale, constant)``: columns centred and divided by their
+    population standard deviation; a constant column (sd 0) is divided by 1,
+    so it becomes all zeros and plays no part in any distance."""
+    X = np.asarray(X, dtype=float)
+    mean = X.mean(axis=0)
+    sd = X.std(axis=0)
+    constant = ~(sd > 1e-12 * np.maximum(1.0, np.abs(mean)))
+    scale = np.where(constant, 1.0, sd)
+    Z = np.ascontiguousarray((X - mean) / scale)
+    Z[:, constant] = 0.0
+    return Z, mean, scale, constant
+
+
+def _sq(Z: np.ndarray, p: np.ndarray) -> np.ndarray:
+    diff = Z - p
+    return np.einsum("ij,ij->i", diff, diff)
+
+
+# ---------------------------------------------------------------------------
+# The textbook loop
+# ---------------------------------------------------------------------------
+
+
+def mdav_reference(Z: np.ndarray, k: int) -> np.ndarray:
+    """MDAV as written in the literature: full distance passes over the
+    remaining records at every step (O(N^2/k)); labels in group order.
+
+    The centroid of the remaining records is kept as a running sum (as in
+    :func:`mdav`), so both compute it with the same rounding."""
+    Z = np.ascontiguousarray(Z, dtype=float)
+    n = Z.shape[0]
+    labels = np.full(n, -1, dtype=np.int64)
+    remaining = np.arange(n)
+    total = Z.sum(axis=0)
+    group = 0
+
+    def farthest(p: np.ndarray) -> int:
+        d = _sq(Z[remaining], p)
+        return int(remaining[np.flatnonzero(d == d.max())[0]])
+
+    def take(centre: int) -> None:
+        nonlocal remaining, group, total
+        others = remaining[remaining != centre]
+        d = _sq(Z[others], Z[centre])
+        order = np.lexsort((others, d))[: k - 1]
+        members = np.concatenate(([centre], others[order]))
+        labels[members] = group
+        group += 1
+        total = total - Z[members].sum(axis=0)
+        remaining = remaining[labels[remaining] < 0]
+
+    while remaining.size >= 3 * k:
+        r = farthest(total / remaining.size)
+        take(r)
+        s = farthest(Z[r])
+        take(s)
+    if remaining.size >= 2 * k:
+        take(farthest(total / remaining.size))
+    labels[remaining] = group
+    return labels
+
+
+# ---------------------------------------------------------------------------
+# The fast path
+# ---------------------------------------------------------------------------
+
+
+class _State:
+    """The remaining records, the shell order and the neighbour structures."""
+
+    #: Neighbours precomputed per record (beyond them the KD-tree is asked).
+    NEIGHBOURS = 10
+
+    def __init__(self, Z: np.ndarray, k: int):
+        self.Z = Z
+        self.k = k
+        n = Z.shape[0]
+        self.alive = np.ones(n, dtype=bool)
+        self.n_alive = n
+        self.total = Z.sum(axis=0)
+        self._refresh_order(self.total / n)
+        self._build_tree()
+        q = min(n, max(self.NEIGHBOURS, 2 * k + 4))
+        dist, nbr = self.tree.query(Z, k=q, workers=-1)
+        self.nbr_dist = np.asarray(dist).reshape(n, q)
+        self.nbr = np.asarray(nbr).reshape(n, q)
+
+    # -- the shell order ------------------------------------------------------
+
+    def _refresh_order(self, c0: np.ndarray) -> None:
+        """Sort the remaining records by decreasing distance to ``c0`` and
+        keep a contiguous copy in that order (scans read slices, no gathers)."""
+        idx = np.flatnonzero(self.alive)
+        D = np.sqrt(_sq(self.Z[idx], c0))
+        order = np.argsort(-D, kind="stable")
+        self.c0 = c0
+        self.order = idx[order]
+        self.D = D[order]
+        self.Zs = np.ascontiguousarray(self.Z[self.order])
+        self.sqn = np.einsum("ij,ij->i", self.Zs, self.Zs)
+        self.alive_s = np.ones(self.order.size, dtype=bool)
+        self.pos_of = np.full(self.Z.shape[0], -1, dtype=np.int64)
+        self.pos_of[self.order] = np.arange(self.order.size)
+        self.head = 0
+        self.n_at_refresh = self.n_alive
+
+    def _advance_head(self) -> None:
+        alive_s, head = self.alive_s, self.head
+        while True:
+            window = alive_s[head:head + 512]
+            if window.any():
+                self.head = head + int(window.argmax())
+                return
+            head += 512
+
+    def farthest(self, p: np.ndarray) -> int:
+        """The remaining record farthest from ``p`` (lowest index on ties).
+
+        Chunks of the shell are screened with the expanded form
+        ``|z|^2 - 2 z.p + |p|^2`` (one matrix-vector product); the records
+        within its rounding error of the chunk's maximum are then compared
+        with the exact ``sum_j (z_j - p_j)^2``, as the textbook loop does.
+        """
+        off = float(np.sqrt(np.sum((p - self.c0) ** 2)))
+        if not self.alive_s[self.head]:
+            self._advance_head()
+        D, Zs, sqn, alive_s, order = self.D, self.Zs, self.sqn, self.alive_s, self.order
+        pp = float(p @ p)
+        best_sq, best = -1.0, -1
+        pos, size, n = self.head, 1024, order.size
+        while pos < n:
+            if best >= 0 and (D[pos] + off) * (1.0 + 1e-9) + 1e-300 < np.sqrt(best_sq):
+                break
+            stop = min(n, pos + size)
+            approx = sqn[pos:stop] - 2.0 * (Zs[pos:stop] @ p)
+            approx[~alive_s[pos:stop]] = -np.inf
+            top = approx.max()
+            if top > -np.inf:
+                margin = 1e-12 * (top + 2.0 * pp + float(sqn[pos:stop].max())) + 1e-300
+                near = np.flatnonzero(approx >= top - margin) + pos
+                exact = _sq(Zs[near], p)
+                m = exact.max()
+                if m >= best_sq:
+                    cand = int(order[near[exact == m]].min())
+                    best = cand if (m > best_sq or best < 0) else min(best, cand)
+                    best_sq = m
+            pos = stop
+            size = min(size * 2, 1 << 16)
+        return best
+
+    # -- nearest neighbours ---------------------------------------------------------
+
+    def _build_tree(self) -> None:
+        self.tree_index = np.flatnonzero(self.alive)
+        self.tree = cKDTree(self.Z[self.tree_index])
+
+    def group_around(self, centre: int) -> np.ndarray:
+        """``centre`` and its ``k - 1`` nearest remaining records (ties: lowest index)."""
+        need = self.k - 1
+        if need == 0:
+            return np.array([centre])
+        nb = self.nbr[centre]
+        ok = self.alive[nb]
+        ok &= nb != centre
+        cand = nb[ok]
+        if cand.size > need:
+            cd = self.nbr_dist[centre][ok]
+            if cd[need] > cd[need - 1] * (1.0 + 1e-9) + 1e-12:
+                return np.concatenate(([centre], cand[:need]))
+        return self._group_from_tree(centre, need)
+
+    def _group_from_tree(self, centre: int, need: int) -> np.ndarray:
+        if self.n_alive < 0.5 * self.tree_index.size:
+            self._build_tree()
+        size = self.tree_index.size
+        q = min(size, 2 * self.k + 6)
+        p = self.Z[centre]
+        while True:
+            dist, loc = self.tree.query(p, k=q)
+            dist, loc = np.atleast_1d(dist), np.atleast_1d(loc)
+            gidx = self.tree_index[loc]
+            ok = self.alive[gidx] & (gidx != centre)
+            if ok.sum() >= need:
+                dd, ii = dist[ok], gidx[ok]
+                # the KD-tree's distances may differ from the exact ones in the
+                # last bits: widen the cut so that every tie is a candidate
+                t = dd[need - 1] * (1.0 + 1e-9) + 1e-12
+                if q >= size or dist[-1] > t:
+                    cand = ii[dd <= t]
+                    d = _sq(self.Z[cand], p)
+                    chosen = cand[np.lexsort((cand, d))[:need]]
+                    return np.concatenate(([centre], chosen))
+            if q >= size:  # pragma: no cover - fewer than k records remain; callers prevent it
+                raise AssertionError("MDAV asked for a group larger than the remaining records")
+            q = min(size, q * 4)
+
+    def remove(self, members: np.ndarray) -> None:
+        self.alive[members] = False
+        self.alive_s[self.pos_of[members]] = False
+        self.n_alive -= members.size
+        self.total = self.total - self.Z[members].sum(axis=0)
+        if self.n_alive and self.n_alive < 0.75 * self.n_at_refresh:
+            self._refresh_order(self.total / self.n_alive)
+
+    def centroid(self) -> np.ndarray:
+        return self.total / self.n_alive
+
+
+def mdav(Z: np.ndarray, k: int, *, progress: Callable[[int, int], None] | None = None) -> np.ndarray:
+    """MDAV groups of the rows of ``Z`` (see the module docstring).
+
+    :param Z: ``(N, d)`` standardised records, ``N >= 2k``.
+    :param k: the minimum group size (``>= 1``).
+    :param progress: called now and then with ``(records grouped, N)``.
+    :return: ``(N,)`` labels ``0..g-1`` in the order the groups were formed;
+        every group has between ``k`` and ``2k - 1`` records.
+    """
+    Z = np.ascontiguousarray(Z, dtype=float)
+    n = Z.shape[0]
+    if n < 2 * k:
+        raise ValueError(f"MDAV needs at least 2k = {2 * k} records; got {n}")
+    labels = np.full(n, -1, dtype=np.int64)
+    if n == 0:
+        return labels
+    state = _State(Z, k)
+    group = 0
+    every = max(1, n // 200)
+    next_report = every
+
+    def take(centre: int) -> None:
+        nonlocal group, next_report
+        members = state.group_around(centre)
+        labels[members] = group
+        group += 1
+        state.remove(members)
+        done = n - state.n_alive
+        if progress is not None and done >= next_report:
+            progress(done, n)
+            next_report = done + every
+
+    while state.n_alive >= 3 * k:
+        r = state.farthest(state.centroid())
+        take(r)
+        s = state.farthest(Z[r])
+        take(s)
+    if state.n_alive >= 2 * k:
+        take(state.farthest(state.centroid()))
+    labels[state.alive] = group
+    if progress is not None:
+        progress(n, n)
+    return labels
