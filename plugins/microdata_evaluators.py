@@ -1,1 +1,279 @@
-"""Built-in evaluators for microdata: information loss and disclosure risk (issue 3)."""
+"""Built-in evaluators for microdata: information loss and disclosure risk.
+
+=======================  ======================================================
+name                     figures
+=======================  ======================================================
+``sse-sst``              ``sse_sst`` = 100 SSE/SST on standardised variables
+``il1s``                 ``il1s`` (sdcMicro's IL1s)
+``moments``              relative change of means, variances, covariances;
+                         absolute change of correlations
+``dbrl``                 ``dbrl``: share of records linked to their own original
+``interval-disclosure``  ``drisk`` (sdcMicro's dRisk) and ``values_inside``
+``group-sizes``          realised (and, for fuzzy maskers, expected) group sizes
+``transparency-risk``    mean posterior of the true record for a transparent
+                         intruder
+``edit-violations``      per edit rule, max violation and share of records
+                         violating it (protected and original)
+=======================  ======================================================
+
+Every evaluator judges ``inputs.columns`` of ``inputs.original`` against the
+same columns of ``inputs.protected`` (row ``i`` against row ``i``). See
+``docs/microdata-evaluators.md`` for the formulas.
+
+>>> import numpy as np, pandas as pd, privclust
+>>> from privclust_plugins.microdata_evaluators import SseSst
+>>> x = pd.DataFrame({"a": [1.0, 2.0, 3.0, 4.0]})
+>>> y = pd.DataFrame({"a": [1.5, 1.5, 3.5, 3.5]})
+>>> inputs = privclust.EvaluationInputs(original=x, protected=y, columns=("a",), labels=pd.DataFrame(index=x.index))
+>>> SseSst().evaluate(inputs)["sse_sst"]
+20.0
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+import attrs
+import numpy as np
+import pandas as pd
+
+import privclust
+from privclust import DataError, EvaluationInputs, Partition, param
+
+from . import _microdata_metrics as mm
+
+__version__ = "0.1.0"
+
+
+def _arrays(inputs: EvaluationInputs, who: str) -> tuple[np.ndarray, np.ndarray]:
+    columns = list(inputs.columns)
+    if not columns:
+        raise DataError(f"{who}: no columns to evaluate; name them with columns = [...]")
+    missing = [c for c in columns if c not in inputs.protected.columns]
+    if missing:
+        raise DataError(f"{who}: column(s) {', '.join(missing)} are not in the protected data")
+    try:
+        X = inputs.original.loc[:, columns].to_numpy(dtype=float)
+        Y = inputs.protected.loc[:, columns].to_numpy(dtype=float)
+    except (TypeError, ValueError) as err:
+        raise DataError(f"{who}: the columns {columns} must be numeric ({err})") from None
+    if X.shape != Y.shape:
+        raise DataError(f"{who}: the original has {X.shape[0]} records and the protected data {Y.shape[0]}; "
+                        "record-level measures need the same records in the same order")
+    if X.shape[0] == 0:
+        raise DataError(f"{who}: there are no records to evaluate")
+    if not (np.all(np.isfinite(X)) and np.all(np.isfinite(Y))):
+        raise DataError(f"{who}: the columns {columns} hold NaN or infinite values")
+    return X, Y
+
+
+@attrs.frozen(kw_only=True)
+class SseSst:
+    """100 SSE/SST on variables standardised with the original's mean and
+    population standard deviation, the information-loss figure of the
+    microaggregation literature (0: nothing lost; 100: every record replaced
+    by the mean)."""
+
+    name: ClassVar[str] = "sse-sst"
+
+    def evaluate(self, inputs: EvaluationInputs) -> Mapping[str, float]:
+        X, Y = _arrays(inputs, self.name)
+        value, sse, sst = mm.sse_sst(X, Y)
+        return {"sse_sst": value, "sse": sse, "sst": sst}
+
+
+@attrs.frozen(kw_only=True)
+class IL1s:
+    """sdcMicro's IL1s: mean over records and variables of
+    ``|x - x'| / (sqrt(2) s_j)``, ``s_j`` the sample s.d. of the original."""
+
+    name: ClassVar[str] = "il1s"
+
+    def evaluate(self, inputs: EvaluationInputs) -> Mapping[str, float]:
+        X, Y = _arrays(inputs, self.name)
+        return {"il1s": mm.il1s(X, Y)}
+
+
+@attrs.frozen(kw_only=True)
+class Moments:
+    """Relative change of means, variances and covariances, absolute change
+    of correlations, between the original and the protected columns."""
+
+    name: ClassVar[str] = "moments"
+
+    def evaluate(self, inputs: EvaluationInputs) -> Mapping[str, float]:
+        X, Y = _arrays(inputs, self.name)
+        if X.shape[0] < 2:
+            raise DataError("moments: variances need at least 2 records")
+        return mm.moments(X, Y)
+
+
+@attrs.frozen(kw_only=True)
+class DBRL:
+    """Distance-based record linkage: share of protected records whose
+    nearest original record (standardised Euclidean distance) is their own;
+    ties share the credit."""
+
+    name: ClassVar[str] = "dbrl"
+
+    def evaluate(self, inputs: EvaluationInputs) -> Mapping[str, float]:
+        X, Y = _arrays(inputs, self.name)
+        share, linked = mm.dbrl(X, Y)
+        return {"dbrl": share, "dbrl_linked_records": linked}
+
+
+@attrs.frozen(kw_only=True)
+class IntervalDisclosure:
+    """Interval disclosure as sdcMicro's ``dRisk``: the share of records
+    whose original values all fall within ``width`` standard deviations (of
+    the protected column) of their protected values."""
+
+    name: ClassVar[str] = "interval-disclosure"
+
+    width: float = param(float, default=0.05, gt=0,
+                         doc="half-width of the interval, as a fraction of the protected column's s.d. (sdcMicro's k)")
+
+    def evaluate(self, inputs: EvaluationInputs) -> Mapping[str, float]:
+        X, Y = _arrays(inputs, self.name)
+        records, values = mm.interval_disclosure(X, Y, self.width)
+        return {"drisk": records, "values_inside": values}
+
+
+def _find_partition(inputs: EvaluationInputs, step: str | None, who: str) -> tuple[Any, Partition]:
+    pairs = inputs.partitions()
+    if step is not None:
+        for outcome, part in pairs:
+            if getattr(outcome, "id", None) == step:
+                return outcome, part
+        ids = [getattr(o, "id", "?") for o in inputs.outcomes]
+        raise DataError(f"{who}: no step with id {step!r} produced a partition; the steps are "
+                        f"{', '.join(map(repr, ids)) or '(none)'} (name a microaggregation masker or a clusterer step)")
+    wanted = set(inputs.columns)
+    chosen = None
+    for outcome, part in pairs:
+        cols = set(part.columns) or set(getattr(outcome, "columns", ()))
+        if cols & wanted:
+            chosen = (outcome, part)
+    if chosen is None:
+        raise DataError(f"{who} needs a step that groups the records of the columns {list(inputs.columns)}: a "
+                        "microaggregation masker (microaggregation, fuzzy-microaggregation) or a clusterer such as "
+                        "mdav; this release has none (add one, or point 'step' at its id)")
+    return chosen
+
+
+def _step_name(outcome: Any) -> str:
+    return str(getattr(outcome, "id", "?"))
+
+
+@attrs.frozen(kw_only=True)
+class GroupSizes:
+    """Realised group sizes of the masking step's partition (each record's
+    replacement centre) and, for a fuzzy masker, the expected cluster sizes
+    (column sums of the replacement memberships)."""
+
+    name: ClassVar[str] = "group-sizes"
+
+    step: str | None = param(str, default=None, doc="id of the step whose partition to judge (default: the last "
+                                                    "one over these columns)")
+    k: int | None = param(int, default=None, ge=1, doc="the k to compare with (default: the step's own k)")
+
+    def evaluate(self, inputs: EvaluationInputs) -> Mapping[str, float]:
+        outcome, part = _find_partition(inputs, self.step, self.name)
+        k = self.k if self.k is not None else part.diagnostics.get("k")
+        if k is None:
+            raise DataError(f"{self.name}: step {_step_name(outcome)!r} does not say its k; give it: "
+                            "{ use = \"group-sizes\", k = 3 }")
+        k = int(k)
+        labels = np.asarray(part.labels, dtype=np.int64)
+        valid = labels >= 0
+        sizes = mm.realised_sizes(labels)
+        if sizes.size == 0:
+            raise DataError(f"{self.name}: step {_step_name(outcome)!r} assigned no record to a group")
+        per_record = np.bincount(labels[valid])[labels[valid]]
+        out = {
+            "k": float(k),
+            "groups": float(sizes.size),
+            "min_size": float(sizes.min()),
+            "mean_size": float(sizes.mean()),
+            "max_size": float(sizes.max()),
+            "share_records_in_groups_below_k": float(np.mean(per_record < k)),
+            "groups_below_k": float(np.sum(sizes < k)),
+        }
+        if part.memberships is not None:
+            expected = mm.expected_sizes(part.memberships)
+            out.update({
+                "clusters": float(expected.size),
+                "empty_realised_clusters": float(expected.size - sizes.size),
+                "expected_min_size": float(expected.min()),
+                "expected_mean_size": float(expected.mean()),
+                "expected_max_size": float(expected.max()),
+                "share_clusters_expected_below_k": float(np.mean(expected < k)),
+            })
+        return out
+
+
+@attrs.frozen(kw_only=True)
+class TransparencyRisk:
+    """The risk under the transparency principle: an intruder who knows the
+    method, its parameters and the published centres gives each original
+    record ``k`` the posterior ``u_kj / sum_l u_lj`` of being behind a
+    protected record equal to centre ``j``; the figure is the mean over
+    records of the posterior of the true record (``1/|group|`` for crisp
+    microaggregation)."""
+
+    name: ClassVar[str] = "transparency-risk"
+
+    step: str | None = param(str, default=None, doc="id of the masking step (default: the last one over these "
+                                                    "columns)")
+
+    def evaluate(self, inputs: EvaluationInputs) -> Mapping[str, float]:
+        outcome, part = _find_partition(inputs, self.step, self.name)
+        post = mm.transparency_posteriors(part.labels, part.memberships)
+        post = post[np.isfinite(post)]
+        if post.size == 0:
+            raise DataError(f"{self.name}: step {_step_name(outcome)!r} assigned no record to a centre")
+        return {"mean_posterior": float(post.mean()), "max_posterior": float(post.max()),
+                "share_posterior_above_half": float(np.mean(post > 0.5))}
+
+
+@attrs.frozen(kw_only=True)
+class EditViolations:
+    """For each edit rule of the recipe, the largest violation and the share
+    of records violating it (beyond ``tol`` relative to the record's
+    largest value), in the protected file and in the original."""
+
+    name: ClassVar[str] = "edit-violations"
+
+    tol: float = param(float, default=1e-6, gt=0, doc="a record violates a rule when the violation exceeds "
+                                                      "tol * (1 + its largest |value|)")
+
+    def _values(self, frame: pd.DataFrame, columns: tuple[str, ...]) -> np.ndarray:
+        out = np.zeros((frame.shape[0], len(columns)))
+        for j, c in enumerate(columns):
+            if c in frame.columns and pd.api.types.is_numeric_dtype(frame[c]) and not pd.api.types.is_bool_dtype(
+                    frame[c]):
+                out[:, j] = frame[c].to_numpy(dtype=float, na_value=np.nan)
+        return out
+
+    def evaluate(self, inputs: EvaluationInputs) -> Mapping[str, float]:
+        rules = inputs.constraints
+        if rules is None or not rules.rules:
+            return {"rules": 0.0}
+        columns = tuple(rules.columns)
+        out: dict[str, float] = {"rules": float(len(rules.rules))}
+        for label, frame in (("", inputs.protected), (" (original)", inputs.original)):
+            values = self._values(frame, columns)
+            viol = rules.violations(values)
+            bound = self.tol * (1.0 + np.nanmax(np.abs(values), axis=1, initial=0.0))
+            for r, text in enumerate(rules.rules):
+                v = viol[:, r]
+                out[f"{text}: max violation{label}"] = float(np.nanmax(v, initial=0.0))
+                out[f"{text}: share violated{label}"] = float(np.mean(v > bound))
+        return out
+
+
+@privclust.hookimpl
+def privclust_register_evaluators(register):
+    for cls in (SseSst, IL1s, Moments, DBRL, IntervalDisclosure, GroupSizes, TransparencyRisk, EditViolations):
+        register(cls)
