@@ -179,7 +179,7 @@ class LinearConstraints:
                 raise ConstraintError(f"linear: rule number {r} does not exist; there are {len(self._parsed)} rules")
         index = {c: j for j, c in enumerate(columns)}
         for r in chosen:
-            missing = [n for n in self._parsed[r].names if n not in index]
+            missing = [n for n in self._parsed[r].names if n in self._parsed[r].variables and n not in index]
             if missing:
                 close = difflib.get_close_matches(missing[0], list(columns), n=2, cutoff=0.6)
                 hint = (" (did you mean " + " or ".join(repr(c) for c in close) + "?)") if close else ""
