@@ -1,1 +1,576 @@
-"""Built-in clusterers ``fcm`` and ``efcm`` with edit-constrained centres (issue 3)."""
+"""Built-in clusterers ``fcm`` and ``efcm``: fuzzy c-means and entropy-based
+fuzzy c-means, with centres projected onto the recipe's edit rules.
+
+* ``fcm`` (Bezdek 1981; Torra's seed paper, Prop. 1): memberships
+  ``u_ki = 1 / sum_j (D_ki / D_kj)^(1/(m-1))``, centres the ``u^m``-weighted
+  means; ``m > 1`` (near 1: almost crisp; large: every membership tends to
+  1/c).
+* ``efcm`` (Miyamoto & Mukaidono 1997; seed Eq. 3-4): memberships
+  ``softmax(-lambda D_k.)``, centres the ``u``-weighted means; ``lambda > 0``
+  (small: fuzzier).
+
+**Edit rules.** When the step has edit rules (``context.constraints``), every
+centre update is the projection of the weighted mean onto the feasible set
+(seed Prop. 4 and 6, generalised): for fixed memberships the objective is
+``W_i ||v_i - vbar_i||^2 + const``, so the projection of the weighted mean
+``vbar_i`` is the constrained optimum. The projection is done in the metric
+actually clustered (the standardised one), so the centres are optimal for the
+objective minimised and satisfy the rules in the original units.
+
+**Standardisation.** With ``standardise = true`` (the default) the records are
+clustered as ``z = (x - mean) / sd`` (population sd); centres are reported in
+the original units. A constant column cannot be standardised: it is an error
+that names the column (leave it out of the step, or set ``standardise =
+false``).
+
+**Scale.** Memberships are computed in row blocks, never as an ``N x c``
+matrix beyond ``memory_budget``. With many centres (``c > 1024``) each record
+keeps only its ``p`` nearest centres (a KD-tree over the centres), ``p`` chosen
+per run by an exact audit on a random sample of records so that the dropped
+membership mass stays below ``mass_tol``; when no ``p <= max_neighbours``
+reaches it, every pass is exact (blocked) and the diagnostics say so. See
+``docs/microaggregation.md``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar
+
+import attrs
+import numpy as np
+import pandas as pd
+from scipy.spatial import cKDTree
+
+import privclust
+from privclust import (
+    ConstraintError,
+    DataError,
+    ParameterError,
+    Partition,
+    PrivacyContext,
+    TopMemberships,
+    param,
+)
+
+from . import _fcm
+
+__version__ = "0.1.0"
+
+__all__ = ["EFCM", "FCM", "FuzzyFit", "Standardised", "standardise", "z_projector"]
+
+#: Default fuzzifier of ``fcm`` used on its own.
+DEFAULT_M = 2.0
+#: Default lambda of ``efcm`` used on its own.
+DEFAULT_LAMBDA = 1.0
+#: Up to this many centres every pass is exact (cheaper than KD-tree queries).
+EXACT_MAX_CENTRES = 1024
+#: Records in the exact audit that chooses the number of kept centres.
+AUDIT_SIZE = 1000
+#: ``n_init = "auto"`` runs 3 restarts while ``N * c`` stays below this, else 1.
+AUTO_RESTARTS_WORK = 1_000_000
+#: At most this many progress reports per fit.
+_PROGRESS_STEPS = 200
+
+
+# ---------------------------------------------------------------------------
+# Shared helpers (also used by the microaggregation maskers)
+# ---------------------------------------------------------------------------
+
+
+def finite_values(data: pd.DataFrame, who: str) -> np.ndarray:
+    """The step's columns as a float array (a copy); NaN, infinite or
+    non-numeric columns are a :class:`~privclust.DataError` naming them."""
+    if not isinstance(data, pd.DataFrame):
+        raise DataError(f"{who}: the data must be a pandas DataFrame; got {type(data).__name__}")
+    if data.shape[0] == 0 or data.shape[1] == 0:
+        raise DataError(f"{who}: the data have no records or no columns")
+    bad = [str(c) for c in data.columns
+           if not pd.api.types.is_numeric_dtype(data[c]) or pd.api.types.is_bool_dtype(data[c])]
+    if bad:
+        raise DataError(f"{who}: column(s) {', '.join(bad)} are not numeric; convert them or leave them out "
+                        "of the step's columns")
+    values = data.to_numpy(dtype=float, na_value=np.nan, copy=True)
+    finite = np.isfinite(values)
+    if not finite.all():
+        cols = [str(data.columns[j]) for j in np.flatnonzero(~finite.all(axis=0))]
+        raise DataError(f"{who}: column(s) {', '.join(cols)} hold NaN or infinite values; impute or drop those "
+                        "records first")
+    return values
+
+
+@attrs.frozen
+class Standardised:
+    """Records mapped to the space they are clustered in: ``z = (x - mean) / scale``."""
+
+    z: np.ndarray
+    mean: np.ndarray
+    scale: np.ndarray
+    enabled: bool
+
+    def to_original(self, z: np.ndarray) -> np.ndarray:
+        return self.mean + z * self.scale
+
+    def to_z(self, x: np.ndarray) -> np.ndarray:
+        return (x - self.mean) / self.scale
+
+
+def standardise(values: np.ndarray, columns: Sequence[str], enabled: bool, who: str) -> Standardised:
+    """Standardise with the population standard deviation; a constant column
+    is a :class:`~privclust.DataError` (it cannot be standardised)."""
+    d = values.shape[1]
+    if not enabled:
+        return Standardised(values, np.zeros(d), np.ones(d), False)
+    mean = values.mean(axis=0)
+    sd = values.std(axis=0)
+    constant = ~(sd > 1e-12 * np.maximum(1.0, np.abs(mean)))
+    if constant.any():
+        cols = [f"{columns[j]!r} (every value {values[0, j]:g})" for j in np.flatnonzero(constant)]
+        raise DataError(
+            f"{who}: column(s) {', '.join(cols)} are constant, so they cannot be standardised and need no "
+            "masking; leave them out of the step's columns, or set standardise = false"
+        )
+    return Standardised((values - mean) / sd, mean, sd, True)
+
+
+def check_constraints(constraints: Any, columns: Sequence[str], who: str) -> Any:
+    """The step's edit rules (``None`` when there are none), checked to be
+    bound to exactly the step's columns."""
+    if constraints is None or not getattr(constraints, "rules", ()):
+        return None
+    bound = tuple(getattr(constraints, "columns", ()))
+    if bound != tuple(columns):
+        outside = sorted(set(bound) - set(columns))
+        raise ConstraintError(
+            f"{who}: the edit rules {list(constraints.rules)} are bound to columns {list(bound)}, but the step "
+            f"works on {list(columns)}"
+            + (f"; the rules use {outside}, which the step does not have: add them to the step's columns"
+               if outside else "; bind the rules to the step's columns")
+        )
+    return constraints
+
+
+def z_projector(constraints: Any, std: Standardised) -> Callable[[np.ndarray], np.ndarray] | None:
+    """Projection of standardised centres onto the rules: map to the original
+    units, project in the metric where column j is divided by its scale
+    (the standardised metric), map back."""
+    if constraints is None:
+        return None
+    scale = std.scale
+
+    def project(vz: np.ndarray) -> np.ndarray:
+        projected = np.asarray(constraints.project(std.to_original(vz), scale=scale), dtype=float)
+        return std.to_z(projected)
+
+    return project
+
+
+def project_original(constraints: Any, centres: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """Centres in the original units, projected onto the rules (a copy)."""
+    if constraints is None:
+        return np.array(centres, dtype=float, copy=True)
+    return np.asarray(constraints.project(np.asarray(centres, dtype=float), scale=scale), dtype=float)
+
+
+def _check_n_init(value: Any) -> str | None:
+    if isinstance(value, str):
+        return None if value == "auto" else 'must be an integer >= 1 or "auto"'
+    return None if value >= 1 else 'must be an integer >= 1 or "auto"'
+
+
+class _Progress:
+    """Throttled progress reports (a few hundred at most)."""
+
+    def __init__(self, context: PrivacyContext, total: float):
+        self.context = context
+        self.total = float(max(total, 1))
+        self.last = -1
+
+    def __call__(self, done: float) -> None:
+        step = int(_PROGRESS_STEPS * min(done, self.total) / self.total)
+        if step != self.last:
+            self.last = step
+            self.context.progress(min(done, self.total), self.total)
+
+
+# ---------------------------------------------------------------------------
+# The fit, shared by both clusterers and the fuzzy masker
+# ---------------------------------------------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class FuzzyFit:
+    """The result of :meth:`FCM.fit_arrays`: centres and how they were found."""
+
+    centres: np.ndarray  # (c, d) original units, projected
+    centres_z: np.ndarray  # (c, d) standardised
+    objective: float
+    iterations: int
+    converged: bool
+    restarts: int
+    init: str
+    relocated: int
+    path: str  # "exact" or "truncated"
+    neighbours: int | None
+    audit_max_dropped: float | None
+    fallback: bool
+    history: tuple[np.ndarray, ...] = ()
+
+
+@attrs.frozen(kw_only=True)
+class _FuzzyClusterer:
+    """Parameters and fit shared by ``fcm`` and ``efcm``."""
+
+    kind: ClassVar[str] = ""
+
+    c: int | None = param(int, default=None, ge=1,
+                          doc="number of clusters (set by the fuzzy-microaggregation masker when nested)")
+    tol: float = param(float, default=1e-4, ge=0,
+                       doc="stop when no centre moves more than this (standardised units)")
+    max_iter: int = param(int, default=300, ge=1, doc="iteration cap per restart")
+    n_init: Any = param((int, str), default="auto", check=_check_n_init,
+                        doc='restarts from independent k-means++ seeds, best objective kept ("auto": 3 for '
+                            "small problems, else 1)")
+    standardise: bool = param(bool, default=True,
+                              doc="cluster on (x - mean) / sd (population sd); centres reported in original units")
+    memory_budget: float = param(float, default=256.0, gt=0,
+                                 doc="MB: the largest N x c membership matrix returned dense; bounds work arrays")
+    mass_tol: float = param(float, default=1e-3, gt=0, lt=1,
+                            doc="largest membership mass a record may lose when only its nearest centres are kept")
+    max_neighbours: int = param(int, default=256, ge=0,
+                                doc="most centres a record keeps when truncating (0: never truncate)")
+
+    # -- parameters ---------------------------------------------------------------
+
+    def fuzzifier(self) -> _fcm.Fuzzifier:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def min_records(self, n_columns: int) -> int:
+        return max(2, self.c or 2)
+
+    def step_problems(self) -> list[str]:
+        if self.c is None:
+            return [f"{self.name} needs the number of clusters 'c' when it is a recipe step (e.g. c = 4)"]
+        return []
+
+    def _restarts(self, n: int, c: int) -> int:
+        if self.n_init == "auto":
+            return 3 if n * c <= AUTO_RESTARTS_WORK else 1
+        return int(self.n_init)
+
+    @property
+    def _budget_bytes(self) -> float:
+        return self.memory_budget * 1024.0 ** 2
+
+    # -- the fit -----------------------------------------------------------------
+
+    def fit(self, data: pd.DataFrame, context: PrivacyContext) -> Partition:
+        """Cluster the step's columns; centres projected onto the step's rules."""
+        who = self.name
+        values = finite_values(data, who)
+        columns = tuple(str(c) for c in data.columns)
+        if self.c is None:
+            raise ParameterError(f"{who} needs the number of clusters 'c' (e.g. {who}(c=4), or c = 4 in a recipe)")
+        std = standardise(values, columns, self.standardise, who)
+        constraints = check_constraints(context.constraints, columns, who)
+        fit = self.fit_arrays(std, self.c, context, constraints=constraints)
+        return self._partition(std, fit, columns, context, constraints)
+
+    def fit_arrays(self, std: Standardised, c: int, context: PrivacyContext, *, constraints: Any = None,
+                   callback: Callable[[int, np.ndarray], None] | None = None,
+                   keep_history: bool = False) -> FuzzyFit:
+        """The alternating optimisation on standardised records.
+
+        :param callback: called after every centre update with
+            ``(iteration, centres in original units)``, the centres already
+            projected onto the rules (the property tests use it).
+        :param keep_history: keep every iteration's centres (original units).
+        """
+        who = self.name
+        z = std.z
+        n, d = z.shape
+        if c > n:
+            raise DataError(f"{who}: c = {c} clusters but only {n} records; lower c (at most {n})")
+        distinct = _fcm.distinct_rows(z)
+        if len(distinct) < c:
+            raise DataError(f"{who}: the data have only {len(distinct)} distinct records, fewer than c = {c} "
+                            f"clusters; lower c to at most {len(distinct)}")
+        fz = self.fuzzifier()
+        project = z_projector(constraints, std)
+        budget = self._budget_bytes
+        restarts = self._restarts(n, c)
+        rngs = context.spawn(restarts + 1)
+        data = _fcm._Data(z)
+        history: list[np.ndarray] = []
+
+        def on_update(it: int, vz: np.ndarray) -> None:
+            if callback is None and not keep_history:
+                return
+            original = project_original(constraints, std.to_original(vz), std.scale)
+            if keep_history:
+                history.append(original)
+            if callback is not None:
+                callback(it, original)
+
+        progress = _Progress(context, restarts * self.max_iter)
+        best: _fcm.RunResult | None = None
+        init_name = ""
+        neighbours: int | None = None
+        audit_max: float | None = None
+        fallback = False
+        for r in range(restarts):
+            v0, method = _fcm.init_centres(z, c, rngs[r], distinct=distinct)
+            if r == 0:
+                init_name = method
+                neighbours, audit_max, fallback = self._choose_path(data, v0, fz, rngs[-1])
+            offset = r * self.max_iter
+            result = _fcm.run(z, v0, fz, tol=self.tol, max_iter=self.max_iter, budget_bytes=budget,
+                              project=project, neighbours=neighbours, callback=on_update,
+                              progress=lambda it, _o=offset: progress(_o + it), data=data)
+            if best is None or result.objective < best.objective:
+                best = result
+            if keep_history and r < restarts - 1:
+                history.append(np.full((c, d), np.nan))  # marks a restart
+        assert best is not None
+        progress(restarts * self.max_iter)
+        centres = project_original(constraints, std.to_original(best.centres), std.scale)
+        return FuzzyFit(centres=centres, centres_z=std.to_z(centres), objective=best.objective,
+                        iterations=best.iterations, converged=best.converged, restarts=restarts, init=init_name,
+                        relocated=best.relocated, path=best.path, neighbours=neighbours,
+                        audit_max_dropped=audit_max, fallback=fallback, history=tuple(history))
+
+    def _choose_path(self, data: Any, v0: np.ndarray, fz: _fcm.Fuzzifier,
+                     rng: np.random.Generator) -> tuple[int | None, float | None, bool]:
+        """``(p, audited max dropped mass, fell back)``: ``p = None`` for exact passes."""
+        c = v0.shape[0]
+        if c <= EXACT_MAX_CENTRES or self.max_neighbours == 0:
+            return None, None, False
+        audit = _fcm.audit_tail(data, v0, fz, self.max_neighbours, rng, sample_size=AUDIT_SIZE,
+                                budget_bytes=self._budget_bytes)
+        p = audit.needed(self.mass_tol)
+        if p is None:
+            return None, float(audit.at(audit.max_p).max()), True
+        return p, float(audit.at(p).max()), False
+
+    # -- memberships of records to given centres ------------------------------------
+
+    def memberships(self, std: Standardised, centres_z: np.ndarray, fz: _fcm.Fuzzifier,
+                    context: PrivacyContext, *, draw: bool = False, rng: np.random.Generator | None = None,
+                    progress: Callable[[float], None] | None = None) -> Memberships:
+        """Memberships of every record to fixed centres (Step 2 of fuzzy
+        microaggregation, or the final memberships of a fit), dense when
+        ``N x c`` fits the memory budget, else the top memberships per
+        record, with the expected cluster sizes and optionally one centre
+        drawn per record (Step 3)."""
+        return compute_memberships(std.z, centres_z, fz, budget_bytes=self._budget_bytes,
+                                   mass_tol=self.mass_tol, max_neighbours=self.max_neighbours,
+                                   rng=rng if rng is not None else context.rng, draw=draw, progress=progress)
+
+    def _partition(self, std: Standardised, fit: FuzzyFit, columns: tuple[str, ...], context: PrivacyContext,
+                   constraints: Any) -> Partition:
+        mem = self.memberships(std, fit.centres_z, self.fuzzifier(), context)
+        diagnostics = {
+            **fit_diagnostics(self, fit),
+            **mem.diagnostics(),
+            "constrained": constraints is not None,
+            "rules": list(constraints.rules) if constraints is not None else [],
+        }
+        return Partition(labels=mem.nearest, centres=fit.centres, memberships=mem.memberships, columns=columns,
+                         diagnostics=diagnostics)
+
+
+def fit_diagnostics(clusterer: Any, fit: FuzzyFit) -> dict[str, Any]:
+    fz = clusterer.fuzzifier()
+    return {
+        "method": clusterer.name,
+        ("m" if fz.kind == "fcm" else "lambda"): fz.value,
+        "c": int(fit.centres.shape[0]),
+        "iterations": fit.iterations,
+        "objective": fit.objective,
+        "converged": fit.converged,
+        "restarts": fit.restarts,
+        "init": fit.init,
+        "relocated_centres": fit.relocated,
+        "standardised": clusterer.standardise,
+        "iteration_path": fit.path,
+        "iteration_neighbours": fit.neighbours,
+        "iteration_audit_max_dropped": fit.audit_max_dropped,
+        "iteration_fallback_exact": fit.fallback,
+    }
+
+
+# ---------------------------------------------------------------------------
+# Memberships to fixed centres (dense, exact-blocked or truncated)
+# ---------------------------------------------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class Memberships:
+    """Memberships of every record to fixed centres, and how they were computed.
+
+    :ivar memberships: dense ``(N, c)`` array or :class:`~privclust.TopMemberships`.
+    :ivar nearest: each record's nearest centre (the argmax membership).
+    :ivar expected_sizes: ``sum_k u_ki`` per centre.
+    :ivar labels: one centre drawn per record (``None`` unless asked).
+    :ivar path: ``"dense"``, ``"exact"`` (blocked, top memberships kept) or
+        ``"truncated"`` (each record saw its ``neighbours`` nearest centres).
+    :ivar dropped_max, dropped_mean: the membership mass truncation left out
+        (exact for ``dense``/``exact``; for ``truncated`` measured exactly on
+        an audit sample of ``audit_size`` records).
+    :ivar fallback: truncation was wanted (many centres) but no affordable
+        number of neighbours reached the tolerance, so the exact path ran.
+    """
+
+    memberships: Any
+    nearest: np.ndarray
+    expected_sizes: np.ndarray
+    labels: np.ndarray | None
+    path: str
+    neighbours: int | None
+    dropped_max: float
+    dropped_mean: float
+    audit_size: int | None
+    fallback: bool
+    exact_draw: bool
+
+    def diagnostics(self) -> dict[str, Any]:
+        return {
+            "membership_path": self.path,
+            "membership_neighbours": self.neighbours,
+            "dropped_mass_max": self.dropped_max,
+            "dropped_mass_mean": self.dropped_mean,
+            "dropped_mass_audit_records": self.audit_size,
+            "membership_fallback_exact": self.fallback,
+        }
+
+
+def compute_memberships(z: np.ndarray, centres_z: np.ndarray, fz: _fcm.Fuzzifier, *, budget_bytes: float,
+                        mass_tol: float, max_neighbours: int, rng: np.random.Generator, draw: bool = False,
+                        progress: Callable[[float], None] | None = None) -> Memberships:
+    """Memberships of the records ``z`` to the centres, memory-bounded.
+
+    * ``N x c`` fits ``budget_bytes``: one exact pass returns the dense matrix.
+    * Else, with at most ``EXACT_MAX_CENTRES`` centres or when an exact audit
+      finds no ``p <= max_neighbours`` whose dropped mass stays below
+      ``mass_tol``: one exact blocked pass (normalisers, expected sizes and
+      the exact draw), then the top memberships per record from a KD-tree
+      query, with their exact dropped mass.
+    * Else each record keeps its ``p`` nearest centres; the draw follows the
+      renormalised top-``p`` distribution, within total-variation distance
+      ``dropped`` of the exact one.
+    """
+    n = z.shape[0]
+    c = centres_z.shape[0]
+    data = _fcm._Data(z)
+    draw_rng = rng if draw else None
+    if n * c * 8 <= budget_bytes:
+        res = _fcm.exact_pass(data, centres_z, fz, budget_bytes=budget_bytes, update=False, dense=True,
+                              draw=draw_rng, colsum=True, nearest=True, progress=progress)
+        assert res.dense is not None and res.colsum is not None and res.nearest is not None
+        return Memberships(memberships=res.dense, nearest=res.nearest, expected_sizes=res.colsum,
+                           labels=res.labels, path="dense", neighbours=None, dropped_max=0.0, dropped_mean=0.0,
+                           audit_size=None, fallback=False, exact_draw=True)
+    tree = cKDTree(centres_z)
+    p: int | None = None
+    fallback = False
+    audit = None
+    if c > EXACT_MAX_CENTRES and max_neighbours > 0:
+        audit = _fcm.audit_tail(data, centres_z, fz, max_neighbours, rng, sample_size=AUDIT_SIZE,
+                                budget_bytes=budget_bytes, tree=tree)
+        p = audit.needed(mass_tol)
+        fallback = p is None
+    if p is None:
+        # exact blocked pass, then the top memberships with their exact dropped mass
+        res = _fcm.exact_pass(data, centres_z, fz, budget_bytes=budget_bytes, update=False, draw=draw_rng,
+                              colsum=True, progress=progress)
+        assert res.S is not None and res.colsum is not None
+        keep = int(max(1, min(c, max(max_neighbours, 1), budget_bytes // (12 * n))))
+        indices = np.empty((n, keep), dtype=np.int32 if c < 2**31 else np.int64)
+        values = np.empty((n, keep))
+        rows = max(1024, int(budget_bytes // (32 * keep)))
+        for s in range(0, n, rows):
+            e = min(n, s + rows)
+            D, idx = _fcm.query(tree, data.X[s:e], keep, -1)
+            values[s:e] = _fcm.membership_values(D, fz, S=res.S[s:e])
+            indices[s:e] = idx
+        kept = values.sum(axis=1)
+        dropped = np.clip(1.0 - kept, 0.0, 1.0)
+        values /= kept[:, None]
+        top = TopMemberships(indices=indices, values=values, dropped=dropped, n_centres=c)
+        return Memberships(memberships=top, nearest=indices[:, 0].astype(np.int64), expected_sizes=res.colsum,
+                           labels=res.labels, path="exact", neighbours=keep, dropped_max=float(dropped.max()),
+                           dropped_mean=float(dropped.mean()), audit_size=None, fallback=fallback,
+                           exact_draw=True)
+    assert audit is not None
+    res = _fcm.truncated_pass(data, centres_z, fz, p, budget_bytes=budget_bytes, update=False, store=True,
+                              draw=draw_rng, colsum=True, tree=tree, progress=progress)
+    assert res.top_indices is not None and res.top_values is not None and res.colsum is not None
+    audited = audit.at(p)
+    # exact for the audited records; the audited maximum (a conservative estimate) elsewhere
+    dropped = np.full(n, float(audited.max()))
+    dropped[audit.sample] = audited
+    indices = res.top_indices.astype(np.int32) if c < 2**31 else res.top_indices
+    top = TopMemberships(indices=indices, values=res.top_values, dropped=dropped, n_centres=c)
+    return Memberships(memberships=top, nearest=res.nearest, expected_sizes=res.colsum, labels=res.labels,
+                       path="truncated", neighbours=p, dropped_max=float(audited.max()),
+                       dropped_mean=float(audited.mean()), audit_size=int(audit.sample.size), fallback=False,
+                       exact_draw=False)
+
+
+# ---------------------------------------------------------------------------
+# The components
+# ---------------------------------------------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class FCM(_FuzzyClusterer):
+    """Fuzzy c-means (seed Prop. 1) with centres projected onto the step's
+    edit rules (seed Prop. 4, generalised to any linear rules).
+
+    >>> import privclust, privclust.datasets
+    >>> from privclust_plugins.fuzzy import FCM
+    >>> context = privclust.PrivacyContext(seed=1)
+    >>> part = FCM(c=4, m=1.5).fit(privclust.datasets.table1(), context)
+    >>> part.centres.shape, part.memberships.shape
+    ((4, 3), (12, 4))
+    """
+
+    name: ClassVar[str] = "fcm"
+    kind: ClassVar[str] = "fcm"
+
+    m: float | None = param(float, default=None, gt=1,
+                            doc="fuzzifier m > 1 (unset: 2.0, or the masker's m1 when nested)")
+
+    def fuzzifier(self) -> _fcm.Fuzzifier:
+        return _fcm.Fuzzifier("fcm", DEFAULT_M if self.m is None else float(self.m))
+
+
+@attrs.frozen(kw_only=True)
+class EFCM(_FuzzyClusterer):
+    """Entropy-based fuzzy c-means (seed Eq. 3-4) with centres projected onto
+    the step's edit rules (seed Prop. 6, generalised). Memberships are the
+    softmax of ``-lambda D`` computed with the log-sum-exp shift.
+
+    >>> import privclust, privclust.datasets
+    >>> from privclust_plugins.fuzzy import EFCM
+    >>> part = EFCM(c=4, lambda_=2.0).fit(privclust.datasets.table1(), privclust.PrivacyContext(seed=1))
+    >>> part.centres.shape
+    (4, 3)
+    """
+
+    name: ClassVar[str] = "efcm"
+    kind: ClassVar[str] = "efcm"
+
+    lambda_: float | None = param(float, default=None, gt=0,
+                                  doc="lambda > 0, smaller is fuzzier (unset: 1.0, or the masker's lambda1 when "
+                                      "nested)")
+
+    def fuzzifier(self) -> _fcm.Fuzzifier:
+        return _fcm.Fuzzifier("efcm", DEFAULT_LAMBDA if self.lambda_ is None else float(self.lambda_))
+
+
+@privclust.hookimpl
+def privclust_register_clusterers(register):
+    register(FCM)
+    register(EFCM)
