@@ -1,1 +1,428 @@
-"""Built-in maskers ``fuzzy-microaggregation`` and ``microaggregation`` (issue 3)."""
+"""Built-in maskers ``fuzzy-microaggregation`` and ``microaggregation``.
+
+* ``fuzzy-microaggregation`` (Torra's Algorithm 1, with edit constraints):
+  cluster into ``c = floor(N / k)`` clusters with FCM (``m1``) or EFCM
+  (``lambda1``), centres projected onto the step's edit rules; compute every
+  record's memberships to the final centres with ``m2`` (or ``lambda2``);
+  replace each record by one centre drawn at random with those
+  probabilities. Every released record is a centre, so the released file
+  satisfies every edit rule exactly even where the original does not.
+  Guarantee: *probabilistic* k-anonymity (expected cluster sizes), which is
+  not k-anonymity; the ledger says how many records landed in a realised
+  cluster smaller than k.
+* ``microaggregation`` (crisp): any clusterer that yields labels (default
+  ``mdav``); each record is replaced by its own group's mean, projected onto
+  the edit rules. Guarantee: k-anonymity of the aggregated columns (every
+  released combination of them is shared by at least the smallest group
+  size records).
+
+Parameter names follow the paper: the masker takes ``k`` (or ``c``), ``m1``
+and ``m2`` (FCM) or ``lambda1`` and ``lambda2`` (EFCM); the nested clusterer
+takes ``m`` or ``lambda``. ``m1`` *is* the nested clusterer's ``m``, so a
+recipe states it once:
+
+* ``m1`` given, the clusterer's ``m`` unset: the clusterer runs with ``m1``;
+* the clusterer's ``m`` given, ``m1`` unset: ``m1`` is the clusterer's ``m``;
+* both given: they must be equal, else a :class:`~privclust.ParameterError`;
+* neither: ``m1 = 1.5`` (``DEFAULT_M1``);
+* ``m2`` unset: ``m2 = m1``.
+
+The same holds for ``lambda1``/``lambda2`` and EFCM's ``lambda`` (default
+``lambda1 = 1.0``, EFCM's own). ``lambda1``/``lambda2`` with an FCM
+clusterer, or ``m1``/``m2`` with an EFCM clusterer, is an error (name the
+clusterer that takes them: ``clusterer = "efcm"``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import attrs
+import numpy as np
+import pandas as pd
+
+import privclust
+from privclust import (
+    ComponentSpec,
+    DataError,
+    Masked,
+    ParameterError,
+    Partition,
+    PrivacyContext,
+    nested,
+    param,
+)
+
+from . import _fcm
+from .fuzzy import (
+    DEFAULT_LAMBDA,
+    EFCM,
+    FCM,
+    _Progress,
+    check_constraints,
+    compute_memberships,
+    finite_values,
+    fit_diagnostics,
+    project_original,
+    standardise,
+)
+
+__version__ = "0.1.0"
+
+__all__ = ["DEFAULT_K", "DEFAULT_LAMBDA1", "DEFAULT_M1", "FuzzyMicroaggregation", "Microaggregation"]
+
+#: k when neither ``k`` nor ``c`` is given (sdcMicro's default aggregation level).
+DEFAULT_K = 3
+#: m1 when neither the masker nor its FCM clusterer states it.
+DEFAULT_M1 = 1.5
+#: lambda1 when neither the masker nor its EFCM clusterer states it.
+DEFAULT_LAMBDA1 = DEFAULT_LAMBDA
+
+_FCM_KEYS = ("m1", "m2")
+_EFCM_KEYS = ("lambda1", "lambda2")
+
+
+def _clusterer_view(value: Any) -> tuple[str | None, dict[str, Any]]:
+    """``(name, stated parameters)`` of a nested clusterer given as a spec or an instance."""
+    if value is None:
+        return None, {}
+    if isinstance(value, ComponentSpec):
+        return value.use, {k: v for k, v in value.params.items() if v is not None}
+    name = getattr(type(value), "name", None)
+    stated = {}
+    for field in attrs.fields(type(value)):
+        key = field.name[:-1] if field.name.endswith("_") else field.name
+        v = getattr(value, field.name)
+        if v is not None and key in ("m", "lambda", "c"):
+            stated[key] = v
+    return name, stated
+
+
+def _family(value: Any) -> str | None:
+    """``"fcm"`` when the clusterer takes ``m``, ``"efcm"`` when it takes
+    ``lambda``, ``None`` for another clusterer (or a spec not yet resolved)."""
+    if value is None:
+        return None
+    if isinstance(value, ComponentSpec):
+        return {"fcm": "fcm", "efcm": "efcm"}.get(value.use)
+    names = {f.name for f in attrs.fields(type(value))}
+    if "m" in names:
+        return "fcm"
+    if "lambda_" in names:
+        return "efcm"
+    return None
+
+
+@attrs.frozen(kw_only=True)
+class FuzzyMicroaggregation:
+    """Fuzzy microaggregation (Torra's Algorithm 1) with edit constraints.
+
+    >>> import privclust, privclust.datasets
+    >>> from privclust_plugins.microaggregation import FuzzyMicroaggregation
+    >>> masker = FuzzyMicroaggregation(k=3, m1=1.5, m2=1.5)
+    >>> context = privclust.PrivacyContext(seed=1)
+    >>> with context.step(0, "fuzzy", masker.name):
+    ...     masked = masker.mask(privclust.datasets.table1(), context)
+    >>> masked.data.shape, masked.partition.centres.shape, masked.diagnostics["k"]
+    ((12, 3), (4, 3), 3)
+    """
+
+    name: ClassVar[str] = "fuzzy-microaggregation"
+
+    k: int | None = param(int, default=None, ge=2,
+                          doc=f"expected cluster size: c = floor(N / k) clusters (default {DEFAULT_K} unless c is given)")
+    c: int | None = param(int, default=None, ge=1, doc="the number of clusters directly, instead of k")
+    m1: float | None = param(float, default=None, gt=1,
+                             doc=f"FCM fuzzifier of Step 1 = the clusterer's m (unset: the clusterer's m, else "
+                                 f"{DEFAULT_M1})")
+    m2: float | None = param(float, default=None, gt=1,
+                             doc="FCM fuzzifier of the Step 2 replacement probabilities (unset: m1)")
+    lambda1: float | None = param(float, default=None, gt=0,
+                                  doc=f"EFCM lambda of Step 1 = the clusterer's lambda (unset: the clusterer's "
+                                      f"lambda, else {DEFAULT_LAMBDA1:g})")
+    lambda2: float | None = param(float, default=None, gt=0,
+                                  doc="EFCM lambda of the Step 2 replacement probabilities (unset: lambda1)")
+    clusterer: Any = nested("clusterers", default="fcm",
+                            doc="Step 1 clusterer: fcm (m1, m2), efcm (lambda1, lambda2) or any with centres")
+
+    def __attrs_post_init__(self) -> None:
+        for problem in self._problems():
+            raise ParameterError(problem)
+
+    def _problems(self) -> list[str]:
+        problems = []
+        who = self.name
+        if self.k is not None and self.c is not None:
+            problems.append(f"{who}: give k (c = floor(N / k)) or c, not both; got k = {self.k}, c = {self.c}")
+        m_given = [k for k in _FCM_KEYS if getattr(self, k) is not None]
+        lam_given = [k for k in _EFCM_KEYS if getattr(self, k) is not None]
+        if m_given and lam_given:
+            problems.append(f"{who}: {', '.join(m_given)} belong to FCM and {', '.join(lam_given)} to EFCM; give "
+                            "one pair (m1/m2 with clusterer \"fcm\", lambda1/lambda2 with clusterer \"efcm\")")
+        name, stated = _clusterer_view(self.clusterer)
+        family = _family(self.clusterer)
+        if family == "fcm" and lam_given:
+            problems.append(f"{who}: {', '.join(lam_given)} are EFCM's parameters but the clusterer is {name!r}, "
+                            "which takes m; use m1/m2, or set clusterer = \"efcm\"")
+        if family == "efcm" and m_given:
+            problems.append(f"{who}: {', '.join(m_given)} are FCM's parameters but the clusterer is {name!r}, "
+                            "which takes lambda; use lambda1/lambda2, or set clusterer = \"fcm\"")
+        if family is None and name is not None and not isinstance(self.clusterer, ComponentSpec):
+            own = [k for k in ("m1", "lambda1") if getattr(self, k) is not None]
+            if own:
+                problems.append(f"{who}: {', '.join(own)} set the Step 1 clusterer's fuzziness, but {name!r} has "
+                                "no m or lambda; leave them out (Step 2 uses m2 or lambda2)")
+        for key, mine, theirs in (("m", self.m1, stated.get("m")), ("lambda", self.lambda1, stated.get("lambda"))):
+            if mine is not None and theirs is not None and float(mine) != float(theirs):
+                one = "m1" if key == "m" else "lambda1"
+                problems.append(f"{who}: {one} = {mine:g} but the clusterer's {key} = {theirs:g}; {one} is the "
+                                f"clusterer's {key}, so state it once (drop one of them)")
+        if stated.get("c") is not None and (self.k is not None or self.c is not None):
+            mine = f"k = {self.k}" if self.k is not None else f"c = {self.c}"
+            if self.c is None or int(self.c) != int(stated["c"]):
+                problems.append(f"{who}: the clusterer's c = {stated['c']} and the masker's {mine} both set the "
+                                "number of clusters; state it once (on the masker)")
+        return problems
+
+    # -- the runner's checks ---------------------------------------------------------
+
+    def min_records(self, n_columns: int) -> int:
+        if self.c is not None:
+            return int(self.c)
+        _, stated = _clusterer_view(self.clusterer)
+        if stated.get("c") is not None:
+            return int(stated["c"])
+        return 2 * self._k()
+
+    def _k(self) -> int:
+        return int(self.k) if self.k is not None else DEFAULT_K
+
+    # -- the resolved settings ---------------------------------------------------------
+
+    def resolve(self, clusterer: Any, n: int) -> tuple[Any, int, int, _fcm.Fuzzifier | None, _fcm.Fuzzifier]:
+        """The clusterer to run (with c and m1/lambda1 set), ``c``, the
+        reported ``k``, the Step 1 and the Step 2 fuzzifiers."""
+        who = self.name
+        family = _family(clusterer)
+        _, stated = _clusterer_view(clusterer)
+        direct = self.c if self.c is not None else (stated.get("c") if self.k is None else None)
+        if direct is not None:
+            c = int(direct)
+            k_report = max(1, n // c)
+        else:
+            k = self._k()
+            if k > n:
+                raise DataError(f"{who}: k = {k} but the data have only {n} records; lower k")
+            if n < 2 * k:
+                raise DataError(f"{who}: k = {k} needs at least 2k = {2 * k} records to form two clusters of "
+                                f"about k; the data have {n} (lower k, or give c = 1 to replace every record by "
+                                "the mean)")
+            c = n // k
+            k_report = k
+        if c > n:
+            raise DataError(f"{who}: c = {c} clusters but only {n} records; lower c")
+        changes: dict[str, Any] = {}
+        if "c" in {f.name for f in attrs.fields(type(clusterer))}:
+            changes["c"] = c
+        elif family is None:
+            raise ParameterError(f"{who}: the clusterer {type(clusterer).name!r} has no parameter 'c'; fuzzy "
+                                 "microaggregation needs a clusterer with c clusters and centres (fcm, efcm, ...)")
+        if family == "fcm":
+            m1 = self.m1 if self.m1 is not None else (stated.get("m") if stated.get("m") is not None
+                                                      else DEFAULT_M1)
+            m2 = self.m2 if self.m2 is not None else m1
+            changes["m"] = float(m1)
+            step1: _fcm.Fuzzifier | None = _fcm.Fuzzifier("fcm", float(m1))
+            step2 = _fcm.Fuzzifier("fcm", float(m2))
+        elif family == "efcm":
+            l1 = self.lambda1 if self.lambda1 is not None else (
+                stated.get("lambda") if stated.get("lambda") is not None else DEFAULT_LAMBDA1)
+            l2 = self.lambda2 if self.lambda2 is not None else l1
+            changes["lambda_"] = float(l1)
+            step1 = _fcm.Fuzzifier("efcm", float(l1))
+            step2 = _fcm.Fuzzifier("efcm", float(l2))
+        else:
+            step1 = None
+            if self.m2 is not None:
+                step2 = _fcm.Fuzzifier("fcm", float(self.m2))
+            elif self.lambda2 is not None:
+                step2 = _fcm.Fuzzifier("efcm", float(self.lambda2))
+            else:
+                raise ParameterError(f"{who}: with the clusterer {type(clusterer).name!r} give m2 (FCM "
+                                     "memberships) or lambda2 (EFCM memberships) for Step 2")
+        return attrs.evolve(clusterer, **changes), c, k_report, step1, step2
+
+    # -- the masking -----------------------------------------------------------------------
+
+    def mask(self, data: pd.DataFrame, context: PrivacyContext) -> Masked:
+        """Algorithm 1: cluster, compute the Step 2 memberships, draw one centre per record."""
+        who = self.name
+        values = finite_values(data, who)
+        columns = tuple(str(col) for col in data.columns)
+        n = values.shape[0]
+        base = context.component("clusterers", self.clusterer)
+        clusterer, c, k, step1, step2 = self.resolve(base, n)
+        constraints = check_constraints(context.constraints, columns, who)
+        fuzzy = isinstance(clusterer, FCM | EFCM)
+        std = standardise(values, columns, getattr(clusterer, "standardise", True), who)
+        if fuzzy:
+            fit = clusterer.fit_arrays(std, c, context, constraints=constraints)
+            centres = fit.centres
+            step1_info = fit_diagnostics(clusterer, fit)
+        else:
+            part = clusterer.fit(data, context)
+            if part.centres is None:
+                raise ParameterError(f"{who}: the clusterer {type(clusterer).name!r} returned no centres; fuzzy "
+                                     "microaggregation replaces records by centres (use fcm or efcm)")
+            centres = project_original(constraints, part.centres, std.scale)
+            step1_info = {"method": type(clusterer).name, "c": int(centres.shape[0])}
+        centres_z = std.to_z(centres)
+        budget = getattr(clusterer, "memory_budget", 256.0) * 1024.0 ** 2
+        mem = compute_memberships(
+            std.z, centres_z, step2, budget_bytes=budget, mass_tol=getattr(clusterer, "mass_tol", 1e-3),
+            max_neighbours=getattr(clusterer, "max_neighbours", 256), rng=context.rng, draw=True,
+            progress=_Progress(context, 1.0),
+        )
+        assert mem.labels is not None
+        labels = mem.labels
+        protected = centres[labels]
+        realised = np.bincount(labels, minlength=centres.shape[0])
+        small_share = float(np.mean(realised[labels] < k))
+        expected = mem.expected_sizes
+        diagnostics: dict[str, Any] = {
+            "k": k,
+            "c": int(centres.shape[0]),
+            "step1": step1_info,
+            ("m1" if step2.kind == "fcm" else "lambda1"): None if step1 is None else step1.value,
+            ("m2" if step2.kind == "fcm" else "lambda2"): step2.value,
+            "expected_size_min": float(expected.min()),
+            "expected_size_mean": float(expected.mean()),
+            "expected_size_max": float(expected.max()),
+            "realised_size_min": int(realised[realised > 0].min()),
+            "realised_size_max": int(realised.max()),
+            "share_in_realised_cluster_below_k": small_share,
+            "exact_draw": mem.exact_draw,
+            "constrained": constraints is not None,
+            "rules": list(constraints.rules) if constraints is not None else [],
+            **mem.diagnostics(),
+        }
+        partition = Partition(labels=labels, centres=centres, memberships=mem.memberships, columns=columns,
+                              diagnostics=diagnostics)
+        context.record(self._statement(columns, n, c, k, step1, step2, clusterer, mem, small_share, constraints),
+                       guarantee="probabilistic k-anonymity",
+                       details={key: diagnostics[key] for key in diagnostics if key != "step1"})
+        frame = pd.DataFrame(protected, index=data.index, columns=data.columns)
+        return Masked(data=frame, partition=partition, diagnostics=diagnostics)
+
+    def _statement(self, columns: tuple[str, ...], n: int, c: int, k: int, step1: Any, step2: Any, clusterer: Any,
+                   mem: Any, small_share: float, constraints: Any) -> str:
+        cols = ", ".join(columns)
+        how = f"{type(clusterer).name}" + (f" with {step1.describe()}" if step1 is not None else "")
+        rules = (f", centres projected onto the edit rules {', '.join(repr(r) for r in constraints.rules)} "
+                 "(so every released record satisfies them)" if constraints is not None else "")
+        e = mem.expected_sizes
+        text = (
+            f"Fuzzy microaggregation (Torra, Algorithm 1): the values of {cols} of each of the {n} records were "
+            f"replaced by one of c = {c} cluster centres ({how}{rules}), drawn at random with the record's "
+            f"Step 2 memberships ({step2.describe()}). Probabilistic k-anonymity for k = {k}: the expected "
+            f"cluster sizes (sums of memberships) range from {e.min():.3g} to {e.max():.3g} (mean {e.mean():.3g}); "
+            f"after the draw, {small_share:.1%} of the records share their released values of these columns with "
+            f"fewer than {k - 1} other records (their realised cluster has fewer than k records). This is not "
+            "k-anonymity: a released record may be unique. It covers these columns only, and it is not "
+            "differential privacy."
+        )
+        if mem.path == "truncated":
+            text += (f" Memberships were truncated to each record's {mem.neighbours} nearest centres; on an exact "
+                     f"audit of {mem.audit_size} random records the dropped probability mass was at most "
+                     f"{mem.dropped_max:.2g} (mean {mem.dropped_mean:.2g}), so each draw followed a distribution "
+                     "within that total-variation distance of the exact Step 2 probabilities.")
+        elif mem.fallback:
+            text += (" Truncating the memberships to the nearest centres would have dropped more than the "
+                     "tolerated probability mass, so they were computed exactly (blocked), and the draw is exact.")
+        return text
+
+
+@attrs.frozen(kw_only=True)
+class Microaggregation:
+    """Crisp microaggregation: each record is replaced by its group's mean
+    (projected onto the step's edit rules); groups from any clusterer that
+    yields labels (default ``mdav``: groups of k to 2k - 1 records)."""
+
+    name: ClassVar[str] = "microaggregation"
+
+    clusterer: Any = nested("clusterers", default="mdav",
+                            doc="the clusterer that forms the groups (mdav, or any that labels every record)")
+
+    def min_records(self, n_columns: int) -> int | None:
+        inner = self.clusterer
+        fn = getattr(inner, "min_records", None)
+        if callable(fn) and not isinstance(inner, ComponentSpec):
+            return fn(n_columns)
+        if isinstance(inner, ComponentSpec) and isinstance(inner.params.get("k"), int):
+            return int(inner.params["k"])
+        return 2
+
+    def mask(self, data: pd.DataFrame, context: PrivacyContext) -> Masked:
+        """Group with the clusterer, replace each record by its group's (projected) mean."""
+        who = self.name
+        values = finite_values(data, who)
+        columns = tuple(str(col) for col in data.columns)
+        n, d = values.shape
+        clusterer = context.component("clusterers", self.clusterer)
+        constraints = check_constraints(context.constraints, columns, who)
+        part = clusterer.fit(data, context)
+        labels = np.asarray(part.labels, dtype=np.int64)
+        if labels.shape != (n,):
+            raise DataError(f"{who}: the clusterer {type(clusterer).name!r} returned {labels.shape} labels for "
+                            f"{n} records")
+        if (labels < 0).any():
+            raise DataError(f"{who}: the clusterer {type(clusterer).name!r} left {int((labels < 0).sum())} records "
+                            "without a group (label -1); microaggregation needs every record in a group (use mdav "
+                            "or a clusterer that assigns every record)")
+        groups, labels = np.unique(labels, return_inverse=True)
+        g = groups.size
+        sizes = np.bincount(labels, minlength=g)
+        sums = np.empty((g, d))
+        for j in range(d):
+            sums[:, j] = np.bincount(labels, weights=values[:, j], minlength=g)
+        means = sums / sizes[:, None]
+        sd = values.std(axis=0)
+        scale = np.where(sd > 0, sd, 1.0)
+        centres = project_original(constraints, means, scale)
+        protected = centres[labels]
+        k_param = getattr(clusterer, "k", None)
+        k = int(k_param) if isinstance(k_param, int | np.integer) and not isinstance(k_param, bool) else int(
+            sizes.min())
+        diagnostics: dict[str, Any] = {
+            "k": k,
+            "groups": int(g),
+            "group_size_min": int(sizes.min()),
+            "group_size_max": int(sizes.max()),
+            "group_size_mean": float(sizes.mean()),
+            "clusterer": type(clusterer).name,
+            "constrained": constraints is not None,
+            "rules": list(constraints.rules) if constraints is not None else [],
+        }
+        rules = (f" Group means were projected onto the edit rules {', '.join(repr(r) for r in constraints.rules)}, "
+                 "so every released record satisfies them." if constraints is not None else "")
+        below = "" if sizes.min() >= k else (f" Warning: the smallest group has {sizes.min()} records, fewer than "
+                                             f"the clusterer's k = {k}.")
+        statement = (
+            f"Crisp microaggregation with {type(clusterer).name!r}: the {n} records were partitioned into {g} "
+            f"groups of {sizes.min()} to {sizes.max()} records and each record's values of {', '.join(columns)} "
+            f"were replaced by its group's mean. k-anonymity of these columns with k = {int(sizes.min())}: every "
+            f"released combination of their values is shared by at least {int(sizes.min())} records.{rules}{below} "
+            "It says nothing about the other columns (a combination with them may be unique), does not protect "
+            "against attribute disclosure within a homogeneous group, and is not differential privacy."
+        )
+        context.record(statement, guarantee="k-anonymity", details=diagnostics)
+        partition = Partition(labels=labels, centres=centres, memberships=None, columns=columns,
+                              diagnostics=diagnostics)
+        frame = pd.DataFrame(protected, index=data.index, columns=data.columns)
+        return Masked(data=frame, partition=partition, diagnostics=diagnostics)
+
+
+@privclust.hookimpl
+def privclust_register_maskers(register):
+    register(FuzzyMicroaggregation)
+    register(Microaggregation)
