@@ -1,1 +1,738 @@
-"""Built-in density-peak clusterers: dpc, addpc, dp-dpcl and the baselines (issue 4)."""
+"""Built-in density-peak clusterers: ``dpc``, ``addpc``, ``dp-dpcl``, ``addpc-rdp``,
+``dp-rccfsfdp`` and the rigorous ``dp-dpc-grid`` (issue 4).
+
+The algorithms follow ``dp-density-peaks-spec.md``: Rodriguez & Laio's DPC
+(formulas (1)-(4), the percentage rule for d_c, stable tie rules), the
+reconstructed AdDPC choice of the number of centres (the ``slope`` reading of
+formulas (5)-(6)), DP-DPCL (noisy densities, AdDPC choice, reachability merge
+oriented by the noisy densities), and the paper's baselines AdDPC_rDP and
+DP-rcCFSFDP. The numerical kernels are in :mod:`privclust_plugins._dpc`.
+
+Privacy accounting (the spec's product decisions 2-4). The paper adds
+Lap(1/epsilon) to each density and claims epsilon-DP; that holds per
+coordinate only. The ledger of the three "paper" mechanisms records the
+claimed per-coordinate epsilon, the L1 sensitivity of the whole density
+vector for the data at hand and in the worst case, and charges the
+accountant the worst case (a data-dependent figure is not a guarantee).
+``calibration = "vector"`` adds Lap(worst case / epsilon) instead, so the
+claimed epsilon really holds for the density vector (with no utility left).
+Labels, deltas, parents and centres are computed from the raw distances and
+are never covered. ``dp-dpc-grid`` releases noisy densities on public query
+points with a sensitivity independent of n; its cluster map is epsilon-DP.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+import attrs
+import numpy as np
+import pandas as pd
+from scipy.spatial import cKDTree
+
+import privclust
+from privclust import (
+    BudgetExceededError,
+    DataError,
+    ParameterError,
+    Partition,
+    PrivacyContext,
+    Sensitivity,
+    nested,
+    param,
+)
+
+from . import _dpc
+
+__version__ = "0.1.0"
+
+#: The neighbouring relation the density-vector accounting is stated for.
+RELATION = ("replace-one (neighbouring data sets differ in one record's values; the number of records is "
+            "public, as it must be for a vector with one density per record)")
+#: What the paper-style mechanisms never cover.
+LABELS_NOT_COVERED = (
+    "the per-record labels, the deltas, the parents, the choice of centres, the reachability merge and the "
+    "centre coordinates (which are records of the data) are computed from the exact pairwise distances of the "
+    "raw records, not from the noisy densities alone, so they are not a post-processing of the noisy densities "
+    "and carry no differential-privacy guarantee"
+)
+
+
+def _check_percent(value: Any) -> str | None:
+    return None if value is None or 0 < value < 100 else "must be a percentage in (0, 100)"
+
+
+def _bounds(value: Any) -> Any:
+    if value is None or isinstance(value, str):
+        return value
+    if not isinstance(value, Mapping):
+        return value
+    out = {}
+    for column, pair in value.items():
+        if not isinstance(pair, list | tuple) or len(pair) != 2:
+            raise ParameterError(f"The 'bounds' parameter must map each column to [low, high]; got {column!r} = {pair!r}.")
+        low, high = pair
+        for v in (low, high):
+            if isinstance(v, bool) or not isinstance(v, int | float | np.number) or not math.isfinite(v):
+                raise ParameterError(f"The 'bounds' parameter must give finite numbers for {column!r}; got {list(pair)!r}.")
+        if not low < high:
+            raise ParameterError(f"The 'bounds' parameter needs low < high for {column!r}; got {list(pair)!r}.")
+        out[str(column)] = (float(low), float(high))
+    return out
+
+
+def _check_bounds(value: Any) -> str | None:
+    if isinstance(value, str) and value != "data":
+        return 'must be a table {column = [low, high], ...} or "data"'
+    return None
+
+
+def _matrix(data: pd.DataFrame, name: str, k: int | None) -> np.ndarray:
+    if not isinstance(data, pd.DataFrame):
+        raise DataError(f"{name}: the data must be a pandas DataFrame; got {type(data).__name__}")
+    bad = [c for c in data.columns
+           if not pd.api.types.is_numeric_dtype(data[c]) or pd.api.types.is_bool_dtype(data[c])]
+    if bad:
+        raise DataError(f"{name}: column(s) {', '.join(map(str, bad))} are not numeric; leave them out of the step's columns")
+    X = data.to_numpy(dtype=float, na_value=np.nan)
+    if X.ndim != 2 or X.shape[1] == 0:
+        raise DataError(f"{name}: the data have no columns")
+    if not np.all(np.isfinite(X)):
+        cols = [str(c) for c, ok in zip(data.columns, np.all(np.isfinite(X), axis=0), strict=True) if not ok]
+        raise DataError(f"{name}: column(s) {', '.join(cols)} hold NaN or infinite values; impute or drop those records first")
+    if X.shape[0] < 3:
+        raise DataError(f"{name} needs at least 3 records; the data have {X.shape[0]}")
+    if k is not None and k > X.shape[0]:
+        raise ParameterError(f"The 'k' parameter of {name} must be at most the number of records ({X.shape[0]}); got {k}.")
+    return X
+
+
+@attrs.frozen(kw_only=True)
+class _DensityPeaks:
+    """Parameters and steps shared by every density-peak clusterer."""
+
+    name: ClassVar[str] = "_density-peaks"
+    uses_constraints: ClassVar[bool] = False
+    #: Whether the component releases noisy densities (and so records leaks).
+    private: ClassVar[bool] = False
+    #: Whether the automatic (AdDPC) choice of centres exists.
+    automatic: ClassVar[bool] = False
+
+    kernel: str = param(str, default="gaussian", choices=("gaussian", "cutoff"),
+                        doc='density kernel: "gaussian" exp(-(d/d_c)^2) or "cutoff" 1[d < d_c]')
+    dc_percent: float | None = param(float, default=None, check=_check_percent,
+                                     doc="d_c as the t-th percentage of the sorted pairwise distances "
+                                         "(default 2.0 when dc is not given; derived from the data, so it leaks)")
+    dc: float | None = param(float, default=None, gt=0, doc="absolute, public d_c (overrides the percentage rule)")
+    k: int | None = param(int, default=None, ge=1,
+                          doc="fixed number of clusters (top-k decision values); absent: the automatic choice")
+    scale: str = param(str, default="none", choices=("none", "minmax"),
+                       doc='"minmax" rescales each column to [0, 1] with its data range first (leaks the range)')
+    truncate: float | None = param(float, default=3.0, ge=0, optional=True,
+                                   doc="Gaussian kernel summed over pairs within truncate * d_c (0 or None: all "
+                                       "pairs, exact but O(n^2) time)")
+
+    def __attrs_post_init__(self) -> None:
+        if self.dc is not None and self.dc_percent is not None:
+            raise ParameterError(f"{self.name}: give either 'dc' (absolute) or 'dc_percent', not both.")
+
+    def min_records(self, n_columns: int) -> int:
+        return 3
+
+    # -- shared steps -------------------------------------------------------------------
+
+    def _prepare(self, data: pd.DataFrame, context: PrivacyContext, X: np.ndarray | None = None
+                 ) -> tuple[np.ndarray, np.ndarray, dict]:
+        X = _matrix(data, self.name, self.k) if X is None else X
+        info: dict[str, Any] = {"scale": self.scale}
+        if self.scale == "minmax":
+            lo, hi = X.min(axis=0), X.max(axis=0)
+            rng = np.where(hi > lo, hi - lo, 1.0)
+            Xs = (X - lo) / rng
+            info["scale_bounds"] = {str(c): [float(a), float(b)] for c, a, b in zip(data.columns, lo, hi, strict=True)}
+            if self.private:
+                context.record_leak(
+                    "scale",
+                    f"min-max scaling took the range of {', '.join(map(str, data.columns))} from the data; the "
+                    "ranges shape every distance and are outside the differential-privacy guarantee.",
+                    alternative="scale the columns with public bounds before the step, or use dp-dpc-grid with public "
+                                "bounds",
+                    details={"bounds": info["scale_bounds"]},
+                )
+        else:
+            Xs = X
+        return X, Xs, info
+
+    def _dc(self, Xs: np.ndarray, context: PrivacyContext, extra_percent: float | None = None
+            ) -> tuple[float, float | None, dict]:
+        """d_c (and E from ``extra_percent``) in the clustering units."""
+        percents = []
+        if self.dc is None:
+            percents.append(2.0 if self.dc_percent is None else self.dc_percent)
+        if extra_percent is not None:
+            percents.append(extra_percent)
+        values: list[float] = []
+        info: dict[str, Any] = {}
+        if percents:
+            values, info = _dpc.percent_distance(Xs, percents, lambda: context.rng)
+        dc = float(self.dc) if self.dc is not None else values.pop(0)
+        extra = values.pop(0) if extra_percent is not None else None
+        if not dc > 0:
+            raise DataError(
+                f"{self.name}: the {percents[0]}% smallest pairwise distance is 0 (the data hold too many duplicate "
+                "records); raise 'dc_percent' or give an absolute 'dc' > 0")
+        if info.get("method") == "sampled":
+            info["note"] = (f"d_c estimated from {info['sample_pairs']:,} random pairs of records drawn from the "
+                            f"run's random stream (the exact rule would sort all {info['pairs']:,} pairwise distances)")
+        if self.private and self.dc is None:
+            t = percents[0]
+            context.record_leak(
+                "dc_percent",
+                f"d_c = {dc:.6g} is the {t}% quantile of the pairwise distances of the data"
+                + (" (estimated from a random sample of pairs)" if info.get("method") == "sampled" else "")
+                + "; it is released in the diagnostics and sets the scale of every density, outside the "
+                  "differential-privacy guarantee (which assumes a public d_c).",
+                alternative=f"give an absolute public dc (e.g. dc = {dc:.3g} from domain knowledge or an earlier, "
+                            "separately accounted release)",
+                details={"dc": dc, "dc_percent": t, **info},
+            )
+        return dc, extra, info
+
+    def _densities(self, Xs: np.ndarray, dc: float) -> tuple[np.ndarray, tuple, _dpc.PairIndex]:
+        unique = _dpc.unique_points(Xs)
+        index = _dpc.PairIndex(unique[0], dc / 2.0)
+        rho = _dpc.densities(unique[0], dc, self.kernel, self.truncate or None, counts=unique[2],
+                             index=index)[unique[1]]
+        return rho, unique, index
+
+    def _centres_auto(self, rho: np.ndarray, delta: np.ndarray, order: np.ndarray, eta: float, i_max: int
+                      ) -> tuple[np.ndarray, np.ndarray, dict]:
+        """AdDPC choice (or top-k of gamma* in the fixed-k mode)."""
+        gamma = _dpc.normalised_gamma(rho, delta)
+        extra: dict[str, Any] = {}
+        if self.k is not None:
+            centres = _dpc.top_k_centres(gamma, self.k, int(order[0]))
+        else:
+            m, kappa, g_order = _dpc.addpc_boundary(gamma, eta, i_max)
+            centres = _dpc.top_k_centres(gamma, m, int(order[0]))
+            extra = {"kappa": kappa, "boundary": m}
+        return centres, gamma, extra
+
+    def _partition(self, X: np.ndarray, data: pd.DataFrame, labels: np.ndarray, centres: np.ndarray,
+                   diagnostics: dict) -> Partition:
+        final, kept = _dpc.compress_labels(labels)
+        cluster_centres = centres[kept]
+        diagnostics = {**diagnostics, "centre_indices": centres, "n_centres": int(centres.size),
+                       "cluster_centre_indices": cluster_centres}
+        return Partition(labels=final, centres=X[cluster_centres], columns=tuple(map(str, data.columns)),
+                         diagnostics=diagnostics)
+
+
+def _charge_check(context: PrivacyContext, name: str, epsilon: float) -> None:
+    """Refuse before any computation or random draw when the charge cannot fit."""
+    if not context.can_spend(epsilon):
+        spent, _ = context.spent
+        raise BudgetExceededError(
+            f"{name} would spend epsilon={epsilon:.6g} (Laplace noise on the density vector), bringing the total "
+            f"to {spent + epsilon:.6g} > the budget epsilon={context.budget.epsilon:.6g}; raise [privacy] epsilon, "
+            "lower the step's epsilon or use calibration = \"vector\". Nothing was recorded and no noise was drawn.")
+
+
+# ---------------------------------------------------------------------------
+# Non-private clusterers
+# ---------------------------------------------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class DPC(_DensityPeaks):
+    """Rodriguez & Laio's clustering by fast search and find of density peaks.
+
+    Centres: the ``k`` points of largest ``gamma = rho * delta`` (the highest-
+    density point always among them), or the decision-graph thresholds
+    ``rho > rho_min`` and ``delta > delta_min``. Other points take the label of
+    their nearest denser point. No privacy guarantee.
+    """
+
+    name: ClassVar[str] = "dpc"
+
+    rho_min: float | None = param(float, default=None, doc="decision-graph threshold on the density (with delta_min)")
+    delta_min: float | None = param(float, default=None, doc="decision-graph threshold on delta (with rho_min)")
+    halo: bool = param(bool, default=False, doc="mark halo points (label -1) as in Rodriguez & Laio")
+
+    def __attrs_post_init__(self) -> None:
+        super().__attrs_post_init__()
+        thresholds = (self.rho_min is not None, self.delta_min is not None)
+        if thresholds[0] != thresholds[1]:
+            raise ParameterError("dpc: give both 'rho_min' and 'delta_min' (the decision-graph thresholds), or neither.")
+        if self.k is None and not thresholds[0]:
+            raise ParameterError("dpc: choose the centres with 'k' (the k largest gamma) or with 'rho_min' and "
+                                 "'delta_min' (decision-graph thresholds); for an automatic choice use addpc.")
+        if self.k is not None and thresholds[0]:
+            raise ParameterError("dpc: give either 'k' or the thresholds 'rho_min'/'delta_min', not both.")
+
+    def fit(self, data: pd.DataFrame, context: PrivacyContext) -> Partition:
+        X, Xs, info = self._prepare(data, context)
+        context.progress(0, 4)
+        dc, _, dc_info = self._dc(Xs, context)
+        rho, unique, index = self._densities(Xs, dc)
+        context.progress(1, 4)
+        delta, parent, order = _dpc.delta_parent(Xs, rho, index=index, unique=unique)
+        context.progress(2, 4)
+        gamma = rho * delta
+        if self.k is not None:
+            centres = _dpc.top_k_centres(gamma, self.k, int(order[0]))
+        else:
+            centres = _dpc.threshold_centres(rho, delta, gamma, self.rho_min, self.delta_min)
+            if centres.size == 0:
+                raise ParameterError(
+                    f"dpc: no point has rho > {self.rho_min} and delta > {self.delta_min} (largest rho "
+                    f"{rho.max():.6g}, largest delta {delta.max():.6g}); lower the thresholds")
+        labels = _dpc.assign(parent, centres)
+        diagnostics: dict[str, Any] = {"rho": rho, "delta": delta, "gamma": gamma, "parent": parent, "dc": dc,
+                                       "kernel": self.kernel, "dc_rule": dc_info, **info}
+        if self.halo:
+            is_halo = _dpc.halo(Xs, rho, labels, dc)
+            diagnostics["halo"] = is_halo
+            diagnostics["labels_before_halo"] = labels.copy()
+            labels = np.where(is_halo, -1, labels)
+        context.progress(4, 4)
+        return self._partition(X, data, labels, centres, diagnostics)
+
+
+@attrs.frozen(kw_only=True)
+class AdDPC(_DensityPeaks):
+    """AdDPC: DPC with the number of centres chosen from the slope change of
+    the sorted normalised decision values (RECONSTRUCTION of formulas (5)-(6):
+    ``kappa_i = (i - eta)(g_i - g_{i+1})``, ``m = argmax_{i <= i_max} kappa_i``)."""
+
+    name: ClassVar[str] = "addpc"
+    automatic: ClassVar[bool] = True
+
+    eta: float = param(float, default=1.001, gt=0, doc="weighting factor of the slope-change rate (paper: 1.001)")
+    i_max: int = param(int, default=50, ge=1, doc="largest number of centres considered (paper: 50)")
+    halo: bool = param(bool, default=False, doc="mark halo points (label -1) as in Rodriguez & Laio")
+
+    def fit(self, data: pd.DataFrame, context: PrivacyContext) -> Partition:
+        X, Xs, info = self._prepare(data, context)
+        dc, _, dc_info = self._dc(Xs, context)
+        rho, unique, index = self._densities(Xs, dc)
+        context.progress(1, 3)
+        delta, parent, order = _dpc.delta_parent(Xs, rho, index=index, unique=unique)
+        context.progress(2, 3)
+        centres, gamma, extra = self._centres_auto(rho, delta, order, self.eta, self.i_max)
+        labels = _dpc.assign(parent, centres)
+        diagnostics = {"rho": rho, "delta": delta, "gamma": gamma, "parent": parent, "dc": dc, "kernel": self.kernel,
+                       "dc_rule": dc_info, **extra, **info}
+        if self.halo:
+            is_halo = _dpc.halo(Xs, rho, labels, dc)
+            diagnostics["halo"] = is_halo
+            diagnostics["labels_before_halo"] = labels.copy()
+            labels = np.where(is_halo, -1, labels)
+        context.progress(3, 3)
+        return self._partition(X, data, labels, centres, diagnostics)
+
+
+# ---------------------------------------------------------------------------
+# The paper's private clusterers
+# ---------------------------------------------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class _NoisyDensityPeaks(_DensityPeaks):
+    """The paper-style mechanism: Laplace noise on each record's density."""
+
+    private: ClassVar[bool] = True
+    #: Whether the component merges along the E-graph (and so needs E).
+    merges: ClassVar[str] = "none"
+
+    epsilon: float = param(float, default=1.0, gt=0, doc="the paper's epsilon: Lap(1/epsilon) on each density")
+    calibration: str = param(str, default="paper", choices=("paper", "vector"),
+                             doc='"paper": Lap(1/epsilon) per density, charged honestly (epsilon x 2(n-1)); '
+                                 '"vector": Lap(2(n-1)/epsilon) so that epsilon holds for the density vector')
+    noise: Any = nested("noise_mechanisms", default="laplace", doc="the noise mechanism (an L1, pure-epsilon one)")
+
+    def planned_cost(self) -> tuple[float, float]:
+        # The paper calibration charges epsilon x 2(n - 1), known only with the data; epsilon is the least.
+        return (self.epsilon, 0.0)
+
+    def _charge(self, n: int) -> tuple[float, float]:
+        """(sensitivity of the release call, epsilon charged) for ``n`` records."""
+        worst = 2.0 * (n - 1)
+        if self.calibration == "vector":
+            return worst, self.epsilon
+        return worst, self.epsilon * worst
+
+    def _radius(self, Xs: np.ndarray, context: PrivacyContext, percent_value: float | None) -> tuple[float, dict]:
+        radius = getattr(self, "radius", None)
+        if radius is not None:
+            return float(radius), {"radius_rule": "absolute"}
+        assert percent_value is not None
+        e = self._radius_percent()
+        context.record_leak(
+            "radius_percent",
+            f"the reachability radius E = {percent_value:.6g} is the {e}% quantile of the pairwise distances of the "
+            "data; it decides which clusters merge and is outside the differential-privacy guarantee.",
+            alternative=f"give an absolute public radius (e.g. radius = {percent_value:.3g})",
+            details={"radius": percent_value, "radius_percent": e},
+        )
+        return percent_value, {"radius_rule": f"{e}% of the pairwise distances"}
+
+    def _radius_percent(self) -> float | None:
+        if getattr(self, "radius", None) is not None:
+            return None
+        value = getattr(self, "radius_percent", None)
+        return 1.0 if value is None else value
+
+    def _release(self, rho: np.ndarray, context: PrivacyContext) -> tuple[np.ndarray, dict]:
+        n = rho.size
+        sens, charged = self._charge(n)
+        local = float(rho.max())
+        eps = self.epsilon
+        scale = 1.0 / eps if self.calibration == "paper" else sens / eps
+        details = {
+            "calibration": self.calibration,
+            "claimed_epsilon_per_density": eps,
+            "per_density_sensitivity": 1.0,
+            "noise_scale": scale,
+            "vector_sensitivity_worst_case_replace_one": sens,
+            "vector_sensitivity_worst_case_add_remove_common_coordinates": float(n - 1),
+            "vector_sensitivity_data_at_hand_removal": local,
+            "epsilon_data_at_hand": eps * local if self.calibration == "paper" else eps * local / sens,
+            "epsilon_charged": charged,
+            "d_c_public": self.dc is not None,
+        }
+        if self.calibration == "paper":
+            covers = (f"the noisy density vector (one density per record, Lap(1/{eps:g}) on each; the paper claims "
+                      f"{eps:g}-DP per density)")
+        else:
+            covers = f"the noisy density vector (one density per record, Lap({sens:g}/{eps:g}) on each)"
+        mech = context.mechanism(self.noise)
+        noisy = mech.release(rho, sensitivity=Sensitivity(l1=sens, l2=math.sqrt((n - 1) ** 2 + (n - 1))),
+                             epsilon=charged, context=context, relation=RELATION, covers=covers,
+                             not_covered=LABELS_NOT_COVERED, claimed_epsilon=eps, details=details)
+        if self.calibration == "paper":
+            statement = (
+                f"{self.name} (paper-faithful mechanism): the paper claims epsilon = {eps:g} because one density "
+                f"changes by at most 1, but the released vector of {n} densities moves by up to {sens:g} in L1 under "
+                f"replace-one (n - 1 = {n - 1} over the common coordinates when one record is removed), so the "
+                f"accountant was charged epsilon x {sens:g} = {charged:.6g}. For these data removing the densest "
+                f"record moves the vector by {local:.4g} (its own density), i.e. epsilon = {eps * local:.4g}; that "
+                "figure is data-dependent and is not a guarantee. " + LABELS_NOT_COVERED[0].upper()
+                + LABELS_NOT_COVERED[1:] + "."
+            )
+        else:
+            statement = (
+                f"{self.name} (vector calibration): Lap({sens:g}/{eps:g}) on each of the {n} densities makes the "
+                f"vector {eps:g}-DP under replace-one (worst-case L1 sensitivity {sens:g}); the noise scale "
+                f"{scale:.4g} dwarfs the densities (largest {local:.4g}), so expect no utility. "
+                + LABELS_NOT_COVERED[0].upper() + LABELS_NOT_COVERED[1:] + "."
+            )
+        context.record(statement, guarantee="density-vector accounting", details=details)
+        return np.asarray(noisy, dtype=float), details
+
+    def fit(self, data: pd.DataFrame, context: PrivacyContext) -> Partition:
+        X = _matrix(data, self.name, self.k)
+        _charge_check(context, self.name, self._charge(X.shape[0])[1])
+        X, Xs, info = self._prepare(data, context, X)
+        e_percent = self._radius_percent() if self.merges != "none" else None
+        dc, e_value, dc_info = self._dc(Xs, context, e_percent)
+        rho, unique, index = self._densities(Xs, dc)
+        context.progress(1, 5)
+        noisy, accounting = self._release(rho, context)
+        context.progress(2, 5)
+        delta, parent, order = _dpc.delta_parent(Xs, noisy, index=index, unique=unique)
+        context.progress(3, 5)
+        centres, gamma, extra = self._choose(noisy, delta, order)
+        labels = _dpc.assign(parent, centres)
+        diagnostics: dict[str, Any] = {"rho": noisy, "delta": delta, "gamma": gamma, "parent": parent, "dc": dc,
+                                       "kernel": self.kernel, "dc_rule": dc_info, "accounting": accounting,
+                                       **extra, **info}
+        if self.merges != "none":
+            radius, rinfo = self._radius(Xs, context, e_value)
+            comp = _dpc.components(Xs, radius, unique=unique)
+            rank = np.empty_like(order)
+            rank[order] = np.arange(order.size)
+            diagnostics["labels_before_merge"] = labels.copy()
+            if self.merges == "points":
+                labels = _dpc.merge_reachable(labels, comp, rank)
+            else:
+                labels = _dpc.merge_centres(labels, centres, comp, rank)
+            diagnostics.update(radius=radius, n_components=int(comp.max()) + 1, **rinfo)
+        context.progress(5, 5)
+        return self._partition(X, data, labels, centres, diagnostics)
+
+    def _choose(self, rho: np.ndarray, delta: np.ndarray, order: np.ndarray) -> tuple[np.ndarray, np.ndarray, dict]:
+        return self._centres_auto(rho, delta, order, self.eta, self.i_max)  # type: ignore[attr-defined]
+
+
+@attrs.frozen(kw_only=True)
+class DPDPCL(_NoisyDensityPeaks):
+    """DP-DPCL (Ge et al. 2023): Laplace noise on the Gaussian densities, the
+    AdDPC choice of centres on the noisy densities, then the reachability
+    merge (Step 8, RECONSTRUCTION): every record takes the initial label of
+    the noisily-densest record of its connected component of the graph
+    ``d_ij <= E``."""
+
+    name: ClassVar[str] = "dp-dpcl"
+    automatic: ClassVar[bool] = True
+    merges: ClassVar[str] = "points"
+
+    eta: float = param(float, default=1.001, gt=0, doc="weighting factor of the slope-change rate (paper: 1.001)")
+    i_max: int = param(int, default=50, ge=1, doc="largest number of centres considered (paper: 50)")
+    radius_percent: float | None = param(float, default=None, check=_check_percent,
+                                         doc="E as the e-th percentage of the sorted pairwise distances (default 1.0 "
+                                             "when radius is not given; leaks)")
+    radius: float | None = param(float, default=None, gt=0, doc="absolute, public reachability radius E")
+
+    def __attrs_post_init__(self) -> None:
+        super().__attrs_post_init__()
+        if self.radius is not None and self.radius_percent is not None:
+            raise ParameterError(f"{self.name}: give either 'radius' (absolute) or 'radius_percent', not both.")
+
+
+@attrs.frozen(kw_only=True)
+class AdDPCrDP(_NoisyDensityPeaks):
+    """AdDPC_rDP (RECONSTRUCTION): AdDPC on Laplace-noised densities, i.e.
+    DP-DPCL without the reachability merge."""
+
+    name: ClassVar[str] = "addpc-rdp"
+    automatic: ClassVar[bool] = True
+
+    eta: float = param(float, default=1.001, gt=0, doc="weighting factor of the slope-change rate (paper: 1.001)")
+    i_max: int = param(int, default=50, ge=1, doc="largest number of centres considered (paper: 50)")
+
+
+@attrs.frozen(kw_only=True)
+class DPrcCFSFDP(_NoisyDensityPeaks):
+    """DP-rcCFSFDP (Chen et al. 2019; RECONSTRUCTION): DPC on Laplace-noised
+    densities with the top-``k`` values of ``gamma = rho * delta`` as centres,
+    then clusters whose centres are reachable from each other (same component
+    of the graph ``d_ij <= E``) join the cluster of the denser centre."""
+
+    name: ClassVar[str] = "dp-rccfsfdp"
+    merges: ClassVar[str] = "centres"
+
+    k: int = param(int, ge=1, doc="number of centres (top-k gamma); required (the method has no automatic choice)")
+    radius_percent: float | None = param(float, default=None, check=_check_percent,
+                                         doc="E as the e-th percentage of the sorted pairwise distances (default 1.0 "
+                                             "when radius is not given; leaks)")
+    radius: float | None = param(float, default=None, gt=0, doc="absolute, public reachability radius E")
+
+    def __attrs_post_init__(self) -> None:
+        super().__attrs_post_init__()
+        if self.radius is not None and self.radius_percent is not None:
+            raise ParameterError(f"{self.name}: give either 'radius' (absolute) or 'radius_percent', not both.")
+
+    def _choose(self, rho: np.ndarray, delta: np.ndarray, order: np.ndarray) -> tuple[np.ndarray, np.ndarray, dict]:
+        gamma = rho * delta
+        return _dpc.top_k_centres(gamma, self.k, int(order[0])), gamma, {}
+
+
+# ---------------------------------------------------------------------------
+# The rigorous variant
+# ---------------------------------------------------------------------------
+
+GRID_RELATION = "replace-one (neighbouring data sets differ in one record's values; the number of records is public)"
+
+
+@attrs.frozen(kw_only=True)
+class DPDPCGrid(_DensityPeaks):
+    """Density peaks on public query points (spec Section 5, option 2).
+
+    Densities are evaluated at query points fixed before the data are seen (a
+    full grid over public ``bounds``, or points drawn at random within them
+    in higher dimensions), Laplace noise calibrated to a sensitivity that
+    depends on the kernel, d_c and the spacing but not on n is added, and
+    DPC / AdDPC / the reachability merge run on the nodes as
+    post-processing: the cluster map (node densities, centres, node labels)
+    is epsilon-DP under replace-one. Each record is then labelled by its
+    nearest node (records whose nearest node has no cluster take the nearest
+    clustered node's label): a local function of the record and the DP map.
+    """
+
+    name: ClassVar[str] = "dp-dpc-grid"
+    private: ClassVar[bool] = True
+    automatic: ClassVar[bool] = True
+
+    epsilon: float = param(float, default=1.0, gt=0, doc="privacy budget of the node densities")
+    bounds: Any = param((Mapping, str), default="data", converter=_bounds, check=_check_bounds,
+                        doc='public bounds {column = [low, high]}, or "data" (taken from the data: leaks)')
+    query: str = param(str, default="auto", choices=("auto", "grid", "random"),
+                       doc='"grid" (full grid), "random" (points drawn within the bounds), "auto": grid up to 4 columns')
+    points_per_dim: int | None = param(int, default=None, ge=2, doc="grid nodes per column")
+    spacing: float | None = param(float, default=None, gt=0, doc="grid spacing in clustering units (all columns)")
+    n_points: int = param(int, default=4096, ge=4, doc="number of query points (random), or the grid's target size")
+    eta: float = param(float, default=1.001, gt=0, doc="weighting factor of the slope-change rate")
+    i_max: int = param(int, default=50, ge=1, doc="largest number of centres considered")
+    radius: float | None = param(float, default=None, gt=0, doc="merge nodes reachable within this radius (optional)")
+    radius_percent: float | None = param(float, default=None, check=_check_percent,
+                                         doc="merge radius as a percentage of the pairwise distances of the "
+                                             "clustered nodes (public: post-processing)")
+    density_threshold: float | None = param(float, default=None,
+                                            doc="nodes with a noisy density at or below this have no cluster "
+                                                "(default 3 noise scales)")
+    noise: Any = nested("noise_mechanisms", default="laplace", doc="the noise mechanism (an L1, pure-epsilon one)")
+
+    def __attrs_post_init__(self) -> None:
+        super().__attrs_post_init__()
+        if self.radius is not None and self.radius_percent is not None:
+            raise ParameterError("dp-dpc-grid: give either 'radius' or 'radius_percent', not both.")
+        if self.points_per_dim is not None and self.spacing is not None:
+            raise ParameterError("dp-dpc-grid: give either 'points_per_dim' or 'spacing', not both.")
+
+    def planned_cost(self) -> tuple[float, float]:
+        return (self.epsilon, 0.0)
+
+    def _frame_bounds(self, data: pd.DataFrame, X: np.ndarray, context: PrivacyContext) -> tuple[np.ndarray, np.ndarray]:
+        columns = [str(c) for c in data.columns]
+        if self.bounds == "data":
+            lo, hi = X.min(axis=0), X.max(axis=0)
+            hi = np.where(hi > lo, hi, lo + 1.0)
+            context.record_leak(
+                "bounds",
+                f"the bounds of {', '.join(columns)} were taken from the data (their minimum and maximum place the "
+                "query points and are released exactly, outside the differential-privacy guarantee).",
+                alternative="give public bounds from domain knowledge: bounds = { column = [low, high] }",
+                details={"bounds": {c: [float(a), float(b)] for c, a, b in zip(columns, lo, hi, strict=True)}},
+            )
+            return lo, hi
+        missing = [c for c in columns if c not in self.bounds]
+        if missing:
+            raise DataError(f"dp-dpc-grid: no public bounds for column(s) {', '.join(missing)}; add them to 'bounds' "
+                            f"(e.g. bounds = {{ {missing[0]} = [low, high] }})")
+        return (np.array([self.bounds[c][0] for c in columns]), np.array([self.bounds[c][1] for c in columns]))
+
+    def fit(self, data: pd.DataFrame, context: PrivacyContext) -> Partition:
+        X = _matrix(data, self.name, None)
+        _charge_check(context, self.name, self.epsilon)
+        n, d = X.shape
+        lo, hi = self._frame_bounds(data, X, context)
+        if self.scale == "minmax":  # scale with the (public) bounds
+            shift, unit = lo, hi - lo
+        else:
+            shift, unit = np.zeros(d), np.ones(d)
+        Xs = (X - shift) / unit
+        blo, bhi = (lo - shift) / unit, (hi - shift) / unit
+        mode = self.query if self.query != "auto" else ("grid" if d <= 4 else "random")
+        dc, _, dc_info = self._dc(Xs, context)
+        if mode == "grid":
+            if self.spacing is not None:
+                per = np.floor((bhi - blo) / self.spacing).astype(int) + 1
+                spacings = np.full(d, self.spacing)
+            else:
+                p = self.points_per_dim or max(2, int(math.floor(self.n_points ** (1.0 / d))))
+                per = np.full(d, p)
+                spacings = (bhi - blo) / (per - 1)
+            total = float(np.prod(per.astype(float)))
+            if total > 2_000_000:
+                raise ParameterError(f"dp-dpc-grid: the grid would have {total:.3g} nodes (> 2,000,000); use fewer "
+                                     "points_per_dim, a larger spacing, or query = \"random\"")
+            axes = [blo[j] + spacings[j] * np.arange(per[j]) for j in range(d)]
+            nodes = np.stack([a.ravel() for a in np.meshgrid(*axes, indexing="ij")], axis=1)
+            sens = _dpc.grid_sensitivity(self.kernel, spacings, dc)
+            sens_text = (f"prod over columns of (floor(2 d_c / h) + 1)" if self.kernel == "cutoff"
+                         else "prod over columns of sup_u sum_m exp(-((u - m h) / d_c)^2)")
+            query_info: dict[str, Any] = {"query": "grid", "points_per_dim": per.tolist(), "spacing": spacings.tolist()}
+        else:
+            # Query points are public: drawn within the public bounds, independent of the records.
+            nodes = blo + (bhi - blo) * context.rng.random((self.n_points, d))
+            sens = _dpc.points_sensitivity(self.kernel, nodes, dc, self.truncate or None)
+            sens_text = "bound on max_x sum_q K(||q - x||) over the drawn query points"
+            query_info = {"query": "random", "n_points": self.n_points}
+        rho_nodes = _dpc.cross_densities(nodes, Xs, dc, self.kernel, self.truncate or None)
+        worst = 2.0 * sens
+        scale = worst / self.epsilon
+        details = {"sensitivity_add_remove": sens, "sensitivity_replace_one": worst, "rule": sens_text, "dc": dc,
+                   "noise_scale": scale, "nodes": int(nodes.shape[0]), **query_info}
+        mech = context.mechanism(self.noise)
+        noisy = np.asarray(mech.release(
+            rho_nodes, sensitivity=worst, epsilon=self.epsilon, context=context, relation=GRID_RELATION,
+            covers=(f"the noisy densities at the {nodes.shape[0]} public query points and everything computed from "
+                    "them alone (the cluster map: node deltas, centres, node labels, the merge)"),
+            not_covered=("the per-record labels: each is a local function of the record's own values and the DP "
+                         "cluster map (a joint-DP / billboard view), not a differentially private output"),
+            details=details), dtype=float)
+        context.record(
+            f"dp-dpc-grid: the cluster map over {nodes.shape[0]} public query points is {self.epsilon:g}-DP under "
+            f"replace-one (L1 sensitivity {worst:.4g} = 2 x {sens:.4g}, independent of the {n} records). Each "
+            "record's label is its nearest node's cluster (or the nearest clustered node's): a function of that "
+            "record and the DP map, so labels are covered only in the joint-DP sense, not as a DP release.",
+            guarantee="cluster map on public query points", details=details)
+        threshold = 3.0 * scale if self.density_threshold is None else self.density_threshold
+        support = np.flatnonzero(noisy > threshold)
+        if support.size < 3:
+            support = np.argsort(-noisy, kind="stable")[:max(3, self.k or 0)]
+            support.sort()
+        S = nodes[support]
+        rho_s = noisy[support]
+        unique = _dpc.unique_points(S)
+        cell = float(np.min(spacings)) if mode == "grid" else dc
+        index = _dpc.PairIndex(unique[0], cell / 2.0)
+        delta_s, parent_s, order_s = _dpc.delta_parent(S, rho_s, index=index, unique=unique, radius=max(cell, dc))
+        k = None if self.k is None else min(self.k, support.size)
+        gamma_s = _dpc.normalised_gamma(rho_s, delta_s)
+        extra: dict[str, Any] = {}
+        if k is not None:
+            centres_s = _dpc.top_k_centres(gamma_s, k, int(order_s[0]))
+        else:
+            m, kappa, _ = _dpc.addpc_boundary(gamma_s, self.eta, self.i_max)
+            centres_s = _dpc.top_k_centres(gamma_s, m, int(order_s[0]))
+            extra = {"kappa": kappa, "boundary": m}
+        lab_s = _dpc.assign(parent_s, centres_s)
+        G = nodes.shape[0]
+        before = None
+        radius = self.radius
+        if self.radius_percent is not None:
+            radius = _dpc.percent_distance(S, [self.radius_percent], lambda: context.rng)[0][0]
+        if radius is not None:
+            comp = _dpc.components(S, radius)
+            rank = np.empty_like(order_s)
+            rank[order_s] = np.arange(order_s.size)
+            before = np.full(G, -1, dtype=np.int64)
+            before[support] = lab_s
+            lab_s = _dpc.merge_reachable(lab_s, comp, rank)
+        node_labels = np.full(G, -1, dtype=np.int64)
+        node_labels[support] = lab_s
+        # Each record: its nearest node's label, else the nearest clustered node's.
+        _, nearest = cKDTree(nodes).query(Xs)
+        labels = node_labels[nearest]
+        lost = labels < 0
+        if lost.any():
+            _, near_s = cKDTree(S).query(Xs[lost])
+            labels[lost] = lab_s[near_s]
+        centres = support[centres_s]
+        delta = np.full(G, np.nan)
+        delta[support] = delta_s
+        gamma = np.full(G, np.nan)
+        gamma[support] = gamma_s
+        parent = np.full(G, -1, dtype=np.int64)
+        parent[support] = np.where(parent_s >= 0, support[np.maximum(parent_s, 0)], -1)
+        grid_points = nodes * unit + shift
+        final, kept = _dpc.compress_labels(labels)
+        diagnostics: dict[str, Any] = {
+            "grid_points": grid_points, "rho": noisy, "delta": delta, "gamma": gamma, "parent": parent,
+            "centre_indices": centres, "n_centres": int(centres.size), "cluster_centre_indices": centres[kept],
+            "node_labels": node_labels, "support": np.isin(np.arange(G), support), "density_threshold": threshold,
+            "dc": dc, "kernel": self.kernel, "dc_rule": dc_info, "accounting": details, "scale": self.scale, **extra,
+        }
+        if before is not None:
+            rec_before = before[nearest]
+            if lost.any():
+                rec_before[lost] = before[support][near_s]
+            diagnostics["labels_before_merge"] = rec_before
+            diagnostics["node_labels_before_merge"] = before
+            diagnostics["radius"] = float(radius)
+        return Partition(labels=final, centres=grid_points[centres[kept]], columns=tuple(map(str, data.columns)),
+                         diagnostics=diagnostics)
+
+
+@privclust.hookimpl
+def privclust_register_clusterers(register):
+    register(DPC)
+    register(AdDPC)
+    register(DPDPCL)
+    register(AdDPCrDP)
+    register(DPrcCFSFDP)
+    register(DPDPCGrid)

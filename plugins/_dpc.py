@@ -1,0 +1,775 @@
+"""Numerical kernels of density-peak clustering (pure numpy/scipy, no privclust).
+
+Everything here works on float64 arrays and never builds an ``n x n`` matrix
+beyond :data:`PAIR_BUDGET` entries at a time.
+
+* :class:`PairIndex` enumerates the pairs of points closer than a radius.
+  In 1 to 3 dimensions it is a cell sweep: the points are sorted by a grid
+  cell of the first ``d - 1`` coordinates and, inside a cell, by the last
+  coordinate, so the candidates of a query in a neighbouring cell form one
+  contiguous window found by :func:`numpy.searchsorted`; the pairs of a block
+  of queries are then expanded and measured in a few vectorised passes. In
+  higher dimensions it uses :class:`scipy.spatial.cKDTree`
+  (``sparse_distance_matrix`` on blocks of queries).
+* :func:`percent_distance` is the percentage rule for ``d_c`` (and ``E``):
+  the ``round(M t / 100)``-th smallest of the ``M = n (n - 1) / 2`` pairwise
+  distances, exact for ``M <= EXACT_PAIRS`` and otherwise estimated from a
+  random sample of pairs.
+* :func:`densities` / :func:`cross_densities`: cutoff counts and (truncated)
+  Gaussian sums, exact duplicates folded into weights.
+* :func:`delta_parent`: distance to, and index of, the nearest earlier point
+  in the stable decreasing-density order (the spec's tie rules), by a radius
+  search with a k-nearest-neighbour / blocked brute-force fallback.
+* :func:`addpc_boundary`, :func:`top_k_centres`, :func:`threshold_centres`,
+  :func:`assign`, :func:`halo`, :func:`components`, :func:`merge_reachable`,
+  :func:`merge_centres`, :func:`grid_sensitivity`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable, Iterator
+
+import numpy as np
+from scipy.sparse import coo_matrix
+from scipy.sparse.csgraph import connected_components
+from scipy.spatial import cKDTree
+
+#: Most candidate pairs (or matrix entries) held in memory at once.
+PAIR_BUDGET = 2_000_000
+#: Up to this many pairs the percentage rule sorts every pairwise distance.
+EXACT_PAIRS = 5_000_000
+#: Pairs drawn when the percentage rule samples.
+SAMPLE_PAIRS = 2_000_000
+#: Largest number of cells per direction of the sweep before it defers to the KD-tree.
+_MAX_CELL_SPAN = 2**40
+
+
+def _sqdist(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Row-wise squared distances, summed over the columns in their order."""
+    out = np.zeros(a.shape[0])
+    for k in range(a.shape[1]):
+        diff = a[:, k] - b[:, k]
+        diff *= diff
+        out += diff
+    return out
+
+
+# ---------------------------------------------------------------------------
+# Exact duplicates
+# ---------------------------------------------------------------------------
+
+
+def unique_points(X: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The distinct rows of ``X``: ``(U, inverse, counts)`` with ``X == U[inverse]``.
+
+    ``U`` keeps the order of first appearance, so data without duplicates
+    come back unchanged (``inverse = arange(n)``).
+    """
+    n = X.shape[0]
+    order = np.lexsort(X.T[::-1])
+    xs = X[order]
+    new = np.ones(n, dtype=bool)
+    if n > 1:
+        new[1:] = np.any(xs[1:] != xs[:-1], axis=1)
+    if new.all():
+        return X, np.arange(n), np.ones(n, dtype=np.int64)
+    group_sorted = np.cumsum(new) - 1
+    group = np.empty(n, dtype=np.int64)
+    group[order] = group_sorted
+    # Renumber the groups by first appearance.
+    first = np.full(group_sorted[-1] + 1, n, dtype=np.int64)
+    np.minimum.at(first, group, np.arange(n))
+    rank = np.empty_like(first)
+    rank[np.argsort(first, kind="stable")] = np.arange(first.size)
+    inverse = rank[group]
+    U = X[np.sort(first)]
+    counts = np.bincount(inverse, minlength=U.shape[0]).astype(np.int64)
+    return U, inverse, counts
+
+
+# ---------------------------------------------------------------------------
+# Pair enumeration
+# ---------------------------------------------------------------------------
+
+
+class PairIndex:
+    """Enumerates pairs of points within a radius, in bounded memory.
+
+    :param X: ``(n, d)`` points.
+    :param cell: the cell width of the sweep (about half the smallest radius
+        that will be asked for; ``d_c / 2`` is a good choice).
+
+    The index works in its own order of the points (``self.order``; position
+    ``p`` holds point ``order[p]``); every method takes and returns positions
+    in that order, and ``self.points`` holds the points in it.
+    """
+
+    def __init__(self, X: np.ndarray, cell: float):
+        X = np.ascontiguousarray(X, dtype=float)
+        n, d = X.shape
+        self.n, self.d = n, d
+        self.cell = float(cell)
+        sweep = 1 <= d <= 3 and np.isfinite(self.cell) and self.cell > 0
+        if sweep:
+            lo = X.min(axis=0)
+            span = (X.max(axis=0) - lo) / self.cell
+            sweep = bool(np.all(span < _MAX_CELL_SPAN)) and float(np.prod(span[:-1] + 1.0)) < 2.0**50
+        self.sweep = sweep
+        if not sweep:
+            self.order = np.arange(n)
+            self.points = X
+            self._tree: cKDTree | None = None
+            return
+        last = d - 1
+        self._lo = lo
+        cells = np.floor((X[:, :last] - lo[:last]) / self.cell).astype(np.int64)
+        self._dims = cells.max(axis=0) + 1 if last else np.zeros(0, dtype=np.int64)
+        strides = np.ones(last, dtype=np.int64)
+        for k in range(last - 2, -1, -1):
+            strides[k] = strides[k + 1] * self._dims[k + 1]
+        self._strides = strides
+        y = X[:, last] - lo[last]
+        cid = cells @ strides if last else np.zeros(n, dtype=np.int64)
+        order = np.lexsort((y, cid))
+        self.order = order
+        self.points = X[order]
+        self._cells = cells[order]
+        self._cid = cid[order]
+        self._y = y[order]
+        self._span = float(self._y.max()) + 1.0
+        self._z = self._cid * self._span + self._y
+        self._tree = None
+
+    # -- helpers -----------------------------------------------------------------
+
+    @property
+    def tree(self) -> cKDTree:
+        if self._tree is None:
+            self._tree = cKDTree(self.points)
+        return self._tree
+
+    def _windows(self, Q: np.ndarray, radius: float, half: bool, q0: int) -> tuple[np.ndarray, np.ndarray]:
+        """Candidate windows ``[lo, hi)`` of queries ``Q`` for every neighbouring cell.
+
+        With ``half`` the queries are the indexed points at positions
+        ``q0 .. q0 + len(Q)`` and only pairs ``(p, j)`` with ``j > p`` are kept.
+        """
+        last = self.d - 1
+        m = int(math.ceil(radius / self.cell))
+        qcells = np.floor((Q[:, :last] - self._lo[:last]) / self.cell).astype(np.int64)
+        qy = Q[:, last] - self._lo[last]
+        offsets = np.array(list(itertools.product(range(-m, m + 1), repeat=last)), dtype=np.int64).reshape(-1 if last else 1, last)
+        if half:
+            # Lexicographic order of the offsets equals the order of their linear ids
+            # (the cells of a query are inside the grid), so "after" means lin > 0.
+            keep = np.array([tuple(o) > (0,) * last for o in offsets], dtype=bool) if last else np.zeros(1, bool)
+            offsets = offsets[keep]
+        # Widen by a few ulps of the composite key so that the window is a superset.
+        tol = 8.0 * np.spacing(abs(float(self._z[-1])) + self._span + radius)
+        los, his = [], []
+        if half:
+            own = self._cid[q0:q0 + len(Q)] * self._span + qy
+            los.append(np.arange(q0 + 1, q0 + len(Q) + 1))
+            his.append(np.searchsorted(self._z, own + radius + tol, side="right"))
+        for off in offsets:
+            target = qcells + off
+            valid = np.all((target >= 0) & (target < self._dims), axis=1) if last else np.ones(len(Q), bool)
+            key = (target @ self._strides if last else np.zeros(len(Q), dtype=np.int64)) * self._span + qy
+            lo = np.searchsorted(self._z, key - radius - tol, side="left")
+            hi = np.searchsorted(self._z, key + radius + tol, side="right")
+            hi = np.where(valid, hi, lo)
+            los.append(lo)
+            his.append(hi)
+        lo = np.stack(los, axis=1)
+        hi = np.stack(his, axis=1)
+        return lo, np.maximum(hi, lo)
+
+    def pairs(self, radius: float, *, half: bool, queries: np.ndarray | None = None,
+              budget: int = PAIR_BUDGET) -> Iterator[tuple[int, int, np.ndarray, np.ndarray, np.ndarray]]:
+        """Yield blocks ``(a, b, counts, j, d2)``.
+
+        Queries ``a .. b`` (positions of the indexed points, or rows of
+        ``queries``) have ``counts[q - a]`` candidates each, stored
+        contiguously in query order: ``j`` (positions of indexed points) and
+        ``d2`` (squared distances). Every pair closer than or at ``radius``
+        is there; with the sweep some farther candidates may be too (filter
+        on ``d2`` when that matters). With ``half`` (self-pairs only) each
+        unordered pair appears once, as ``(p, j)`` with ``j > p``.
+        """
+        if half and queries is not None:
+            raise ValueError("half applies to self-pairs only")
+        Q = self.points if queries is None else np.ascontiguousarray(queries, dtype=float)
+        nq = Q.shape[0]
+        if not np.isfinite(radius):
+            yield from self._dense_pairs(Q, half=half, budget=budget)
+            return
+        if not self.sweep or int(math.ceil(radius / self.cell)) > 64:
+            yield from self._tree_pairs(Q, radius, half=half, self_query=queries is None, budget=budget)
+            return
+        chunk = max(1, min(nq, 65536))
+        for c0 in range(0, nq, chunk):
+            c1 = min(nq, c0 + chunk)
+            lo, hi = self._windows(Q[c0:c1], radius, half, c0)
+            L = hi - lo
+            tot = L.sum(axis=1)
+            cum = np.concatenate([[0], np.cumsum(tot)])
+            a = 0
+            while a < c1 - c0:
+                b = int(np.searchsorted(cum, cum[a] + budget, side="right")) - 1
+                b = max(b, a + 1)
+                b = min(b, c1 - c0)
+                Lb = L[a:b].ravel()
+                P = int(cum[b] - cum[a])
+                start = np.cumsum(Lb)
+                start -= Lb
+                j = np.repeat(lo[a:b].ravel() - start, Lb)
+                j += np.arange(P)
+                qrep = np.repeat(np.arange(a, b) + c0, tot[a:b]) if queries is None else None
+                d2 = np.zeros(P)
+                for k in range(self.d):
+                    col = self.points[:, k]
+                    diff = col[j]
+                    diff -= col[qrep] if qrep is not None else np.repeat(Q[c0 + a:c0 + b, k], tot[a:b])
+                    diff *= diff
+                    d2 += diff
+                yield c0 + a, c0 + b, tot[a:b], j, d2
+                a = b
+
+    def _tree_pairs(self, Q: np.ndarray, radius: float, *, half: bool, self_query: bool,
+                    budget: int) -> Iterator[tuple[int, int, np.ndarray, np.ndarray, np.ndarray]]:
+        tree = self.tree
+        nq = Q.shape[0]
+        # Guess a block size from the average neighbour count of a few queries.
+        probe = Q[:: max(1, nq // 256)]
+        avg = float(np.mean(tree.query_ball_point(probe, radius, return_length=True))) + 1.0
+        step = int(max(1, min(nq, budget // max(avg * 2.0, 1.0))))
+        for a in range(0, nq, step):
+            b = min(nq, a + step)
+            sub = cKDTree(Q[a:b])
+            res = sub.sparse_distance_matrix(tree, radius, output_type="ndarray")
+            qi = res["i"].astype(np.int64)
+            j = res["j"].astype(np.int64)
+            if half:
+                keep = j > qi + a
+                qi, j = qi[keep], j[keep]
+            order = np.lexsort((j, qi))
+            qi, j = qi[order], j[order]
+            d2 = _sqdist(self.points[j], Q[a + qi])
+            counts = np.bincount(qi, minlength=b - a)
+            yield a, b, counts, j, d2
+
+    def _dense_pairs(self, Q: np.ndarray, *, half: bool,
+                     budget: int) -> Iterator[tuple[int, int, np.ndarray, np.ndarray, np.ndarray]]:
+        n, nq = self.n, Q.shape[0]
+        step = max(1, budget // max(n, 1))
+        for a in range(0, nq, step):
+            b = min(nq, a + step)
+            if half:
+                counts = np.maximum(n - 1 - np.arange(a, b), 0)
+                j = np.concatenate([np.arange(q + 1, n) for q in range(a, b)]) if b > a else np.zeros(0, np.int64)
+                qrep = np.repeat(np.arange(a, b), counts)
+            else:
+                counts = np.full(b - a, n)
+                j = np.tile(np.arange(n), b - a)
+                qrep = np.repeat(np.arange(a, b), n)
+            d2 = _sqdist(self.points[j], Q[qrep])
+            yield a, b, counts, j, d2
+
+
+# ---------------------------------------------------------------------------
+# d_c from the percentage rule
+# ---------------------------------------------------------------------------
+
+
+def pair_rank(n_pairs: int, percent: float) -> int:
+    """The 1-based rank ``round(M t / 100)`` (halves up), clamped to ``[1, M]``."""
+    return int(min(max(math.floor(n_pairs * percent / 100.0 + 0.5), 1), n_pairs))
+
+
+def percent_distance(X: np.ndarray, percents: list[float], rng: Callable[[], np.random.Generator] | None,
+                     *, exact_pairs: int = EXACT_PAIRS, sample_pairs: int = SAMPLE_PAIRS) -> tuple[list[float], dict]:
+    """The ``round(M t / 100)``-th smallest pairwise distance for each ``t`` in ``percents``.
+
+    Exact (every pairwise distance, in blocks) when ``M <= exact_pairs``;
+    otherwise estimated from ``sample_pairs`` pairs ``i != j`` drawn
+    uniformly from ``rng()`` (a callable, so the generator is touched only
+    when a sample is needed). Returns the distances and a description.
+    """
+    n = X.shape[0]
+    M = n * (n - 1) // 2
+    if M <= exact_pairs:
+        from scipy.spatial.distance import pdist
+
+        dist = pdist(X)
+        ranks = [pair_rank(M, t) - 1 for t in percents]
+        part = np.partition(dist, sorted(set(ranks)))
+        return [float(part[r]) for r in ranks], {"method": "exact", "pairs": M}
+    if rng is None:
+        raise ValueError("a random generator is needed to sample pairs")
+    gen = rng()
+    S = int(sample_pairs)
+    out = np.empty(S)
+    step = 1_000_000
+    for a in range(0, S, step):
+        b = min(S, a + step)
+        i = gen.integers(0, n, b - a)
+        j = gen.integers(0, n - 1, b - a)
+        j += j >= i
+        out[a:b] = np.sqrt(_sqdist(X[i], X[j]))
+    ranks = [pair_rank(S, t) - 1 for t in percents]
+    part = np.partition(out, sorted(set(ranks)))
+    return [float(part[r]) for r in ranks], {"method": "sampled", "pairs": M, "sample_pairs": S}
+
+
+# ---------------------------------------------------------------------------
+# Densities
+# ---------------------------------------------------------------------------
+
+
+def _kernel_radius(kernel: str, dc: float, truncate: float | None) -> float:
+    if kernel == "cutoff":
+        return dc
+    return math.inf if truncate is None else truncate * dc
+
+
+def _weights(kernel: str, d2: np.ndarray, dc: float, radius: float) -> np.ndarray:
+    """Kernel values for squared distances (in place on ``d2``)."""
+    if kernel == "cutoff":
+        return (d2 < dc * dc).astype(float)
+    w = d2 * (-1.0 / (dc * dc))
+    np.exp(w, out=w)
+    if np.isfinite(radius):
+        w *= d2 <= radius * radius
+    return w
+
+
+def densities(X: np.ndarray, dc: float, kernel: str = "gaussian", truncate: float | None = 3.0,
+              *, counts: np.ndarray | None = None, index: PairIndex | None = None,
+              budget: int = PAIR_BUDGET) -> np.ndarray:
+    """``rho_i = sum_{j != i} K(d_ij)`` over the points of ``X``.
+
+    ``kernel`` "cutoff": ``K = 1[d < d_c]`` (strict); "gaussian":
+    ``K = exp(-(d / d_c)^2)``, summed over pairs with ``d <= truncate d_c``
+    (all pairs when ``truncate`` is None). ``counts`` gives the multiplicity
+    of each (distinct) row, so ``X`` may hold unique rows: then
+    ``rho_u = sum_{v != u} w_v K(d_uv) + (w_u - 1)``.
+    """
+    n = X.shape[0]
+    w = np.ones(n) if counts is None else np.asarray(counts, dtype=float)
+    radius = _kernel_radius(kernel, dc, truncate)
+    index = index if index is not None else PairIndex(X, dc / 2.0)
+    wp = w[index.order]
+    weighted = bool(np.any(w != 1.0))
+    rho = np.zeros(n)
+    for a, b, tot, j, d2 in index.pairs(radius, half=True, budget=budget):
+        kv = _weights(kernel, d2, dc, radius)
+        nz = tot > 0
+        if not nz.any():
+            continue
+        seg = np.concatenate([[0], np.cumsum(tot)[:-1]])[nz]
+        if weighted:
+            rho += np.bincount(j, kv * np.repeat(wp[a:b], tot), minlength=n)
+            kv *= wp[j]
+        else:
+            rho += np.bincount(j, kv, minlength=n)
+        rho[a:b][nz] += np.add.reduceat(kv, seg)
+    out = np.empty(n)
+    out[index.order] = rho
+    return out + (w - 1.0)
+
+
+def cross_densities(Q: np.ndarray, X: np.ndarray, dc: float, kernel: str = "gaussian",
+                    truncate: float | None = 3.0, *, budget: int = PAIR_BUDGET) -> np.ndarray:
+    """``rho(q) = sum_i K(||q - x_i||)`` for query points ``Q`` (not in ``X``)."""
+    radius = _kernel_radius(kernel, dc, truncate)
+    index = PairIndex(X, dc / 2.0)
+    rho = np.zeros(Q.shape[0])
+    for a, b, tot, _j, d2 in index.pairs(radius, half=False, queries=Q, budget=budget):
+        kv = _weights(kernel, d2, dc, radius)
+        nz = tot > 0
+        if nz.any():
+            seg = np.concatenate([[0], np.cumsum(tot)[:-1]])
+            rho[a:b][nz] += np.add.reduceat(kv, seg[nz])
+    return rho
+
+
+# ---------------------------------------------------------------------------
+# delta and the parents
+# ---------------------------------------------------------------------------
+
+
+def density_order(rho: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Stable decreasing-density order (ties by index) and each point's rank in it."""
+    order = np.argsort(-np.asarray(rho, dtype=float), kind="stable")
+    rank = np.empty_like(order)
+    rank[order] = np.arange(order.size)
+    return order, rank
+
+
+def _nearest_earlier(P: np.ndarray, rank: np.ndarray, radius: float, index: PairIndex | None,
+                     budget: int = PAIR_BUDGET) -> tuple[np.ndarray, np.ndarray]:
+    """Distance to, and index of, the nearest point of smaller rank
+    (ties: the smallest rank), for distinct points ``P``. ``-1`` for the first."""
+    m = P.shape[0]
+    best = np.full(m, np.inf)
+    parent = np.full(m, -1, dtype=np.int64)
+    pending = np.ones(m, dtype=bool)
+    pending[np.argmin(rank)] = False
+    order_by_rank = np.argsort(rank)
+    if index is not None and np.isfinite(radius) and index.sweep:
+        rk = rank[index.order]
+        big = np.iinfo(np.int64).max
+        todo_pos = np.flatnonzero(pending[index.order])
+        r = radius
+        # Windowed searches with a doubling radius over the points still unresolved.
+        while todo_pos.size > 2000 and r <= 64.0 * radius and int(math.ceil(r / index.cell)) <= 64:
+            done = np.zeros(todo_pos.size, dtype=bool)
+            for a, b, tot, j, d in index.pairs(r, half=False, queries=index.points[todo_pos], budget=budget):
+                nz = tot > 0
+                if not nz.any():
+                    continue
+                qr = np.repeat(rk[todo_pos[a:b]], tot)
+                rj = rk[j]
+                # Compare distances (not squares), as the reference code does: ties are ties of d_ij.
+                np.sqrt(d, out=d)
+                d[rj >= qr] = np.inf
+                seg = np.concatenate([[0], np.cumsum(tot)[:-1]])[nz]
+                mins = np.full(b - a, np.inf)
+                mins[nz] = np.minimum.reduceat(d, seg)
+                tie = np.where(d == np.repeat(mins, tot), rj, big)
+                prank = np.full(b - a, big)
+                prank[nz] = np.minimum.reduceat(tie, seg)
+                ok = mins <= r
+                pos = index.order[todo_pos[a:b][ok]]
+                best[pos] = mins[ok]
+                parent[pos] = order_by_rank[prank[ok]]
+                done[a:b] = ok
+            todo_pos = todo_pos[~done]
+            r *= 2.0
+        pending[:] = False
+        pending[index.order[todo_pos]] = True
+    todo = np.flatnonzero(pending)
+    if todo.size:
+        b2, par = _nearest_earlier_search(P, rank, todo, order_by_rank, budget)
+        best[todo] = b2
+        parent[todo] = par
+    return best, parent
+
+
+def _nearest_earlier_search(P: np.ndarray, rank: np.ndarray, todo: np.ndarray, order_by_rank: np.ndarray,
+                            budget: int) -> tuple[np.ndarray, np.ndarray]:
+    """Exact nearest earlier point for the points ``todo``: k-nearest-neighbour
+    queries with growing k, and a blocked brute force over the (few) earlier
+    points when a point's rank is small."""
+    m = P.shape[0]
+    best = np.full(todo.size, np.inf)
+    parent = np.full(todo.size, -1, dtype=np.int64)
+    slot = np.empty(m, dtype=np.int64)
+    slot[todo] = np.arange(todo.size)
+    remaining = todo
+    k = 16
+    tree: cKDTree | None = None
+    while remaining.size:
+        brute = rank[remaining] <= 4 * k
+        if brute.any():
+            pts = remaining[brute]
+            pts = pts[np.argsort(rank[pts])]
+            rows = max(1, budget // max(int(rank[pts].max()), 1))
+            for a in range(0, pts.size, rows):
+                b = min(pts.size, a + rows)
+                blk = pts[a:b]
+                r_max = int(rank[blk].max())
+                earlier = order_by_rank[:r_max]
+                d2 = np.zeros((blk.size, r_max))
+                for c in range(P.shape[1]):
+                    diff = P[blk, c][:, None] - P[earlier, c][None, :]
+                    diff *= diff
+                    d2 += diff
+                np.sqrt(d2, out=d2)
+                d2[np.arange(r_max)[None, :] >= rank[blk][:, None]] = np.inf
+                arg = np.argmin(d2, axis=1)  # first minimum = smallest rank among ties
+                best[slot[blk]] = d2[np.arange(blk.size), arg]
+                parent[slot[blk]] = earlier[arg]
+        remaining = remaining[~brute]
+        if not remaining.size:
+            break
+        if tree is None:
+            tree = cKDTree(P)
+        kk = min(k, m)
+        dist, nb = tree.query(P[remaining], k=kk)
+        dist = dist.reshape(remaining.size, kk)
+        nb = nb.reshape(remaining.size, kk)
+        rr = rank[remaining][:, None]
+        earlier = rank[nb] < rr
+        dm = np.where(earlier, dist, np.inf)
+        mins = dm.min(axis=1)
+        resolved = np.isfinite(mins) & ((mins < dist[:, -1]) | (kk == m))
+        if resolved.any():
+            sel = remaining[resolved]
+            dmr = dm[resolved]
+            tie = np.where(dmr == mins[resolved][:, None], rank[nb[resolved]], np.iinfo(np.int64).max)
+            prank = tie.min(axis=1)
+            par = order_by_rank[prank]
+            parent[slot[sel]] = par
+            best[slot[sel]] = np.sqrt(_sqdist(P[sel], P[par]))
+        remaining = remaining[~resolved]
+        k *= 4
+    return best, parent
+
+
+def delta_parent(X: np.ndarray, rho: np.ndarray, *, index: PairIndex | None = None,
+                 unique: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+                 radius: float | None = None, budget: int = PAIR_BUDGET) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(delta, parent, order)`` of the spec's formula (3) and tie rules.
+
+    Points are ordered by decreasing ``rho`` (stable, ties by index); each
+    point's parent is the nearest point earlier in that order (the earliest
+    one among equally near points); ``delta`` is the distance to it. The
+    first point has parent ``-1`` and ``delta = max`` of the other deltas.
+
+    ``unique`` is :func:`unique_points` of ``X`` (computed when absent):
+    exact duplicates are searched once. ``index`` is a :class:`PairIndex` of
+    the unique rows, ``radius`` the radius of the first (windowed) search.
+    """
+    n = X.shape[0]
+    order, rank = density_order(rho)
+    U, inv, _counts = unique if unique is not None else unique_points(X)
+    m = U.shape[0]
+    # A distinct point's rank is its earliest member's; that member is its leader.
+    urank = np.full(m, n, dtype=np.int64)
+    np.minimum.at(urank, inv, rank)
+    leader = order[urank]
+    dense = np.empty(m, dtype=np.int64)
+    dense[np.argsort(urank)] = np.arange(m)
+    if m == 1:
+        delta = np.zeros(n)
+        parent = leader[inv].copy()
+        parent[order[0]] = -1
+        return delta, parent, order
+    if radius is None:
+        radius = index.cell * 2.0 if index is not None else math.inf
+    best, upar = _nearest_earlier(U, dense, radius, index, budget)
+    delta = np.zeros(n)
+    parent = leader[inv].copy()
+    is_leader = leader[inv] == np.arange(n)
+    lead_u = inv[is_leader]
+    has = upar[lead_u] >= 0
+    idx = np.flatnonzero(is_leader)
+    delta[idx[has]] = best[lead_u[has]]
+    parent[idx[has]] = leader[upar[lead_u[has]]]
+    top = order[0]
+    parent[top] = -1
+    others = np.ones(n, dtype=bool)
+    others[top] = False
+    delta[top] = delta[others].max()
+    return delta, parent, order
+
+
+# ---------------------------------------------------------------------------
+# Centres
+# ---------------------------------------------------------------------------
+
+
+def minmax(v: np.ndarray) -> np.ndarray:
+    """``(v - min) / (max - min)``; all zeros when ``v`` is constant."""
+    v = np.asarray(v, dtype=float)
+    lo, hi = v.min(), v.max()
+    return (v - lo) / (hi - lo) if hi > lo else np.zeros_like(v)
+
+
+def normalised_gamma(rho: np.ndarray, delta: np.ndarray) -> np.ndarray:
+    """The AdDPC decision value ``gamma* = minmax(minmax(rho) * minmax(delta))``."""
+    return minmax(minmax(rho) * minmax(delta))
+
+
+def addpc_boundary(gamma_star: np.ndarray, eta: float = 1.001, i_max: int = 50) -> tuple[int, np.ndarray, np.ndarray]:
+    """The AdDPC number of centres (spec formulas (5)-(6), the ``slope`` reading).
+
+    Sort ``gamma*`` decreasingly (stable), ``k_i = g_i - g_{i+1}``,
+    ``kappa_i = (i - eta) k_i`` for ``i = 1 .. min(i_max, n - 2)`` and
+    ``m = argmax kappa`` (the first on ties). Returns ``(m, kappa, order)``.
+    """
+    n = gamma_star.size
+    order = np.argsort(-gamma_star, kind="stable")
+    g = gamma_star[order]
+    top = max(1, min(i_max, n - 2))
+    i = np.arange(1, top + 1)
+    slope = g[:top] - g[1:top + 1]
+    kappa = (i - eta) * slope
+    m = int(np.argmax(kappa)) + 1
+    return m, kappa, order
+
+
+def top_k_centres(gamma: np.ndarray, k: int, top: int) -> np.ndarray:
+    """The ``k`` points of largest ``gamma`` (stable order), always including ``top``."""
+    order = np.argsort(-np.asarray(gamma, dtype=float), kind="stable")
+    chosen = order[:k]
+    if top not in chosen:
+        chosen = np.concatenate([[top], chosen[:k - 1]])
+        chosen = chosen[np.argsort(-gamma[chosen], kind="stable")]
+    return chosen
+
+
+def threshold_centres(rho: np.ndarray, delta: np.ndarray, gamma: np.ndarray, rho_min: float,
+                      delta_min: float) -> np.ndarray:
+    """Points with ``rho > rho_min`` and ``delta > delta_min``, by decreasing gamma."""
+    chosen = np.flatnonzero((rho > rho_min) & (delta > delta_min))
+    return chosen[np.argsort(-gamma[chosen], kind="stable")]
+
+
+def assign(parent: np.ndarray, centres: np.ndarray) -> np.ndarray:
+    """Label ``c`` for the ``c``-th centre and, for every other point, the label
+    of its parent (following parents until a centre); ``-1`` where the chain
+    ends without reaching a centre."""
+    n = parent.size
+    nxt = np.where(parent >= 0, parent, np.arange(n))
+    nxt[centres] = centres
+    for _ in range(64):
+        step = nxt[nxt]
+        if np.array_equal(step, nxt):
+            break
+        nxt = step
+    else:  # pragma: no cover - chains are at most n long; 64 doublings cover 2**64
+        raise RuntimeError("parent chains did not converge")
+    label_of = np.full(n, -1, dtype=np.int64)
+    label_of[centres] = np.arange(centres.size)
+    return label_of[nxt]
+
+
+def halo(X: np.ndarray, rho: np.ndarray, labels: np.ndarray, dc: float, *,
+         index: PairIndex | None = None, budget: int = PAIR_BUDGET) -> np.ndarray:
+    """Rodriguez-Laio halo: points of a cluster whose density is below the
+    cluster's border density (the largest ``(rho_i + rho_j) / 2`` over pairs
+    with ``d_ij <= d_c`` across the cluster's boundary)."""
+    n = X.shape[0]
+    k = int(labels.max()) + 1 if labels.size and labels.max() >= 0 else 0
+    border = np.full(max(k, 1), -np.inf)
+    index = index if index is not None else PairIndex(X, dc / 2.0)
+    lab = labels[index.order]
+    rp = rho[index.order]
+    for a, b, tot, j, d2 in index.pairs(dc, half=True, budget=budget):
+        q = np.repeat(np.arange(a, b), tot)
+        cross = (d2 <= dc * dc) & (lab[q] != lab[j]) & (lab[q] >= 0) & (lab[j] >= 0)
+        if not cross.any():
+            continue
+        q, jj = q[cross], j[cross]
+        avg = (rp[q] + rp[jj]) / 2.0
+        np.maximum.at(border, lab[q], avg)
+        np.maximum.at(border, lab[jj], avg)
+    out = np.zeros(n, dtype=bool)
+    valid = labels >= 0
+    out[valid] = rho[valid] < border[labels[valid]]
+    return out
+
+
+# ---------------------------------------------------------------------------
+# Reachability (the E-graph) and the merges
+# ---------------------------------------------------------------------------
+
+
+def components(X: np.ndarray, radius: float, *, unique: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+               budget: int = PAIR_BUDGET) -> np.ndarray:
+    """Connected components of the graph ``{(i, j): d_ij <= radius}``.
+
+    Built block by block: each block's edges are contracted onto the current
+    component labels, so memory stays bounded by the block size.
+    """
+    U, inv, _ = unique if unique is not None else unique_points(X)
+    m = U.shape[0]
+    index = PairIndex(U, radius / 2.0)
+    comp = np.arange(m)
+    r2 = radius * radius
+    for a, b, tot, j, d2 in index.pairs(radius, half=True, budget=budget):
+        q = np.repeat(np.arange(a, b), tot)
+        keep = d2 <= r2
+        ci, cj = comp[q[keep]], comp[j[keep]]
+        diff = ci != cj
+        if not diff.any():
+            continue
+        ci, cj = ci[diff], cj[diff]
+        graph = coo_matrix((np.ones(ci.size, dtype=np.int8), (ci, cj)), shape=(m, m)).tocsr()
+        _, lab = connected_components(graph, directed=False)
+        comp = lab[comp]
+    out = np.empty(m, dtype=np.int64)
+    out[index.order] = comp
+    return out[inv]
+
+
+def merge_reachable(labels: np.ndarray, comp: np.ndarray, rank: np.ndarray) -> np.ndarray:
+    """The fixed point of DP-DPCL Step 8: every point takes the label of the
+    densest point (smallest rank) of its E-component."""
+    ncomp = int(comp.max()) + 1
+    best = np.full(ncomp, rank.size, dtype=np.int64)
+    np.minimum.at(best, comp, rank)
+    order = np.argsort(rank)
+    head = order[best]
+    return labels[head[comp]]
+
+
+def merge_centres(labels: np.ndarray, centres: np.ndarray, comp: np.ndarray, rank: np.ndarray) -> np.ndarray:
+    """DP-rcCFSFDP's reachable centres: clusters whose centres share an
+    E-component join the cluster of the densest of those centres."""
+    cc = comp[centres]
+    target = np.arange(centres.size)
+    for c in np.unique(cc):
+        members = np.flatnonzero(cc == c)
+        if members.size > 1:
+            target[members] = members[np.argmin(rank[centres[members]])]
+    out = labels.copy()
+    valid = labels >= 0
+    out[valid] = target[labels[valid]]
+    return out
+
+
+def compress_labels(labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Renumber labels ``>= 0`` to ``0 .. k-1`` keeping their order; returns
+    ``(new_labels, kept_old_labels)``."""
+    kept = np.unique(labels[labels >= 0])
+    lookup = np.full(int(labels.max()) + 2 if labels.size else 1, -1, dtype=np.int64)
+    lookup[kept] = np.arange(kept.size)
+    out = np.where(labels >= 0, lookup[np.maximum(labels, 0)], -1)
+    return out, kept
+
+
+# ---------------------------------------------------------------------------
+# The rigorous variant: query points and their sensitivity
+# ---------------------------------------------------------------------------
+
+
+def lattice_gaussian_sum(spacing: float, dc: float) -> float:
+    """``sup_u sum_{m in Z} exp(-((u - m h) / d_c)^2)``, reached at ``u = 0``
+    (the sum is a theta function whose Fourier coefficients are all positive)."""
+    r = spacing / dc
+    m_max = int(math.ceil(8.0 / r)) + 1
+    m = np.arange(-m_max, m_max + 1)
+    return float(np.exp(-(m * r) ** 2).sum())
+
+
+def grid_sensitivity(kernel: str, spacings: np.ndarray, dc: float) -> float:
+    """L1 change of the node densities of a full grid when one record is added
+    or removed: ``prod_k (floor(2 d_c / h_k) + 1)`` for the cutoff kernel (the
+    nodes of an open ball of radius d_c lie in a box of side 2 d_c) and
+    ``prod_k sup_u sum_m exp(-((u - m h_k) / d_c)^2)`` for the Gaussian kernel
+    (separable over the axes). Independent of the number of records."""
+    if kernel == "cutoff":
+        return float(np.prod([math.floor(2.0 * dc / h) + 1 for h in spacings]))
+    return float(np.prod([lattice_gaussian_sum(h, dc) for h in spacings]))
+
+
+def points_sensitivity(kernel: str, Q: np.ndarray, dc: float, truncate: float | None) -> float:
+    """An upper bound on ``max_x sum_q K(||q - x||)`` for arbitrary query points.
+
+    Cutoff: the query points in a ball of radius d_c around any x lie within
+    2 d_c of one of them, so the sum is at most
+    ``max_q #{q' : ||q - q'|| < 2 d_c}``. Gaussian: the points within
+    ``R = max(truncate, 3) d_c`` count at most 1 each (bounded the same way
+    with 2R) and the others at most ``exp(-(R / d_c)^2)`` each.
+    """
+    tree = cKDTree(Q)
+    if kernel == "cutoff":
+        return float(np.max(tree.query_ball_point(Q, 2.0 * dc, return_length=True)))
+    R = max(3.0, truncate or 3.0) * dc
+    near = float(np.max(tree.query_ball_point(Q, 2.0 * R, return_length=True)))
+    return near + Q.shape[0] * math.exp(-((R / dc) ** 2))
