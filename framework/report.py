@@ -179,14 +179,17 @@ class Release:
 
     def _disclosive_metrics(self) -> set[tuple[str, str]]:
         """(evaluator, metric) pairs the evaluators declare as derived from
-        individual original values (class attribute ``disclosive_metrics``)."""
+        individual original values: their class attribute
+        ``disclosive_metrics`` holds metric names or shell-style patterns."""
+        from fnmatch import fnmatchcase
+
         out = set()
-        for name in set(self.evaluations["evaluator"]) if len(self.evaluations) else ():
+        for name, metric in zip(self.evaluations["evaluator"], self.evaluations["metric"], strict=True):
             try:
                 cls = self.registry.get("evaluators", name)
             except PrivclustError:
                 continue
-            for metric in getattr(cls, "disclosive_metrics", ()):
+            if any(fnmatchcase(metric, pattern) for pattern in getattr(cls, "disclosive_metrics", ())):
                 out.add((name, metric))
         return out
 
