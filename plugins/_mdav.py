@@ -20,12 +20,20 @@ group is always in its own group.
 O(N^2/k) distance evaluations) but avoids most of its work:
 
 * farthest-point searches scan the records in decreasing order of their
-  distance ``D`` to a reference point ``c0`` and stop as soon as the
+  distance ``D`` to a reference point ``c0`` (a contiguous copy, re-sorted
+  whenever a quarter of the records are gone) and stop as soon as the
   triangle-inequality bound ``D(x) + ||p - c0||`` falls below the best exact
-  distance found, so only a thin outer shell is evaluated exactly;
+  distance found, so only an outer shell is evaluated; chunks are screened
+  with one matrix-vector product and the few records within rounding of
+  the maximum are compared exactly;
 * nearest-neighbour groups come from a KD-tree (scipy's ``cKDTree``) over the
-  remaining records, rebuilt whenever half of its records are gone;
+  remaining records, rebuilt whenever a fifth of its records are gone;
+  candidates at the k-th distance are compared exactly;
 * the centroid of the remaining records is kept as a running sum.
+
+Cost: one KD-tree query and a shell scan per group (a Python loop per group,
+never per record); the worst case (no pruning at all) is the textbook
+O(N^2 d / k).
 
 The result does not depend on these devices: candidates are always
 evaluated exactly, with the same tie rule.
@@ -112,8 +120,8 @@ def mdav_reference(Z: np.ndarray, k: int) -> np.ndarray:
 class _State:
     """The remaining records, the shell order and the neighbour structures."""
 
-    #: Neighbours precomputed per record (beyond them the KD-tree is asked).
-    NEIGHBOURS = 10
+    #: Rebuild the KD-tree when fewer than this share of its records remain.
+    TREE_REBUILD = 0.8
 
     def __init__(self, Z: np.ndarray, k: int):
         self.Z = Z
@@ -124,10 +132,6 @@ class _State:
         self.total = Z.sum(axis=0)
         self._refresh_order(self.total / n)
         self._build_tree()
-        q = min(n, max(self.NEIGHBOURS, 2 * k + 4))
-        dist, nbr = self.tree.query(Z, k=q, workers=-1)
-        self.nbr_dist = np.asarray(dist).reshape(n, q)
-        self.nbr = np.asarray(nbr).reshape(n, q)
 
     # -- the shell order ------------------------------------------------------
 
@@ -142,6 +146,8 @@ class _State:
         self.D = D[order]
         self.Zs = np.ascontiguousarray(self.Z[self.order])
         self.sqn = np.einsum("ij,ij->i", self.Zs, self.Zs)
+        self.sqn_max = float(self.sqn.max(initial=0.0))
+        self.Zs2 = -2.0 * self.Zs
         self.alive_s = np.ones(self.order.size, dtype=bool)
         self.pos_of = np.full(self.Z.shape[0], -1, dtype=np.int64)
         self.pos_of[self.order] = np.arange(self.order.size)
@@ -176,11 +182,10 @@ class _State:
             if best >= 0 and (D[pos] + off) * (1.0 + 1e-9) + 1e-300 < np.sqrt(best_sq):
                 break
             stop = min(n, pos + size)
-            approx = sqn[pos:stop] - 2.0 * (Zs[pos:stop] @ p)
-            approx[~alive_s[pos:stop]] = -np.inf
+            approx = sqn[pos:stop] + self.Zs2[pos:stop] @ p  # -inf for removed records
             top = approx.max()
             if top > -np.inf:
-                margin = 1e-12 * (top + 2.0 * pp + float(sqn[pos:stop].max())) + 1e-300
+                margin = 1e-12 * (abs(top) + 2.0 * pp + self.sqn_max) + 1e-300
                 near = np.flatnonzero(approx >= top - margin) + pos
                 exact = _sq(Zs[near], p)
                 m = exact.max()
@@ -203,18 +208,10 @@ class _State:
         need = self.k - 1
         if need == 0:
             return np.array([centre])
-        nb = self.nbr[centre]
-        ok = self.alive[nb]
-        ok &= nb != centre
-        cand = nb[ok]
-        if cand.size > need:
-            cd = self.nbr_dist[centre][ok]
-            if cd[need] > cd[need - 1] * (1.0 + 1e-9) + 1e-12:
-                return np.concatenate(([centre], cand[:need]))
         return self._group_from_tree(centre, need)
 
     def _group_from_tree(self, centre: int, need: int) -> np.ndarray:
-        if self.n_alive < 0.5 * self.tree_index.size:
+        if self.n_alive < self.TREE_REBUILD * self.tree_index.size:
             self._build_tree()
         size = self.tree_index.size
         q = min(size, 2 * self.k + 6)
@@ -226,6 +223,9 @@ class _State:
             ok = self.alive[gidx] & (gidx != centre)
             if ok.sum() >= need:
                 dd, ii = dist[ok], gidx[ok]
+                if dd.size > need and dd[need] > dd[need - 1] * (1.0 + 1e-9) + 1e-12:
+                    # a clear gap after the k-1 nearest: no tie can change the group
+                    return np.concatenate(([centre], ii[:need]))
                 # the KD-tree's distances may differ from the exact ones in the
                 # last bits: widen the cut so that every tie is a candidate
                 t = dd[need - 1] * (1.0 + 1e-9) + 1e-12
@@ -240,7 +240,9 @@ class _State:
 
     def remove(self, members: np.ndarray) -> None:
         self.alive[members] = False
-        self.alive_s[self.pos_of[members]] = False
+        where = self.pos_of[members]
+        self.alive_s[where] = False
+        self.sqn[where] = -np.inf
         self.n_alive -= members.size
         self.total = self.total - self.Z[members].sum(axis=0)
         if self.n_alive and self.n_alive < 0.75 * self.n_at_refresh:
