@@ -128,6 +128,17 @@ def test_every_registered_component_is_named_in_the_docs():
     assert not missing, f"components named nowhere in docs/ (write `name` on their page): {missing}"
 
 
+def test_the_catalogue_of_built_in_components_is_complete():
+    text = (DOCS / "concepts.md").read_text(encoding="utf-8")
+    catalogue = text.split("### The built-in components")[1].split("\n\n`privclust plugins`")[0]
+    listed = set(re.findall(r"^\| ([a-z ]+) \| `([a-z0-9_.-]+)` \|", catalogue, flags=re.M))
+    registry = privclust.Registry(use_env=False)
+    builtin = {(info.kind[:-1].replace("_", " "), info.name) for info in registry.components()
+               if info.distribution == privclust.NAME}
+    assert listed == builtin, (f"docs/concepts.md's catalogue lacks {sorted(builtin - listed)} and lists "
+                               f"{sorted(listed - builtin)}, which is not a built-in component")
+
+
 def test_the_nav_lists_every_page_and_only_existing_pages():
     nav = re.findall(r":\s*([\w.-]+\.md)\s*$", (ROOT / "mkdocs.yml").read_text(encoding="utf-8"), flags=re.M)
     pages = sorted(p.name for p in DOCS.glob("*.md"))
