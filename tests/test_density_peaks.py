@@ -1,0 +1,535 @@
+"""Density-peak clusterers: kernels against brute force and pydpc, the spec's
+sanity tables, honest accounting, bad input and the conformance kit."""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from sklearn.metrics import adjusted_rand_score
+
+import privclust
+import privclust.datasets
+import privclust.testing as pt
+from privclust import BudgetExceededError, DataError, ParameterError, PrivacyLeakWarning
+from privclust_plugins import _dpc
+from privclust_plugins.density_peaks import DPC, AdDPC, AdDPCrDP, DPDPCGrid, DPDPCL, DPrcCFSFDP
+
+from conftest import require_dataset
+
+# ---------------------------------------------------------------------------
+# helpers
+# ---------------------------------------------------------------------------
+
+
+def reference(X: np.ndarray, dc: float, kernel: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The spec's rules on the full distance matrix (the MATLAB loop)."""
+    D = np.sqrt(((X[:, None, :] - X[None, :, :]) ** 2).sum(-1))
+    rho = (D < dc).sum(1) - 1.0 if kernel == "cutoff" else np.exp(-((D / dc) ** 2)).sum(1) - 1.0
+    order = np.argsort(-rho, kind="stable")
+    n = len(X)
+    delta = np.zeros(n)
+    parent = np.full(n, -1)
+    for ii in range(1, n):
+        i = order[ii]
+        earlier = order[:ii]
+        a = int(np.argmin(D[i, earlier]))
+        delta[i], parent[i] = D[i, earlier[a]], earlier[a]
+    delta[order[0]] = np.delete(delta, order[0]).max()
+    return rho, delta, parent
+
+
+def fit(component, frame: pd.DataFrame, *, seed: int = 1, budget: float | None = None):
+    registry = privclust.get_registry()
+    context = privclust.PrivacyContext(privclust.Budget(epsilon=budget) if budget else None, seed=seed,
+                                       registry=registry)
+    with context.step(0, "dpc", component.name), warnings.catch_warnings():
+        warnings.simplefilter("ignore", PrivacyLeakWarning)
+        partition = component.fit(frame, context)
+    return partition, context
+
+
+def features(frame: pd.DataFrame) -> pd.DataFrame:
+    return frame.drop(columns="class")
+
+
+@pytest.fixture(scope="module")
+def iris():
+    return privclust.datasets.iris()
+
+
+@pytest.fixture(scope="module")
+def aggregation():
+    require_dataset("aggregation.data.gz")
+    return privclust.datasets.load("aggregation")
+
+
+@pytest.fixture(scope="module")
+def flame():
+    require_dataset("flame.data.gz")
+    return privclust.datasets.load("flame")
+
+
+# ---------------------------------------------------------------------------
+# kernels
+# ---------------------------------------------------------------------------
+
+
+@settings(deadline=None, max_examples=40)
+@given(n=st.integers(3, 150), d=st.integers(1, 5), dc=st.floats(0.2, 1.5), seed=st.integers(0, 2**31),
+       rounding=st.booleans(), duplicates=st.booleans(), kernel=st.sampled_from(["cutoff", "gaussian"]))
+def test_kernels_match_the_reference_loop(n, d, dc, seed, rounding, duplicates, kernel):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    if rounding:
+        X = np.round(X, 1)  # equidistant pairs: the tie rules matter
+    if duplicates:
+        X[rng.integers(0, n, n // 2)] = X[0]
+    rho_ref, delta_ref, parent_ref = reference(X, dc, kernel)
+    U, inv, counts = _dpc.unique_points(X)
+    index = _dpc.PairIndex(U, dc / 2)
+    rho = _dpc.densities(U, dc, kernel, None, counts=counts, index=index)[inv]
+    np.testing.assert_allclose(rho, rho_ref, rtol=0, atol=1e-10)
+    delta, parent, _ = _dpc.delta_parent(X, rho_ref, index=index, unique=(U, inv, counts))
+    np.testing.assert_array_equal(parent, parent_ref)
+    np.testing.assert_allclose(delta, delta_ref, rtol=0, atol=1e-12)
+
+
+def test_windowed_search_matches_the_tree_search_on_a_large_noisy_set():
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(30_000, 2))
+    X[:500] = X[0]  # a heavy duplicate group
+    rho = rng.normal(size=30_000)  # random order: many local maxima take the fallback paths
+    U, inv, counts = _dpc.unique_points(X)
+    index = _dpc.PairIndex(U, 0.02)
+    windowed = _dpc.delta_parent(X, rho, index=index, unique=(U, inv, counts))
+    tree_only = _dpc.delta_parent(X, rho, index=None, unique=(U, inv, counts))
+    np.testing.assert_array_equal(windowed[1], tree_only[1])
+    np.testing.assert_array_equal(windowed[0], tree_only[0])
+    # the duplicates point to the group's earliest member (in density order) at distance 0
+    group = np.arange(500)
+    leader = group[np.argmax(rho[:500])]
+    followers = group[group != leader]
+    assert np.all(windowed[1][followers] == leader) and np.all(windowed[0][followers] == 0.0)
+
+
+def test_truncated_gaussian_is_within_the_stated_bound():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(3000, 2))
+    dc = 0.1
+    exact = _dpc.densities(X, dc, "gaussian", None)
+    truncated = _dpc.densities(X, dc, "gaussian", 3.0)
+    assert np.all(truncated <= exact + 1e-9)
+    assert np.max(exact - truncated) <= (len(X) - 1) * math.exp(-9.0)
+    # in 2-D, about exp(-T^2) of a locally uniform density's mass lies beyond T d_c (isolated points aside)
+    assert np.median((exact - truncated) / exact) < 2 * math.exp(-9.0)
+
+
+def test_cross_densities_and_tree_path_agree_with_brute_force():
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(400, 5))  # 5-D: the KD-tree path
+    Q = rng.normal(size=(50, 5))
+    D = np.sqrt(((Q[:, None] - X[None]) ** 2).sum(-1))
+    np.testing.assert_allclose(_dpc.cross_densities(Q, X, 1.2, "cutoff", 3.0), (D < 1.2).sum(1))
+    g = np.exp(-((D / 1.2) ** 2)) * (D <= 3.6)
+    np.testing.assert_allclose(_dpc.cross_densities(Q, X, 1.2, "gaussian", 3.0), g.sum(1), atol=1e-12)
+    X2 = rng.normal(size=(500, 2))
+    Q2 = rng.normal(size=(60, 2)) * 2
+    D2 = np.sqrt(((Q2[:, None] - X2[None]) ** 2).sum(-1))
+    np.testing.assert_allclose(_dpc.cross_densities(Q2, X2, 0.3, "cutoff", 3.0), (D2 < 0.3).sum(1))
+
+
+def test_percentage_rule_is_the_matlab_position_and_sampling_is_close():
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(300, 2))
+    from scipy.spatial.distance import pdist
+
+    dist = np.sort(pdist(X))
+    M = dist.size
+    (dc,), info = _dpc.percent_distance(X, [2.0], None)
+    assert info["method"] == "exact"
+    assert dc == dist[int(round(M * 0.02 + 1e-9)) - 1]
+    (est,), info = _dpc.percent_distance(X, [2.0], lambda: np.random.default_rng(0), exact_pairs=10)
+    assert info["method"] == "sampled" and info["sample_pairs"] == _dpc.SAMPLE_PAIRS
+    assert abs(est - dc) / dc < 0.02
+
+
+def test_components_and_merges():
+    X = np.array([[0.0], [0.5], [1.0], [5.0], [5.4], [9.0]])
+    comp = _dpc.components(X, 0.6)
+    assert comp[0] == comp[1] == comp[2] and comp[3] == comp[4] and len({comp[0], comp[3], comp[5]}) == 3
+    labels = np.array([0, 1, 1, 2, 2, 3])
+    rank = np.array([2, 0, 1, 3, 4, 5])
+    np.testing.assert_array_equal(_dpc.merge_reachable(labels, comp, rank), [1, 1, 1, 2, 2, 3])
+    centres = np.array([1, 0, 3, 5])  # label c is held by centres[c]
+    merged = _dpc.merge_centres(np.array([1, 0, 0, 2, 2, 3]), centres, comp, rank)
+    np.testing.assert_array_equal(merged, [0, 0, 0, 2, 2, 3])
+
+
+def test_addpc_boundary_slope_reading():
+    g = np.array([1.0, 0.5, 0.45, 0.1, 0.09, 0.08, 0.0])
+    m, kappa, order = _dpc.addpc_boundary(g, 1.001, 50)
+    # kappa_i = (i - 1.001)(g_i - g_{i+1}): i = 3 gives 1.999 * 0.35, the largest
+    assert m == 3
+    assert kappa.size == g.size - 2 and kappa[0] < 0
+    np.testing.assert_allclose(kappa[2], 1.999 * 0.35)
+
+
+def test_grid_sensitivity_bounds_the_worst_record():
+    rng = np.random.default_rng(0)
+    h, dc = 0.3, 0.5
+    axes = np.arange(-10, 11) * h
+    nodes = np.stack([a.ravel() for a in np.meshgrid(axes, axes, indexing="ij")], axis=1)
+    for kernel in ("cutoff", "gaussian"):
+        bound = _dpc.grid_sensitivity(kernel, np.array([h, h]), dc)
+        x = rng.uniform(-h, h, size=(2000, 2))
+        worst = _dpc.cross_densities(x, nodes, dc, kernel, None).max()
+        assert worst <= bound + 1e-9
+        assert worst >= 0.7 * bound  # and it is not loose
+    Q = rng.uniform(0, 1, size=(300, 3))
+    x = rng.uniform(0, 1, size=(500, 3))
+    for kernel in ("cutoff", "gaussian"):
+        assert _dpc.cross_densities(x, Q, 0.2, kernel, 3.0).max() <= _dpc.points_sensitivity(kernel, Q, 0.2, 3.0)
+
+
+# ---------------------------------------------------------------------------
+# pydpc as an oracle, and the spec's sanity tables
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["aggregation", "flame"])
+def test_matches_pydpc_on_rho_and_delta(name):
+    require_dataset(f"{name}.data.gz")
+    pydpc = pytest.importorskip("pydpc")
+    frame = privclust.datasets.load(name)
+    X = np.ascontiguousarray(features(frame).to_numpy())
+    oracle = pydpc.Cluster(X, fraction=0.02, autoplot=False)
+    part, _ = fit(DPC(dc=float(oracle.kernel_size), k=2, truncate=None), features(frame))
+    np.testing.assert_allclose(part.diagnostics["rho"], oracle.density, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(part.diagnostics["delta"], oracle.delta, rtol=0, atol=1e-12)
+    # pydpc's d_c is one position later than MATLAB's: the percentage rule differs by that position only
+    (dc,), _ = _dpc.percent_distance(X, [2.0], None)
+    assert dc <= oracle.kernel_size
+
+
+def test_matches_pydpc_on_iris_except_the_duplicate_tie(iris):
+    pydpc = pytest.importorskip("pydpc")
+    X = np.ascontiguousarray(features(iris).to_numpy())
+    oracle = pydpc.Cluster(X, fraction=0.025, autoplot=False)
+    part, _ = fit(DPC(dc_percent=2.5, k=3, truncate=None), features(iris))
+    assert part.diagnostics["dc"] == pytest.approx(oracle.kernel_size, abs=1e-15)
+    np.testing.assert_allclose(part.diagnostics["rho"], oracle.density, rtol=0, atol=1e-12)
+    # rows 101 and 142 are identical: the spec orders them by index (pydpc does not)
+    tied = {83, 101, 113, 121, 142}
+    keep = np.array([i not in tied for i in range(len(X))])
+    np.testing.assert_allclose(part.diagnostics["delta"][keep], oracle.delta[keep], rtol=0, atol=1e-12)
+    assert part.diagnostics["parent"][142] == 101 and part.diagnostics["delta"][142] == 0.0
+
+
+@pytest.mark.parametrize(("name", "t", "k", "ari", "dc"), [
+    ("iris", 2.5, 3, 0.6334, 0.3464),
+    ("iris", 2.0, 3, 0.7592, 0.3162),
+    ("aggregation", 2.5, 7, 0.7679, 2.089),
+    ("aggregation", 2.0, 7, 0.9978, 1.860),
+    ("flame", 2.0, 2, 0.3269, 0.930),
+    ("flame", 2.5, 2, 0.5360, 1.055),
+    ("flame", 3.0, 2, 1.0000, 1.134),
+    ("wdbc", 1.5, 2, 0.3177, 29.81),
+])
+def test_noiseless_sanity_table(name, t, k, ari, dc):
+    if name == "iris":
+        frame = privclust.datasets.iris()
+    elif name == "wdbc":
+        frame = privclust.datasets.wdbc()
+    else:
+        require_dataset(f"{name}.data.gz")
+        frame = privclust.datasets.load(name)
+    part, _ = fit(DPC(dc_percent=t, k=k), features(frame))
+    assert part.diagnostics["dc"] == pytest.approx(dc, rel=5e-4)
+    assert adjusted_rand_score(frame["class"], part.labels) == pytest.approx(ari, abs=5e-5)
+
+
+def test_cutoff_kernel_and_minmax_sanity(iris, aggregation):
+    part, _ = fit(DPC(dc_percent=2.5, k=3, kernel="cutoff"), features(iris))
+    assert adjusted_rand_score(iris["class"], part.labels) == pytest.approx(0.6056, abs=5e-5)
+    part, _ = fit(DPC(dc_percent=2.5, k=7, kernel="cutoff"), features(aggregation))
+    assert adjusted_rand_score(aggregation["class"], part.labels) == pytest.approx(0.6895, abs=5e-5)
+    part, _ = fit(DPC(dc_percent=2.5, k=3, scale="minmax"), features(iris))
+    assert adjusted_rand_score(iris["class"], part.labels) == pytest.approx(0.7196, abs=5e-5)
+
+
+@pytest.mark.parametrize(("name", "t", "m"), [("iris", 2.0, 2), ("iris", 2.5, 2), ("aggregation", 2.0, 8),
+                                               ("aggregation", 2.5, 3), ("flame", 2.0, 4), ("flame", 3.0, 2)])
+def test_addpc_numbers_of_centres(name, t, m):
+    frame = privclust.datasets.iris() if name == "iris" else privclust.datasets.load(name)
+    part, _ = fit(AdDPC(dc_percent=t), features(frame))
+    assert part.diagnostics["boundary"] == m == part.n_clusters
+    assert part.diagnostics["kappa"].size == 50
+
+
+def test_reachability_merge_repairs_flame(flame):
+    comp = DPDPCL(dc_percent=2.5, radius_percent=1.0, scale="minmax", k=2, epsilon=1e12)
+    part, _ = fit(comp, features(flame))
+    assert part.diagnostics["n_components"] == 41
+    assert part.diagnostics["radius"] == pytest.approx(0.0525, abs=5e-5)
+    assert adjusted_rand_score(flame["class"], part.diagnostics["labels_before_merge"]) == pytest.approx(0.536, abs=5e-4)
+    assert adjusted_rand_score(flame["class"], part.labels) == pytest.approx(0.967, abs=5e-4)
+
+
+@pytest.mark.parametrize(("e", "components", "after"), [(0.5, 21, 0.800), (0.4, 48, 0.887)])
+def test_merge_table_on_aggregation(aggregation, e, components, after):
+    part, _ = fit(DPDPCL(dc_percent=2.5, radius_percent=e, k=7, epsilon=1e12), features(aggregation))
+    assert part.diagnostics["n_components"] == components
+    assert adjusted_rand_score(aggregation["class"], part.labels) == pytest.approx(after, abs=5e-4)
+
+
+def test_halo_marks_border_points(aggregation):
+    part, _ = fit(DPC(dc_percent=2.0, k=7, halo=True), features(aggregation))
+    halo = part.diagnostics["halo"]
+    assert 0 < halo.sum() < len(halo)
+    assert np.all(part.labels[halo] == -1) and np.all(part.labels[~halo] >= 0)
+    rho = part.diagnostics["rho"]
+    before = part.diagnostics["labels_before_halo"]
+    for c in range(7):  # the halo of a cluster is its low-density part
+        inside = before == c
+        if halo[inside].any() and (~halo[inside]).any():
+            assert rho[inside & halo].max() < rho[inside & ~halo].min()
+
+
+def test_decision_graph_thresholds(aggregation):
+    base, _ = fit(DPC(dc_percent=2.0, k=7), features(aggregation))
+    rho, delta = base.diagnostics["rho"], base.diagnostics["delta"]
+    part, _ = fit(DPC(dc_percent=2.0, rho_min=float(np.median(rho)), delta_min=2.0), features(aggregation))
+    chosen = part.diagnostics["centre_indices"]
+    assert np.all(rho[chosen] > np.median(rho)) and np.all(delta[chosen] > 2.0)
+    assert int(np.argmax(rho)) in chosen
+    with pytest.raises(ParameterError, match="lower the thresholds"):
+        fit(DPC(dc_percent=2.0, rho_min=1e9, delta_min=1e9), features(aggregation))
+
+
+# ---------------------------------------------------------------------------
+# diagnostics contract
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("component", [
+    DPC(k=3), AdDPC(), DPDPCL(dc_percent=2.5, radius_percent=2.2), AdDPCrDP(), DPrcCFSFDP(k=3),
+])
+def test_diagnostics_contract(iris, component):
+    part, _ = fit(component, features(iris))
+    n = len(iris)
+    d = part.diagnostics
+    for key in ("rho", "delta", "gamma", "parent"):
+        assert d[key].shape == (n,)
+    assert (d["parent"] == -1).sum() == 1
+    assert d["centre_indices"].shape == (d["n_centres"],)
+    assert d["dc"] > 0
+    assert part.centres.shape == (part.n_clusters, 4)
+    np.testing.assert_array_equal(part.centres, iris.iloc[d["cluster_centre_indices"], :4].to_numpy())
+    assert set(np.unique(part.labels)) == set(range(part.n_clusters))
+    if component.automatic and component.k is None:
+        assert d["boundary"] == d["n_centres"] and "kappa" in d
+    if component.name in ("dp-dpcl", "dp-rccfsfdp"):
+        assert d["labels_before_merge"].shape == (n,) and d["radius"] > 0
+
+
+def test_grid_diagnostics_contract(aggregation):
+    comp = DPDPCGrid(dc=1.5, epsilon=5.0, bounds={"x0": [0, 40], "x1": [0, 30]}, points_per_dim=40, radius=1.0)
+    part, ctx = fit(comp, features(aggregation))
+    d = part.diagnostics
+    G = d["grid_points"].shape[0]
+    assert d["grid_points"].shape == (1600, 2) and d["rho"].shape == (G,)
+    assert np.all(d["support"][d["centre_indices"]])
+    assert part.labels.shape == (len(aggregation),) and np.all(part.labels >= 0)
+    assert d["labels_before_merge"].shape == (len(aggregation),)
+    np.testing.assert_allclose(part.centres, d["grid_points"][d["cluster_centre_indices"]])
+    assert adjusted_rand_score(aggregation["class"], part.labels) > 0.5
+    assert ctx.spent == (5.0, 0.0)
+
+
+# ---------------------------------------------------------------------------
+# accounting
+# ---------------------------------------------------------------------------
+
+
+def test_paper_mechanism_ledger_is_honest(iris):
+    part, ctx = fit(DPDPCL(dc_percent=2.5, radius_percent=2.2, epsilon=1.0), features(iris))
+    dp = ctx.ledger.of_kind("dp")
+    assert len(dp) == 1
+    entry = dp[0]
+    n = len(iris)
+    assert entry.claimed_epsilon == 1.0
+    assert entry.epsilon == 2 * (n - 1) and entry.sensitivity == 2 * (n - 1)
+    assert ctx.spent[0] == 2 * (n - 1)
+    assert "not a post-processing" in entry.not_covered and "labels" in entry.not_covered
+    details = entry.details
+    assert details["vector_sensitivity_data_at_hand_removal"] == pytest.approx(13.49, abs=0.01)
+    assert details["vector_sensitivity_worst_case_add_remove_common_coordinates"] == n - 1
+    assert details["noise_scale"] == 1.0
+    statement = ctx.ledger.of_kind("guarantee")[0].statement
+    assert "13.49" in statement and "not a guarantee" in statement and "298" in statement
+    leaks = {e.mechanism for e in ctx.ledger.of_kind("leak")}
+    assert leaks == {"dc_percent", "radius_percent"}
+    # the noisy densities are what the diagnostics show
+    exact, _ = fit(AdDPC(dc_percent=2.5), features(iris))
+    noise = part.diagnostics["rho"] - exact.diagnostics["rho"]
+    assert 0.3 < np.mean(np.abs(noise)) < 2.0  # Lap(1): mean |noise| = 1
+
+
+def test_vector_calibration_holds_the_claim(iris):
+    part, ctx = fit(AdDPCrDP(epsilon=2.0, calibration="vector", dc=0.35), features(iris))
+    entry = ctx.ledger.of_kind("dp")[0]
+    assert entry.epsilon == 2.0 and ctx.spent[0] == 2.0
+    assert entry.details["noise_scale"] == pytest.approx(298 / 2.0)
+    assert not ctx.ledger.of_kind("leak")  # absolute d_c: nothing leaks
+    assert "no utility" in ctx.ledger.of_kind("guarantee")[0].statement
+
+
+def test_over_budget_is_refused_before_anything(iris):
+    comp = DPDPCL(dc_percent=2.5, radius_percent=2.2, epsilon=1.0)
+    registry = privclust.get_registry()
+    context = pt._TracingContext(privclust.Budget(epsilon=100.0), seed=1, registry=registry)
+    with context.step(0, "s", comp.name), pytest.raises(BudgetExceededError, match="no noise was drawn"):
+        comp.fit(features(iris), context)
+    assert not context.ledger.entries and "rng" not in context.events
+    # the same run fits a budget of 298 exactly
+    _, ctx = fit(comp, features(iris), budget=298.0)
+    assert ctx.spent[0] == 298.0
+
+
+def test_recipe_run_charges_the_honest_figure(iris):
+    recipe = {"privacy": {"epsilon": 1000.0},
+              "steps": [{"use": "dp-dpcl", "dc_percent": 2.5, "radius_percent": 2.2, "epsilon": 1.0,
+                         "columns": ["sepal_length", "sepal_width", "petal_length", "petal_width"]}]}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PrivacyLeakWarning)
+        release = privclust.run(recipe, iris, seed=3)
+    assert release.spent[0] == 298.0
+    assert release.labels["cluster"].nunique() >= 2
+    # the planned cost (at least epsilon) is checked when the recipe is compiled
+    with pytest.raises(privclust.RecipeError, match="budget"):
+        privclust.compile({"privacy": {"epsilon": 0.5}, "steps": [{"use": "dp-dpcl", "epsilon": 1.0}]})
+
+
+def test_grid_variant_is_dp_with_n_free_sensitivity(aggregation):
+    comp = DPDPCGrid(dc=1.5, epsilon=1.0, bounds={"x0": [0, 40], "x1": [0, 30]}, points_per_dim=30)
+    _, ctx = fit(comp, features(aggregation))
+    _, ctx_half = fit(comp, features(aggregation).iloc[::2])
+    entry, entry_half = ctx.ledger.of_kind("dp")[0], ctx_half.ledger.of_kind("dp")[0]
+    assert entry.sensitivity == entry_half.sensitivity  # independent of n
+    assert entry.epsilon == 1.0 and entry.claimed_epsilon is None
+    assert "joint-DP" in entry.not_covered and not ctx.ledger.of_kind("leak")
+    spacing = 40 / 29
+    assert entry.sensitivity == pytest.approx(2 * _dpc.grid_sensitivity("gaussian", np.array([spacing, 30 / 29]), 1.5))
+    _, leaky = fit(DPDPCGrid(dc_percent=2.0, epsilon=1.0), features(aggregation))
+    assert {e.mechanism for e in leaky.ledger.of_kind("leak")} == {"bounds", "dc_percent"}
+
+
+def test_grid_random_queries_in_higher_dimensions(iris):
+    bounds = {c: [0.0, 8.0] for c in iris.columns[:4]}
+    comp = DPDPCGrid(dc=0.8, epsilon=1.0, bounds=bounds, query="random", n_points=2000, k=3)
+    part, ctx = fit(comp, features(iris))
+    assert part.diagnostics["grid_points"].shape == (2000, 4)
+    assert ctx.ledger.of_kind("dp")[0].details["query"] == "random"
+    assert part.n_clusters <= 3
+
+
+def test_noise_mechanism_is_swappable(iris):
+    comp = DPDPCL(dc_percent=2.5, radius_percent=2.2, kernel="cutoff", noise="geometric")
+    part, ctx = fit(comp, features(iris))
+    assert ctx.ledger.of_kind("dp")[0].mechanism == "geometric"
+    assert np.all(part.diagnostics["rho"] == np.round(part.diagnostics["rho"]))
+
+
+def test_seeded_runs_repeat_and_differ_across_seeds(iris):
+    comp = AdDPCrDP(dc_percent=2.5, epsilon=0.5)
+    a, _ = fit(comp, features(iris), seed=1)
+    b, _ = fit(comp, features(iris), seed=1)
+    c, _ = fit(comp, features(iris), seed=2)
+    np.testing.assert_array_equal(a.diagnostics["rho"], b.diagnostics["rho"])
+    assert not np.array_equal(a.diagnostics["rho"], c.diagnostics["rho"])
+
+
+# ---------------------------------------------------------------------------
+# bad input
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("cls", "kwargs", "match"), [
+    (DPC, {"k": 2, "dc_percent": 0.0}, "dc_percent"),
+    (DPC, {"k": 2, "dc_percent": 100.0}, "dc_percent"),
+    (DPC, {"k": 2, "dc": -1.0}, "dc"),
+    (DPC, {"k": 2, "dc": 1.0, "dc_percent": 2.0}, "not both"),
+    (DPC, {}, "choose the centres"),
+    (DPC, {"rho_min": 1.0}, "both"),
+    (DPC, {"k": 0}, "'k'"),
+    (DPDPCL, {"epsilon": 0.0}, "epsilon"),
+    (DPDPCL, {"radius": 0.0}, "radius"),
+    (DPDPCL, {"radius_percent": 120.0}, "radius_percent"),
+    (DPDPCL, {"radius": 1.0, "radius_percent": 1.0}, "not both"),
+    (DPDPCL, {"calibration": "rough"}, "calibration"),
+    (DPDPCL, {"kernel": "epanechnikov"}, "kernel"),
+    (DPDPCGrid, {"bounds": "somewhere"}, "bounds"),
+    (DPDPCGrid, {"points_per_dim": 10, "spacing": 0.1}, "not both"),
+])
+def test_bad_parameters(cls, kwargs, match):
+    with pytest.raises(ParameterError, match=match):
+        cls(**kwargs)
+
+
+def test_bad_data(frame):
+    with pytest.raises(ParameterError, match="at most the number of records"):
+        fit(DPC(k=500), frame)
+    with pytest.raises(DataError, match="at least 3 records"):
+        fit(DPC(k=1), frame.iloc[:2])
+    bad = frame.copy()
+    bad.iloc[3, 1] = np.nan
+    with pytest.raises(DataError, match="NaN"):
+        fit(AdDPC(), bad)
+    constant = pd.DataFrame({"a": np.ones(50), "b": np.ones(50)})
+    with pytest.raises(DataError, match="duplicate"):
+        fit(AdDPC(), constant)
+    with pytest.raises(DataError, match="no public bounds"):
+        fit(DPDPCGrid(dc=1.0, bounds={"a": [0, 1]}), frame)
+
+
+def test_duplicate_heavy_and_constant_data_never_crash():
+    rng = np.random.default_rng(0)
+    X = np.repeat(rng.normal(size=(5, 2)), 40, axis=0)
+    frame = pd.DataFrame(X, columns=["a", "b"])
+    part, _ = fit(AdDPC(dc=0.5), frame)
+    again, _ = fit(AdDPC(dc=0.5), frame)
+    np.testing.assert_array_equal(part.labels, again.labels)
+    for group in range(5):  # identical records share a cluster
+        assert np.unique(part.labels[group * 40:(group + 1) * 40]).size == 1
+    constant = pd.DataFrame({"a": np.zeros(30), "b": np.zeros(30)})
+    part, _ = fit(DPC(dc=1.0, k=1), constant)
+    assert np.all(part.labels == 0)
+    part, _ = fit(DPDPCL(dc=1.0, radius=0.5), constant)
+    assert part.labels.shape == (30,) and part.n_clusters == 1  # one E-component: the merge joins everything
+
+
+# ---------------------------------------------------------------------------
+# conformance
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("component", [
+    DPC(k=3), DPC(dc_percent=5.0, rho_min=1.0, delta_min=1.0, halo=True), AdDPC(kernel="cutoff", dc_percent=5.0),
+    DPDPCL(dc_percent=3.0, radius_percent=1.0), AdDPCrDP(k=3, calibration="vector"),
+    DPrcCFSFDP(k=3, radius=0.5), DPDPCGrid(dc=1.0, points_per_dim=12, k=3),
+], ids=lambda c: c.name)
+def test_conformance(component, frame):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PrivacyLeakWarning)
+        pt.check_component(component, frame)
+
+
+def test_registered_by_name(registry):
+    names = set(registry.names("clusterers"))
+    assert {"dpc", "addpc", "dp-dpcl", "addpc-rdp", "dp-rccfsfdp", "dp-dpc-grid"} <= names
