@@ -65,8 +65,8 @@ class MDAV:
         labels = _mdav.mdav(Z, self.k, progress=lambda done, total: context.progress(done, total))
         n_groups = int(labels.max()) + 1
         sizes = np.bincount(labels, minlength=n_groups)
-        sums = np.zeros((n_groups, X.shape[1]))
-        np.add.at(sums, labels, X)
+        sums = np.column_stack([np.bincount(labels, weights=X[:, j], minlength=n_groups)
+                                for j in range(X.shape[1])])
         centres = sums / sizes[:, None]
         rules = context.constraints
         projected = False
