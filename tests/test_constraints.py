@@ -406,3 +406,9 @@ def test_projection_kernel_closed_form_when_equalities_fix_everything():
     out, stats = _linear.project_polyhedron(np.zeros((3, 2)), E, f, np.array([[1.0, 1.0]]), np.array([5.0]))
     np.testing.assert_allclose(out, [[1.0, 2.0]] * 3)
     assert stats.method == "closed form"
+
+
+def test_the_docs_page_examples_run(tmp_path):
+    from _docblocks import run_page
+
+    assert run_page("constraints.md", tmp_path) >= 2

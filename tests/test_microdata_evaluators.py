@@ -343,3 +343,10 @@ def test_conformance_of_the_partition_evaluators(evaluator, frame, registry):
     data = inputs(given_frame, given_frame.copy(), [outcome(part)])
     assert evaluator.evaluate(data) == evaluator.evaluate(data)
     assert given_frame.equals(frame)
+
+
+def test_the_docs_page_examples_run(tmp_path):
+    from _docblocks import run_page
+
+    require_dataset("casc_census.csv")
+    assert run_page("microdata-evaluators.md", tmp_path) >= 2
