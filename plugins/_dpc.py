@@ -138,8 +138,8 @@ class PairIndex:
         self._cells = cells[order]
         self._cid = cid[order]
         self._y = y[order]
-        self._span = float(self._y.max()) + 1.0
-        self._z = self._cid * self._span + self._y
+        self._yspan = float(self._y.max())
+        self._keys: tuple[float, float, np.ndarray] | None = None
         self._tree = None
 
     # -- helpers -----------------------------------------------------------------
@@ -166,19 +166,25 @@ class PairIndex:
             # (the cells of a query are inside the grid), so "after" means lin > 0.
             keep = np.array([tuple(o) > (0,) * last for o in offsets], dtype=bool) if last else np.zeros(1, bool)
             offsets = offsets[keep]
+        # Composite keys cid * span + y, with span wider than any window, so that a
+        # window never runs into the next cell; cached per radius.
+        if self._keys is None or self._keys[0] != radius:
+            span = self._yspan + 2.0 * radius + 1.0
+            self._keys = (radius, span, self._cid * span + self._y)
+        _, span, z = self._keys
         # Widen by a few ulps of the composite key so that the window is a superset.
-        tol = 8.0 * np.spacing(abs(float(self._z[-1])) + self._span + radius)
+        tol = 8.0 * np.spacing(abs(float(z[-1])) + span + radius)
         los, his = [], []
         if half:
-            own = self._cid[q0:q0 + len(Q)] * self._span + qy
+            own = self._cid[q0:q0 + len(Q)] * span + qy
             los.append(np.arange(q0 + 1, q0 + len(Q) + 1))
-            his.append(np.searchsorted(self._z, own + radius + tol, side="right"))
+            his.append(np.searchsorted(z, own + radius + tol, side="right"))
         for off in offsets:
             target = qcells + off
             valid = np.all((target >= 0) & (target < self._dims), axis=1) if last else np.ones(len(Q), bool)
-            key = (target @ self._strides if last else np.zeros(len(Q), dtype=np.int64)) * self._span + qy
-            lo = np.searchsorted(self._z, key - radius - tol, side="left")
-            hi = np.searchsorted(self._z, key + radius + tol, side="right")
+            key = (target @ self._strides if last else np.zeros(len(Q), dtype=np.int64)) * span + qy
+            lo = np.searchsorted(z, key - radius - tol, side="left")
+            hi = np.searchsorted(z, key + radius + tol, side="right")
             hi = np.where(valid, hi, lo)
             los.append(lo)
             his.append(hi)
@@ -336,8 +342,8 @@ def _kernel_radius(kernel: str, dc: float, truncate: float | None) -> float:
 
 def _weights(kernel: str, d2: np.ndarray, dc: float, radius: float) -> np.ndarray:
     """Kernel values for squared distances (in place on ``d2``)."""
-    if kernel == "cutoff":
-        return (d2 < dc * dc).astype(float)
+    if kernel == "cutoff":  # compare distances, not squares: d_ij < d_c exactly as the rule says
+        return (np.sqrt(d2) < dc).astype(float)
     w = d2 * (-1.0 / (dc * dc))
     np.exp(w, out=w)
     if np.isfinite(radius):
@@ -359,6 +365,20 @@ def densities(X: np.ndarray, dc: float, kernel: str = "gaussian", truncate: floa
     n = X.shape[0]
     w = np.ones(n) if counts is None else np.asarray(counts, dtype=float)
     radius = _kernel_radius(kernel, dc, truncate)
+    if not np.isfinite(radius):
+        # Every pair: blocks of full rows, (rows x n) entries at a time.
+        rho = np.empty(n)
+        step = max(1, budget // max(n, 1))
+        for a in range(0, n, step):
+            b = min(n, a + step)
+            d2 = np.zeros((b - a, n))
+            for k in range(X.shape[1]):
+                diff = X[a:b, k][:, None] - X[:, k][None, :]
+                diff *= diff
+                d2 += diff
+            kv = _weights(kernel, d2, dc, radius)
+            rho[a:b] = kv @ w - w[a:b]  # minus the point's own term K(0) = 1
+        return rho + (w - 1.0)
     index = index if index is not None else PairIndex(X, dc / 2.0)
     wp = w[index.order]
     weighted = bool(np.any(w != 1.0))
@@ -651,7 +671,7 @@ def halo(X: np.ndarray, rho: np.ndarray, labels: np.ndarray, dc: float, *,
     rp = rho[index.order]
     for a, b, tot, j, d2 in index.pairs(dc, half=True, budget=budget):
         q = np.repeat(np.arange(a, b), tot)
-        cross = (d2 <= dc * dc) & (lab[q] != lab[j]) & (lab[q] >= 0) & (lab[j] >= 0)
+        cross = (np.sqrt(d2) <= dc) & (lab[q] != lab[j]) & (lab[q] >= 0) & (lab[j] >= 0)
         if not cross.any():
             continue
         q, jj = q[cross], j[cross]
@@ -680,10 +700,9 @@ def components(X: np.ndarray, radius: float, *, unique: tuple[np.ndarray, np.nda
     m = U.shape[0]
     index = PairIndex(U, radius / 2.0)
     comp = np.arange(m)
-    r2 = radius * radius
     for a, b, tot, j, d2 in index.pairs(radius, half=True, budget=budget):
         q = np.repeat(np.arange(a, b), tot)
-        keep = d2 <= r2
+        keep = np.sqrt(d2) <= radius
         ci, cj = comp[q[keep]], comp[j[keep]]
         diff = ci != cj
         if not diff.any():
