@@ -127,7 +127,7 @@ def plot_decision_graph(obj: Any, ax: Any = None, *, step: int | str | None = No
         raise PrivclustError(f"plot_decision_graph: rho has {rho.size} values but delta has {delta.size}")
     centres = _centre_indices(partition)
     ax = _axes(ax)
-    others = np.ones(rho.size, dtype=bool)
+    others = np.isfinite(rho) & np.isfinite(delta)  # dp-dpc-grid: nodes below the density threshold have none
     others[centres] = False
     ax.scatter(rho[others], delta[others], s=10, color=GREY, alpha=0.7, linewidths=0, label="other points")
     colours = _palette(len(centres))
@@ -154,7 +154,8 @@ def plot_gamma(obj: Any, ax: Any = None, *, step: int | str | None = None, first
     :returns: the axes of the gamma curve (``ax.kappa_axis`` is the second axis, when drawn).
     """
     partition, _, _, title = _resolve(obj, step)
-    gamma = np.sort(_diagnostic(partition, "gamma", "plot_gamma"))[::-1]
+    gamma = _diagnostic(partition, "gamma", "plot_gamma")
+    gamma = np.sort(gamma[np.isfinite(gamma)])[::-1]  # dp-dpc-grid: only nodes above the threshold have one
     boundary = partition.diagnostics.get("boundary")
     m = int(boundary) if boundary is not None else len(_centre_indices(partition))
     shown = int(min(gamma.size, max(first, m + 5)))

@@ -18,6 +18,8 @@ import privclust  # noqa: E402
 from privclust import Partition, PrivacyLeakWarning, PrivclustError  # noqa: E402
 from privclust_plugins.density_plots import plot_clusters, plot_decision_graph, plot_gamma  # noqa: E402
 
+from conftest import require_dataset  # noqa: E402
+
 
 @pytest.fixture(autouse=True)
 def _close_figures():
@@ -161,3 +163,45 @@ def test_missing_matplotlib_names_the_extra(handmade, monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib.pyplot", None)
     with pytest.raises(PrivclustError, match=r"privclust\[plots\]"):
         plot_decision_graph(partition)
+
+
+# -- real partitions of the density-peak clusterers -----------------------------------------------
+
+REAL = [
+    {"use": "dpc", "k": 2, "dc_percent": 2.5},
+    {"use": "addpc", "dc_percent": 3.0},
+    {"use": "dp-dpcl", "dc_percent": 2.5, "radius_percent": 1.0, "scale": "minmax", "epsilon": 2.0},
+    {"use": "addpc-rdp", "dc_percent": 2.5, "epsilon": 1.0},
+    {"use": "dp-rccfsfdp", "k": 2, "dc_percent": 2.5, "radius_percent": 1.0, "epsilon": 1.0},
+    {"use": "dp-dpc-grid", "epsilon": 1.0, "bounds": {"x0": [0, 16], "x1": [12, 30]}, "points_per_dim": 30},
+]
+
+
+@pytest.mark.parametrize("step", REAL, ids=[s["use"] for s in REAL])
+def test_plots_of_each_density_peak_clusterer(step, registry):
+    from privclust.datasets import load
+
+    require_dataset("flame.data.gz")
+    flame = load("flame")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PrivacyLeakWarning)
+        release = privclust.run({"steps": [step]}, flame, seed=5, registry=registry)
+    partition = release.step(0).partition
+    diag = partition.diagnostics
+    fig, axes = plt.subplots(1, 3)
+    plot_decision_graph(release, ax=axes[0])
+    centres = np.asarray(diag["centre_indices"])
+    drawn = offsets(axes[0])[-1]
+    assert np.allclose(drawn, np.column_stack([diag["rho"][centres], diag["delta"][centres]]))
+    plot_gamma(release, ax=axes[1])
+    gamma = np.asarray(diag["gamma"], dtype=float)
+    top = np.sort(gamma[np.isfinite(gamma)])[::-1]
+    assert np.allclose(axes[1].lines[0].get_ydata(), top[: len(axes[1].lines[0].get_ydata())])
+    if "kappa" in diag:
+        assert hasattr(axes[1], "kappa_axis")
+    plot_clusters(release, ax=axes[2])
+    counts = sorted(len(g) for g in offsets(axes[2])[: partition.n_clusters])
+    assert counts == sorted(np.bincount(partition.labels[partition.labels >= 0]).tolist())
+    if "labels_before_merge" in diag:
+        ax = plot_clusters(release, labels="labels_before_merge")
+        assert "labels_before_merge" in ax.get_title()
