@@ -42,6 +42,7 @@ import attrs
 import numpy as np
 import pandas as pd
 from scipy.spatial import cKDTree
+from threadpoolctl import threadpool_limits
 
 import privclust
 from privclust import (
@@ -58,7 +59,7 @@ from . import _fcm
 
 __version__ = "0.1.0"
 
-__all__ = ["EFCM", "FCM", "FuzzyFit", "Standardised", "standardise", "z_projector"]
+__all__ = ["EFCM", "FCM", "FuzzyFit", "Standardised", "single_threaded_blas", "standardise", "z_projector"]
 
 #: Default fuzzifier of ``fcm`` used on its own.
 DEFAULT_M = 2.0
@@ -173,6 +174,15 @@ def project_original(constraints: Any, centres: np.ndarray, scale: np.ndarray) -
     return np.asarray(constraints.project(np.asarray(centres, dtype=float), scale=scale), dtype=float)
 
 
+def single_threaded_blas() -> Any:
+    """A context in which BLAS runs on one thread. The matrix products here
+    are thin (``c x block`` by ``block x d``) and memory-bound: extra BLAS
+    threads do not speed them up, and on a busy machine they slow them down
+    by an order of magnitude (measured: 3.7 ms against 0.16 ms for a
+    216 x 13 by 13 x 1080 product). KD-tree queries still use every core."""
+    return threadpool_limits(limits=1, user_api="blas")
+
+
 def _check_n_init(value: Any) -> str | None:
     if isinstance(value, str):
         return None if value == "auto" else 'must be an integer >= 1 or "auto"'
@@ -227,7 +237,7 @@ class _FuzzyClusterer:
     c: int | None = param(int, default=None, ge=1,
                           doc="number of clusters (set by the fuzzy-microaggregation masker when nested)")
     tol: float = param(float, default=1e-4, ge=0,
-                       doc="stop when no centre moves more than this (standardised units)")
+                       doc="stop when the objective falls by at most this fraction from one iteration to the next")
     max_iter: int = param(int, default=300, ge=1, doc="iteration cap per restart")
     n_init: Any = param((int, str), default="auto", check=_check_n_init,
                         doc='restarts from independent k-means++ seeds, best objective kept ("auto": 3 for '
@@ -274,8 +284,9 @@ class _FuzzyClusterer:
             raise ParameterError(f"{who} needs the number of clusters 'c' (e.g. {who}(c=4), or c = 4 in a recipe)")
         std = standardise(values, columns, self.standardise, who)
         constraints = check_constraints(context.constraints, columns, who)
-        fit = self.fit_arrays(std, self.c, context, constraints=constraints)
-        return self._partition(std, fit, columns, context, constraints)
+        with single_threaded_blas():
+            fit = self.fit_arrays(std, self.c, context, constraints=constraints)
+            return self._partition(std, fit, columns, context, constraints)
 
     def fit_arrays(self, std: Standardised, c: int, context: PrivacyContext, *, constraints: Any = None,
                    callback: Callable[[int, np.ndarray], None] | None = None,

@@ -24,7 +24,12 @@ recipe states it once:
 * ``m1`` given, the clusterer's ``m`` unset: the clusterer runs with ``m1``;
 * the clusterer's ``m`` given, ``m1`` unset: ``m1`` is the clusterer's ``m``;
 * both given: they must be equal, else a :class:`~privclust.ParameterError`;
-* neither: ``m1 = 1.5`` (``DEFAULT_M1``);
+* neither: ``m1 = 1 + 1/(4d)`` for ``d`` columns (:func:`default_m1`): FCM
+  memberships decay like ``distance^(-2/(m-1))`` while the number of
+  centres within a radius grows like ``radius^d``, so with ``c = N / k``
+  centres a fixed ``m`` such as 1.5 spreads each record's probability over
+  centres far away once ``d`` exceeds ``2/(m-1) = 4``; ``1 + 1/(4d)`` keeps
+  the memberships concentrated on the nearest centres in any dimension;
 * ``m2`` unset: ``m2 = m1``.
 
 The same holds for ``lambda1``/``lambda2`` and EFCM's ``lambda`` (default
@@ -64,17 +69,22 @@ from .fuzzy import (
     finite_values,
     fit_diagnostics,
     project_original,
+    single_threaded_blas,
     standardise,
 )
 
 __version__ = "0.1.0"
 
-__all__ = ["DEFAULT_K", "DEFAULT_LAMBDA1", "DEFAULT_M1", "FuzzyMicroaggregation", "Microaggregation"]
+__all__ = ["DEFAULT_K", "DEFAULT_LAMBDA1", "FuzzyMicroaggregation", "Microaggregation", "default_m1"]
 
 #: k when neither ``k`` nor ``c`` is given (sdcMicro's default aggregation level).
 DEFAULT_K = 3
-#: m1 when neither the masker nor its FCM clusterer states it.
-DEFAULT_M1 = 1.5
+
+
+def default_m1(n_columns: int) -> float:
+    """m1 when neither the masker nor its FCM clusterer states it: ``1 + 1/(4d)``."""
+    return 1.0 + 1.0 / (4.0 * max(int(n_columns), 1))
+
 #: lambda1 when neither the masker nor its EFCM clusterer states it.
 DEFAULT_LAMBDA1 = DEFAULT_LAMBDA
 
@@ -133,8 +143,8 @@ class FuzzyMicroaggregation:
                           doc=f"expected cluster size: c = floor(N / k) clusters (default {DEFAULT_K} unless c is given)")
     c: int | None = param(int, default=None, ge=1, doc="the number of clusters directly, instead of k")
     m1: float | None = param(float, default=None, gt=1,
-                             doc=f"FCM fuzzifier of Step 1 = the clusterer's m (unset: the clusterer's m, else "
-                                 f"{DEFAULT_M1})")
+                             doc="FCM fuzzifier of Step 1 = the clusterer's m (unset: the clusterer's m, else "
+                                 "1 + 1/(4d) for d columns)")
     m2: float | None = param(float, default=None, gt=1,
                              doc="FCM fuzzifier of the Step 2 replacement probabilities (unset: m1)")
     lambda1: float | None = param(float, default=None, gt=0,
@@ -199,7 +209,8 @@ class FuzzyMicroaggregation:
 
     # -- the resolved settings ---------------------------------------------------------
 
-    def resolve(self, clusterer: Any, n: int) -> tuple[Any, int, int, _fcm.Fuzzifier | None, _fcm.Fuzzifier]:
+    def resolve(self, clusterer: Any, n: int, d: int) -> tuple[Any, int, int, _fcm.Fuzzifier | None,
+                                                             _fcm.Fuzzifier]:
         """The clusterer to run (with c and m1/lambda1 set), ``c``, the
         reported ``k``, the Step 1 and the Step 2 fuzzifiers."""
         who = self.name
@@ -229,7 +240,7 @@ class FuzzyMicroaggregation:
                                  "microaggregation needs a clusterer with c clusters and centres (fcm, efcm, ...)")
         if family == "fcm":
             m1 = self.m1 if self.m1 is not None else (stated.get("m") if stated.get("m") is not None
-                                                      else DEFAULT_M1)
+                                                      else default_m1(d))
             m2 = self.m2 if self.m2 is not None else m1
             changes["m"] = float(m1)
             step1: _fcm.Fuzzifier | None = _fcm.Fuzzifier("fcm", float(m1))
@@ -256,12 +267,16 @@ class FuzzyMicroaggregation:
 
     def mask(self, data: pd.DataFrame, context: PrivacyContext) -> Masked:
         """Algorithm 1: cluster, compute the Step 2 memberships, draw one centre per record."""
+        with single_threaded_blas():
+            return self._mask(data, context)
+
+    def _mask(self, data: pd.DataFrame, context: PrivacyContext) -> Masked:
         who = self.name
         values = finite_values(data, who)
         columns = tuple(str(col) for col in data.columns)
         n = values.shape[0]
         base = context.component("clusterers", self.clusterer)
-        clusterer, c, k, step1, step2 = self.resolve(base, n)
+        clusterer, c, k, step1, step2 = self.resolve(base, n, values.shape[1])
         constraints = check_constraints(context.constraints, columns, who)
         fuzzy = isinstance(clusterer, FCM | EFCM)
         std = standardise(values, columns, getattr(clusterer, "standardise", True), who)
