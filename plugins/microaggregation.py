@@ -103,7 +103,9 @@ def _clusterer_view(value: Any) -> tuple[str | None, dict[str, Any]]:
     for field in attrs.fields(type(value)):
         key = field.name[:-1] if field.name.endswith("_") else field.name
         v = getattr(value, field.name)
-        if v is not None and key in ("m", "lambda", "c"):
+        # an instance cannot say what was stated: a value equal to the default counts as unset
+        if v is not None and key in ("m", "lambda", "c") and not (field.default is not attrs.NOTHING
+                                                                 and v == field.default):
             stated[key] = v
     return name, stated
 
