@@ -230,41 +230,95 @@ def demo_recipe_path() -> Path:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
+    """The main job: Torra's Table 1 protected by constrained fuzzy
+    microaggregation, with the rule checked record by record, the centres,
+    the evaluations and the ledger."""
+    import textwrap
+
+    import numpy as np
     import pandas as pd
 
+    from .constraints import ConstraintSet
     from .datasets import TABLE1_RULE, table1
-    from .runner import run
+    from .runner import compile, run
 
     recipe_path = demo_recipe_path()
     recipe = Recipe.from_toml(recipe_path)
     data = table1()
     registry, _ = _registry_with_progress(quiet=True)
     try:
-        release = run(recipe, data, seed=args.seed, registry=registry)
+        compiled = compile(recipe, registry)
+        release = run(compiled, data, seed=args.seed, registry=registry)
     finally:
         registry.unregister(ProgressDisplay.plugin_name)
+    columns = tuple(map(str, data.columns))
+    rules = ConstraintSet(columns, [h.bind(columns) for h in compiled.constraints]) if compiled.constraints else None
     out = sys.stdout
     width = 78
+
+    def heading(text: str) -> None:
+        print("\n" + textwrap.fill(text, width) + "\n", file=out)
+
+    def wrapped(text: str, indent: str = "  ", first: str = "  ") -> None:
+        print(textwrap.fill(" ".join(text.split()), width, initial_indent=first, subsequent_indent=indent), file=out)
+
     print("=" * width, file=out)
     print(f"privclust {__version__} demo: {recipe.name or recipe_path.name}", file=out)
     if recipe.description:
-        print(recipe.description.strip(), file=out)
+        print(textwrap.fill(" ".join(recipe.description.split()), width), file=out)
     print("=" * width, file=out)
-    print(f"\nRecipe ({recipe_path}):\n", file=out)
-    print("    " + recipe.to_toml().strip().replace("\n", "\n    "), file=out)
-    with pd.option_context("display.width", width, "display.float_format", "{:.2f}".format):
-        print("\nOriginal data (Torra, Table 1):\n", file=out)
-        print(_with_rule_check(data), file=out)
-        print("\nProtected data:\n", file=out)
-        print(_with_rule_check(release.data), file=out)
-    print(f"\nEdit rule {TABLE1_RULE!r}: residual = total - (1.16*exp16 + 1.07*exp7) per record above.", file=out)
-    print("\nLedger:", file=out)
-    for entry in release.ledger:
-        print(f"  [{entry.kind}] {entry.statement}", file=out)
+    print(f"\nRecipe ({recipe_path}, name and description as above):\n", file=out)
+    body = attrs.evolve(recipe, name=None, description=None).to_toml().strip()
+    print("    " + body.replace("\n", "\n    "), file=out)
+    floats = {"display.width": width, "display.float_format": "{:.2f}".format}
+    with pd.option_context(*[x for kv in floats.items() for x in kv]):
+        heading(f"Original data (Torra, Table 1) and the edit rule {TABLE1_RULE} "
+                "(residual = total - 1.16*exp16 - 1.07*exp7):")
+        print(_with_rule_check(data, rules), file=out)
+        for outcome in release.outcomes:
+            part = outcome.partition
+            if part is None or part.centres is None or outcome.kind != "maskers":
+                continue
+            centres = pd.DataFrame(np.asarray(part.centres), columns=list(part.columns))
+            table = _with_rule_check(centres, rules if tuple(part.columns) == columns else None)
+            if part.memberships is not None:
+                sums = part.memberships.column_sums() if hasattr(part.memberships, "column_sums") else \
+                    np.asarray(part.memberships).sum(axis=0)
+                table["expected size"] = sums
+            table["drawn by"] = np.bincount(np.asarray(part.labels), minlength=len(centres))
+            dg = outcome.diagnostics
+            how = ", ".join(f"{key} = {dg[key]:g}" for key in ("m1", "m2", "lambda1", "lambda2")
+                            if isinstance(dg.get(key), int | float))
+            heading(f"Centres of step {outcome.id!r} ({how}), projected onto the rules, with their expected "
+                    "cluster sizes (sums of memberships) and how many records drew each:")
+            print(table, file=out)
+        shown = _with_rule_check(release.data, rules)
+        for outcome in release.outcomes:
+            part = outcome.partition
+            if part is not None and outcome.kind == "maskers":
+                shown[f"centre ({outcome.id})" if len(release.outcomes) > 1 else "centre"] = np.asarray(part.labels)
+        heading("Protected data (each record replaced by the centre it drew):")
+        print(shown, file=out)
+    if rules is not None:
+        heading("Rule check:")
+
+        def violated(frame: Any) -> Any:  # per rule, how many records break it (beyond float rounding)
+            values = frame.loc[:, list(rules.columns)].to_numpy(dtype=float)
+            bound = 1e-9 * (1.0 + np.max(np.abs(values), axis=1))
+            return (rules.violations(values) > bound[:, None]).sum(axis=0)
+
+        before, after = violated(data), violated(release.data)
+        for r, text in enumerate(rules.rules):
+            wrapped(f"{text}: original {before[r]} of {len(data)} records violate it; protected {after[r]} of "
+                    f"{len(release.data)}.")
     if len(release.evaluations):
-        print("\nEvaluations:\n", file=out)
-        with pd.option_context("display.width", width, "display.max_colwidth", 30):
-            print(release.evaluations.to_string(index=False, float_format=lambda v: f"{v:.4g}"), file=out)
+        heading("Evaluations:")
+        for evaluator, rows in release.evaluations.groupby("evaluator", sort=False):
+            figures = ", ".join(f"{m} = {v:.4g}" for m, v in zip(rows["metric"], rows["value"], strict=True))
+            wrapped(figures, indent=" " * 22, first=f"  {evaluator:<19} ")
+    heading("Ledger:")
+    for entry in release.ledger:
+        wrapped(entry.statement, indent="      ", first=f"  [{entry.kind}] ")
     if args.output:
         path = Path(args.output)
         write_atomically([(path, frame_writer(release.data, path))])
@@ -272,10 +326,17 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
-def _with_rule_check(frame: Any) -> Any:
+def _with_rule_check(frame: Any, rules: Any = None) -> Any:
+    """The frame with the Table 1 residual ``total - (1.16 exp16 + 1.07
+    exp7)`` and, given the recipe's rules, whether each record satisfies
+    every rule."""
     shown = frame.copy()
     if {"exp16", "exp7", "total"} <= set(frame.columns):
-        shown["residual"] = frame["total"] - (1.16 * frame["exp16"] + 1.07 * frame["exp7"])
+        residual = frame["total"] - (1.16 * frame["exp16"] + 1.07 * frame["exp7"])
+        shown["residual"] = residual.where(residual.abs() > 1e-9, 0.0)  # no "-0.00" from float rounding
+    if rules is not None and set(rules.columns) <= set(map(str, frame.columns)):
+        values = frame.loc[:, list(rules.columns)].to_numpy(dtype=float)
+        shown["rule"] = ["ok" if ok else "VIOLATED" for ok in rules.satisfied(values, tol=1e-9)]
     return shown
 
 

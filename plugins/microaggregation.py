@@ -142,7 +142,8 @@ class FuzzyMicroaggregation:
     name: ClassVar[str] = "fuzzy-microaggregation"
 
     k: int | None = param(int, default=None, ge=2,
-                          doc=f"expected cluster size: c = floor(N / k) clusters (default {DEFAULT_K} unless c is given)")
+                          doc=f"expected cluster size: c = floor(N / k) clusters (default {DEFAULT_K} unless c is "
+                              "given)")
     c: int | None = param(int, default=None, ge=1, doc="the number of clusters directly, instead of k")
     m1: float | None = param(float, default=None, gt=1,
                              doc="FCM fuzzifier of Step 1 = the clusterer's m (unset: the clusterer's m, else "
@@ -335,13 +336,14 @@ class FuzzyMicroaggregation:
                    mem: Any, small_share: float, constraints: Any) -> str:
         cols = ", ".join(columns)
         how = f"{type(clusterer).name}" + (f" with {step1.describe()}" if step1 is not None else "")
-        rules = (f", centres projected onto the edit rules {', '.join(repr(r) for r in constraints.rules)} "
-                 "(so every released record satisfies them)" if constraints is not None else "")
+        rules = (f" and projected onto the edit rules {', '.join(repr(r) for r in constraints.rules)}, so every "
+                 "released record satisfies them" if constraints is not None else "")
         e = mem.expected_sizes
         text = (
             f"Fuzzy microaggregation (Torra, Algorithm 1): the values of {cols} of each of the {n} records were "
-            f"replaced by one of c = {c} cluster centres ({how}{rules}), drawn at random with the record's "
-            f"Step 2 memberships ({step2.describe()}). Probabilistic k-anonymity for k = {k}: the expected "
+            f"replaced by one of c = {c} cluster centres found by {how}{rules}; each record's centre was drawn "
+            f"at random with its Step 2 memberships ({step2.describe()}). Probabilistic k-anonymity for "
+            f"k = {k}: the expected "
             f"cluster sizes (sums of memberships) range from {e.min():.3g} to {e.max():.3g} (mean {e.mean():.3g}); "
             f"after the draw, {small_share:.1%} of the records share their released values of these columns with "
             f"fewer than {k - 1} other records (their realised cluster has fewer than k records). This is not "

@@ -143,7 +143,8 @@ def test_efcm_large_lambda_does_not_overflow(lam):
 
 @SETTINGS
 @given(n=st.integers(2, 60), c=st.integers(1, 8), d=st.integers(1, 4),
-       m=st.floats(1.01, 6.0), lam=st.floats(1e-3, 1e4), seed=st.integers(0, 10**6), scale=st.sampled_from([1e-3, 1.0, 1e4]))
+       m=st.floats(1.01, 6.0), lam=st.floats(1e-3, 1e4), seed=st.integers(0, 10**6),
+       scale=st.sampled_from([1e-3, 1.0, 1e4]))
 def test_memberships_sum_to_one(n, c, d, m, lam, seed, scale):
     rng = np.random.default_rng(seed)
     X = rng.normal(size=(n, d)) * scale
