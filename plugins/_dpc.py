@@ -36,8 +36,10 @@ from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 from scipy.spatial import cKDTree
 
-#: Most candidate pairs (or matrix entries) held in memory at once.
-PAIR_BUDGET = 2_000_000
+#: Most candidate pairs (or matrix entries) held in memory at once. Small enough
+#: for the work buffers (five arrays of this length) to stay in the caches' reach
+#: and be reused, large enough that per-block overheads vanish.
+PAIR_BUDGET = 1 << 19
 #: Up to this many pairs the percentage rule sorts every pairwise distance.
 EXACT_PAIRS = 5_000_000
 #: Pairs drawn when the percentage rule samples.
@@ -92,6 +94,27 @@ def unique_points(X: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 # ---------------------------------------------------------------------------
 # Pair enumeration
 # ---------------------------------------------------------------------------
+
+
+class _Buffers:
+    """Work arrays of a pair enumeration, grown on demand and reused."""
+
+    def __init__(self, size: int):
+        self.size = 0
+        self._grow(max(1, size))
+
+    def _grow(self, size: int) -> None:
+        self.size = size
+        self.j = np.empty(size, dtype=np.int64)
+        self.q = np.empty(size, dtype=np.int64)
+        self.d = np.empty(size)
+        self.t = np.empty(size)
+        self.u = np.empty(size)
+
+    def views(self, P: int) -> tuple[np.ndarray, ...]:
+        if P > self.size:
+            self._grow(P)
+        return self.j[:P], self.q[:P], self.d[:P], self.t[:P], self.u[:P]
 
 
 class PairIndex:
@@ -193,13 +216,15 @@ class PairIndex:
         return lo, np.maximum(hi, lo)
 
     def pairs(self, radius: float, *, half: bool, queries: np.ndarray | None = None,
-              budget: int = PAIR_BUDGET) -> Iterator[tuple[int, int, np.ndarray, np.ndarray, np.ndarray]]:
-        """Yield blocks ``(a, b, counts, j, d2)``.
+              budget: int = PAIR_BUDGET) -> Iterator[tuple[int, int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
+        """Yield blocks ``(a, b, counts, q, j, d2)``.
 
         Queries ``a .. b`` (positions of the indexed points, or rows of
         ``queries``) have ``counts[q - a]`` candidates each, stored
-        contiguously in query order: ``j`` (positions of indexed points) and
-        ``d2`` (squared distances). Every pair closer than or at ``radius``
+        contiguously in query order: ``q`` (the query of each pair), ``j``
+        (positions of indexed points) and ``d2`` (squared distances). The
+        arrays are work buffers, overwritten by the next block: consume (or
+        copy) them before asking for it. Every pair closer than or at ``radius``
         is there; with the sweep some farther candidates may be too (filter
         on ``d2`` when that matters). With ``half`` (self-pairs only) each
         unordered pair appears once, as ``(p, j)`` with ``j > p``.
@@ -215,6 +240,8 @@ class PairIndex:
             yield from self._tree_pairs(Q, radius, half=half, self_query=queries is None, budget=budget)
             return
         chunk = max(1, min(nq, 65536))
+        # Work buffers reused across blocks (fresh allocations cost page faults).
+        buffers = _Buffers(budget)
         for c0 in range(0, nq, chunk):
             c1 = min(nq, c0 + chunk)
             lo, hi = self._windows(Q[c0:c1], radius, half, c0)
@@ -226,25 +253,42 @@ class PairIndex:
                 b = int(np.searchsorted(cum, cum[a] + budget, side="right")) - 1
                 b = max(b, a + 1)
                 b = min(b, c1 - c0)
-                Lb = L[a:b].ravel()
                 P = int(cum[b] - cum[a])
-                start = np.cumsum(Lb)
-                start -= Lb
-                j = np.repeat(lo[a:b].ravel() - start, Lb)
-                j += np.arange(P)
-                qrep = np.repeat(np.arange(a, b) + c0, tot[a:b]) if queries is None else None
-                d2 = np.zeros(P)
-                for k in range(self.d):
-                    col = self.points[:, k]
-                    diff = col[j]
-                    diff -= col[qrep] if qrep is not None else np.repeat(Q[c0 + a:c0 + b, k], tot[a:b])
-                    diff *= diff
-                    d2 += diff
-                yield c0 + a, c0 + b, tot[a:b], j, d2
+                jv, qv, dv, tv, uv = buffers.views(P)
+                Lb = L[a:b].ravel()
+                nz = Lb > 0
+                if P:
+                    # j: the concatenation of the windows [lo, lo + L), by a cumulative sum of steps.
+                    starts = (np.cumsum(Lb) - Lb)[nz]
+                    los = lo[a:b].ravel()[nz]
+                    ends = los + Lb[nz] - 1
+                    jv.fill(1)
+                    jv[starts] = los - np.concatenate([[0], ends[:-1]])
+                    np.cumsum(jv, out=jv)
+                    # q: the query of each pair (its position, or its row of ``queries``).
+                    tb = tot[a:b]
+                    qnz = np.flatnonzero(tb > 0)
+                    qstarts = (cum[a:b] - cum[a])[qnz]
+                    qv.fill(0)
+                    qv[qstarts] = np.diff(np.concatenate([[0], qnz]))
+                    qv[0] += c0 + a
+                    np.cumsum(qv, out=qv)
+                    for k in range(self.d):
+                        col = self.points[:, k]
+                        colq = col if queries is None else Q[:, k]
+                        np.take(col, jv, out=tv, mode="clip")
+                        np.take(colq, qv, out=uv, mode="clip")
+                        np.subtract(tv, uv, out=tv)
+                        if k == 0:
+                            np.multiply(tv, tv, out=dv)
+                        else:
+                            tv *= tv
+                            dv += tv
+                yield c0 + a, c0 + b, tot[a:b], qv, jv, dv
                 a = b
 
     def _tree_pairs(self, Q: np.ndarray, radius: float, *, half: bool, self_query: bool,
-                    budget: int) -> Iterator[tuple[int, int, np.ndarray, np.ndarray, np.ndarray]]:
+                    budget: int) -> Iterator[tuple[int, int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
         tree = self.tree
         nq = Q.shape[0]
         # Guess a block size from the average neighbour count of a few queries.
@@ -264,10 +308,10 @@ class PairIndex:
             qi, j = qi[order], j[order]
             d2 = _sqdist(self.points[j], Q[a + qi])
             counts = np.bincount(qi, minlength=b - a)
-            yield a, b, counts, j, d2
+            yield a, b, counts, qi + a, j, d2
 
     def _dense_pairs(self, Q: np.ndarray, *, half: bool,
-                     budget: int) -> Iterator[tuple[int, int, np.ndarray, np.ndarray, np.ndarray]]:
+                     budget: int) -> Iterator[tuple[int, int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
         n, nq = self.n, Q.shape[0]
         step = max(1, budget // max(n, 1))
         for a in range(0, nq, step):
@@ -281,7 +325,7 @@ class PairIndex:
                 j = np.tile(np.arange(n), b - a)
                 qrep = np.repeat(np.arange(a, b), n)
             d2 = _sqdist(self.points[j], Q[qrep])
-            yield a, b, counts, j, d2
+            yield a, b, counts, qrep, j, d2
 
 
 # ---------------------------------------------------------------------------
@@ -341,14 +385,14 @@ def _kernel_radius(kernel: str, dc: float, truncate: float | None) -> float:
 
 
 def _weights(kernel: str, d2: np.ndarray, dc: float, radius: float) -> np.ndarray:
-    """Kernel values for squared distances (in place on ``d2``)."""
+    """Kernel values for squared distances, computed in place in ``d2``."""
     if kernel == "cutoff":  # compare distances, not squares: d_ij < d_c exactly as the rule says
-        return (np.sqrt(d2) < dc).astype(float)
-    w = d2 * (-1.0 / (dc * dc))
-    np.exp(w, out=w)
+        np.sqrt(d2, out=d2)
+        return np.less(d2, dc, out=d2)  # 1.0 / 0.0 in place
     if np.isfinite(radius):
-        w *= d2 <= radius * radius
-    return w
+        np.copyto(d2, np.inf, where=d2 > radius * radius)
+    d2 *= -1.0 / (dc * dc)
+    return np.exp(d2, out=d2)
 
 
 def densities(X: np.ndarray, dc: float, kernel: str = "gaussian", truncate: float | None = 3.0,
@@ -383,17 +427,19 @@ def densities(X: np.ndarray, dc: float, kernel: str = "gaussian", truncate: floa
     wp = w[index.order]
     weighted = bool(np.any(w != 1.0))
     rho = np.zeros(n)
-    for a, b, tot, j, d2 in index.pairs(radius, half=True, budget=budget):
+    for a, b, tot, _q, j, d2 in index.pairs(radius, half=True, budget=budget):
         kv = _weights(kernel, d2, dc, radius)
         nz = tot > 0
         if not nz.any():
             continue
         seg = np.concatenate([[0], np.cumsum(tot)[:-1]])[nz]
+        # Scatter onto the (local) range of positions the block touches.
+        j0, j1 = int(j.min()), int(j.max()) + 1
         if weighted:
-            rho += np.bincount(j, kv * np.repeat(wp[a:b], tot), minlength=n)
+            rho[j0:j1] += np.bincount(j - j0, kv * np.repeat(wp[a:b], tot), minlength=j1 - j0)
             kv *= wp[j]
         else:
-            rho += np.bincount(j, kv, minlength=n)
+            rho[j0:j1] += np.bincount(j - j0, kv, minlength=j1 - j0)
         rho[a:b][nz] += np.add.reduceat(kv, seg)
     out = np.empty(n)
     out[index.order] = rho
@@ -406,7 +452,7 @@ def cross_densities(Q: np.ndarray, X: np.ndarray, dc: float, kernel: str = "gaus
     radius = _kernel_radius(kernel, dc, truncate)
     index = PairIndex(X, dc / 2.0)
     rho = np.zeros(Q.shape[0])
-    for a, b, tot, _j, d2 in index.pairs(radius, half=False, queries=Q, budget=budget):
+    for a, b, tot, _q, _j, d2 in index.pairs(radius, half=False, queries=Q, budget=budget):
         kv = _weights(kernel, d2, dc, radius)
         nz = tot > 0
         if nz.any():
@@ -446,7 +492,7 @@ def _nearest_earlier(P: np.ndarray, rank: np.ndarray, radius: float, index: Pair
         # Windowed searches with a doubling radius over the points still unresolved.
         while todo_pos.size > 2000 and r <= 64.0 * radius and int(math.ceil(r / index.cell)) <= 64:
             done = np.zeros(todo_pos.size, dtype=bool)
-            for a, b, tot, j, d in index.pairs(r, half=False, queries=index.points[todo_pos], budget=budget):
+            for a, b, tot, _q, j, d in index.pairs(r, half=False, queries=index.points[todo_pos], budget=budget):
                 nz = tot > 0
                 if not nz.any():
                     continue
@@ -669,8 +715,7 @@ def halo(X: np.ndarray, rho: np.ndarray, labels: np.ndarray, dc: float, *,
     index = index if index is not None else PairIndex(X, dc / 2.0)
     lab = labels[index.order]
     rp = rho[index.order]
-    for a, b, tot, j, d2 in index.pairs(dc, half=True, budget=budget):
-        q = np.repeat(np.arange(a, b), tot)
+    for _a, _b, _tot, q, j, d2 in index.pairs(dc, half=True, budget=budget):
         cross = (np.sqrt(d2) <= dc) & (lab[q] != lab[j]) & (lab[q] >= 0) & (lab[j] >= 0)
         if not cross.any():
             continue
@@ -700,8 +745,7 @@ def components(X: np.ndarray, radius: float, *, unique: tuple[np.ndarray, np.nda
     m = U.shape[0]
     index = PairIndex(U, radius / 2.0)
     comp = np.arange(m)
-    for a, b, tot, j, d2 in index.pairs(radius, half=True, budget=budget):
-        q = np.repeat(np.arange(a, b), tot)
+    for _a, _b, _tot, q, j, d2 in index.pairs(radius, half=True, budget=budget):
         keep = np.sqrt(d2) <= radius
         ci, cj = comp[q[keep]], comp[j[keep]]
         diff = ci != cj
