@@ -83,3 +83,9 @@ def test_census_two_groups_example_recipe():
     pd.testing.assert_frame_equal(out[untouched], census[untouched])
     assert [e.mechanism for e in release.ledger if e.kind == "guarantee"][:2] == [
         "probabilistic k-anonymity", "k-anonymity"]
+
+
+def test_the_docs_page_runs(tmp_path):
+    from _docblocks import run_page
+
+    assert run_page("microaggregation.md", tmp_path) >= 5
