@@ -417,19 +417,23 @@ def _affine_frame(E: np.ndarray, f: np.ndarray, d: int) -> tuple[np.ndarray, np.
 def _active_set_solution(W: np.ndarray, A: np.ndarray, c: np.ndarray, S: tuple[int, ...]
                          ) -> tuple[np.ndarray, np.ndarray] | None:
     """Projection of the rows of ``W`` onto ``{A_S w = c_S}`` and the
-    multipliers; ``None`` when ``A_S`` has dependent rows."""
+    multipliers ``(A_S A_S^T)^{-1} (A_S w - c_S)``; ``None`` when ``A_S`` has
+    dependent rows. Computed from one SVD of ``A_S`` (not from the inverse
+    Gram matrix), so nearly parallel rows lose no accuracy in the point."""
     if not S:
         return W.copy(), np.zeros((W.shape[0], 0))
     AS = A[list(S)]
-    G = AS @ AS.T
     try:
-        if np.linalg.matrix_rank(AS) < len(S):
-            return None
-        Ginv = np.linalg.inv(G)
+        U, sig, Vt = np.linalg.svd(AS, full_matrices=False)
     except np.linalg.LinAlgError:
         return None
-    lam = (W @ AS.T - c[list(S)]) @ Ginv  # (n, |S|), symmetric Ginv
-    return W - lam @ AS, lam
+    if sig.size < len(S) or sig[-1] <= sig[0] * 1e-13:
+        return None
+    resid = W @ AS.T - c[list(S)]  # (n, |S|)
+    coef = resid @ U  # (n, |S|)
+    step = (coef / sig) @ Vt
+    lam = (coef / sig**2) @ U.T
+    return W - step, lam
 
 
 def _kkt_ok(Wp: np.ndarray, lam: np.ndarray, A: np.ndarray, c: np.ndarray, tol: np.ndarray) -> np.ndarray:
@@ -458,8 +462,11 @@ def _solve_enumerate(W: np.ndarray, A: np.ndarray, c: np.ndarray, tol: np.ndarra
             ok = _kkt_ok(Wp, lam, A, c, tol[todo])
             out[todo[ok]] = Wp[ok]
             todo = todo[~ok]
-    if todo.size:  # cannot happen for a feasible system; keep the rows feasible-ish
-        raise FloatingPointError(f"active-set enumeration left {todo.size} rows unresolved")
+    if todo.size:
+        # only rounding can leave a row here (every feasible row has a KKT set); the dual method with its
+        # verified polish settles it
+        out[todo], it, _ = _solve_dual(W[todo], A, c, tol[todo] * 10.0, 10_000)
+        tried += it
     return out, tried
 
 

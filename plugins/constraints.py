@@ -211,6 +211,12 @@ class BoundLinear:
         self._rhs = np.array([p.rhs for p in parsed], dtype=float)
         involved = np.flatnonzero(np.any(self._matrix != 0.0, axis=0))
         self.involved = involved
+        # bounds (one column, inequality): after a projection, values within rounding of a bound are set
+        # onto it, so that e.g. "amount >= 0" never leaves -1e-16 in a released file
+        single = (np.count_nonzero(self._matrix, axis=1) == 1) & ~self._kinds
+        self._bounds = [(int(np.flatnonzero(self._matrix[i])[0]), float(self._rhs[i] / self._matrix[i][
+            np.flatnonzero(self._matrix[i])[0]]), bool(self._matrix[i][np.flatnonzero(self._matrix[i])[0]] > 0))
+            for i in np.flatnonzero(single)]
         #: The method and iterations of the last projection (for diagnostics).
         self.last_stats: _linear.ProjectionStats | None = None
 
@@ -264,6 +270,9 @@ class BoundLinear:
                 max_iter=self.handler.max_iter, max_active_sets=self.handler.max_active_sets)
             self.last_stats = stats
             out[np.ix_(rows, J)] = proj * sj
+            for j, limit, upper in self._bounds:
+                col = out[rows, j]
+                out[rows, j] = np.minimum(col, limit) if upper else np.maximum(col, limit)
         return out if np.ndim(points) == 2 else out[0]
 
     def satisfied(self, points: Any, *, tol: float = 1e-9) -> np.ndarray:

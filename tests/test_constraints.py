@@ -284,6 +284,8 @@ def systems(draw):
 
     rules = [text(C[i], "=", float(C[i] @ x0)) for i in range(n_eq)]
     rules += [text(G[i], "<=", float(G[i] @ x0 + slack[i])) for i in range(n_le)]
+    for j in draw(st.lists(st.integers(0, d - 1), max_size=2, unique=True)):  # bounds on single columns
+        rules.append(f"{names[j]} >= {float(x0[j] - abs(rng.normal())):.6f}")
     n = draw(st.integers(1, 25))
     X = rng.normal(scale=draw(st.sampled_from([1.0, 10.0, 1000.0])), size=(n, d)) + x0
     scale = np.exp(rng.uniform(-2, 2, size=d + 1))
