@@ -475,7 +475,8 @@ def density_order(rho: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _nearest_earlier(P: np.ndarray, rank: np.ndarray, radius: float, index: PairIndex | None,
-                     budget: int = PAIR_BUDGET) -> tuple[np.ndarray, np.ndarray]:
+                     budget: int = PAIR_BUDGET, order_by_rank: np.ndarray | None = None
+                     ) -> tuple[np.ndarray, np.ndarray]:
     """Distance to, and index of, the nearest point of smaller rank
     (ties: the smallest rank), for distinct points ``P``. ``-1`` for the first."""
     m = P.shape[0]
@@ -483,7 +484,8 @@ def _nearest_earlier(P: np.ndarray, rank: np.ndarray, radius: float, index: Pair
     parent = np.full(m, -1, dtype=np.int64)
     pending = np.ones(m, dtype=bool)
     pending[np.argmin(rank)] = False
-    order_by_rank = np.argsort(rank)
+    if order_by_rank is None:
+        order_by_rank = np.argsort(rank)
     if index is not None and np.isfinite(radius) and index.sweep:
         rk = rank[index.order]
         big = np.iinfo(np.int64).max
@@ -604,19 +606,23 @@ def delta_parent(X: np.ndarray, rho: np.ndarray, *, index: PairIndex | None = No
     U, inv, _counts = unique if unique is not None else unique_points(X)
     m = U.shape[0]
     # A distinct point's rank is its earliest member's; that member is its leader.
-    urank = np.full(m, n, dtype=np.int64)
-    np.minimum.at(urank, inv, rank)
-    leader = order[urank]
-    dense = np.empty(m, dtype=np.int64)
-    dense[np.argsort(urank)] = np.arange(m)
+    if m == n:  # no duplicates (inverse is the identity)
+        leader, dense, uorder = np.arange(n), rank, order
+    else:
+        urank = np.full(m, n, dtype=np.int64)
+        np.minimum.at(urank, inv, rank)
+        leader = order[urank]
+        uorder = np.argsort(urank)
+        dense = np.empty(m, dtype=np.int64)
+        dense[uorder] = np.arange(m)
     if m == 1:
         delta = np.zeros(n)
         parent = leader[inv].copy()
         parent[order[0]] = -1
         return delta, parent, order
     if radius is None:
-        radius = index.cell * 2.0 if index is not None else math.inf
-    best, upar = _nearest_earlier(U, dense, radius, index, budget)
+        radius = index.cell if index is not None else math.inf
+    best, upar = _nearest_earlier(U, dense, radius, index, budget, uorder)
     delta = np.zeros(n)
     parent = leader[inv].copy()
     is_leader = leader[inv] == np.arange(n)

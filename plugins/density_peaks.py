@@ -641,7 +641,9 @@ class DPDPCGrid(_DensityPeaks):
             sens = _dpc.points_sensitivity(self.kernel, nodes, dc, self.truncate or None)
             sens_text = "bound on max_x sum_q K(||q - x||) over the drawn query points"
             query_info = {"query": "random", "n_points": self.n_points}
+        context.progress(1, 4)
         rho_nodes = _dpc.cross_densities(nodes, Xs, dc, self.kernel, self.truncate or None)
+        context.progress(2, 4)
         worst = 2.0 * sens
         scale = worst / self.epsilon
         details = {"sensitivity_add_remove": sens, "sensitivity_replace_one": worst, "rule": sens_text, "dc": dc,
@@ -681,6 +683,7 @@ class DPDPCGrid(_DensityPeaks):
             centres_s = _dpc.top_k_centres(gamma_s, m, int(order_s[0]))
             extra = {"kappa": kappa, "boundary": m}
         lab_s = _dpc.assign(parent_s, centres_s)
+        context.progress(3, 4)
         G = nodes.shape[0]
         before = None
         radius = self.radius
@@ -724,6 +727,7 @@ class DPDPCGrid(_DensityPeaks):
             diagnostics["labels_before_merge"] = rec_before
             diagnostics["node_labels_before_merge"] = before
             diagnostics["radius"] = float(radius)
+        context.progress(4, 4)
         return Partition(labels=final, centres=grid_points[centres[kept]], columns=tuple(map(str, data.columns)),
                          diagnostics=diagnostics)
 
