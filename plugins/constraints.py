@@ -214,9 +214,11 @@ class BoundLinear:
         # bounds (one column, inequality): after a projection, values within rounding of a bound are set
         # onto it, so that e.g. "amount >= 0" never leaves -1e-16 in a released file
         single = (np.count_nonzero(self._matrix, axis=1) == 1) & ~self._kinds
-        self._bounds = [(int(np.flatnonzero(self._matrix[i])[0]), float(self._rhs[i] / self._matrix[i][
-            np.flatnonzero(self._matrix[i])[0]]), bool(self._matrix[i][np.flatnonzero(self._matrix[i])[0]] > 0))
-            for i in np.flatnonzero(single)]
+        self._bounds: list[tuple[int, float, bool]] = []  # (column, limit, is an upper bound)
+        for i in np.flatnonzero(single):
+            j = int(np.flatnonzero(self._matrix[i])[0])
+            a = float(self._matrix[i, j])
+            self._bounds.append((j, float(self._rhs[i]) / a, a > 0))
         #: The method and iterations of the last projection (for diagnostics).
         self.last_stats: _linear.ProjectionStats | None = None
 
