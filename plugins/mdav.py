@@ -10,7 +10,7 @@ the lowest record index. The centres are the group means in the data's
 units, projected onto the step's edit rules when it has any (in the
 standardised metric, as the clustering itself).
 
->>> import privclust
+>>> import privclust.datasets
 >>> from privclust_plugins.mdav import MDAV
 >>> frame = privclust.datasets.table1()
 >>> part = MDAV(k=3).fit(frame, privclust.PrivacyContext(seed=0))
