@@ -216,7 +216,8 @@ class PairIndex:
         return lo, np.maximum(hi, lo)
 
     def pairs(self, radius: float, *, half: bool, queries: np.ndarray | None = None,
-              budget: int = PAIR_BUDGET) -> Iterator[tuple[int, int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
+              budget: int = PAIR_BUDGET, span: tuple[int, int] | None = None
+              ) -> Iterator[tuple[int, int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
         """Yield blocks ``(a, b, counts, q, j, d2)``.
 
         Queries ``a .. b`` (positions of the indexed points, or rows of
@@ -227,7 +228,8 @@ class PairIndex:
         copy) them before asking for it. Every pair closer than or at ``radius``
         is there; with the sweep some farther candidates may be too (filter
         on ``d2`` when that matters). With ``half`` (self-pairs only) each
-        unordered pair appears once, as ``(p, j)`` with ``j > p``.
+        unordered pair appears once, as ``(p, j)`` with ``j > p``. ``span``
+        restricts the queries to ``span[0] .. span[1]`` (cell sweep only).
         """
         if half and queries is not None:
             raise ValueError("half applies to self-pairs only")
@@ -242,8 +244,9 @@ class PairIndex:
         chunk = max(1, min(nq, 65536))
         # Work buffers reused across blocks (fresh allocations cost page faults).
         buffers = _Buffers(budget)
-        for c0 in range(0, nq, chunk):
-            c1 = min(nq, c0 + chunk)
+        first, stop = span if span is not None else (0, nq)
+        for c0 in range(first, stop, chunk):
+            c1 = min(stop, c0 + chunk)
             lo, hi = self._windows(Q[c0:c1], radius, half, c0)
             L = hi - lo
             tot = L.sum(axis=1)
@@ -395,9 +398,29 @@ def _weights(kernel: str, d2: np.ndarray, dc: float, radius: float) -> np.ndarra
     return np.exp(d2, out=d2)
 
 
+def _in_parallel(part: Callable[[tuple[int, int] | None], np.ndarray], n: int, workers: int) -> np.ndarray:
+    """Sum of ``part(span)`` over ``workers`` contiguous spans of ``0 .. n``,
+    in threads (numpy releases the GIL in the heavy loops)."""
+    workers = max(1, min(int(workers), n // 50_000 or 1))
+    if workers == 1:
+        return part(None)
+    from concurrent.futures import ThreadPoolExecutor
+
+    edges = np.linspace(0, n, workers + 1).astype(int)
+    with ThreadPoolExecutor(workers) as pool:
+        parts = list(pool.map(part, [(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:], strict=True)]))
+    return np.sum(parts, axis=0)
+
+
+#: Threads summing the densities of large inputs. A constant (not the number of
+#: CPUs) so that the summation order, hence every bit of the result, is the
+#: same on every machine.
+WORKERS = 2
+
+
 def densities(X: np.ndarray, dc: float, kernel: str = "gaussian", truncate: float | None = 3.0,
               *, counts: np.ndarray | None = None, index: PairIndex | None = None,
-              budget: int = PAIR_BUDGET) -> np.ndarray:
+              budget: int = PAIR_BUDGET, workers: int = WORKERS) -> np.ndarray:
     """``rho_i = sum_{j != i} K(d_ij)`` over the points of ``X``.
 
     ``kernel`` "cutoff": ``K = 1[d < d_c]`` (strict); "gaussian":
@@ -426,21 +449,26 @@ def densities(X: np.ndarray, dc: float, kernel: str = "gaussian", truncate: floa
     index = index if index is not None else PairIndex(X, dc / 2.0)
     wp = w[index.order]
     weighted = bool(np.any(w != 1.0))
-    rho = np.zeros(n)
-    for a, b, tot, _q, j, d2 in index.pairs(radius, half=True, budget=budget):
-        kv = _weights(kernel, d2, dc, radius)
-        nz = tot > 0
-        if not nz.any():
-            continue
-        seg = np.concatenate([[0], np.cumsum(tot)[:-1]])[nz]
-        # Scatter onto the (local) range of positions the block touches.
-        j0, j1 = int(j.min()), int(j.max()) + 1
-        if weighted:
-            rho[j0:j1] += np.bincount(j - j0, kv * np.repeat(wp[a:b], tot), minlength=j1 - j0)
-            kv *= wp[j]
-        else:
-            rho[j0:j1] += np.bincount(j - j0, kv, minlength=j1 - j0)
-        rho[a:b][nz] += np.add.reduceat(kv, seg)
+
+    def part(span: tuple[int, int] | None) -> np.ndarray:
+        rho = np.zeros(n)
+        for a, b, tot, _q, j, d2 in index.pairs(radius, half=True, budget=budget, span=span):
+            kv = _weights(kernel, d2, dc, radius)
+            nz = tot > 0
+            if not nz.any():
+                continue
+            seg = np.concatenate([[0], np.cumsum(tot)[:-1]])[nz]
+            # Scatter onto the (local) range of positions the block touches.
+            j0, j1 = int(j.min()), int(j.max()) + 1
+            if weighted:
+                rho[j0:j1] += np.bincount(j - j0, kv * np.repeat(wp[a:b], tot), minlength=j1 - j0)
+                kv *= wp[j]
+            else:
+                rho[j0:j1] += np.bincount(j - j0, kv, minlength=j1 - j0)
+            rho[a:b][nz] += np.add.reduceat(kv, seg)
+        return rho
+
+    rho = _in_parallel(part, n, workers if index.sweep else 1)
     out = np.empty(n)
     out[index.order] = rho
     return out + (w - 1.0)
