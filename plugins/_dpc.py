@@ -427,7 +427,8 @@ def densities(X: np.ndarray, dc: float, kernel: str = "gaussian", truncate: floa
     ``K = exp(-(d / d_c)^2)``, summed over pairs with ``d <= truncate d_c``
     (all pairs when ``truncate`` is None). ``counts`` gives the multiplicity
     of each (distinct) row, so ``X`` may hold unique rows: then
-    ``rho_u = sum_{v != u} w_v K(d_uv) + (w_u - 1)``.
+    ``rho_u = sum_{v != u} w_v K(d_uv) + (w_u - 1)``. From 100,000 points on,
+    the sum runs in ``workers`` threads over fixed spans of the points.
     """
     n = X.shape[0]
     w = np.ones(n) if counts is None else np.asarray(counts, dtype=float)
