@@ -409,7 +409,7 @@ def _in_parallel(part: Callable[[tuple[int, int] | None], np.ndarray], n: int, w
     edges = np.linspace(0, n, workers + 1).astype(int)
     with ThreadPoolExecutor(workers) as pool:
         parts = list(pool.map(part, [(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:], strict=True)]))
-    return np.sum(parts, axis=0)
+    return parts[0] if len(parts) == 1 else np.sum(parts, axis=0)
 
 
 #: Threads summing the densities of large inputs. A constant (not the number of
@@ -504,7 +504,7 @@ def density_order(rho: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _nearest_earlier(P: np.ndarray, rank: np.ndarray, radius: float, index: PairIndex | None,
-                     budget: int = PAIR_BUDGET, order_by_rank: np.ndarray | None = None
+                     budget: int = PAIR_BUDGET, order_by_rank: np.ndarray | None = None, workers: int = 1
                      ) -> tuple[np.ndarray, np.ndarray]:
     """Distance to, and index of, the nearest point of smaller rank
     (ties: the smallest rank), for distinct points ``P``. ``-1`` for the first."""
@@ -523,26 +523,35 @@ def _nearest_earlier(P: np.ndarray, rank: np.ndarray, radius: float, index: Pair
         # Windowed searches with a doubling radius over the points still unresolved.
         while todo_pos.size > 2000 and r <= 64.0 * radius and int(math.ceil(r / index.cell)) <= 64:
             done = np.zeros(todo_pos.size, dtype=bool)
-            for a, b, tot, _q, j, d in index.pairs(r, half=False, queries=index.points[todo_pos], budget=budget):
-                nz = tot > 0
-                if not nz.any():
-                    continue
-                qr = np.repeat(rk[todo_pos[a:b]], tot)
-                rj = rk[j]
-                # Compare distances (not squares), as the reference code does: ties are ties of d_ij.
-                np.sqrt(d, out=d)
-                d[rj >= qr] = np.inf
-                seg = np.concatenate([[0], np.cumsum(tot)[:-1]])[nz]
-                mins = np.full(b - a, np.inf)
-                mins[nz] = np.minimum.reduceat(d, seg)
-                tie = np.where(d == np.repeat(mins, tot), rj, big)
-                prank = np.full(b - a, big)
-                prank[nz] = np.minimum.reduceat(tie, seg)
-                ok = mins <= r
-                pos = index.order[todo_pos[a:b][ok]]
-                best[pos] = mins[ok]
-                parent[pos] = order_by_rank[prank[ok]]
-                done[a:b] = ok
+
+            def search(span: tuple[int, int] | None, r: float = r, todo_pos: np.ndarray = todo_pos,
+                       done: np.ndarray = done) -> np.ndarray:
+                # Each thread writes disjoint entries of best, parent and done.
+                lo_q, hi_q = span if span is not None else (0, todo_pos.size)
+                sub = todo_pos[lo_q:hi_q]
+                for a, b, tot, _q, j, d in index.pairs(r, half=False, queries=index.points[sub], budget=budget):
+                    nz = tot > 0
+                    if not nz.any():
+                        continue
+                    qr = np.repeat(rk[sub[a:b]], tot)
+                    rj = rk[j]
+                    # Compare distances (not squares), as the reference code does: ties are ties of d_ij.
+                    np.sqrt(d, out=d)
+                    d[rj >= qr] = np.inf
+                    seg = np.concatenate([[0], np.cumsum(tot)[:-1]])[nz]
+                    mins = np.full(b - a, np.inf)
+                    mins[nz] = np.minimum.reduceat(d, seg)
+                    tie = np.where(d == np.repeat(mins, tot), rj, big)
+                    prank = np.full(b - a, big)
+                    prank[nz] = np.minimum.reduceat(tie, seg)
+                    ok = mins <= r
+                    pos = index.order[sub[a:b][ok]]
+                    best[pos] = mins[ok]
+                    parent[pos] = order_by_rank[prank[ok]]
+                    done[lo_q + a:lo_q + b] = ok
+                return np.zeros(0)
+
+            _in_parallel(search, todo_pos.size, workers)
             todo_pos = todo_pos[~done]
             r *= 2.0
         pending[:] = False
@@ -618,7 +627,8 @@ def _nearest_earlier_search(P: np.ndarray, rank: np.ndarray, todo: np.ndarray, o
 
 def delta_parent(X: np.ndarray, rho: np.ndarray, *, index: PairIndex | None = None,
                  unique: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
-                 radius: float | None = None, budget: int = PAIR_BUDGET) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                 radius: float | None = None, budget: int = PAIR_BUDGET, workers: int = WORKERS
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(delta, parent, order)`` of the spec's formula (3) and tie rules.
 
     Points are ordered by decreasing ``rho`` (stable, ties by index); each
@@ -651,7 +661,7 @@ def delta_parent(X: np.ndarray, rho: np.ndarray, *, index: PairIndex | None = No
         return delta, parent, order
     if radius is None:
         radius = index.cell if index is not None else math.inf
-    best, upar = _nearest_earlier(U, dense, radius, index, budget, uorder)
+    best, upar = _nearest_earlier(U, dense, radius, index, budget, uorder, workers)
     delta = np.zeros(n)
     parent = leader[inv].copy()
     is_leader = leader[inv] == np.arange(n)

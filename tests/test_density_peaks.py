@@ -533,3 +533,18 @@ def test_conformance(component, frame):
 def test_registered_by_name(registry):
     names = set(registry.names("clusterers"))
     assert {"dpc", "addpc", "dp-dpcl", "addpc-rdp", "dp-rccfsfdp", "dp-dpc-grid"} <= names
+
+
+def test_threaded_passes_match_the_single_thread():
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(120_000, 2))
+    U, inv, counts = _dpc.unique_points(X)
+    index = _dpc.PairIndex(U, 0.01)
+    one = _dpc.densities(U, 0.02, "gaussian", 3.0, counts=counts, index=index, workers=1)
+    two = _dpc.densities(U, 0.02, "gaussian", 3.0, counts=counts, index=index, workers=2)
+    np.testing.assert_allclose(one, two, rtol=1e-13)
+    noisy = one + rng.laplace(size=one.size)
+    d1, p1, _ = _dpc.delta_parent(X, noisy, index=index, unique=(U, inv, counts), workers=1)
+    d2, p2, _ = _dpc.delta_parent(X, noisy, index=index, unique=(U, inv, counts), workers=2)
+    np.testing.assert_array_equal(p1, p2)
+    np.testing.assert_array_equal(d1, d2)
