@@ -783,23 +783,38 @@ def components(X: np.ndarray, radius: float, *, unique: tuple[np.ndarray, np.nda
                budget: int = PAIR_BUDGET) -> np.ndarray:
     """Connected components of the graph ``{(i, j): d_ij <= radius}``.
 
-    Built block by block: each block's edges are contracted onto the current
-    component labels, so memory stays bounded by the block size.
+    Built block by block: the edges between different current components are
+    held up to ``8 x budget`` at a time, then contracted onto the component
+    labels (``scipy.sparse.csgraph.connected_components``), so memory stays
+    bounded whatever the number of edges.
     """
     U, inv, _ = unique if unique is not None else unique_points(X)
     m = U.shape[0]
     index = PairIndex(U, radius / 2.0)
     comp = np.arange(m)
-    for _a, _b, _tot, q, j, d2 in index.pairs(radius, half=True, budget=budget):
-        keep = np.sqrt(d2) <= radius
-        ci, cj = comp[q[keep]], comp[j[keep]]
-        diff = ci != cj
-        if not diff.any():
-            continue
-        ci, cj = ci[diff], cj[diff]
+    pending_i: list[np.ndarray] = []
+    pending_j: list[np.ndarray] = []
+    held = 0
+
+    def contract(comp: np.ndarray) -> np.ndarray:
+        ci, cj = comp[np.concatenate(pending_i)], comp[np.concatenate(pending_j)]
         graph = coo_matrix((np.ones(ci.size, dtype=np.int8), (ci, cj)), shape=(m, m)).tocsr()
         _, lab = connected_components(graph, directed=False)
-        comp = lab[comp]
+        return lab[comp]
+
+    for _a, _b, _tot, q, j, d2 in index.pairs(radius, half=True, budget=budget):
+        keep = np.sqrt(d2) <= radius
+        keep &= comp[q] != comp[j]
+        if not keep.any():
+            continue
+        pending_i.append(q[keep])
+        pending_j.append(j[keep])
+        held += pending_i[-1].size
+        if held >= 8 * budget:  # contract the edges held so far onto the components
+            comp = contract(comp)
+            pending_i, pending_j, held = [], [], 0
+    if held:
+        comp = contract(comp)
     out = np.empty(m, dtype=np.int64)
     out[index.order] = comp
     return out[inv]
