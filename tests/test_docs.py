@@ -248,7 +248,7 @@ def _session(page: str) -> list[tuple[str, str, str] | tuple[str, Path, str]]:
 
 
 #: Commands whose whole documented output is checked (deterministic output).
-_EXACT = ("cat ", "head ", "privclust check")
+_EXACT = ("cat ", "head ", "privclust check", "python -c")
 
 
 @pytest.mark.slow
