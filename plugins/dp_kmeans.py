@@ -213,15 +213,14 @@ class IDPKMeans:
         if self.n_blocks > n:
             raise DataError(f"idp-kmeans: m = {self.n_blocks} blocks is more than the number of records ({n}); "
                             "lower 'm'")
-        unit, low, high, clipped = self._unit(data, context)
         epsilons = self.epsilons()
         total = _kmeans.total_epsilon(epsilons)
         if not context.can_spend(total):
-            remaining = context.remaining
             raise BudgetExceededError(
-                f"idp-kmeans: its schedule may spend epsilon = {total:.6g} but only {remaining:.6g} of the budget "
-                "is left; lower 'epsilon' or raise the budget. Nothing was recorded and no noise was drawn."
+                f"idp-kmeans: its schedule may spend epsilon = {total:.6g} but only {context.remaining:.6g} of the "
+                "budget is left; lower 'epsilon' or raise the budget. Nothing was recorded and no noise was drawn."
             )
+        unit, low, high, clipped = self._unit(data, context)
 
         k, m, d = self.k, self.n_blocks, n_cols
         mech = context.mechanism(self.noise)
@@ -292,7 +291,7 @@ class IDPKMeans:
         leaked = self.bounds == "data"
         context.record(
             f"idp-kmeans: the released centres (and noisy counts) are {spent:.6g}-DP under {RELATION}, by sequential "
-            f"composition of {len(history)} Laplace releases (the initial blocks and {rounds_run} Lloyd round(s), "
+            f"composition of {len(history)} {mech.name} releases (the initial blocks and {rounds_run} Lloyd round(s), "
             f"schedule {self.schedule!r}). Not covered: the per-record labels, each the nearest released centre to "
             "the record's own raw values."
             + (" The bounds were taken from the data, which leaks each column's range (see the leak entry)."

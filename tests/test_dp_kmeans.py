@@ -239,8 +239,11 @@ def test_refused_before_any_noise_when_the_budget_is_short():
     context = pt._TracingContext(Budget(epsilon=0.5), seed=1)
     with context.step(0, "km", "idp-kmeans"), pytest.raises(BudgetExceededError, match="no noise was drawn"):
         IDPKMeans(k=3, epsilon=0.6, bounds={"x": [-3, 9], "y": [-3, 10]}).fit(data, context)
-    assert not context.ledger.of_kind("dp")
+    assert len(context.ledger) == 0  # not even a leak entry
     assert "rng" not in context.events
+    with context.step(0, "km", "idp-kmeans"), pytest.raises(BudgetExceededError):
+        IDPKMeans(k=3, epsilon=0.6, bounds="data").fit(data, context)
+    assert len(context.ledger) == 0
 
 
 def test_recipe_budget_is_checked_at_compile_time(registry):
