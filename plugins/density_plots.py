@@ -69,9 +69,8 @@ def _resolve(obj: Any, step: int | str | None) -> tuple[privclust.Partition, tup
             if not found:
                 raise PrivclustError("the release has no clusterer step to plot; run a recipe with a clusterer")
             outcome = found[-1]
-        data = obj.original.loc[:, list(outcome.columns)]
         title = outcome.name if outcome.id == outcome.name else f"{outcome.name} ({outcome.id})"
-        return outcome.partition, tuple(outcome.columns), data, title
+        return outcome.partition, tuple(outcome.columns), _step_input(obj, outcome), title
     if step is not None:
         raise PrivclustError("step= applies to a Release only")
     if isinstance(obj, privclust.StepOutcome):
@@ -87,6 +86,23 @@ def _close(name: str, options: Sequence[str]) -> list[str]:
     """Close matches, ignoring case."""
     lowered = {o.lower(): o for o in options}
     return [lowered[m] for m in difflib.get_close_matches(name.lower(), list(lowered), n=2, cutoff=0.5)]
+
+
+def _step_input(release: privclust.Release, outcome: Any) -> pd.DataFrame:
+    """The values the clusterer step saw: the original columns, unless an
+    earlier step (a masker or noise step) changed them; then the released
+    values, which are what the step saw as long as no later step changed
+    them too (otherwise the original values, the closest available)."""
+    columns = set(outcome.columns)
+    position = release.outcomes.index(outcome)
+
+    def changes(o: Any) -> bool:
+        return o.kind != "clusterers" and bool(columns & set(o.columns))
+
+    before = any(changes(o) for o in release.outcomes[:position])
+    after = any(changes(o) for o in release.outcomes[position + 1:])
+    source = release.data if before and not after else release.original
+    return source.loc[:, list(outcome.columns)]
 
 
 def _diagnostic(partition: privclust.Partition, key: str, plot: str) -> np.ndarray:
@@ -213,7 +229,7 @@ def plot_clusters(obj: Any, data: Any = None, columns: Sequence[str] | None = No
                   step: int | str | None = None, labels: Any = None, centres: bool = True, size: float = 12) -> Any:
     """The records coloured by cluster label.
 
-    :param obj: a Release (its original data are used), StepOutcome or Partition.
+    :param obj: a Release (the values its clusterer step saw are used), StepOutcome or Partition.
     :param data: the data the partition was computed on (a DataFrame or an
         array); needed for a StepOutcome or Partition.
     :param columns: two columns to plot; by default the step's columns when

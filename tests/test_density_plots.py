@@ -136,6 +136,20 @@ def test_from_a_release(registry):
         plot_decision_graph(release)
 
 
+def test_a_release_plots_the_values_the_clusterer_saw(registry):
+    rng = np.random.default_rng(3)
+    frame = pd.DataFrame(rng.normal(size=(40, 2)) * 10, columns=["u", "v"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PrivacyLeakWarning)
+        release = privclust.run({"steps": [{"use": "laplace", "epsilon": 0.5, "bounds": "data"},
+                                           {"use": "idp-kmeans", "k": 2, "epsilon": 1.0, "bounds": "data"}]},
+                                frame, seed=1, registry=registry)
+    ax = plot_clusters(release, centres=False)
+    drawn = np.vstack(offsets(ax))
+    masked = release.data[["u", "v"]].to_numpy()
+    assert sorted(map(tuple, drawn)) == sorted(map(tuple, masked))
+
+
 def test_bad_input(handmade, registry):
     partition, data = handmade
     with pytest.raises(PrivclustError, match="pass data="):
