@@ -32,7 +32,7 @@ __all__ = [
 
 #: Rows per block when computing record-to-centre distances (bounds the
 #: temporary ``rows x k`` array).
-BLOCK_ROWS = 65536
+BLOCK_ROWS = 16384
 
 
 def to_unit(values: np.ndarray, low: np.ndarray, high: np.ndarray) -> tuple[np.ndarray, int]:
