@@ -195,3 +195,10 @@ def test_census_with_its_edit_rule(registry):
     rules = LinearConstraints(rules=["PTOTVAL = POTHVAL + PEARNVAL"]).bind(columns)
     assert rules.satisfied(part.centres).all()
     assert "cluster" in release.data.columns
+
+
+def test_the_docs_page_examples_run(tmp_path):
+    from _docblocks import run_page
+
+    require_dataset("casc_census.csv")
+    assert run_page("mdav.md", tmp_path) >= 2
