@@ -183,7 +183,8 @@ class PairIndex:
         m = int(math.ceil(radius / self.cell))
         qcells = np.floor((Q[:, :last] - self._lo[:last]) / self.cell).astype(np.int64)
         qy = Q[:, last] - self._lo[last]
-        offsets = np.array(list(itertools.product(range(-m, m + 1), repeat=last)), dtype=np.int64).reshape(-1 if last else 1, last)
+        offsets = np.array(list(itertools.product(range(-m, m + 1), repeat=last)), dtype=np.int64)
+        offsets = offsets.reshape(-1 if last else 1, last)
         if half:
             # Lexicographic order of the offsets equals the order of their linear ids
             # (the cells of a query are inside the grid), so "after" means lin > 0.
@@ -780,17 +781,21 @@ def halo(X: np.ndarray, rho: np.ndarray, labels: np.ndarray, dc: float, *,
 
 
 def components(X: np.ndarray, radius: float, *, unique: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
-               budget: int = PAIR_BUDGET) -> np.ndarray:
+               index: PairIndex | None = None, budget: int = PAIR_BUDGET) -> np.ndarray:
     """Connected components of the graph ``{(i, j): d_ij <= radius}``.
 
     Built block by block: the edges between different current components are
     held up to ``8 x budget`` at a time, then contracted onto the component
     labels (``scipy.sparse.csgraph.connected_components``), so memory stays
-    bounded whatever the number of edges.
+    bounded whatever the number of edges. ``index`` may be a
+    :class:`PairIndex` of the distinct rows (reused when its cells fit).
     """
     U, inv, _ = unique if unique is not None else unique_points(X)
     m = U.shape[0]
-    index = PairIndex(U, radius / 2.0)
+    # An index of the distinct rows built for another radius serves when its
+    # cells are not much wider than this radius (else the windows overhang).
+    if index is None or not index.sweep or index.cell > radius:
+        index = PairIndex(U, radius / 2.0)
     comp = np.arange(m)
     pending_i: list[np.ndarray] = []
     pending_j: list[np.ndarray] = []

@@ -72,11 +72,13 @@ def _bounds(value: Any) -> Any:
     out = {}
     for column, pair in value.items():
         if not isinstance(pair, list | tuple) or len(pair) != 2:
-            raise ParameterError(f"The 'bounds' parameter must map each column to [low, high]; got {column!r} = {pair!r}.")
+            raise ParameterError(
+                f"The 'bounds' parameter must map each column to [low, high]; got {column!r} = {pair!r}.")
         low, high = pair
         for v in (low, high):
             if isinstance(v, bool) or not isinstance(v, int | float | np.number) or not math.isfinite(v):
-                raise ParameterError(f"The 'bounds' parameter must give finite numbers for {column!r}; got {list(pair)!r}.")
+                raise ParameterError(
+                    f"The 'bounds' parameter must give finite numbers for {column!r}; got {list(pair)!r}.")
         if not low < high:
             raise ParameterError(f"The 'bounds' parameter needs low < high for {column!r}; got {list(pair)!r}.")
         out[str(column)] = (float(low), float(high))
@@ -95,17 +97,20 @@ def _matrix(data: pd.DataFrame, name: str, k: int | None) -> np.ndarray:
     bad = [c for c in data.columns
            if not pd.api.types.is_numeric_dtype(data[c]) or pd.api.types.is_bool_dtype(data[c])]
     if bad:
-        raise DataError(f"{name}: column(s) {', '.join(map(str, bad))} are not numeric; leave them out of the step's columns")
+        raise DataError(
+            f"{name}: column(s) {', '.join(map(str, bad))} are not numeric; leave them out of the step's columns")
     X = data.to_numpy(dtype=float, na_value=np.nan)
     if X.ndim != 2 or X.shape[1] == 0:
         raise DataError(f"{name}: the data have no columns")
     if not np.all(np.isfinite(X)):
         cols = [str(c) for c, ok in zip(data.columns, np.all(np.isfinite(X), axis=0), strict=True) if not ok]
-        raise DataError(f"{name}: column(s) {', '.join(cols)} hold NaN or infinite values; impute or drop those records first")
+        raise DataError(
+            f"{name}: column(s) {', '.join(cols)} hold NaN or infinite values; impute or drop those records first")
     if X.shape[0] < 3:
         raise DataError(f"{name} needs at least 3 records; the data have {X.shape[0]}")
     if k is not None and k > X.shape[0]:
-        raise ParameterError(f"The 'k' parameter of {name} must be at most the number of records ({X.shape[0]}); got {k}.")
+        raise ParameterError(
+            f"The 'k' parameter of {name} must be at most the number of records ({X.shape[0]}); got {k}.")
     return X
 
 
@@ -265,7 +270,8 @@ class DPC(_DensityPeaks):
         super().__attrs_post_init__()
         thresholds = (self.rho_min is not None, self.delta_min is not None)
         if thresholds[0] != thresholds[1]:
-            raise ParameterError("dpc: give both 'rho_min' and 'delta_min' (the decision-graph thresholds), or neither.")
+            raise ParameterError(
+                "dpc: give both 'rho_min' and 'delta_min' (the decision-graph thresholds), or neither.")
         if self.k is None and not thresholds[0]:
             raise ParameterError("dpc: choose the centres with 'k' (the k largest gamma) or with 'rho_min' and "
                                  "'delta_min' (decision-graph thresholds); for an automatic choice use addpc.")
@@ -451,7 +457,7 @@ class _NoisyDensityPeaks(_DensityPeaks):
                                        **extra, **info}
         if self.merges != "none":
             radius, rinfo = self._radius(Xs, context, e_value)
-            comp = _dpc.components(Xs, radius, unique=unique)
+            comp = _dpc.components(Xs, radius, unique=unique, index=index)
             rank = np.empty_like(order)
             rank[order] = np.arange(order.size)
             diagnostics["labels_before_merge"] = labels.copy()
@@ -560,7 +566,8 @@ class DPDPCGrid(_DensityPeaks):
     bounds: Any = param((Mapping, str), default="data", converter=_bounds, check=_check_bounds,
                         doc='public bounds {column = [low, high]}, or "data" (taken from the data: leaks)')
     query: str = param(str, default="auto", choices=("auto", "grid", "random"),
-                       doc='"grid" (full grid), "random" (points drawn within the bounds), "auto": grid up to 4 columns')
+                       doc='"grid" (full grid), "random" (points drawn within the bounds), '
+                           '"auto": grid up to 4 columns')
     points_per_dim: int | None = param(int, default=None, ge=2, doc="grid nodes per column")
     spacing: float | None = param(float, default=None, gt=0, doc="grid spacing in clustering units (all columns)")
     n_points: int = param(int, default=4096, ge=4, doc="number of query points (random), or the grid's target size")
@@ -585,7 +592,8 @@ class DPDPCGrid(_DensityPeaks):
     def planned_cost(self) -> tuple[float, float]:
         return (self.epsilon, 0.0)
 
-    def _frame_bounds(self, data: pd.DataFrame, X: np.ndarray, context: PrivacyContext) -> tuple[np.ndarray, np.ndarray]:
+    def _frame_bounds(self, data: pd.DataFrame, X: np.ndarray, context: PrivacyContext
+                      ) -> tuple[np.ndarray, np.ndarray]:
         columns = [str(c) for c in data.columns]
         if self.bounds == "data":
             lo, hi = X.min(axis=0), X.max(axis=0)

@@ -277,7 +277,8 @@ def test_reachability_merge_repairs_flame(flame):
     part, _ = fit(comp, features(flame))
     assert part.diagnostics["n_components"] == 41
     assert part.diagnostics["radius"] == pytest.approx(0.0525, abs=5e-5)
-    assert adjusted_rand_score(flame["class"], part.diagnostics["labels_before_merge"]) == pytest.approx(0.536, abs=5e-4)
+    before = adjusted_rand_score(flame["class"], part.diagnostics["labels_before_merge"])
+    assert before == pytest.approx(0.536, abs=5e-4)
     assert adjusted_rand_score(flame["class"], part.labels) == pytest.approx(0.967, abs=5e-4)
 
 
@@ -548,3 +549,20 @@ def test_threaded_passes_match_the_single_thread():
     d2, p2, _ = _dpc.delta_parent(X, noisy, index=index, unique=(U, inv, counts), workers=2)
     np.testing.assert_array_equal(p1, p2)
     np.testing.assert_array_equal(d1, d2)
+
+
+def test_components_with_a_reused_index_and_in_more_columns():
+    from scipy.sparse.csgraph import connected_components
+    from scipy.spatial.distance import pdist, squareform
+
+    rng = np.random.default_rng(8)
+    for d in (2, 5):
+        X = rng.normal(size=(600, d))
+        r = 0.35 if d == 2 else 1.2
+        _, expected = connected_components(squareform(pdist(X)) <= r, directed=False)
+        unique = _dpc.unique_points(X)
+        for index in (None, _dpc.PairIndex(unique[0], r / 3)):
+            comp = _dpc.components(X, r, unique=unique, index=index)
+            # the same partition, whatever the numbering
+            assert adjusted_rand_score(expected, comp) == 1.0
+            assert np.unique(comp).size == np.unique(expected).size
