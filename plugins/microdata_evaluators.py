@@ -244,6 +244,9 @@ class EditViolations:
     largest value), in the protected file and in the original."""
 
     name: ClassVar[str] = "edit-violations"
+    #: The largest violation in the original file is one record's value: a
+    #: non-disclosive report (``report(non_disclosive=True)``) leaves it out.
+    disclosive_metrics: ClassVar[tuple[str, ...]] = ("*: max violation (original)",)
 
     tol: float = param(float, default=1e-6, gt=0, doc="a record violates a rule when the violation exceeds "
                                                       "tol * (1 + its largest |value|)")

@@ -89,3 +89,15 @@ def test_cli_writes_html_and_json_beside_it_non_disclosive(tmp_path, capsys):
     assert code == 0
     assert json.loads((tmp_path / "report.json").read_text())["non_disclosive"] is True
     assert "Non-disclosive report" in (tmp_path / "report.html").read_text()
+
+
+def test_edit_violations_in_the_original_are_left_out_of_a_public_report():
+    from privclust.datasets import TABLE1_RULE, table1
+
+    recipe = {"constraints": [{"use": "linear", "rules": [TABLE1_RULE]}],
+              "steps": [{"use": "fuzzy-microaggregation", "k": 3}], "evaluate": ["edit-violations"]}
+    release = privclust.run(recipe, table1(), seed=2)
+    full = {e["metric"] for e in release.report()["evaluations"]}
+    public = {e["metric"] for e in release.report(non_disclosive=True)["evaluations"]}
+    assert full - public == {f"{TABLE1_RULE}: max violation (original)"}
+    assert "3.48" not in json.dumps(release.report(non_disclosive=True)["evaluations"])
