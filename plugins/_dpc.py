@@ -167,6 +167,12 @@ class PairIndex:
 
     # -- helpers -----------------------------------------------------------------
 
+    def _keys_precise(self, radius: float) -> bool:
+        """Whether the composite keys ``cid * span + y`` resolve the last
+        coordinate to well under a cell (else the windows would be too wide)."""
+        top = (float(self._cid[-1]) + 1.0) * (self._yspan + 2.0 * radius + self.cell)
+        return bool(np.spacing(top) < 1e-3 * self.cell)
+
     @property
     def tree(self) -> cKDTree:
         if self._tree is None:
@@ -193,7 +199,7 @@ class PairIndex:
         # Composite keys cid * span + y, with span wider than any window, so that a
         # window never runs into the next cell; cached per radius.
         if self._keys is None or self._keys[0] != radius:
-            span = self._yspan + 2.0 * radius + 1.0
+            span = self._yspan + 2.0 * radius + self.cell
             self._keys = (radius, span, self._cid * span + self._y)
         _, span, z = self._keys
         # Widen by a few ulps of the composite key so that the window is a superset.
@@ -239,7 +245,7 @@ class PairIndex:
         if not np.isfinite(radius):
             yield from self._dense_pairs(Q, half=half, budget=budget)
             return
-        if not self.sweep or int(math.ceil(radius / self.cell)) > 64:
+        if not self.sweep or int(math.ceil(radius / self.cell)) > 64 or not self._keys_precise(radius):
             yield from self._tree_pairs(Q, radius, half=half, self_query=queries is None, budget=budget)
             return
         chunk = max(1, min(nq, 65536))

@@ -566,3 +566,24 @@ def test_components_with_a_reused_index_and_in_more_columns():
             # the same partition, whatever the numbering
             assert adjusted_rand_score(expected, comp) == 1.0
             assert np.unique(comp).size == np.unique(expected).size
+
+
+@pytest.mark.parametrize("factor", [1e-7, 1e7])
+def test_results_do_not_depend_on_the_units(aggregation, factor):
+    X = features(aggregation)
+    base, _ = fit(AdDPC(dc_percent=2.0), X)
+    scaled, _ = fit(AdDPC(dc_percent=2.0), X * factor)
+    np.testing.assert_array_equal(base.labels, scaled.labels)
+    # equal up to pairs sitting exactly on the truncation radius 3 d_c (rounding decides those)
+    np.testing.assert_allclose(scaled.diagnostics["rho"], base.diagnostics["rho"], rtol=1e-9, atol=3 * math.exp(-9))
+
+
+def test_far_outliers_fall_back_to_the_tree():
+    rng = np.random.default_rng(4)
+    X = np.vstack([rng.normal(size=(300, 2)), [[1e15, -1e15]]])
+    rho_ref, delta_ref, parent_ref = reference(X, 0.3, "cutoff")
+    U, inv, counts = _dpc.unique_points(X)
+    index = _dpc.PairIndex(U, 0.15)
+    np.testing.assert_array_equal(_dpc.densities(U, 0.3, "cutoff", counts=counts, index=index)[inv], rho_ref)
+    delta, parent, _ = _dpc.delta_parent(X, rho_ref, index=index, unique=(U, inv, counts))
+    np.testing.assert_array_equal(parent, parent_ref)
