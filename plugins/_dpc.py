@@ -236,17 +236,17 @@ class PairIndex:
         is there; with the sweep some farther candidates may be too (filter
         on ``d2`` when that matters). With ``half`` (self-pairs only) each
         unordered pair appears once, as ``(p, j)`` with ``j > p``. ``span``
-        restricts the queries to ``span[0] .. span[1]`` (cell sweep only).
+        restricts the queries to ``span[0] .. span[1]``.
         """
         if half and queries is not None:
             raise ValueError("half applies to self-pairs only")
         Q = self.points if queries is None else np.ascontiguousarray(queries, dtype=float)
         nq = Q.shape[0]
         if not np.isfinite(radius):
-            yield from self._dense_pairs(Q, half=half, budget=budget)
+            yield from self._dense_pairs(Q, half=half, budget=budget, span=span)
             return
         if not self.sweep or int(math.ceil(radius / self.cell)) > 64 or not self._keys_precise(radius):
-            yield from self._tree_pairs(Q, radius, half=half, self_query=queries is None, budget=budget)
+            yield from self._tree_pairs(Q, radius, half=half, self_query=queries is None, budget=budget, span=span)
             return
         chunk = max(1, min(nq, 65536))
         # Work buffers reused across blocks (fresh allocations cost page faults).
@@ -298,15 +298,16 @@ class PairIndex:
                 a = b
 
     def _tree_pairs(self, Q: np.ndarray, radius: float, *, half: bool, self_query: bool,
-                    budget: int) -> Iterator[tuple[int, int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
+                    budget: int, span: tuple[int, int] | None = None) -> Iterator[tuple[int, int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
         tree = self.tree
         nq = Q.shape[0]
         # Guess a block size from the average neighbour count of a few queries.
         probe = Q[:: max(1, nq // 256)]
         avg = float(np.mean(tree.query_ball_point(probe, radius, return_length=True))) + 1.0
         step = int(max(1, min(nq, budget // max(avg * 2.0, 1.0))))
-        for a in range(0, nq, step):
-            b = min(nq, a + step)
+        first, stop = span if span is not None else (0, nq)
+        for a in range(first, stop, step):
+            b = min(stop, a + step)
             sub = cKDTree(Q[a:b])
             res = sub.sparse_distance_matrix(tree, radius, output_type="ndarray")
             qi = res["i"].astype(np.int64)
@@ -321,11 +322,12 @@ class PairIndex:
             yield a, b, counts, qi + a, j, d2
 
     def _dense_pairs(self, Q: np.ndarray, *, half: bool,
-                     budget: int) -> Iterator[tuple[int, int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
+                     budget: int, span: tuple[int, int] | None = None) -> Iterator[tuple[int, int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
         n, nq = self.n, Q.shape[0]
         step = max(1, budget // max(n, 1))
-        for a in range(0, nq, step):
-            b = min(nq, a + step)
+        first, stop = span if span is not None else (0, nq)
+        for a in range(first, stop, step):
+            b = min(stop, a + step)
             if half:
                 counts = np.maximum(n - 1 - np.arange(a, b), 0)
                 j = np.concatenate([np.arange(q + 1, n) for q in range(a, b)]) if b > a else np.zeros(0, np.int64)
@@ -476,7 +478,7 @@ def densities(X: np.ndarray, dc: float, kernel: str = "gaussian", truncate: floa
             rho[a:b][nz] += np.add.reduceat(kv, seg)
         return rho
 
-    rho = _in_parallel(part, n, workers if index.sweep else 1)
+    rho = _in_parallel(part, n, workers)
     out = np.empty(n)
     out[index.order] = rho
     return out + (w - 1.0)

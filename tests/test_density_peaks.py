@@ -587,3 +587,12 @@ def test_far_outliers_fall_back_to_the_tree():
     np.testing.assert_array_equal(_dpc.densities(U, 0.3, "cutoff", counts=counts, index=index)[inv], rho_ref)
     delta, parent, _ = _dpc.delta_parent(X, rho_ref, index=index, unique=(U, inv, counts))
     np.testing.assert_array_equal(parent, parent_ref)
+
+
+def test_threaded_sum_over_the_tree_path():
+    rng = np.random.default_rng(6)
+    X = rng.normal(size=(110_000, 4))  # 4-D: the KD-tree path, split over two spans
+    index = _dpc.PairIndex(X, 0.05)
+    one = _dpc.densities(X, 0.1, "cutoff", index=index, workers=1)
+    two = _dpc.densities(X, 0.1, "cutoff", index=index, workers=2)
+    np.testing.assert_array_equal(one, two)
