@@ -596,3 +596,14 @@ def test_threaded_sum_over_the_tree_path():
     one = _dpc.densities(X, 0.1, "cutoff", index=index, workers=1)
     two = _dpc.densities(X, 0.1, "cutoff", index=index, workers=2)
     np.testing.assert_array_equal(one, two)
+
+
+@pytest.mark.parametrize(("name", "m"), [("spiral", 3), ("d31", 31), ("r15", 10), ("jain", 7), ("wdbc", 7),
+                                         ("compound", 2), ("pathbased", 2)])
+def test_addpc_table_of_other_sets(name, m):
+    require_dataset(f"{name}.data.gz")
+    frame = privclust.datasets.load(name)
+    part, _ = fit(AdDPC(dc_percent=2.0), features(frame))
+    assert part.diagnostics["boundary"] == m
+    if name == "spiral":
+        assert adjusted_rand_score(frame["class"], part.labels) == 1.0
