@@ -607,3 +607,14 @@ def test_addpc_table_of_other_sets(name, m):
     assert part.diagnostics["boundary"] == m
     if name == "spiral":
         assert adjusted_rand_score(frame["class"], part.labels) == 1.0
+
+
+@pytest.mark.parametrize(("name", "t", "local"), [("iris", 2.5, 13.5), ("wdbc", 1.5, 24.6), ("aggregation", 2.5, 29.0),
+                                                  ("flame", 2.0, 8.0)])
+def test_data_at_hand_epsilon_matches_the_spec(name, t, local):
+    frame = {"iris": privclust.datasets.iris, "wdbc": privclust.datasets.wdbc}.get(name)
+    frame = frame() if frame else privclust.datasets.load(name)
+    _, ctx = fit(AdDPCrDP(dc_percent=t, epsilon=1.0), features(frame))
+    details = ctx.ledger.of_kind("dp")[0].details
+    assert details["epsilon_data_at_hand"] == pytest.approx(local, abs=0.05)
+    assert details["epsilon_charged"] == 2 * (len(frame) - 1)
