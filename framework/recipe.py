@@ -105,10 +105,12 @@ class ComponentSpec:
 
     @classmethod
     def of(cls, component: Any) -> ComponentSpec:
-        """The spec of a component instance: its name and every parameter."""
+        """The spec of a component instance: its name and every parameter that
+        is set (``None`` means "not set": TOML has no null, and leaving such a
+        parameter out gives the same component)."""
         from .components import component_params
 
-        return cls(type(component).name, component_params(component))
+        return cls(type(component).name, {k: v for k, v in component_params(component).items() if v is not None})
 
     def to_dict(self) -> dict[str, Any]:
         return {"use": self.use, **{k: _thaw(v) for k, v in self.params.items()}}
@@ -562,8 +564,8 @@ def _value(v: Any) -> str:
         return repr(v)
     if isinstance(v, str):
         return _string(v)
-    if isinstance(v, Mapping):
-        return "{ " + ", ".join(f"{_key(str(k))} = {_value(x)}" for k, x in v.items()) + " }"
+    if isinstance(v, Mapping):  # TOML has no null: a None entry means "not set" and is left out
+        return "{ " + ", ".join(f"{_key(str(k))} = {_value(x)}" for k, x in v.items() if x is not None) + " }"
     if isinstance(v, list | tuple):
         return "[" + ", ".join(_value(x) for x in v) + "]"
     if v is None:

@@ -227,3 +227,11 @@ def test_round_trip_property(steps, epsilon):
     recipe = Recipe.from_dict(data)
     assert Recipe.from_dict(recipe.to_dict()) == recipe
     assert Recipe.from_toml(recipe.to_toml()) == recipe
+
+
+def test_a_step_from_an_instance_with_nested_components_round_trips_through_toml(registry):
+    masker = registry.create("maskers", {"use": "fuzzy-microaggregation", "k": 3, "clusterer": {"use": "fcm"}})
+    recipe = Recipe(steps=[Step.of(masker, columns=["a"])])
+    back = Recipe.from_toml(recipe.to_toml())
+    assert back == recipe
+    assert registry.create("maskers", back.steps[0].spec) == masker
