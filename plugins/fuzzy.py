@@ -225,7 +225,6 @@ class FuzzyFit:
     neighbours: int | None
     audit_max_dropped: float | None
     fallback: bool
-    history: tuple[np.ndarray, ...] = ()
 
 
 @attrs.frozen(kw_only=True)
@@ -289,18 +288,16 @@ class _FuzzyClusterer:
             return self._partition(std, fit, columns, context, constraints)
 
     def fit_arrays(self, std: Standardised, c: int, context: PrivacyContext, *, constraints: Any = None,
-                   callback: Callable[[int, np.ndarray], None] | None = None,
-                   keep_history: bool = False) -> FuzzyFit:
+                   callback: Callable[[int, np.ndarray], None] | None = None) -> FuzzyFit:
         """The alternating optimisation on standardised records.
 
         :param callback: called after every centre update with
             ``(iteration, centres in original units)``, the centres already
             projected onto the rules (the property tests use it).
-        :param keep_history: keep every iteration's centres (original units).
         """
         who = self.name
         z = std.z
-        n, d = z.shape
+        n = z.shape[0]
         if c > n:
             raise DataError(f"{who}: c = {c} clusters but only {n} records; lower c (at most {n})")
         distinct = _fcm.distinct_rows(z)
@@ -312,17 +309,13 @@ class _FuzzyClusterer:
         budget = self._budget_bytes
         restarts = self._restarts(n, c)
         rngs = context.spawn(restarts + 1)
-        data = _fcm._Data(z)
-        history: list[np.ndarray] = []
+        many = c > EXACT_MAX_CENTRES
+        # with many centres, records (and centres) in KD-tree leaf order: cache-friendly queries and sums
+        data = _fcm._Data(z[_fcm.spatial_order(z)] if many else z)
 
         def on_update(it: int, vz: np.ndarray) -> None:
-            if callback is None and not keep_history:
-                return
-            original = project_original(constraints, std.to_original(vz), std.scale)
-            if keep_history:
-                history.append(original)
             if callback is not None:
-                callback(it, original)
+                callback(it, project_original(constraints, std.to_original(vz), std.scale))
 
         progress = _Progress(context, restarts * self.max_iter)
         best: _fcm.RunResult | None = None
@@ -332,24 +325,25 @@ class _FuzzyClusterer:
         fallback = False
         for r in range(restarts):
             v0, method = _fcm.init_centres(z, c, rngs[r], distinct=distinct)
+            if many:
+                v0 = v0[_fcm.spatial_order(v0)]
             if r == 0:
                 init_name = method
                 neighbours, audit_max, fallback = self._choose_path(data, v0, fz, rngs[-1])
             offset = r * self.max_iter
-            result = _fcm.run(z, v0, fz, tol=self.tol, max_iter=self.max_iter, budget_bytes=budget,
-                              project=project, neighbours=neighbours, callback=on_update,
+            result = _fcm.run(data.X, v0, fz, tol=self.tol, max_iter=self.max_iter, budget_bytes=budget,
+                              project=project, neighbours=neighbours,
+                              callback=on_update if callback is not None else None,
                               progress=lambda it, _o=offset: progress(_o + it), data=data)
             if best is None or result.objective < best.objective:
                 best = result
-            if keep_history and r < restarts - 1:
-                history.append(np.full((c, d), np.nan))  # marks a restart
         assert best is not None
         progress(restarts * self.max_iter)
         centres = project_original(constraints, std.to_original(best.centres), std.scale)
         return FuzzyFit(centres=centres, centres_z=std.to_z(centres), objective=best.objective,
                         iterations=best.iterations, converged=best.converged, restarts=restarts, init=init_name,
                         relocated=best.relocated, path=best.path, neighbours=neighbours,
-                        audit_max_dropped=audit_max, fallback=fallback, history=tuple(history))
+                        audit_max_dropped=audit_max, fallback=fallback)
 
     def _choose_path(self, data: Any, v0: np.ndarray, fz: _fcm.Fuzzifier,
                      rng: np.random.Generator) -> tuple[int | None, float | None, bool]:
@@ -514,16 +508,26 @@ def compute_memberships(z: np.ndarray, centres_z: np.ndarray, fz: _fcm.Fuzzifier
                            dropped_mean=float(dropped.mean()), audit_size=None, fallback=fallback,
                            exact_draw=True)
     assert audit is not None
-    res = _fcm.truncated_pass(data, centres_z, fz, p, budget_bytes=budget_bytes, update=False, store=True,
-                              draw=draw_rng, colsum=True, tree=tree, progress=progress)
+    # records in KD-tree leaf order (cache-friendly queries), results put back in the records' order
+    order = _fcm.spatial_order(z)
+    res = _fcm.truncated_pass(_fcm._Data(z[order]), centres_z, fz, p, budget_bytes=budget_bytes, update=False,
+                              store=True, draw=draw_rng, colsum=True, tree=tree, progress=progress)
     assert res.top_indices is not None and res.top_values is not None and res.colsum is not None
+    assert res.nearest is not None
+
+    def back(sorted_rows: np.ndarray) -> np.ndarray:
+        out = np.empty_like(sorted_rows)
+        out[order] = sorted_rows
+        return out
+
     audited = audit.at(p)
     # exact for the audited records; the audited maximum (a conservative estimate) elsewhere
     dropped = np.full(n, float(audited.max()))
     dropped[audit.sample] = audited
-    indices = res.top_indices.astype(np.int32) if c < 2**31 else res.top_indices
-    top = TopMemberships(indices=indices, values=res.top_values, dropped=dropped, n_centres=c)
-    return Memberships(memberships=top, nearest=res.nearest, expected_sizes=res.colsum, labels=res.labels,
+    indices = back(res.top_indices.astype(np.int32) if c < 2**31 else res.top_indices)
+    top = TopMemberships(indices=indices, values=back(res.top_values), dropped=dropped, n_centres=c)
+    labels = back(res.labels) if res.labels is not None else None
+    return Memberships(memberships=top, nearest=back(res.nearest), expected_sizes=res.colsum, labels=labels,
                        path="truncated", neighbours=p, dropped_max=float(audited.max()),
                        dropped_mean=float(audited.mean()), audit_size=int(audit.sample.size), fallback=False,
                        exact_draw=False)
