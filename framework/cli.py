@@ -192,12 +192,18 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
     output = Path(args.output)
     frame_writer(None, output)  # type: ignore[arg-type]  # checks the suffix before any work
-    grid: dict[str, list[Any]] = {}
+    grid: dict[str, Any] = {}
     for text in args.sweep:
+        head, _, _ = text.partition("=")
+        recipe_name = None
+        if ":" in head:  # "NAME:step.param=values" sweeps one recipe only
+            recipe_name, _, text = text.partition(":")
+            recipe_name = recipe_name.strip()
         key, values = parse_sweep(text)
-        if key in grid:
+        target = grid if recipe_name is None else grid.setdefault(recipe_name, {})
+        if key in target:
             raise PrivclustError(f"--sweep {key} is given twice; list all its values in one --sweep")
-        grid[key] = values
+        target[key] = values
     recipes = [Recipe.from_toml(Path(r)) for r in args.recipes]
     named = {}
     for path, recipe in zip(args.recipes, recipes, strict=True):
@@ -369,7 +375,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("recipes", nargs="+", metavar="RECIPE", help="recipe files (TOML)")
     p.add_argument("--input", "-i", required=True, help="the data (.csv, .csv.gz, .tsv, .parquet)")
     p.add_argument("--sweep", action="append", default=[], metavar="KEY=VALUES",
-                   help='e.g. "mask.k=3,5,10" or "privacy.epsilon=0.1:2:0.1" (repeatable: the grid is their product)')
+                   help='e.g. "mask.k=3,5,10" or "privacy.epsilon=0.1:2:0.1" (repeatable: the grid is their product); '
+                        'prefix a recipe name ("mdav:mask.k=3,5") to sweep that recipe only')
     p.add_argument("--repeats", type=int, default=1, help="runs per configuration (default 1)")
     p.add_argument("--scheduler", help='a Dask scheduler address (tcp://host:8786), or "local" for a LocalCluster; '
                                        "default: local processes")

@@ -328,6 +328,29 @@ def _recipes(recipes: Any) -> list[tuple[str, Recipe]]:
     return items
 
 
+def _grids(grid: Mapping[str, Any] | None, names: Sequence[str]) -> dict[str, Mapping[str, Sequence[Any]]]:
+    """Per-recipe grids: ``{key: values}`` applies to every recipe;
+    ``{recipe name: {key: values}}`` gives each recipe its own (a sweep key
+    always has a dot, a recipe name used this way must not)."""
+    if not grid:
+        return {}
+    per_recipe = {k: v for k, v in grid.items() if "." not in k}
+    shared = {k: v for k, v in grid.items() if "." in k}
+    unknown = [k for k in per_recipe if k not in names or not isinstance(per_recipe[k], Mapping)]
+    if unknown:
+        import difflib
+
+        hints = []
+        for k in unknown:
+            close = difflib.get_close_matches(k, names, n=1)
+            hints.append(f"{k!r}" + (f" (did you mean the recipe {close[0]!r}?)" if close else ""))
+        raise PrivclustError(
+            f"grid key(s) {', '.join(hints)}: a sweep key is <step id>.<parameter> (e.g. mask.k); a recipe's own "
+            f"grid is {{recipe name: {{key: values}}}} with recipes named {', '.join(map(repr, names))}"
+        )
+    return {name: {**shared, **per_recipe.get(name, {})} for name in names}
+
+
 def compare(
     recipes: Any,
     data: pd.DataFrame,
@@ -344,10 +367,14 @@ def compare(
     """Run every configuration of every recipe ``repeats`` times.
 
     :param recipes: a recipe (Recipe, dict, TOML path), a list of them, or a
-        dict ``{name: recipe}``.
+        dict ``{name: recipe}``. A recipe's name in the table is its key, its
+        ``name`` or its position.
     :param data: the data frame every run protects (never modified).
     :param grid: ``{"<step id>.<param>": [values...], "privacy.epsilon": [...]}``;
-        the cartesian product is applied to every recipe.
+        the cartesian product is applied to every recipe. To give each
+        recipe its own sweep, key the grid by recipe name:
+        ``{"MDAV": {"mask.clusterer.k": [3, 5]}, "fuzzy": {"mask.m2": [1.5, 2]}}``
+        (keys with a dot apply to every recipe).
     :param repeats: runs per configuration (for randomised methods).
     :param seed: makes the whole table reproducible; with ``None`` the runs
         take entropy from the operating system. Never written to the table.
@@ -370,10 +397,14 @@ def compare(
         raise PrivclustError(f"repeats must be an integer >= 1; got {repeats!r}")
     frame = _check_frame(data)
     registry = registry if registry is not None else get_registry()
-    configurations = expand_grid(grid)
+    named = _recipes(recipes)
+    grids = _grids(grid, [name for name, _ in named])
     planned: list[tuple[str, int, dict[str, Any], Recipe]] = []
     problems: list[Problem] = []
-    for name, recipe in _recipes(recipes):
+    keys: list[str] = []
+    for name, recipe in named:
+        configurations = expand_grid(grids.get(name))
+        keys += [k for k in configurations[0] if k not in keys]
         for c, params in enumerate(configurations):
             label = ", ".join(f"{k}={v}" for k, v in params.items()) or "as written"
             try:
@@ -399,7 +430,6 @@ def compare(
         results = _run_dask(tasks, frame, scheduler, timeout, progress, registry)
 
     rows = []
-    keys = list(configurations[0])
     for index, (name, c, params, _) in enumerate(planned):
         for r in range(repeats):
             result = results[index * repeats + r]

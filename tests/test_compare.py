@@ -193,3 +193,28 @@ def test_risk_utility_map_marks_the_pareto_front(data, reg):
     assert len(ax.lines) == 1
     with pytest.raises(PrivclustError, match="did you mean"):
         risk_utility_map(table, risk="mean-shift.rsk")
+
+
+def test_each_recipe_can_have_its_own_grid(data, reg):
+    strong = noise_recipe("strong", 0.5)
+    table = privclust.compare({"weak": noise_recipe(), "strong": strong}, data,
+                              grid={"weak": {"noise.epsilon": [2.0, 4.0]}, "strong": {"noise.bounds": [BOUNDS]}},
+                              seed=1, registry=reg, processes=1, progress=False)
+    assert table["recipe"].tolist() == ["weak", "weak", "strong"]
+    assert table["epsilon"].tolist() == [2.0, 4.0, 0.5]
+    assert table["noise.epsilon"].tolist()[:2] == [2.0, 4.0] and pd.isna(table["noise.epsilon"].iloc[2])
+    with pytest.raises(PrivclustError, match="did you mean the recipe 'weak'"):
+        privclust.compare({"weak": noise_recipe()}, data, grid={"waek": {"noise.epsilon": [1.0]}}, registry=reg,
+                          progress=False)
+
+
+def test_cli_sweeps_one_recipe_by_name(tmp_path, data):
+    data.to_csv(tmp_path / "in.csv", index=False)
+    for name in ("one", "two"):
+        (tmp_path / f"{name}.toml").write_text(privclust.Recipe.from_dict({**noise_recipe(name), "evaluate": []})
+                                               .to_toml())
+    assert main(["compare", str(tmp_path / "one.toml"), str(tmp_path / "two.toml"), "-i", str(tmp_path / "in.csv"),
+                 "--sweep", "one:noise.epsilon=0.5,2", "--processes", "1", "-o", str(tmp_path / "out.csv"),
+                 "-q"]) == 0
+    table = pd.read_csv(tmp_path / "out.csv")
+    assert table["recipe"].tolist() == ["one", "one", "two"] and table["epsilon"].tolist() == [0.5, 2.0, 1.0]
