@@ -74,10 +74,16 @@ def pareto_front(x: Sequence[float], y: Sequence[float]) -> np.ndarray:
 
 
 def _labels(table: pd.DataFrame, keys: Sequence[str]) -> list[str]:
+    """``recipe, param=value, ...`` per row, leaving out the parameters a
+    recipe does not sweep (empty in its rows)."""
     labels = []
     for _, row in table.iterrows():
-        parts = [str(row["recipe"])] + [f"{k.split('.')[-1]}={row[k]:g}" if isinstance(row[k], float)
-                                        else f"{k.split('.')[-1]}={row[k]}" for k in keys]
+        parts = [str(row["recipe"])]
+        for k in keys:
+            value = row[k]
+            if value is None or (isinstance(value, float) and np.isnan(value)):
+                continue
+            parts.append(f"{k.split('.')[-1]}={value:g}" if isinstance(value, float) else f"{k.split('.')[-1]}={value}")
         labels.append(", ".join(parts))
     return labels
 
@@ -127,8 +133,8 @@ def risk_utility_map(table: pd.DataFrame, *, risk: str | None = None, loss: str 
     ax.scatter(x[front], y[front], s=160, facecolors="none", edgecolors="k", lw=1.2)
     if annotate:
         for label, xi, yi in zip(_labels(agg, agg.attrs["keys"]), x, y, strict=True):
-            ax.annotate(label.split(", ", 1)[-1] if len(recipes) == 1 else label, (xi, yi), fontsize=7,
-                        xytext=(4, 4), textcoords="offset points")
+            ax.annotate(label.split(", ", 1)[-1] if len(recipes) == 1 and ", " in label else label, (xi, yi),
+                        fontsize=7, xytext=(4, 4), textcoords="offset points")
     ax.set_xlabel(f"information loss: {loss}")
     ax.set_ylabel(f"disclosure risk: {risk}")
     ax.set_title(title or "Risk-utility map (lower left is better)")

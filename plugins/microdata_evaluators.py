@@ -250,6 +250,8 @@ class EditViolations:
 
     tol: float = param(float, default=1e-6, gt=0, doc="a record violates a rule when the violation exceeds "
                                                       "tol * (1 + its largest |value|)")
+    rules: tuple[str, ...] | None = param(tuple, default=None, doc="linear edit rules to check instead of the "
+                                          "recipe's (e.g. to judge a release made without them)")
 
     def _values(self, frame: pd.DataFrame, columns: tuple[str, ...]) -> np.ndarray:
         out = np.zeros((frame.shape[0], len(columns)))
@@ -259,8 +261,21 @@ class EditViolations:
                 out[:, j] = frame[c].to_numpy(dtype=float, na_value=np.nan)
         return out
 
+    def _own_rules(self, inputs: EvaluationInputs) -> Any:
+        """The ``rules`` parameter bound to the columns they use (the
+        built-in ``linear`` handler parses them)."""
+        from privclust_plugins.constraints import LinearConstraints
+
+        handler = LinearConstraints(rules=self.rules)
+        problems = handler.check(tuple(map(str, inputs.original.columns)))
+        if problems:
+            raise DataError(f"edit-violations: {'; '.join(map(str, problems))}")
+        used = set().union(*handler.variables())
+        columns = tuple(c for c in inputs.original.columns if c in used)
+        return privclust.ConstraintSet(columns, [handler.bind(columns)])
+
     def evaluate(self, inputs: EvaluationInputs) -> Mapping[str, float]:
-        rules = inputs.constraints
+        rules = self._own_rules(inputs) if self.rules else inputs.constraints
         if rules is None or not rules.rules:
             return {"rules": 0.0}
         columns = tuple(rules.columns)

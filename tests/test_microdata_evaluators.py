@@ -350,3 +350,17 @@ def test_the_docs_page_examples_run(tmp_path):
 
     require_dataset("casc_census.csv")
     assert run_page("microdata-evaluators.md", tmp_path) >= 2
+
+
+def test_edit_violations_checks_its_own_rules_when_the_recipe_has_none():
+    from privclust.datasets import TABLE1_RULE, table1
+
+    recipe = {"steps": [{"use": "fuzzy-microaggregation", "k": 3}],
+              "evaluate": [{"use": "edit-violations", "rules": [TABLE1_RULE]}]}
+    figures = privclust.run(recipe, table1(), seed=1).evaluations.set_index("metric")["value"]
+    assert figures["rules"] == 1
+    assert figures[f"{TABLE1_RULE}: max violation (original)"] == pytest.approx(3.48)
+    assert figures[f"{TABLE1_RULE}: share violated (original)"] == pytest.approx(1 / 12)
+    recipe["evaluate"] = [{"use": "edit-violations", "rules": ["totl = exp16"]}]
+    with pytest.raises(privclust.DataError, match="did you mean 'total'"):
+        privclust.run(recipe, table1(), seed=1)
