@@ -108,7 +108,7 @@ def main(quick: bool = False) -> str:
     # (N, d, c, the peer the issue sets a target against, the speed-up it asks for)
     cases = [(100_000, 2, 10, "skfuzzy", 10.0), (20_000, 10, 10, "fcmeans", 2.0)] if quick else [
         (1_000_000, 2, 10, "skfuzzy", 10.0), (100_000, 10, 10, "fcmeans", 2.0), (100_000, 2, 10, None, None)]
-    counts = (2, 6) if quick else (2, 12)
+    counts = (2, 12) if quick else (3, 33)
     timeout = 600.0 if quick else 3600.0
     rows = []
     targets = []

@@ -46,7 +46,9 @@ unless the caller asks for the dense membership matrix):
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -224,6 +226,15 @@ class _Data:
         self.xx = np.einsum("ij,ij->i", self.X, self.X)
         self.n, self.d = self.X.shape
         self._X1: np.ndarray | None = None
+        self._XaT: np.ndarray | None = None
+
+    @property
+    def XaT(self) -> np.ndarray:
+        """``[X, ||x||^2, 1]`` transposed, ``(d + 2, N)``: one matrix product with
+        ``[-2v, 1, ||v||^2]`` gives every squared distance."""
+        if self._XaT is None:
+            self._XaT = np.ascontiguousarray(np.vstack([self.XT, self.xx[None, :], np.ones((1, self.n))]))
+        return self._XaT
 
     @property
     def X1(self) -> np.ndarray:
@@ -364,6 +375,90 @@ def exact_pass(data: _Data, V: np.ndarray, fz: Fuzzifier, *, budget_bytes: float
             progress((bi + 1) / n_blocks)
     res.objective = objective
     return res
+
+
+#: Largest number of chunks an update pass splits the records into; the
+#: chunks (and so the order of every floating-point sum) depend on N and the
+#: block size only, never on the number of threads.
+_MAX_CHUNKS = 64
+#: Squared distances are floored here on the m = 2 path (1/D^2 stays finite).
+_FLOOR_M2 = 1e-150
+
+
+def _threads() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def update_pass(data: _Data, V: np.ndarray, fz: Fuzzifier, *, budget_bytes: float,
+                threads: int | None = None) -> PassResult:
+    """The exact pass of an iteration: the centre update and the objective
+    only, every record against every centre.
+
+    Faster than :func:`exact_pass` for the same result: squared distances
+    come from one matrix product (``[-2v, 1, ||v||^2] . [x, ||x||^2, 1]``),
+    the update is a second product with ``[x S^-m, S^-m]`` (no scaling pass,
+    no summing pass), FCM with ``m = 2`` skips the power and the nearest-centre
+    shift (``u = D^-1 / S``; no overflow once ``D`` is floored at 1e-150), and
+    the row blocks are spread over the CPU's threads (numpy and BLAS release
+    the GIL) in fixed chunks whose partial sums are added in chunk order, so
+    the result does not depend on the number of threads.
+    """
+    c, d = V.shape
+    n = data.n
+    V = np.ascontiguousarray(V, dtype=float)
+    Va = np.hstack([-2.0 * V, np.ones((c, 1)), np.einsum("ij,ij->i", V, V)[:, None]])
+    XaT = data.XaT
+    XT = data.XT
+    b = min(block_rows(c, budget_bytes / max(threads or _threads(), 1)), n)
+    starts = list(range(0, n, b))
+    n_chunks = min(_MAX_CHUNKS, len(starts))
+    chunks = [[int(x) for x in ch] for ch in np.array_split(np.array(starts), n_chunks)]
+    m2 = fz.kind == "fcm" and fz.a == 1.0
+
+    def work(chunk: list[int]) -> tuple[np.ndarray, float]:
+        D = np.empty((c, b))
+        T = np.empty((c, b))
+        XsT = np.empty((d + 1, b))
+        acc = np.zeros((c, d + 1))
+        objective = 0.0
+        for s in chunk:
+            e = min(n, s + b)
+            m = e - s
+            Dv, Tv = (D, T) if m == b else (np.empty((c, m)), np.empty((c, m)))
+            np.matmul(Va, XaT[:, s:e], out=Dv)
+            if m2:
+                np.maximum(Dv, _FLOOR_M2, out=Dv)
+                np.reciprocal(Dv, out=Dv)
+                S = Dv.sum(axis=0)
+                WM = np.multiply(Dv, Dv, out=Tv)
+                q = 1.0 / (S * S)
+                objective += float((1.0 / S).sum())
+            else:
+                np.maximum(Dv, 0.0, out=Dv)
+                dmin = Dv.min(axis=0)
+                _, WM, S = weights(Dv, dmin[None, :], fz, 0, Tv)
+                q = S ** -fz.update_power
+                objective += float(record_objective(dmin, S, fz).sum())
+            np.multiply(XT[:, s:e], q, out=XsT[:d, :m])
+            XsT[d, :m] = q
+            acc += WM @ XsT[:, :m].T
+        return acc, objective
+
+    workers = min(threads or _threads(), n_chunks)
+    if workers > 1 and n * c >= 1 << 20:
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            parts = list(pool.map(work, chunks))
+    else:
+        parts = [work(ch) for ch in chunks]
+    total = np.zeros((c, d + 1))
+    objective = 0.0
+    for acc, obj in parts:  # chunk order: deterministic sums
+        total += acc
+        objective += obj
+    return PassResult(num=total[:, :d], den=total[:, d], objective=objective)
 
 
 # ---------------------------------------------------------------------------
@@ -731,7 +826,7 @@ class RunResult:
     queries: int = 0  # KD-tree queries (records) made by the truncated path
 
 
-def _relocate(new: np.ndarray, den: np.ndarray, dmin: np.ndarray, X: np.ndarray) -> int:
+def _relocate(new: np.ndarray, den: np.ndarray, dmin: np.ndarray | None, X: np.ndarray, V: np.ndarray) -> int:
     """Centres that no record weighs on (possible when memberships are
     truncated or underflow, i.e. m near 1 or large lambda) are moved to the
     records farthest from their nearest centre, as k-means implementations do
@@ -739,6 +834,9 @@ def _relocate(new: np.ndarray, den: np.ndarray, dmin: np.ndarray, X: np.ndarray)
     empty = np.flatnonzero(~(den > 0))
     if empty.size == 0:
         return 0
+    if dmin is None:  # each record's squared distance to its nearest (current) centre
+        dist, _ = cKDTree(V).query(X, k=1)
+        dmin = dist * dist
     far = np.argsort(-dmin, kind="stable")[: empty.size]
     new[empty] = X[far]
     return int(empty.size)
@@ -771,14 +869,14 @@ def run(X: np.ndarray, V0: np.ndarray, fz: Fuzzifier, *, tol: float, max_iter: i
     cand = Candidates(data, neighbours, V.shape[0], workers) if neighbours is not None else None
     for it in range(1, max_iter + 1):
         if cand is None:
-            res = exact_pass(data, V, fz, budget_bytes=budget_bytes, update=True)
+            res = update_pass(data, V, fz, budget_bytes=budget_bytes)
         else:
             res = candidate_pass(cand, V, fz)
-        assert res.num is not None and res.den is not None and res.dmin is not None
+        assert res.num is not None and res.den is not None
         objective = res.objective
         safe = np.where(res.den > 0, res.den, 1.0)
         new = res.num / safe[:, None]
-        relocated += _relocate(new, res.den, res.dmin, data.X)
+        relocated += _relocate(new, res.den, res.dmin, data.X, V)
         if project is not None:
             new = project(new)
         shift = float(np.sqrt(np.max(np.einsum("ij,ij->i", new - V, new - V), initial=0.0)))

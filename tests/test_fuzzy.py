@@ -172,6 +172,22 @@ def test_exact_fcm_objective_never_increases(seed, m, c):
     assert np.all(np.diff(objectives) <= 1e-9 * np.abs(objectives[:-1]))
 
 
+@pytest.mark.parametrize(("kind", "value"), [("fcm", 2.0), ("fcm", 1.5), ("fcm", 2.7), ("efcm", 3.0)])
+def test_update_pass_matches_the_exact_pass_whatever_the_threads(kind, value):
+    rng = np.random.default_rng(13)
+    X = rng.normal(size=(120_000, 3))
+    V = np.vstack([X[:3], rng.normal(size=(6, 3))])  # three centres on records: zero distances
+    fz = _fcm.Fuzzifier(kind, value)
+    data = _fcm._Data(X)
+    exact = _fcm.exact_pass(data, V, fz, budget_bytes=1e8)
+    one = _fcm.update_pass(data, V, fz, budget_bytes=1e8, threads=1)
+    two = _fcm.update_pass(data, V, fz, budget_bytes=1e8, threads=2)
+    np.testing.assert_array_equal(one.num, two.num)  # fixed chunks: identical sums
+    assert one.objective == two.objective
+    np.testing.assert_allclose(one.num / one.den[:, None], exact.num / exact.den[:, None], atol=1e-9)
+    assert one.objective == pytest.approx(exact.objective, rel=1e-9)
+
+
 def test_integer_powers_match_numpy():
     r = np.random.default_rng(5).random((7, 9))
     for a in (1, 2, 3, 5, 10, 16, 63, 2.5, 0.3):
