@@ -192,6 +192,23 @@ class Accountant(Protocol):
         ...
 
 
+REPLACE_ONE = "replace-one"
+ADD_REMOVE = "add/remove"
+
+
+def relation_kind(text: str | None) -> str:
+    """The neighbouring relation a ledger entry states: ``"replace-one"``
+    (bounded DP: one record's values change, n is public), ``"add/remove"``
+    (unbounded DP: one record is added or removed), or the text itself for
+    any other relation."""
+    t = (text or "").strip().lower()
+    if t.startswith(("replace-one", "replace one", "bounded")):
+        return REPLACE_ONE
+    if t.startswith(("add/remove", "add-remove", "add or remove", "unbounded")):
+        return ADD_REMOVE
+    return t
+
+
 @attrs.frozen
 class BasicAccountant:
     """Basic sequential composition, with parallel composition over disjoint
@@ -201,34 +218,62 @@ class BasicAccountant:
     sharing a partition group ``(group, part)`` touch disjoint sets of records:
     the group costs the maximum, over its parts, of the sum within a part
     (McSherry 2009, parallel composition). Groups and ungrouped entries add.
+
+    Relations: releases stated under one neighbouring relation compose under
+    it. When a run mixes ``add/remove`` and ``replace-one`` releases, the total
+    is stated under replace-one, each add/remove release counting as
+    (2 epsilon, (1 + e^epsilon) delta): replacing a record is removing it and
+    adding another (group privacy for two records). Any other mix of relations
+    cannot be composed and is refused.
     """
 
     budget: Budget
     description: str = (
         "basic sequential composition (epsilons and deltas add up), parallel composition "
-        "(maximum over disjoint record partitions)"
+        "(maximum over disjoint record partitions); add/remove releases count twice under replace-one"
     )
 
+    def relation(self, entries: Sequence[LedgerEntry]) -> str | None:
+        """The relation the total holds under (``None`` without DP releases)."""
+        kinds = {relation_kind(e.relation) for e in entries if e.kind == "dp" and e.relation}
+        if not kinds:
+            return None
+        if len(kinds) == 1:
+            return kinds.pop()
+        if kinds == {REPLACE_ONE, ADD_REMOVE}:
+            return REPLACE_ONE
+        raise PrivclustError(
+            "cannot compose releases stated under different neighbouring relations: "
+            + "; ".join(sorted(repr(k) for k in kinds))
+            + ". State each release's relation as 'replace-one ...' or 'add/remove ...', or supply an accountant "
+            "that knows how to convert them (the privclust_make_accountant hook)"
+        )
+
     def total(self, entries: Sequence[LedgerEntry]) -> tuple[float, float]:
+        target = self.relation(entries)
         eps = delta = 0.0
         groups: dict[str, dict[str, list[float]]] = {}
         for e in entries:
             if e.kind != "dp":
                 continue
+            e_eps, e_delta = e.epsilon, e.delta
+            if target == REPLACE_ONE and relation_kind(e.relation) == ADD_REMOVE:
+                e_eps, e_delta = 2.0 * e.epsilon, (1.0 + math.exp(e.epsilon)) * e.delta if e.delta else 0.0
             if e.partition is None:
-                eps += e.epsilon
-                delta += e.delta
+                eps += e_eps
+                delta += e_delta
             else:
                 group, part = e.partition
                 acc = groups.setdefault(group, {}).setdefault(part, [0.0, 0.0])
-                acc[0] += e.epsilon
-                acc[1] += e.delta
+                acc[0] += e_eps
+                acc[1] += e_delta
         for parts in groups.values():
             eps += max(v[0] for v in parts.values())
             delta += max(v[1] for v in parts.values())
         return eps, delta
 
     def check(self, entries: Sequence[LedgerEntry], new: LedgerEntry) -> None:
+        self.relation([*entries, new])  # refuses relations that cannot be composed, budget or not
         if not self.budget.limited:
             return
         eps, delta = self.total([*entries, new])

@@ -166,6 +166,7 @@ class Release:
                 "budget": {"epsilon": self.budget.epsilon, "delta": self.budget.delta},
                 "spent": {"epsilon": eps, "delta": delta},
                 "accountant": getattr(self.accountant, "description", type(self.accountant).__name__),
+                "relation": self._relation(),
             },
             "ledger": ledger,
             "evaluations": evaluations,
@@ -176,6 +177,12 @@ class Release:
         if non_disclosive:
             rep["left_out"] = left_out
         return _jsonable(rep)
+
+    def _relation(self) -> str | None:
+        """The neighbouring relation the spent total holds under, if the
+        accountant says."""
+        relation = getattr(self.accountant, "relation", None)
+        return relation(self.ledger.entries) if callable(relation) else None
 
     def _disclosive_metrics(self) -> set[tuple[str, str]]:
         """(evaluator, metric) pairs the evaluators declare as derived from

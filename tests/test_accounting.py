@@ -180,3 +180,26 @@ def test_basic_accountant_describes_its_rule():
     accountant = BasicAccountant(Budget(epsilon=1))
     assert "sequential" in accountant.description and "parallel" in accountant.description
     assert isinstance(accountant, privclust.Accountant)
+
+
+def test_mixed_relations_compose_under_replace_one():
+    context = PrivacyContext(Budget(epsilon=3.0))
+    context.spend(epsilon=1.0, mechanism="laplace", sensitivity=1.0, relation="replace-one (bounded)", covers="a")
+    assert context.accountant.relation(context.ledger.entries) == "replace-one"
+    context.spend(epsilon=0.5, mechanism="laplace", sensitivity=1.0, relation="add/remove one record", covers="b")
+    assert context.spent == (2.0, 0.0)  # the add/remove release counts twice under replace-one
+    with pytest.raises(BudgetExceededError):
+        context.spend(epsilon=0.6, mechanism="laplace", sensitivity=1.0, relation="add/remove", covers="c")
+    only_add_remove = PrivacyContext()
+    for _ in range(2):
+        only_add_remove.spend(epsilon=0.5, mechanism="laplace", sensitivity=1.0, relation="add/remove", covers="x")
+    assert only_add_remove.spent == (1.0, 0.0)
+    assert only_add_remove.accountant.relation(only_add_remove.ledger.entries) == "add/remove"
+
+
+def test_unknown_relations_do_not_compose_with_others():
+    context = PrivacyContext()
+    spend(context, 1.0)
+    with pytest.raises(PrivclustError, match="cannot compose releases stated under different neighbouring"):
+        context.spend(epsilon=1.0, mechanism="m", sensitivity=1.0, relation="edge-level", covers="c")
+    assert len(context.ledger) == 1
