@@ -85,8 +85,16 @@ def write_atomically(targets: Sequence[tuple[Path, Callable[[Path], None]]]) -> 
         for tmp, _ in temps:
             tmp.unlink(missing_ok=True)
         raise
+    mode = 0o666 & ~_umask()  # mkstemp makes owner-only files; an output gets the usual permissions
     for tmp, target in temps:
+        os.chmod(tmp, mode)
         os.replace(tmp, target)
+
+
+def _umask() -> int:
+    current = os.umask(0)
+    os.umask(current)
+    return current
 
 
 def text_writer(text: str) -> Callable[[Path], None]:

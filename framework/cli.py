@@ -29,7 +29,7 @@ import attrs
 
 from . import __version__
 from ._io import frame_writer, read_frame, text_writer, write_atomically
-from .errors import PrivclustError
+from .errors import PrivclustError, RecipeError
 from .hookspecs import hookimpl
 from .recipe import Recipe
 from .registry import Registry, get_registry
@@ -101,6 +101,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     frame_writer(None, output)  # type: ignore[arg-type]  # checks the suffix before any work
     if report is not None and not report.name.lower().endswith((".json", ".html", ".htm")):
         raise PrivclustError(f"{report}: a report is written as .json or .html")
+    _check_folders([output, report])
     data = read_frame(args.input)
     registry, _ = _registry_with_progress(args.quiet)
     from .runner import run
@@ -119,6 +120,13 @@ def _cmd_run(args: argparse.Namespace) -> int:
         print(f"wrote {output} ({release.data.shape[0]} records)" + (f" and {written}" if written else "")
               + f"; privacy spent: epsilon {eps:.6g}, delta {delta:.3g}", file=sys.stderr)
     return 0
+
+
+def _check_folders(paths: Sequence[Path | None]) -> None:
+    """Refuse before any work when an output's folder does not exist."""
+    for path in paths:
+        if path is not None and not path.parent.is_dir():
+            raise PrivclustError(f"cannot write {path}: the folder {path.parent} does not exist")
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
@@ -155,7 +163,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
 
 def _cmd_plugins(args: argparse.Namespace) -> int:
     registry = get_registry()
-    rows = [info.to_dict() for info in registry.components()]
+    rows = [info.to_dict(parameters=args.json) for info in registry.components()]
     if args.json:
         plugins = [attrs.asdict(p) for p in registry.plugins()]
         print(json.dumps({"plugins": plugins, "components": rows}, indent=2))
@@ -192,6 +200,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
     output = Path(args.output)
     frame_writer(None, output)  # type: ignore[arg-type]  # checks the suffix before any work
+    _check_folders([output] + [Path(p) for p in (args.summary, args.plot) if p])
     grid: dict[str, Any] = {}
     for text in args.sweep:
         head, _, _ = text.partition("=")
@@ -368,7 +377,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_check)
 
     p = sub.add_parser("plugins", help="list the installed plugins and their components")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--json", action="store_true",
+                   help="machine-readable output, with each component's description and parameters")
     p.set_defaults(func=_cmd_plugins)
 
     p = sub.add_parser("compare", help="run several recipes and/or a parameter sweep and tabulate the figures")
@@ -404,6 +414,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except PrivclustError as err:
+        recipe = getattr(args, "recipe", None)
+        if isinstance(err, RecipeError) and err.source is None and recipe:
+            err = RecipeError(err.problems, source=recipe)  # name the file the problems are in
         message = " ".join(str(err).split())
         print(f"privclust: error: {message}", file=sys.stderr)
         return 1

@@ -46,8 +46,10 @@ hookimpl = pluggy.HookimplMarker(NAME)
 def privclust_register_clusterers(register: Callable[[type], None]) -> None:
     """Register clusterer classes.
 
-    Called once per :class:`~privclust.Registry`, the first time a component
-    table is needed (never at import time).
+    Called when a :class:`~privclust.Registry` builds its component tables:
+    the first time one is needed (never at import time), and again after a
+    plugin is registered or unregistered in the session. Register the same
+    classes every time; never depend on being called once.
 
     :param register: call ``register(cls)`` for every clusterer class the
         plugin provides. ``cls`` must be a frozen attrs class with a class
@@ -61,7 +63,8 @@ def privclust_register_clusterers(register: Callable[[type], None]) -> None:
 def privclust_register_maskers(register: Callable[[type], None]) -> None:
     """Register masker classes.
 
-    Called once per registry, when the component tables are first built.
+    Called whenever the registry builds its component tables (see
+    :func:`privclust_register_clusterers`).
 
     :param register: call ``register(cls)`` for every masker class; ``cls``
         has a ``name`` and a method ``mask(data, context) -> Masked``.
@@ -73,7 +76,8 @@ def privclust_register_maskers(register: Callable[[type], None]) -> None:
 def privclust_register_noise_mechanisms(register: Callable[[type], None]) -> None:
     """Register noise-mechanism classes.
 
-    Called once per registry, when the component tables are first built.
+    Called whenever the registry builds its component tables (see
+    :func:`privclust_register_clusterers`).
 
     :param register: call ``register(cls)`` for every noise mechanism; ``cls``
         has a ``name``, a method ``release(values, *, sensitivity, epsilon,
@@ -87,7 +91,8 @@ def privclust_register_noise_mechanisms(register: Callable[[type], None]) -> Non
 def privclust_register_constraint_handlers(register: Callable[[type], None]) -> None:
     """Register constraint-handler classes (edit rules).
 
-    Called once per registry, when the component tables are first built.
+    Called whenever the registry builds its component tables (see
+    :func:`privclust_register_clusterers`).
 
     :param register: call ``register(cls)`` for every constraint handler;
         ``cls`` has a ``name``, ``variables()``, ``check(columns)`` and
@@ -100,7 +105,8 @@ def privclust_register_constraint_handlers(register: Callable[[type], None]) -> 
 def privclust_register_evaluators(register: Callable[[type], None]) -> None:
     """Register evaluator classes (information loss, risk, clustering quality).
 
-    Called once per registry, when the component tables are first built.
+    Called whenever the registry builds its component tables (see
+    :func:`privclust_register_clusterers`).
 
     :param register: call ``register(cls)`` for every evaluator; ``cls`` has a
         ``name`` and a method ``evaluate(inputs) -> Mapping[str, float]``.

@@ -86,8 +86,30 @@ class ComponentInfo:
     distribution: str
     version: str
 
-    def to_dict(self) -> dict[str, str]:
-        return {
+    def parameters(self) -> list[dict[str, Any]]:
+        """Each hyper-parameter: its recipe key, default (``"required"`` when
+        it has none), the component kind it holds if it is nested, and its
+        one-line description."""
+        from .params import field_doc
+        from .recipe import _thaw
+
+        out = []
+        for field in attrs.fields(self.cls):
+            if not field.init:
+                continue
+            default = field.default
+            if isinstance(default, attrs.Factory):  # type: ignore[arg-type]
+                default = default.factory() if not default.takes_self else None
+            entry: dict[str, Any] = {"name": param_name(field.name),
+                                     "default": "required" if default is attrs.NOTHING else _thaw(default)}
+            if field_kind(field):
+                entry["component_kind"] = field_kind(field)
+            entry["doc"] = field_doc(field)
+            out.append(entry)
+        return out
+
+    def to_dict(self, *, parameters: bool = False) -> dict[str, Any]:
+        out: dict[str, Any] = {
             "kind": self.kind,
             "name": self.name,
             "class": f"{self.cls.__module__}.{self.cls.__qualname__}",
@@ -95,6 +117,11 @@ class ComponentInfo:
             "distribution": self.distribution,
             "version": self.version,
         }
+        if parameters:
+            doc = (self.cls.__doc__ or "").strip()
+            out["doc"] = " ".join(doc.split("\n\n")[0].split())
+            out["parameters"] = self.parameters()
+        return out
 
 
 def _split_blocked(names: Iterable[str]) -> tuple[set[str], set[tuple[str, str]]]:
@@ -110,6 +137,11 @@ def _split_blocked(names: Iterable[str]) -> tuple[set[str], set[tuple[str, str]]
         else:
             plugins.add(name)
     return plugins, components
+
+
+def _from(dist: str, version: str) -> str:
+    """``distribution NAME VERSION`` without a stray space when there is no version."""
+    return f"distribution {dist} {version}".rstrip()
 
 
 def _dist_name(ep: metadata.EntryPoint) -> tuple[str, str]:
@@ -219,7 +251,7 @@ class Registry:
                         plugin = ep.load()
                     except Exception as err:  # any import failure of third-party code
                         raise PluginError(
-                            f"plugin {ep.name!r} (distribution {dist} {version}) failed to import "
+                            f"plugin {ep.name!r} ({_from(dist, version)}) failed to import "
                             f"{ep.value!r}: {type(err).__name__}: {err}. Fix or uninstall it, or block it with "
                             f"{ENV_DISABLE}={ep.name}",
                             plugin=ep.name,
@@ -229,11 +261,27 @@ class Registry:
                 for plugin in self._session_plugins:
                     self._register_session(plugin, None)
                 self.check_pending()
+                known = [ep.name for ep, *_ in self._ordered_entry_points()] + list(self._plugin_info)
+                self._warn_unused_blocks("plugin", sorted(self._blocked_plugins - set(known)), known)
             except BaseException:
                 self._pm = None
                 self._plugin_info.clear()
                 raise
         return self
+
+    @staticmethod
+    def _warn_unused_blocks(what: str, unused: Sequence[str], known: Sequence[str]) -> None:
+        """A misspelt block name would block nothing in silence: say so."""
+        import warnings
+
+        from .errors import PrivclustWarning
+
+        for name in unused:
+            close = difflib.get_close_matches(name, list(known), n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            warnings.warn(PrivclustWarning(
+                f"{ENV_DISABLE} / block= names the {what} {name!r}, which is not installed, so it blocks "
+                f"nothing{hint}"), stacklevel=3)
 
     def _ordered_entry_points(self) -> list[tuple[metadata.EntryPoint, str, str, bool]]:
         eps = self._entry_points
@@ -261,14 +309,17 @@ class Registry:
             registered = self._pm.register(plugin, name=name)
         except pluggy.PluginValidationError as err:
             raise PluginError(
-                f"plugin {name!r} (distribution {dist} {version}) breaks the hook contract: {err}. "
+                f"plugin {name!r} ({_from(dist, version)}) breaks the hook contract: {err}. "
                 f"{_signature_hint(str(err))}Fix the plugin, or block it with {ENV_DISABLE}={name}",
                 plugin=name,
                 distribution=dist,
             ) from err
         except ValueError as err:  # already registered under that name
+            taken = self._plugin_info.get(name)
+            owner = f" by {_from(taken.distribution, taken.version)}" if taken else ""
             raise PluginError(
-                f"cannot register plugin {name!r}: {err}. Give it another name.", plugin=name, distribution=dist
+                f"cannot register a plugin as {name!r}: that name is already taken{owner}. Register yours under "
+                "another name (privclust.register(plugin, name='...')).", plugin=name, distribution=dist
             ) from err
         if registered is None:  # blocked
             return name
@@ -290,7 +341,7 @@ class Registry:
             obj = getattr(plugin, attr, None)
             if callable(obj) and self._pm is not None and self._pm.parse_hookimpl_opts(plugin, attr) is None:
                 raise PluginError(
-                    f"plugin {name!r} (distribution {dist}) defines {attr}() without the "
+                    f"plugin {name!r} ({_from(dist, '')}) defines {attr}() without the "
                     f"@privclust.hookimpl marker, so it would never be called. Decorate it with "
                     "@privclust.hookimpl.",
                     plugin=name,
@@ -354,7 +405,7 @@ class Registry:
                 if close:
                     hint = f" Did you mean {close[0]}?"
             raise PluginError(
-                f"plugin {plugin_name!r} (distribution {dist}) implements an unknown hook: {err}.{hint} "
+                f"plugin {plugin_name!r} ({_from(dist, '')}) implements an unknown hook: {err}.{hint} "
                 f"Fix the plugin, or block it with {ENV_DISABLE}={plugin_name}",
                 plugin=plugin_name,
                 distribution=dist,
@@ -384,6 +435,7 @@ class Registry:
 
     def _build_tables(self) -> dict[str, dict[str, ComponentInfo]]:
         pm = self.pm
+        self._blocked_seen: set[tuple[str, str]] = set()
         tables: dict[str, dict[str, ComponentInfo]] = {kind: {} for kind in KINDS}
         for kind in KINDS:
             hook = getattr(pm.hook, REGISTRATION_HOOKS[kind])
@@ -400,18 +452,21 @@ class Registry:
                     raise
                 except Exception as err:
                     raise PluginError(
-                        f"plugin {info.name!r} (distribution {info.distribution} {info.version}) failed in "
+                        f"plugin {info.name!r} ({_from(info.distribution, info.version)}) failed in "
                         f"{REGISTRATION_HOOKS[kind]}(register): {type(err).__name__}: {err}. Fix the plugin, "
                         f"or block it with {ENV_DISABLE}={info.name}",
                         plugin=info.name,
                         distribution=info.distribution,
                     ) from err
         self._tables = tables
+        registered = [f"{info.plugin}:{info.name}" for t in tables.values() for info in t.values()]
+        unused = sorted(f"{p}:{c}" for p, c in self._blocked_components if (p, c) not in self._blocked_seen)
+        self._warn_unused_blocks("component", unused, registered)
         return tables
 
     def _add(self, tables: dict[str, dict[str, ComponentInfo]], kind: str, cls: Any, plugin: PluginInfo) -> None:
         hook = REGISTRATION_HOOKS[kind]
-        where = f"plugin {plugin.name!r} (distribution {plugin.distribution}) in {hook}"
+        where = f"plugin {plugin.name!r} ({_from(plugin.distribution, '')}) in {hook}"
         if not isinstance(cls, type):
             raise PluginError(f"{where}: register() takes a component class; got {cls!r}", plugin=plugin.name)
         name = getattr(cls, "name", None)
@@ -442,14 +497,15 @@ class Registry:
                 plugin=plugin.name,
             )
         if (plugin.name, name) in self._blocked_components:
+            self._blocked_seen.add((plugin.name, name))
             return
         existing = tables[kind].get(name)
         if existing is not None:
             raise DuplicateComponentError(
                 f"two plugins register the {kind[:-1].replace('_', ' ')} {name!r}: {existing.plugin!r} "
-                f"(distribution {existing.distribution} {existing.version}) and {plugin.name!r} (distribution "
-                f"{plugin.distribution} {plugin.version}). Block one of them: {ENV_DISABLE}={existing.plugin}:{name} "
-                f"or {ENV_DISABLE}={plugin.name}:{name}"
+                f"({_from(existing.distribution, existing.version)}) and {plugin.name!r} "
+                f"({_from(plugin.distribution, plugin.version)}). Block one of them: "
+                f"{ENV_DISABLE}={existing.plugin}:{name} or {ENV_DISABLE}={plugin.name}:{name}"
             )
         tables[kind][name] = ComponentInfo(kind, name, cls, plugin.name, plugin.distribution, plugin.version)
 
@@ -550,7 +606,9 @@ class Registry:
                         ok = False
                         continue
             kwargs[field.name] = val
-        if not ok:
+        bad_values = _probe_fields(cls, kwargs, where)
+        problems.extend(bad_values)
+        if not ok or bad_values:
             return None
         try:
             instance = cls(**kwargs)
@@ -592,6 +650,31 @@ class Registry:
 
             accountant = BasicAccountant(budget)
         return accountant
+
+
+class _Probe:
+    """Stands in for the instance when a field's validator runs on its own."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+
+def _probe_fields(cls: type, kwargs: Mapping[str, Any], where: str) -> list[Problem]:
+    """Run each given field's converter and validator on its own, so that
+    every bad value is reported at once (attrs stops at the first)."""
+    problems = []
+    fields = {f.name: f for f in attrs.fields(cls)}
+    for name, value in kwargs.items():
+        field = fields[name]
+        try:
+            converted = field.converter(value) if callable(field.converter) else value
+            if field.validator is not None:
+                field.validator(_Probe(getattr(cls, "name", cls.__name__)), field, converted)
+        except (ParameterError, RecipeError) as err:
+            problems.append(Problem(f"{where}.{param_name(name)}" if where else "", str(err)))
+        except (TypeError, ValueError):
+            continue  # left to the constructor, which reports it in context
+    return problems
 
 
 def _field_kwargs(cls: type, params: Mapping[str, Any]) -> dict[str, Any]:

@@ -236,8 +236,7 @@ def compile(recipe: Recipe | Mapping[str, Any] | str, registry: Registry | None 
                                     f"is {recipe.privacy.delta:g}", "raise [privacy] delta"))
 
     compiled = CompiledRecipe(recipe, registry, tuple(steps), tuple(constraints), tuple(evaluations))
-    if not problems:
-        problems.extend(registry.hooks.check_recipe(recipe=recipe, registry=registry))
+    problems.extend(registry.hooks.check_recipe(recipe=recipe, registry=registry))
     if problems:
         raise RecipeError(problems, source=recipe.name)
     return compiled
@@ -412,6 +411,18 @@ def run(
     for h, handler in enumerate(compiled.constraints):
         for p in handler.check(tuple(map(str, frame.columns))) or ():
             problems.append(str(p) if isinstance(p, Problem) else f"constraints[{h}]: {p}")
+    outputs: dict[str, int] = {}
+    for cs in compiled.steps:  # label columns, checked before any step runs (or spends)
+        if cs.kind != "clusterers":
+            continue
+        output = cs.step.output or DEFAULT_LABEL_COLUMN
+        if output in frame.columns:
+            problems.append(f"steps[{cs.index}] ({cs.id}): the label column {output!r} already exists in the data; "
+                            "name another with output = \"...\"")
+        elif output in outputs:
+            problems.append(f"steps[{cs.index}] ({cs.id}): the label column {output!r} is also released by "
+                            f"steps[{outputs[output]}]; name another with output = \"...\"")
+        outputs.setdefault(output, cs.index)
     if problems:
         raise DataError("; ".join(problems))
     recipe_problems = []
@@ -442,9 +453,6 @@ def run(
             if cs.kind == "clusterers":
                 result = _check_partition(cs.component.fit(view, context), cs, len(view))
                 output = cs.step.output or DEFAULT_LABEL_COLUMN
-                if output in current.columns:
-                    raise DataError(f"steps[{cs.index}] ({cs.id}): the label column {output!r} already exists; "
-                                    "name another with output = \"...\"")
                 current[output] = np.asarray(result.labels)
                 labels[output] = np.asarray(result.labels)
             else:

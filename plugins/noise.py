@@ -119,8 +119,12 @@ class _StepMixin:
         high = np.array([self.bounds[c][1] for c in columns])
         return low, high
 
-    def _covers(self, columns: list[str]) -> str:
-        return f"every released value of column(s) {', '.join(columns)}"
+    def _covers(self, columns: list[str], norm: str | None = "L1") -> str:
+        if norm is None:  # integer data: each column's own range is its sensitivity
+            return f"every released value of column(s) {', '.join(columns)}"
+        size = "one per column" if norm == "L1" else "the square root of the number of columns"
+        return (f"every released value of column(s) {', '.join(columns)} (noise is added to each record's row "
+                f"rescaled to [0, 1] by the public bounds, so the row's {norm} sensitivity is {size})")
 
 
 def _as_array(values: Any) -> np.ndarray:
@@ -209,7 +213,7 @@ class GeometricMechanism(_StepMixin):
         context.spend(epsilon=self.epsilon, mechanism=self.name,
                       sensitivity=f"column ranges {dict(zip(columns, ranges.tolist(), strict=True))}, "
                                   f"epsilon split evenly ({eps_col:.6g} per column)",
-                      relation=RELATION, covers=self._covers(columns), not_covered=STEP_NOT_COVERED)
+                      relation=RELATION, covers=self._covers(columns, None), not_covered=STEP_NOT_COVERED)
         noise = np.column_stack([_two_sided_geometric(context.rng, eps_col / max(int(r), 1), (len(data),))
                                  for r in ranges]) if d else np.zeros((len(data), 0), dtype=np.int64)
         out = pd.DataFrame(clipped + noise, index=data.index, columns=columns)
@@ -268,7 +272,7 @@ class GaussianMechanism(_StepMixin):
         unit = (clipped - low) / (high - low)
         noisy = self.release(unit, sensitivity=Sensitivity(l1=float(len(columns)), l2=math.sqrt(len(columns))),
                              epsilon=self.epsilon, delta=self.delta, context=context, relation=RELATION,
-                             covers=self._covers(columns), not_covered=STEP_NOT_COVERED)
+                             covers=self._covers(columns, "L2"), not_covered=STEP_NOT_COVERED)
         out = pd.DataFrame(low + noisy * (high - low), index=data.index, columns=columns)
         return Masked(data=out, diagnostics={"clipped_values": int((clipped != values).sum())})
 

@@ -141,6 +141,9 @@ def test_plugins_table_and_json(capsys):
     payload = json.loads(capsys.readouterr().out)
     laplace = next(c for c in payload["components"] if c["name"] == "laplace")
     assert laplace["distribution"] == "privclust" and laplace["version"]
+    assert laplace["doc"].startswith("The Laplace mechanism")
+    assert [p["name"] for p in laplace["parameters"]] == ["epsilon", "bounds"]
+    assert laplace["parameters"][0]["doc"] == "privacy budget of the step (as a step only)"
     assert any(p["name"] == "noise" for p in payload["plugins"])
 
 
@@ -159,3 +162,31 @@ def test_the_installed_command_and_usage_errors(files):
     assert result.returncode == 2 and "--input" in result.stderr
     result = subprocess.run([str(exe), "--version"], capture_output=True, text=True)
     assert result.returncode == 0 and result.stdout.startswith("privclust ")
+
+
+def test_outputs_get_the_usual_permissions(files):
+    folder, _ = files
+    old = os.umask(0o022)
+    try:
+        main(["run", str(folder / "recipe.toml"), "-i", str(folder / "in.csv"), "-o", str(folder / "out.csv"), "-q"])
+    finally:
+        os.umask(old)
+    assert (folder / "out.csv").stat().st_mode & 0o777 == 0o644
+
+
+def test_check_names_the_recipe_file(files, capsys):
+    folder, _ = files
+    (folder / "bad.toml").write_text('[[steps]]\nuse = "laplace"\nepsilon = -1\nbounds = "data"\n')
+    assert main(["check", str(folder / "bad.toml")]) == 1
+    err = capsys.readouterr().err
+    assert f"recipe {folder / 'bad.toml'}: steps[0].epsilon: The 'epsilon' parameter of laplace must be > 0" in err
+
+
+def test_a_missing_output_folder_is_refused_before_running(files, capsys, monkeypatch):
+    folder, _ = files
+    import privclust.runner
+
+    monkeypatch.setattr(privclust.runner, "run", lambda *a, **k: pytest.fail("ran before checking the folder"))
+    code = main(["run", str(folder / "recipe.toml"), "-i", str(folder / "in.csv"), "-o",
+                 str(folder / "nowhere" / "out.csv"), "-q"])
+    assert code == 1 and "the folder" in capsys.readouterr().err

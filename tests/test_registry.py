@@ -128,7 +128,8 @@ def test_block_a_plugin_by_argument_and_by_environment(monkeypatch):
     assert "doubler" not in Registry(entry_points=eps, block=["extra"], use_env=False).names("maskers")
     monkeypatch.setenv("PRIVCLUST_DISABLE_PLUGINS", " other , extra")
     reg = Registry(entry_points=eps)
-    assert "doubler" not in reg.names("maskers")
+    with pytest.warns(privclust.PrivclustWarning, match="'other', which is not installed"):
+        assert "doubler" not in reg.names("maskers")
     assert reg.is_blocked("extra")
 
 
@@ -396,3 +397,25 @@ def test_registry_frames_are_not_touched(frame):
     reg = Registry(plugins=[plugin_with(Doubler)], use_env=False)
     privclust.run({"steps": [{"use": "doubler"}]}, frame, registry=reg)
     pd.testing.assert_frame_equal(frame, before)
+
+
+def test_a_misspelt_block_name_is_reported(monkeypatch):
+    with pytest.warns(privclust.PrivclustWarning, match="'nosie', which is not installed.*did you mean 'noise'"):
+        Registry(block=["nosie"], use_env=False).load()
+    with pytest.warns(privclust.PrivclustWarning, match="'noise:laplase'.*did you mean 'noise:laplace'"):
+        Registry(block=["noise:laplase"], use_env=False).components()
+
+
+def test_registering_under_a_taken_name_says_who_has_it(registry):
+    with pytest.raises(PluginError) as err:
+        registry.register(plugin_with(Doubler), name="noise")
+    assert "already taken by distribution privclust" in str(err.value)
+    assert "{" not in str(err.value)
+
+
+def test_every_bad_value_is_reported_at_once(registry):
+    with pytest.raises(RecipeError) as err:
+        registry.create("noise_mechanisms", {"use": "gaussian", "epsilon": -1, "delta": 2, "colour": 3},
+                        where="steps[0]")
+    where = [p.where for p in err.value.problems]
+    assert where == ["steps[0].colour", "steps[0].epsilon", "steps[0].delta"]

@@ -158,6 +158,8 @@ def test_a_clusterer_step_appends_labels(reg, data):
     assert out.step(0).partition.n_clusters == 2
     with pytest.raises(DataError, match="label column 'a' already exists"):
         privclust.run({"steps": [{"use": "halves", "output": "a"}]}, data, registry=reg)
+    with pytest.raises(DataError, match="'cluster' is also released by steps.0."):
+        privclust.run({"steps": [{"use": "halves"}, {"use": "halves"}]}, data, registry=reg)
     with pytest.raises(RecipeError, match="only a clusterer step releases a label column"):
         privclust.compile({"steps": [{"use": "shift", "output": "x"}]}, reg)
 
