@@ -415,19 +415,23 @@ def update_pass(data: _Data, V: np.ndarray, fz: Fuzzifier, *, budget_bytes: floa
     b = min(block_rows(c, budget_bytes / max(threads or _threads(), 1)), n)
     starts = list(range(0, n, b))
     n_chunks = min(_MAX_CHUNKS, len(starts))
-    chunks = [[int(x) for x in ch] for ch in np.array_split(np.array(starts), n_chunks)]
+    chunks = [list(ch) for ch in np.array_split(np.array(starts), n_chunks)]
     m2 = fz.kind == "fcm" and fz.a == 1.0
 
-    def work(chunk: list[int]) -> tuple[np.ndarray, float]:
-        D = np.empty((c, b))
-        T = np.empty((c, b))
+    def work(group: list[list[int]]) -> list[tuple[np.ndarray, float]]:
+        # one set of work arrays per worker (fresh large arrays cost page faults), one sum per chunk
+        D = np.empty(c * b)
+        T = np.empty(c * b)
         XsT = np.empty((d + 1, b))
+        return [one_chunk(chunk, D, T, XsT) for chunk in group]
+
+    def one_chunk(chunk: list[int], D: np.ndarray, T: np.ndarray, XsT: np.ndarray) -> tuple[np.ndarray, float]:
         acc = np.zeros((c, d + 1))
         objective = 0.0
         for s in chunk:
             e = min(n, s + b)
             m = e - s
-            Dv, Tv = (D, T) if m == b else (np.empty((c, m)), np.empty((c, m)))
+            Dv, Tv = D[: c * m].reshape(c, m), T[: c * m].reshape(c, m)  # contiguous, for BLAS
             np.matmul(Va, XaT[:, s:e], out=Dv)
             if m2:
                 np.maximum(Dv, _FLOOR_M2, out=Dv)
@@ -448,11 +452,18 @@ def update_pass(data: _Data, V: np.ndarray, fz: Fuzzifier, *, budget_bytes: floa
         return acc, objective
 
     workers = min(threads or _threads(), n_chunks)
-    if workers > 1 and n * c >= 1 << 20:
+    if not (workers > 1 and n * c >= 1 << 20):
+        workers = 1
+    groups = [[[int(x) for x in ch] for ch in chunks[i::workers]] for i in range(workers)]
+    if workers > 1:
         with ThreadPoolExecutor(max_workers=workers) as pool:
-            parts = list(pool.map(work, chunks))
+            done = list(pool.map(work, groups))
     else:
-        parts = [work(ch) for ch in chunks]
+        done = [work(groups[0])]
+    parts: list[tuple[np.ndarray, float]] = [None] * n_chunks  # type: ignore[list-item]
+    for i in range(workers):
+        for j, part in enumerate(done[i]):
+            parts[i + j * workers] = part
     total = np.zeros((c, d + 1))
     objective = 0.0
     for acc, obj in parts:  # chunk order: deterministic sums

@@ -159,8 +159,9 @@ class FuzzyMicroaggregation:
                             doc="Step 1 clusterer: fcm (m1, m2), efcm (lambda1, lambda2) or any with centres")
 
     def __attrs_post_init__(self) -> None:
-        for problem in self._problems():
-            raise ParameterError(problem)
+        problems = self._problems()
+        if problems:
+            raise ParameterError("; ".join(problems))
 
     def _problems(self) -> list[str]:
         problems = []
