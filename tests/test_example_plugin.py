@@ -94,8 +94,8 @@ def test_a_bad_parameter_is_one_clean_line(tmp_path):
                         "--output", "out.csv", cwd=tmp_path)
     assert result.returncode == 1
     assert result.stderr.strip() == (
-        "privclust: error: recipe: steps[0]: The 'base' parameter of rounding must be a number > 0 or a table "
-        "{column = number > 0}; got 0.0."
+        "privclust: error: recipe bad.toml: steps[0].base: The 'base' parameter of rounding must be a number > 0 "
+        "or a table {column = number > 0}; got 0.0."
     )
     assert not (tmp_path / "out.csv").exists()
 
