@@ -27,17 +27,23 @@ Dmin))`` (the log-sum-exp shift: any lambda is safe). With ``S = sum_i w``:
 
 Both closed forms make the objective free (one value per record).
 
-Three ways to run one pass over the data (all memory-bounded: the records
-are processed in row blocks, so nothing of size ``N x c`` is ever built
-unless the caller asks for the dense membership matrix):
+Ways to run one pass over the data (all memory-bounded: the records are
+processed in row blocks, so nothing of size ``N x c`` is ever built unless
+the caller asks for the dense membership matrix):
 
 * **exact** (:func:`exact_pass`): every record against every centre, in
   blocks laid out ``(c, block)`` so that every reduction runs over
-  contiguous rows. Cost ``O(N c d)`` per pass.
+  contiguous rows; memberships, the draw, expected sizes. Cost ``O(N c d)``.
+* **exact update** (:func:`update_pass`): the same for an iteration (centre
+  update and objective only), as two matrix products per block, spread over
+  the cores in fixed chunks.
 * **truncated** (:func:`truncated_pass`): every record against its ``p``
   nearest centres only, found with a KD-tree over the centres
   (:class:`scipy.spatial.cKDTree`); memberships renormalised over the ``p``.
   Cost: one KD-tree query per record plus ``O(N p d)``.
+* **candidate update** (:func:`candidate_pass`, :class:`Candidates`): the
+  truncated pass of an iteration, over candidate lists that a
+  triangle-inequality certificate keeps exact between KD-tree queries.
 * **audit** (:func:`audit_tail`): on a random sample of records, the exact
   normaliser ``S`` and the sorted top memberships, to choose the smallest
   ``p`` whose dropped mass stays below a tolerance.
@@ -59,9 +65,11 @@ __all__ = [
     "DIRECT_MAX_DIM",
     "Fuzzifier",
     "PassResult",
+    "Audit",
+    "Candidates",
     "audit_tail",
     "block_rows",
-    "choose_neighbours",
+    "candidate_pass",
     "distinct_rows",
     "exact_pass",
     "init_centres",
@@ -69,6 +77,7 @@ __all__ = [
     "run",
     "spatial_order",
     "truncated_pass",
+    "update_pass",
 ]
 
 #: Squared distances below this count as zero (a record on a centre).
@@ -606,11 +615,6 @@ def audit_tail(data: _Data, V: np.ndarray, fz: Fuzzifier, max_p: int, rng: np.ra
     u = membership_values(D, fz, S=full.S)
     dropped = np.clip(1.0 - np.cumsum(u, axis=1), 0.0, 1.0)
     return Audit(sample=sample, dropped=dropped)
-
-
-def choose_neighbours(audit: Audit, tol: float) -> int | None:
-    """The number of nearest centres to keep (``None``: none affordable)."""
-    return audit.needed(tol)
 
 
 # ---------------------------------------------------------------------------
