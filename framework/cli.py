@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -278,7 +279,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         print(textwrap.fill(" ".join(text.split()), width, initial_indent=first, subsequent_indent=indent), file=out)
 
     print("=" * width, file=out)
-    print(f"privclust {__version__} demo: {recipe.name or recipe_path.name}", file=out)
+    print(f"privclust {__version__} demo. {recipe.name or recipe_path.name}", file=out)
     if recipe.description:
         print(textwrap.fill(" ".join(recipe.description.split()), width), file=out)
     print("=" * width, file=out)
@@ -423,6 +424,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("privclust: interrupted; nothing was written", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader went away (e.g. `privclust demo | head`)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":  # pragma: no cover
