@@ -94,7 +94,7 @@ def main(quick: bool = False) -> str:
                      ratio(peer, exact)])
     head = ["n", "d_c", "pydpc time", "pydpc peak", "dpc time", "dpc peak", "speed-up", "memory ratio",
             "dpc exact time", "exact speed-up"]
-    text = [f"Measured {_dt.date.today().isoformat()} on {machine()} (shared machine: figures are pessimistic).",
+    text = [f"Measured {_dt.date.today().isoformat()} on {machine()}. Other jobs on the machine slow every figure down.",
             "", "### pydpc and privclust dpc, Gaussian kernel, same absolute d_c (about 50 neighbours), k = 20", "",
             table(head, rows)]
 

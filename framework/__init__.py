@@ -57,6 +57,8 @@ from .registry import ComponentInfo, PluginInfo, Registry, get_registry, registe
 from .report import Release
 from .runner import CompiledRecipe, StepOutcome, compile, numeric_columns, run
 
+from . import datasets, plots  # noqa: E402,I001  (submodules used as privclust.datasets, privclust.plots)
+
 def _version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
