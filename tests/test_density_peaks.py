@@ -266,6 +266,8 @@ def test_cutoff_kernel_and_minmax_sanity(iris, aggregation):
 @pytest.mark.parametrize(("name", "t", "m"), [("iris", 2.0, 2), ("iris", 2.5, 2), ("aggregation", 2.0, 8),
                                                ("aggregation", 2.5, 3), ("flame", 2.0, 4), ("flame", 3.0, 2)])
 def test_addpc_numbers_of_centres(name, t, m):
+    if name != "iris":
+        require_dataset(f"{name}.data.gz")
     frame = privclust.datasets.iris() if name == "iris" else privclust.datasets.load(name)
     part, _ = fit(AdDPC(dc_percent=t), features(frame))
     assert part.diagnostics["boundary"] == m == part.n_clusters
@@ -613,6 +615,8 @@ def test_addpc_table_of_other_sets(name, m):
                                                   ("flame", 2.0, 8.0)])
 def test_data_at_hand_epsilon_matches_the_spec(name, t, local):
     frame = {"iris": privclust.datasets.iris, "wdbc": privclust.datasets.wdbc}.get(name)
+    if frame is None:
+        require_dataset(f"{name}.data.gz")
     frame = frame() if frame else privclust.datasets.load(name)
     _, ctx = fit(AdDPCrDP(dc_percent=t, epsilon=1.0), features(frame))
     details = ctx.ledger.of_kind("dp")[0].details
