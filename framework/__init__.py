@@ -9,6 +9,9 @@ The public API. Everything else is private and may change.
 
 from __future__ import annotations
 
+# the submodules privclust.datasets and privclust.plots, reachable as attributes
+from . import datasets as datasets
+from . import plots as plots
 from .accounting import (
     Accountant,
     BasicAccountant,
@@ -51,13 +54,19 @@ from .errors import (
     UnknownComponentError,
 )
 from .hookspecs import NAME, hookimpl
-from .params import nested, param
+from .params import nested, param, public_bounds
 from .recipe import Budget, ComponentSpec, EvaluateSpec, Recipe, Step
-from .registry import ComponentInfo, PluginInfo, Registry, get_registry, register, reset_registry
+from .registry import (
+    ComponentInfo,
+    PluginInfo,
+    Registry,
+    get_registry,
+    register,
+    reset_registry,
+)
 from .report import Release
 from .runner import CompiledRecipe, StepOutcome, compile, numeric_columns, run
 
-from . import datasets, plots  # noqa: E402,I001  (submodules used as privclust.datasets, privclust.plots)
 
 def _version() -> str:
     from importlib.metadata import PackageNotFoundError, version
@@ -125,6 +134,7 @@ __all__ = [
     "nested",
     "numeric_columns",
     "param",
+    "public_bounds",
     "register",
     "reset_registry",
     "run",

@@ -22,7 +22,7 @@ import attrs
 
 from .errors import ParameterError
 
-__all__ = ["nested", "param", "param_name", "NOTHING"]
+__all__ = ["NOTHING", "nested", "param", "param_name", "public_bounds"]
 
 #: Sentinel: the parameter is required (no default).
 NOTHING = attrs.NOTHING
@@ -166,6 +166,44 @@ def param(
 
     metadata = {_META_DOC: doc, _META_TYPE: tp}
     return attrs.field(default=default, converter=convert, validator=validate, metadata=metadata, kw_only=True)
+
+
+def _to_bounds(value: Any) -> Any:
+    """``{column: [low, high]}`` -> ``{column: (low, high)}`` as floats, checked."""
+    if not isinstance(value, Mapping):
+        return value  # a string ("data") or a wrong type, left to the validator
+    out = {}
+    for column, pair in value.items():
+        if not isinstance(pair, list | tuple) or len(pair) != 2:
+            raise ParameterError(
+                f"The 'bounds' parameter must map each column to [low, high]; got {column!r} = {pair!r}."
+            )
+        for v in pair:
+            if isinstance(v, bool) or not isinstance(v, int | float) and not hasattr(v, "__float__") or \
+                    not math.isfinite(float(v)):
+                raise ParameterError(
+                    f"The 'bounds' parameter must give finite numbers for {column!r}; got {list(pair)!r}."
+                )
+        low, high = float(pair[0]), float(pair[1])
+        if not low < high:
+            raise ParameterError(f"The 'bounds' parameter needs low < high for {column!r}; got {list(pair)!r}.")
+        out[str(column)] = (low, high)
+    return out
+
+
+def _check_bounds(value: Any) -> str | None:
+    if isinstance(value, str) and value != "data":
+        return 'must be a table {column = [low, high], ...} or "data"'
+    return None
+
+
+def public_bounds(*, default: Any = None, doc: str = 'public bounds {column = [low, high]}, or "data"') -> Any:
+    """A ``bounds`` parameter: public bounds per column, ``{column = [low,
+    high]}`` in a recipe (stored as ``{column: (low, high)}`` floats), or the
+    string ``"data"`` for bounds taken from the data, which a component must
+    record as a leak (``context.record_leak``). Shared by every component that
+    clips to public bounds, so they all read and check them alike."""
+    return param((Mapping, str), default=default, converter=_to_bounds, check=_check_bounds, doc=doc)
 
 
 def nested(kind: str, *, default: Any = None, doc: str = "") -> Any:

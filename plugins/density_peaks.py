@@ -24,14 +24,11 @@ points with a sensitivity independent of n; its cluster map is epsilon-DP.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import attrs
 import numpy as np
 import pandas as pd
-from scipy.spatial import cKDTree
-
 import privclust
 from privclust import (
     BudgetExceededError,
@@ -42,7 +39,9 @@ from privclust import (
     Sensitivity,
     nested,
     param,
+    public_bounds,
 )
+from scipy.spatial import cKDTree
 
 from . import _dpc
 
@@ -62,33 +61,6 @@ LABELS_NOT_COVERED = (
 
 def _check_percent(value: Any) -> str | None:
     return None if value is None or 0 < value < 100 else "must be a percentage in (0, 100)"
-
-
-def _bounds(value: Any) -> Any:
-    if value is None or isinstance(value, str):
-        return value
-    if not isinstance(value, Mapping):
-        return value
-    out = {}
-    for column, pair in value.items():
-        if not isinstance(pair, list | tuple) or len(pair) != 2:
-            raise ParameterError(
-                f"The 'bounds' parameter must map each column to [low, high]; got {column!r} = {pair!r}.")
-        low, high = pair
-        for v in (low, high):
-            if isinstance(v, bool) or not isinstance(v, int | float | np.number) or not math.isfinite(v):
-                raise ParameterError(
-                    f"The 'bounds' parameter must give finite numbers for {column!r}; got {list(pair)!r}.")
-        if not low < high:
-            raise ParameterError(f"The 'bounds' parameter needs low < high for {column!r}; got {list(pair)!r}.")
-        out[str(column)] = (float(low), float(high))
-    return out
-
-
-def _check_bounds(value: Any) -> str | None:
-    if isinstance(value, str) and value != "data":
-        return 'must be a table {column = [low, high], ...} or "data"'
-    return None
 
 
 def _matrix(data: pd.DataFrame, name: str, k: int | None) -> np.ndarray:
@@ -563,8 +535,8 @@ class DPDPCGrid(_DensityPeaks):
     automatic: ClassVar[bool] = True
 
     epsilon: float = param(float, default=1.0, gt=0, doc="privacy budget of the node densities")
-    bounds: Any = param((Mapping, str), default="data", converter=_bounds, check=_check_bounds,
-                        doc='public bounds {column = [low, high]}, or "data" (taken from the data: leaks)')
+    bounds: Any = public_bounds(default="data",
+                                doc='public bounds {column = [low, high]}, or "data" (taken from the data: leaks)')
     query: str = param(str, default="auto", choices=("auto", "grid", "random"),
                        doc='"grid" (full grid), "random" (points drawn within the bounds), '
                            '"auto": grid up to 4 columns')
@@ -640,7 +612,7 @@ class DPDPCGrid(_DensityPeaks):
             axes = [blo[j] + spacings[j] * np.arange(per[j]) for j in range(d)]
             nodes = np.stack([a.ravel() for a in np.meshgrid(*axes, indexing="ij")], axis=1)
             sens = _dpc.grid_sensitivity(self.kernel, spacings, dc)
-            sens_text = (f"prod over columns of (floor(2 d_c / h) + 1)" if self.kernel == "cutoff"
+            sens_text = ("prod over columns of (floor(2 d_c / h) + 1)" if self.kernel == "cutoff"
                          else "prod over columns of sup_u sum_m exp(-((u - m h) / d_c)^2)")
             query_info: dict[str, Any] = {"query": "grid", "points_per_dim": per.tolist(), "spacing": spacings.tolist()}
         else:

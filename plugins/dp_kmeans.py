@@ -55,13 +55,11 @@ record's own raw values.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import attrs
 import numpy as np
 import pandas as pd
-
 import privclust
 from privclust import (
     BudgetExceededError,
@@ -72,6 +70,7 @@ from privclust import (
     Sensitivity,
     nested,
     param,
+    public_bounds,
 )
 
 from . import _kmeans
@@ -89,35 +88,6 @@ NOT_COVERED = (
 )
 
 
-def _bounds(value: Any) -> Any:
-    if value is None or isinstance(value, str) or not isinstance(value, Mapping):
-        return value
-    out = {}
-    for column, pair in value.items():
-        if not isinstance(pair, list | tuple) or len(pair) != 2:
-            raise ParameterError(
-                f"The 'bounds' parameter of idp-kmeans must map each column to [low, high]; got {column!r} = {pair!r}."
-            )
-        low, high = pair
-        for v in (low, high):
-            if isinstance(v, bool) or not isinstance(v, int | float | np.number) or not math.isfinite(v):
-                raise ParameterError(
-                    f"The 'bounds' parameter of idp-kmeans needs finite numbers for {column!r}; got {list(pair)!r}."
-                )
-        if not low < high:
-            raise ParameterError(
-                f"The 'bounds' parameter of idp-kmeans needs low < high for {column!r}; got {list(pair)!r}."
-            )
-        out[str(column)] = (float(low), float(high))
-    return out
-
-
-def _check_bounds(value: Any) -> str | None:
-    if isinstance(value, str) and value != "data":
-        return 'must be a table {column = [low, high], ...} or "data"'
-    return None
-
-
 @attrs.frozen(kw_only=True)
 class IDPKMeans:
     """IDP K-means, the DP k-means baseline of the DP-DPCL paper (a
@@ -128,8 +98,8 @@ class IDPKMeans:
 
     k: int = param(int, ge=1, doc="number of clusters")
     epsilon: float = param(float, gt=0, doc="total privacy budget of the step (all rounds together)")
-    bounds: Any = param((Mapping, str), default=None, converter=_bounds, check=_check_bounds,
-                        doc='public bounds {column = [low, high]}, or "data" (leaks each column\'s range)')
+    bounds: Any = public_bounds(default=None,
+                                doc='public bounds {column = [low, high]}, or "data" (leaks each column\'s range)')
     m: int | None = param(int, default=None, ge=1,
                           doc="number of equal attribute-sum blocks for the initial centres (default k; >= k)")
     schedule: str = param(str, default="halving", choices=("halving", "uniform"),

@@ -21,16 +21,22 @@ leaks the minimum and maximum of each column, and the ledger says so.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import attrs
 import numpy as np
 import pandas as pd
-from scipy import special
-
 import privclust
-from privclust import DataError, Masked, ParameterError, PrivacyContext, Sensitivity, param
+from privclust import (
+    DataError,
+    Masked,
+    ParameterError,
+    PrivacyContext,
+    Sensitivity,
+    param,
+    public_bounds,
+)
+from scipy import special
 
 __version__ = "0.1.0"
 
@@ -39,35 +45,6 @@ STEP_NOT_COVERED = (
     "the number of records, their order and index, and the columns this step does not perturb; "
     "values outside the public bounds were clipped before noise was added"
 )
-
-
-def _bounds(value: Any) -> Any:
-    if isinstance(value, str):
-        return value
-    if not isinstance(value, Mapping):
-        return value
-    out = {}
-    for column, pair in value.items():
-        if not isinstance(pair, list | tuple) or len(pair) != 2:
-            raise ParameterError(
-                f"The 'bounds' parameter must map each column to [low, high]; got {column!r} = {pair!r}."
-            )
-        low, high = pair
-        for v in (low, high):
-            if isinstance(v, bool) or not isinstance(v, int | float | np.number) or not math.isfinite(v):
-                raise ParameterError(
-                    f"The 'bounds' parameter must give finite numbers for {column!r}; got {list(pair)!r}."
-                )
-        if not low < high:
-            raise ParameterError(f"The 'bounds' parameter needs low < high for {column!r}; got {list(pair)!r}.")
-        out[str(column)] = (float(low), float(high))
-    return out
-
-
-def _check_bounds(value: Any) -> str | None:
-    if isinstance(value, str) and value != "data":
-        return 'must be a table {column = [low, high], ...} or "data"'
-    return None
 
 
 class _StepMixin:
@@ -139,8 +116,8 @@ class LaplaceMechanism(_StepMixin):
     name: ClassVar[str] = "laplace"
 
     epsilon: float | None = param(float, default=None, gt=0, doc="privacy budget of the step (as a step only)")
-    bounds: Any = param((Mapping, str), default=None, converter=_bounds, check=_check_bounds,
-                        doc='public bounds {column = [low, high]} (as a step only), or "data"')
+    bounds: Any = public_bounds(default=None,
+                                doc='public bounds {column = [low, high]} (as a step only), or "data"')
 
     def release(self, values: Any, *, sensitivity: float | Sensitivity, epsilon: float, delta: float = 0.0,
                 context: PrivacyContext, relation: str, covers: str, not_covered: str = "",
@@ -179,8 +156,8 @@ class GeometricMechanism(_StepMixin):
     name: ClassVar[str] = "geometric"
 
     epsilon: float | None = param(float, default=None, gt=0, doc="privacy budget of the step (as a step only)")
-    bounds: Any = param((Mapping, str), default=None, converter=_bounds, check=_check_bounds,
-                        doc='public integer bounds {column = [low, high]} (as a step only), or "data"')
+    bounds: Any = public_bounds(default=None,
+                                doc='public integer bounds {column = [low, high]} (as a step only), or "data"')
 
     def release(self, values: Any, *, sensitivity: float | Sensitivity, epsilon: float, delta: float = 0.0,
                 context: PrivacyContext, relation: str, covers: str, not_covered: str = "",
@@ -239,8 +216,8 @@ class GaussianMechanism(_StepMixin):
 
     epsilon: float | None = param(float, default=None, gt=0, doc="privacy budget of the step (as a step only)")
     delta: float | None = param(float, default=None, gt=0, lt=1, doc="delta of the step (as a step only)")
-    bounds: Any = param((Mapping, str), default=None, converter=_bounds, check=_check_bounds,
-                        doc='public bounds {column = [low, high]} (as a step only), or "data"')
+    bounds: Any = public_bounds(default=None,
+                                doc='public bounds {column = [low, high]} (as a step only), or "data"')
 
     def step_problems(self) -> list[str]:
         problems = super().step_problems()
