@@ -271,12 +271,18 @@ class DPC(_DensityPeaks):
         diagnostics: dict[str, Any] = {"rho": rho, "delta": delta, "gamma": gamma, "parent": parent, "dc": dc,
                                        "kernel": self.kernel, "dc_rule": dc_info, **info}
         if self.halo:
-            is_halo = _dpc.halo(Xs, rho, labels, dc)
-            diagnostics["halo"] = is_halo
-            diagnostics["labels_before_halo"] = labels.copy()
-            labels = np.where(is_halo, -1, labels)
+            labels = _mark_halo(Xs, rho, labels, dc, diagnostics)
         context.progress(4, 4)
         return self._partition(X, data, labels, centres, diagnostics)
+
+
+def _mark_halo(Xs: np.ndarray, rho: np.ndarray, labels: np.ndarray, dc: float,
+               diagnostics: dict[str, Any]) -> np.ndarray:
+    """Label the halo points -1 (Rodriguez & Laio), keeping the labels before."""
+    is_halo = _dpc.halo(Xs, rho, labels, dc)
+    diagnostics["halo"] = is_halo
+    diagnostics["labels_before_halo"] = labels.copy()
+    return np.where(is_halo, -1, labels)
 
 
 @attrs.frozen(kw_only=True)
@@ -304,10 +310,7 @@ class AdDPC(_DensityPeaks):
         diagnostics = {"rho": rho, "delta": delta, "gamma": gamma, "parent": parent, "dc": dc, "kernel": self.kernel,
                        "dc_rule": dc_info, **extra, **info}
         if self.halo:
-            is_halo = _dpc.halo(Xs, rho, labels, dc)
-            diagnostics["halo"] = is_halo
-            diagnostics["labels_before_halo"] = labels.copy()
-            labels = np.where(is_halo, -1, labels)
+            labels = _mark_halo(Xs, rho, labels, dc, diagnostics)
         context.progress(3, 3)
         return self._partition(X, data, labels, centres, diagnostics)
 
