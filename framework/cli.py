@@ -152,7 +152,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
         for cs in compiled.steps:
             columns = cs.step.columns or numeric_columns(frame)
             problems += _check_columns(frame, columns, f"steps[{cs.index}] ({cs.id})")
-        for h, handler in enumerate(compiled.constraints):
+        for handler in compiled.constraints:
             problems += [str(p) for p in handler.check(tuple(frame.columns)) or ()]
         if problems:
             raise DataError("; ".join(problems))

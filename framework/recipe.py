@@ -354,8 +354,7 @@ class Recipe:
                 if key not in PRIVACY_KEYS:
                     problems.append(Problem(f"privacy.{key}", "unknown key", _close(str(key), PRIVACY_KEYS)))
             ok = True
-            for key, kwargs in (("epsilon", {"epsilon": privacy.get("epsilon")}),
-                                ("delta", {"delta": privacy.get("delta", 0.0)})):
+            for kwargs in ({"epsilon": privacy.get("epsilon")}, {"delta": privacy.get("delta", 0.0)}):
                 try:
                     Budget(**kwargs)
                 except RecipeError as err:

@@ -261,7 +261,7 @@ def _rule_sets(constraints: Sequence[Any]) -> list[tuple[int, int, str, frozense
 def _spanning_problems(cs: CompiledStep, constraints: Sequence[Any], columns: Sequence[str]) -> list[Problem]:
     problems = []
     cols = set(columns)
-    for h, r, text, variables in _rule_sets(constraints):
+    for h, _, text, variables in _rule_sets(constraints):
         inside = variables & cols
         if inside and inside != variables:
             outside = sorted(variables - cols)

@@ -174,7 +174,7 @@ class _State:
         off = float(np.sqrt(np.sum((p - self.c0) ** 2)))
         if not self.alive_s[self.head]:
             self._advance_head()
-        D, Zs, sqn, alive_s, order = self.D, self.Zs, self.sqn, self.alive_s, self.order
+        D, Zs, sqn, order = self.D, self.Zs, self.sqn, self.order
         pp = float(p @ p)
         best_sq, best = -1.0, -1
         pos, size, n = self.head, 1024, order.size

@@ -34,7 +34,6 @@ reaches it, every pass is exact (blocked) and the diagnostics say so. See
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 

@@ -237,7 +237,7 @@ def test_dual_method_agrees_with_enumeration_on_many_inequalities():
     rng = np.random.default_rng(3)
     d = 4
     rules = ["x0 + x1 + x2 + x3 = 2"]
-    for i in range(9):  # random halfspaces through points near the origin
+    for _ in range(9):  # random halfspaces through points near the origin
         a = rng.normal(size=d)
         rules.append(" + ".join(f"{float(a[j])!r}*x{j}" for j in range(d)) + f" <= {float(abs(rng.normal()) + 0.2)!r}")
     rules += [f"x{j} >= -3" for j in range(d)]
