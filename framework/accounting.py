@@ -204,7 +204,7 @@ def relation_kind(text: str | None) -> str:
     t = (text or "").strip().lower()
     if t.startswith(("replace-one", "replace one", "bounded")):
         return REPLACE_ONE
-    if t.startswith(("add/remove", "add-remove", "add or remove", "unbounded")):
+    if t.startswith(("add/remove", "add-remove", "add or remove", "add-or-remove", "unbounded")):
         return ADD_REMOVE
     return t
 
