@@ -220,7 +220,8 @@ class Release:
                 f"{len(self.outcomes)} steps, epsilon spent {eps:g}, {len(self.evaluations)} evaluations>")
 
     def _repr_html_(self) -> str:
-        return render_html(self, plots=False)
+        """The notebook view: the same content as the standalone report."""
+        return render_html(self, plots=True)
 
     def to_html(self, *, non_disclosive: bool = False, plots: bool = True) -> str:
         """The release report as a standalone HTML page (plots embedded).
