@@ -131,7 +131,7 @@ def _check_folders(paths: Sequence[Path | None]) -> None:
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
-    from .runner import compile, numeric_columns
+    from .runner import compile
 
     recipe = Recipe.from_toml(Path(args.recipe))
     compiled = compile(recipe)
@@ -144,20 +144,12 @@ def _cmd_check(args: argparse.Namespace) -> int:
     if recipe.privacy.limited:
         lines.append(f"  budget: epsilon {recipe.privacy.epsilon:g}, delta {recipe.privacy.delta:g}")
     if args.input:
-        from .errors import DataError
-        from .runner import _check_columns, _check_frame
+        from .runner import _check_frame, check_data
 
         frame = _check_frame(read_frame(args.input))
-        problems = []
-        for cs in compiled.steps:
-            columns = cs.step.columns or numeric_columns(frame)
-            problems += _check_columns(frame, columns, f"steps[{cs.index}] ({cs.id})")
-        for handler in compiled.constraints:
-            problems += [str(p) for p in handler.check(tuple(frame.columns)) or ()]
-        if problems:
-            raise DataError("; ".join(problems))
+        check_data(compiled, frame)  # the same checks `run` makes before any step
         lines.append(f"  data {args.input}: {frame.shape[0]} records; every column the recipe uses is present, "
-                     "numeric and finite")
+                     "numeric and finite, with enough records for each step")
     print("\n".join(lines))
     return 0
 

@@ -369,32 +369,16 @@ def _check_partition(result: Any, cs: CompiledStep, n: int) -> Partition:
     return result
 
 
-def run(
-    recipe: Recipe | Mapping[str, Any] | str | CompiledRecipe,
-    data: pd.DataFrame,
-    seed: int | np.random.SeedSequence | None = None,
-    *,
-    registry: Registry | None = None,
-) -> Any:
-    """Run a recipe on a DataFrame and return a :class:`~privclust.Release`.
+def check_data(compiled: CompiledRecipe, frame: pd.DataFrame) -> list[tuple[str, ...]]:
+    """Check a frame against a compiled recipe before anything runs: every
+    column a step, rule or label uses, the records each step needs, the label
+    columns, and rules that straddle a masker's default columns. Returns each
+    step's columns.
 
-    :param recipe: a :class:`Recipe`, a dict, a TOML path or text, or a
-        compiled recipe.
-    :param data: the data to protect; never modified.
-    :param seed: for reproducible experiments only. With ``None`` the
-        randomness comes from the operating system. The seed never appears in
-        the ledger or the report, which say only that the run was seeded.
-    :param registry: the registry to resolve components from (default: the
-        session registry).
+    :raises DataError: with every data problem found.
+    :raises RecipeError: for a rule straddling a masker's default columns.
     """
-    from .report import Release
-
-    compiled = recipe if isinstance(recipe, CompiledRecipe) else compile(recipe, registry)
-    registry = compiled.registry
-    frame = _check_frame(data)
     default_columns = numeric_columns(frame)
-
-    # Check every column the recipe uses before running anything.
     problems: list[str] = []
     step_columns: list[tuple[str, ...]] = []
     for cs in compiled.steps:
@@ -431,6 +415,34 @@ def run(
             recipe_problems.extend(_spanning_problems(cs, compiled.constraints, columns))
     if recipe_problems:
         raise RecipeError(recipe_problems, source=compiled.recipe.name)
+    return step_columns
+
+
+def run(
+    recipe: Recipe | Mapping[str, Any] | str | CompiledRecipe,
+    data: pd.DataFrame,
+    seed: int | np.random.SeedSequence | None = None,
+    *,
+    registry: Registry | None = None,
+) -> Any:
+    """Run a recipe on a DataFrame and return a :class:`~privclust.Release`.
+
+    :param recipe: a :class:`Recipe`, a dict, a TOML path or text, or a
+        compiled recipe.
+    :param data: the data to protect; never modified.
+    :param seed: for reproducible experiments only. With ``None`` the
+        randomness comes from the operating system. The seed never appears in
+        the ledger or the report, which say only that the run was seeded.
+    :param registry: the registry to resolve components from (default: the
+        session registry).
+    """
+    from .report import Release
+
+    compiled = recipe if isinstance(recipe, CompiledRecipe) else compile(recipe, registry)
+    registry = compiled.registry
+    frame = _check_frame(data)
+    default_columns = numeric_columns(frame)
+    step_columns = check_data(compiled, frame)
 
     context = PrivacyContext(compiled.budget, seed=seed, registry=registry)
     hooks = registry.hooks

@@ -449,7 +449,22 @@ class _NoisyDensityPeaks(_DensityPeaks):
 
 
 @attrs.frozen(kw_only=True)
-class DPDPCL(_NoisyDensityPeaks):
+class _MergingDensityPeaks(_NoisyDensityPeaks):
+    """The paper-style mechanism followed by a merge along the graph ``d_ij <= E``."""
+
+    radius_percent: float | None = param(float, default=None, check=_check_percent,
+                                         doc="E as the e-th percentage of the sorted pairwise distances (default 1.0 "
+                                             "when radius is not given; leaks)")
+    radius: float | None = param(float, default=None, gt=0, doc="absolute, public reachability radius E")
+
+    def __attrs_post_init__(self) -> None:
+        super().__attrs_post_init__()
+        if self.radius is not None and self.radius_percent is not None:
+            raise ParameterError(f"{self.name}: give either 'radius' (absolute) or 'radius_percent', not both.")
+
+
+@attrs.frozen(kw_only=True)
+class DPDPCL(_MergingDensityPeaks):
     """DP-DPCL (Ge et al. 2023): Laplace noise on the Gaussian densities, the
     AdDPC choice of centres on the noisy densities, then the reachability
     merge (Step 8, RECONSTRUCTION): every record takes the initial label of
@@ -462,15 +477,6 @@ class DPDPCL(_NoisyDensityPeaks):
 
     eta: float = param(float, default=1.001, gt=0, doc="weighting factor of the slope-change rate (paper: 1.001)")
     i_max: int = param(int, default=50, ge=1, doc="largest number of centres considered (paper: 50)")
-    radius_percent: float | None = param(float, default=None, check=_check_percent,
-                                         doc="E as the e-th percentage of the sorted pairwise distances (default 1.0 "
-                                             "when radius is not given; leaks)")
-    radius: float | None = param(float, default=None, gt=0, doc="absolute, public reachability radius E")
-
-    def __attrs_post_init__(self) -> None:
-        super().__attrs_post_init__()
-        if self.radius is not None and self.radius_percent is not None:
-            raise ParameterError(f"{self.name}: give either 'radius' (absolute) or 'radius_percent', not both.")
 
 
 @attrs.frozen(kw_only=True)
@@ -486,7 +492,7 @@ class AdDPCrDP(_NoisyDensityPeaks):
 
 
 @attrs.frozen(kw_only=True)
-class DPrcCFSFDP(_NoisyDensityPeaks):
+class DPrcCFSFDP(_MergingDensityPeaks):
     """DP-rcCFSFDP (Chen et al. 2019; RECONSTRUCTION): DPC on Laplace-noised
     densities with the top-``k`` values of ``gamma = rho * delta`` as centres,
     then clusters whose centres are reachable from each other (same component
@@ -496,15 +502,6 @@ class DPrcCFSFDP(_NoisyDensityPeaks):
     merges: ClassVar[str] = "centres"
 
     k: int = param(int, ge=1, doc="number of centres (top-k gamma); required (the method has no automatic choice)")
-    radius_percent: float | None = param(float, default=None, check=_check_percent,
-                                         doc="E as the e-th percentage of the sorted pairwise distances (default 1.0 "
-                                             "when radius is not given; leaks)")
-    radius: float | None = param(float, default=None, gt=0, doc="absolute, public reachability radius E")
-
-    def __attrs_post_init__(self) -> None:
-        super().__attrs_post_init__()
-        if self.radius is not None and self.radius_percent is not None:
-            raise ParameterError(f"{self.name}: give either 'radius' (absolute) or 'radius_percent', not both.")
 
     def _choose(self, rho: np.ndarray, delta: np.ndarray, order: np.ndarray) -> tuple[np.ndarray, np.ndarray, dict]:
         gamma = rho * delta
