@@ -1,0 +1,265 @@
+"""scikit-learn estimators for any registered masker or clusterer.
+
+>>> from privclust import sklearn as pcs                         # doctest: +SKIP
+>>> mask = pcs.masker("microaggregation", clusterer={"use": "mdav", "k": 3}, random_state=0)
+>>> protected = mask.fit_transform(X)                            # doctest: +SKIP
+>>> km = pcs.clusterer("idp-kmeans", k=3, epsilon=1.0, bounds=..., random_state=0)
+>>> labels = km.fit_predict(X)                                   # doctest: +SKIP
+
+Each call builds an estimator whose constructor parameters are the
+component's own parameters (under their Python field names, so ``lambda_``
+for the recipe key ``lambda``) plus two of the estimator:
+
+``budget``
+    the privacy budget of each run: ``None`` (unlimited, everything is still
+    recorded), an epsilon, or an ``(epsilon, delta)`` pair.
+``random_state``
+    an integer seed for reproducible experiments, or ``None`` for entropy
+    from the operating system. As everywhere in privclust, the seed never
+    appears in the ledger or the report.
+
+Every fit or transform is a full :func:`privclust.run` of a one-step recipe,
+so the host's checks, its verification of the released data and its ledger
+apply exactly as for a recipe; the :class:`~privclust.Release` of the last
+fit is kept as ``release_`` (its ledger as ``ledger_``).
+
+A masker is a transformer without a learned state: ``fit(X)`` protects X and
+keeps that release; ``transform(X)`` protects the X it is given (a new
+release, which spends again when the masker is differentially private);
+``fit_transform(X)`` protects X once. A pickled estimator leaves its release
+(which holds the original data) behind. A clusterer gives ``labels_``,
+``cluster_centers_`` (when the component has centres) and ``fit_predict``.
+
+The estimators work with :func:`sklearn.base.clone`, ``get_params`` /
+``set_params``, :class:`~sklearn.pipeline.Pipeline`, parameter searches and
+``set_output(transform="pandas")``. The classes are generated per component
+and rebuilt by name when unpickled (``joblib`` workers included), so a
+component registered in the session must also be registered in the worker.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+import numpy as np
+import pandas as pd
+from sklearn.base import BaseEstimator, ClusterMixin, TransformerMixin
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from .errors import ParameterError
+from .params import param_name
+from .recipe import Budget
+from .registry import get_registry
+from .runner import run
+
+__all__ = ["clusterer", "estimator_class", "masker"]
+
+#: The estimator's own parameters (besides the component's).
+_OWN = ("budget", "random_state")
+
+_CLASSES: dict[tuple[str, str, type], type] = {}
+
+
+def _budget(value: Any) -> Budget:
+    if value is None:
+        return Budget()
+    if isinstance(value, tuple | list) and len(value) == 2:
+        epsilon, delta = value
+    else:
+        epsilon, delta = value, 0.0
+    for label, number in (("epsilon", epsilon), ("delta", delta)):
+        if isinstance(number, bool) or not isinstance(number, int | float | np.integer | np.floating) \
+                or not math.isfinite(number) or number < 0:
+            raise ParameterError(f"budget: the {label} must be a finite number >= 0; got {number!r} "
+                                 "(give budget=None, an epsilon, or an (epsilon, delta) pair)")
+    return Budget(epsilon=float(epsilon), delta=float(delta))
+
+
+def _frame(estimator: BaseEstimator, X: Any, *, reset: bool) -> pd.DataFrame:
+    """X as a DataFrame with string column names, after scikit-learn's checks."""
+    names = [str(c) for c in X.columns] if isinstance(X, pd.DataFrame) else None
+    index = X.index if isinstance(X, pd.DataFrame) else None
+    array = validate_data(estimator, X, reset=reset, dtype="numeric", ensure_min_samples=1)
+    if names is None:
+        names = [f"x{j}" for j in range(array.shape[1])]
+    return pd.DataFrame(array, columns=names, index=index)
+
+
+class _PrivclustEstimator(BaseEstimator):
+    """What every generated estimator shares; see the module docstring."""
+
+    _privclust_kind: str = ""
+    _privclust_name: str = ""
+    _privclust_fields: tuple[str, ...] = ()
+
+    def _component_spec(self) -> dict[str, Any]:
+        spec: dict[str, Any] = {"use": self._privclust_name}
+        for field in self._privclust_fields:
+            value = getattr(self, field)
+            if value is not None:
+                spec[param_name(field)] = value
+        return spec
+
+    def _run(self, frame: pd.DataFrame) -> Any:
+        step = {**self._component_spec(), "columns": list(frame.columns)}
+        recipe: dict[str, Any] = {"name": f"sklearn:{self._privclust_name}", "steps": [step]}
+        budget = _budget(self.budget)
+        if budget.limited:
+            recipe["privacy"] = {"epsilon": budget.epsilon, "delta": budget.delta}
+        return run(recipe, frame, seed=self.random_state)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # The release holds the original data: it stays out of the pickle.
+        state = {k: v for k, v in self.__dict__.items() if k not in ("release_", "ledger_")}
+        return (_rebuild, (self._privclust_kind, self._privclust_name, self.get_params(deep=False), state))
+
+    def __sklearn_tags__(self) -> Any:
+        tags = super().__sklearn_tags__()
+        tags.non_deterministic = True  # the same data give another release without a seed
+        tags.input_tags.allow_nan = False
+        return tags
+
+
+class _MaskerEstimator(TransformerMixin, _PrivclustEstimator):
+    def fit(self, X: Any, y: Any = None) -> _MaskerEstimator:
+        """Protect ``X`` and keep the release as ``release_``."""
+        frame = _frame(self, X, reset=True)
+        self.release_ = self._run(frame)
+        self.ledger_ = self.release_.ledger
+        return self
+
+    def transform(self, X: Any) -> np.ndarray:
+        """Protect ``X`` (a new release)."""
+        check_is_fitted(self, "n_features_in_")
+        frame = _frame(self, X, reset=False)
+        return self._run(frame).data.loc[:, list(frame.columns)].to_numpy()
+
+    def fit_transform(self, X: Any, y: Any = None, **fit_params: Any) -> np.ndarray:
+        """Protect ``X`` once and return the protected values."""
+        self.fit(X, y)
+        return self.release_.data.loc[:, list(self.feature_names_out_)].to_numpy()
+
+    @property
+    def feature_names_out_(self) -> list[str]:
+        check_is_fitted(self, "n_features_in_")
+        names = getattr(self, "feature_names_in_", None)
+        return [str(c) for c in names] if names is not None else [f"x{j}" for j in range(self.n_features_in_)]
+
+    def get_feature_names_out(self, input_features: Any = None) -> np.ndarray:
+        return np.asarray(self.feature_names_out_, dtype=object)
+
+
+class _ClustererEstimator(ClusterMixin, _PrivclustEstimator):
+    def fit(self, X: Any, y: Any = None) -> _ClustererEstimator:
+        """Cluster ``X``: ``labels_``, ``cluster_centers_`` and ``release_``."""
+        frame = _frame(self, X, reset=True)
+        release = self._run(frame)
+        self.release_ = release
+        self.ledger_ = release.ledger
+        self.labels_ = release.labels.iloc[:, 0].to_numpy()
+        partition = release.outcomes[0].partition
+        centres = None if partition is None else partition.centres
+        self.cluster_centers_ = None if centres is None else np.array(centres)
+        iterations = None if partition is None else partition.diagnostics.get("iterations")
+        if isinstance(iterations, int | np.integer):
+            self.n_iter_ = int(iterations)
+        return self
+
+
+def _signature(base: type, fields: list[attrs.Attribute]) -> inspect.Signature:
+    params = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    for field in fields:
+        default = field.default
+        if isinstance(default, attrs.Factory):  # type: ignore[arg-type]
+            default = None
+        if default is attrs.NOTHING:
+            default = None  # required: the component says so when it runs
+        params.append(inspect.Parameter(field.name, inspect.Parameter.KEYWORD_ONLY, default=_plain(default)))
+    params.append(inspect.Parameter("budget", inspect.Parameter.KEYWORD_ONLY, default=None))
+    params.append(inspect.Parameter("random_state", inspect.Parameter.KEYWORD_ONLY, default=None))
+    return inspect.Signature(params)
+
+
+def _plain(value: Any) -> Any:
+    """A default as scikit-learn accepts it: a nested component given by
+    name alone becomes that name; one with parameters of its own becomes
+    ``None`` (the component's default applies)."""
+    to_dict = getattr(value, "to_dict", None)
+    spec = to_dict() if callable(to_dict) else value
+    if isinstance(spec, Mapping):
+        return spec.get("use") if set(spec) == {"use"} else None
+    return value
+
+
+def estimator_class(kind: str, name: str) -> type:
+    """The estimator class of a registered masker (``kind="maskers"``) or
+    clusterer (``kind="clusterers"``), generated once per component class."""
+    if kind not in ("maskers", "clusterers"):
+        raise ParameterError(f"estimator_class: kind must be 'maskers' or 'clusterers'; got {kind!r}")
+    registry = get_registry()
+    other = [k for k in registry.kind_of(name) if k != kind]
+    if name not in registry.tables[kind] and other:
+        factory = {"maskers": "masker", "clusterers": "clusterer"}.get(other[0])
+        fix = f"use privclust.sklearn.{factory}({name!r}, ...)" if factory else "it has no scikit-learn estimator"
+        raise ParameterError(f"{name!r} is not one of the {kind} but one of the {other[0].replace('_', ' ')}: {fix}")
+    cls = registry.get(kind, name)
+    key = (kind, name, cls)
+    if key in _CLASSES:
+        return _CLASSES[key]
+    fields = [f for f in attrs.fields(cls) if f.init]
+    clash = [f.name for f in fields if f.name in _OWN]
+    if clash:
+        raise ParameterError(f"{name}: parameter(s) {', '.join(clash)} clash with the estimator's own "
+                             f"{' and '.join(_OWN)}; rename them in the component")
+    base = _MaskerEstimator if kind == "maskers" else _ClustererEstimator
+    signature = _signature(base, fields)
+    names = tuple(p.name for p in signature.parameters.values())[1:]
+
+    def __init__(self: Any, **params: Any) -> None:
+        unknown = sorted(set(params) - set(names))
+        if unknown:
+            raise TypeError(f"{name}: unexpected parameter(s) {', '.join(unknown)}; the parameters are "
+                            f"{', '.join(names)}")
+        for p in names:
+            setattr(self, p, params.get(p, signature.parameters[p].default))
+
+    __init__.__signature__ = signature  # type: ignore[attr-defined]
+    title = "".join(part.capitalize() for part in name.replace("_", "-").split("-"))
+    suffix = "Masker" if kind == "maskers" else "Clusterer"
+    doc = (cls.__doc__ or "").strip().split("\n\n")[0]
+    new = type(f"{title}{suffix}", (base,), {
+        "__init__": __init__,
+        "__doc__": f"scikit-learn {suffix.lower()} for the privclust component {name!r}.\n\n{doc}",
+        "__module__": __name__,
+        "_privclust_kind": kind,
+        "_privclust_name": name,
+        "_privclust_fields": tuple(f.name for f in fields),
+    })
+    _CLASSES[key] = new
+    return new
+
+
+def _rebuild(kind: str, name: str, params: dict[str, Any], state: dict[str, Any]) -> Any:
+    estimator = estimator_class(kind, name)(**params)
+    estimator.__dict__.update(state)
+    return estimator
+
+
+def masker(name: str, **params: Any) -> Any:
+    """A scikit-learn transformer for the registered masker ``name``.
+
+    :param params: the masker's parameters, ``budget`` and ``random_state``.
+    """
+    return estimator_class("maskers", name)(**params)
+
+
+def clusterer(name: str, **params: Any) -> Any:
+    """A scikit-learn clusterer for the registered clusterer ``name``.
+
+    :param params: the clusterer's parameters, ``budget`` and ``random_state``.
+    """
+    return estimator_class("clusterers", name)(**params)
