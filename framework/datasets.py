@@ -8,12 +8,19 @@
   (aggregation, flame, jain, pathbased, spiral, compound, r15, d31, wdbc,
   wine) and the SDC reference microdata (casc_census, tarragona, eia).
 
-:func:`load` reads a local folder first: the one named by the environment
-variable ``PRIVCLUST_DATA``, else ``../shared/datasets`` (relative to the
-working directory or to the source checkout) when present. Elsewhere it
-downloads the file once from its public source into a cache
-(``$XDG_CACHE_HOME/privclust`` or ``~/.cache/privclust``) and fails with
-:class:`~privclust.DatasetUnavailableError` when offline.
+:func:`load` looks for a file, in order:
+
+1. in the folder named by the environment variable ``PRIVCLUST_DATA``;
+2. in a ``shared/datasets`` folder beside the working directory or any of
+   its parents (so a notebook in ``notebooks/`` finds ``../shared/datasets``
+   whatever the install mode), then beside the source checkout;
+3. in the user cache (``$XDG_CACHE_HOME/privclust`` or
+   ``~/.cache/privclust``), where it downloads the file once from its public
+   source.
+
+When none of these has it and the download fails, the
+:class:`~privclust.DatasetUnavailableError` names the file and the folders
+it can be put in.
 """
 
 from __future__ import annotations
@@ -53,11 +60,12 @@ SHAPE_SETS: dict[str, tuple[str, int]] = {
     "wine": ("uci", 3),
 }
 
-#: SDC reference microdata: name -> (local file, sdcMicro data set).
+#: SDC reference microdata: name -> (local file, sdcMicro's R data file).
 SDC_FILES: dict[str, tuple[str, str]] = {
-    "casc_census": ("casc_census.csv", "CASCrefmicrodata"),
-    "tarragona": ("tarragona.csv", "Tarragona"),
-    "eia": ("eia.csv.gz", "EIA"),
+    "casc_census": ("casc_census.csv", "CASCrefmicrodata.rda"),
+    "tarragona": ("tarragona.csv", "Tarragona.rda"),
+    "eia": ("eia.csv.gz", "EIA.rda"),
+    "sdc_testdata": ("sdc_testdata.csv", "testdata.RData"),
 }
 
 _TABLE1 = np.array(
@@ -123,17 +131,39 @@ def names() -> list[str]:
     return sorted([*SHAPE_SETS, *SDC_FILES])
 
 
+def _search_dirs() -> list[Path]:
+    """``shared/datasets`` beside the working directory or one of its
+    parents, then beside the source checkout (an editable install)."""
+    cwd = Path.cwd().resolve()
+    out = [parent / "shared" / "datasets" for parent in (cwd, *cwd.parents)]
+    out.append(Path(__file__).resolve().parents[2] / "shared" / "datasets")
+    return out
+
+
 def data_dir() -> Path | None:
-    """The local data folder, or ``None`` when there is none."""
+    """The local data folder, or ``None`` when there is none.
+
+    :raises DatasetUnavailableError: when ``PRIVCLUST_DATA`` names a folder
+        that does not exist.
+    """
     env = os.environ.get(ENV_DATA)
     if env:
-        return Path(env)
-    candidates = [Path.cwd() / ".." / "shared" / "datasets",
-                  Path(__file__).resolve().parents[2] / "shared" / "datasets"]
-    for candidate in candidates:
+        folder = Path(env).expanduser()
+        if not folder.is_dir():
+            raise DatasetUnavailableError(f"{ENV_DATA}={env} is not a folder; point it at the folder that "
+                                          "holds the data files, or unset it")
+        return folder
+    for candidate in _search_dirs():
         if candidate.is_dir():
-            return candidate.resolve()
+            return candidate
     return None
+
+
+def _where_to_put(filename: str) -> str:
+    folder = data_dir()
+    places = f"the folder {folder}" if folder is not None else (
+        f"a folder named by {ENV_DATA}, or a shared/datasets folder beside your working directory")
+    return f"put {filename} in {places} (or in the cache {_cache_dir()})"
 
 
 def _cache_dir() -> Path:
@@ -151,8 +181,8 @@ def _fetch(url: str, target: Path) -> Path:
             payload = response.read()
     except (urllib.error.URLError, TimeoutError, OSError) as err:
         raise DatasetUnavailableError(
-            f"cannot download {url} ({err}); you seem to be offline. Put the file in a folder and set "
-            f"{ENV_DATA}=/that/folder, or try again online"
+            f"{target.name} is not on this machine and cannot be downloaded from {url} ({err}); you seem to "
+            f"be offline: {_where_to_put(target.name)}, or try again online"
         ) from err
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
     with os.fdopen(fd, "wb") as fh:
@@ -165,7 +195,8 @@ def _local(filename: str) -> Path | None:
     folder = data_dir()
     if folder is not None and (folder / filename).is_file():
         return folder / filename
-    return None
+    cached = _cache_dir() / filename
+    return cached if cached.is_file() else None
 
 
 def _read_vectors(path: Path) -> np.ndarray:
@@ -201,15 +232,13 @@ def load(name: str) -> pd.DataFrame:
         if path is not None:
             return pd.read_csv(path)
         cached = _cache_dir() / filename
-        if cached.exists():
-            return pd.read_csv(cached)
-        rda = _fetch(f"{_SDCMICRO_BASE}/{rdata}.rda", _cache_dir() / f"{rdata}.rda")
+        rda = _fetch(f"{_SDCMICRO_BASE}/{rdata}", _cache_dir() / rdata)
         try:
             import pyreadr
         except ImportError as err:
             raise DatasetUnavailableError(
                 f"{name} is distributed as an R data file ({rda}); install pyreadr to read it "
-                f"(pip install pyreadr), or put {filename} in a folder and set {ENV_DATA}"
+                f"(pip install pyreadr), or {_where_to_put(filename)}"
             ) from err
         frame = next(iter(pyreadr.read_r(str(rda)).values()))
         buffer = io.StringIO()

@@ -97,3 +97,47 @@ def test_environment_variable_names_the_folder(tmp_path, monkeypatch):
     monkeypatch.setenv("PRIVCLUST_DATA", str(tmp_path))
     assert datasets.data_dir() == tmp_path
     assert datasets.load("casc_census").shape == (1, 2)
+
+
+def test_a_shared_datasets_folder_is_found_from_the_working_directory_upwards(tmp_path, monkeypatch):
+    folder = tmp_path / "shared" / "datasets"
+    folder.mkdir(parents=True)
+    (folder / "tarragona.csv").write_text("A,B\n1,2\n3,4\n")
+    deep = tmp_path / "project" / "notebooks"
+    deep.mkdir(parents=True)
+    monkeypatch.delenv("PRIVCLUST_DATA", raising=False)
+    monkeypatch.chdir(deep)
+    assert datasets.data_dir() == folder.resolve()
+    assert datasets.load("tarragona").shape == (2, 2)
+
+
+def test_a_missing_environment_folder_is_named(tmp_path, monkeypatch):
+    monkeypatch.setenv("PRIVCLUST_DATA", str(tmp_path / "nowhere"))
+    with pytest.raises(DatasetUnavailableError, match=r"PRIVCLUST_DATA=.*nowhere is not a folder"):
+        datasets.load("flame")
+
+
+def test_a_missing_file_is_named_with_where_to_put_it(elsewhere, monkeypatch):
+    def offline(url, timeout):
+        raise urllib.error.URLError("Temporary failure in name resolution")
+
+    monkeypatch.setattr(datasets.urllib.request, "urlopen", offline)
+    with pytest.raises(DatasetUnavailableError, match=r"flame\.data\.gz is not on this machine.*put flame\.data\.gz "
+                                                      r"in a folder named by PRIVCLUST_DATA, or a shared/datasets"):
+        datasets.load("flame")
+    with pytest.raises(DatasetUnavailableError, match=r"testdata\.RData.*put testdata\.RData in"):
+        datasets.load("sdc_testdata")
+
+
+def test_the_cache_serves_a_file_put_there_by_hand(elsewhere):
+    elsewhere.mkdir(parents=True)
+    (elsewhere / "eia.csv.gz").write_bytes(gzip.compress(b"A,B\n1,2\n"))
+    assert datasets.load("eia").shape == (1, 2)
+
+
+def test_the_survey_file_with_categorical_keys_and_weights():
+    require_dataset("sdc_testdata.csv")
+    survey = datasets.load("sdc_testdata")
+    assert survey.shape == (4580, 15)
+    assert survey["ori_hid"].nunique() == 1000
+    assert "sdc_testdata" in datasets.names()
