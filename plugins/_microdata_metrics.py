@@ -10,6 +10,8 @@ partition and name the figures.
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
+from scipy import special
 from scipy.spatial import cKDTree
 
 __all__ = [
@@ -182,3 +184,90 @@ def transparency_posteriors(labels: np.ndarray, memberships: object | None) -> n
         post = np.where(denom > 0, own / np.where(denom > 0, denom, 1.0), 0.0)
     out[valid] = post[valid]
     return out
+
+
+# ---------------------------------------------------------------------------
+# Categorical key variables
+# ---------------------------------------------------------------------------
+
+
+def key_cells(keys: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Each record's key combination as a cell code, and each record's cell
+    size (sample frequency ``f_k``). A missing key value is a category of its
+    own."""
+    codes = np.zeros(keys.shape[0], dtype=np.int64)
+    for c in keys.columns:
+        column_codes, uniques = pd.factorize(keys[c], use_na_sentinel=False)
+        codes = codes * (len(uniques) + 1) + column_codes
+        codes = pd.factorize(codes)[0]  # keep the codes small whatever the number of keys
+    sizes = np.bincount(codes)
+    return codes, sizes[codes]
+
+
+def individual_risk(sample_freq: np.ndarray, pop_freq: np.ndarray) -> np.ndarray:
+    """The individual re-identification risk of Benedetti & Franconi (1998),
+    as sdcMicro's ``measure_risk`` defines it: ``r = E[1 / F | f]`` with the
+    population frequency ``F = f + H``, ``H`` negative binomial with ``f``
+    successes and ``p = f / F_hat`` (``F_hat`` the sum of the sampling weights
+    in the cell). Computed exactly, ``r = p^f / f * 2F1(f, f; f + 1; 1 - p)``,
+    evaluated after Euler's transformation as ``r = p / f * 2F1(1, 1; f + 1;
+    1 - p)`` (a series of positive terms: no overflow for large cells or
+    small ``p``); for ``f = 1`` it is ``p ln(1/p) / (1 - p)``, and ``r = 1 / f``
+    when ``p = 1``."""
+    f = np.asarray(sample_freq, dtype=float)
+    p = np.clip(f / np.asarray(pop_freq, dtype=float), 0.0, 1.0)
+    q = 1.0 - p
+    out = 1.0 / f
+    with np.errstate(divide="ignore", invalid="ignore"):
+        one = (f == 1) & (q > 0)  # p ln(1/p) / (1 - p)
+        out[one] = p[one] * -np.log1p(-q[one]) / q[one]
+        more = (f > 1) & (q > 0)  # f = 2 is p / (1 - p)^2 * ((1 - p) + p ln p), which cancels near p = 1
+        out[more] = p[more] / f[more] * special.hyp2f1(1.0, 1.0, f[more] + 1.0, q[more])
+    rest = more & ~np.isfinite(out)
+    if rest.any():  # where scipy gives up (large cells, p near 0): the series itself
+        out[rest] = p[rest] / f[rest] * _hyp2f1_11(f[rest] + 1.0, q[rest])
+    return np.minimum(out, 1.0)
+
+
+def _hyp2f1_11(c: np.ndarray, z: np.ndarray, max_terms: int = 200_000) -> np.ndarray:
+    """``2F1(1, 1; c; z)`` for ``c >= 3`` and ``0 <= z < 1`` by its series
+    ``sum_n n! / (c)_n z^n`` (positive terms, each at most ``2 / n^2``, so
+    the tail after ``max_terms`` is below 1e-5 in the worst case, ``z`` near
+    1 with ``c = 3``, and far below that otherwise)."""
+    total = np.ones_like(z)
+    term = np.ones_like(z)
+    for n in range(max_terms):
+        term = term * (n + 1.0) * z / (c + n)
+        total += term
+        if n % 64 == 0 and np.all(term <= 1e-17 * total):
+            break
+    return total
+
+
+def dbrl_within_cells(X: np.ndarray, Y: np.ndarray, cells_x: np.ndarray, cells_y: np.ndarray, *,
+                      workers: int = 1) -> tuple[float, float]:
+    """Distance-based record linkage restricted to the original records that
+    share the protected record's key combination: as :func:`dbrl`, with each
+    cell moved far apart along an extra axis (further than any distance
+    within the data), so that the nearest original is always in the record's
+    own cell. A record whose key combination changed is not linked."""
+    mean, sd, varying = _varying(X)
+    scale = np.where(varying, sd, 1.0)
+    Z = (X - mean) / scale
+    Zp = (Y - mean) / scale
+    both = np.vstack([Z, Zp])
+    span = float(np.sqrt(np.sum((both.max(axis=0) - both.min(axis=0)) ** 2))) if both.size else 0.0
+    gap = 2.0 * span + 1.0
+    Z = np.column_stack([Z, cells_x * gap])
+    Zp = np.column_stack([Zp, cells_y * gap])
+    tree = cKDTree(Z)
+    nearest, _ = tree.query(Zp, k=1, workers=workers)
+    own = np.sqrt(np.sum((Zp - Z) ** 2, axis=1))
+    radius = nearest * (1.0 + 1e-9) + 1e-12
+    linked = (own <= radius) & (cells_x == cells_y)
+    credit = np.zeros(X.shape[0])
+    rows = np.flatnonzero(linked)
+    if rows.size:
+        counts = tree.query_ball_point(Zp[rows], r=radius[rows], return_length=True, workers=workers)
+        credit[rows] = 1.0 / np.maximum(np.asarray(counts, dtype=float), 1.0)
+    return float(credit.mean()), float(credit.sum())

@@ -14,6 +14,12 @@ name                     figures
                          intruder
 ``edit-violations``      per edit rule, max violation and share of records
                          violating it (protected and original)
+``key-frequencies``      key combinations, sample uniques, records in cells
+                         smaller than k (protected and original)
+``individual-risk``      Benedetti-Franconi individual risk from the sampling
+                         weights, expected re-identifications
+``key-linkage``          record linkage restricted to records sharing their key
+                         combination
 =======================  ======================================================
 
 Every evaluator judges ``inputs.columns`` of ``inputs.original`` against the
@@ -291,7 +297,130 @@ class EditViolations:
         return out
 
 
+# ---------------------------------------------------------------------------
+# Categorical key variables (quasi-identifiers)
+# ---------------------------------------------------------------------------
+
+
+def _keys(frame: pd.DataFrame, keys: tuple[str, ...], who: str, what: str) -> pd.DataFrame:
+    if not keys:
+        raise DataError(f"{who}: name the categorical key variables: {{ use = \"{who}\", keys = [\"sex\", "
+                        "\"region\"] }")
+    missing = [c for c in keys if c not in frame.columns]
+    if missing:
+        raise DataError(f"{who}: key column(s) {', '.join(map(repr, missing))} are not in the {what} data; "
+                        f"the columns are {', '.join(map(str, frame.columns))}")
+    return frame.loc[:, list(keys)]
+
+
+def _cells_of_both(original: pd.DataFrame, protected: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Cell codes of both files on one coding (a combination has one code in both)."""
+    both = pd.concat([original.reset_index(drop=True), protected.reset_index(drop=True)], ignore_index=True)
+    codes, _ = mm.key_cells(both)
+    n = original.shape[0]
+    return codes[:n], codes[n:]
+
+
+def _weights(frame: pd.DataFrame, weight: str | None, who: str) -> np.ndarray | None:
+    if weight is None:
+        return None
+    if weight not in frame.columns:
+        raise DataError(f"{who}: the weight column {weight!r} is not in the data")
+    series = frame[weight]
+    if not pd.api.types.is_numeric_dtype(series) or pd.api.types.is_bool_dtype(series):
+        raise DataError(f"{who}: the weight column {weight!r} is not numeric (dtype {series.dtype})")
+    w = series.to_numpy(dtype=float, na_value=np.nan)
+    bad = ~np.isfinite(w) | (w <= 0)
+    if bad.any():
+        raise DataError(f"{who}: the weight column {weight!r} has {int(bad.sum())} value(s) that are missing, "
+                        "infinite or not positive; every sampling weight must be a positive number")
+    return w
+
+
+@attrs.frozen(kw_only=True)
+class KeyFrequencies:
+    """Frequency counts of the combinations of the categorical key variables
+    (sdcMicro's ``freqCalc``): how many combinations there are, how many
+    records are sample uniques (alone with their combination), and how many
+    sit in a cell smaller than ``k``; for the protected file and for the
+    original. A missing key value is a category of its own."""
+
+    name: ClassVar[str] = "key-frequencies"
+
+    keys: tuple[str, ...] = param(tuple, default=(), doc="the categorical key variables (quasi-identifiers)")
+    k: int = param(int, default=3, ge=2, doc="a cell with fewer than k records breaks k-anonymity on the keys")
+
+    def evaluate(self, inputs: EvaluationInputs) -> Mapping[str, float]:
+        out: dict[str, float] = {}
+        for suffix, frame, what in (("", inputs.protected, "protected"), ("_original", inputs.original, "original")):
+            _, sizes = mm.key_cells(_keys(frame, self.keys, self.name, what))
+            out[f"combinations{suffix}"] = float(np.sum(1.0 / sizes))
+            out[f"sample_uniques{suffix}"] = float(np.sum(sizes == 1))
+            out[f"records_below_k{suffix}"] = float(np.sum(sizes < self.k))
+            out[f"share_below_k{suffix}"] = float(np.mean(sizes < self.k))
+            out[f"min_cell_size{suffix}"] = float(sizes.min())
+        return out
+
+
+@attrs.frozen(kw_only=True)
+class IndividualRisk:
+    """The individual re-identification risk of each record through its key
+    combination (Benedetti & Franconi 1998; sdcMicro's ``measure_risk``):
+    ``E[1/F | f]`` for the sample frequency ``f`` of its cell and the
+    population frequency ``F`` estimated from the sampling weights. Without
+    ``weight`` the file is taken as the whole population (risk ``1/f``).
+    Figures for the protected file: the mean and largest risk, the expected
+    number of re-identifications (sum of the risks) and the records whose
+    risk exceeds ``threshold``."""
+
+    name: ClassVar[str] = "individual-risk"
+
+    keys: tuple[str, ...] = param(tuple, default=(), doc="the categorical key variables (quasi-identifiers)")
+    weight: str | None = param(str, default=None, doc="the sampling-weight column (default: the file is the "
+                                                      "population)")
+    threshold: float = param(float, default=0.1, gt=0, le=1, doc="a record is at risk above this individual risk")
+
+    def evaluate(self, inputs: EvaluationInputs) -> Mapping[str, float]:
+        keys = _keys(inputs.protected, self.keys, self.name, "protected")
+        codes, sizes = mm.key_cells(keys)
+        weights = _weights(inputs.protected, self.weight, self.name)
+        if weights is None:
+            population = sizes.astype(float)
+        else:
+            population = np.bincount(codes, weights=weights)[codes]
+        risk = mm.individual_risk(sizes, np.maximum(population, sizes))
+        return {
+            "mean_risk": float(risk.mean()),
+            "max_risk": float(risk.max()),
+            "expected_reidentifications": float(risk.sum()),
+            "records_above_threshold": float(np.sum(risk > self.threshold)),
+            "share_above_threshold": float(np.mean(risk > self.threshold)),
+        }
+
+
+@attrs.frozen(kw_only=True)
+class KeyLinkage:
+    """Distance-based record linkage on the numeric columns, restricted to
+    the original records that share the protected record's key combination:
+    numeric masking judged together with the categorical keys an intruder
+    also knows. ``key_dbrl`` is the share of protected records linked to
+    their own original (ties share the credit); a record whose key
+    combination changed is not linked."""
+
+    name: ClassVar[str] = "key-linkage"
+
+    keys: tuple[str, ...] = param(tuple, default=(), doc="the categorical key variables (quasi-identifiers)")
+
+    def evaluate(self, inputs: EvaluationInputs) -> Mapping[str, float]:
+        X, Y = _arrays(inputs, self.name)
+        cells_x, cells_y = _cells_of_both(_keys(inputs.original, self.keys, self.name, "original"),
+                                          _keys(inputs.protected, self.keys, self.name, "protected"))
+        share, linked = mm.dbrl_within_cells(X, Y, cells_x, cells_y, workers=-1)
+        return {"key_dbrl": share, "key_dbrl_linked_records": linked}
+
+
 @privclust.hookimpl
 def privclust_register_evaluators(register):
-    for cls in (SseSst, IL1s, Moments, DBRL, IntervalDisclosure, GroupSizes, TransparencyRisk, EditViolations):
+    for cls in (SseSst, IL1s, Moments, DBRL, IntervalDisclosure, GroupSizes, TransparencyRisk, EditViolations,
+                KeyFrequencies, IndividualRisk, KeyLinkage):
         register(cls)

@@ -1,0 +1,122 @@
+"""Evaluators of the categorical key variables: frequencies, individual risk, linkage within key cells."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import privclust
+import pytest
+from privclust import DataError, EvaluationInputs
+from privclust_plugins import _microdata_metrics as mm
+from privclust_plugins.microdata_evaluators import IndividualRisk, KeyFrequencies, KeyLinkage
+from scipy.stats import nbinom
+
+from conftest import require_dataset
+
+
+def _inputs(original, protected, columns=("x",)):
+    return EvaluationInputs(original=original, protected=protected, columns=tuple(columns),
+                            labels=pd.DataFrame(index=original.index))
+
+
+def test_key_cells_count_combinations_with_missing_values_as_a_category():
+    keys = pd.DataFrame({"sex": [1, 1, 2, 2, 2, np.nan], "region": ["a", "a", "a", "b", "b", "b"]})
+    codes, sizes = mm.key_cells(keys)
+    assert sizes.tolist() == [2, 2, 1, 2, 2, 1]
+    assert codes[0] == codes[1] and codes[3] == codes[4]
+    assert len(set(codes.tolist())) == 4
+
+
+@pytest.mark.parametrize("f, p", [(1, 0.3), (1, 0.999), (2, 0.3), (2, 0.5), (4, 0.2), (7, 0.6), (50, 0.05)])
+def test_individual_risk_is_the_negative_binomial_expectation(f, p):
+    h = np.arange(0, 200_000)
+    brute = np.sum(nbinom.pmf(h, f, p) / (f + h))
+    assert mm.individual_risk(np.array([f]), np.array([f / p]))[0] == pytest.approx(brute, rel=1e-9)
+
+
+def test_individual_risk_closed_forms_and_edges():
+    p = np.array([0.01, 0.3, 0.9])
+    np.testing.assert_allclose(mm.individual_risk(np.ones(3), 1 / p), p * np.log(1 / p) / (1 - p), rtol=1e-12)
+    np.testing.assert_allclose(mm.individual_risk(2 * np.ones(3), 2 / p),
+                               p / (1 - p) ** 2 * ((1 - p) + p * np.log(p)), rtol=1e-12)
+    # no weights (F = f): 1/f; p near 1 without cancellation; a large cell with tiny p stays finite
+    np.testing.assert_allclose(mm.individual_risk(np.array([1, 2, 5]), np.array([1, 2, 5])), [1, 0.5, 0.2])
+    assert mm.individual_risk(np.array([2]), np.array([2 / (1 - 1e-12)]))[0] == pytest.approx(0.5, rel=1e-9)
+    assert mm.individual_risk(np.array([300]), np.array([300_000]))[0] == pytest.approx(3.3444703823e-06, rel=1e-8)
+    assert mm.individual_risk(np.array([3]), np.array([3e9]))[0] == pytest.approx(5e-10, rel=1e-6)
+
+
+def test_key_frequencies_by_hand():
+    frame = pd.DataFrame({"sex": [1, 1, 1, 2, 2, 3], "age": [30, 30, 30, 40, 41, 50], "x": np.arange(6.0)})
+    out = KeyFrequencies(keys=("sex", "age"), k=3).evaluate(_inputs(frame, frame))
+    assert out["combinations"] == 4
+    assert out["sample_uniques"] == 3
+    assert out["records_below_k"] == 3 and out["share_below_k"] == 0.5
+    assert out["min_cell_size"] == 1
+    coarse = frame.assign(age=[30, 30, 30, 40, 40, 40], sex=[1, 1, 1, 2, 2, 2])
+    after = KeyFrequencies(keys=("sex", "age"), k=3).evaluate(_inputs(frame, coarse))
+    assert after["sample_uniques"] == 0 and after["sample_uniques_original"] == 3
+
+
+def test_individual_risk_uses_the_weights():
+    frame = pd.DataFrame({"sex": [1, 1, 2, 2, 2, 3], "w": [10.0, 10, 5, 5, 5, 1], "x": np.arange(6.0)})
+    out = IndividualRisk(keys=("sex",), weight="w", threshold=0.5).evaluate(_inputs(frame, frame))
+    expected = mm.individual_risk(np.array([2, 2, 3, 3, 3, 1]), np.array([20.0, 20, 15, 15, 15, 1]))
+    assert out["expected_reidentifications"] == pytest.approx(expected.sum())
+    assert out["max_risk"] == 1.0  # a sample unique with weight 1 is a population unique
+    assert out["records_above_threshold"] == 1
+    unweighted = IndividualRisk(keys=("sex",)).evaluate(_inputs(frame, frame))
+    assert unweighted["expected_reidentifications"] == pytest.approx(3.0)  # sum of 1/f = number of cells
+
+
+def test_linkage_within_key_cells_finds_what_plain_linkage_misses():
+    rng = np.random.default_rng(0)
+    n = 400
+    keys = rng.integers(0, 40, n)
+    x = rng.normal(size=n)
+    original = pd.DataFrame({"key": keys, "x": x})
+    protected = original.assign(x=x + rng.normal(0, 1.0, n))  # heavy noise: hard to link on x alone
+    both = KeyLinkage(keys=("key",)).evaluate(_inputs(original, protected))
+    plain = privclust.get_registry().create("evaluators", "dbrl").evaluate(_inputs(original, protected))
+    assert both["key_dbrl"] > plain["dbrl"] + 0.2
+    # brute force: within each cell, the nearest original is the record's own
+    own = 0.0
+    for i in range(n):
+        same = np.flatnonzero(keys == keys[i])
+        d = np.abs((protected.x[i] - original.x[same]) / x.std())
+        near = same[np.isclose(d, d.min(), rtol=1e-9, atol=1e-12)]
+        own += (i in near) / len(near)
+    assert both["key_dbrl"] == pytest.approx(own / n)
+    # a record whose key changed is never linked
+    moved = protected.assign(key=np.where(np.arange(n) < 100, 1000 + np.arange(n), keys))
+    assert KeyLinkage(keys=("key",)).evaluate(_inputs(original, moved))["key_dbrl_linked_records"] <= n - 100
+
+
+def test_bad_keys_and_weights_are_named():
+    frame = pd.DataFrame({"sex": [1, 2], "w": [1.0, 0.0], "x": [0.0, 1.0]})
+    with pytest.raises(DataError, match="name the categorical key variables"):
+        KeyFrequencies().evaluate(_inputs(frame, frame))
+    with pytest.raises(DataError, match="'region' are not in the protected data"):
+        KeyFrequencies(keys=("sex", "region")).evaluate(_inputs(frame, frame))
+    with pytest.raises(DataError, match="weight column 'w' has 1 value"):
+        IndividualRisk(keys=("sex",), weight="w").evaluate(_inputs(frame, frame))
+    with pytest.raises(DataError, match="weight column 'nope' is not in the data"):
+        IndividualRisk(keys=("sex",), weight="nope").evaluate(_inputs(frame, frame))
+
+
+def test_the_survey_file_before_and_after_numeric_microaggregation():
+    require_dataset("sdc_testdata.csv")
+    survey = privclust.datasets.load("sdc_testdata")
+    keys = ["urbrur", "roof", "walls", "water", "electcon", "relat", "sex"]
+    recipe = {
+        "steps": [{"use": "microaggregation", "clusterer": {"use": "mdav", "k": 3},
+                   "columns": ["expend", "income", "savings"]}],
+        "evaluate": [{"use": "key-frequencies", "keys": keys}, {"use": "dbrl"},
+                     {"use": "individual-risk", "keys": keys, "weight": "sampling_weight"},
+                     {"use": "key-linkage", "keys": keys}],
+    }
+    release = privclust.run(recipe, survey, seed=1)
+    ev = release.evaluation
+    assert ev("sample_uniques") == ev("sample_uniques_original") > 0  # the keys were not touched
+    assert 0 < ev("mean_risk") < 1 and np.isfinite(ev("expected_reidentifications"))
+    assert ev("key_dbrl") > ev("dbrl") + 0.3  # the keys make linkage far easier
