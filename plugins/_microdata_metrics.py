@@ -26,38 +26,61 @@ __all__ = [
 ]
 
 
-def _varying(X: np.ndarray, ddof: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Means, standard deviations and the mask of non-constant columns."""
-    mean = X.mean(axis=0)
-    sd = X.std(axis=0, ddof=ddof) if X.shape[0] > ddof else np.zeros(X.shape[1])
+def _weighted_mean(X: np.ndarray, w: np.ndarray | None) -> np.ndarray:
+    return X.mean(axis=0) if w is None else (w @ X) / w.sum()
+
+
+def _varying(X: np.ndarray, ddof: int = 0, w: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Means, standard deviations and the mask of non-constant columns. With
+    sampling weights ``w`` (each record stands for ``w_i`` population units)
+    the mean is ``sum w x / sum w`` and the variance
+    ``sum w (x - mean)^2 / (sum w - ddof)``."""
+    mean = _weighted_mean(X, w)
+    if w is None:
+        sd = X.std(axis=0, ddof=ddof) if X.shape[0] > ddof else np.zeros(X.shape[1])
+    else:
+        total = w.sum()
+        sd = np.sqrt(np.maximum(w @ (X - mean) ** 2, 0.0) / (total - ddof)) if total > ddof else \
+            np.zeros(X.shape[1])
     varying = sd > 1e-12 * np.maximum(1.0, np.abs(mean))
     return mean, sd, varying
 
 
-def sse_sst(X: np.ndarray, Y: np.ndarray) -> tuple[float, float, float]:
+def sse_sst(X: np.ndarray, Y: np.ndarray, w: np.ndarray | None = None) -> tuple[float, float, float]:
     """``(100 SSE/SST, SSE, SST)`` on variables standardised with the
     original's mean and population s.d.: ``SSE = sum (z - z')^2``,
     ``SST = sum (z - mean z)^2`` (= N times the number of non-constant
-    columns). Constant columns are left out."""
-    mean, sd, varying = _varying(X)
+    columns). Constant columns are left out. With sampling weights ``w``
+    every record's terms count ``w_i`` times (weighted mean and s.d.)."""
+    mean, sd, varying = _varying(X, w=w)
     if not varying.any():
         return float("nan"), 0.0, 0.0
     Z = (X[:, varying] - mean[varying]) / sd[varying]
     Zp = (Y[:, varying] - mean[varying]) / sd[varying]
-    sse = float(np.sum((Z - Zp) ** 2))
-    sst = float(np.sum(Z ** 2))
+    weights = np.ones(X.shape[0]) if w is None else w
+    sse = float(weights @ np.sum((Z - Zp) ** 2, axis=1))
+    sst = float(weights @ np.sum(Z ** 2, axis=1))
     return 100.0 * sse / sst, sse, sst
 
 
-def il1s(X: np.ndarray, Y: np.ndarray) -> float:
+def il1s(X: np.ndarray, Y: np.ndarray, w: np.ndarray | None = None) -> float:
     """IL1s (Mateo-Sanz, Domingo-Ferrer & Sebe 2005; sdcMicro's ``dUtility``):
     ``1/(N p) sum_i sum_j |x_ij - y_ij| / (sqrt(2) s_j)`` with ``s_j`` the
     sample standard deviation (``ddof = 1``) of original column ``j``;
-    constant columns are left out."""
-    _, sd, varying = _varying(X, ddof=1)
+    constant columns are left out. With sampling weights, the weighted mean
+    over records and the weighted s.d."""
+    _, sd, varying = _varying(X, ddof=1, w=w)
     if not varying.any():
         return float("nan")
-    return float(np.mean(np.abs(X[:, varying] - Y[:, varying]) / (np.sqrt(2.0) * sd[varying])))
+    per_record = np.mean(np.abs(X[:, varying] - Y[:, varying]) / (np.sqrt(2.0) * sd[varying]), axis=1)
+    return float(per_record.mean() if w is None else (w @ per_record) / w.sum())
+
+
+def _cov(X: np.ndarray, w: np.ndarray | None) -> np.ndarray:
+    if w is None:
+        return np.atleast_2d(np.cov(X, rowvar=False, ddof=1))
+    centred = X - _weighted_mean(X, w)
+    return np.atleast_2d((centred * w[:, None]).T @ centred / (w.sum() - 1.0))
 
 
 def _rel(a: np.ndarray, b: np.ndarray, floor: np.ndarray) -> float:
@@ -68,18 +91,18 @@ def _rel(a: np.ndarray, b: np.ndarray, floor: np.ndarray) -> float:
     return float(np.mean(np.abs(b[keep] - a[keep]) / np.abs(a[keep])))
 
 
-def moments(X: np.ndarray, Y: np.ndarray) -> dict[str, float]:
+def moments(X: np.ndarray, Y: np.ndarray, w: np.ndarray | None = None) -> dict[str, float]:
     """Relative change of means, variances and covariances (mean over
     variables or pairs of ``|new - old| / |old|``, leaving out entries whose
     original value is 0), and the mean and maximum absolute change of the
     correlations (pairs ``j < l``). Variances and covariances with
-    ``ddof = 1``."""
+    ``ddof = 1``; with sampling weights, the weighted estimates of both files."""
     p = X.shape[1]
-    mx, my = X.mean(axis=0), Y.mean(axis=0)
+    mx, my = _weighted_mean(X, w), _weighted_mean(Y, w)
     scale = np.maximum(np.abs(X).max(axis=0), 1e-300)
     out = {"mean_rel_change": _rel(mx, my, 1e-12 * scale)}
-    cx = np.atleast_2d(np.cov(X, rowvar=False, ddof=1))
-    cy = np.atleast_2d(np.cov(Y, rowvar=False, ddof=1))
+    cx = _cov(X, w)
+    cy = _cov(Y, w)
     var_floor = 1e-24 * scale ** 2
     out["var_rel_change"] = _rel(np.diag(cx), np.diag(cy), var_floor)
     iu = np.triu_indices(p, 1)

@@ -74,45 +74,58 @@ def _arrays(inputs: EvaluationInputs, who: str) -> tuple[np.ndarray, np.ndarray]
     return X, Y
 
 
+def _weight_param() -> Any:
+    return param(str, default=None, doc="a sampling-weight column: every record counts as many times as its "
+                                        "weight (default: unweighted)")
+
+
 @attrs.frozen(kw_only=True)
 class SseSst:
     """100 SSE/SST on variables standardised with the original's mean and
     population standard deviation, the information-loss figure of the
     microaggregation literature (0: nothing lost; 100: every record replaced
-    by the mean)."""
+    by the mean). Weighted by a sampling-weight column when ``weight`` is set."""
 
     name: ClassVar[str] = "sse-sst"
 
+    weight: str | None = _weight_param()
+
     def evaluate(self, inputs: EvaluationInputs) -> Mapping[str, float]:
         X, Y = _arrays(inputs, self.name)
-        value, sse, sst = mm.sse_sst(X, Y)
+        value, sse, sst = mm.sse_sst(X, Y, _weights(inputs.original, self.weight, self.name))
         return {"sse_sst": value, "sse": sse, "sst": sst}
 
 
 @attrs.frozen(kw_only=True)
 class IL1s:
     """sdcMicro's IL1s: mean over records and variables of
-    ``|x - x'| / (sqrt(2) s_j)``, ``s_j`` the sample s.d. of the original."""
+    ``|x - x'| / (sqrt(2) s_j)``, ``s_j`` the sample s.d. of the original.
+    Weighted by a sampling-weight column when ``weight`` is set."""
 
     name: ClassVar[str] = "il1s"
 
+    weight: str | None = _weight_param()
+
     def evaluate(self, inputs: EvaluationInputs) -> Mapping[str, float]:
         X, Y = _arrays(inputs, self.name)
-        return {"il1s": mm.il1s(X, Y)}
+        return {"il1s": mm.il1s(X, Y, _weights(inputs.original, self.weight, self.name))}
 
 
 @attrs.frozen(kw_only=True)
 class Moments:
     """Relative change of means, variances and covariances, absolute change
-    of correlations, between the original and the protected columns."""
+    of correlations, between the original and the protected columns.
+    Weighted estimates when ``weight`` names a sampling-weight column."""
 
     name: ClassVar[str] = "moments"
+
+    weight: str | None = _weight_param()
 
     def evaluate(self, inputs: EvaluationInputs) -> Mapping[str, float]:
         X, Y = _arrays(inputs, self.name)
         if X.shape[0] < 2:
             raise DataError("moments: variances need at least 2 records")
-        return mm.moments(X, Y)
+        return mm.moments(X, Y, _weights(inputs.original, self.weight, self.name))
 
 
 @attrs.frozen(kw_only=True)

@@ -120,3 +120,24 @@ def test_the_survey_file_before_and_after_numeric_microaggregation():
     assert ev("sample_uniques") == ev("sample_uniques_original") > 0  # the keys were not touched
     assert 0 < ev("mean_risk") < 1 and np.isfinite(ev("expected_reidentifications"))
     assert ev("key_dbrl") > ev("dbrl") + 0.3  # the keys make linkage far easier
+
+
+@pytest.mark.parametrize("name, figure", [("sse-sst", "sse_sst"), ("il1s", "il1s"), ("moments", "var_rel_change"),
+                                          ("moments", "corr_abs_change")])
+def test_weighted_information_loss_equals_the_replicated_file(name, figure):
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(40, 3))
+    y = x + rng.normal(0, 0.4, (40, 3))
+    w = rng.integers(1, 5, 40)
+    cols = ["a", "b", "c"]
+    original = pd.DataFrame(x, columns=cols).assign(w=w.astype(float))
+    protected = pd.DataFrame(y, columns=cols).assign(w=w.astype(float))
+    rep = np.repeat(np.arange(40), w)
+    registry = privclust.get_registry()
+    weighted = registry.create("evaluators", {"use": name, "weight": "w"}).evaluate(
+        _inputs(original, protected, cols))
+    replicated = registry.create("evaluators", name).evaluate(
+        _inputs(original.iloc[rep].reset_index(drop=True), protected.iloc[rep].reset_index(drop=True), cols))
+    unweighted = registry.create("evaluators", name).evaluate(_inputs(original, protected, cols))
+    assert weighted[figure] == pytest.approx(replicated[figure], rel=1e-9)
+    assert weighted[figure] != pytest.approx(unweighted[figure], rel=1e-6)
