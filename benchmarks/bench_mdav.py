@@ -4,7 +4,7 @@ No Python MDAV is published on PyPI: ``microaggregation`` (0.1.9) computes
 the SSE of an optimal univariate partition by dynamic programming and
 ``microagg1d`` is univariate too, so neither forms MDAV groups; sdcMicro
 (R) cannot be installed here (CRAN is unreachable). The peer is therefore
-the plain textbook loop (``privclust_plugins._mdav.mdav_reference``: full
+the plain textbook loop (``tests/_mdav_reference.py``: full
 numpy distance passes over the remaining records for every group), run at
 the sizes it can handle within the timeout. Both get the same standardised
 records; the table says whether their groups are identical.
@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the textbook loop, the peer
 
 import time  # noqa: E402
 
@@ -27,6 +28,7 @@ import pandas as pd  # noqa: E402
 
 import privclust  # noqa: E402
 from _harness import Measurement, machine, measure, ratio, save, table  # noqa: E402
+from _mdav_reference import mdav_reference  # noqa: E402
 from privclust_plugins import _mdav  # noqa: E402
 from privclust_plugins.mdav import MDAV  # noqa: E402
 
@@ -66,7 +68,7 @@ def run_component(n: int, kind: str):
 def run_reference(n: int, kind: str):
     Z = _data(n, kind)
     start, cpu = time.perf_counter(), time.process_time()
-    labels = _mdav.mdav_reference(Z, K)
+    labels = mdav_reference(Z, K)
     return _digest(labels, time.perf_counter() - start, time.process_time() - cpu)
 
 

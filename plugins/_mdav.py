@@ -16,7 +16,7 @@ rows of ``Z`` (already standardised by the caller):
 Ties (equal distances) go to the lowest record index; the centre record of a
 group is always in its own group.
 
-``mdav`` gives exactly the groups of ``mdav_reference`` (the textbook loop,
+``mdav`` gives exactly the groups of the textbook loop (``tests/_mdav_reference.py``,
 O(N^2/k) distance evaluations) but avoids most of its work:
 
 * farthest-point searches scan the records in decreasing order of their
@@ -46,7 +46,7 @@ from collections.abc import Callable
 import numpy as np
 from scipy.spatial import cKDTree
 
-__all__ = ["mdav", "mdav_reference", "standardise"]
+__all__ = ["mdav", "standardise"]
 
 
 def standardise(X: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -66,50 +66,6 @@ def standardise(X: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.n
 def _sq(Z: np.ndarray, p: np.ndarray) -> np.ndarray:
     diff = Z - p
     return np.einsum("ij,ij->i", diff, diff)
-
-
-# ---------------------------------------------------------------------------
-# The textbook loop
-# ---------------------------------------------------------------------------
-
-
-def mdav_reference(Z: np.ndarray, k: int) -> np.ndarray:
-    """MDAV as written in the literature: full distance passes over the
-    remaining records at every step (O(N^2/k)); labels in group order.
-
-    The centroid of the remaining records is kept as a running sum (as in
-    :func:`mdav`), so both compute it with the same rounding."""
-    Z = np.ascontiguousarray(Z, dtype=float)
-    n = Z.shape[0]
-    labels = np.full(n, -1, dtype=np.int64)
-    remaining = np.arange(n)
-    total = Z.sum(axis=0)
-    group = 0
-
-    def farthest(p: np.ndarray) -> int:
-        d = _sq(Z[remaining], p)
-        return int(remaining[np.flatnonzero(d == d.max())[0]])
-
-    def take(centre: int) -> None:
-        nonlocal remaining, group, total
-        others = remaining[remaining != centre]
-        d = _sq(Z[others], Z[centre])
-        order = np.lexsort((others, d))[: k - 1]
-        members = np.concatenate(([centre], others[order]))
-        labels[members] = group
-        group += 1
-        total = total - Z[members].sum(axis=0)
-        remaining = remaining[labels[remaining] < 0]
-
-    while remaining.size >= 3 * k:
-        r = farthest(total / remaining.size)
-        take(r)
-        s = farthest(Z[r])
-        take(s)
-    if remaining.size >= 2 * k:
-        take(farthest(total / remaining.size))
-    labels[remaining] = group
-    return labels
 
 
 # ---------------------------------------------------------------------------
