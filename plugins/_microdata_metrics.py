@@ -136,12 +136,19 @@ def dbrl(X: np.ndarray, Y: np.ndarray, *, workers: int = 1) -> tuple[float, floa
     scale = np.where(varying, sd, 1.0)
     Z = (X - mean) / scale  # a constant column is divided by 1: it adds only where protection changed it
     Zp = (Y - mean) / scale
+    return _linkage(Z, Zp, None, workers)
+
+
+def _linkage(Z: np.ndarray, Zp: np.ndarray, allowed: np.ndarray | None, workers: int) -> tuple[float, float]:
+    """Share and expected number of protected rows whose own original is among
+    their ``t`` tied nearest originals (credit ``1/t``); ``allowed`` masks
+    the rows that may be linked at all."""
     tree = cKDTree(Z)
     nearest, _ = tree.query(Zp, k=1, workers=workers)
     own = np.sqrt(np.sum((Zp - Z) ** 2, axis=1))
     radius = nearest * (1.0 + 1e-9) + 1e-12
-    linked = own <= radius
-    credit = np.zeros(X.shape[0])
+    linked = own <= radius if allowed is None else (own <= radius) & allowed
+    credit = np.zeros(Z.shape[0])
     rows = np.flatnonzero(linked)
     if rows.size:
         counts = tree.query_ball_point(Zp[rows], r=radius[rows], return_length=True, workers=workers)
@@ -281,16 +288,5 @@ def dbrl_within_cells(X: np.ndarray, Y: np.ndarray, cells_x: np.ndarray, cells_y
     both = np.vstack([Z, Zp])
     span = float(np.sqrt(np.sum((both.max(axis=0) - both.min(axis=0)) ** 2))) if both.size else 0.0
     gap = 2.0 * span + 1.0
-    Z = np.column_stack([Z, cells_x * gap])
-    Zp = np.column_stack([Zp, cells_y * gap])
-    tree = cKDTree(Z)
-    nearest, _ = tree.query(Zp, k=1, workers=workers)
-    own = np.sqrt(np.sum((Zp - Z) ** 2, axis=1))
-    radius = nearest * (1.0 + 1e-9) + 1e-12
-    linked = (own <= radius) & (cells_x == cells_y)
-    credit = np.zeros(X.shape[0])
-    rows = np.flatnonzero(linked)
-    if rows.size:
-        counts = tree.query_ball_point(Zp[rows], r=radius[rows], return_length=True, workers=workers)
-        credit[rows] = 1.0 / np.maximum(np.asarray(counts, dtype=float), 1.0)
-    return float(credit.mean()), float(credit.sum())
+    return _linkage(np.column_stack([Z, cells_x * gap]), np.column_stack([Zp, cells_y * gap]), cells_x == cells_y,
+                    workers)
