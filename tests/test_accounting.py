@@ -58,14 +58,31 @@ def test_delta_is_budgeted_too():
         spend(no_delta, 1.0, delta=1e-9)
 
 
-def test_parallel_composition_over_disjoint_partitions():
+def test_parallel_composition_only_over_parts_the_host_made():
     context = PrivacyContext(Budget(epsilon=1.0))
     for part in ("cluster 0", "cluster 1", "cluster 2"):
-        spend(context, 0.6, partition=("round 1", part))
-    spend(context, 0.3, partition=("round 1", "cluster 1"))
-    assert context.spent[0] == pytest.approx(0.9)  # max over parts: cluster 1 has 0.6 + 0.3
-    with pytest.raises(BudgetExceededError):
+        with context._in_part("region", part):
+            spend(context, 0.3)
+    with context._in_part("region", "cluster 1"):
         spend(context, 0.2)
+    assert context.spent[0] == pytest.approx(0.5)  # max over parts: cluster 1 has 0.3 + 0.2
+    assert context.ledger[0].partition == ("region", "cluster 0")
+    assert "composes in parallel" in context.ledger[0].statement
+    with pytest.raises(BudgetExceededError):
+        spend(context, 0.6)
+
+
+def test_a_partition_a_component_declares_is_charged_sequentially():
+    context = PrivacyContext(Budget(epsilon=1.0))
+    for part in ("cluster 0", "cluster 1"):
+        spend(context, 0.4, partition=("round 1", part))
+    assert context.spent[0] == pytest.approx(0.8)  # not 0.4: the host cannot check the parts
+    entry = context.ledger[0]
+    assert entry.partition is None
+    assert entry.details["claimed_partition"] == ["round 1", "cluster 0"]
+    assert "charged sequentially" in entry.statement
+    with pytest.raises(BudgetExceededError):
+        spend(context, 0.4, partition=("round 1", "cluster 2"))
 
 
 def test_no_budget_records_but_never_refuses():
