@@ -164,7 +164,7 @@ class Budget:
 
     #: A public column: the runner runs every step once per value of it, on
     #: that part's records only, and composes the parts in parallel.
-    partition_by: str | None = attrs.field(default=None, validator=attrs.validators.optional(
+    partition_by: str | None = attrs.field(default=None, repr=False, validator=attrs.validators.optional(
         attrs.validators.instance_of(str)))
 
     @property

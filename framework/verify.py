@@ -79,6 +79,10 @@ def _claim_columns(entry: LedgerEntry, step_columns: Sequence[str], frame: pd.Da
     return tuple(step_columns)
 
 
+def _records(count: int) -> str:
+    return f"{count} record is" if count == 1 else f"{count} records are"
+
+
 def _cols(columns: Sequence[str]) -> str:
     return ", ".join(columns) if columns else "(none)"
 
@@ -139,7 +143,7 @@ def verify(context: PrivacyContext, original: pd.DataFrame, released: pd.DataFra
                 f"{n} records with all their original values of {cols}; in the released file "
                 f"{s['verbatim_released']} of {n} records keep all of them, and the released combinations of these "
                 f"columns form {s['groups']} groups of identical rows, the smallest of {s['min_group_size']} "
-                f"record(s) ({s['unique_records']} records are unique).",
+                f"record(s) ({_records(s['unique_records'])} unique).",
                 mechanism="release check",
                 details={k: v for k, v in s.items() if not k.startswith("_")},
             )
@@ -199,7 +203,7 @@ def verify(context: PrivacyContext, original: pd.DataFrame, released: pd.DataFra
             else:
                 status = "claimed"
                 text = (f"{who} claims: {claim} Host check: {verbatim} of {n} records were released verbatim (all "
-                        f"their values of {_cols(columns)} unchanged); {small} records are in a group of identical "
+                        f"their values of {_cols(columns)} unchanged); {_records(small)} in a group of identical "
                         f"released rows smaller than k = {k}; the smallest group has {smallest}.")
         else:
             status = "claimed"
