@@ -55,11 +55,27 @@ def _same(original: pd.DataFrame, released: pd.DataFrame, columns: Sequence[str]
     return same
 
 
-def _group_sizes(released: pd.DataFrame, columns: Sequence[str]) -> np.ndarray:
-    """Per record: how many released records share its combination of ``columns``."""
+def _groups(released: pd.DataFrame, columns: Sequence[str]) -> tuple[np.ndarray, int]:
+    """Per record, how many released records share its combination of
+    ``columns``; and the number of distinct combinations."""
     values = _values(released, columns)
     _, inverse, counts = np.unique(values, axis=0, return_inverse=True, return_counts=True)
-    return counts[np.asarray(inverse).ravel()]
+    return counts[np.asarray(inverse).ravel()], int(len(counts))
+
+
+def _group_sizes(released: pd.DataFrame, columns: Sequence[str]) -> np.ndarray:
+    return _groups(released, columns)[0]
+
+
+def _kind_of_claim(guarantee: str | None) -> str | None:
+    """``"k-anonymity"`` or ``"probabilistic k-anonymity"`` for the claims the
+    host checks (whatever a component appends to the name), else ``None``."""
+    text = (guarantee or "").strip().lower()
+    if text.startswith("probabilistic k-anonymity"):
+        return "probabilistic k-anonymity"
+    if text.startswith("k-anonymity"):
+        return "k-anonymity"
+    return None
 
 
 def _claimed_k(entry: LedgerEntry) -> int | None:
@@ -110,12 +126,12 @@ def verify(context: PrivacyContext, original: pd.DataFrame, released: pd.DataFra
             for c in columns:  # what the step itself released, before any later step
                 own &= np.asarray(original[c].to_numpy() == data[c].to_numpy(), dtype=bool)
             step_out = int(own.sum())
-        sizes = _group_sizes(released, columns)
+        sizes, n_groups = _groups(released, columns)
         steps.append({
             "step": o.index, "id": o.id, "component": o.name, "columns": list(columns),
             "verbatim_by_step": step_out,
             "verbatim_released": int(_same(original, released, columns).sum()),
-            "groups": int(len(np.unique(_values(released, columns), axis=0))),
+            "groups": n_groups,
             "min_group_size": int(sizes.min()) if n else 0,
             "unique_records": int((sizes == 1).sum()),
             "_sizes": sizes,
@@ -174,12 +190,13 @@ def verify(context: PrivacyContext, original: pd.DataFrame, released: pd.DataFra
         who = entry.component or "a component"
         claim = entry.claim or entry.statement
         s = by_step.get(entry.step) if entry.step is not None else None
-        record: dict[str, Any] = {"seq": entry.seq, "component": who, "guarantee": entry.mechanism}
+        record: dict[str, Any] = {"seq": entry.seq, "component": who,
+                                  "guarantee": _kind_of_claim(entry.mechanism) or entry.mechanism}
         if nothing:
             status = "void"
             text = (f"{who} claims: {claim} Host check: the release changes no column, so every original value is "
                     "released; this claim protects nothing.")
-        elif entry.mechanism in ("k-anonymity", "probabilistic k-anonymity") and s is not None:
+        elif _kind_of_claim(entry.mechanism) is not None and s is not None:
             k = _claimed_k(entry)
             columns = _claim_columns(entry, s["columns"], original)
             sizes = s["_sizes"] if tuple(columns) == tuple(s["columns"]) else _group_sizes(released, columns)
@@ -188,7 +205,7 @@ def verify(context: PrivacyContext, original: pd.DataFrame, released: pd.DataFra
             verbatim = int(_same(original, released, columns).sum())
             record.update(k=k, columns=list(columns), min_group_size=smallest, records_in_small_groups=small,
                           verbatim_records=verbatim)
-            if entry.mechanism == "k-anonymity":
+            if _kind_of_claim(entry.mechanism) == "k-anonymity":
                 if k is not None and smallest >= k:
                     status = "verified"
                     text = (f"{who} claims: {claim} Verified by the host: every released combination of "
