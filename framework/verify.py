@@ -276,7 +276,10 @@ def verdict(ledger: Ledger, accountant: Accountant, outcomes: Sequence[Any], che
         elif claim.get("guarantee") == "probabilistic k-anonymity" and claim.get("status") == "claimed":
             extras.append(f"{claim['component']} claims probabilistic k-anonymity (k = {claim.get('k')}); "
                           f"{claim['verbatim_records']} of {checks['records']} records are released verbatim.")
-    if checks.get("changed_columns") and checks.get("verbatim_records"):
+    stated = {c.get("verbatim_records") for c in checks.get("claims", ())
+              if c.get("guarantee") == "probabilistic k-anonymity" and c.get("status") == "claimed"}
+    if checks.get("changed_columns") and checks.get("verbatim_records") \
+            and checks.get("verbatim_records") not in stated:
         extras.append(f"{checks['verbatim_records']} of {checks['records']} records keep all their original values "
                       f"of the columns the steps worked on.")
     if reasons:
