@@ -438,7 +438,10 @@ def _partition_parts(compiled: CompiledRecipe, frame: pd.DataFrame,
     if series.isna().any():
         raise DataError(f"[privacy] partition_by: the partition column {column!r} has {int(series.isna().sum())} "
                         "missing values; every record needs a part")
-    codes, uniques = pd.factorize(series, sort=True)
+    try:
+        codes, uniques = pd.factorize(series, sort=True)
+    except TypeError:  # values of mixed types cannot be ordered: keep their order of appearance
+        codes, uniques = pd.factorize(series, sort=False)
     parts = [(str(value), np.flatnonzero(codes == j)) for j, value in enumerate(uniques)]
     texts = [t for t, _ in parts]
     if len(set(texts)) != len(texts):

@@ -50,9 +50,19 @@ def _same(original: pd.DataFrame, released: pd.DataFrame, columns: Sequence[str]
         return np.ones(len(original), dtype=bool)
     same = np.ones(len(original), dtype=bool)
     for c in columns:
-        a, b = original[c].to_numpy(), released[c].to_numpy()
-        same &= np.asarray(a == b, dtype=bool)
+        same &= _equal(original[c], released[c])
     return same
+
+
+def _equal(a: Any, b: Any) -> np.ndarray:
+    """Element-wise equality, a missing value equal to a missing value."""
+    a, b = pd.Series(np.asarray(a, dtype=object) if _is_object(a) else np.asarray(a)), \
+        pd.Series(np.asarray(b, dtype=object) if _is_object(b) else np.asarray(b))
+    return np.asarray(a.eq(b) | (a.isna() & b.isna()), dtype=bool)
+
+
+def _is_object(values: Any) -> bool:
+    return not pd.api.types.is_numeric_dtype(getattr(values, "dtype", np.asarray(values).dtype))
 
 
 def _groups(released: pd.DataFrame, columns: Sequence[str]) -> tuple[np.ndarray, int]:
@@ -124,7 +134,7 @@ def verify(context: PrivacyContext, original: pd.DataFrame, released: pd.DataFra
             data = o.result.data
             own = np.ones(n, dtype=bool)
             for c in columns:  # what the step itself released, before any later step
-                own &= np.asarray(original[c].to_numpy() == data[c].to_numpy(), dtype=bool)
+                own &= _equal(original[c].to_numpy(), data[c].to_numpy())
             step_out = int(own.sum())
         sizes, n_groups = _groups(released, columns)
         steps.append({

@@ -433,3 +433,11 @@ def test_the_summary_line_opens_with_the_verdict_and_seeds_stay_off_the_command_
     assert _run_cli(tmp_path, "-o", str(tmp_path / "x.csv")) == 1
     assert "PRIVCLUST_SEED" in capsys.readouterr().err
     assert not (tmp_path / "x.csv").exists()
+
+
+def test_missing_values_in_an_untouched_column_do_not_count_as_a_change():
+    frame = pd.DataFrame({"name": ["x", None, "z"] * 4, "a": np.arange(12.0), "b": np.arange(12.0) % 3})
+    with pytest.warns(NothingProtectedWarning):
+        release = privclust.run({"steps": [{"use": "mdav", "k": 3, "columns": ["a", "b"]}]}, frame)
+    assert release.verification["changed_columns"] == []
+    assert release.verification["unchanged_columns"] == ["name", "a", "b"]
