@@ -760,7 +760,7 @@ class PrivacyContext:
     def can_spend(self, epsilon: float, delta: float = 0.0) -> bool:
         """Whether a release of this cost would fit in the budget now."""
         probe = self._entry("dp", "probe", epsilon=float(epsilon), delta=float(delta), mechanism="probe",
-                            covers="probe")
+                            covers="probe", partition=self._part)
         try:
             self.accountant.check(self.ledger.entries, probe)
         except BudgetExceededError:

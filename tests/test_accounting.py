@@ -220,3 +220,12 @@ def test_unknown_relations_do_not_compose_with_others():
     with pytest.raises(PrivclustError, match="cannot compose releases stated under different neighbouring"):
         context.spend(epsilon=1.0, mechanism="m", sensitivity=1.0, relation="edge-level", covers="c")
     assert len(context.ledger) == 1
+
+
+def test_can_spend_inside_a_part_counts_that_part_only():
+    context = PrivacyContext(Budget(epsilon=1.0))
+    with context._in_part("region", "north"):
+        spend(context, 0.8)
+    with context._in_part("region", "south"):
+        assert context.can_spend(0.8) and not context.can_spend(1.1)
+    assert not context.can_spend(0.3)  # outside any part it adds to the largest part
