@@ -629,7 +629,7 @@ def run(
                              details={"partition_by": part_column,
                                       "parts": {text: int(len(rows)) for text, rows in parts}},
                              mechanism="partition")
-    checks = verify(context, frame, current, outcomes, label_columns=tuple(labels.columns))
+    checks = verify(context, frame, current, outcomes, label_columns=tuple(labels.columns), partition_by=part_column)
 
     changed = tuple(c for c in frame.columns if any(c in o.columns for o in outcomes if o.kind != "clusterers"))
     evaluations = _evaluate(compiled, frame, current, labels, outcomes, all_constraints, context,

@@ -73,8 +73,14 @@ def _groups(released: pd.DataFrame, columns: Sequence[str]) -> tuple[np.ndarray,
     return counts[np.asarray(inverse).ravel()], int(len(counts))
 
 
-def _group_sizes(released: pd.DataFrame, columns: Sequence[str]) -> np.ndarray:
-    return _groups(released, columns)[0]
+def _groups_of(released: pd.DataFrame, columns: Sequence[str], extra: Sequence[str]) -> tuple[np.ndarray, int]:
+    """:func:`_groups` over ``columns``, within each value of the public ``extra`` columns."""
+    if not extra:
+        return _groups(released, columns)
+    codes = pd.factorize(pd.MultiIndex.from_frame(released.loc[:, list(extra)].astype(str)))[0] \
+        if len(extra) > 1 else pd.factorize(released[extra[0]].astype(str))[0]
+    keyed = released.loc[:, list(columns)].assign(**{"\0part": codes.astype(float)})
+    return _groups(keyed, [*columns, "\0part"])
 
 
 def _kind_of_claim(guarantee: str | None) -> str | None:
@@ -114,10 +120,15 @@ def _cols(columns: Sequence[str]) -> str:
 
 
 def verify(context: PrivacyContext, original: pd.DataFrame, released: pd.DataFrame, outcomes: Sequence[Any], *,
-           label_columns: Sequence[str] = ()) -> dict[str, Any]:
+           label_columns: Sequence[str] = (), partition_by: str | None = None) -> dict[str, Any]:
     """Measure the release, write the host's ``verified`` entries, and settle
     the components' claims. Returns the measurements (also kept by the
-    Release as ``release.verification``)."""
+    Release as ``release.verification``).
+
+    With ``partition_by``, the public partition column is released beside
+    every step's columns, so groups of identical rows are counted over the
+    step's columns *and* it (a combination is shared only within a part)."""
+    extra = (partition_by,) if partition_by is not None else ()
     n = int(len(original))
     changed = [str(c) for c in original.columns
                if not _same(original, released, [c]).all()]
@@ -136,7 +147,7 @@ def verify(context: PrivacyContext, original: pd.DataFrame, released: pd.DataFra
             for c in columns:  # what the step itself released, before any later step
                 own &= _equal(original[c].to_numpy(), data[c].to_numpy())
             step_out = int(own.sum())
-        sizes, n_groups = _groups(released, columns)
+        sizes, n_groups = _groups_of(released, columns, extra)
         steps.append({
             "step": o.index, "id": o.id, "component": o.name, "columns": list(columns),
             "verbatim_by_step": step_out,
@@ -209,7 +220,7 @@ def verify(context: PrivacyContext, original: pd.DataFrame, released: pd.DataFra
         elif _kind_of_claim(entry.mechanism) is not None and s is not None:
             k = _claimed_k(entry)
             columns = _claim_columns(entry, s["columns"], original)
-            sizes = s["_sizes"] if tuple(columns) == tuple(s["columns"]) else _group_sizes(released, columns)
+            sizes = s["_sizes"] if tuple(columns) == tuple(s["columns"]) else _groups_of(released, columns, extra)[0]
             smallest = int(sizes.min())
             small = int((sizes < k).sum()) if k else 0
             verbatim = int(_same(original, released, columns).sum())

@@ -441,3 +441,14 @@ def test_missing_values_in_an_untouched_column_do_not_count_as_a_change():
         release = privclust.run({"steps": [{"use": "mdav", "k": 3, "columns": ["a", "b"]}]}, frame)
     assert release.verification["changed_columns"] == []
     assert release.verification["unchanged_columns"] == ["name", "a", "b"]
+
+
+def test_with_partition_by_groups_are_counted_within_each_part(reg):
+    # two parts whose blocks of 3 share their means across parts: 6 records per combination overall,
+    # but only 3 within a part, and the part is released beside them
+    frame = pd.DataFrame({"a": np.tile([0.0, 0.25, 0.5, 1.0, 1.25, 1.5], 2), "region": np.repeat(["n", "s"], 6)})
+    release = privclust.run({"privacy": {"partition_by": "region"}, "steps": [{"use": "blocks", "k": 3}]}, frame,
+                            registry=reg)
+    step = release.verification["steps"][0]
+    assert step["min_group_size"] == 3 and step["groups"] == 4
+    assert {e.status for e in release.ledger.of_kind("guarantee")} == {"verified"}
