@@ -56,6 +56,12 @@ def _same(original: pd.DataFrame, released: pd.DataFrame, columns: Sequence[str]
 
 def _equal(a: Any, b: Any) -> np.ndarray:
     """Element-wise equality, a missing value equal to a missing value."""
+    if not _is_object(a) and not _is_object(b):
+        x, y = np.asarray(a), np.asarray(b)
+        same = np.asarray(x == y, dtype=bool)
+        if x.dtype.kind == "f" or y.dtype.kind == "f":
+            same |= np.isnan(x.astype(float)) & np.isnan(y.astype(float))
+        return same
     a, b = pd.Series(np.asarray(a, dtype=object) if _is_object(a) else np.asarray(a)), \
         pd.Series(np.asarray(b, dtype=object) if _is_object(b) else np.asarray(b))
     return np.asarray(a.eq(b) | (a.isna() & b.isna()), dtype=bool)
