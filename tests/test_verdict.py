@@ -284,6 +284,12 @@ def test_blocking_or_removing_the_host_plugin_cannot_remove_process_entries(data
     release = privclust.run({"steps": [{"use": "laplace", "epsilon": 1.0, "bounds": {"a": [-5, 5], "b": [-5, 5]}}]},
                             data, registry=registry, seed=1)
     assert [e.kind for e in release.ledger].count("process") == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", privclust.PrivclustWarning)
+        blocked = Registry(block=["privclust.accounting"], use_env=False)
+        release = privclust.run({"steps": [{"use": "laplace", "epsilon": 1.0,
+                                            "bounds": {"a": [-5, 5], "b": [-5, 5]}}]}, data, registry=blocked)
+    assert [e.kind for e in release.ledger] == ["dp", "process", "verified", "verified"]
 
 
 def test_observers_get_a_read_only_view(reg, data):
