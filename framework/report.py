@@ -1,9 +1,12 @@
 """The Release a run returns, its JSON report and its notebook view.
 
-The report is the transparency record of a release: the recipe, every
-parameter of every component (defaults included), the package and plugin
-versions, the ledger and the evaluations. It says whether the run was seeded
-and never contains the seed.
+The report is the transparency record of a release. It opens with the host's
+verdict (one sentence: differentially private for what and under which
+relation, or why not), then the recipe, every parameter of every component
+(defaults included), the plugin, distribution and version of each as
+recorded when the run happened (never read again from the live registry),
+the ledger, the host's measurements of the released data and the
+evaluations. It says whether the run was seeded and never contains the seed.
 """
 
 from __future__ import annotations
