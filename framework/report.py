@@ -90,6 +90,23 @@ class Release:
     def __reduce__(self):
         """Pickle without the registry (a live plugin manager); every part of
         the report comes from the run-time snapshot."""
+        import pickle
+
+        for o in self.outcomes:  # name the culprit rather than fail deep inside pickle
+            for what, part in (("component", o.component), ("result", o.result)):
+                try:
+                    pickle.dumps(part)
+                except Exception as err:  # any failure of third-party objects
+                    raise PrivclustError(
+                        f"this Release cannot be pickled: the {what} of step {o.index} ({o.id}, {o.name}) holds an "
+                        f"object that does not pickle ({type(err).__name__}: {err}); save release.data and "
+                        "release.to_json() instead, or report it to the plugin's authors") from None
+        try:
+            pickle.dumps(self.accountant)
+        except Exception as err:
+            raise PrivclustError(f"this Release cannot be pickled: its accountant "
+                                 f"{type(self.accountant).__name__} does not pickle ({type(err).__name__}: {err})"
+                                 ) from None
         values = {f.name: getattr(self, f.name) for f in attrs.fields(type(self))}
         values["registry"] = None
         values["recipe"] = self.recipe.to_dict()  # its read-only mappings do not pickle; rebuilt on load

@@ -458,3 +458,23 @@ def test_with_partition_by_groups_are_counted_within_each_part(reg):
     step = release.verification["steps"][0]
     assert step["min_group_size"] == 3 and step["groups"] == 4
     assert {e.status for e in release.ledger.of_kind("guarantee")} == {"verified"}
+
+
+@attrs.frozen(kw_only=True)
+class Unpicklable:
+    name: ClassVar[str] = "unpicklable"
+
+    def mask(self, data, context):
+        return Masked(data=data + 1.0, diagnostics={"callback": lambda: None})
+
+
+def test_a_release_that_cannot_pickle_says_which_step(data):
+    class P:
+        @hookimpl
+        def privclust_register_maskers(self, register):
+            register(Unpicklable)
+
+    release = privclust.run({"steps": [{"use": "unpicklable"}]}, data, registry=Registry(plugins=[P()],
+                                                                                          use_env=False))
+    with pytest.raises(PrivclustError, match=r"the result of step 0 \(unpicklable, unpicklable\)"):
+        pickle.dumps(release)
