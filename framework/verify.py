@@ -237,13 +237,18 @@ def verify(context: PrivacyContext, original: pd.DataFrame, released: pd.DataFra
                     status = "verified"
                     text = (f"{who} claims: {claim} Verified by the host: every released combination of "
                             f"{_cols(columns)} is shared by at least {smallest} records (k = {k}).")
+                elif k is None:
+                    status = "refuted"
+                    text = (f"Claimed by {who}, not verified: the k-anonymity claim names no k the host can check "
+                            f"(a component states it as details={{'k': ...}}); on the released data the smallest "
+                            f"group of identical rows of {_cols(columns)} has {smallest} record(s). The claim was: "
+                            f"{claim}")
                 else:
                     status = "refuted"
-                    text = (f"Claimed by {who}, does NOT hold: k-anonymity"
-                            + (f" with k = {k}" if k else "") + f" of {_cols(columns)}. On the released data "
-                            f"{small} of {n} records share their combination of these columns with fewer than "
-                            f"{(k or 2) - 1} other record(s) (the smallest group has {smallest}); {verbatim} records "
-                            f"are released verbatim. The claim was: {claim}")
+                    text = (f"Claimed by {who}, does NOT hold: k-anonymity with k = {k} of {_cols(columns)}. On "
+                            f"the released data {small} of {n} records share their combination of these columns "
+                            f"with fewer than {k - 1} other record(s) (the smallest group has {smallest}); "
+                            f"{verbatim} records are released verbatim. The claim was: {claim}")
             else:
                 status = "claimed"
                 text = (f"{who} claims: {claim} Host check: {verbatim} of {n} records were released verbatim (all "
@@ -297,6 +302,8 @@ def verdict(ledger: Ledger, accountant: Accountant, outcomes: Sequence[Any], che
         if claim.get("guarantee") == "k-anonymity" and claim.get("status") == "verified":
             extras.append(f"Verified by the host: k-anonymity with k = {claim['k']} of {_cols(claim['columns'])} "
                           f"(every released combination is shared by at least {claim['min_group_size']} records).")
+        elif claim.get("guarantee") == "k-anonymity" and claim.get("status") == "refuted" and claim.get("k") is None:
+            extras.append(f"{claim['component']} claims k-anonymity without a k the host can check: not verified.")
         elif claim.get("guarantee") == "k-anonymity" and claim.get("status") == "refuted":
             extras.append(f"{claim['component']} claims k-anonymity with k = {claim.get('k')}, which does NOT hold "
                           f"on the released data ({claim['records_in_small_groups']} records in smaller groups).")

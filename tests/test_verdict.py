@@ -478,3 +478,24 @@ def test_a_release_that_cannot_pickle_says_which_step(data):
                                                                                           use_env=False))
     with pytest.raises(PrivclustError, match=r"the result of step 0 \(unpicklable, unpicklable\)"):
         pickle.dumps(release)
+
+
+@attrs.frozen(kw_only=True)
+class NoK:
+    name: ClassVar[str] = "no-k"
+
+    def mask(self, data, context):
+        context.record("the data are anonymous", guarantee="k-anonymity")
+        return Masked(data=data * 0.0)
+
+
+def test_a_k_anonymity_claim_without_a_k_is_not_verified(data):
+    class P:
+        @hookimpl
+        def privclust_register_maskers(self, register):
+            register(NoK)
+
+    release = privclust.run({"steps": [{"use": "no-k"}]}, data, registry=Registry(plugins=[P()], use_env=False))
+    entry = release.ledger.of_kind("guarantee")[0]
+    assert entry.status == "refuted" and entry.statement.startswith("Claimed by no-k, not verified")
+    assert release.verdict.endswith("no-k claims k-anonymity without a k the host can check: not verified.")
