@@ -229,3 +229,19 @@ def test_can_spend_inside_a_part_counts_that_part_only():
     with context._in_part("region", "south"):
         assert context.can_spend(0.8) and not context.can_spend(1.1)
     assert not context.can_spend(0.3)  # outside any part it adds to the largest part
+
+
+@pytest.mark.parametrize("entropy, pool_size", [(0, 4), (7, 4), (2**150 + 12345, 4), ([1, 2, 3, 4, 5, 6], 4),
+                                                (7, 8), (2**200, 8)])
+@pytest.mark.parametrize("spawn_key", [(), (0,), (5, 9)])
+def test_the_seedless_stream_derives_numpys_states_and_children(entropy, pool_size, spawn_key):
+    from privclust.accounting import _SeedStream
+
+    seq = np.random.SeedSequence(entropy, spawn_key=spawn_key, pool_size=pool_size)
+    stream = _SeedStream.of(seq)
+    assert not any(isinstance(v, np.random.SeedSequence) for v in vars(stream).values())
+    for dtype in (np.uint32, np.uint64):
+        assert np.array_equal(seq.generate_state(5, dtype), stream.generate_state(5, dtype))
+    for ours, theirs in zip(stream.spawn(3), seq.spawn(3), strict=True):
+        assert np.array_equal(ours.generate_state(4), theirs.generate_state(4))
+        assert ours.spawn_key == theirs.spawn_key
