@@ -802,7 +802,10 @@ class PrivacyContext:
 
     def view(self) -> ContextView:
         """A read-only view of the run so far (for observers)."""
-        return ContextView(budget=self.budget, entries=self.ledger.entries, spent=self.spent,
+        import copy
+
+        # Copies: an entry is frozen, but its details are a dict an observer could change in place.
+        return ContextView(budget=self.budget, entries=copy.deepcopy(self.ledger.entries), spent=self.spent,
                            seeded=self.seeded, step_index=self.step_index)
 
     @property
