@@ -223,7 +223,7 @@ class EvaluationInputs:
     :ivar labels: the label columns the clusterer steps released.
     :ivar outcomes: each step's :class:`~privclust.StepOutcome`.
     :ivar constraints: the recipe's edit rules bound to all columns, or ``None``.
-    :ivar ledger: the run's ledger (read it, never write it).
+    :ivar ledger: a copy of the run's ledger so far (changing it changes nothing).
     :ivar rng: a random generator for evaluators that sample.
     """
 

@@ -696,7 +696,12 @@ def _record_rules(context: PrivacyContext, rules: ConstraintSet | None, frame: p
 def _evaluate(compiled: CompiledRecipe, original: pd.DataFrame, protected: pd.DataFrame, labels: pd.DataFrame,
               outcomes: Sequence[StepOutcome], constraints: ConstraintSet | None, context: PrivacyContext,
               default_columns: Sequence[str]) -> pd.DataFrame:
+    import copy
+
+    from .accounting import Ledger
+
     rows = []
+    ledger = Ledger(copy.deepcopy(context.ledger.entries))  # evaluators read a copy; the run's ledger is the host's
     with context.step(-1, "evaluate", "evaluate"):
         rng = context.rng
         for i, ev in enumerate(compiled.evaluations):
@@ -705,7 +710,7 @@ def _evaluate(compiled: CompiledRecipe, original: pd.DataFrame, protected: pd.Da
             if problems:
                 raise DataError("; ".join(problems))
             inputs = EvaluationInputs(original=original, protected=protected, columns=tuple(columns), labels=labels,
-                                      outcomes=tuple(outcomes), constraints=constraints, ledger=context.ledger,
+                                      outcomes=tuple(outcomes), constraints=constraints, ledger=ledger,
                                       rng=rng)
             figures = ev.evaluator.evaluate(inputs)
             for metric, value in dict(figures).items():
