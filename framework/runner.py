@@ -607,7 +607,7 @@ def run(
                 labels[output] = np.asarray(result.labels)
             else:
                 for c in columns:
-                    current[c] = result.data[c].to_numpy()
+                    current[c] = result.data[c].to_numpy(copy=True)  # observers cannot reach the release
             elapsed = time.perf_counter() - start
             outcome = StepOutcome(index=cs.index, id=cs.id, kind=cs.kind, component=cs.component,
                                   columns=tuple(columns), result=result, elapsed=elapsed,
