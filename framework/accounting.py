@@ -708,6 +708,7 @@ class PrivacyContext:
             per part and tags every release of a part itself.
         :raises BudgetExceededError: before anything is recorded.
         """
+        _not_the_host(component)
         for label, value in (("epsilon", epsilon), ("delta", delta)):
             if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
                 raise PrivclustError(f"spend(): {label} must be a finite number >= 0; got {value!r}")
@@ -772,6 +773,7 @@ class PrivacyContext:
         """Record a non-DP guarantee (k-anonymity, probabilistic k-anonymity,
         edit rules satisfied...). ``guarantee`` names it; ``statement`` says
         in words what it covers and what it does not."""
+        _not_the_host(component)
         entry = self._entry("guarantee", statement, mechanism=guarantee, details=details, component=component,
                             claim=statement, status="claimed")
         self.ledger._append(entry)
@@ -819,6 +821,11 @@ class PrivacyContext:
         if self.budget.epsilon is None:
             return None
         return max(0.0, self.budget.epsilon - self.spent[0])
+
+
+def _not_the_host(component: str | None) -> None:
+    if component is not None and component.strip().lower() == HOST:
+        raise PrivclustError(f"component={component!r} names the host; a component records under its own name")
 
 
 @attrs.frozen(kw_only=True)

@@ -245,3 +245,13 @@ def test_the_seedless_stream_derives_numpys_states_and_children(entropy, pool_si
     for ours, theirs in zip(stream.spawn(3), seq.spawn(3), strict=True):
         assert np.array_equal(ours.generate_state(4), theirs.generate_state(4))
         assert ours.spawn_key == theirs.spawn_key
+
+
+def test_a_component_cannot_record_in_the_hosts_name():
+    context = PrivacyContext()
+    with pytest.raises(PrivclustError, match="names the host"):
+        context.record("all verified", guarantee="k-anonymity", component="privclust (host)")
+    with pytest.raises(PrivclustError, match="names the host"):
+        context.spend(epsilon=1.0, mechanism="laplace", sensitivity=1.0, relation="replace-one", covers="x",
+                      component="privclust (host)")
+    assert len(context.ledger) == 0
