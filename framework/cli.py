@@ -2,7 +2,7 @@
 
 ::
 
-    privclust run RECIPE --input FILE --output FILE [--report FILE] [--seed N]
+    privclust run RECIPE --input FILE --output FILE [--report FILE] [--seed N | --seed-file PATH]
     privclust check RECIPE [--input FILE]
     privclust compare RECIPE... --input FILE [--sweep KEY=VALUES] [--repeats N]
                       [--scheduler ADDRESS] --output FILE [--plot FILE]
@@ -108,19 +108,58 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from .runner import run
 
     try:
-        release = run(recipe, data, seed=args.seed, registry=registry)
+        release = run(recipe, data, seed=_run_seed(args), registry=registry)
     finally:
         registry.unregister(ProgressDisplay.plugin_name)
     targets = [(output, frame_writer(release.data, output))]
     if report is not None:
         targets += _report_targets(release, report, args.non_disclosive)
     write_atomically(targets)
-    eps, delta = release.spent
     if not args.quiet:
         written = " and ".join(str(t[0]) for t in targets[1:])
-        print(f"wrote {output} ({release.data.shape[0]} records)" + (f" and {written}" if written else "")
-              + f"; privacy spent: epsilon {eps:.6g}, delta {delta:.3g}", file=sys.stderr)
+        # The summary opens with the host's verdict (the report's first field too).
+        print(f"{release.verdict}\nwrote {output} ({release.data.shape[0]} records)"
+              + (f" and {written}" if written else ""), file=sys.stderr)
     return 0
+
+
+#: The environment variable ``privclust run`` reads a seed from (kept out of the process list).
+ENV_SEED = "PRIVCLUST_SEED"
+
+
+def _parse_seed(text: str, where: str) -> int:
+    text = text.strip()
+    try:
+        value = int(text, 10)
+    except ValueError:
+        raise PrivclustError(f"{where}: a seed is a non-negative whole number; got {text[:20]!r}") from None
+    if value < 0:
+        raise PrivclustError(f"{where}: a seed is a non-negative whole number; got {value}")
+    return value
+
+
+def _run_seed(args: argparse.Namespace) -> int | None:
+    """The seed of a run: ``--seed N``, ``--seed-file PATH`` or the
+    ``PRIVCLUST_SEED`` environment variable (at most one of the first two;
+    either overrides the variable). The last two keep the seed out of the
+    process list."""
+    if args.seed is not None and args.seed_file is not None:
+        raise PrivclustError("give either --seed or --seed-file, not both")
+    if args.seed is not None:
+        if args.seed < 0:
+            raise PrivclustError(f"--seed: a seed is a non-negative whole number; got {args.seed}")
+        return int(args.seed)
+    if args.seed_file is not None:
+        path = Path(args.seed_file)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as err:
+            raise PrivclustError(f"--seed-file {path}: cannot read it ({type(err).__name__}: {err})") from None
+        return _parse_seed(text, f"--seed-file {path}")
+    env = os.environ.get(ENV_SEED)
+    if env is not None and env.strip():
+        return _parse_seed(env, ENV_SEED)
+    return None
 
 
 def _check_folders(paths: Sequence[Path | None]) -> None:
@@ -360,7 +399,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--report", help="where to write the report (.json, or .html with the .json beside it)")
     p.add_argument("--non-disclosive", action="store_true",
                    help="leave out of the report everything derived from individual original values")
-    p.add_argument("--seed", type=int, help="seed for reproducible experiments (never written to the report)")
+    p.add_argument("--seed", type=int, help="seed for reproducible experiments (never written to the report; "
+                                             "visible in the process list: prefer --seed-file or PRIVCLUST_SEED)")
+    p.add_argument("--seed-file", metavar="PATH",
+                   help="read the seed from this file (keeps it out of the process list); the PRIVCLUST_SEED "
+                        "environment variable does the same")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress output")
     p.set_defaults(func=_cmd_run)
 

@@ -43,7 +43,7 @@ STEP_KEYS = ("use", "id", "columns", "output")
 #: Top-level keys of a recipe.
 RECIPE_KEYS = ("name", "description", "privacy", "constraints", "steps", "evaluate")
 #: Keys of the ``[privacy]`` table.
-PRIVACY_KEYS = ("epsilon", "delta")
+PRIVACY_KEYS = ("epsilon", "delta", "partition_by")
 #: Default name of the label column a clusterer step releases.
 DEFAULT_LABEL_COLUMN = "cluster"
 
@@ -162,6 +162,11 @@ class Budget:
     epsilon: float | None = attrs.field(default=None, converter=_to_float, validator=_check_epsilon)
     delta: float = attrs.field(default=0.0, converter=_to_float, validator=_check_delta)
 
+    #: A public column: the runner runs every step once per value of it, on
+    #: that part's records only, and composes the parts in parallel.
+    partition_by: str | None = attrs.field(default=None, repr=False, validator=attrs.validators.optional(
+        attrs.validators.instance_of(str)))
+
     @property
     def limited(self) -> bool:
         return self.epsilon is not None
@@ -172,6 +177,8 @@ class Budget:
             out["epsilon"] = self.epsilon
         if self.delta:
             out["delta"] = self.delta
+        if self.partition_by is not None:
+            out["partition_by"] = self.partition_by
         return out
 
 
@@ -360,8 +367,14 @@ class Recipe:
                 except RecipeError as err:
                     problems.extend(err.problems)
                     ok = False
+            partition_by = privacy.get("partition_by")
+            if partition_by is not None and (not isinstance(partition_by, str) or not partition_by):
+                problems.append(Problem("privacy.partition_by", f"must be a column name; got {partition_by!r}",
+                                        'partition_by = "region"'))
+                ok = False
             if ok:
-                budget = Budget(epsilon=privacy.get("epsilon"), delta=privacy.get("delta", 0.0))
+                budget = Budget(epsilon=privacy.get("epsilon"), delta=privacy.get("delta", 0.0),
+                                partition_by=partition_by)
 
         steps: list[Step] = []
         positions: list[int] = []

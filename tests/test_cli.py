@@ -50,7 +50,7 @@ def test_run_writes_output_and_report(files, capsys):
     report = json.loads((folder / "report.json").read_text())
     assert report["seeded"] is True and report["privacy"]["spent"]["epsilon"] == 1.0
     err = capsys.readouterr().err
-    assert "[1/1] laplace" in err and "privacy spent: epsilon 1" in err
+    assert "[1/1] laplace" in err and "ε-differentially private (ε = 1, δ = 0)" in err and "privacy spent" not in err
     assert listing(folder) == {"in.csv", "recipe.toml", "out.csv", "report.json"}
 
 
