@@ -308,6 +308,8 @@ def discrete_gaussian(rng: np.random.Generator, sigma2: float | Fraction | int,
 
 def _pow2_floor(x: Fraction) -> Fraction:
     """The largest power of two <= x (x > 0), exactly."""
+    if x <= 0:
+        raise ValueError(f"no power of two is <= {x}")
     e = x.numerator.bit_length() - x.denominator.bit_length()
     p = Fraction(2) ** e
     while p > x:
@@ -335,8 +337,11 @@ def lattice_for(sensitivity: float, changed: int, cap: Fraction) -> float:
     :param changed: how many coordinates can differ between neighbours.
     :param cap: a lower bound on the spacing (> 0).
     """
-    fine = _pow2_floor(Fraction(sensitivity) / (max(int(changed), 1) * 2**LATTICE_BITS))
-    gamma = max(fine, _pow2_ceil(cap))
+    if not (math.isfinite(sensitivity) and sensitivity > 0):
+        raise ValueError(f"the sensitivity must be finite and > 0; got {sensitivity!r}")
+    gamma = _pow2_floor(Fraction(sensitivity) / (max(int(changed), 1) * 2**LATTICE_BITS))
+    if cap > 0:
+        gamma = max(gamma, _pow2_ceil(Fraction(cap)))
     gamma = min(max(gamma, Fraction(2) ** -1074), Fraction(2) ** 1023)
     return float(gamma)
 
