@@ -102,7 +102,14 @@ class _StepMixin:
                             "drop or impute them before adding noise")
         if self.bounds == "data":
             low, high = values.min(axis=0), values.max(axis=0)
-            high = np.where(high > low, high, low + np.maximum(1.0, np.abs(low) * 2.0**-40))
+            # a constant column gets a range of 2^-40 of its magnitude (at least 1), on the side that stays finite
+            pad = np.maximum(1.0, np.abs(low) * 2.0**-40)
+            constant = high <= low
+            up = constant & (low <= 0)
+            down = constant & (low > 0)
+            with np.errstate(over="ignore"):  # the side not taken may overflow
+                high = np.where(up, low + pad, high)
+                low = np.where(down, low - pad, low)
             context.record_leak(
                 "bounds",
                 f"the bounds of {', '.join(columns)} were taken from the data (their minimum and maximum are "
@@ -143,6 +150,9 @@ def _as_array(name: str, values: Any) -> np.ndarray:
 
 def _range(name: str, column: str, low: float, high: float) -> float:
     """The exact range ``high - low`` of public bounds, rounded up to a double."""
+    if not (math.isfinite(low) and math.isfinite(high)):
+        raise ParameterError(f"{name}: the bounds of column {column} must be finite; got [{low}, {high}]. "
+                             "Rescale the column (e.g. express it in thousands) first.")
     exact = Fraction(float(high)) - Fraction(float(low))
     if exact <= 0:
         raise ParameterError(f"{name}: the bounds of column {column} must have low < high; got [{low}, {high}]")

@@ -364,3 +364,12 @@ def test_the_epsilon_in_the_ledger_is_the_one_that_holds():
             entry.details["effective_sensitivity"])
         assert entry.epsilon == eps and entry.sensitivity == sens
         assert on_lattice(noisy, gamma)
+
+
+@pytest.mark.parametrize("value", [np.finfo(float).max, -np.finfo(float).max])
+def test_a_constant_column_at_the_largest_double_is_finite(value):
+    data = pd.DataFrame({"x": [value] * 3})
+    recipe = {"steps": [{"use": "laplace", "epsilon": 1.0, "bounds": "data"}]}
+    with pytest.warns(PrivacyLeakWarning):
+        out = privclust.run(recipe, data, seed=1)
+    assert np.all(np.isfinite(out.data["x"]))
