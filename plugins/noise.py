@@ -370,10 +370,22 @@ class GeometricMechanism(_StepMixin):
         ranges = [max(hi - lo, 1) for lo, hi in zip(lows, highs, strict=True)]  # exact Python integers
         eps_col = self.epsilon / d if d else self.epsilon
         scales = [_geometric_scale(self.name, r, eps_col, f"column {c}") for c, r in zip(columns, ranges, strict=True)]
-        clipped = np.clip(values, np.array(lows, dtype=float), np.array(highs, dtype=float))
-        as_int = np.column_stack([np.clip(np.round(clipped[:, j]), lows[j], highs[j]).astype(np.int64)
-                                  for j in range(d)]) if d else np.zeros((len(data), 0), dtype=np.int64)
-        # values above 2^53 are integers as doubles but the bounds were clipped exactly above
+        as_int = np.zeros((len(data), d), dtype=np.int64)
+        clipped_values = 0
+        for j, c in enumerate(columns):
+            column, lo, hi = data[c].to_numpy(), lows[j], highs[j]
+            if column.dtype.kind == "i":  # integers stay exact (a double loses them above 2^53)
+                clipped_values += int(np.count_nonzero((column < lo) | (column > hi)))
+                exact = np.clip(column.astype(np.int64), lo, hi)
+            elif column.dtype.kind == "u":
+                top, bottom = np.uint64(max(hi, 0)), np.uint64(max(lo, 0))
+                clipped_values += int(np.count_nonzero((column > top) | (column < bottom))) if hi >= 0 else len(column)
+                exact = np.clip(np.minimum(column, top).astype(np.int64), lo, hi)
+            else:  # doubles above 2^53 are integers already; clipped to +-2^62 they fit int64 exactly
+                clipped = np.clip(values[:, j], float(lo), float(hi))
+                clipped_values += int(np.count_nonzero(clipped != values[:, j]))
+                exact = np.clip(clipped.astype(np.int64), lo, hi)
+            as_int[:, j] = exact
         context.spend(epsilon=self.epsilon, mechanism=self.name,
                       sensitivity=f"the column ranges {_fmt_map(columns, ranges)} with epsilon split evenly, "
                                   f"{eps_col:.6g} per column",
@@ -383,7 +395,7 @@ class GeometricMechanism(_StepMixin):
         noise = np.column_stack([sampling.discrete_laplace(context.rng, u, (len(data),)) for u in scales]) \
             if d else np.zeros((len(data), 0), dtype=np.int64)
         out = pd.DataFrame(as_int + noise, index=data.index, columns=columns)
-        return Masked(data=out, diagnostics={"clipped_values": int((clipped != values).sum()),
+        return Masked(data=out, diagnostics={"clipped_values": clipped_values,
                                              "noise_scale": [float(u) for u in scales]})
 
 
