@@ -570,7 +570,8 @@ def discrete_gaussian_sigma(epsilon: float, delta: float, sensitivity: float) ->
     rho = _zcdp_rho(epsilon, delta)
     if not rho > 0:
         return math.inf
-    return sensitivity / math.sqrt(2.0 * rho)
+    # two steps up absorb the rounding of the division and the square root
+    return float(np.nextafter(np.nextafter(sensitivity / math.sqrt(2.0 * rho), np.inf), np.inf))
 
 
 def _gaussian_plan(sensitivity: float, epsilon: float, delta: float, changed: int) -> _Plan:
