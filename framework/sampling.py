@@ -112,8 +112,10 @@ def _bernoulli_exp_fraction(rng: np.random.Generator, num: np.ndarray, den: int)
     if not n:
         return out
     # k = 1 on the whole array (no gather): A_1 = 0 stops at an odd k, so those draws return 1
-    if den == 1:  # gamma = 1: A_1 = 1 always
-        active = np.arange(n)
+    if den == 1:  # Bernoulli(num / 1) with num in {0, 1}: no random bits needed
+        first = num >= 1
+        out[~first] = True
+        active = np.flatnonzero(first)
     else:
         first = _below(rng, den, n) < num
         out[~first] = True

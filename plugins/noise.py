@@ -138,6 +138,10 @@ class _StepMixin:
 
 
 def _as_array(name: str, values: Any) -> np.ndarray:
+    raw = np.asarray(values)
+    if raw.dtype.kind in "iu" and raw.size and (int(raw.max()) > 2**53 or int(raw.min()) < -(2**53)):
+        raise DataError(f"{name}: integer values beyond +-2^53 cannot be held exactly as doubles; use the geometric "
+                        "mechanism (exact on integers up to 2^62) or subtract a public offset first")
     try:
         out = np.array(values, dtype=float, copy=True)
     except (TypeError, ValueError, OverflowError) as err:

@@ -387,3 +387,10 @@ def test_geometric_step_keeps_integers_above_2_53_exact(dtype):
     truth = np.array([base + 1, base + 7, base + 999, base + 1000], dtype=np.int64)
     # noise of scale 0.1 is almost always 0: the values come back exactly (a double near 2^62 is a multiple of 1024)
     assert np.count_nonzero(released == truth) >= 3 and np.all(np.abs(released - truth) < 10)
+
+
+@pytest.mark.parametrize("mech, kw", [(LaplaceMechanism(), {}), (GaussianMechanism(), {"delta": 1e-6})])
+def test_real_mechanisms_refuse_integers_that_doubles_cannot_hold(mech, kw):
+    refused_before_spending(mech, np.array([2**60 + 1], dtype=np.int64), DataError, "2\\^53", **kw)
+    noisy, _ = release(mech, np.array([2**52, -3], dtype=np.int64), sensitivity=4.0, **kw)
+    assert np.all(np.isfinite(noisy))
