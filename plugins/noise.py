@@ -197,9 +197,10 @@ def _laplace_plan(name: str, sensitivity: float, epsilon: float, changed: int, w
     units = Fraction(effective) / (Fraction(gamma) * eps)
     if units > sampling.MAX_LAPLACE_SCALE or not math.isfinite(effective):
         raise ParameterError(
-            f"{name}: epsilon = {epsilon:.6g}{where} is too small for {changed} released value(s): the rounding to "
-            f"the lattice {sampling.lattice_name(gamma)} alone would need noise of {_approx(units)} lattice "
-            "steps, beyond the sampler's exact range (2^48). Use a larger epsilon or release fewer values.")
+            f"{name}: epsilon = {epsilon:.6g}{where} is too small for {changed} released value(s) with sensitivity "
+            f"{sensitivity:.6g}: the noise scale needs a lattice as coarse as {sampling.lattice_name(gamma)}, and "
+            f"with the rounding to it the noise would be {_approx(units)} lattice steps, beyond the exact sampler's "
+            "range (2^48). Use a larger epsilon or release fewer values.")
     units = sampling.rational_scale(units)
     return _Plan(gamma=gamma, sensitivity=effective, units=units, scale=float(units * Fraction(gamma)))
 
