@@ -586,7 +586,7 @@ def _gaussian_plan(sensitivity: float, epsilon: float, delta: float, changed: in
             f"gaussian: epsilon = {epsilon:.6g} and delta = {delta:.3g} need a noise sigma beyond the range of "
             "doubles; the release would be infinite. Use a larger epsilon or delta.")
     root = math.isqrt(changed - 1) + 1  # ceil(sqrt(changed))
-    gamma = sampling.lattice_for(sensitivity, root, Fraction(reference) / 2**22)
+    gamma = sampling.lattice_for(sensitivity, root, Fraction(reference) / 2**24)
     effective = sampling.lattice_sensitivity(sensitivity, gamma, changed, "L2")
     sigma = discrete_gaussian_sigma(epsilon, delta, effective)
     return _gaussian_units("gaussian", sigma, effective, gamma, epsilon, delta)
@@ -599,7 +599,7 @@ def _gaussian_units(name: str, sigma: float, effective: float, gamma: float, eps
         where = f" for {what}" if what else ""
         raise ParameterError(
             f"{name}: epsilon = {epsilon:.6g} and delta = {delta:.3g}{where} need a sigma of {_approx(sigma_units)} "
-            f"lattice steps (lattice {sampling.lattice_name(gamma)}), beyond the exact sampler's range (2^24). "
+            f"lattice steps (lattice {sampling.lattice_name(gamma)}), beyond the exact sampler's range (2^26). "
             "Use a larger epsilon or delta, or release fewer values.")
     variance = sampling.discrete_gaussian_variance(sigma_units**2)
     return _Plan(gamma=gamma, sensitivity=effective, units=variance,
@@ -618,7 +618,7 @@ def _gaussian_columns(ranges: list[float], epsilon: float, delta: float, columns
             "doubles. Use a larger epsilon or delta.")
     plans = []
     for column, r in zip(columns, ranges, strict=True):
-        gamma = sampling.lattice_for(r, 1, Fraction(unit) * Fraction(r) / 2**22)
+        gamma = sampling.lattice_for(r, 1, Fraction(unit) * Fraction(r) / 2**24)
         effective = sampling.lattice_sensitivity(r, gamma, 1, "L1")
         sigma = float(np.nextafter(unit * effective, np.inf))
         if not math.isfinite(sigma):
