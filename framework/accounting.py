@@ -129,10 +129,11 @@ class LedgerEntry:
 
 def _dp_statement(
     *, epsilon: float, delta: float, mechanism: str, sensitivity: Any, relation: str, covers: str,
-    not_covered: str, claimed_epsilon: float | None,
+    not_covered: str, claimed_epsilon: float | None, noise: str = "",
 ) -> str:
     guarantee = f"({epsilon:.6g}, {delta:.3g})-DP" if delta else f"{epsilon:.6g}-DP"
-    text = f"{covers} is {guarantee} under {relation}, by the {mechanism} mechanism with sensitivity {sensitivity}."
+    text = f"{covers} is {guarantee} under {relation}, by the {mechanism} mechanism with sensitivity {sensitivity}"
+    text += f" ({noise})." if noise else "."
     if claimed_epsilon is not None and not math.isclose(claimed_epsilon, epsilon):
         text += f" (The method's own claim is epsilon = {claimed_epsilon:.6g}; the figure above is what holds.)"
     if not_covered:
@@ -685,6 +686,7 @@ class PrivacyContext:
         partition: tuple[str, str] | None = None,
         details: Mapping[str, Any] | None = None,
         component: str | None = None,
+        noise: str = "",
     ) -> LedgerEntry:
         """Record a differentially private release, after checking the budget.
 
@@ -706,6 +708,9 @@ class PrivacyContext:
             composition is granted only inside a run whose recipe declares
             ``[privacy] partition_by``: the runner then runs each step once
             per part and tags every release of a part itself.
+        :param noise: how the noise was drawn, for the statement (e.g. the
+            lattice the values are released on and the sensitivity after
+            rounding to it).
         :raises BudgetExceededError: before anything is recorded.
         """
         _not_the_host(component)
@@ -725,6 +730,7 @@ class PrivacyContext:
         statement = _dp_statement(
             epsilon=float(epsilon), delta=float(delta), mechanism=mechanism, sensitivity=sens_text,
             relation=relation, covers=covers, not_covered=not_covered, claimed_epsilon=claimed_epsilon,
+            noise=noise,
         )
         details = dict(details or {})
         if partition:
