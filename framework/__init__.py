@@ -54,8 +54,8 @@ from .errors import (
     UnknownComponentError,
 )
 from .hookspecs import NAME, hookimpl
-from .params import nested, param, public_bounds
-from .recipe import Budget, ComponentSpec, EvaluateSpec, Recipe, Step
+from .params import DataLeak, declared_leaks, nested, param, public_bounds
+from .recipe import KNOWN_LEAKS, Budget, ComponentSpec, EvaluateSpec, Recipe, Step
 from .registry import (
     ComponentInfo,
     PluginInfo,
@@ -81,6 +81,7 @@ __version__ = _version()
 
 __all__ = [
     "KINDS",
+    "KNOWN_LEAKS",
     "NAME",
     "Accountant",
     "BasicAccountant",
@@ -95,6 +96,7 @@ __all__ = [
     "ConstraintHandler",
     "ConstraintSet",
     "DataError",
+    "DataLeak",
     "DatasetUnavailableError",
     "DuplicateComponentError",
     "EvaluateSpec",
@@ -128,6 +130,7 @@ __all__ = [
     "__version__",
     "compare",
     "compile",
+    "declared_leaks",
     "component_params",
     "get_registry",
     "hookimpl",

@@ -31,6 +31,7 @@ from .errors import Problem, RecipeError
 __all__ = [
     "Budget",
     "ComponentSpec",
+    "KNOWN_LEAKS",
     "EvaluateSpec",
     "Recipe",
     "Step",
@@ -43,7 +44,13 @@ STEP_KEYS = ("use", "id", "columns", "output")
 #: Top-level keys of a recipe.
 RECIPE_KEYS = ("name", "description", "privacy", "constraints", "steps", "evaluate")
 #: Keys of the ``[privacy]`` table.
-PRIVACY_KEYS = ("epsilon", "delta")
+PRIVACY_KEYS = ("epsilon", "delta", "allow_leaks")
+#: The names a recipe may list in ``[privacy] allow_leaks`` to accept a
+#: parameter taken from the data (outside the differential-privacy guarantee):
+#: ``bounds`` (``bounds = "data"``), ``scale`` (min-max scaling by the data's
+#: range), ``dc_percent`` (d_c as a quantile of the pairwise distances),
+#: ``radius_percent`` (the merge radius as such a quantile).
+KNOWN_LEAKS = ("bounds", "scale", "dc_percent", "radius_percent")
 #: Default name of the label column a clusterer step releases.
 DEFAULT_LABEL_COLUMN = "cluster"
 
@@ -145,6 +152,27 @@ def _check_delta(inst: Any, attribute: attrs.Attribute, value: float) -> None:
         )
 
 
+def _to_leaks(value: Any) -> Any:
+    if isinstance(value, str):
+        return (value,)
+    if isinstance(value, list | tuple):
+        return tuple(value)
+    return value
+
+
+def _check_leaks(inst: Any, attribute: attrs.Attribute, value: Any) -> None:
+    known = ", ".join(repr(k) for k in KNOWN_LEAKS)
+    if not isinstance(value, tuple) or not all(isinstance(v, str) for v in value):
+        raise RecipeError([Problem("privacy.allow_leaks", f"must be a list of leak names; got {value!r}",
+                                   f"e.g. allow_leaks = [\"bounds\"]; known leak names: {known}")])
+    unknown = [v for v in value if v not in KNOWN_LEAKS]
+    if unknown:
+        fixes = [_close(u, KNOWN_LEAKS) for u in unknown]
+        raise RecipeError([Problem("privacy.allow_leaks",
+                                   f"unknown leak name(s) {', '.join(repr(u) for u in unknown)}",
+                                   f"{'; '.join(fixes)} (known leak names: {known})")])
+
+
 def _to_float(value: Any) -> Any:
     if isinstance(value, int) and not isinstance(value, bool):
         return float(value)
@@ -157,10 +185,21 @@ class Budget:
 
     ``epsilon=None`` means no budget was declared: spends are recorded in the
     ledger but not limited.
+
+    ``allow_leaks`` names the data-derived parameters the recipe accepts (see
+    :data:`KNOWN_LEAKS`); any other one is refused, when the recipe is
+    compiled and again when a component records the leak
+    (:meth:`PrivacyContext.record_leak`). A release with a leak carries no
+    differential-privacy guarantee.
     """
 
     epsilon: float | None = attrs.field(default=None, converter=_to_float, validator=_check_epsilon)
     delta: float = attrs.field(default=0.0, converter=_to_float, validator=_check_delta)
+    allow_leaks: tuple[str, ...] = attrs.field(default=(), converter=_to_leaks, validator=_check_leaks)
+
+    def allows(self, leak: str) -> bool:
+        """Whether the recipe opted in to the leak named ``leak``."""
+        return leak in self.allow_leaks
 
     @property
     def limited(self) -> bool:
@@ -172,6 +211,8 @@ class Budget:
             out["epsilon"] = self.epsilon
         if self.delta:
             out["delta"] = self.delta
+        if self.allow_leaks:
+            out["allow_leaks"] = list(self.allow_leaks)
         return out
 
 
@@ -348,20 +389,23 @@ class Recipe:
         budget = Budget()
         privacy = data.get("privacy", {})
         if not isinstance(privacy, Mapping):
-            problems.append(Problem("privacy", "must be a table with epsilon and delta", "[privacy] epsilon = 1.0"))
+            problems.append(Problem("privacy", "must be a table with epsilon, delta and allow_leaks",
+                                    "[privacy] epsilon = 1.0"))
         else:
             for key in privacy:
                 if key not in PRIVACY_KEYS:
                     problems.append(Problem(f"privacy.{key}", "unknown key", _close(str(key), PRIVACY_KEYS)))
             ok = True
-            for kwargs in ({"epsilon": privacy.get("epsilon")}, {"delta": privacy.get("delta", 0.0)}):
+            for kwargs in ({"epsilon": privacy.get("epsilon")}, {"delta": privacy.get("delta", 0.0)},
+                           {"allow_leaks": privacy.get("allow_leaks", ())}):
                 try:
                     Budget(**kwargs)
                 except RecipeError as err:
                     problems.extend(err.problems)
                     ok = False
             if ok:
-                budget = Budget(epsilon=privacy.get("epsilon"), delta=privacy.get("delta", 0.0))
+                budget = Budget(epsilon=privacy.get("epsilon"), delta=privacy.get("delta", 0.0),
+                                allow_leaks=privacy.get("allow_leaks", ()))
 
         steps: list[Step] = []
         positions: list[int] = []

@@ -32,6 +32,7 @@ from .accounting import Budget, PrivacyContext
 from .components import EvaluationInputs, Masked, Partition, component_params
 from .constraints import ConstraintSet
 from .errors import DataError, PrivclustError, Problem, RecipeError
+from .params import leak_problems
 from .recipe import DEFAULT_LABEL_COLUMN, EvaluateSpec, Recipe, Step
 from .registry import Registry, get_registry
 
@@ -192,6 +193,7 @@ def compile(recipe: Recipe | Mapping[str, Any] | str, registry: Registry | None 
         check = getattr(component, "step_problems", None)
         for text in (check() if callable(check) else ()) or ():
             problems.append(Problem(where, str(text)))
+        problems.extend(leak_problems(component, recipe.privacy, where))  # secure defaults for DP
         steps.append(CompiledStep(i, step_id, step, kind, component))
 
     constraints = []
