@@ -628,7 +628,7 @@ class DPDPCGrid(_DensityPeaks):
     bounds_epsilon: float | None = param(float, default=None, gt=0,
                                          doc='with bounds = "dp": the epsilon of the DP bounds (charged on top of '
                                              'epsilon, split over 2 quantiles per column)')
-    bounds_quantile: float = param(float, default=0.01, check=_check_quantile,
+    bounds_quantile: float = param(float, default=0.02, check=_check_quantile,
                                    doc='with bounds = "dp": the bounds are the q and 1 - q quantiles of each column')
     dc: Any = param((float, str), default=None, check=_check_dc_grid, converter=_number_or_text,
                     doc='absolute, public d_c in clustering units; or "dp" (the dc_percent quantile of the pairwise '
@@ -741,7 +741,7 @@ class DPDPCGrid(_DensityPeaks):
         return new_lo, new_hi, {"bounds_rule": "dp", "dp_bounds": {
             c: [float(a), float(b)] for c, a, b in zip(columns, new_lo, new_hi, strict=True)}}
 
-    def _grid_dc(self, Xs: np.ndarray, blo: np.ndarray, bhi: np.ndarray, context: PrivacyContext
+    def _grid_dc(self, Xs: np.ndarray, blo: np.ndarray, bhi: np.ndarray, floor: float, context: PrivacyContext
                  ) -> tuple[float, dict]:
         if self.dc != "dp":
             if self.dc is not None:
@@ -756,13 +756,12 @@ class DPDPCGrid(_DensityPeaks):
             relation=GRID_RELATION,
             covers=(f"d_c: the {t:g}% quantile of {dist.size} pairwise distances ({r} disjoint random pairings of the "
                     f"records, so one record changes at most {r} of them: rank sensitivity {r}), searched within "
-                    f"[0, {diag:.6g}] (the diagonal of the bounds) by the exponential mechanism"),
+                    f"[{floor:.6g}, {diag:.6g}] (from a public floor, half the grid spacing or 1/1000 of the diagonal for random query points, to the diagonal of the bounds) "
+                    "by the exponential mechanism"),
             not_covered="the floating-point sampling of the exponential mechanism is not an exact sampler",
-            details={"dc_percent": t, "pairs": int(dist.size), "pairings": r, "range": [0.0, diag]},
+            details={"dc_percent": t, "pairs": int(dist.size), "pairings": r, "range": [floor, diag]},
         )
-        dc = _dpc.dp_quantile(dist, t / 100.0, 0.0, diag, self.dc_epsilon, context.rng, sensitivity=float(r))
-        if not dc > 0:  # post-processing of a DP value
-            dc = diag * 1e-6
+        dc = _dpc.dp_quantile(dist, t / 100.0, floor, diag, self.dc_epsilon, context.rng, sensitivity=float(r))
         return dc, {"method": "dp", "dc_percent": t, "pairs": int(dist.size), "pairings": r,
                     "epsilon": self.dc_epsilon}
 
@@ -780,7 +779,6 @@ class DPDPCGrid(_DensityPeaks):
         Xs = (X - shift) / unit
         blo, bhi = (lo - shift) / unit, (hi - shift) / unit
         mode = self.query if self.query != "auto" else ("grid" if d <= 4 else "random")
-        dc, dc_info = self._grid_dc(Xs, blo, bhi, context)
         if mode == "grid":
             if self.spacing is not None:
                 per_f = np.floor((bhi - blo) / self.spacing) + 1
@@ -797,6 +795,11 @@ class DPDPCGrid(_DensityPeaks):
             if total > 2_000_000:
                 raise ParameterError(f"dp-dpc-grid: the grid would have {total:.3g} nodes (> 2,000,000); use fewer "
                                      "points_per_dim, a larger spacing, or query = \"random\"")
+            floor = float(np.min(spacings)) / 2.0
+        else:
+            floor = float(np.sqrt(np.sum((bhi - blo) ** 2))) / 1000.0
+        dc, dc_info = self._grid_dc(Xs, blo, bhi, floor, context)
+        if mode == "grid":
             axes = [blo[j] + spacings[j] * np.arange(per[j]) for j in range(d)]
             nodes = np.stack([a.ravel() for a in np.meshgrid(*axes, indexing="ij")], axis=1)
             sens = _dpc.grid_sensitivity(self.kernel, spacings, dc)

@@ -122,7 +122,7 @@ class IDPKMeans:
     bounds_epsilon: float | None = param(float, default=None, gt=0, check=_check_finite,
                                          doc='with bounds = "dp": the epsilon of the DP bounds (charged on top of '
                                              'epsilon, split over 2 quantiles per column)')
-    bounds_quantile: float = param(float, default=0.01, check=_check_quantile,
+    bounds_quantile: float = param(float, default=0.02, check=_check_quantile,
                                    doc='with bounds = "dp": the bounds are the q and 1 - q quantiles of each column')
     m: int | None = param(int, default=None, ge=1,
                           doc="number of equal attribute-sum blocks for the initial centres (default k; >= k)")
