@@ -54,7 +54,7 @@ from .errors import (
     UnknownComponentError,
 )
 from .hookspecs import NAME, hookimpl
-from .params import DataLeak, declared_leaks, nested, param, public_bounds
+from .params import DataLeak, declared_leaks, known_leak_names, nested, param, public_bounds
 from .recipe import KNOWN_LEAKS, Budget, ComponentSpec, EvaluateSpec, Recipe, Step
 from .registry import (
     ComponentInfo,
@@ -131,6 +131,7 @@ __all__ = [
     "compare",
     "compile",
     "declared_leaks",
+    "known_leak_names",
     "component_params",
     "get_registry",
     "hookimpl",

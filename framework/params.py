@@ -22,7 +22,7 @@ import attrs
 
 from .errors import ParameterError
 
-__all__ = ["NOTHING", "DataLeak", "declared_leaks", "leak_problems", "nested", "param", "param_name",
+__all__ = ["NOTHING", "DataLeak", "declared_leaks", "known_leak_names", "leak_problems", "nested", "param", "param_name",
            "public_bounds"]
 
 #: Sentinel: the parameter is required (no default).
@@ -264,6 +264,40 @@ def declared_leaks(component: Any, where: str = "") -> list[tuple[str, DataLeak]
         elif field_kind(f) is not None and value is not None:
             found += declared_leaks(value, f"{prefix}{param_name(f.name)}")
     return found
+
+
+def known_leak_names(registry: Any = None) -> tuple[str, ...]:
+    """The leak names a recipe may opt in to: the built-in
+    :data:`privclust.KNOWN_LEAKS` and every name an installed component
+    declares in its ``leak_names`` class attribute (a third-party plugin that
+    records a leak of its own names it there)."""
+    from .recipe import KNOWN_LEAKS
+
+    if registry is None:
+        from .registry import get_registry
+
+        registry = get_registry()
+    extra: set[str] = set()
+    for info in registry.components():
+        extra.update(getattr(info.cls, "leak_names", ()) or ())
+    return KNOWN_LEAKS + tuple(sorted(extra - set(KNOWN_LEAKS)))
+
+
+def unknown_leak_problems(budget: Any, registry: Any = None) -> list[Any]:
+    """A :class:`~privclust.errors.Problem` for the names of
+    ``budget.allow_leaks`` that no built-in or installed component knows."""
+    import difflib
+
+    from .errors import Problem
+
+    known = known_leak_names(registry)
+    unknown = [n for n in budget.allow_leaks if n not in known]
+    if not unknown:
+        return []
+    close = [m for n in unknown for m in difflib.get_close_matches(n, known, n=1, cutoff=0.6)]
+    hint = ("did you mean " + " or ".join(repr(c) for c in close) + "? ") if close else ""
+    return [Problem("privacy.allow_leaks", f"unknown leak name(s) {', '.join(repr(u) for u in unknown)}",
+                    f"{hint}known leak names: {', '.join(known)}")]
 
 
 def leak_problems(component: Any, budget: Any, where: str = "") -> list[Any]:

@@ -49,7 +49,8 @@ PRIVACY_KEYS = ("epsilon", "delta", "allow_leaks")
 #: parameter taken from the data (outside the differential-privacy guarantee):
 #: ``bounds`` (``bounds = "data"``), ``scale`` (min-max scaling by the data's
 #: range), ``dc_percent`` (d_c as a quantile of the pairwise distances),
-#: ``radius_percent`` (the merge radius as such a quantile).
+#: ``radius_percent`` (the merge radius as such a quantile). A component may
+#: declare more names in its ``leak_names`` class attribute.
 KNOWN_LEAKS = ("bounds", "scale", "dc_percent", "radius_percent")
 #: Default name of the label column a clusterer step releases.
 DEFAULT_LABEL_COLUMN = "cluster"
@@ -160,17 +161,21 @@ def _to_leaks(value: Any) -> Any:
     return value
 
 
+_LEAK_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
+
+
 def _check_leaks(inst: Any, attribute: attrs.Attribute, value: Any) -> None:
+    """The form of ``allow_leaks``; names unknown to the built-ins must be
+    declared by an installed component (checked when the recipe is compiled,
+    see :func:`privclust.params.known_leak_names`)."""
     known = ", ".join(repr(k) for k in KNOWN_LEAKS)
     if not isinstance(value, tuple) or not all(isinstance(v, str) for v in value):
         raise RecipeError([Problem("privacy.allow_leaks", f"must be a list of leak names; got {value!r}",
-                                   f"e.g. allow_leaks = [\"bounds\"]; known leak names: {known}")])
-    unknown = [v for v in value if v not in KNOWN_LEAKS]
-    if unknown:
-        fixes = [_close(u, KNOWN_LEAKS) for u in unknown]
-        raise RecipeError([Problem("privacy.allow_leaks",
-                                   f"unknown leak name(s) {', '.join(repr(u) for u in unknown)}",
-                                   f"{'; '.join(fixes)} (known leak names: {known})")])
+                                   f"e.g. allow_leaks = [\"bounds\"]; built-in leak names: {known}")])
+    bad = [v for v in value if not _LEAK_NAME_RE.match(v)]
+    if bad:
+        raise RecipeError([Problem("privacy.allow_leaks", f"{', '.join(repr(b) for b in bad)} is not a leak name",
+                                   f"built-in leak names: {known}")])
 
 
 def _to_float(value: Any) -> Any:
