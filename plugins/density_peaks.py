@@ -61,6 +61,12 @@ LABELS_NOT_COVERED = (
 )
 
 
+def _check_epsilon(value: Any) -> str | None:
+    if value is None or 1e-300 <= value <= 1e300:
+        return None
+    return "must be a finite number between 1e-300 and 1e300 (its noise scale or its charge would overflow)"
+
+
 def _check_percent(value: Any) -> str | None:
     return None if value is None or 0 < value < 100 else "must be a percentage in (0, 100)"
 
@@ -375,7 +381,8 @@ class _NoisyDensityPeaks(_DensityPeaks):
     #: Whether the component merges along the E-graph (and so needs E).
     merges: ClassVar[str] = "none"
 
-    epsilon: float = param(float, default=1.0, gt=0, doc="the paper's epsilon: Lap(1/epsilon) on each density")
+    epsilon: float = param(float, default=1.0, gt=0, check=_check_epsilon,
+                           doc="the paper's epsilon: Lap(1/epsilon) on each density")
     calibration: str = param(str, default="paper", choices=("paper", "vector"),
                              doc='"paper": Lap(1/epsilon) per density, charged honestly (epsilon x 2(n-1)); '
                                  '"vector": Lap(2(n-1)/epsilon) so that epsilon holds for the density vector')
@@ -395,8 +402,14 @@ class _NoisyDensityPeaks(_DensityPeaks):
         """(sensitivity of the release call, epsilon charged) for ``n`` records."""
         worst = 2.0 * (n - 1)
         if self.calibration == "vector":
-            return worst, self.epsilon
-        return worst, self.epsilon * worst
+            charged = self.epsilon
+        else:
+            charged = self.epsilon * worst
+        if not (math.isfinite(charged) and math.isfinite(worst / self.epsilon)):
+            raise ParameterError(f"{self.name}: epsilon = {self.epsilon:g} with {n} records gives a charge or a noise "
+                                 "scale that overflows a float; use a smaller 'epsilon' (or calibration = "
+                                 "\"vector\")")
+        return worst, charged
 
     def _radius(self, Xs: np.ndarray, context: PrivacyContext, percent_value: float | None) -> tuple[float, dict]:
         radius = getattr(self, "radius", None)
@@ -618,14 +631,14 @@ class DPDPCGrid(_DensityPeaks):
     private: ClassVar[bool] = True
     automatic: ClassVar[bool] = True
 
-    epsilon: float = param(float, default=1.0, gt=0, doc="privacy budget of the node densities")
+    epsilon: float = param(float, default=1.0, gt=0, check=_check_epsilon, doc="privacy budget of the node densities")
     bounds: Any = public_bounds(default=None, dp=True,
                                 doc='public bounds {column = [low, high]}; "dp" (DP quantiles within bounds_range, '
                                     'charged bounds_epsilon); or "data" (taken from the data: needs allow_leaks)')
     bounds_range: Any = public_bounds(default=None,
                                       doc='with bounds = "dp": the public outer range {column = [low, high]} the DP '
                                           'quantiles are searched in')
-    bounds_epsilon: float | None = param(float, default=None, gt=0,
+    bounds_epsilon: float | None = param(float, default=None, gt=0, check=_check_epsilon,
                                          doc='with bounds = "dp": the epsilon of the DP bounds (charged on top of '
                                              'epsilon, split over 2 quantiles per column)')
     bounds_quantile: float = param(float, default=0.02, check=_check_quantile,
@@ -633,7 +646,7 @@ class DPDPCGrid(_DensityPeaks):
     dc: Any = param((float, str), default=None, check=_check_dc_grid, converter=_number_or_text,
                     doc='absolute, public d_c in clustering units; or "dp" (the dc_percent quantile of the pairwise '
                         'distances, estimated with DP and charged dc_epsilon)')
-    dc_epsilon: float | None = param(float, default=None, gt=0,
+    dc_epsilon: float | None = param(float, default=None, gt=0, check=_check_epsilon,
                                      doc='with dc = "dp": the epsilon of the DP d_c (charged on top of epsilon)')
     query: str = param(str, default="auto", choices=("auto", "grid", "random"),
                        doc='"grid" (full grid), "random" (points drawn within the bounds), '
@@ -820,6 +833,9 @@ class DPDPCGrid(_DensityPeaks):
         context.progress(2, 4)
         worst = 2.0 * sens
         scale = worst / self.epsilon
+        if not math.isfinite(scale):
+            raise ParameterError(f"dp-dpc-grid: the noise scale {worst:.6g} / epsilon overflows a float; raise "
+                                 "'epsilon' or lower the sensitivity (a smaller dc or a larger spacing)")
         details = {"sensitivity_add_remove": sens, "sensitivity_replace_one": worst, "rule": sens_text, "dc": dc,
                    "noise_scale": scale, "nodes": int(nodes.shape[0]), **query_info, **bounds_info}
         mech = context.mechanism(self.noise)

@@ -366,3 +366,29 @@ def test_minmax_scaling_near_the_float_limit_is_refused_not_overflowed():
     comp = privclust.get_registry().create("clusterers", {"use": "dpc", "k": 2, "dc": 0.1, "scale": "minmax"})
     with pytest.raises(DataError, match="column.*a"):
         fit(comp, data)
+
+
+def test_grid_with_only_epsilon_and_k_is_refused():
+    """Issue item: dp-dpc-grid with only epsilon and k took its bounds and d_c from the data."""
+    with pytest.raises(RecipeError) as info:
+        privclust.compile({"privacy": {"epsilon": 1.0}, "steps": [{"use": "dp-dpc-grid", "epsilon": 1.0, "k": 3}]})
+    where = {p.where for p in info.value.problems}
+    assert where == {"steps[0]", "steps[0].dc"}
+    text = str(info.value)
+    assert 'bounds = "dp"' in text and 'dc = "dp"' in text and 'allow_leaks = ["dc_percent"]' in text
+
+
+@pytest.mark.parametrize("step", [
+    {"use": "dp-dpcl", "dc": 1.0, "radius": 1.0, "epsilon": float("inf")},
+    {"use": "addpc-rdp", "dc": 1.0, "epsilon": 1e308},
+    {"use": "dp-dpc-grid", "dc": 1.0, "bounds": BOUNDS, "epsilon": 1e-320},
+    {"use": "dp-dpc-grid", "dc": "dp", "dc_epsilon": float("inf"), "bounds": BOUNDS},
+])
+def test_epsilons_that_overflow_are_refused(step):
+    with pytest.raises(RecipeError, match="epsilon"):
+        privclust.compile({"steps": [step]})
+
+
+def test_paper_charge_overflow_is_a_clean_error():
+    with pytest.raises(ParameterError, match="overflows"):
+        DPDPCL(dc=1.0, radius=1.0, epsilon=1e300)._charge(10**9)  # epsilon x 2(n - 1) is not a float
