@@ -22,8 +22,8 @@ import attrs
 
 from .errors import ParameterError
 
-__all__ = ["NOTHING", "DataLeak", "declared_leaks", "known_leak_names", "leak_problems", "nested", "param", "param_name",
-           "public_bounds"]
+__all__ = ["NOTHING", "DataLeak", "declared_leaks", "known_leak_names", "leak_problems", "nested", "param",
+           "param_name", "public_bounds", "unknown_leak_problems"]
 
 #: Sentinel: the parameter is required (no default).
 NOTHING = attrs.NOTHING

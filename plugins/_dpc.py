@@ -955,6 +955,12 @@ def dp_quantile(values: np.ndarray, q: float, low: float, high: float, epsilon: 
     return float(2.0 * (edges[i] + u * lengths[i]))
 
 
+def pairings(n: int, max_pairs: int = DP_PAIRS) -> int:
+    """The number ``r`` of disjoint random pairings :func:`pairing_distances`
+    uses for ``n`` records (a function of ``n`` only, known before any draw)."""
+    return max(1, min(64, max_pairs // max(n // 2, 1)))
+
+
 def pairing_distances(X: np.ndarray, rng: np.random.Generator, max_pairs: int = DP_PAIRS
                       ) -> tuple[np.ndarray, int]:
     """Distances of ``r`` disjoint random pairings of the records (``r``
@@ -964,7 +970,7 @@ def pairing_distances(X: np.ndarray, rng: np.random.Generator, max_pairs: int = 
     distances and ``r``."""
     n = X.shape[0]
     half = n // 2
-    r = max(1, min(64, max_pairs // max(half, 1)))
+    r = pairings(n, max_pairs)
     out = np.empty(r * half)
     for t in range(r):
         perm = rng.permutation(n)

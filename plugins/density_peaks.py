@@ -763,17 +763,20 @@ class DPDPCGrid(_DensityPeaks):
         assert self.dc_epsilon is not None
         t = 2.0 if self.dc_percent is None else self.dc_percent
         diag = float(np.sqrt(np.sum((bhi - blo) ** 2)))
-        dist, r = _dpc.pairing_distances(Xs, context.rng)
+        r = _dpc.pairings(Xs.shape[0])
+        size = r * (Xs.shape[0] // 2)
         context.spend(
             epsilon=self.dc_epsilon, mechanism="exponential (DP quantile, Smith 2011)", sensitivity=float(r),
             relation=GRID_RELATION,
-            covers=(f"d_c: the {t:g}% quantile of {dist.size} pairwise distances ({r} disjoint random pairings of the "
+            covers=(f"d_c: the {t:g}% quantile of {size} pairwise distances ({r} disjoint random pairings of the "
                     f"records, so one record changes at most {r} of them: rank sensitivity {r}), searched within "
-                    f"[{floor:.6g}, {diag:.6g}] (from a public floor, half the grid spacing or 1/1000 of the diagonal for random query points, to the diagonal of the bounds) "
+                    f"[{floor:.6g}, {diag:.6g}] (from a public floor, half the grid spacing or 1/1000 of the "
+                    "diagonal for random query points, to the diagonal of the bounds) "
                     "by the exponential mechanism"),
             not_covered="the floating-point sampling of the exponential mechanism is not an exact sampler",
-            details={"dc_percent": t, "pairs": int(dist.size), "pairings": r, "range": [floor, diag]},
+            details={"dc_percent": t, "pairs": size, "pairings": r, "range": [floor, diag]},
         )
+        dist, _ = _dpc.pairing_distances(Xs, context.rng)  # drawn after the spend
         dc = _dpc.dp_quantile(dist, t / 100.0, floor, diag, self.dc_epsilon, context.rng, sensitivity=float(r))
         return dc, {"method": "dp", "dc_percent": t, "pairs": int(dist.size), "pairings": r,
                     "epsilon": self.dc_epsilon}

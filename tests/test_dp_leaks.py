@@ -200,7 +200,19 @@ def test_dp_quantile_is_accurate_for_large_n_and_stays_in_range():
 def test_pairings_bound_each_records_share():
     X = np.random.default_rng(1).normal(size=(1001, 2))
     dist, r = _dpc.pairing_distances(X, np.random.default_rng(2), max_pairs=5000)
-    assert r == 10 and dist.size == 10 * 500
+    assert r == 10 == _dpc.pairings(1001, 5000) and dist.size == 10 * 500
+
+
+@pytest.mark.parametrize("component", [
+    DPDPCGrid(epsilon=1.0, k=3, points_per_dim=12, bounds="dp", bounds_range={c: [-20, 20] for c in "abc"},
+              bounds_epsilon=0.5, dc="dp", dc_epsilon=0.5),
+    DPDPCGrid(epsilon=1.0, k=3, points_per_dim=12, bounds={c: [-2, 8] for c in "abc"}, dc="dp", dc_epsilon=0.5),
+    IDPKMeans(k=3, epsilon=1.0, bounds="dp", bounds_range={c: [-20, 20] for c in "abc"}, bounds_epsilon=0.5),
+], ids=["grid-dp-bounds-and-dc", "grid-dp-dc", "kmeans-dp-bounds"])
+def test_conformance_of_the_dp_alternatives(component, frame):
+    from privclust import testing as pt
+
+    pt.check_component(component, frame)
 
 
 def blobs(n=4000, seed=1):
