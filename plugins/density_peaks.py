@@ -18,7 +18,14 @@ accountant the worst case (a data-dependent figure is not a guarantee).
 claimed epsilon really holds for the density vector (with no utility left).
 Labels, deltas, parents and centres are computed from the raw distances and
 are never covered. ``dp-dpc-grid`` releases noisy densities on public query
-points with a sensitivity independent of n; its cluster map is epsilon-DP.
+points with a sensitivity independent of n; its cluster map (and the cluster
+numbers and centres, computed from the map alone) is epsilon-DP.
+
+Secure defaults: in the private components a parameter taken from the data
+(d_c or E by the percentage rule, min-max scaling, ``bounds = "data"``) is
+declared by ``data_leaks()`` and refused when the recipe is compiled unless
+``[privacy] allow_leaks`` names it; ``dp-dpc-grid`` offers DP quantiles for
+its bounds and d_c instead, charged to the budget.
 """
 
 from __future__ import annotations

@@ -8,9 +8,12 @@ specification, built on the standard DP-Lloyd scheme (Blum et al. 2005; Su
 et al. 2016):
 
 1. Clip every record to public ``bounds`` and min-max scale it into the unit
-   cube ``[0, 1]^M`` (``M`` attributes). ``bounds = "data"`` takes the
-   bounds from the data; that leaks the minimum and maximum of each column
-   and the ledger says so.
+   cube ``[0, 1]^M`` (``M`` attributes). ``bounds = "dp"`` estimates them as
+   DP quantiles within a public ``bounds_range``, charged ``bounds_epsilon``
+   on top of ``epsilon``. ``bounds = "data"`` takes the bounds from the
+   data; that leaks the minimum and maximum of each column, so it is refused
+   unless the recipe accepts the leak (``[privacy] allow_leaks =
+   ["bounds"]``), and the ledger says so.
 2. Initial centres: rank the records by their attribute sum, cut them into
    ``m`` consecutive equal blocks (default ``m = k``), release every block's
    coordinate sums and its count with Laplace noise, and take the noisy
