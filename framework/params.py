@@ -290,6 +290,8 @@ def unknown_leak_problems(budget: Any, registry: Any = None) -> list[Any]:
 
     from .errors import Problem
 
+    if not budget.allow_leaks:
+        return []
     known = known_leak_names(registry)
     unknown = [n for n in budget.allow_leaks if n not in known]
     if not unknown:
