@@ -227,7 +227,8 @@ class DataLeak:
     """A parameter a component would take from the data (outside its DP guarantee).
 
     :param name: the leak name a recipe opts in to (``[privacy] allow_leaks``),
-        one of :data:`privclust.KNOWN_LEAKS`.
+        one of :data:`privclust.KNOWN_LEAKS` or of the component's
+        ``leak_names``.
     :param parameter: the recipe key at fault (e.g. ``"dc_percent"``).
     :param reason: what is taken from the data.
     :param fix: the public (or DP, charged) alternative.
