@@ -57,8 +57,8 @@ from .errors import (
     UnknownComponentError,
 )
 from .hookspecs import NAME, hookimpl
-from .params import nested, param, public_bounds
-from .recipe import Budget, ComponentSpec, EvaluateSpec, Recipe, Step
+from .params import DataLeak, declared_leaks, known_leak_names, nested, param, public_bounds
+from .recipe import KNOWN_LEAKS, Budget, ComponentSpec, EvaluateSpec, Recipe, Step
 from .registry import (
     ComponentInfo,
     PluginInfo,
@@ -84,6 +84,7 @@ __version__ = _version()
 
 __all__ = [
     "KINDS",
+    "KNOWN_LEAKS",
     "NAME",
     "Accountant",
     "BasicAccountant",
@@ -99,6 +100,7 @@ __all__ = [
     "ConstraintSet",
     "ContextView",
     "DataError",
+    "DataLeak",
     "DatasetUnavailableError",
     "DuplicateComponentError",
     "EvaluateSpec",
@@ -133,6 +135,8 @@ __all__ = [
     "__version__",
     "compare",
     "compile",
+    "declared_leaks",
+    "known_leak_names",
     "component_params",
     "get_registry",
     "hookimpl",

@@ -788,9 +788,31 @@ class PrivacyContext:
     def record_leak(self, parameter: str, explanation: str, *, alternative: str = "",
                     details: Mapping[str, Any] | None = None) -> LedgerEntry:
         """Record something that weakens a guarantee, e.g. a parameter derived
-        from the data without spending budget. Also emits a warning."""
+        from the data without spending budget. Also emits a warning.
+
+        ``parameter`` is the leak's name (one of :data:`privclust.KNOWN_LEAKS`,
+        e.g. ``"bounds"``, or a name the component declares in its
+        ``leak_names`` class attribute). The leak is refused (:class:`~privclust.ParameterError`,
+        nothing recorded) unless the budget opts in to it by name
+        (``Budget(allow_leaks=[...])``, ``[privacy] allow_leaks`` in a recipe):
+        the secure default is to claim nothing that a data-derived parameter
+        would void."""
         import warnings
 
+        if not self.budget.allows(parameter):
+            from .errors import ParameterError
+            from .recipe import KNOWN_LEAKS
+
+            info = self._step
+            where = "" if info is None else f"step {info.step_id!r} ({info.component}): "
+            declared = parameter in KNOWN_LEAKS
+            raise ParameterError(
+                f"{where}refused a data-derived parameter or weakness {parameter!r}: {explanation} Either give a "
+                f"public value ({alternative or 'see the component documentation'}), or accept that the release "
+                f"has no differential-privacy guarantee by opting in with [privacy] allow_leaks = [\"{parameter}\"] "
+                f"(Budget(allow_leaks=[{parameter!r}]) in Python)."
+                + ("" if declared else f" Built-in leak names: {', '.join(KNOWN_LEAKS)}; a plugin that records "
+                   f"{parameter!r} declares it in its component's leak_names."))
         statement = f"{parameter}: {explanation}"
         if alternative:
             statement += f" Alternative: {alternative}"

@@ -31,6 +31,7 @@ from .errors import Problem, RecipeError
 __all__ = [
     "Budget",
     "ComponentSpec",
+    "KNOWN_LEAKS",
     "EvaluateSpec",
     "Recipe",
     "Step",
@@ -43,7 +44,14 @@ STEP_KEYS = ("use", "id", "columns", "output")
 #: Top-level keys of a recipe.
 RECIPE_KEYS = ("name", "description", "privacy", "constraints", "steps", "evaluate")
 #: Keys of the ``[privacy]`` table.
-PRIVACY_KEYS = ("epsilon", "delta", "partition_by")
+PRIVACY_KEYS = ("epsilon", "delta", "allow_leaks", "partition_by")
+#: The names a recipe may list in ``[privacy] allow_leaks`` to accept a
+#: parameter taken from the data (outside the differential-privacy guarantee):
+#: ``bounds`` (``bounds = "data"``), ``scale`` (min-max scaling by the data's
+#: range), ``dc_percent`` (d_c as a quantile of the pairwise distances),
+#: ``radius_percent`` (the merge radius as such a quantile). A component may
+#: declare more names in its ``leak_names`` class attribute.
+KNOWN_LEAKS = ("bounds", "scale", "dc_percent", "radius_percent")
 #: Default name of the label column a clusterer step releases.
 DEFAULT_LABEL_COLUMN = "cluster"
 
@@ -145,6 +153,31 @@ def _check_delta(inst: Any, attribute: attrs.Attribute, value: float) -> None:
         )
 
 
+def _to_leaks(value: Any) -> Any:
+    if isinstance(value, str):
+        return (value,)
+    if isinstance(value, list | tuple):
+        return tuple(value)
+    return value
+
+
+_LEAK_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
+
+
+def _check_leaks(inst: Any, attribute: attrs.Attribute, value: Any) -> None:
+    """The form of ``allow_leaks``; names unknown to the built-ins must be
+    declared by an installed component (checked when the recipe is compiled,
+    see :func:`privclust.params.known_leak_names`)."""
+    known = ", ".join(repr(k) for k in KNOWN_LEAKS)
+    if not isinstance(value, tuple) or not all(isinstance(v, str) for v in value):
+        raise RecipeError([Problem("privacy.allow_leaks", f"must be a list of leak names; got {value!r}",
+                                   f"e.g. allow_leaks = [\"bounds\"]; built-in leak names: {known}")])
+    bad = [v for v in value if not _LEAK_NAME_RE.match(v)]
+    if bad:
+        raise RecipeError([Problem("privacy.allow_leaks", f"{', '.join(repr(b) for b in bad)} is not a leak name",
+                                   f"built-in leak names: {known}")])
+
+
 def _to_float(value: Any) -> Any:
     if isinstance(value, int) and not isinstance(value, bool):
         return float(value)
@@ -157,10 +190,21 @@ class Budget:
 
     ``epsilon=None`` means no budget was declared: spends are recorded in the
     ledger but not limited.
+
+    ``allow_leaks`` names the data-derived parameters the recipe accepts (see
+    :data:`KNOWN_LEAKS`); any other one is refused, when the recipe is
+    compiled and again when a component records the leak
+    (:meth:`PrivacyContext.record_leak`). A release with a leak carries no
+    differential-privacy guarantee.
     """
 
     epsilon: float | None = attrs.field(default=None, converter=_to_float, validator=_check_epsilon)
     delta: float = attrs.field(default=0.0, converter=_to_float, validator=_check_delta)
+    allow_leaks: tuple[str, ...] = attrs.field(default=(), converter=_to_leaks, validator=_check_leaks)
+
+    def allows(self, leak: str) -> bool:
+        """Whether the recipe opted in to the leak named ``leak``."""
+        return leak in self.allow_leaks
 
     #: A public column: the runner runs every step once per value of it, on
     #: that part's records only, and composes the parts in parallel.
@@ -177,6 +221,8 @@ class Budget:
             out["epsilon"] = self.epsilon
         if self.delta:
             out["delta"] = self.delta
+        if self.allow_leaks:
+            out["allow_leaks"] = list(self.allow_leaks)
         if self.partition_by is not None:
             out["partition_by"] = self.partition_by
         return out
@@ -355,13 +401,15 @@ class Recipe:
         budget = Budget()
         privacy = data.get("privacy", {})
         if not isinstance(privacy, Mapping):
-            problems.append(Problem("privacy", "must be a table with epsilon and delta", "[privacy] epsilon = 1.0"))
+            problems.append(Problem("privacy", "must be a table with epsilon, delta and allow_leaks",
+                                    "[privacy] epsilon = 1.0"))
         else:
             for key in privacy:
                 if key not in PRIVACY_KEYS:
                     problems.append(Problem(f"privacy.{key}", "unknown key", _close(str(key), PRIVACY_KEYS)))
             ok = True
-            for kwargs in ({"epsilon": privacy.get("epsilon")}, {"delta": privacy.get("delta", 0.0)}):
+            for kwargs in ({"epsilon": privacy.get("epsilon")}, {"delta": privacy.get("delta", 0.0)},
+                           {"allow_leaks": privacy.get("allow_leaks", ())}):
                 try:
                     Budget(**kwargs)
                 except RecipeError as err:
@@ -374,7 +422,7 @@ class Recipe:
                 ok = False
             if ok:
                 budget = Budget(epsilon=privacy.get("epsilon"), delta=privacy.get("delta", 0.0),
-                                partition_by=partition_by)
+                               allow_leaks=privacy.get("allow_leaks", ()), partition_by=partition_by)
 
         steps: list[Step] = []
         positions: list[int] = []

@@ -32,6 +32,7 @@ from .accounting import Budget, PrivacyContext
 from .components import EvaluationInputs, Masked, Partition, component_params
 from .constraints import ConstraintSet
 from .errors import DataError, PrivclustError, Problem, RecipeError
+from .params import leak_problems, unknown_leak_problems
 from .recipe import DEFAULT_LABEL_COLUMN, EvaluateSpec, Recipe, Step
 from .registry import Registry, get_registry
 
@@ -159,7 +160,7 @@ def compile(recipe: Recipe | Mapping[str, Any] | str, registry: Registry | None 
     """
     recipe = Recipe.load(recipe)
     registry = registry if registry is not None else get_registry()
-    problems: list[Problem] = []
+    problems: list[Problem] = unknown_leak_problems(recipe.privacy, registry)  # secure defaults for DP
 
     steps: list[CompiledStep] = []
     for i, (step, step_id) in enumerate(zip(recipe.steps, recipe.step_ids, strict=True)):
@@ -192,6 +193,7 @@ def compile(recipe: Recipe | Mapping[str, Any] | str, registry: Registry | None 
         check = getattr(component, "step_problems", None)
         for text in (check() if callable(check) else ()) or ():
             problems.append(Problem(where, str(text)))
+        problems.extend(leak_problems(component, recipe.privacy, where))  # secure defaults for DP
         steps.append(CompiledStep(i, step_id, step, kind, component))
 
     constraints = []

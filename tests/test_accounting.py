@@ -111,13 +111,13 @@ def test_ledger_entries_say_what_is_protected():
 
 
 def test_guarantees_and_leaks_are_recorded():
-    context = PrivacyContext()
+    context = PrivacyContext(Budget(allow_leaks=["dc_percent"]))  # a leak is refused unless opted in by name
     context.record("each group has at least 3 records", guarantee="k-anonymity", details={"k": 3})
-    with pytest.warns(PrivacyLeakWarning, match="d_c"):
-        context.record_leak("d_c", "taken from the data.", alternative="give an absolute dc")
+    with pytest.warns(PrivacyLeakWarning, match="dc_percent"):
+        context.record_leak("dc_percent", "taken from the data.", alternative="give an absolute dc")
     kinds = [e.kind for e in context.ledger]
     assert kinds == ["guarantee", "leak"]
-    assert context.ledger[1].statement == "d_c: taken from the data. Alternative: give an absolute dc"
+    assert context.ledger[1].statement == "dc_percent: taken from the data. Alternative: give an absolute dc"
     assert context.spent == (0.0, 0.0)
 
 

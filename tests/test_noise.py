@@ -94,7 +94,7 @@ def test_laplace_step_clips_to_public_bounds_and_splits_epsilon():
 
 
 def test_noise_step_with_bounds_from_the_data_records_a_leak(frame):
-    recipe = {"steps": [{"use": "laplace", "epsilon": 1.0, "bounds": "data"}]}
+    recipe = {"privacy": {"allow_leaks": ["bounds"]}, "steps": [{"use": "laplace", "epsilon": 1.0, "bounds": "data"}]}
     with pytest.warns(PrivacyLeakWarning):
         out = privclust.run(recipe, frame, seed=2)
     leak = out.ledger.of_kind("leak")[0]
