@@ -45,6 +45,7 @@ from typing import Any, ClassVar
 import attrs
 import numpy as np
 import pandas as pd
+from scipy.spatial import cKDTree
 
 import privclust
 from privclust import (
@@ -54,6 +55,7 @@ from privclust import (
     ParameterError,
     Partition,
     PrivacyContext,
+    TopMemberships,
     nested,
     param,
 )
@@ -123,6 +125,145 @@ def _family(value: Any) -> str | None:
     if "lambda_" in names:
         return "efcm"
     return None
+
+
+#: A centre is a record "itself" when every value of the step's columns lies
+#: within this many standard deviations of the record's (exact equality
+#: included; in the clustering metric, raw units with standardise = false).
+SELF_TOL = 1e-9
+#: Nearest centres listed per light centre when merging.
+_NEIGHBOURS = 8
+
+
+@attrs.frozen(kw_only=True)
+class _Step2:
+    """Steps 2-3 after the mass rule and the self rule."""
+
+    mem: Any  # the memberships pass of the kept centres
+    centres: np.ndarray  # kept centres, original units
+    labels: np.ndarray
+    memberships: Any  # dense or TopMemberships, self rule applied
+    expected: np.ndarray  # expected sizes of the draw, self rule applied
+    rounds: int
+    on_centre: int
+    stuck: int
+
+
+def self_centres(z: np.ndarray, centres_z: np.ndarray, tol: float = SELF_TOL) -> tuple[np.ndarray, list[np.ndarray]]:
+    """``(rows, centres)``: the records that have a centre equal to
+    themselves within ``tol`` on every (standardised) column, and those
+    centres (a KD-tree query in the maximum norm)."""
+    tree = cKDTree(centres_z)
+    dist, _ = tree.query(z, k=1, p=np.inf, distance_upper_bound=tol, workers=-1)
+    rows = np.flatnonzero(np.isfinite(dist))
+    if rows.size == 0:
+        return rows, []
+    found = tree.query_ball_point(z[rows], r=tol, p=np.inf)
+    return rows, [np.asarray(sorted(f), dtype=np.int64) for f in found]
+
+
+def _merge_light(cz: np.ndarray, mass: np.ndarray, k: float) -> tuple[np.ndarray, np.ndarray]:
+    """One round of the mass rule: the light centres, lightest first, each
+    merged into its nearest surviving centre (their mass-weighted mean),
+    with the merged masses estimated as sums; a centre stops absorbing or
+    being absorbed once its estimate reaches ``k``. Returns the surviving
+    centre indices and their new positions (standardised). The lightest
+    centre always merges, so every round removes at least one centre."""
+    c = cz.shape[0]
+    pos = np.array(cz, dtype=float, copy=True)
+    est = np.array(mass, dtype=float, copy=True)
+    alive = np.ones(c, dtype=bool)
+    light = np.flatnonzero(mass < k)
+    order = light[np.argsort(mass[light], kind="stable")]
+    q = int(min(c, _NEIGHBOURS + 1))
+    _, near = cKDTree(cz).query(cz[order], k=q, workers=-1)
+    near = np.asarray(near).reshape(order.size, q)
+    tree = None
+    for row, i in enumerate(order):
+        if not alive[i] or est[i] >= k:
+            continue
+        target = -1
+        for j in near[row]:
+            if j != i and alive[j]:
+                target = int(j)
+                break
+        if target < 0:  # every listed neighbour has merged away: search the survivors
+            if tree is None or True:
+                live = np.flatnonzero(alive & (np.arange(c) != i))
+                if live.size == 0:
+                    break
+                _, t = cKDTree(pos[live]).query(pos[i], k=1)
+                target = int(live[int(t)])
+        total = est[i] + est[target]
+        pos[target] = (pos[i] * est[i] + pos[target] * est[target]) / max(total, 1e-300)
+        est[target] = total
+        alive[i] = False
+    keep = np.flatnonzero(alive)
+    return keep, pos[keep]
+
+
+def _step2(std: Any, centres: np.ndarray, fz: _fcm.Fuzzifier, k: int, *, budget_bytes: float, mass_tol: float,
+           max_neighbours: int, context: PrivacyContext, project: Any = None) -> _Step2:
+    """Step 2 and the draw, under two rules checked on the final memberships:
+
+    * **mass**: every centre's expected cluster size (the sum over records of
+      the probability of drawing it) is at least ``k``. While a centre is
+      lighter, the locally lightest light centres are removed and the
+      memberships recomputed. Removing a centre never lowers another's mass
+      (memberships are normalised weights that depend on each centre's own
+      distance only), so the rounds end, at the latest with one centre.
+    * **self**: a record is never replaced by a centre equal to itself
+      (:data:`SELF_TOL`); it draws from its memberships to the other centres,
+      renormalised (the masses above already count that).
+    """
+    keep = np.arange(centres.shape[0])
+    rounds = 0
+    while True:
+        cz = std.to_z(centres[keep])
+        mem = compute_memberships(std.z, cz, fz, budget_bytes=budget_bytes, mass_tol=mass_tol,
+                                  max_neighbours=max_neighbours, rng=context.rng, draw=True,
+                                  progress=_Progress(context, 1.0))
+        rows, own = self_centres(std.z, cz)
+        expected = np.array(mem.expected_sizes, dtype=float)
+        sub = None
+        if rows.size:
+            width = cz.shape[0] if mem.path == "dense" else mem.memberships.indices.shape[1]
+            sub = _fcm.subset_rows(std.z[rows], cz, fz, own, p=mem.neighbours if mem.path == "truncated" else None,
+                                   width=width, budget_bytes=budget_bytes, rng=context.rng)
+            expected += sub.colsum_new - sub.colsum_old
+        light = expected < k
+        if keep.size == 1 or not light.any():
+            break
+        stay, moved_z = _merge_light(cz, expected, k)
+        moved = std.to_original(moved_z)
+        centres = centres.copy()
+        centres[keep[stay]] = project(moved) if project is not None else moved
+        keep = keep[stay]
+        rounds += 1
+    assert mem.labels is not None
+    labels = np.array(mem.labels, copy=True)
+    memberships = mem.memberships
+    stuck = 0
+    if sub is not None:
+        assert sub.labels is not None
+        labels[rows] = sub.labels
+        stuck = int(sub.stuck.sum())
+        if mem.path == "dense":
+            memberships = np.array(memberships, copy=True)
+            dense = np.zeros((rows.size, cz.shape[0]))
+            np.put_along_axis(dense, sub.indices, sub.values * (1.0 - sub.dropped)[:, None], axis=1)
+            memberships[rows] = dense
+        else:
+            top = memberships
+            indices, values = np.array(top.indices, copy=True), np.array(top.values, copy=True)
+            dropped = np.array(top.dropped, copy=True)
+            indices[rows] = sub.indices
+            values[rows] = sub.values
+            if mem.path != "truncated":
+                dropped[rows] = sub.dropped
+            memberships = TopMemberships(indices=indices, values=values, dropped=dropped, n_centres=cz.shape[0])
+    return _Step2(mem=mem, centres=centres[keep], labels=labels, memberships=memberships, expected=expected,
+                  rounds=rounds, on_centre=int(rows.size), stuck=stuck)
 
 
 @attrs.frozen(kw_only=True)
@@ -285,7 +426,7 @@ class FuzzyMicroaggregation:
         fuzzy = isinstance(clusterer, FCM | EFCM)
         std = standardise(values, columns, getattr(clusterer, "standardise", True), who)
         if fuzzy:
-            fit = clusterer.fit_arrays(std, c, context, constraints=constraints)
+            fit = clusterer.fit_arrays(std, c, context, constraints=constraints, seed_group=max(k, 1))
             centres = fit.centres
             step1_info = fit_diagnostics(clusterer, fit)
         else:
@@ -295,22 +436,24 @@ class FuzzyMicroaggregation:
                                      "microaggregation replaces records by centres (use fcm or efcm)")
             centres = project_original(constraints, part.centres, std.scale)
             step1_info = {"method": type(clusterer).name, "c": int(centres.shape[0])}
-        centres_z = std.to_z(centres)
         budget = getattr(clusterer, "memory_budget", 256.0) * 1024.0 ** 2
-        mem = compute_memberships(
-            std.z, centres_z, step2, budget_bytes=budget, mass_tol=getattr(clusterer, "mass_tol", 1e-3),
-            max_neighbours=getattr(clusterer, "max_neighbours", 256), rng=context.rng, draw=True,
-            progress=_Progress(context, 1.0),
-        )
-        assert mem.labels is not None
-        labels = mem.labels
+        step2_run = _step2(std, centres, step2, k, budget_bytes=budget,
+                           mass_tol=getattr(clusterer, "mass_tol", 1e-3),
+                           max_neighbours=getattr(clusterer, "max_neighbours", 256), context=context,
+                           project=None if constraints is None else (
+                               lambda v: project_original(constraints, v, std.scale)))
+        mem, centres, labels = step2_run.mem, step2_run.centres, step2_run.labels
         protected = centres[labels]
+        verbatim = int(np.count_nonzero((protected == values).all(axis=1)))
         realised = np.bincount(labels, minlength=centres.shape[0])
         small_share = float(np.mean(realised[labels] < k))
-        expected = mem.expected_sizes
+        expected = step2_run.expected
         diagnostics: dict[str, Any] = {
             "k": k,
             "c": int(centres.shape[0]),
+            "c_initial": int(c),
+            "light_centres_dropped": int(c - centres.shape[0]),
+            "mass_rounds": step2_run.rounds,
             "step1": step1_info,
             ("m1" if step2.kind == "fcm" else "lambda1"): None if step1 is None else step1.value,
             ("m2" if step2.kind == "fcm" else "lambda2"): step2.value,
@@ -320,36 +463,52 @@ class FuzzyMicroaggregation:
             "realised_size_min": int(realised[realised > 0].min()),
             "realised_size_max": int(realised.max()),
             "share_in_realised_cluster_below_k": small_share,
+            "records_on_a_centre": step2_run.on_centre,
+            "records_only_themselves": step2_run.stuck,
+            "verbatim_records": verbatim,
             "exact_draw": mem.exact_draw,
             "constrained": constraints is not None,
             "rules": list(constraints.rules) if constraints is not None else [],
             **mem.diagnostics(),
         }
-        partition = Partition(labels=labels, centres=centres, memberships=mem.memberships, columns=columns,
+        partition = Partition(labels=labels, centres=centres, memberships=step2_run.memberships, columns=columns,
                               diagnostics=diagnostics)
-        context.record(self._statement(columns, n, c, k, step1, step2, clusterer, mem, small_share, constraints),
+        context.record(self._statement(columns, n, k, step1, step2, clusterer, mem, small_share, constraints,
+                                       diagnostics, expected),
                        guarantee="probabilistic k-anonymity",
                        details={key: diagnostics[key] for key in diagnostics if key != "step1"})
         frame = pd.DataFrame(protected, index=data.index, columns=data.columns)
         return Masked(data=frame, partition=partition, diagnostics=diagnostics)
 
-    def _statement(self, columns: tuple[str, ...], n: int, c: int, k: int, step1: Any, step2: Any, clusterer: Any,
-                   mem: Any, small_share: float, constraints: Any) -> str:
+    def _statement(self, columns: tuple[str, ...], n: int, k: int, step1: Any, step2: Any, clusterer: Any,
+                   mem: Any, small_share: float, constraints: Any, dg: dict[str, Any], e: np.ndarray) -> str:
         cols = ", ".join(columns)
         how = f"{type(clusterer).name}" + (f" with {step1.describe()}" if step1 is not None else "")
         rules = (f" and projected onto the edit rules {', '.join(repr(r) for r in constraints.rules)}, so every "
                  "released record satisfies them" if constraints is not None else "")
-        e = mem.expected_sizes
+        c = dg["c"]
+        dropped = dg["light_centres_dropped"]
+        removed = (f" (c = {dg['c_initial']} at the start; the {dropped} centres whose expected cluster size was "
+                   "below k were removed, the lightest first, and the memberships recomputed)" if dropped else "")
+        self_rule = (
+            f"A record was never replaced by a centre equal to itself (every value of these columns within "
+            f"{SELF_TOL:g} standard deviations): {dg['records_on_a_centre']} records had such a centre and drew "
+            "from their memberships to the other centres, renormalised."
+        )
+        if dg["records_only_themselves"]:
+            self_rule += (f" {dg['records_only_themselves']} records had no other centre and kept their own "
+                          "values.")
         text = (
             f"Fuzzy microaggregation (Torra, Algorithm 1): the values of {cols} of each of the {n} records were "
-            f"replaced by one of c = {c} cluster centres found by {how}{rules}; each record's centre was drawn "
-            f"at random with its Step 2 memberships ({step2.describe()}). Probabilistic k-anonymity for "
-            f"k = {k}: the expected "
-            f"cluster sizes (sums of memberships) range from {e.min():.3g} to {e.max():.3g} (mean {e.mean():.3g}); "
-            f"after the draw, {small_share:.1%} of the records share their released values of these columns with "
-            f"fewer than {k - 1} other records (their realised cluster has fewer than k records). This is not "
-            "k-anonymity: a released record may be unique. It covers these columns only, and it is not "
-            "differential privacy."
+            f"replaced by one of c = {c} cluster centres found by {how}{rules}{removed}; each record's centre was "
+            f"drawn at random with its Step 2 memberships ({step2.describe()}). {self_rule} Probabilistic "
+            f"k-anonymity for k = {k}: every centre's expected cluster size (the sum of the probabilities with "
+            f"which the records drew it) is at least k; they range from {e.min():.3g} to {e.max():.3g} (mean "
+            f"{e.mean():.3g}). {dg['verbatim_records']} records were released with their original values of "
+            f"these columns. After the draw, {small_share:.1%} of the records share their released values of "
+            f"these columns with fewer than {k - 1} other records (their realised cluster has fewer than k "
+            "records). This is not k-anonymity: a released record may be unique. It covers these columns only, "
+            "and it is not differential privacy."
         )
         if mem.path == "truncated":
             text += (f" Memberships were truncated to each record's {mem.neighbours} nearest centres; on an exact "
