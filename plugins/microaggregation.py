@@ -77,7 +77,16 @@ from .fuzzy import (
 
 __version__ = "0.1.0"
 
-__all__ = ["DEFAULT_K", "DEFAULT_LAMBDA1", "FuzzyMicroaggregation", "Microaggregation", "default_m1"]
+__all__ = [
+    "DEFAULT_K",
+    "DEFAULT_LAMBDA1",
+    "CollapsedCentresWarning",
+    "FuzzyMicroaggregation",
+    "FuzzyRegimeWarning",
+    "Microaggregation",
+    "UniformMembershipsWarning",
+    "default_m1",
+]
 
 #: k when neither ``k`` nor ``c`` is given (sdcMicro's default aggregation level).
 DEFAULT_K = 3
@@ -266,6 +275,147 @@ def _step2(std: Any, centres: np.ndarray, fz: _fcm.Fuzzifier, k: int, *, budget_
                   rounds=rounds, on_centre=int(rows.size), stuck=stuck)
 
 
+# ---------------------------------------------------------------------------
+# Degenerate fuzzifiers: a pilot before the long run, and the warnings
+# ---------------------------------------------------------------------------
+
+
+class FuzzyRegimeWarning(privclust.PrivclustWarning):
+    """The fuzzifiers of fuzzy microaggregation are in a degenerate regime
+    (the message gives the expected group sizes, the information loss and
+    what to change)."""
+
+
+class CollapsedCentresWarning(FuzzyRegimeWarning):
+    """Many Step 1 centres sit on a single record (clusters of one isolated
+    record): the mass rule merges them and the self rule redraws their
+    records, so there are fewer, larger groups than ``N / k``."""
+
+
+class UniformMembershipsWarning(FuzzyRegimeWarning):
+    """The Step 2 memberships are near-uniform: most records are replaced by
+    a centre that is not their nearest, far from them (information loss
+    near or above 100%), and the fit is slow (no truncation helps)."""
+
+
+#: Records in the pilot run on data of more than twice as many records (a uniform
+#: random subsample); smaller data are measured on the run itself.
+PILOT_SIZE = 1000
+#: A centre "sits on a record" when it is closer to one than this fraction of
+#: the median nearest-neighbour distance between records.
+ON_RECORD = 1e-3
+#: Collapse warning: at least this share of the Step 1 centres sit on a record.
+COLLAPSE_SHARE = 0.2
+#: Near-uniform warning: a record's largest Step 2 membership averages below this.
+UNIFORM_MAX_MEMBERSHIP = 0.5
+#: Iteration cap of the pilot's Step 1.
+_PILOT_ITER = 100
+
+
+class _PilotContext:
+    """What the fit and Step 2 need from a context, for a pilot run that
+    writes nothing (no ledger, no progress) and draws from its own stream."""
+
+    constraints = None
+
+    def __init__(self, rng: np.random.Generator):
+        self.rng = rng
+
+    def spawn(self, n: int) -> list[np.random.Generator]:
+        return list(self.rng.spawn(n))
+
+    def progress(self, done: float, total: float | None = None) -> None:
+        return None
+
+
+@attrs.frozen(kw_only=True)
+class _Regime:
+    """What a (pilot or actual) run says about the fuzzifiers."""
+
+    on_records: float  # share of the Step 1 centres that sit on a record
+    max_membership: float  # mean over records of the largest Step 2 membership
+    loss: float  # SSE/SST of the draw, standardised
+    c_initial: int
+    c_final: int
+    n: int
+    pilot: bool
+
+
+def _largest_membership(memberships: Any) -> float:
+    if isinstance(memberships, TopMemberships):
+        top = np.asarray(memberships.values)[:, 0] * (1.0 - np.asarray(memberships.dropped))
+        return float(top.mean())
+    return float(np.asarray(memberships).max(axis=1).mean())
+
+
+def _measure(z: np.ndarray, step1_z: np.ndarray, run: _Step2, std: Any, pilot: bool) -> _Regime:
+    tree = cKDTree(z)
+    near = tree.query(z, k=2, workers=-1)[0][:, 1] if z.shape[0] > 1 else np.ones(1)
+    scale = float(np.median(near)) or 1.0
+    on = tree.query(step1_z, k=1, workers=-1)[0] < ON_RECORD * scale
+    released = std.to_z(run.centres)[run.labels]
+    sst = float(((z - z.mean(axis=0)) ** 2).sum())
+    loss = float(((released - z) ** 2).sum()) / sst if sst > 0 else 0.0
+    return _Regime(on_records=float(on.mean()), max_membership=_largest_membership(run.memberships), loss=loss,
+                   c_initial=int(step1_z.shape[0]), c_final=int(run.centres.shape[0]), n=int(z.shape[0]),
+                   pilot=pilot)
+
+
+def _pilot(std: Any, rows: np.ndarray, clusterer: Any, c: int, k: int, fz: _fcm.Fuzzifier, rng: np.random.Generator,
+           budget_bytes: float, constraints: Any) -> _Regime:
+    """Steps 1-3 on the records ``rows`` with ``c`` centres (one restart, at
+    most 100 iterations), measured."""
+    from .fuzzy import Standardised
+
+    sub = Standardised(std.z[rows], std.mean, std.scale, std.enabled)
+    ctx = _PilotContext(rng)
+    quick = attrs.evolve(clusterer, n_init=1, max_iter=min(int(clusterer.max_iter), _PILOT_ITER))
+    fit = quick.fit_arrays(sub, c, ctx, constraints=constraints, seed_group=max(k, 1))
+    run = _step2(sub, fit.centres, fz, k, budget_bytes=budget_bytes, mass_tol=clusterer.mass_tol,
+                 max_neighbours=clusterer.max_neighbours, context=ctx,
+                 project=None if constraints is None else (lambda v: project_original(constraints, v, sub.scale)))
+    return _measure(sub.z, fit.centres_z, run, sub, pilot=True)
+
+
+def _regime_warnings(who: str, regime: _Regime, *, n: int, c: int, k: int, d: int, step1: Any, step2: Any,
+                     default_loss: float | None) -> list[FuzzyRegimeWarning]:
+    """The warnings a measured regime calls for (empty when none)."""
+    where = (f"estimated on a pilot of {regime.n} random records before the run" if regime.pilot
+             else "measured on this run")
+    kept = regime.c_final / max(regime.c_initial, 1)
+    c_final = max(1, int(round(c * kept)))
+    groups = (f"every centre carries an expected {k} records or more (the mass rule), {n / c_final:.1f} on "
+              f"average (about {c_final} of the {c} centres remain after merging the light ones)")
+    loss = f"information loss SSE/SST about {100 * regime.loss:.0f}%"
+    if default_loss is not None:
+        loss += (f" (the defaults, fcm with m1 = m2 = 1 + 1/(4d) = {default_m1(d):.3g}, give about "
+                 f"{100 * default_loss:.0f}%)")
+    fz = f"{step1.describe().replace('m =', 'm1 =').replace('lambda =', 'lambda1 =')}, " if step1 else ""
+    fz += step2.describe().replace("m =", "m2 =").replace("lambda =", "lambda2 =")
+    out: list[FuzzyRegimeWarning] = []
+    if regime.max_membership < UNIFORM_MAX_MEMBERSHIP:
+        fix = ("lower m2 (the draw) and m1 towards 1 + 1/(4d) = "
+               f"{default_m1(d):.3g} for d = {d} columns, or leave them unset" if step2.kind == "fcm"
+               else "raise lambda2 (the draw) and lambda1, or use the default clusterer fcm")
+        out.append(UniformMembershipsWarning(
+            f"{who}: near-uniform memberships ({fz}, d = {d}): a record's largest replacement probability "
+            f"averages {regime.max_membership:.2g} ({where}), so most records are replaced by a centre far from "
+            f"them; expect: {groups}; {loss}. Such memberships are also slow: on large data no truncation to "
+            f"the nearest centres applies, every pass is exact. To fix: {fix}."
+        ))
+    if regime.on_records >= COLLAPSE_SHARE:
+        loose = regime.max_membership < UNIFORM_MAX_MEMBERSHIP
+        fix = ("lower m1 (the default is 1 + 1/(4d))" if loose and step2.kind == "fcm" else
+               "raise m1 (e.g. 1.1) or k, or top-code the outlying records" if step2.kind == "fcm"
+               else "lower lambda1 or raise k, or top-code the outlying records")
+        out.append(CollapsedCentresWarning(
+            f"{who}: centres collapse onto records ({fz}, k = {k}): {regime.on_records:.0%} of the Step 1 "
+            f"centres sit on a single record ({where}); the mass rule merges them and the self rule redraws "
+            f"their records, so expect: {groups}; {loss}. To fix: {fix}."
+        ))
+    return out
+
+
 @attrs.frozen(kw_only=True)
 class FuzzyMicroaggregation:
     """Fuzzy microaggregation (Torra's Algorithm 1) with edit constraints.
@@ -425,6 +575,17 @@ class FuzzyMicroaggregation:
         constraints = check_constraints(context.constraints, columns, who)
         fuzzy = isinstance(clusterer, FCM | EFCM)
         std = standardise(values, columns, getattr(clusterer, "standardise", True), who)
+        d = values.shape[1]
+        budget = getattr(clusterer, "memory_budget", 256.0) * 1024.0 ** 2
+        regime_args = dict(n=n, c=c, k=k, d=d, step1=step1, step2=step2)
+        warned = False
+        if fuzzy and n > 2 * PILOT_SIZE:
+            # a pilot on a random subsample says, before the long run, whether the fuzzifiers are degenerate
+            rng = context.spawn(1)[0]
+            rows = np.sort(rng.choice(n, size=PILOT_SIZE, replace=False))
+            c_pilot = int(min(PILOT_SIZE, max(1, round(c * PILOT_SIZE / n))))
+            regime = _pilot(std, rows, clusterer, c_pilot, k, step2, rng, budget, constraints)
+            warned = self._warn(regime, std, rows, clusterer, c_pilot, k, rng, budget, constraints, regime_args)
         if fuzzy:
             fit = clusterer.fit_arrays(std, c, context, constraints=constraints, seed_group=max(k, 1))
             centres = fit.centres
@@ -436,12 +597,15 @@ class FuzzyMicroaggregation:
                                      "microaggregation replaces records by centres (use fcm or efcm)")
             centres = project_original(constraints, part.centres, std.scale)
             step1_info = {"method": type(clusterer).name, "c": int(centres.shape[0])}
-        budget = getattr(clusterer, "memory_budget", 256.0) * 1024.0 ** 2
         step2_run = _step2(std, centres, step2, k, budget_bytes=budget,
                            mass_tol=getattr(clusterer, "mass_tol", 1e-3),
                            max_neighbours=getattr(clusterer, "max_neighbours", 256), context=context,
                            project=None if constraints is None else (
                                lambda v: project_original(constraints, v, std.scale)))
+        if fuzzy and not warned and n <= 2 * PILOT_SIZE:
+            regime = _measure(std.z, std.to_z(centres), step2_run, std, pilot=False)
+            rows = np.arange(n)
+            self._warn(regime, std, rows, clusterer, c, k, context.spawn(1)[0], budget, constraints, regime_args)
         mem, centres, labels = step2_run.mem, step2_run.centres, step2_run.labels
         protected = centres[labels]
         verbatim = int(np.count_nonzero((protected == values).all(axis=1)))
@@ -479,6 +643,27 @@ class FuzzyMicroaggregation:
                        details={key: diagnostics[key] for key in diagnostics if key != "step1"})
         frame = pd.DataFrame(protected, index=data.index, columns=data.columns)
         return Masked(data=frame, partition=partition, diagnostics=diagnostics)
+
+    def _warn(self, regime: _Regime, std: Any, rows: np.ndarray, clusterer: Any, c: int, k: int,
+              rng: np.random.Generator, budget: float, constraints: Any, args: dict[str, Any]) -> bool:
+        """Emit the regime's warnings (with the defaults' loss on the same
+        records for comparison); ``True`` when any was emitted."""
+        import warnings
+
+        found = _regime_warnings(self.name, regime, **args, default_loss=None)
+        if not found:
+            return False
+        d = args["d"]
+        default = _fcm.Fuzzifier("fcm", default_m1(d))
+        default_loss = None
+        if (args["step1"], args["step2"]) != (default, default):
+            base = FCM(c=c, m=default.value, memory_budget=clusterer.memory_budget, mass_tol=clusterer.mass_tol,
+                       max_neighbours=clusterer.max_neighbours, standardise=clusterer.standardise,
+                       tol=clusterer.tol)
+            default_loss = _pilot(std, rows, base, c, k, default, rng, budget, constraints).loss
+        for warning in _regime_warnings(self.name, regime, **args, default_loss=default_loss):
+            warnings.warn(warning, stacklevel=4)
+        return True
 
     def _statement(self, columns: tuple[str, ...], n: int, k: int, step1: Any, step2: Any, clusterer: Any,
                    mem: Any, small_share: float, constraints: Any, dg: dict[str, Any], e: np.ndarray) -> str:
