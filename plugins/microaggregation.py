@@ -140,6 +140,10 @@ def _family(value: Any) -> str | None:
 #: within this many standard deviations of the record's (exact equality
 #: included; in the clustering metric, raw units with standardise = false).
 SELF_TOL = 1e-9
+#: Rounds of the mass rule in which a light centre next to one that just
+#: merged waits to be re-measured; later rounds merge every light centre
+#: whose estimated mass is below k (fewer rounds on large data).
+WAIT_ROUNDS = 3
 #: Nearest centres listed per light centre when merging.
 _NEIGHBOURS = 8
 
@@ -171,13 +175,15 @@ def self_centres(z: np.ndarray, centres_z: np.ndarray, tol: float = SELF_TOL) ->
     return rows, [np.asarray(sorted(f), dtype=np.int64) for f in found]
 
 
-def _merge_light(cz: np.ndarray, mass: np.ndarray, k: float) -> tuple[np.ndarray, np.ndarray]:
+def _merge_light(cz: np.ndarray, mass: np.ndarray, k: float, *, wait: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """One round of the mass rule: the light centres, lightest first, each
-    merged into its nearest surviving centre (their mass-weighted mean),
-    with the merged masses estimated as sums; a centre stops absorbing or
-    being absorbed once its estimate reaches ``k``. Returns the surviving
-    centre indices and their new positions (standardised). The lightest
-    centre always merges, so every round removes at least one centre."""
+    merged into its nearest centre (at their mass-weighted mean, the merged
+    mass estimated as the sum). A light centre next to one that already
+    merged this round waits for the next round (the records of the merged
+    centre moved, so its mass is re-measured first); so does one whose
+    estimate reached ``k`` (with ``wait = False`` only the latter). Returns
+    the surviving centre indices and their positions (standardised). The lightest centre always merges, so every
+    round removes at least one centre."""
     c = cz.shape[0]
     pos = np.array(cz, dtype=float, copy=True)
     est = np.array(mass, dtype=float, copy=True)
@@ -187,9 +193,12 @@ def _merge_light(cz: np.ndarray, mass: np.ndarray, k: float) -> tuple[np.ndarray
     q = int(min(c, _NEIGHBOURS + 1))
     _, near = cKDTree(cz).query(cz[order], k=q, workers=-1)
     near = np.asarray(near).reshape(order.size, q)
-    tree = None
+    touched = np.zeros(c, dtype=bool)
     for row, i in enumerate(order):
         if not alive[i] or est[i] >= k:
+            continue
+        if wait and row > 0 and touched[near[row]].any():
+            # a neighbour merged this round: its records moved, so this mass is re-measured next round
             continue
         target = -1
         for j in near[row]:
@@ -197,16 +206,16 @@ def _merge_light(cz: np.ndarray, mass: np.ndarray, k: float) -> tuple[np.ndarray
                 target = int(j)
                 break
         if target < 0:  # every listed neighbour has merged away: search the survivors
-            if tree is None or True:
-                live = np.flatnonzero(alive & (np.arange(c) != i))
-                if live.size == 0:
-                    break
-                _, t = cKDTree(pos[live]).query(pos[i], k=1)
-                target = int(live[int(t)])
+            live = np.flatnonzero(alive & (np.arange(c) != i))
+            if live.size == 0:
+                break
+            _, t = cKDTree(pos[live]).query(pos[i], k=1)
+            target = int(live[int(t)])
         total = est[i] + est[target]
         pos[target] = (pos[i] * est[i] + pos[target] * est[target]) / max(total, 1e-300)
         est[target] = total
         alive[i] = False
+        touched[i] = touched[target] = True
     keep = np.flatnonzero(alive)
     return keep, pos[keep]
 
@@ -243,7 +252,7 @@ def _step2(std: Any, centres: np.ndarray, fz: _fcm.Fuzzifier, k: int, *, budget_
         light = expected < k
         if keep.size == 1 or not light.any():
             break
-        stay, moved_z = _merge_light(cz, expected, k)
+        stay, moved_z = _merge_light(cz, expected, k, wait=rounds < WAIT_ROUNDS)
         moved = std.to_original(moved_z)
         centres = centres.copy()
         centres[keep[stay]] = project(moved) if project is not None else moved
@@ -306,7 +315,8 @@ PILOT_SIZE = 1000
 ON_RECORD = 1e-3
 #: Collapse warning: at least this share of the Step 1 centres sit on a record.
 COLLAPSE_SHARE = 0.2
-#: Near-uniform warning: a record's largest Step 2 membership averages below this.
+#: Near-uniform warning: a record's largest Step 2 membership, rescaled from
+#: ``[1/c, 1]`` to ``[0, 1]``, averages below this.
 UNIFORM_MAX_MEMBERSHIP = 0.5
 #: Iteration cap of the pilot's Step 1.
 _PILOT_ITER = 100
@@ -342,10 +352,17 @@ class _Regime:
 
 
 def _largest_membership(memberships: Any) -> float:
+    """The mean over records of the largest membership, rescaled so that
+    uniform memberships give 0 and crisp ones 1 (``(u_max - 1/c) / (1 - 1/c)``)."""
     if isinstance(memberships, TopMemberships):
         top = np.asarray(memberships.values)[:, 0] * (1.0 - np.asarray(memberships.dropped))
-        return float(top.mean())
-    return float(np.asarray(memberships).max(axis=1).mean())
+        c = memberships.n_centres
+    else:
+        top = np.asarray(memberships).max(axis=1)
+        c = memberships.shape[1]
+    if c <= 1:
+        return 1.0
+    return float(((top - 1.0 / c) / (1.0 - 1.0 / c)).mean())
 
 
 def _measure(z: np.ndarray, step1_z: np.ndarray, run: _Step2, std: Any, pilot: bool) -> _Regime:
@@ -399,7 +416,7 @@ def _regime_warnings(who: str, regime: _Regime, *, n: int, c: int, k: int, d: in
                else "raise lambda2 (the draw) and lambda1, or use the default clusterer fcm")
         out.append(UniformMembershipsWarning(
             f"{who}: near-uniform memberships ({fz}, d = {d}): a record's largest replacement probability "
-            f"averages {regime.max_membership:.2g} ({where}), so most records are replaced by a centre far from "
+            f"averages {regime.max_membership:.2g} on a scale from 0 (uniform) to 1 (crisp) ({where}), so most records are replaced by a centre far from "
             f"them; expect: {groups}; {loss}. Such memberships are also slow: on large data no truncation to "
             f"the nearest centres applies, every pass is exact. To fix: {fix}."
         ))
