@@ -315,6 +315,8 @@ PILOT_SIZE = 1000
 ON_RECORD = 1e-3
 #: Collapse warning: at least this share of the Step 1 centres sit on a record.
 COLLAPSE_SHARE = 0.2
+#: ... and at least this many of them (a quarter of 4 centres says nothing).
+COLLAPSE_MIN = 5
 #: Near-uniform warning: a record's largest Step 2 membership, rescaled from
 #: ``[1/c, 1]`` to ``[0, 1]``, averages below this.
 UNIFORM_MAX_MEMBERSHIP = 0.5
@@ -420,7 +422,7 @@ def _regime_warnings(who: str, regime: _Regime, *, n: int, c: int, k: int, d: in
             f"them; expect: {groups}; {loss}. Such memberships are also slow: on large data no truncation to "
             f"the nearest centres applies, every pass is exact. To fix: {fix}."
         ))
-    if regime.on_records >= COLLAPSE_SHARE:
+    if regime.on_records >= COLLAPSE_SHARE and regime.on_records * regime.c_initial >= COLLAPSE_MIN:
         loose = regime.max_membership < UNIFORM_MAX_MEMBERSHIP
         fix = ("lower m1 (the default is 1 + 1/(4d))" if loose and step2.kind == "fcm" else
                "raise m1 (e.g. 1.1) or k, or top-code the outlying records" if step2.kind == "fcm"
@@ -690,8 +692,9 @@ class FuzzyMicroaggregation:
                  "released record satisfies them" if constraints is not None else "")
         c = dg["c"]
         dropped = dg["light_centres_dropped"]
-        removed = (f" (c = {dg['c_initial']} at the start; the {dropped} centres whose expected cluster size was "
-                   "below k were removed, the lightest first, and the memberships recomputed)" if dropped else "")
+        removed = (f" (c = {dg['c_initial']} at the start; {dropped} centres whose expected cluster size was below "
+                   "k were merged into their nearest centres, the lightest first, and the memberships recomputed)"
+                   if dropped else "")
         self_rule = (
             f"A record was never replaced by a centre equal to itself (every value of these columns within "
             f"{SELF_TOL:g} standard deviations): {dg['records_on_a_centre']} records had such a centre and drew "
