@@ -175,14 +175,16 @@ def self_centres(z: np.ndarray, centres_z: np.ndarray, tol: float = SELF_TOL) ->
     return rows, [np.asarray(sorted(f), dtype=np.int64) for f in found]
 
 
-def _merge_light(cz: np.ndarray, mass: np.ndarray, k: float, *, wait: bool = True) -> tuple[np.ndarray, np.ndarray]:
+def _merge_light(cz: np.ndarray, mass: np.ndarray, k: float, *,
+                 wait: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """One round of the mass rule: the light centres, lightest first, each
     merged into its nearest centre (at their mass-weighted mean, the merged
     mass estimated as the sum). A light centre next to one that already
     merged this round waits for the next round (the records of the merged
     centre moved, so its mass is re-measured first); so does one whose
     estimate reached ``k`` (with ``wait = False`` only the latter). Returns
-    the surviving centre indices and their positions (standardised). The lightest centre always merges, so every
+    the surviving centre indices, their positions (standardised) and which
+    of them absorbed a centre (moved). The lightest centre always merges, so every
     round removes at least one centre."""
     c = cz.shape[0]
     pos = np.array(cz, dtype=float, copy=True)
@@ -217,7 +219,26 @@ def _merge_light(cz: np.ndarray, mass: np.ndarray, k: float, *, wait: bool = Tru
         alive[i] = False
         touched[i] = touched[target] = True
     keep = np.flatnonzero(alive)
-    return keep, pos[keep]
+    return keep, pos[keep], touched[keep]
+
+
+def _refresh_rows(z: np.ndarray, cz: np.ndarray, fz: _fcm.Fuzzifier, idx: np.ndarray, val: np.ndarray,
+                  changed: np.ndarray, p: int) -> tuple[np.ndarray, np.ndarray]:
+    """The truncated rows after a merge round: rows marked ``-1`` (they held a
+    merged or moved centre) are computed again over their ``p`` nearest
+    centres; the others keep their values (an estimate: a moved centre may
+    have come among their nearest, which the next full pass measures)."""
+    redo = np.flatnonzero(idx[:, 0] < 0)
+    if redo.size:
+        p = int(min(p, cz.shape[0]))
+        D, near = _fcm.query(cKDTree(cz), z[redo], p, -1)
+        if p < idx.shape[1]:  # fewer centres than the row width: pad with zero weights
+            D = np.hstack([D, np.full((redo.size, idx.shape[1] - p), np.inf)])
+            near = np.hstack([near, np.zeros((redo.size, idx.shape[1] - p), dtype=np.int64)])
+        values = _fcm.membership_values(D, fz)
+        idx[redo] = near
+        val[redo] = np.nan_to_num(values / values.sum(axis=1, keepdims=True))
+    return idx, val
 
 
 def _step2(std: Any, centres: np.ndarray, fz: _fcm.Fuzzifier, k: int, *, budget_bytes: float, mass_tol: float,
@@ -226,8 +247,11 @@ def _step2(std: Any, centres: np.ndarray, fz: _fcm.Fuzzifier, k: int, *, budget_
 
     * **mass**: every centre's expected cluster size (the sum over records of
       the probability of drawing it) is at least ``k``. While a centre is
-      lighter, the locally lightest light centres are removed and the
-      memberships recomputed. Removing a centre never lowers another's mass
+      lighter, the light centres merge into their nearest centres
+      (:func:`_merge_light`) and the memberships are computed again (on the
+      truncated path, between two full passes, only for the records that
+      held a merged or moved centre; the rule is always checked on a full
+      pass, the one whose memberships the draw uses). Removing a centre never lowers another's mass
       (memberships are normalised weights that depend on each centre's own
       distance only), so the rounds end, at the latest with one centre.
     * **self**: a record is never replaced by a centre equal to itself
@@ -236,28 +260,54 @@ def _step2(std: Any, centres: np.ndarray, fz: _fcm.Fuzzifier, k: int, *, budget_
     """
     keep = np.arange(centres.shape[0])
     rounds = 0
+    full = True
+    top_idx: np.ndarray | None = None  # the truncated path's rows, kept between rounds
+    top_val: np.ndarray | None = None
     while True:
         cz = std.to_z(centres[keep])
-        mem = compute_memberships(std.z, cz, fz, budget_bytes=budget_bytes, mass_tol=mass_tol,
-                                  max_neighbours=max_neighbours, rng=context.rng, draw=True,
-                                  progress=_Progress(context, 1.0))
-        rows, own = self_centres(std.z, cz)
-        expected = np.array(mem.expected_sizes, dtype=float)
-        sub = None
-        if rows.size:
-            width = cz.shape[0] if mem.path == "dense" else mem.memberships.indices.shape[1]
-            sub = _fcm.subset_rows(std.z[rows], cz, fz, own, p=mem.neighbours if mem.path == "truncated" else None,
-                                   width=width, budget_bytes=budget_bytes, rng=context.rng)
-            expected += sub.colsum_new - sub.colsum_old
+        if full:
+            mem = compute_memberships(std.z, cz, fz, budget_bytes=budget_bytes, mass_tol=mass_tol,
+                                      max_neighbours=max_neighbours, rng=context.rng, draw=True,
+                                      progress=_Progress(context, 1.0))
+            rows, own = self_centres(std.z, cz)
+            expected = np.array(mem.expected_sizes, dtype=float)
+            sub = None
+            if rows.size:
+                width = cz.shape[0] if mem.path == "dense" else mem.memberships.indices.shape[1]
+                sub = _fcm.subset_rows(std.z[rows], cz, fz, own,
+                                       p=mem.neighbours if mem.path == "truncated" else None,
+                                       width=width, budget_bytes=budget_bytes, rng=context.rng)
+                expected += sub.colsum_new - sub.colsum_old
+            if mem.path == "truncated":
+                top_idx = np.array(mem.memberships.indices, dtype=np.int64)
+                top_val = np.array(mem.memberships.values)
+        else:
+            # between verified passes: only the records that kept a merged or moved centre are recomputed
+            assert top_idx is not None and top_val is not None and mem.neighbours is not None
+            top_idx, top_val = _refresh_rows(std.z, cz, fz, top_idx, top_val, changed, mem.neighbours)
+            expected = np.bincount(top_idx.ravel(), weights=top_val.ravel(), minlength=cz.shape[0])
         light = expected < k
         if keep.size == 1 or not light.any():
-            break
-        stay, moved_z = _merge_light(cz, expected, k, wait=rounds < WAIT_ROUNDS)
-        moved = std.to_original(moved_z)
+            if full:
+                break
+            full = True  # the final memberships are always a full pass: the rule is checked on them
+            continue
+        stay, moved_z, absorbed = _merge_light(cz, expected, k, wait=rounds < WAIT_ROUNDS)
         centres = centres.copy()
-        centres[keep[stay]] = project(moved) if project is not None else moved
+        if absorbed.any():
+            moved = std.to_original(moved_z[absorbed])
+            centres[keep[stay[absorbed]]] = project(moved) if project is not None else moved
+        # old index -> new index (-1: merged away); "changed": merged away or moved
+        remap = np.full(keep.size, -1, dtype=np.int64)
+        remap[stay] = np.arange(stay.size)
+        changed = remap < 0
+        changed[stay[absorbed]] = True
+        if top_idx is not None and mem.path == "truncated":
+            affected = changed[top_idx].any(axis=1)
+            top_idx = np.where(affected[:, None], -1, remap[top_idx])
         keep = keep[stay]
         rounds += 1
+        full = mem.path != "truncated"
     assert mem.labels is not None
     labels = np.array(mem.labels, copy=True)
     memberships = mem.memberships
