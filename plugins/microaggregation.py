@@ -223,7 +223,7 @@ def _merge_light(cz: np.ndarray, mass: np.ndarray, k: float, *,
 
 
 def _refresh_rows(z: np.ndarray, cz: np.ndarray, fz: _fcm.Fuzzifier, idx: np.ndarray, val: np.ndarray,
-                  changed: np.ndarray, p: int) -> tuple[np.ndarray, np.ndarray]:
+                  p: int) -> tuple[np.ndarray, np.ndarray]:
     """The truncated rows after a merge round: rows marked ``-1`` (they held a
     merged or moved centre) are computed again over their ``p`` nearest
     centres; the others keep their values (an estimate: a moved centre may
@@ -251,9 +251,10 @@ def _step2(std: Any, centres: np.ndarray, fz: _fcm.Fuzzifier, k: int, *, budget_
       (:func:`_merge_light`) and the memberships are computed again (on the
       truncated path, between two full passes, only for the records that
       held a merged or moved centre; the rule is always checked on a full
-      pass, the one whose memberships the draw uses). Removing a centre never lowers another's mass
-      (memberships are normalised weights that depend on each centre's own
-      distance only), so the rounds end, at the latest with one centre.
+      pass, the one whose memberships the draw uses). Removing a centre
+      never lowers another's mass (memberships are normalised weights that
+      depend on each centre's own distance only), so the rounds end, at the
+      latest with one centre.
     * **self**: a record is never replaced by a centre equal to itself
       (:data:`SELF_TOL`); it draws from its memberships to the other centres,
       renormalised (the masses above already count that).
@@ -284,7 +285,7 @@ def _step2(std: Any, centres: np.ndarray, fz: _fcm.Fuzzifier, k: int, *, budget_
         else:
             # between verified passes: only the records that kept a merged or moved centre are recomputed
             assert top_idx is not None and top_val is not None and mem.neighbours is not None
-            top_idx, top_val = _refresh_rows(std.z, cz, fz, top_idx, top_val, changed, mem.neighbours)
+            top_idx, top_val = _refresh_rows(std.z, cz, fz, top_idx, top_val, mem.neighbours)
             expected = np.bincount(top_idx.ravel(), weights=top_val.ravel(), minlength=cz.shape[0])
         light = expected < k
         if keep.size == 1 or not light.any():
@@ -468,8 +469,8 @@ def _regime_warnings(who: str, regime: _Regime, *, n: int, c: int, k: int, d: in
                else "raise lambda2 (the draw) and lambda1, or use the default clusterer fcm")
         out.append(UniformMembershipsWarning(
             f"{who}: near-uniform memberships ({fz}, d = {d}): a record's largest replacement probability "
-            f"averages {regime.max_membership:.2g} on a scale from 0 (uniform) to 1 (crisp) ({where}), so most records are replaced by a centre far from "
-            f"them; expect: {groups}; {loss}. Such memberships are also slow: on large data no truncation to "
+            f"averages {regime.max_membership:.2g} on a scale from 0 (uniform) to 1 (crisp) ({where}), so most "
+            f"records are replaced by a centre far from them; expect: {groups}; {loss}. Such memberships are also slow: on large data no truncation to "
             f"the nearest centres applies, every pass is exact. To fix: {fix}."
         ))
     if regime.on_records >= COLLAPSE_SHARE and regime.on_records * regime.c_initial >= COLLAPSE_MIN:
