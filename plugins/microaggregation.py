@@ -371,6 +371,9 @@ COLLAPSE_MIN = 5
 #: Near-uniform warning: a record's largest Step 2 membership, rescaled from
 #: ``[1/c, 1]`` to ``[0, 1]``, averages below this.
 UNIFORM_MAX_MEMBERSHIP = 0.5
+#: ... and the information loss is more than this many times the defaults'
+#: on the same records (a few centres can look uniform and lose little).
+UNIFORM_LOSS_RATIO = 2.0
 #: Iteration cap of the pilot's Step 1.
 _PILOT_ITER = 100
 
@@ -454,7 +457,7 @@ def _regime_warnings(who: str, regime: _Regime, *, n: int, c: int, k: int, d: in
              else "measured on this run")
     kept = regime.c_final / max(regime.c_initial, 1)
     c_final = max(1, int(round(c * kept)))
-    groups = (f"every centre carries an expected {k} records or more (the mass rule), {n / c_final:.1f} on "
+    groups = (f"every centre carries an expected k = {k} or more records (the mass rule), {n / c_final:.1f} on "
               f"average (about {c_final} of the {c} centres remain after merging the light ones)")
     loss = f"information loss SSE/SST about {100 * regime.loss:.0f}%"
     if default_loss is not None:
@@ -463,15 +466,17 @@ def _regime_warnings(who: str, regime: _Regime, *, n: int, c: int, k: int, d: in
     fz = f"{step1.describe().replace('m =', 'm1 =').replace('lambda =', 'lambda1 =')}, " if step1 else ""
     fz += step2.describe().replace("m =", "m2 =").replace("lambda =", "lambda2 =")
     out: list[FuzzyRegimeWarning] = []
-    if regime.max_membership < UNIFORM_MAX_MEMBERSHIP:
+    far_worse = default_loss is None or regime.loss > UNIFORM_LOSS_RATIO * default_loss
+    if regime.max_membership < UNIFORM_MAX_MEMBERSHIP and far_worse:
         fix = ("lower m2 (the draw) and m1 towards 1 + 1/(4d) = "
                f"{default_m1(d):.3g} for d = {d} columns, or leave them unset" if step2.kind == "fcm"
                else "raise lambda2 (the draw) and lambda1, or use the default clusterer fcm")
         out.append(UniformMembershipsWarning(
             f"{who}: near-uniform memberships ({fz}, d = {d}): a record's largest replacement probability "
             f"averages {regime.max_membership:.2g} on a scale from 0 (uniform) to 1 (crisp) ({where}), so most "
-            f"records are replaced by a centre far from them; expect: {groups}; {loss}. Such memberships are also slow: on large data no truncation to "
-            f"the nearest centres applies, every pass is exact. To fix: {fix}."
+            f"records are replaced by a centre far from them; expect: {groups}; {loss}. On large data such "
+            "memberships are also slow (no truncation to the nearest centres applies: every pass is exact). "
+            f"To fix: {fix}."
         ))
     if regime.on_records >= COLLAPSE_SHARE and regime.on_records * regime.c_initial >= COLLAPSE_MIN:
         loose = regime.max_membership < UNIFORM_MAX_MEMBERSHIP
@@ -731,9 +736,10 @@ class FuzzyMicroaggregation:
                        max_neighbours=clusterer.max_neighbours, standardise=clusterer.standardise,
                        tol=clusterer.tol)
             default_loss = _pilot(std, rows, base, c, k, default, rng, budget, constraints).loss
-        for warning in _regime_warnings(self.name, regime, **args, default_loss=default_loss):
+        found = _regime_warnings(self.name, regime, **args, default_loss=default_loss)
+        for warning in found:
             warnings.warn(warning, stacklevel=4)
-        return True
+        return bool(found)
 
     def _statement(self, columns: tuple[str, ...], n: int, k: int, step1: Any, step2: Any, clusterer: Any,
                    mem: Any, small_share: float, constraints: Any, dg: dict[str, Any], e: np.ndarray) -> str:

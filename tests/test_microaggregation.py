@@ -580,7 +580,7 @@ def test_near_uniform_memberships_warn_before_the_long_run():
     assert len(found) == 1 and issubclass(found[0].category, privclust.PrivclustWarning)
     text = str(found[0].message)
     assert "pilot of 1000 random records before the run" in text and "lower m2" in text
-    assert "information loss SSE/SST about" in text and "the defaults" in text and "expected 5 records" in text
+    assert "information loss SSE/SST about" in text and "the defaults" in text and "expected k = 5 or more records" in text
     assert seen == [("fit", 1000), ("fit", 3000)]  # the pilot first
     # the estimate is close to what the run gives
     loss = sse(frame.to_numpy(), out.data.to_numpy())
@@ -606,7 +606,7 @@ def test_centres_collapsing_onto_records_warn():
                                                      r".*raise m1") as caught:
         release = privclust.run({"steps": [{"use": "fuzzy-microaggregation", "k": 2, "m1": 1.001}]}, census,
                                 seed=1)
-    assert "expected 2 records or more" in str(caught[0].message)
+    assert "expected k = 2 or more records" in str(caught[0].message)
     assert release.outcomes[0].diagnostics["verbatim_records"] == 0
     with _no_regime_warning():
         privclust.run({"steps": [{"use": "fuzzy-microaggregation", "k": 5}]}, census, seed=1)
