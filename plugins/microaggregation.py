@@ -703,6 +703,7 @@ class FuzzyMicroaggregation:
             "realised_size_max": int(realised.max()),
             "share_in_realised_cluster_below_k": small_share,
             "records_on_a_centre": step2_run.on_centre,
+            "self_tolerance": f"{SELF_TOL:g} " + ("standard deviations" if std.enabled else "in the column's own units"),
             "records_only_themselves": step2_run.stuck,
             "verbatim_records": verbatim,
             "exact_draw": mem.exact_draw,
@@ -749,12 +750,12 @@ class FuzzyMicroaggregation:
                  "released record satisfies them" if constraints is not None else "")
         c = dg["c"]
         dropped = dg["light_centres_dropped"]
-        removed = (f" (c = {dg['c_initial']} at the start; {dropped} centres whose expected cluster size was below "
-                   "k were merged into their nearest centres, the lightest first, and the memberships recomputed)"
+        removed = (f" (c = {dg['c_initial']} at the start; {dropped} of them had an expected cluster size below k "
+                   "and merged into their nearest centres, the lightest first, with the memberships recomputed)"
                    if dropped else "")
         self_rule = (
             f"A record was never replaced by a centre equal to itself (every value of these columns within "
-            f"{SELF_TOL:g} standard deviations): {dg['records_on_a_centre']} records had such a centre and drew "
+            f"{dg['self_tolerance']}): {dg['records_on_a_centre']} records had such a centre and drew "
             "from their memberships to the other centres, renormalised."
         )
         if dg["records_only_themselves"]:
