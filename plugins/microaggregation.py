@@ -369,8 +369,9 @@ COLLAPSE_SHARE = 0.2
 #: ... and at least this many of them (a quarter of 4 centres says nothing).
 COLLAPSE_MIN = 5
 #: Near-uniform warning: a record's largest Step 2 membership, rescaled from
-#: ``[1/c, 1]`` to ``[0, 1]``, averages below this.
-UNIFORM_MAX_MEMBERSHIP = 0.5
+#: ``[1/c, 1]`` to ``[0, 1]``, averages below this (m1 = 1.5 at d = 5 gives
+#: about 0.6, the defaults about 0.99) ...
+UNIFORM_MAX_MEMBERSHIP = 0.75
 #: ... and the information loss is more than this many times the defaults'
 #: on the same records (a few centres can look uniform and lose little).
 UNIFORM_LOSS_RATIO = 2.0
@@ -473,8 +474,8 @@ def _regime_warnings(who: str, regime: _Regime, *, n: int, c: int, k: int, d: in
                else "raise lambda2 (the draw) and lambda1, or use the default clusterer fcm")
         out.append(UniformMembershipsWarning(
             f"{who}: near-uniform memberships ({fz}, d = {d}): a record's largest replacement probability "
-            f"averages {regime.max_membership:.2g} on a scale from 0 (uniform) to 1 (crisp) ({where}), so most "
-            f"records are replaced by a centre far from them; expect: {groups}; {loss}. On large data such "
+            f"averages {regime.max_membership:.2g} on a scale from 0 (uniform) to 1 (crisp) ({where}), so many "
+            f"records are replaced by a centre other than their nearest; expect: {groups}; {loss}. On large data such "
             "memberships are also slow (no truncation to the nearest centres applies: every pass is exact). "
             f"To fix: {fix}."
         ))

@@ -610,3 +610,16 @@ def test_centres_collapsing_onto_records_warn():
     assert release.outcomes[0].diagnostics["verbatim_records"] == 0
     with _no_regime_warning():
         privclust.run({"steps": [{"use": "fuzzy-microaggregation", "k": 5}]}, census, seed=1)
+
+
+def test_the_issues_case_warns_m1_1_5_on_skewed_data_at_d_5():
+    # correlated log-normal records as in benchmarks/bench_microaggregation.py: largest memberships about
+    # 0.6 (not uniform), but four to five times the defaults' loss, and far slower on large data
+    rng = np.random.default_rng(0)
+    mix = rng.normal(size=(5, 5))
+    X = 100.0 * np.exp(rng.multivariate_normal(np.zeros(5), 0.5 * (mix @ mix.T / 5 + 0.5 * np.eye(5)), size=3000))
+    frame = pd.DataFrame(X, columns=list("abcde"))
+    with pytest.warns(UniformMembershipsWarning, match="pilot of 1000 random records before the run"):
+        mask(FuzzyMicroaggregation(k=5, m1=1.5), frame)
+    with _no_regime_warning():
+        mask(FuzzyMicroaggregation(k=5, m1=1.25), frame)
