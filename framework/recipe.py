@@ -81,6 +81,36 @@ def _depth(value: Any, limit: int = MAX_RECIPE_DEPTH) -> tuple[int, str]:
     return deepest, where
 
 
+class FrozenMap(Mapping[str, Any]):
+    """A read-only mapping of parameters that, unlike ``MappingProxyType``,
+    pickles (a Release holding its recipe can be sent to another process)."""
+
+    __slots__ = ("_data",)
+
+    def __init__(self, data: Mapping[str, Any] = MappingProxyType({})):
+        self._data = dict(data)
+
+    def __getitem__(self, key: str) -> Any:
+        return self._data[key]
+
+    def __iter__(self) -> Any:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Mapping) and dict(self.items()) == dict(other.items())
+
+    __hash__ = None  # type: ignore[assignment]  # like a dict
+
+    def __repr__(self) -> str:
+        return repr(self._data)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self._data,))
+
+
 def _freeze(value: Any) -> Any:
     """Deep-copy a parameter value into an immutable form (lists -> tuples)."""
     if isinstance(value, ComponentSpec):
@@ -88,7 +118,7 @@ def _freeze(value: Any) -> Any:
     if isinstance(value, Mapping):
         if "use" in value:
             return ComponentSpec.from_mapping(value)
-        return MappingProxyType({str(k): _freeze(v) for k, v in value.items()})
+        return FrozenMap({str(k): _freeze(v) for k, v in value.items()})
     if isinstance(value, list | tuple):
         return tuple(_freeze(v) for v in value)
     return value
