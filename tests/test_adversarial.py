@@ -25,7 +25,7 @@ import warnings
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
 import privclust
@@ -137,6 +137,7 @@ def outcome(recipe, frame, registry, seed=1):
     except PrivclustError as err:
         assert str(err).strip(), f"{type(err).__name__} without a message"
         result = err
+    event("clean error" if isinstance(result, PrivclustError) else "release")
     pd.testing.assert_frame_equal(frame, before)  # the input is never mutated
     return result
 
@@ -271,6 +272,7 @@ def test_the_command_line_prints_one_line_or_writes_a_correct_file(tmp_path_fact
     frame.to_csv(folder / "in.csv", index=False)
     cols = list(dict.fromkeys(map(str, frame.columns)))
     assume(not _known_bug(frame, which))
+    assume(not _near_float_limit(frame))  # the HTML report's plots fail there: pinned below
     (folder / "r.toml").write_text(privclust.Recipe.from_dict({"steps": FIXED_RECIPES[which](cols)}).to_toml(),
                                    encoding="utf-8")
     code = main(["run", str(folder / "r.toml"), "-i", str(folder / "in.csv"), "-o", str(folder / "out.csv"),
@@ -331,6 +333,18 @@ def test_pinned_hostile_inputs_end_cleanly(registry, recipe, frame):
                       else [])
 
 
+@pytest.mark.xfail(strict=True, reason="the HTML report (host verification, framework/report.py) draws "
+                   "framework/plots.before_after histograms that overflow: ValueError from numpy/matplotlib")
+def test_an_html_report_of_data_spanning_the_float_range(tmp_path, capsys):
+    frame = pd.DataFrame({"a": [0.0] * 10 + [1.281003e304, -1.797625e308]})
+    frame.to_csv(tmp_path / "in.csv", index=False)
+    (tmp_path / "r.toml").write_text('[[steps]]\nuse = "laplace"\nepsilon = 1.0\nbounds = { a = [0, 10] }\n')
+    code = main(["run", str(tmp_path / "r.toml"), "-i", str(tmp_path / "in.csv"), "-o", str(tmp_path / "o.csv"),
+                 "--report", str(tmp_path / "r.html"), "-q"])
+    assert code in (0, 1)
+    assert not list(tmp_path.glob("*.tmp"))
+
+
 def test_a_release_recipe_pickles():
     """The recipe part of a Release pickles (its parameters are a picklable
     read-only mapping); the Release itself is the host verification topic's."""
@@ -340,3 +354,73 @@ def test_a_release_recipe_pickles():
     assert pickle.loads(pickle.dumps(recipe)) == recipe
     with pytest.raises(TypeError):
         recipe.steps[0].params["epsilon"] = 2.0  # type: ignore[index]
+
+
+# ---------------------------------------------------------------------------
+# The parsers the host owns: recipe text, edit rules, sweeps, data files
+# ---------------------------------------------------------------------------
+
+TOML_PIECES = ["[[steps]]\n", 'use = "laplace"\n', "epsilon = 1e308\n", "bounds = {a = [0, inf]}\n", "[privacy]\n",
+               "epsilon = nan\n", "delta = -0\n", "x = [[[[1]]]]\n", "[[constraints]]\n", 'rules = ["a >= (b"]\n',
+               'use = "linear"\n', "columns = []\n", 'id = "ü"\n', "[", "{", '"', "\x00", "\ufeff", "\\u0000"]
+
+
+@settings(max_examples=EXAMPLES or 60, deadline=None, derandomize=not EXAMPLES)
+@given(pieces=st.lists(st.one_of(st.sampled_from(TOML_PIECES), st.text(max_size=8)), max_size=12))
+def test_any_recipe_text_is_a_recipe_or_a_recipe_error(registry, pieces):
+    try:
+        recipe = privclust.Recipe.from_toml("\n".join(pieces) + "\n")
+    except privclust.RecipeError as err:
+        assert str(err)
+        return
+    try:
+        privclust.compile(recipe, registry)
+    except PrivclustError as err:
+        assert str(err)
+
+
+@settings(max_examples=EXAMPLES or 150, deadline=None, derandomize=not EXAMPLES)
+@given(rule=st.one_of(st.text(alphabet="ab1.e+-*/()=<>`! ", max_size=80), st.text(max_size=30)))
+def test_any_rule_text_parses_or_is_a_syntax_error(rule):
+    from privclust_plugins._linear import ParsedRule, RuleSyntaxError, parse_rule
+
+    try:
+        parsed = parse_rule(rule)
+    except RuleSyntaxError as err:
+        assert "does not parse at column" in str(err)
+        return
+    assert isinstance(parsed, ParsedRule) and parsed.coefs
+    assert all(math.isfinite(a) or math.isnan(a) for _, a in parsed.coefs)  # 0*inf cannot arise: numbers are finite
+
+
+@settings(max_examples=EXAMPLES or 100, deadline=None, derandomize=not EXAMPLES)
+@given(text=st.text(alphabet="ak.=,:0123456789e-+[]{}\"' infa", max_size=40))
+def test_any_sweep_text_parses_or_is_a_clean_error(text):
+    from privclust.compare import MAX_CONFIGURATIONS, parse_sweep
+
+    try:
+        key, values = parse_sweep(text)
+    except PrivclustError as err:
+        assert str(err)
+        return
+    assert "." in key and 0 < len(values) <= MAX_CONFIGURATIONS * max(1, text.count(",") + 1)
+
+
+@settings(max_examples=EXAMPLES or 60, deadline=None, derandomize=not EXAMPLES,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(body=st.one_of(st.binary(max_size=60),
+                      st.lists(st.sampled_from(["a,b\n", "1,2\n", "a,a\n", ",\n", '"x\n', "\xff,1\n", "1e999,nan\n",
+                                                "\n", "a\tb\n"]), max_size=6).map(lambda x: "".join(x).encode(
+                                                    "utf-8", "surrogateescape"))),
+       suffix=st.sampled_from([".csv", ".tsv", ".csv.gz", ".parquet"]))
+def test_any_data_file_is_read_or_refused_cleanly(tmp_path_factory, body, suffix):
+    from privclust._io import read_frame
+
+    path = tmp_path_factory.mktemp("data") / f"in{suffix}"
+    path.write_bytes(body)
+    try:
+        frame = read_frame(path)
+    except PrivclustError as err:
+        assert str(err)
+        return
+    assert frame.columns.is_unique
