@@ -353,7 +353,7 @@ def test_duplicate_csv_headers_are_refused_naming_the_columns(files, capsys):
 
 
 DRIVER = """
-import sys, time
+import os, sys, time
 from pathlib import Path
 import privclust.cli as cli
 
@@ -365,7 +365,7 @@ def slow(frame, path):
     def slow_write(tmp):
         write(tmp)
         Path("writing").write_text(str(tmp))  # the temporary file exists now
-        time.sleep(120)
+        time.sleep(float(os.environ.get("SLEEP", "120")))
 
     return slow_write
 
@@ -411,3 +411,28 @@ def test_signal_handlers_are_restored_after_main(files):
     before = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)}
     main(["run", str(folder / "recipe.toml"), "-i", str(folder / "in.csv"), "-o", str(folder / "o.csv"), "-q"])
     assert {s: signal.getsignal(s) for s in before} == before
+
+
+def test_a_signal_ignored_at_start_stays_ignored(files):
+    """`nohup privclust run ...`: SIGHUP is ignored, the run finishes and writes."""
+    import signal
+    import time
+
+    folder, _ = files
+    (folder / "driver.py").write_text(DRIVER)
+    process = subprocess.Popen([sys.executable, "driver.py", "run", "recipe.toml", "-i", "in.csv", "-o", "out.csv",
+                                "-q"], cwd=folder, stderr=subprocess.PIPE, text=True, env={**os.environ, "SLEEP": "2"},
+                               preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN))
+    try:
+        for _ in range(1200):
+            if (folder / "writing").exists() or process.poll() is not None:
+                break
+            time.sleep(0.05)
+        process.send_signal(signal.SIGHUP)
+        _, err = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 0, err
+    assert pd.read_csv(folder / "out.csv").shape == (30, 3)
+    assert not [p.name for p in folder.iterdir() if p.name.endswith(".tmp")]

@@ -354,3 +354,43 @@ def test_an_interrupted_comparison_stops_its_workers_and_writes_nothing(tmp_path
             os.kill(pid, 0)
     assert not (tmp_path / "o.csv").exists() and not list(tmp_path.glob("*.tmp"))
     assert len(list(tmp_path.glob("worker-*"))) == 2  # no queued run started after the signal
+
+
+def test_an_interrupted_dask_comparison_cancels_its_runs(data, reg, monkeypatch):
+    """Ctrl-C while waiting on a cluster: the submitted runs are cancelled and
+    the client the call opened is closed (a stand-in client records it)."""
+    distributed = pytest.importorskip("distributed")
+    compare_module = sys.modules["privclust.compare"]
+
+    class Future:
+        def __init__(self, key):
+            self.key = key
+
+    class Client:
+        def __init__(self):
+            self.cancelled, self.closed, self.submitted = None, False, 0
+
+        def scatter(self, data, broadcast):
+            return data
+
+        def submit(self, *args, **kwargs):
+            self.submitted += 1
+            return Future(self.submitted)
+
+        def cancel(self, futures, force=False):
+            self.cancelled = (len(futures), force)
+
+        def close(self):
+            self.closed = True
+
+    client = Client()
+    monkeypatch.setattr(compare_module, "_client", lambda scheduler, timeout: (client, [client]))
+
+    def interrupted(futures):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(distributed, "as_completed", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        privclust.compare(noise_recipe(), data, repeats=3, scheduler="tcp://example:8786", registry=reg,
+                          progress=False)
+    assert client.cancelled == (3, True) and client.closed
