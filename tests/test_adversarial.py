@@ -424,3 +424,12 @@ def test_any_data_file_is_read_or_refused_cleanly(tmp_path_factory, body, suffix
         assert str(err)
         return
     assert frame.columns.is_unique
+
+
+def test_the_number_of_edit_rules_is_limited(registry):
+    from privclust_plugins.constraints import MAX_RULES
+
+    recipe = {"constraints": [{"use": "linear", "rules": ["a >= 0"] * (MAX_RULES + 1)}],
+              "steps": [{"use": "laplace", "epsilon": 1.0, "bounds": {"a": [0, 1]}}]}
+    with pytest.raises(PrivclustError, match="has 1,001 rules, more than the limit of 1,000"):
+        privclust.compile(recipe, registry)
