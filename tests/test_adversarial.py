@@ -433,3 +433,35 @@ def test_the_number_of_edit_rules_is_limited(registry):
               "steps": [{"use": "laplace", "epsilon": 1.0, "bounds": {"a": [0, 1]}}]}
     with pytest.raises(PrivclustError, match="has 1,001 rules, more than the limit of 1,000"):
         privclust.compile(recipe, registry)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        ["--repeats", "0"],
+        ["--repeats", "-3"],
+        ["--processes", "0"],
+        ["--sweep", "=1"],
+        ["--sweep", "laplace.epsilon="],
+        ["--sweep", "nope:laplace.epsilon=1,2"],
+        ["--sweep", "laplace.epsilon=1:2:0"],
+        ["--sweep", "laplace.epsilon=1:inf:1"],
+        ["--sweep", "laplace.nope=1,2"],
+        ["--sweep", "laplace.epsilon=-1,nan"],
+        ["--sweep", "laplace.epsilon=1", "--sweep", "laplace.epsilon=2"],
+        ["--plot", "m.png", "--risk", "nope", "--loss", "epsilon"],
+        ["--summary", "s.txt"],
+        ["--scheduler", "ucx://"],
+        ["--timeout", "inf", "--scheduler", "tcp://127.0.0.1:9"],
+    ],
+)
+def test_hostile_compare_options_print_one_line_and_write_nothing(tmp_path, capsys, options):
+    PLAIN.to_csv(tmp_path / "in.csv", index=False)
+    (tmp_path / "r.toml").write_text('[[steps]]\nuse = "laplace"\nepsilon = 1.0\nbounds = { a = [0, 10], b = [0, 10] }'
+                                     '\n')
+    code = main(["compare", str(tmp_path / "r.toml"), "-i", str(tmp_path / "in.csv"), "-o", str(tmp_path / "o.csv"),
+                 "--processes", "1", "-q", *[o.replace("m.png", str(tmp_path / "m.png"))
+                                             .replace("s.txt", str(tmp_path / "s.txt")) for o in options]])
+    err = capsys.readouterr().err
+    assert code == 1 and err.startswith("privclust: error: ") and err.count("\n") == 1, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.csv", "r.toml"]
