@@ -11,7 +11,10 @@
 
 User mistakes (every :class:`~privclust.PrivclustError`) print one line on
 stderr and exit with status 1 (2 for a malformed command line); nothing is
-written. Outputs are written atomically.
+written. The outputs of a command are checked before any work and written
+as one transaction (see :mod:`privclust._io`); Ctrl-C exits with status 130,
+SIGTERM and SIGHUP with 128 + the signal's number, leaving no temporary
+file.
 """
 
 from __future__ import annotations
@@ -29,7 +32,8 @@ from typing import Any, TextIO
 import attrs
 
 from . import __version__
-from ._io import frame_writer, read_frame, text_writer, write_atomically
+from ._io import Interrupted, check_outputs, committed, frame_writer, handle_signals, read_frame, text_writer, \
+    write_atomically
 from .errors import PrivclustError, RecipeError
 from .hookspecs import hookimpl
 from .recipe import Recipe
@@ -102,7 +106,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     frame_writer(None, output)  # type: ignore[arg-type]  # checks the suffix before any work
     if report is not None and not report.name.lower().endswith((".json", ".html", ".htm")):
         raise PrivclustError(f"{report}: a report is written as .json or .html")
-    _check_folders([output, report])
+    check_outputs({"--output": output, **_report_paths(report)}, {"--input": args.input, "the recipe": args.recipe})
     data = read_frame(args.input)
     registry, _ = _registry_with_progress(args.quiet)
     from .runner import run
@@ -162,11 +166,13 @@ def _run_seed(args: argparse.Namespace) -> int | None:
     return None
 
 
-def _check_folders(paths: Sequence[Path | None]) -> None:
-    """Refuse before any work when an output's folder does not exist."""
-    for path in paths:
-        if path is not None and not path.parent.is_dir():
-            raise PrivclustError(f"cannot write {path}: the folder {path.parent} does not exist")
+def _report_paths(report: Path | None) -> dict[str, Path]:
+    """The files ``--report`` writes: the report, and the JSON beside an HTML one."""
+    if report is None:
+        return {}
+    if report.name.lower().endswith((".html", ".htm")):
+        return {"--report": report, "the JSON written beside --report": report.with_suffix(".json")}
+    return {"--report": report}
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
@@ -232,7 +238,12 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
     output = Path(args.output)
     frame_writer(None, output)  # type: ignore[arg-type]  # checks the suffix before any work
-    _check_folders([output] + [Path(p) for p in (args.summary, args.plot) if p])
+    if args.summary:
+        frame_writer(None, Path(args.summary))  # type: ignore[arg-type]
+    if args.plot and Path(args.plot).suffix.lower() not in (".png", ".svg", ".pdf"):
+        raise PrivclustError(f"{args.plot}: a plot is written as .png, .svg or .pdf")
+    check_outputs({"--output": output, "--summary": args.summary, "--plot": args.plot},
+                  {"--input": args.input, **{f"the recipe {r}": r for r in args.recipes}})
     grid: dict[str, Any] = {}
     for text in args.sweep:
         head, _, _ = text.partition("=")
@@ -289,6 +300,9 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     from .datasets import TABLE1_RULE, table1
     from .runner import compile, run
 
+    if args.output:
+        frame_writer(None, Path(args.output))  # type: ignore[arg-type]  # checks the suffix before any work
+        check_outputs({"--output": args.output})
     recipe_path = demo_recipe_path()
     recipe = Recipe.from_toml(recipe_path)
     data = table1()
@@ -447,8 +461,17 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    with handle_signals():  # SIGTERM/SIGHUP/Ctrl-C stop cleanly: temporaries removed, nothing half-written
+        return _main(args)
+
+
+def _main(args: argparse.Namespace) -> int:
+    done = len(committed())
     try:
         return int(args.func(args) or 0)
+    except Interrupted as err:
+        print(f"privclust: interrupted by {signal_name(err.signum)}; {_written(done)}", file=sys.stderr)
+        return err.exit_status
     except PrivclustError as err:
         recipe = getattr(args, "recipe", None)
         if isinstance(err, RecipeError) and err.source is None and recipe:
@@ -457,11 +480,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"privclust: error: {message}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print("privclust: interrupted; nothing was written", file=sys.stderr)
+        print(f"privclust: interrupted; {_written(done)}", file=sys.stderr)
         return 130
     except BrokenPipeError:  # the reader went away (e.g. `privclust demo | head`)
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+
+
+def signal_name(signum: int) -> str:
+    import signal
+
+    return signal.Signals(signum).name
+
+
+def _written(before: int) -> str:
+    paths = committed()[before:]
+    if not paths:
+        return "nothing was written"
+    return "the outputs had already been written: " + ", ".join(map(str, paths))
 
 
 if __name__ == "__main__":  # pragma: no cover
