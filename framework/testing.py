@@ -33,8 +33,10 @@ Components that record no DP release pass the last two checks trivially
 
 from __future__ import annotations
 
+import math
 import tomllib
-from collections.abc import Callable, Iterator
+import warnings
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import attrs
@@ -50,11 +52,22 @@ from .registry import Registry, get_registry
 
 __all__ = [
     "CHECKS",
+    "AuditResult",
+    "Event",
+    "NeighbourPair",
+    "assert_audit_passes",
+    "audit_component",
+    "audit_mechanism",
+    "audit_recipe",
     "check_component",
+    "clopper_pearson",
+    "float_laplace_reachable",
+    "neighbour_pairs",
     "component_checks",
     "example_frame",
     "kind_of",
     "parametrize_components",
+    "StepAudit",
 ]
 
 
@@ -271,6 +284,638 @@ def check_refuses_exhausted_budget(component: Any, data: pd.DataFrame, kind: str
     assert "rng" not in context.events, f"{type(component).name}: drew randomness before the refused spend"
 
 
+# ---------------------------------------------------------------------------
+# The empirical privacy auditor
+# ---------------------------------------------------------------------------
+#
+# A DP claim says: for every pair of neighbouring inputs D, D' and every set
+# E of outputs, P[M(D) in E] <= e^eps P[M(D') in E] + delta. The auditor runs
+# the mechanism on one pair many times, chooses an event E on a first half of
+# the outputs (selection), counts how often E happens on a fresh second half
+# (estimation), and turns the counts into one-sided Clopper-Pearson bounds
+# p_low <= P[M(D) in E] and q_high >= P[M(D') in E]. Then
+# eps >= ln((p_low - delta) / q_high) holds with the stated confidence: a
+# statistically valid lower bound on the epsilon the mechanism provides
+# (StatDP, Ding et al. 2018; Jagielski et al. 2020; DP-Sniper, Bichsel et al.
+# 2021). Because the event is chosen on other samples than those it is
+# measured on, only the final statement needs a confidence level: the two
+# bounds of each audited pair share alpha (Bonferroni), and so do the pairs.
+
+#: Default number of runs on each input (half for selection, half for estimation).
+MECHANISM_TRIALS = 20_000
+COMPONENT_TRIALS = 400
+#: Runs per input of the conformance kit's ``privacy_audit`` check.
+KIT_TRIALS = 200
+
+_TWO53 = float(2**53)
+
+
+@attrs.frozen(eq=False)
+class Event:
+    """A set of outputs, chosen on the selection half: ``contains(outputs)``
+    says, for each run (a row of ``outputs``), whether its output is in the set."""
+
+    family: str
+    description: str
+    test: Callable[[np.ndarray], np.ndarray] = attrs.field(repr=False)
+
+    def contains(self, outputs: np.ndarray) -> np.ndarray:
+        return np.asarray(self.test(outputs), dtype=bool)
+
+
+@attrs.frozen(kw_only=True)
+class NeighbourPair:
+    """Two neighbouring inputs: frames (for a component) or values (for a
+    mechanism's ``release``), and how they differ."""
+
+    first: Any
+    second: Any
+    description: str
+
+
+@attrs.frozen(kw_only=True)
+class AuditResult:
+    """What an audit found.
+
+    ``epsilon_lower_bound`` holds with probability at least ``confidence``
+    (over the auditor's own randomness) for the mechanism's real privacy
+    loss: if the mechanism were ``claimed_epsilon``-DP (with
+    ``claimed_delta``), a bound above ``claimed_epsilon`` would happen with
+    probability at most ``1 - confidence``. ``passed`` is
+    ``epsilon_lower_bound <= claimed_epsilon``.
+    """
+
+    subject: str
+    audited: str
+    neighbours: str
+    epsilon_lower_bound: float
+    claimed_epsilon: float
+    claimed_delta: float
+    event: str
+    direction: str
+    counts: tuple[int, int]
+    trials: int
+    p_lower: float
+    q_upper: float
+    confidence: float
+    passed: bool
+    notes: tuple[str, ...] = ()
+
+    def __str__(self) -> str:
+        verdict = "PASSED" if self.passed else "FAILED"
+        claim = f"epsilon {self.claimed_epsilon:.4g}" + (f", delta {self.claimed_delta:.3g}"
+                                                          if self.claimed_delta else "")
+        sign = "<=" if self.passed else ">"
+        lines = [
+            f"privacy audit of {self.subject}: {verdict}",
+            f"  epsilon lower bound {self.epsilon_lower_bound:.4g} {sign} charged {claim} "
+            f"({self.confidence:.0%} confidence)",
+            f"  audited: {self.audited}",
+            f"  neighbours: {self.neighbours}",
+            f"  event: {self.event}",
+            f"  {self.direction}: {self.counts[0]} and {self.counts[1]} of {self.trials} fresh runs each "
+            f"(p >= {self.p_lower:.4g}, q <= {self.q_upper:.4g})",
+        ]
+        lines += [f"  note: {n}" for n in self.notes]
+        return "\n".join(lines)
+
+
+# -- statistics ---------------------------------------------------------------------
+
+
+def clopper_pearson(hits: int | np.ndarray, n: int, alpha: float) -> tuple[Any, Any]:
+    """One-sided Clopper-Pearson bounds: ``(low, high)`` with
+    ``P[p >= low] >= 1 - alpha`` and ``P[p <= high] >= 1 - alpha``."""
+    from scipy.stats import beta
+
+    k = np.asarray(hits, dtype=float)
+    with np.errstate(all="ignore"):
+        low = np.where(k > 0, beta.ppf(alpha, k, n - k + 1), 0.0)
+        high = np.where(k < n, beta.ppf(1 - alpha, k + 1, n - k), 1.0)
+    return low, high
+
+
+def _epsilon_bound(p_low: Any, q_high: Any, delta: float) -> Any:
+    """``ln((p_low - delta) / q_high)``: ``-inf`` when ``p_low <= delta``
+    (negative values mean no evidence; the result is clamped at 0)."""
+    with np.errstate(all="ignore"):
+        return np.log(np.maximum(np.asarray(p_low, dtype=float) - delta, 0.0) / np.asarray(q_high, dtype=float))
+
+
+# -- event families ------------------------------------------------------------------
+
+
+def _threshold_and_bin_events(values_a: np.ndarray, values_b: np.ndarray, label: str,
+                              project: Callable[[np.ndarray], np.ndarray]) -> list[Event]:
+    """Threshold events ``v > t`` / ``v <= t`` and unions of histogram bins
+    on a 1-D statistic ``v = project(outputs)``."""
+    pooled = np.concatenate([values_a, values_b])
+    pooled = pooled[np.isfinite(pooled)]
+    events: list[Event] = []
+    if pooled.size == 0:
+        return events
+    distinct = np.unique(pooled)
+    if distinct.size <= 64:  # discrete outputs: one bin per value
+        edges = distinct
+        def bin_of(v: np.ndarray, _e: np.ndarray = edges) -> np.ndarray:
+            i = np.searchsorted(_e, v)
+            i = np.minimum(i, _e.size - 1)
+            return np.where(np.isfinite(v) & (_e[i] == v), i, -1)
+        n_bins = edges.size
+        thresholds = distinct[:-1]
+    else:
+        cuts = np.unique(np.quantile(pooled, np.linspace(0, 1, 33)[1:-1]))
+        def bin_of(v: np.ndarray, _c: np.ndarray = cuts) -> np.ndarray:
+            return np.where(np.isfinite(v), np.searchsorted(_c, v, side="right"), -1)
+        n_bins = cuts.size + 1
+        thresholds = np.unique(np.quantile(pooled, np.linspace(0, 1, 101)[1:-1]))
+    for t in thresholds:
+        t = float(t)
+        events.append(Event("threshold", f"{label} > {t:.6g}",
+                            lambda X, _t=t: project(X) > _t))
+        events.append(Event("threshold", f"{label} <= {t:.6g}",
+                            lambda X, _t=t: project(X) <= _t))
+    ca = np.bincount(bin_of(values_a)[bin_of(values_a) >= 0], minlength=n_bins)
+    cb = np.bincount(bin_of(values_b)[bin_of(values_b) >= 0], minlength=n_bins)
+    for ratio, name in (((ca + 1) / (cb + 1), "first"), ((cb + 1) / (ca + 1), "second")):
+        order = np.argsort(-ratio, kind="stable")
+        for j in range(1, min(n_bins, 16) + 1):
+            chosen = np.sort(order[:j])
+            events.append(Event(
+                "histogram", f"{label} in {j} histogram bin(s) more likely from the {name} input "
+                             f"(bins {chosen.tolist()} of {n_bins})",
+                lambda X, _c=chosen: np.isin(bin_of(project(X)), _c)))
+    return events
+
+
+def _granularity_log2(x: np.ndarray) -> np.ndarray:
+    """log2 of the largest power of two that divides each finite nonzero x
+    (``+inf`` for 0, ``nan`` for non-finite values)."""
+    x = np.asarray(x, dtype=float)
+    out = np.full(x.shape, np.nan)
+    ok = np.isfinite(x) & (x != 0)
+    m, e = np.frexp(np.abs(x[ok]))
+    mant = (m * _TWO53).astype(np.uint64)  # an integer below 2^53
+    tz = np.zeros(mant.shape, dtype=np.int64)
+    rest = mant.copy()
+    for _ in range(53):
+        even = (rest & np.uint64(1)) == 0
+        if not even.any():
+            break
+        tz += even
+        rest = np.where(even, rest >> np.uint64(1), rest)
+    out[ok] = (e - 53 + tz).astype(float)
+    out[np.isfinite(x) & (x == 0)] = np.inf
+    return out
+
+
+def _lattice_events(values_a: np.ndarray, values_b: np.ndarray, anchors: Sequence[float]) -> list[Event]:
+    """``(x - anchor)`` is a multiple of 2^k, for the finest lattice each
+    input's selection outputs lie on."""
+    events: list[Event] = []
+    ks = set()
+    for values in (values_a, values_b):
+        g = _granularity_log2(values)
+        g = g[np.isfinite(g)]
+        if g.size:
+            ks.add(int(g.min()))
+    for anchor in dict.fromkeys(float(a) for a in anchors):
+        for k in sorted(ks):
+            step = math.ldexp(1.0, k)
+            events.append(Event(
+                "lattice", f"output - {anchor:g} is a multiple of 2^{k}",
+                lambda X, _s=step, _a=anchor: np.fmod(X[:, 0] - _a, _s) == 0))
+    return events
+
+
+def float_laplace_reachable(x: Any, loc: float, scale: float, *, window: int = 3, limit: int = 256) -> np.ndarray:
+    """Whether each ``x`` is an output ``loc + noise`` that the textbook
+    floating-point Laplace sampler (numpy's ``Generator.laplace(0, scale)``)
+    can produce from ``loc``.
+
+    numpy draws ``U = j 2^-53`` (``0 < j < 2^53``) and returns
+    ``0 - scale log(2 - U - U)`` for ``U >= 0.5``, else ``0 + scale log(U + U)``
+    (libm ``log``). The check inverts that map (``U`` from ``x - loc``), tries
+    the grid points ``j`` around the inverse that rounding allows, recomputes
+    the forward map exactly and compares ``fl(loc + noise)`` with ``x``
+    (Mironov 2012). Where more than ``limit`` grid points are possible the
+    output counts as reachable. The answer is a fixed function of ``x``, so
+    it is a valid event whatever its rounding slack.
+    """
+    x = np.atleast_1d(np.asarray(x, dtype=float))
+    out = np.zeros(x.shape, dtype=bool)
+    n_est = x - loc
+    y = n_est / scale
+    with np.errstate(all="ignore"):
+        u = np.where(y < 0, 0.5 * np.exp(y), 1.0 - 0.5 * np.exp(-y))
+        side = np.where(y < 0, u, 1.0 - u)  # dU/dy
+        slack = (np.spacing(np.abs(x)) + np.spacing(np.abs(n_est)) + np.spacing(np.abs(loc))) / scale
+        du = side * (slack + (np.abs(y) + 4.0) * 2.0**-50) + 2.0**-53
+        klo = np.floor((u - du) * _TWO53) - window
+        khi = np.ceil((u + du) * _TWO53) + window
+    finite = np.isfinite(klo) & np.isfinite(khi)
+    klo = np.clip(np.where(finite, klo, 1.0), 1.0, _TWO53 - 1)
+    khi = np.clip(np.where(finite, khi, 0.0), 0.0, _TWO53 - 1)
+    width = khi - klo + 1
+    out[finite & (width > limit)] = True
+    todo = np.flatnonzero(finite & (width >= 1) & (width <= limit))
+    log = math.log
+    for i in todo:
+        xi = float(x[i])
+        for j in range(int(klo[i]), int(khi[i]) + 1):
+            U = j / _TWO53
+            noise = (0.0 - scale * log(2.0 - U - U)) if U >= 0.5 else (0.0 + scale * log(U + U))
+            if loc + noise == xi:
+                out[i] = True
+                break
+    return out
+
+
+def _float_support_events(inputs: Sequence[float], scale: float) -> list[Event]:
+    return [Event("float-support",
+                  f"the output is reproducible by numpy's floating-point Laplace sampler (scale {scale:.6g}) "
+                  f"from the input {a:g}",
+                  lambda X, _a=float(a): float_laplace_reachable(X[:, 0], _a, scale))
+            for a in inputs]
+
+
+# -- projections of vector outputs ------------------------------------------------------
+
+
+def _projections(A: np.ndarray, B: np.ndarray) -> list[tuple[str, Callable[[np.ndarray], np.ndarray]]]:
+    """1-D statistics of the outputs, chosen on the selection half."""
+    m = A.shape[1]
+    if m == 1:
+        return [("the output", lambda X: X[:, 0])]
+    out: list[tuple[str, Callable[[np.ndarray], np.ndarray]]] = []
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        ma, mb = np.nanmean(A, axis=0), np.nanmean(B, axis=0)
+        sd = np.sqrt(0.5 * (np.nanvar(A, axis=0) + np.nanvar(B, axis=0)))
+        diff = np.nan_to_num(ma - mb)
+        z = np.nan_to_num(np.abs(diff) / np.where(sd > 0, sd, np.inf))
+    w = np.nan_to_num(diff / np.where(sd > 0, sd ** 2, np.inf))
+    if np.any(w != 0):
+        out.append(("the projection of the output on its mean difference (weights chosen on the selection half)",
+                    lambda X, _w=w: np.nan_to_num(X) @ _w))
+    out.append(("the sum of the output's values", lambda X: np.nansum(X, axis=1)))
+    for j in np.argsort(-z, kind="stable")[:3]:
+        if z[j] > 0:
+            out.append((f"value {int(j)} of the output", lambda X, _j=int(j): X[:, _j]))
+    if np.isnan(A).any() or np.isnan(B).any():
+        out.append(("the number of values released", lambda X: np.sum(~np.isnan(X), axis=1).astype(float)))
+    return out
+
+
+def _candidate_events(A: np.ndarray, B: np.ndarray, extra: Sequence[Event]) -> list[Event]:
+    events = list(extra)
+    for label, project in _projections(A, B):
+        events += _threshold_and_bin_events(project(A), project(B), label, project)
+    return events
+
+
+# -- the audit of one pair ------------------------------------------------------------------
+
+
+@attrs.frozen
+class _PairOutcome:
+    bound: float
+    event: Event
+    forward: bool
+    counts: tuple[int, int]
+    n: int
+    p_low: float
+    q_high: float
+
+
+def _audit_pair(A: np.ndarray, B: np.ndarray, delta: float, alpha: float,
+                extra: Callable[[np.ndarray, np.ndarray], Sequence[Event]]) -> _PairOutcome:
+    """Select an event on the first half of each sample, measure it on the second."""
+    half = min(A.shape[0], B.shape[0]) // 2
+    A_sel, A_est = A[:half], A[half:2 * half]
+    B_sel, B_est = B[:half], B[half:2 * half]
+    events = _candidate_events(A_sel, B_sel, extra(A_sel, B_sel))
+    best: tuple[float, int, bool] = (-math.inf, 0, True)
+    for i, event in enumerate(events):
+        ka, kb = int(event.contains(A_sel).sum()), int(event.contains(B_sel).sum())
+        low, high = clopper_pearson(np.array([ka, kb]), half, alpha)
+        for forward, (p, q) in ((True, (low[0], high[1])), (False, (low[1], high[0]))):
+            score = float(_epsilon_bound(p, q, delta))
+            # prefer the larger bound; among equal ones, the larger raw ratio
+            if score > best[0]:
+                best = (score, i, forward)
+    _, i, forward = best
+    event = events[i]
+    ka, kb = int(event.contains(A_est).sum()), int(event.contains(B_est).sum())
+    hits = (ka, kb) if forward else (kb, ka)
+    p_low, _ = clopper_pearson(hits[0], half, alpha)
+    _, q_high = clopper_pearson(hits[1], half, alpha)
+    bound = max(0.0, float(_epsilon_bound(p_low, q_high, delta)))
+    return _PairOutcome(bound, event, forward, hits, half, float(p_low), float(q_high))
+
+
+def _finish(subject: str, audited: str, pairs: Sequence[NeighbourPair], outcomes: Sequence[_PairOutcome],
+            claimed: tuple[float, float], confidence: float, notes: Sequence[str]) -> AuditResult:
+    k = int(np.argmax([o.bound for o in outcomes]))
+    o, pair = outcomes[k], pairs[k]
+    direction = ("p = P[M(D) in E], q = P[M(D') in E]" if o.forward
+                 else "p = P[M(D') in E], q = P[M(D) in E]")
+    eps, delta = claimed
+    passed = o.bound <= eps * (1 + 1e-9)
+    return AuditResult(
+        subject=subject, audited=audited,
+        neighbours=pair.description + (f" (the worst of {len(pairs)} pairs)" if len(pairs) > 1 else ""),
+        epsilon_lower_bound=o.bound, claimed_epsilon=eps, claimed_delta=delta,
+        event=f"{o.event.description} [{o.event.family}]", direction=direction, counts=o.counts, trials=o.n,
+        p_lower=o.p_low, q_upper=o.q_high, confidence=confidence, passed=passed, notes=tuple(notes))
+
+
+def _stack(outputs: Sequence[np.ndarray]) -> np.ndarray:
+    """Runs' outputs as rows (shorter outputs padded with NaN)."""
+    width = max((o.size for o in outputs), default=0)
+    X = np.full((len(outputs), max(width, 1)), np.nan)
+    for i, o in enumerate(outputs):
+        X[i, :o.size] = o
+    return X
+
+
+# -- mechanisms -------------------------------------------------------------------------------
+
+
+def audit_mechanism(mechanism: Any, *, epsilon: float = 1.0, delta: float = 0.0, sensitivity: float = 1.0,
+                    pairs: Sequence[tuple[Any, Any]] | None = None, trials: int = MECHANISM_TRIALS,
+                    seed: int = 0, alpha: float = 0.05, registry: Registry | None = None) -> AuditResult:
+    """Audit a noise mechanism's ``release``.
+
+    Each run is one call ``mechanism.release(value, sensitivity=...,
+    epsilon=..., delta=...)`` through a fresh :class:`PrivacyContext` whose
+    seed is spawned from ``seed``; ``trials`` runs on each input of each pair
+    (half to choose the event, half to measure it). The default pair is
+    ``0`` against ``sensitivity``; ``pairs`` gives others, as ``(value,
+    value)`` tuples (scalars or arrays whose L1 distance is at most the
+    sensitivity). The claim is what the runs charged (``context.spent``).
+    """
+    reg = registry if registry is not None else get_registry()
+    if isinstance(mechanism, str | ComponentSpec):
+        mechanism = reg.create("noise_mechanisms", mechanism)
+    name = getattr(type(mechanism), "name", type(mechanism).__qualname__)
+    if trials < 20:
+        raise ValueError(f"audit_mechanism: trials must be at least 20; got {trials}")
+    given = list(pairs) if pairs is not None else [(0.0, float(sensitivity))]
+    neighbour_pairs = [NeighbourPair(first=a, second=b, description=f"the value {_show(a)} against {_show(b)}")
+                       for a, b in given]
+    root = np.random.SeedSequence(seed)
+    kwargs: dict[str, Any] = {"sensitivity": sensitivity, "epsilon": epsilon}
+    if delta:
+        kwargs["delta"] = delta
+    charged = [0.0, 0.0]
+    share = alpha / (2 * len(neighbour_pairs))
+    outcomes = []
+    for pair, seeds in zip(neighbour_pairs, root.spawn(len(neighbour_pairs)), strict=True):
+        samples = []
+        for value, side in zip((pair.first, pair.second), seeds.spawn(2), strict=True):
+            rows = []
+            for child in side.spawn(trials):
+                context = PrivacyContext(seed=child, registry=reg)
+                out = mechanism.release(np.array(value, dtype=float, ndmin=1), context=context,
+                                        relation="replace-one (the audited pair)", covers="the audited value",
+                                        **kwargs)
+                rows.append(np.asarray(out, dtype=float).ravel())
+                spent = context.spent
+                charged = [max(charged[0], spent[0]), max(charged[1], spent[1])]
+            samples.append(_stack(rows))
+        A, B = samples
+        scalar = A.shape[1] == 1 and np.ndim(pair.first) == 0 and np.ndim(pair.second) == 0
+
+        def extra(A_sel: np.ndarray, B_sel: np.ndarray, _p: NeighbourPair = pair, _s: bool = scalar) -> list[Event]:
+            if not _s:
+                return []
+            inputs = (float(_p.first), float(_p.second))
+            return (_float_support_events(inputs, float(sensitivity) / float(epsilon))
+                    + _lattice_events(A_sel[:, 0], B_sel[:, 0], (0.0, *inputs)))
+
+        outcomes.append(_audit_pair(A, B, charged[1], share, extra))
+    return _finish(f"the {name} mechanism (release with sensitivity {sensitivity:g}, epsilon {epsilon:g}"
+                   + (f", delta {delta:g}" if delta else "") + ")",
+                   "the released value of each run", neighbour_pairs, outcomes, (charged[0], charged[1]),
+                   1 - alpha, [])
+
+
+def _show(value: Any) -> str:
+    arr = np.asarray(value)
+    return f"{float(arr):g}" if arr.ndim == 0 else np.array2string(arr, precision=4, threshold=6)
+
+
+# -- components -------------------------------------------------------------------------------
+
+
+class _Recorder:
+    """A noise mechanism that also keeps what it releases."""
+
+    def __init__(self, mechanism: Any, sink: list[np.ndarray]):
+        self._mechanism = mechanism
+        self._sink = sink
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._mechanism, name)
+
+    def release(self, *args: Any, **kwargs: Any) -> Any:
+        out = self._mechanism.release(*args, **kwargs)
+        self._sink.append(np.asarray(out, dtype=float).ravel().copy())
+        return out
+
+
+class _AuditContext(PrivacyContext):
+    """A context whose noise mechanisms record every value they release."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.releases: list[np.ndarray] = []
+
+    def mechanism(self, value: Any = "laplace") -> Any:
+        return _Recorder(super().mechanism(value), self.releases)
+
+
+def neighbour_pairs(data: pd.DataFrame, relation: str = "replace-one", *, record: int = 0) -> list[NeighbourPair]:
+    """Neighbouring frames the auditor builds from ``data``.
+
+    ``replace-one``: the record at position ``record`` moved to the opposite
+    corner of the data's range (each column's minimum or maximum, whichever is
+    farther from the record's value). ``add/remove``: the data, against the
+    data with that corner added as one more record.
+    """
+    from .accounting import ADD_REMOVE, relation_kind
+
+    values = data.to_numpy(dtype=float)
+    low, high = np.nanmin(values, axis=0), np.nanmax(values, axis=0)
+    row = values[record]
+    corner = np.where(np.abs(row - low) >= np.abs(high - row), low, high)
+    moved = data.copy(deep=True)
+    for j, column in enumerate(data.columns):
+        value = corner[j]
+        if pd.api.types.is_integer_dtype(data[column]):
+            value = int(round(value))
+        moved.iloc[record, j] = value
+    corner_text = ", ".join(f"{c} = {v:g}" for c, v in zip(data.columns, corner, strict=True))
+    if relation_kind(relation) == ADD_REMOVE:
+        extra = moved.iloc[[record]].copy()
+        extra.index = [_fresh_label(data.index)]
+        bigger = pd.concat([data, extra])
+        return [NeighbourPair(first=data, second=bigger,
+                              description=f"the data ({len(data)} records) against the data plus one record at "
+                                          f"({corner_text}) (add/remove)")]
+    return [NeighbourPair(first=data, second=moved,
+                          description=f"the data ({len(data)} records) against the same with record {record} "
+                                      f"moved to ({corner_text}) (replace-one)")]
+
+
+def _fresh_label(index: pd.Index) -> Any:
+    if pd.api.types.is_integer_dtype(index):
+        return int(index.max()) + 1 if len(index) else 0
+    return "__audit_extra__"
+
+
+def _run_component(component: Any, kind: str, data: pd.DataFrame, reg: Registry, seed: Any
+                   ) -> tuple[Any, _AuditContext]:
+    context = _AuditContext(seed=seed, registry=reg)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = _execute(component, kind, data, context)
+    return result, context
+
+
+def _released(result: Any, context: _AuditContext) -> tuple[np.ndarray, str]:
+    if context.releases:
+        return (np.concatenate(context.releases),
+                "the values released by the component's noise mechanisms (what its ledger's DP entries cover; "
+                "everything else it outputs is computed from them or is not covered)")
+    if isinstance(result, Masked):
+        return result.data.to_numpy(dtype=float).ravel(), "the released table (every value)"
+    if isinstance(result, Partition):
+        if result.centres is not None:
+            return np.asarray(result.centres, dtype=float).ravel(), "the released centres"
+        return np.asarray(result.labels, dtype=float).ravel(), "the released labels"
+    return np.asarray(result, dtype=float).ravel(), "the component's output"
+
+
+def audit_component(component: Any, data: pd.DataFrame | None = None, *, pairs: Sequence[Any] | None = None,
+                    trials: int = COMPONENT_TRIALS, seed: int = 0, alpha: float = 0.05, kind: str | None = None,
+                    registry: Registry | None = None,
+                    statistic: Callable[[Any, Sequence[np.ndarray]], Any] | None = None) -> AuditResult:
+    """Audit a DP component (a masker, clusterer or noise-mechanism step).
+
+    The component runs ``trials`` times on each input of each neighbouring
+    pair, each run through a fresh :class:`PrivacyContext` seeded from
+    ``seed``. What is audited, in order of preference: ``statistic(result,
+    releases)`` if given; else every value its noise mechanisms
+    (``context.mechanism(...)``) released during the run; else its output
+    (a masker's table, a clusterer's centres or labels). The pairs: by
+    default :func:`neighbour_pairs` under the relation the component's ledger
+    states; ``pairs`` may give ``(frame, frame)`` tuples or
+    :class:`NeighbourPair` objects. The claim is the largest ``context.spent``
+    of the runs. Raises ``ValueError`` for a component that records no DP
+    release (there is nothing to audit).
+    """
+    reg = registry if registry is not None else get_registry()
+    frame = example_frame() if data is None else data
+    kind = kind or kind_of(component)
+    name = getattr(type(component), "name", type(component).__qualname__)
+    if trials < 20:
+        raise ValueError(f"audit_component: trials must be at least 20; got {trials}")
+    root = np.random.SeedSequence(seed)
+    probe_seed, run_seeds = root.spawn(2)
+    _, probe = _run_component(component, kind, frame, reg, probe_seed)
+    dp = probe.ledger.of_kind("dp")
+    if not dp:
+        raise ValueError(f"{name} records no differentially private release on these data: nothing to audit")
+    relation = dp[0].relation or "replace-one"
+    notes = []
+    if probe.ledger.of_kind("leak"):
+        notes.append("the component recorded leak entries (parameters taken from the data): its ledger makes no "
+                     "DP claim for this release, and the auditor's neighbours also change those parameters")
+    if pairs is None:
+        chosen = neighbour_pairs(frame, relation)
+    else:
+        chosen = [p if isinstance(p, NeighbourPair) else NeighbourPair(first=p[0], second=p[1],
+                                                                      description="a pair given by the caller")
+                  for p in pairs]
+    charged = [0.0, 0.0]
+    share = alpha / (2 * len(chosen))
+    outcomes = []
+    audited = ""
+    for pair, seeds in zip(chosen, run_seeds.spawn(len(chosen)), strict=True):
+        samples = []
+        for frame_in, side in zip((pair.first, pair.second), seeds.spawn(2), strict=True):
+            rows = []
+            for child in side.spawn(trials):
+                result, context = _run_component(component, kind, frame_in, reg, child)
+                if statistic is not None:
+                    values = np.asarray(statistic(result, tuple(context.releases)), dtype=float).ravel()
+                    audited = "the statistic given by the caller"
+                else:
+                    values, audited = _released(result, context)
+                rows.append(values)
+                spent = context.spent
+                charged = [max(charged[0], spent[0]), max(charged[1], spent[1])]
+            samples.append(_stack(rows))
+        A, B = samples
+        outcomes.append(_audit_pair(A, B, charged[1], share, lambda a, b: []))
+    return _finish(f"{name} ({kind[:-1].replace('_', ' ')})", audited, chosen, outcomes, (charged[0], charged[1]),
+                   1 - alpha, notes)
+
+
+@attrs.frozen(kw_only=True)
+class StepAudit:
+    """The audit of one DP step of a recipe."""
+
+    index: int
+    step_id: str
+    component: str
+    result: AuditResult
+
+
+def audit_recipe(recipe: Any, data: pd.DataFrame | None = None, *, trials: int = COMPONENT_TRIALS, seed: int = 0,
+                 alpha: float = 0.05, registry: Registry | None = None) -> list[StepAudit]:
+    """Audit every DP step of a recipe (the steps whose run records a DP
+    release), each on its own columns of ``data`` (the input as given, not
+    the output of earlier steps: each step's claim is about its own input)
+    or of :func:`example_frame` when no data are given. The steps get
+    independent seeds spawned from ``seed``."""
+    from .runner import _check_frame, check_data, compile
+
+    compiled = recipe if hasattr(recipe, "steps") and hasattr(recipe, "registry") else compile(recipe, registry)
+    reg = compiled.registry
+    frame = _check_frame(example_frame() if data is None else data)
+    step_columns = check_data(compiled, frame)
+    out = []
+    seeds = np.random.SeedSequence(seed).spawn(len(compiled.steps))
+    for cs, columns, child in zip(compiled.steps, step_columns, seeds, strict=True):
+        view = frame.loc[:, list(columns)].copy()
+        _, probe = _run_component(cs.component, cs.kind, view, reg, child.spawn(1)[0])
+        if not probe.ledger.of_kind("dp"):
+            continue
+        result = audit_component(cs.component, view, trials=trials, seed=int(child.generate_state(1)[0]),
+                                 alpha=alpha, kind=cs.kind, registry=reg)
+        out.append(StepAudit(index=cs.index, step_id=cs.id, component=type(cs.component).name, result=result))
+    return out
+
+
+def assert_audit_passes(result: AuditResult) -> None:
+    """Raise ``AssertionError`` (with the audit's report) when the lower bound exceeds the claim."""
+    if not result.passed:
+        raise AssertionError(f"the empirical privacy audit found more privacy loss than charged:\n{result}")
+
+
+def check_privacy_audit(component: Any, data: pd.DataFrame, kind: str, registry: Registry) -> None:
+    dp, context = _is_dp(component, data, kind, registry)
+    if not dp or context.ledger.of_kind("leak"):
+        return  # no DP claim to audit (or one the ledger already voids)
+    result = audit_component(component, data, trials=KIT_TRIALS, seed=11, kind=kind, registry=registry)
+    assert result.passed, (
+        f"{type(component).name}: the empirical privacy audit's lower bound on epsilon exceeds what the ledger "
+        f"charges; check the sensitivity and the noise scale\n{result}")
+
+
 #: Every check, by name.
 CHECKS: dict[str, Callable[[Any, pd.DataFrame, str, Registry], None]] = {
     "params_round_trip": check_params_round_trip,
@@ -278,6 +923,7 @@ CHECKS: dict[str, Callable[[Any, pd.DataFrame, str, Registry], None]] = {
     "never_mutates_input": check_never_mutates_input,
     "spends_before_release": check_spends_before_release,
     "refuses_exhausted_budget": check_refuses_exhausted_budget,
+    "privacy_audit": check_privacy_audit,
 }
 
 
