@@ -44,8 +44,8 @@ import numpy as np
 import pandas as pd
 
 from .accounting import PrivacyContext
-from .components import KIND_METHODS, KINDS, EvaluationInputs, Masked, Partition
-from .errors import BudgetExceededError
+from .components import KIND_METHODS, KINDS, EvaluationInputs, Masked, Partition, Sensitivity
+from .errors import BudgetExceededError, PrivclustError
 from .hookspecs import hookimpl
 from .recipe import Budget, ComponentSpec, dumps_toml
 from .registry import Registry, get_registry
@@ -306,6 +306,8 @@ MECHANISM_TRIALS = 20_000
 COMPONENT_TRIALS = 400
 #: Runs per input of the conformance kit's ``privacy_audit`` check.
 KIT_TRIALS = 200
+#: Runs per input of the kit's audit of a noise mechanism's ``release``.
+KIT_MECHANISM_TRIALS = 2000
 
 _TWO53 = float(2**53)
 
@@ -558,6 +560,21 @@ def _projections(A: np.ndarray, B: np.ndarray) -> list[tuple[str, Callable[[np.n
     if np.any(w != 0):
         out.append(("the projection of the output on its mean difference (weights chosen on the selection half)",
                     lambda X, _w=w: np.nan_to_num(X) @ _w))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        ca, cb = np.nanmedian(A, axis=0), np.nanmedian(B, axis=0)
+        spread = np.nanmedian(np.abs(np.concatenate([A - ca, B - cb])), axis=0)
+    moved = np.isfinite(ca) & np.isfinite(cb) & (ca != cb)
+    if moved.any():
+        spread = np.where(np.isfinite(spread) & (spread > 0), spread, 1.0)
+
+        def laplace_ratio(X: np.ndarray, _a: np.ndarray = ca, _b: np.ndarray = cb, _s: np.ndarray = spread,
+                          _m: np.ndarray = moved) -> np.ndarray:
+            Z = np.nan_to_num(X[:, _m] if X.shape[1] >= _m.size else np.full((X.shape[0], int(_m.sum())), np.nan))
+            return np.sum((np.abs(Z - _b[_m]) - np.abs(Z - _a[_m])) / _s[_m], axis=1)
+
+        out.append(("the Laplace log-likelihood ratio of the output between the two inputs' medians (chosen on the "
+                    "selection half)", laplace_ratio))
     out.append(("the sum of the output's values", lambda X: np.nansum(X, axis=1)))
     for j in np.argsort(-z, kind="stable")[:3]:
         if z[j] > 0:
@@ -715,25 +732,36 @@ class _Recorder:
     def __init__(self, mechanism: Any, sink: list[np.ndarray]):
         self._mechanism = mechanism
         self._sink = sink
+        self._inputs: list[tuple[np.ndarray, float]] = []
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._mechanism, name)
 
-    def release(self, *args: Any, **kwargs: Any) -> Any:
-        out = self._mechanism.release(*args, **kwargs)
+    def release(self, values: Any, *args: Any, **kwargs: Any) -> Any:
+        given = np.array(values, dtype=float, copy=True).ravel()
+        out = self._mechanism.release(values, *args, **kwargs)
         self._sink.append(np.asarray(out, dtype=float).ravel().copy())
+        try:
+            scale = Sensitivity.of(kwargs["sensitivity"]).l1 / float(kwargs["epsilon"])
+        except Exception:  # a mechanism with another signature: no float-support event
+            scale = math.nan
+        self._inputs.append((given, scale))
         return out
 
 
 class _AuditContext(PrivacyContext):
-    """A context whose noise mechanisms record every value they release."""
+    """A context whose noise mechanisms record every value they release
+    (and the values and Laplace scale they were given)."""
 
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self.releases: list[np.ndarray] = []
+        self.inputs: list[tuple[np.ndarray, float]] = []
 
     def mechanism(self, value: Any = "laplace") -> Any:
-        return _Recorder(super().mechanism(value), self.releases)
+        recorder = _Recorder(super().mechanism(value), self.releases)
+        recorder._inputs = self.inputs
+        return recorder
 
 
 def neighbour_pairs(data: pd.DataFrame, relation: str = "replace-one", *, record: int = 0) -> list[NeighbourPair]:
@@ -798,10 +826,45 @@ def _released(result: Any, context: _AuditContext) -> tuple[np.ndarray, str]:
     return np.asarray(result, dtype=float).ravel(), "the component's output"
 
 
+#: Largest number of released values the float-support event checks (one log per candidate).
+_FLOAT_SUPPORT_LIMIT = 512
+
+
+def _fixed_inputs(given: Sequence[tuple[np.ndarray, np.ndarray]], trials: int
+                  ) -> tuple[np.ndarray, np.ndarray] | None:
+    """The values a component handed its mechanisms, when every run handed
+    the same ones (the noise-free part of the release is then fixed)."""
+    if len(given) != trials or not given:
+        return None
+    values, scales = given[0]
+    if values.size > _FLOAT_SUPPORT_LIMIT or not np.all(np.isfinite(scales)) or not np.all(scales > 0):
+        return None
+    if all(np.array_equal(v, values) and np.array_equal(s, scales) for v, s in given[1:]):
+        return values, scales
+    return None
+
+
+def _vector_float_support(values: np.ndarray, scales: np.ndarray, which: str) -> Event:
+    def test(X: np.ndarray) -> np.ndarray:
+        if X.shape[1] < values.size:
+            return np.zeros(X.shape[0], dtype=bool)
+        ok = np.ones(X.shape[0], dtype=bool)
+        for j in range(values.size):
+            rows = np.flatnonzero(ok)
+            if rows.size == 0:
+                break
+            ok[rows] = float_laplace_reachable(X[rows, j], float(values[j]), float(scales[j]))
+        return ok
+
+    return Event("float-support", f"every released value is reproducible by numpy's floating-point Laplace "
+                                  f"sampler from the values the {which} input hands the mechanism", test)
+
+
 def audit_component(component: Any, data: pd.DataFrame | None = None, *, pairs: Sequence[Any] | None = None,
                     trials: int = COMPONENT_TRIALS, seed: int = 0, alpha: float = 0.05, kind: str | None = None,
                     registry: Registry | None = None,
-                    statistic: Callable[[Any, Sequence[np.ndarray]], Any] | None = None) -> AuditResult:
+                    statistic: Callable[[Any, Sequence[np.ndarray]], Any] | None = None,
+                    float_support: bool = True) -> AuditResult:
     """Audit a DP component (a masker, clusterer or noise-mechanism step).
 
     The component runs ``trials`` times on each input of each neighbouring
@@ -812,7 +875,9 @@ def audit_component(component: Any, data: pd.DataFrame | None = None, *, pairs: 
     (a masker's table, a clusterer's centres or labels). The pairs: by
     default :func:`neighbour_pairs` under the relation the component's ledger
     states; ``pairs`` may give ``(frame, frame)`` tuples or
-    :class:`NeighbourPair` objects. The claim is the largest ``context.spent``
+    :class:`NeighbourPair` objects. With ``float_support`` (and when every
+    run hands its mechanisms the same values) the float-support event is
+    tried on the released values too. The claim is the largest ``context.spent``
     of the runs. Raises ``ValueError`` for a component that records no DP
     release (there is nothing to audit).
     """
@@ -845,10 +910,15 @@ def audit_component(component: Any, data: pd.DataFrame | None = None, *, pairs: 
     audited = ""
     for pair, seeds in zip(chosen, run_seeds.spawn(len(chosen)), strict=True):
         samples = []
+        supports: list[tuple[np.ndarray, np.ndarray] | None] = []
         for frame_in, side in zip((pair.first, pair.second), seeds.spawn(2), strict=True):
             rows = []
+            given: list[tuple[np.ndarray, np.ndarray]] = []
             for child in side.spawn(trials):
                 result, context = _run_component(component, kind, frame_in, reg, child)
+                if context.inputs and statistic is None and float_support:
+                    given.append((np.concatenate([v for v, _ in context.inputs]),
+                                  np.concatenate([np.full(v.size, s) for v, s in context.inputs])))
                 if statistic is not None:
                     values = np.asarray(statistic(result, tuple(context.releases)), dtype=float).ravel()
                     audited = "the statistic given by the caller"
@@ -858,8 +928,12 @@ def audit_component(component: Any, data: pd.DataFrame | None = None, *, pairs: 
                 spent = context.spent
                 charged = [max(charged[0], spent[0]), max(charged[1], spent[1])]
             samples.append(_stack(rows))
+            supports.append(_fixed_inputs(given, trials))
         A, B = samples
-        outcomes.append(_audit_pair(A, B, charged[1], share, lambda a, b: []))
+        extra = [_vector_float_support(values, scales, which)
+                 for (values, scales), which in ((s, w) for s, w in zip(supports, ("first", "second"), strict=True)
+                                                 if s is not None)]
+        outcomes.append(_audit_pair(A, B, charged[1], share, lambda a, b, _e=extra: _e))
     return _finish(f"{name} ({kind[:-1].replace('_', ' ')})", audited, chosen, outcomes, (charged[0], charged[1]),
                    1 - alpha, notes)
 
@@ -907,13 +981,25 @@ def assert_audit_passes(result: AuditResult) -> None:
 
 
 def check_privacy_audit(component: Any, data: pd.DataFrame, kind: str, registry: Registry) -> None:
+    name = type(component).name
+    if kind == "noise_mechanisms":  # the release itself, 0 against 1, float-support events included
+        try:
+            result = audit_mechanism(component, trials=KIT_MECHANISM_TRIALS, seed=13, registry=registry)
+        except PrivclustError:  # e.g. a mechanism that needs a delta
+            result = audit_mechanism(component, delta=1e-6, trials=KIT_MECHANISM_TRIALS, seed=13, registry=registry)
+        assert result.passed, (
+            f"{name}: the empirical privacy audit of release() found a lower bound on epsilon above what it "
+            f"charges; check the sensitivity, the noise scale and the sampler (a floating-point sampler is "
+            f"distinguishable by the set of doubles it can produce)\n{result}")
     dp, context = _is_dp(component, data, kind, registry)
     if not dp or context.ledger.of_kind("leak"):
         return  # no DP claim to audit (or one the ledger already voids)
-    result = audit_component(component, data, trials=KIT_TRIALS, seed=11, kind=kind, registry=registry)
+    # The float-support events of components would test the host's mechanisms again (audited above, by kind).
+    result = audit_component(component, data, trials=KIT_TRIALS, seed=11, kind=kind, registry=registry,
+                             float_support=False)
     assert result.passed, (
-        f"{type(component).name}: the empirical privacy audit's lower bound on epsilon exceeds what the ledger "
-        f"charges; check the sensitivity and the noise scale\n{result}")
+        f"{name}: the empirical privacy audit's lower bound on epsilon exceeds what the ledger charges; check the "
+        f"sensitivity and the noise scale\n{result}")
 
 
 #: Every check, by name.
