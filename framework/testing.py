@@ -764,18 +764,25 @@ class _AuditContext(PrivacyContext):
         return recorder
 
 
-def neighbour_pairs(data: pd.DataFrame, relation: str = "replace-one", *, record: int = 0) -> list[NeighbourPair]:
+def neighbour_pairs(data: pd.DataFrame, relation: str = "replace-one", *, record: int = 0,
+                    bounds: Any = None) -> list[NeighbourPair]:
     """Neighbouring frames the auditor builds from ``data``.
 
     ``replace-one``: the record at position ``record`` moved to the opposite
-    corner of the data's range (each column's minimum or maximum, whichever is
-    farther from the record's value). ``add/remove``: the data, against the
-    data with that corner added as one more record.
+    corner of the box (each column's low or high end, whichever is farther
+    from the record's value); the box is the public ``bounds``
+    (``{column: [low, high]}``) where given, else the data's range.
+    ``add/remove``: the data, against the data with that corner added as one
+    more record.
     """
     from .accounting import ADD_REMOVE, relation_kind
 
     values = data.to_numpy(dtype=float)
     low, high = np.nanmin(values, axis=0), np.nanmax(values, axis=0)
+    if isinstance(bounds, dict):
+        for j, column in enumerate(data.columns):
+            if column in bounds:
+                low[j], high[j] = float(bounds[column][0]), float(bounds[column][1])
     row = values[record]
     corner = np.where(np.abs(row - low) >= np.abs(high - row), low, high)
     moved = data.copy(deep=True)
@@ -795,6 +802,14 @@ def neighbour_pairs(data: pd.DataFrame, relation: str = "replace-one", *, record
     return [NeighbourPair(first=data, second=moved,
                           description=f"the data ({len(data)} records) against the same with record {record} "
                                       f"moved to ({corner_text}) (replace-one)")]
+
+
+def _public_bounds(component: Any) -> dict[str, Any] | None:
+    bounds = getattr(component, "bounds", None)
+    try:
+        return {str(k): (float(v[0]), float(v[1])) for k, v in dict(bounds).items()} if bounds else None
+    except (TypeError, ValueError, IndexError):
+        return None
 
 
 def _fresh_label(index: pd.Index) -> Any:
@@ -899,7 +914,7 @@ def audit_component(component: Any, data: pd.DataFrame | None = None, *, pairs: 
         notes.append("the component recorded leak entries (parameters taken from the data): its ledger makes no "
                      "DP claim for this release, and the auditor's neighbours also change those parameters")
     if pairs is None:
-        chosen = neighbour_pairs(frame, relation)
+        chosen = neighbour_pairs(frame, relation, bounds=_public_bounds(component))
     else:
         chosen = [p if isinstance(p, NeighbourPair) else NeighbourPair(first=p[0], second=p[1],
                                                                       description="a pair given by the caller")
