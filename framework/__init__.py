@@ -9,9 +9,10 @@ The public API. Everything else is private and may change.
 
 from __future__ import annotations
 
-# the submodules privclust.datasets and privclust.plots, reachable as attributes
+# the submodules privclust.datasets, privclust.plots and privclust.sampling, reachable as attributes
 from . import datasets as datasets
 from . import plots as plots
+from . import sampling as sampling
 from .accounting import (
     Accountant,
     BasicAccountant,

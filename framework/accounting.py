@@ -107,10 +107,11 @@ class LedgerEntry:
 
 def _dp_statement(
     *, epsilon: float, delta: float, mechanism: str, sensitivity: Any, relation: str, covers: str,
-    not_covered: str, claimed_epsilon: float | None,
+    not_covered: str, claimed_epsilon: float | None, noise: str = "",
 ) -> str:
     guarantee = f"({epsilon:.6g}, {delta:.3g})-DP" if delta else f"{epsilon:.6g}-DP"
-    text = f"{covers} is {guarantee} under {relation}, by the {mechanism} mechanism with sensitivity {sensitivity}."
+    text = f"{covers} is {guarantee} under {relation}, by the {mechanism} mechanism with sensitivity {sensitivity}"
+    text += f" ({noise})." if noise else "."
     if claimed_epsilon is not None and not math.isclose(claimed_epsilon, epsilon):
         text += f" (The method's own claim is epsilon = {claimed_epsilon:.6g}; the figure above is what holds.)"
     if not_covered:
@@ -526,6 +527,7 @@ class PrivacyContext:
         partition: tuple[str, str] | None = None,
         details: Mapping[str, Any] | None = None,
         component: str | None = None,
+        noise: str = "",
     ) -> LedgerEntry:
         """Record a differentially private release, after checking the budget.
 
@@ -542,6 +544,9 @@ class PrivacyContext:
             differs from ``epsilon``.
         :param partition: ``(group, part)`` when this release touches only the
             records of one part of a disjoint partition (parallel composition).
+        :param noise: how the noise was drawn, for the statement (e.g. the
+            lattice the values are released on and the sensitivity after
+            rounding to it).
         :raises BudgetExceededError: before anything is recorded.
         """
         for label, value in (("epsilon", epsilon), ("delta", delta)):
@@ -560,6 +565,7 @@ class PrivacyContext:
         statement = _dp_statement(
             epsilon=float(epsilon), delta=float(delta), mechanism=mechanism, sensitivity=sens_text,
             relation=relation, covers=covers, not_covered=not_covered, claimed_epsilon=claimed_epsilon,
+            noise=noise,
         )
         entry = self._entry(
             "dp",

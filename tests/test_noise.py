@@ -59,9 +59,11 @@ def test_analytic_gaussian_sigma_is_exact_and_beats_the_classical_bound():
         if eps < 1:
             assert sigma < math.sqrt(2 * math.log(1.25 / delta)) / eps
     noisy, ctx = release(GaussianMechanism(), np.zeros(100_000), sensitivity=3.0, epsilon=1.0, delta=1e-5)
-    sigma = analytic_gaussian_sigma(1.0, 1e-5, 3.0)
+    sigma = ctx.ledger[0].details["sigma"]
     assert np.std(noisy) == pytest.approx(sigma, rel=0.02)
-    assert ctx.ledger[0].delta == 1e-5 and ctx.ledger[0].details["sigma"] == pytest.approx(sigma)
+    # the discrete Gaussian's zCDP calibration costs a little more noise than the continuous analytic one
+    assert analytic_gaussian_sigma(1.0, 1e-5, 3.0) < sigma < 1.15 * analytic_gaussian_sigma(1.0, 1e-5, 3.0)
+    assert ctx.ledger[0].delta == 1e-5
     with pytest.raises(privclust.ParameterError, match="delta must be in"):
         release(GaussianMechanism(), np.zeros(3), delta=0.0)
 
@@ -83,7 +85,8 @@ def test_laplace_step_clips_to_public_bounds_and_splits_epsilon():
     out = privclust.run(recipe, data, seed=1)
     masked = out.step(0).result
     assert masked.diagnostics["clipped_values"] == 1
-    assert masked.diagnostics["noise_scale"] == [10.0, 4.0]  # range * d / epsilon
+    # (range + one lattice step) * d / epsilon: the lattices are 2^-17 Z and 2^-18 Z
+    assert masked.diagnostics["noise_scale"] == [(10 + 2**-17) * 2 / 2, (4 + 2**-18) * 2 / 2]
     assert out.data["label"].equals(data["label"])
     entry = out.ledger.of_kind("dp")[0]
     assert entry.epsilon == 2.0 and "replace-one" in entry.relation
