@@ -27,8 +27,21 @@ The checks (each raises ``AssertionError`` with a message saying what to fix):
     with the budget already spent, a DP component raises
     :class:`~privclust.BudgetExceededError` and draws nothing.
 
-Components that record no DP release pass the last two checks trivially
-(the check says so).
+``privacy_audit``
+    the empirical privacy auditor (below) finds no lower bound on epsilon
+    above what the ledger charges: for a noise mechanism, its ``release``
+    on 0 against 1 (300 runs each, float-support events included), and for
+    any DP component, its run on neighbouring frames (200 runs each).
+
+Components that record no DP release pass the last three checks trivially,
+and so do components whose ledger records a leak for ``privacy_audit``.
+
+The empirical privacy auditor: :func:`audit_mechanism`,
+:func:`audit_component` and :func:`audit_recipe` run a mechanism, a
+component or a recipe's DP steps many times on neighbouring inputs and
+return an :class:`AuditResult` whose ``epsilon_lower_bound`` holds at the
+stated confidence (Clopper-Pearson bounds on an event chosen on a separate
+half of the runs); ``passed`` is false when it exceeds the epsilon charged.
 """
 
 from __future__ import annotations
@@ -45,7 +58,7 @@ import pandas as pd
 
 from .accounting import PrivacyContext
 from .components import KIND_METHODS, KINDS, EvaluationInputs, Masked, Partition, Sensitivity
-from .errors import BudgetExceededError, PrivclustError
+from .errors import BudgetExceededError, ParameterError, PrivclustError
 from .hookspecs import hookimpl
 from .recipe import Budget, ComponentSpec, dumps_toml
 from .registry import Registry, get_registry
@@ -677,7 +690,7 @@ def audit_mechanism(mechanism: Any, *, epsilon: float = 1.0, delta: float = 0.0,
         mechanism = reg.create("noise_mechanisms", mechanism)
     name = getattr(type(mechanism), "name", type(mechanism).__qualname__)
     if trials < 20:
-        raise ValueError(f"audit_mechanism: trials must be at least 20; got {trials}")
+        raise ParameterError(f"audit_mechanism: trials must be at least 20; got {trials}")
     given = list(pairs) if pairs is not None else [(0.0, float(sensitivity))]
     neighbour_pairs = [NeighbourPair(first=a, second=b, description=f"the value {_show(a)} against {_show(b)}")
                        for a, b in given]
@@ -892,22 +905,22 @@ def audit_component(component: Any, data: pd.DataFrame | None = None, *, pairs: 
     states; ``pairs`` may give ``(frame, frame)`` tuples or
     :class:`NeighbourPair` objects. With ``float_support`` (and when every
     run hands its mechanisms the same values) the float-support event is
-    tried on the released values too. The claim is the largest ``context.spent``
-    of the runs. Raises ``ValueError`` for a component that records no DP
-    release (there is nothing to audit).
+    tried on the released values too. The claim is the largest
+    ``context.spent`` of the runs. Raises :class:`~privclust.ParameterError`
+    for a component that records no DP release (there is nothing to audit).
     """
     reg = registry if registry is not None else get_registry()
     frame = example_frame() if data is None else data
     kind = kind or kind_of(component)
     name = getattr(type(component), "name", type(component).__qualname__)
     if trials < 20:
-        raise ValueError(f"audit_component: trials must be at least 20; got {trials}")
+        raise ParameterError(f"audit_component: trials must be at least 20; got {trials}")
     root = np.random.SeedSequence(seed)
     probe_seed, run_seeds = root.spawn(2)
     _, probe = _run_component(component, kind, frame, reg, probe_seed)
     dp = probe.ledger.of_kind("dp")
     if not dp:
-        raise ValueError(f"{name} records no differentially private release on these data: nothing to audit")
+        raise ParameterError(f"{name} records no differentially private release on these data: nothing to audit")
     relation = dp[0].relation or "replace-one"
     notes = []
     if probe.ledger.of_kind("leak"):
