@@ -620,17 +620,24 @@ class _PairOutcome:
 
 def _audit_pair(A: np.ndarray, B: np.ndarray, delta: float, alpha: float,
                 extra: Callable[[np.ndarray, np.ndarray], Sequence[Event]]) -> _PairOutcome:
-    """Select an event on the first half of each sample, measure it on the second."""
+    """Select an event on the first half of each sample, measure it on the second.
+
+    The selection half is split again: its first part builds the candidate
+    events (thresholds, bins, projections fitted to those outputs), its
+    second part scores them, so that an event fitted to noise does not win
+    the selection."""
     width = max(A.shape[1], B.shape[1])  # runs may release different numbers of values: pad with NaN
     A, B = (np.pad(X, ((0, 0), (0, width - X.shape[1])), constant_values=np.nan) for X in (A, B))
     half = min(A.shape[0], B.shape[0]) // 2
     A_sel, A_est = A[:half], A[half:2 * half]
     B_sel, B_est = B[:half], B[half:2 * half]
-    events = _candidate_events(A_sel, B_sel, extra(A_sel, B_sel))
-    ka = np.array([int(e.contains(A_sel).sum()) for e in events])
-    kb = np.array([int(e.contains(B_sel).sum()) for e in events])
-    low_a, high_a = clopper_pearson(ka, half, alpha)
-    low_b, high_b = clopper_pearson(kb, half, alpha)
+    build = half // 2
+    events = _candidate_events(A_sel[:build], B_sel[:build], extra(A_sel[:build], B_sel[:build]))
+    A_choose, B_choose = A_sel[build:], B_sel[build:]
+    ka = np.array([int(e.contains(A_choose).sum()) for e in events])
+    kb = np.array([int(e.contains(B_choose).sum()) for e in events])
+    low_a, high_a = clopper_pearson(ka, A_choose.shape[0], alpha)
+    low_b, high_b = clopper_pearson(kb, B_choose.shape[0], alpha)
     scores = np.concatenate([_epsilon_bound(low_a, high_b, delta), _epsilon_bound(low_b, high_a, delta)])
     scores = np.where(np.isnan(scores), -np.inf, scores)
     best = int(np.argmax(scores))  # the first of the best: events are listed in a fixed order
@@ -872,6 +879,20 @@ def _fixed_inputs(given: Sequence[tuple[np.ndarray, np.ndarray]], trials: int
     return None
 
 
+def _laplace_ratio(first: np.ndarray, second: np.ndarray, scales: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
+    """The log-likelihood ratio of Laplace noise around ``first`` against
+    ``second`` (the most powerful test statistic when the noise is Laplace)."""
+    moved = first != second
+
+    def project(X: np.ndarray) -> np.ndarray:
+        if X.shape[1] < first.size:
+            return np.full(X.shape[0], np.nan)
+        Z = X[:, :first.size][:, moved]
+        return np.sum((np.abs(Z - second[moved]) - np.abs(Z - first[moved])) / scales[moved], axis=1)
+
+    return project
+
+
 def _vector_float_support(values: np.ndarray, scales: np.ndarray, which: str) -> Event:
     def test(X: np.ndarray) -> np.ndarray:
         if X.shape[1] < values.size:
@@ -944,7 +965,7 @@ def audit_component(component: Any, data: pd.DataFrame | None = None, *, pairs: 
             given: list[tuple[np.ndarray, np.ndarray]] = []
             for child in side.spawn(trials):
                 result, context = _run_component(component, kind, frame_in, reg, child)
-                if context.inputs and statistic is None and float_support:
+                if context.inputs and statistic is None:
                     given.append((np.concatenate([v for v, _ in context.inputs]),
                                   np.concatenate([np.full(v.size, s) for v, s in context.inputs])))
                 if statistic is not None:
@@ -958,10 +979,24 @@ def audit_component(component: Any, data: pd.DataFrame | None = None, *, pairs: 
             samples.append(_stack(rows))
             supports.append(_fixed_inputs(given, trials))
         A, B = samples
-        extra = [_vector_float_support(values, scales, which)
-                 for (values, scales), which in ((s, w) for s, w in zip(supports, ("first", "second"), strict=True)
-                                                 if s is not None)]
-        outcomes.append(_audit_pair(A, B, charged[1], share, lambda a, b, _e=extra: _e))
+        extra: list[Event] = []
+        if float_support:
+            extra += [_vector_float_support(values, scales, which)
+                      for (values, scales), which in ((s, w) for s, w in zip(supports, ("first", "second"), strict=True)
+                                                      if s is not None)]
+
+        def events(A_sel: np.ndarray, B_sel: np.ndarray, _e: list[Event] = extra,
+                   _s: list[Any] = supports) -> list[Event]:
+            out = list(_e)
+            if _s[0] is not None and _s[1] is not None and _s[0][0].size == _s[1][0].size:
+                project = _laplace_ratio(_s[0][0], _s[1][0], _s[0][1])
+                out += _threshold_and_bin_events(
+                    project(A_sel), project(B_sel),
+                    "the Laplace log-likelihood ratio of the release between the values the two inputs hand the "
+                    "mechanisms", project)
+            return out
+
+        outcomes.append(_audit_pair(A, B, charged[1], share, events))
     return _finish(f"{name} ({kind[:-1].replace('_', ' ')})", audited, chosen, outcomes, (charged[0], charged[1]),
                    1 - alpha, notes)
 
