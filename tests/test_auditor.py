@@ -388,3 +388,15 @@ def test_cli_audit_refuses_too_few_trials(tmp_path, capsys):
     (tmp_path / "r.toml").write_text(RECIPE, encoding="utf-8")
     assert main(["audit", str(tmp_path / "r.toml"), "--trials", "5"]) == 1
     assert "--trials must be at least 20" in capsys.readouterr().err
+
+
+def test_the_paper_claim_of_dp_dpcl_is_refuted_but_the_charge_holds(registry):
+    # Four close records, one moved far away: every density changes, so the density vector moves by
+    # 2(n - 1) = 6 in L1. The paper claims epsilon = 1 (Lap(1) per density); the ledger charges 6.
+    close = pd.DataFrame({"a": [0.0, 0.1, 0.0, 0.1], "b": [0.0, 0.0, 0.1, 0.1]})
+    moved = close.copy()
+    moved.iloc[0] = [100.0, 100.0]
+    component = registry.create("clusterers", "dp-dpcl", epsilon=1.0, dc=1.0, radius=0.5)
+    result = pt.audit_component(component, close, pairs=[(close, moved)], trials=400, seed=1, registry=registry)
+    assert result.passed and result.claimed_epsilon == pytest.approx(6.0)
+    assert result.epsilon_lower_bound > 2.0, str(result)  # far above the paper's per-density epsilon of 1
