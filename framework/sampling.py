@@ -107,18 +107,34 @@ def _bernoulli_exp_fraction(rng: np.random.Generator, num: np.ndarray, den: int)
     return 1 if that k is odd. P(k odd) = exp(-gamma) exactly. Bernoulli(n/m)
     is ``rng.integers(0, m) < n``, an exact comparison of integers.
     """
-    out = np.zeros(num.shape, dtype=bool)
-    active = np.arange(num.size)
-    k = 1
+    n = num.size
+    out = np.zeros(n, dtype=bool)
+    if not n:
+        return out
+    # k = 1 on the whole array (no gather): A_1 = 0 stops at an odd k, so those draws return 1
+    if den == 1:  # gamma = 1: A_1 = 1 always
+        active = np.arange(n)
+    else:
+        first = _below(rng, den, n) < num
+        out[~first] = True
+        active = np.flatnonzero(first)
+    k = 2
     while active.size:
         if den * k >= 2**62:  # pragma: no cover - needs k > 2^12 consecutive successes
             raise OverflowError("bernoulli_exp: the exact loop ran out of int64 range")
-        draw = rng.integers(0, den * k, size=active.size, dtype=np.int64) < num[active]
+        draw = _below(rng, den * k, active.size) < num[active]
         stopped = active[~draw]
         out[stopped] = (k % 2) == 1
         active = active[draw]
         k += 1
     return out
+
+
+def _below(rng: np.random.Generator, high: int, size: int) -> np.ndarray:
+    """``size`` exact uniform integers in [0, high), in 32 bits when they fit (half the random bits)."""
+    if high <= 2**32:
+        return rng.integers(0, high, size=size, dtype=np.uint32) if high > 1 else np.zeros(size, dtype=np.uint32)
+    return rng.integers(0, high, size=size, dtype=np.int64)
 
 
 def _bernoulli_exp_minus_one(rng: np.random.Generator, n: int) -> np.ndarray:
@@ -211,7 +227,7 @@ def discrete_laplace(rng: np.random.Generator, scale: float | Fraction | int,
         batch = int(want * 1.7) + 64  # acceptance is >= 1 - 1/e per candidate
         u = rng.integers(0, t, size=batch, dtype=np.int64) if t > 1 else np.zeros(batch, dtype=np.int64)
         if t > 1:
-            u = u[bernoulli_exp(rng, u, t)]
+            u = u[_bernoulli_exp_fraction(rng, u, t)]  # U / t < 1: the fractional algorithm directly
         # V ~ Geometric: the number of successes of Bernoulli(exp(-1)) before the first failure
         v = np.zeros(u.size, dtype=np.int64)
         alive = np.arange(u.size)
@@ -236,7 +252,7 @@ def discrete_laplace(rng: np.random.Generator, scale: float | Fraction | int,
 
 
 def _gaussian_params(sigma2: float | Fraction | int) -> tuple[int, int]:
-    """``(t, m)`` with t = floor(sigma) + 1 and m = ceil(sigma^2 / t)."""
+    """``(t, m)`` with t within 9 of sigma and m = ceil(sigma^2 / t), t m as small as possible."""
     if isinstance(sigma2, float) and not math.isfinite(sigma2):
         raise ValueError(f"the variance must be finite; got {sigma2!r}")
     exact = Fraction(sigma2)
@@ -244,17 +260,24 @@ def _gaussian_params(sigma2: float | Fraction | int) -> tuple[int, int]:
         raise ValueError(f"the variance must be > 0; got {sigma2!r}")
     if exact > MAX_GAUSSIAN_SIGMA**2:
         raise ValueError(f"sigma = {math.sqrt(exact):.6g} exceeds the sampler's limit 2^24 lattice units")
-    t = math.isqrt(exact.numerator // exact.denominator) + 1
-    m = -((-exact.numerator) // (exact.denominator * t))
-    return t, m
+    root = math.isqrt(exact.numerator // exact.denominator)  # floor(sigma)
+    best: tuple[int, int] | None = None
+    for t in range(max(1, root - 8), root + 10):  # t near sigma keeps the rejection efficient
+        m = -((-exact.numerator) // (exact.denominator * t))  # ceil(sigma^2 / t)
+        if best is None or t * m < best[0] * best[1]:
+            best = (t, m)
+    assert best is not None
+    return best
 
 
 def discrete_gaussian_variance(sigma2: float | Fraction | int) -> Fraction:
     """The variance parameter :func:`discrete_gaussian` uses for ``sigma2``.
 
-    ``t * ceil(sigma2 / t)`` with ``t = floor(sigma) + 1``: at least
-    ``sigma2``, larger by less than ``t`` (a relative increase below
-    ``1 / sigma``). Making ``sigma^2 / t`` an integer keeps the rejection
+    ``t * ceil(sigma2 / t)`` for the integer ``t`` near sigma (within 9 of
+    ``floor(sigma)``) that makes it smallest: at least ``sigma2``, larger by
+    less than ``t`` (a relative increase below about ``1 / sigma``), and
+    exactly ``sigma2`` when it is an integer with such a divisor (every
+    perfect square). Making ``sigma^2 / t`` an integer keeps the rejection
     step in exact integer arithmetic.
     """
     t, m = _gaussian_params(sigma2)
@@ -308,6 +331,8 @@ def discrete_gaussian(rng: np.random.Generator, sigma2: float | Fraction | int,
 
 def _pow2_floor(x: Fraction) -> Fraction:
     """The largest power of two <= x (x > 0), exactly."""
+    if x <= 0:
+        raise ValueError(f"no power of two is <= {x}")
     e = x.numerator.bit_length() - x.denominator.bit_length()
     p = Fraction(2) ** e
     while p > x:
@@ -335,8 +360,11 @@ def lattice_for(sensitivity: float, changed: int, cap: Fraction) -> float:
     :param changed: how many coordinates can differ between neighbours.
     :param cap: a lower bound on the spacing (> 0).
     """
-    fine = _pow2_floor(Fraction(sensitivity) / (max(int(changed), 1) * 2**LATTICE_BITS))
-    gamma = max(fine, _pow2_ceil(cap))
+    if not (math.isfinite(sensitivity) and sensitivity > 0):
+        raise ValueError(f"the sensitivity must be finite and > 0; got {sensitivity!r}")
+    gamma = _pow2_floor(Fraction(sensitivity) / (max(int(changed), 1) * 2**LATTICE_BITS))
+    if cap > 0:
+        gamma = max(gamma, _pow2_ceil(Fraction(cap)))
     gamma = min(max(gamma, Fraction(2) ** -1074), Fraction(2) ** 1023)
     return float(gamma)
 

@@ -102,7 +102,14 @@ class _StepMixin:
                             "drop or impute them before adding noise")
         if self.bounds == "data":
             low, high = values.min(axis=0), values.max(axis=0)
-            high = np.where(high > low, high, low + np.maximum(1.0, np.abs(low) * 2.0**-40))
+            # a constant column gets a range of 2^-40 of its magnitude (at least 1), on the side that stays finite
+            pad = np.maximum(1.0, np.abs(low) * 2.0**-40)
+            constant = high <= low
+            up = constant & (low <= 0)
+            down = constant & (low > 0)
+            with np.errstate(over="ignore"):  # the side not taken may overflow
+                high = np.where(up, low + pad, high)
+                low = np.where(down, low - pad, low)
             context.record_leak(
                 "bounds",
                 f"the bounds of {', '.join(columns)} were taken from the data (their minimum and maximum are "
@@ -143,6 +150,9 @@ def _as_array(name: str, values: Any) -> np.ndarray:
 
 def _range(name: str, column: str, low: float, high: float) -> float:
     """The exact range ``high - low`` of public bounds, rounded up to a double."""
+    if not (math.isfinite(low) and math.isfinite(high)):
+        raise ParameterError(f"{name}: the bounds of column {column} must be finite; got [{low}, {high}]. "
+                             "Rescale the column (e.g. express it in thousands) first.")
     exact = Fraction(float(high)) - Fraction(float(low))
     if exact <= 0:
         raise ParameterError(f"{name}: the bounds of column {column} must have low < high; got [{low}, {high}]")
@@ -184,10 +194,18 @@ def _laplace_plan(name: str, sensitivity: float, epsilon: float, changed: int, w
     if units > sampling.MAX_LAPLACE_SCALE or not math.isfinite(effective):
         raise ParameterError(
             f"{name}: epsilon = {epsilon:.6g}{where} is too small for {changed} released value(s): the rounding to "
-            f"the lattice {sampling.lattice_name(gamma)} alone would need noise of {float(units):.3g} lattice "
+            f"the lattice {sampling.lattice_name(gamma)} alone would need noise of {_approx(units)} lattice "
             "steps, beyond the sampler's exact range (2^48). Use a larger epsilon or release fewer values.")
     units = sampling.rational_scale(units)
     return _Plan(gamma=gamma, sensitivity=effective, units=units, scale=float(units * Fraction(gamma)))
+
+
+def _approx(x: Fraction) -> str:
+    """``x`` in a message, also beyond the range of doubles."""
+    try:
+        return f"{float(x):.3g}"
+    except OverflowError:
+        return f"about 2^{x.numerator.bit_length() - x.denominator.bit_length()}"
 
 
 def _check_magnitude(name: str, values: np.ndarray, gamma: float) -> None:
@@ -274,7 +292,8 @@ class LaplaceMechanism(_StepMixin):
             _check_magnitude(self.name, np.array([low[j], high[j]]), plan.gamma)
         context.spend(
             epsilon=self.epsilon, mechanism=self.name,
-            sensitivity=f"column ranges {_fmt_map(columns, ranges)}, epsilon split evenly ({eps_col:.6g} per column)",
+            sensitivity=f"the column ranges {_fmt_map(columns, ranges)} with epsilon split evenly, "
+                        f"{eps_col:.6g} per column",
             relation=RELATION, covers=self._covers(columns), not_covered=STEP_NOT_COVERED,
             noise=_lattices_text("Laplace", columns, plans),
             details={"bounds": {c: [lo, hi] for c, lo, hi in zip(columns, low, high, strict=True)},
@@ -356,8 +375,8 @@ class GeometricMechanism(_StepMixin):
                                   for j in range(d)]) if d else np.zeros((len(data), 0), dtype=np.int64)
         # values above 2^53 are integers as doubles but the bounds were clipped exactly above
         context.spend(epsilon=self.epsilon, mechanism=self.name,
-                      sensitivity=f"column ranges {_fmt_map(columns, ranges)}, "
-                                  f"epsilon split evenly ({eps_col:.6g} per column)",
+                      sensitivity=f"the column ranges {_fmt_map(columns, ranges)} with epsilon split evenly, "
+                                  f"{eps_col:.6g} per column",
                       relation=RELATION, covers=self._covers(columns, None), not_covered=STEP_NOT_COVERED,
                       noise="exact two-sided geometric noise on the integers",
                       details={"per_column_scale": [float(u) for u in scales]})
@@ -394,7 +413,7 @@ def _geometric_scale(name: str, sensitivity: float | int, epsilon: float, what: 
     if units > sampling.MAX_LAPLACE_SCALE:
         where = f" for {what}" if what else ""
         raise ParameterError(
-            f"{name}: the noise scale sensitivity / epsilon = {float(units):.3g}{where} exceeds 2^48, the exact "
+            f"{name}: the noise scale sensitivity / epsilon = {_approx(units)}{where} exceeds 2^48, the exact "
             "sampler's range (the noise would swamp any integer value). Use a larger epsilon or narrower bounds.")
     return sampling.rational_scale(units)
 
@@ -458,8 +477,8 @@ class GaussianMechanism(_StepMixin):
             _check_magnitude(self.name, np.array([low[j], high[j]]), plan.gamma)
         context.spend(
             epsilon=self.epsilon, delta=self.delta, mechanism=self.name,
-            sensitivity=f"column ranges {_fmt_map(columns, ranges)}; L2 {math.sqrt(d):.6g} with each column "
-                        "rescaled by its range",
+            sensitivity=f"the column ranges {_fmt_map(columns, ranges)}, L2 {math.sqrt(d):.6g} with each "
+                        "column rescaled by its range",
             relation=RELATION, covers=self._covers(columns, "L2"), not_covered=STEP_NOT_COVERED,
             noise=_lattices_text("Gaussian", columns, plans),
             details={"sigma": [p.scale for p in plans], "lattice": {c: p.lattice for c, p in zip(columns, plans,
@@ -561,7 +580,7 @@ def _gaussian_units(name: str, sigma: float, effective: float, gamma: float, eps
     if sigma_units > sampling.MAX_GAUSSIAN_SIGMA or not math.isfinite(sigma):
         where = f" for {what}" if what else ""
         raise ParameterError(
-            f"{name}: epsilon = {epsilon:.6g} and delta = {delta:.3g}{where} need a sigma of {float(sigma_units):.3g} "
+            f"{name}: epsilon = {epsilon:.6g} and delta = {delta:.3g}{where} need a sigma of {_approx(sigma_units)} "
             f"lattice steps (lattice {sampling.lattice_name(gamma)}), beyond the exact sampler's range (2^24). "
             "Use a larger epsilon or delta, or release fewer values.")
     variance = sampling.discrete_gaussian_variance(sigma_units**2)
