@@ -258,6 +258,8 @@ def _cmd_audit(args: argparse.Namespace) -> int:
         print(f"  step {a.index} {a.step_id!r} ({a.component}): epsilon lower bound {r.epsilon_lower_bound:.4g} "
               f"{sign} charged {claim}: {verdict}")
         print(f"      event: {r.event}; counts {r.counts[0]} and {r.counts[1]} of {r.trials}")
+        for note in r.notes:
+            print(f"      note: {note}")
         if not r.passed:
             failed.append(f"step {a.index} ({a.component})")
     if failed:
