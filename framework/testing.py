@@ -977,7 +977,7 @@ def audit_component(component: Any, data: pd.DataFrame | None = None, *, pairs: 
                 spent = context.spent
                 charged = [max(charged[0], spent[0]), max(charged[1], spent[1])]
             samples.append(_stack(rows))
-            supports.append(_fixed_inputs(given, trials))
+            supports.append(_fixed_inputs(given[: trials // 2], trials // 2))  # selection runs only
         A, B = samples
         extra: list[Event] = []
         if float_support:
