@@ -73,9 +73,10 @@ LATTICE_BITS: Final = 20
 #: it, ``U + t V`` and the uniform bounds ``t k`` stay far inside int64.
 MAX_LAPLACE_SCALE: Final = 2**48
 #: Largest discrete Gaussian sigma (in lattice units): the rejection step
-#: squares |Y| - sigma^2 / t, which must fit in int64 for all but
-#: astronomically rare draws (those fall back to exact Python integers).
-MAX_GAUSSIAN_SIGMA: Final = 2**24
+#: squares |Y| - sigma^2 / t, which fits in int64 unless |Y| > 32 sigma
+#: (probability about e^-32 per candidate; those few fall back to exact
+#: Python integers), and 2 sigma^2 stays within the Bernoulli's 2^54.
+MAX_GAUSSIAN_SIGMA: Final = 2**26
 #: The precision kept when a scale is rounded up to a rational: the rounding
 #: adds at most 2^-30 (relative) to the scale.
 _SCALE_BITS: Final = 30
@@ -112,15 +113,17 @@ def _bernoulli_exp_fraction(rng: np.random.Generator, num: np.ndarray, den: int)
     if not n:
         return out
     # k = 1 on the whole array (no gather): A_1 = 0 stops at an odd k, so those draws return 1
-    if den == 1:  # gamma = 1: A_1 = 1 always
-        active = np.arange(n)
+    if den == 1:  # Bernoulli(num / 1) with num in {0, 1}: no random bits needed
+        first = num >= 1
+        out[~first] = True
+        active = np.flatnonzero(first)
     else:
         first = _below(rng, den, n) < num
         out[~first] = True
         active = np.flatnonzero(first)
     k = 2
     while active.size:
-        if den * k >= 2**62:  # pragma: no cover - needs k > 2^12 consecutive successes
+        if den * k >= 2**62:  # pragma: no cover - needs over 2^8 consecutive successes, probability < 1/256!
             raise OverflowError("bernoulli_exp: the exact loop ran out of int64 range")
         draw = _below(rng, den * k, active.size) < num[active]
         stopped = active[~draw]
@@ -146,7 +149,7 @@ def bernoulli_exp(rng: np.random.Generator, numerator: np.ndarray | int, denomin
 
     :param rng: the Generator whose integer outputs are used.
     :param numerator: integers >= 0 (an array, or one integer for one draw).
-    :param denominator: an integer in [1, 2^50].
+    :param denominator: an integer in [1, 2^54].
     :returns: a boolean array of the numerators' shape.
 
     exp(-q - r/d) = exp(-1)^q exp(-r/d): q draws of Bernoulli(exp(-1)) (all
@@ -154,8 +157,8 @@ def bernoulli_exp(rng: np.random.Generator, numerator: np.ndarray | int, denomin
     """
     _check_rng(rng)
     den = int(denominator)
-    if not 1 <= den <= 2**50:
-        raise ValueError(f"bernoulli_exp: the denominator must be an integer in [1, 2^50]; got {denominator!r}")
+    if not 1 <= den <= 2**54:
+        raise ValueError(f"bernoulli_exp: the denominator must be an integer in [1, 2^54]; got {denominator!r}")
     num = np.array(numerator, dtype=np.int64, copy=True)
     if np.any(num < 0):
         raise ValueError("bernoulli_exp: the numerators must be >= 0")
@@ -259,7 +262,7 @@ def _gaussian_params(sigma2: float | Fraction | int) -> tuple[int, int]:
     if exact <= 0:
         raise ValueError(f"the variance must be > 0; got {sigma2!r}")
     if exact > MAX_GAUSSIAN_SIGMA**2:
-        raise ValueError(f"sigma = {math.sqrt(exact):.6g} exceeds the sampler's limit 2^24 lattice units")
+        raise ValueError(f"sigma = {math.sqrt(exact):.6g} exceeds the sampler's limit 2^26 lattice units")
     root = math.isqrt(exact.numerator // exact.denominator)  # floor(sigma)
     best: tuple[int, int] | None = None
     for t in range(max(1, root - 8), root + 10):  # t near sigma keeps the rejection efficient

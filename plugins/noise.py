@@ -138,6 +138,10 @@ class _StepMixin:
 
 
 def _as_array(name: str, values: Any) -> np.ndarray:
+    raw = np.asarray(values)
+    if raw.dtype.kind in "iu" and raw.size and (int(raw.max()) > 2**53 or int(raw.min()) < -(2**53)):
+        raise DataError(f"{name}: integer values beyond +-2^53 cannot be held exactly as doubles; use the geometric "
+                        "mechanism (exact on integers up to 2^62) or subtract a public offset first")
     try:
         out = np.array(values, dtype=float, copy=True)
     except (TypeError, ValueError, OverflowError) as err:
@@ -193,9 +197,10 @@ def _laplace_plan(name: str, sensitivity: float, epsilon: float, changed: int, w
     units = Fraction(effective) / (Fraction(gamma) * eps)
     if units > sampling.MAX_LAPLACE_SCALE or not math.isfinite(effective):
         raise ParameterError(
-            f"{name}: epsilon = {epsilon:.6g}{where} is too small for {changed} released value(s): the rounding to "
-            f"the lattice {sampling.lattice_name(gamma)} alone would need noise of {_approx(units)} lattice "
-            "steps, beyond the sampler's exact range (2^48). Use a larger epsilon or release fewer values.")
+            f"{name}: epsilon = {epsilon:.6g}{where} is too small for {changed} released value(s) with sensitivity "
+            f"{sensitivity:.6g}: the noise scale needs a lattice as coarse as {sampling.lattice_name(gamma)}, and "
+            f"with the rounding to it the noise would be {_approx(units)} lattice steps, beyond the exact sampler's "
+            "range (2^48). Use a larger epsilon or release fewer values.")
     units = sampling.rational_scale(units)
     return _Plan(gamma=gamma, sensitivity=effective, units=units, scale=float(units * Fraction(gamma)))
 
@@ -370,10 +375,22 @@ class GeometricMechanism(_StepMixin):
         ranges = [max(hi - lo, 1) for lo, hi in zip(lows, highs, strict=True)]  # exact Python integers
         eps_col = self.epsilon / d if d else self.epsilon
         scales = [_geometric_scale(self.name, r, eps_col, f"column {c}") for c, r in zip(columns, ranges, strict=True)]
-        clipped = np.clip(values, np.array(lows, dtype=float), np.array(highs, dtype=float))
-        as_int = np.column_stack([np.clip(np.round(clipped[:, j]), lows[j], highs[j]).astype(np.int64)
-                                  for j in range(d)]) if d else np.zeros((len(data), 0), dtype=np.int64)
-        # values above 2^53 are integers as doubles but the bounds were clipped exactly above
+        as_int = np.zeros((len(data), d), dtype=np.int64)
+        clipped_values = 0
+        for j, c in enumerate(columns):
+            column, lo, hi = data[c].to_numpy(), lows[j], highs[j]
+            if column.dtype.kind == "i":  # integers stay exact (a double loses them above 2^53)
+                clipped_values += int(np.count_nonzero((column < lo) | (column > hi)))
+                exact = np.clip(column.astype(np.int64), lo, hi)
+            elif column.dtype.kind == "u":
+                top, bottom = np.uint64(max(hi, 0)), np.uint64(max(lo, 0))
+                clipped_values += int(np.count_nonzero((column > top) | (column < bottom))) if hi >= 0 else len(column)
+                exact = np.clip(np.minimum(column, top).astype(np.int64), lo, hi)
+            else:  # doubles above 2^53 are integers already; clipped to +-2^62 they fit int64 exactly
+                clipped = np.clip(values[:, j], float(lo), float(hi))
+                clipped_values += int(np.count_nonzero(clipped != values[:, j]))
+                exact = np.clip(clipped.astype(np.int64), lo, hi)
+            as_int[:, j] = exact
         context.spend(epsilon=self.epsilon, mechanism=self.name,
                       sensitivity=f"the column ranges {_fmt_map(columns, ranges)} with epsilon split evenly, "
                                   f"{eps_col:.6g} per column",
@@ -383,7 +400,7 @@ class GeometricMechanism(_StepMixin):
         noise = np.column_stack([sampling.discrete_laplace(context.rng, u, (len(data),)) for u in scales]) \
             if d else np.zeros((len(data), 0), dtype=np.int64)
         out = pd.DataFrame(as_int + noise, index=data.index, columns=columns)
-        return Masked(data=out, diagnostics={"clipped_values": int((clipped != values).sum()),
+        return Masked(data=out, diagnostics={"clipped_values": clipped_values,
                                              "noise_scale": [float(u) for u in scales]})
 
 
@@ -558,7 +575,8 @@ def discrete_gaussian_sigma(epsilon: float, delta: float, sensitivity: float) ->
     rho = _zcdp_rho(epsilon, delta)
     if not rho > 0:
         return math.inf
-    return sensitivity / math.sqrt(2.0 * rho)
+    # two steps up absorb the rounding of the division and the square root
+    return float(np.nextafter(np.nextafter(sensitivity / math.sqrt(2.0 * rho), np.inf), np.inf))
 
 
 def _gaussian_plan(sensitivity: float, epsilon: float, delta: float, changed: int) -> _Plan:
@@ -568,7 +586,7 @@ def _gaussian_plan(sensitivity: float, epsilon: float, delta: float, changed: in
             f"gaussian: epsilon = {epsilon:.6g} and delta = {delta:.3g} need a noise sigma beyond the range of "
             "doubles; the release would be infinite. Use a larger epsilon or delta.")
     root = math.isqrt(changed - 1) + 1  # ceil(sqrt(changed))
-    gamma = sampling.lattice_for(sensitivity, root, Fraction(reference) / 2**22)
+    gamma = sampling.lattice_for(sensitivity, root, Fraction(reference) / 2**24)
     effective = sampling.lattice_sensitivity(sensitivity, gamma, changed, "L2")
     sigma = discrete_gaussian_sigma(epsilon, delta, effective)
     return _gaussian_units("gaussian", sigma, effective, gamma, epsilon, delta)
@@ -581,7 +599,7 @@ def _gaussian_units(name: str, sigma: float, effective: float, gamma: float, eps
         where = f" for {what}" if what else ""
         raise ParameterError(
             f"{name}: epsilon = {epsilon:.6g} and delta = {delta:.3g}{where} need a sigma of {_approx(sigma_units)} "
-            f"lattice steps (lattice {sampling.lattice_name(gamma)}), beyond the exact sampler's range (2^24). "
+            f"lattice steps (lattice {sampling.lattice_name(gamma)}), beyond the exact sampler's range (2^26). "
             "Use a larger epsilon or delta, or release fewer values.")
     variance = sampling.discrete_gaussian_variance(sigma_units**2)
     return _Plan(gamma=gamma, sensitivity=effective, units=variance,
@@ -600,7 +618,7 @@ def _gaussian_columns(ranges: list[float], epsilon: float, delta: float, columns
             "doubles. Use a larger epsilon or delta.")
     plans = []
     for column, r in zip(columns, ranges, strict=True):
-        gamma = sampling.lattice_for(r, 1, Fraction(unit) * Fraction(r) / 2**22)
+        gamma = sampling.lattice_for(r, 1, Fraction(unit) * Fraction(r) / 2**24)
         effective = sampling.lattice_sensitivity(r, gamma, 1, "L1")
         sigma = float(np.nextafter(unit * effective, np.inf))
         if not math.isfinite(sigma):
