@@ -342,15 +342,7 @@ def select_clusters(tree: LevelTree, n_clusters: int | None) -> np.ndarray:
             children[int(tree.parent[c])].append(c)
     roots = [c for c in range(K) if alive[c] and tree.parent[c] < 0]
     if n_clusters is not None:
-        chosen = list(roots)
-        while len(chosen) < n_clusters:
-            splittable = [c for c in chosen if children[c]]
-            if not splittable:
-                break
-            c = min(splittable, key=lambda c: (tree.split[c], c))
-            chosen.remove(c)
-            chosen.extend(children[c])
-        return np.array(sorted(chosen), dtype=np.int64)
+        return _best_k(tree, children, roots, n_clusters)
     best = np.zeros(K)
     selected = np.zeros(K, dtype=bool)
     for c in range(K):  # children are numbered before their parents
@@ -377,6 +369,43 @@ def select_clusters(tree: LevelTree, n_clusters: int | None) -> np.ndarray:
         if not covered:
             out.append(c)
     return np.array(sorted(out), dtype=np.int64)
+
+
+def _best_k(tree: LevelTree, children: list[list[int]], roots: list[int], k: int) -> np.ndarray:
+    """``k`` nodes, none above another, of largest total stability (the
+    excess-of-mass rule constrained to ``k`` clusters; a dynamic programme
+    over the tree). Fewer when the tree has fewer than ``k`` leaves."""
+    K = tree.parent.size
+    table: dict[int, dict[int, tuple[float, list[int]]]] = {}
+    for c in range(K):  # children first
+        if not tree.alive[c]:
+            continue
+        own = float(tree.stability[c]) if tree.parent[c] >= 0 else 0.0
+        combo: dict[int, tuple[float, list[int]]] = {0: (0.0, [])}
+        for ch in children[c]:
+            nxt: dict[int, tuple[float, list[int]]] = {}
+            for j1, (v1, s1) in combo.items():
+                for j2, (v2, s2) in table[ch].items():
+                    j = j1 + j2
+                    if j <= k and (j not in nxt or v1 + v2 > nxt[j][0]):
+                        nxt[j] = (v1 + v2, s1 + s2)
+            combo = nxt
+        if not children[c]:
+            combo = {}
+        if 1 not in combo or own >= combo[1][0]:
+            combo[1] = (own, [c])
+        table[c] = combo
+    total: dict[int, tuple[float, list[int]]] = {0: (0.0, [])}
+    for r in roots:
+        nxt = {}
+        for j1, (v1, s1) in total.items():
+            for j2, (v2, s2) in table[r].items():
+                j = j1 + j2
+                if j <= k and (j not in nxt or v1 + v2 > nxt[j][0]):
+                    nxt[j] = (v1 + v2, s1 + s2)
+        total = nxt
+    j = max(total)
+    return np.array(sorted(total[j][1]), dtype=np.int64)
 
 
 def false_peak_z(n_leaves: int, false_peak: float) -> float:

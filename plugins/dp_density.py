@@ -81,6 +81,8 @@ NOT_COVERED = (
 MAX_COLUMNS = 12
 #: Qardaji, Yang & Li's constant: a useful cell holds about C / epsilon records.
 QARDAJI_C = 10.0
+#: Passes of neighbour averaging of the leaf densities (the bandwidth, in leaves).
+SMOOTHING_PASSES = 1
 
 
 def _check_share(value: Any) -> str | None:
@@ -291,8 +293,12 @@ def cluster_map(lo: np.ndarray, hi: np.ndarray, depth: np.ndarray, noisy: np.nda
     tree = _privtree.Tree(lo=lo, hi=hi, depth=depth, counts=noisy, nodes=0, truncated=False)
     pairs = _privtree.adjacency(tree)
     f, sigma = _privtree.smoothed_density(noisy, volume, pairs, b)
+    for _ in range(SMOOTHING_PASSES - 1):  # wider bandwidth; the first pass's sigma stays (an upper bound)
+        f, _s = _privtree.smoothed_density(f * volume, volume, pairs, b)
     z = _privtree.false_peak_z(L, false_peak)
     min_mass = min_fraction * n_est
+    if n_clusters is not None:  # a known number of clusters: smaller ones may count, at the same z
+        min_mass = min(min_mass, 0.25 * n_est / n_clusters)
     level = _privtree.level_set_tree(f, sigma, noisy, pairs, z=z, min_mass=min_mass)
     chosen = _privtree.select_clusters(level, n_clusters)
     # cluster ids: by decreasing noisy mass, ties by the peak leaf (a function of the map alone)
