@@ -209,7 +209,7 @@ class LevelTree:
 
 
 def level_set_tree(f: np.ndarray, sigma: np.ndarray, noisy: np.ndarray, pairs: tuple[np.ndarray, np.ndarray], *,
-                   z: float, min_mass: float) -> LevelTree:
+                   z: float, min_mass: float, valley: float = 1.0) -> LevelTree:
     """The level-set tree of the leaf densities ``f`` on the leaf graph.
 
     Leaves are visited by decreasing density (ties: leaf order) with a
@@ -218,7 +218,8 @@ def level_set_tree(f: np.ndarray, sigma: np.ndarray, noisy: np.ndarray, pairs: t
     leaf ``s`` become the two children of a new node only when both are
     *significant*: noisy mass at least ``min_mass`` and a peak above the
     saddle by more than ``z sqrt(sigma_peak^2 + sigma_s^2)`` (noise alone
-    rarely does that, see :func:`false_peak_z`); otherwise the less
+    rarely does that, see :func:`false_peak_z`) and the saddle at most
+    ``valley`` times its peak (a real valley, not a shoulder); otherwise the less
     significant one is absorbed into the other at the saddle's level.
     """
     L = f.size
@@ -255,7 +256,8 @@ def level_set_tree(f: np.ndarray, sigma: np.ndarray, noisy: np.ndarray, pairs: t
 
     def significant(r: int, v: int) -> bool:
         pk = comp_peak[r]
-        return bool(comp_mass[r] >= min_mass and f[pk] - f[v] > z * math.hypot(sigma[pk], sigma[v]))
+        return bool(comp_mass[r] >= min_mass and f[pk] - f[v] > z * math.hypot(sigma[pk], sigma[v])
+                    and f[v] <= valley * f[pk])
 
     for v in order:
         v = int(v)

@@ -110,6 +110,9 @@ class DPDensity:
                               doc="probability that noise alone makes a density peak a cluster (Bonferroni bound)")
     min_cluster_fraction: float = param(float, default=0.02, gt=0, lt=1,
                                         doc="smallest cluster, as a fraction of the noisy number of records")
+    valley: float = param(float, default=0.4, gt=0, le=1,
+                          doc="a density peak splits off only where the density between it and the rest falls "
+                              "below this fraction of its peak")
     max_nodes: int = param(int, default=1 << 20, ge=16,
                            doc="largest number of tree nodes examined (a public cap on time and memory)")
     noise: Any = nested("noise_mechanisms", default="laplace",
@@ -234,7 +237,7 @@ class DPDensity:
         # 4. post-processing of the map only
         cmap = cluster_map(tree.lo, tree.hi, tree.depth, noisy, n_est=n_est, eps_leaf=eps_leaf,
                            false_peak=self.false_peak, min_fraction=self.min_cluster_fraction,
-                           n_clusters=self.n_clusters)
+                           n_clusters=self.n_clusters, valley=self.valley)
         context.progress(4, 5)
 
         # 5. labels: the map applied to each record
@@ -283,7 +286,8 @@ class DPDensity:
 
 
 def cluster_map(lo: np.ndarray, hi: np.ndarray, depth: np.ndarray, noisy: np.ndarray, *, n_est: float,
-                eps_leaf: float, false_peak: float, min_fraction: float, n_clusters: int | None) -> dict[str, Any]:
+                eps_leaf: float, false_peak: float, min_fraction: float, n_clusters: int | None,
+                valley: float = 0.4) -> dict[str, Any]:
     """Clusters of the released leaves (post-processing of the DP map only):
     smoothed densities, significant peaks, a cluster id for every leaf, and
     the centres (noisy-mass-weighted leaf centres) in unit coordinates."""
@@ -299,7 +303,7 @@ def cluster_map(lo: np.ndarray, hi: np.ndarray, depth: np.ndarray, noisy: np.nda
     min_mass = min_fraction * n_est
     if n_clusters is not None:  # a known number of clusters: smaller ones may count, at the same z
         min_mass = min(min_mass, 0.25 * n_est / n_clusters)
-    level = _privtree.level_set_tree(f, sigma, noisy, pairs, z=z, min_mass=min_mass)
+    level = _privtree.level_set_tree(f, sigma, noisy, pairs, z=z, min_mass=min_mass, valley=valley)
     chosen = _privtree.select_clusters(level, n_clusters)
     # cluster ids: by decreasing noisy mass, ties by the peak leaf (a function of the map alone)
     chosen = chosen[np.lexsort((level.peak[chosen], -level.mass[chosen]))]
