@@ -80,7 +80,6 @@ def privtree(unit: np.ndarray, noise: np.ndarray, *, theta: float, delta: float,
         rank = np.cumsum(split) - 1
         dim = depth % d
         mid = 0.5 * (lo[split, dim] + hi[split, dim])
-        s = int(split.sum())
         clo = np.repeat(lo[split], 2, axis=0)
         chi = np.repeat(hi[split], 2, axis=0)
         chi[0::2, dim] = mid
@@ -91,7 +90,6 @@ def privtree(unit: np.ndarray, noise: np.ndarray, *, theta: float, delta: float,
         upper = unit[idx, dim] >= mid[r]
         node_of = 2 * r + upper
         lo, hi = clo, chi
-        del s
         depth += 1
     return Tree(lo=np.concatenate(leaves_lo), hi=np.concatenate(leaves_hi),
                 depth=np.concatenate(leaves_depth).astype(np.int64), counts=np.concatenate(leaves_count),
@@ -295,8 +293,6 @@ def level_set_tree(f: np.ndarray, sigma: np.ndarray, noisy: np.ndarray, pairs: t
                 redirect[q] = node
                 uf[small] = big
                 comp_mass[big] += comp_mass[small]
-                if comp_peak[small] != comp_peak[big] and f[comp_peak[small]] > f[comp_peak[big]]:
-                    pass  # the peak of the survivor stays its own
                 g = big
         uf[v] = g
         comp_mass[g] += m[v]

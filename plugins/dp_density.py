@@ -211,7 +211,7 @@ class DPDensity:
         lam = 3.0 / eps_tree  # (2 beta - 1) / (beta - 1) / eps_tree with beta = 2
         delta = lam * math.log(2.0)
         cells = max(2.0, n_est * eps_leaf / QARDAJI_C)
-        per_dim = max(2, math.ceil(math.log2(cells) / d) + 1)  # splits per column: one level finer than the Qardaji grid
+        per_dim = max(3, math.ceil(math.log2(cells) / d) + 1)  # splits per column: one level finer than the Qardaji grid
         max_depth = int(min(per_dim * d, 60))
         pool = np.asarray(mech.release(
             np.zeros(self.max_nodes), sensitivity=3.0, epsilon=eps_tree, context=context, relation=RELATION,
