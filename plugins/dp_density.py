@@ -7,7 +7,8 @@ Given only ``epsilon``, public ``bounds`` and optionally ``n_clusters``:
    sensitivity 1): ``N~`` sets the public depth limit of the tree (Qardaji,
    Yang & Li, ICDE 2013: the finest useful cell holds about ``c / epsilon``
    records, so about ``N~ epsilon / c`` cells; the tree may go one level
-   finer than that grid in every column) and the smallest cluster mass
+   finer than that grid in every column, two above two columns, and at
+   least three splits per column) and the smallest cluster mass
    ``min_cluster_fraction * N~``.
 2. **PrivTree** (Zhang, Xiao & Xie, SIGMOD 2016) over the public bounds
    rescaled to the unit cube, binary midpoint splits along the columns in
@@ -211,7 +212,7 @@ class DPDensity:
         lam = 3.0 / eps_tree  # (2 beta - 1) / (beta - 1) / eps_tree with beta = 2
         delta = lam * math.log(2.0)
         cells = max(2.0, n_est * eps_leaf / QARDAJI_C)
-        per_dim = max(3, math.ceil(math.log2(cells) / d) + 1)  # splits per column: one level finer than the Qardaji grid
+        per_dim = max(3, math.ceil(math.log2(cells) / d) + (1 if d <= 2 else 2))  # splits per column beyond the Qardaji grid
         max_depth = int(min(per_dim * d, 60))
         pool = np.asarray(mech.release(
             np.zeros(self.max_nodes), sensitivity=3.0, epsilon=eps_tree, context=context, relation=RELATION,
