@@ -26,15 +26,19 @@ Given only ``epsilon``, public ``bounds`` and optionally ``n_clusters``:
    add/remove-one-record.
 4. **Post-processing of the released map only**: each leaf's density is a
    local average of the noisy densities of the leaf and its touching leaves
-   (the bandwidth adapts to the leaf sizes); persistence-based clustering on
-   the leaf graph (ToMATo, Chazal et al. 2013) keeps a density peak as a
-   cluster when its prominence over the saddle where it meets a higher peak
-   exceeds ``z`` noise standard deviations, ``z`` set from the Laplace tail
-   so that noise alone raises a false peak with probability at most
-   ``false_peak`` (Bonferroni over the leaves), and its noisy mass is at
-   least the minimum; with ``n_clusters`` the ``n_clusters`` most significant
-   peaks are kept. Every leaf gets a cluster id; ids are ranked by the peaks'
-   significance, a function of the map alone.
+   (the bandwidth adapts to the leaf sizes). The level-set tree of these
+   densities on the leaf graph is built by visiting the leaves from the
+   densest down (a union-find); two components meeting at a saddle become
+   two branches only when both are significant: noisy mass at least
+   ``min_cluster_fraction * N~``, a peak above the saddle by more than ``z``
+   noise standard deviations (``z`` from the Laplace tail with a Bonferroni
+   bound over the leaves, so that noise alone makes such a peak with
+   probability at most ``false_peak``), and a real valley (the saddle below
+   ``valley`` times the peak). Clusters: the branches of largest total
+   excess of mass (HDBSCAN's rule, Campello et al. 2013), or the
+   ``n_clusters`` branches of largest total excess of mass. Leaves below
+   every cluster take the cluster of the nearest cluster leaf; ids are
+   ranked by the clusters' noisy mass, a function of the map alone.
 5. **Labels**: each record takes the cluster id of the leaf it falls in: the
    map applied to the record (joint-DP / billboard), not a DP release.
 
