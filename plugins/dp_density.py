@@ -83,6 +83,8 @@ NOT_COVERED = (
     "record's own values and the DP map (joint-DP / billboard sense), not a differentially private output; "
     "records outside the public bounds were clipped onto them"
 )
+#: Noise mechanisms whose releases are pure epsilon-DP for an L1 sensitivity.
+PURE_MECHANISMS = ("laplace", "geometric")
 #: Largest number of columns (the leaf adjacency grows like 3^d).
 MAX_COLUMNS = 12
 #: Qardaji, Yang & Li's constant: a useful cell holds about C / epsilon records.
@@ -201,6 +203,10 @@ class DPDensity:
                 f"dp-density would spend epsilon = {self.epsilon:.6g} but only {context.remaining:.6g} of the budget "
                 "is left; lower 'epsilon' or raise the budget. Nothing was recorded and no noise was drawn.")
         mech = context.mechanism(self.noise)
+        if mech.name not in PURE_MECHANISMS:
+            raise ParameterError(
+                f"dp-density: the noise mechanism must be a pure-epsilon L1 one ({', '.join(PURE_MECHANISMS)}); "
+                f"got {mech.name!r}")
         eps_n, eps_tree, eps_leaf = self.shares
         columns = tuple(str(c) for c in data.columns)
 

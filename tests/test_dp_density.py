@@ -112,6 +112,15 @@ def test_refused_before_any_noise_when_the_budget_is_short():
     assert len(context.ledger) == 0
 
 
+def test_noise_mechanism_must_be_pure_and_geometric_works():
+    data, truth = blobs(20_000)
+    with pytest.raises(ParameterError, match="pure-epsilon"):
+        fit(DPDensity(epsilon=1.0, bounds=BOUNDS, noise="gaussian"), data)
+    part, context = fit(DPDensity(epsilon=1.0, bounds=BOUNDS, noise="geometric"), data)
+    assert [e.mechanism for e in context.ledger.of_kind("dp")] == ["geometric"] * 3
+    assert adjusted_rand_score(truth, part.labels) > 0.9
+
+
 def test_conformance_kit():
     data, _ = blobs(400)
     pt.check_component(DPDensity(epsilon=1.0, bounds=BOUNDS), data)
