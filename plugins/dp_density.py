@@ -198,6 +198,8 @@ class DPDensity:
         """Release the DP cluster map and label each record by it (joint-DP)."""
         unit, low, high, n_clipped = self._unit(data)
         n, d = unit.shape
+        if n == 0:
+            raise DataError("dp-density: the data have no records")
         if not context.can_spend(self.epsilon):
             raise BudgetExceededError(
                 f"dp-density would spend epsilon = {self.epsilon:.6g} but only {context.remaining:.6g} of the budget "
@@ -214,7 +216,7 @@ class DPDensity:
         n_noisy = float(np.asarray(mech.release(
             np.array([float(n)]), sensitivity=1.0, epsilon=eps_n, context=context, relation=RELATION,
             covers="the noisy number of records (it sets the tree's depth limit and the smallest cluster mass)",
-            not_covered=NOT_COVERED, details={"release": "count", "laplace_scale": 1.0 / eps_n}), dtype=float)[0])
+            not_covered=NOT_COVERED, details={"release": "count", "noise_scale": 1.0 / eps_n}), dtype=float)[0])
         n_est = max(n_noisy, 1.0)
         context.progress(1, 5)
 
@@ -222,14 +224,15 @@ class DPDensity:
         lam = 3.0 / eps_tree  # (2 beta - 1) / (beta - 1) / eps_tree with beta = 2
         delta = lam * math.log(2.0)
         cells = max(2.0, n_est * eps_leaf / QARDAJI_C)
-        per_dim = max(3, math.ceil(math.log2(cells) / d) + (1 if d <= 2 else 2))  # splits per column beyond the Qardaji grid
+        # splits per column: the Qardaji grid's, plus one (two above two columns), at least three
+        per_dim = max(3, math.ceil(math.log2(cells) / d) + (1 if d <= 2 else 2))
         max_depth = int(min(per_dim * d, 60))
         pool = np.asarray(mech.release(
             np.zeros(self.max_nodes), sensitivity=3.0, epsilon=eps_tree, context=context, relation=RELATION,
             covers=("the PrivTree partition: the split decision of every examined node (biased count "
                     f"max(c - depth delta, theta - delta) plus this noise, theta = {self.theta:g}, "
                     f"delta = {delta:.6g}); the factor 3 = (2 beta - 1) / (beta - 1), beta = 2, is PrivTree's "
-                    "(Zhang, Xiao & Xie 2016, Theorem 1), not the sensitivity of a single count"),
+                    "(Zhang, Xiao & Xie 2016), not the sensitivity of a single count"),
             not_covered=NOT_COVERED,
             details={"release": "tree", "lambda": lam, "delta": delta, "theta": self.theta, "fanout": 2,
                      "max_depth": max_depth, "max_nodes": self.max_nodes}), dtype=float)
@@ -242,7 +245,7 @@ class DPDensity:
         noisy = np.asarray(mech.release(
             tree.counts, sensitivity=1.0, epsilon=eps_leaf, context=context, relation=RELATION,
             covers=f"the record counts of the {L} leaves of the released partition (disjoint cells: L1 sensitivity 1)",
-            not_covered=NOT_COVERED, details={"release": "leaves", "leaves": L, "laplace_scale": 1.0 / eps_leaf}),
+            not_covered=NOT_COVERED, details={"release": "leaves", "leaves": L, "noise_scale": 1.0 / eps_leaf}),
             dtype=float)
         context.progress(3, 5)
 
