@@ -195,7 +195,9 @@ def smoothed_density(noisy: np.ndarray, volume: np.ndarray, pairs: tuple[np.ndar
 class LevelTree:
     """Result of :func:`level_set_tree`: the condensed cluster tree of the
     leaf graph (as in HDBSCAN, Campello, Moulavi & Sander 2013, with density
-    levels in place of distances). Nodes are numbered children first."""
+    levels in place of distances). ``order`` lists the live nodes children
+    first; the branches of a component that is absorbed hang from the node
+    that absorbs it."""
 
     leaf_node: np.ndarray  # (L,) the deepest live node each leaf belongs to
     parent: np.ndarray  # (K,) parent node (-1: a root)
@@ -204,6 +206,7 @@ class LevelTree:
     mass: np.ndarray  # (K,) noisy mass of the node's leaves
     peak: np.ndarray  # (K,) the leaf of highest density in the node
     alive: np.ndarray  # (K,) False for components absorbed into another
+    order: np.ndarray  # the live nodes, every child before its parent
 
 
 def level_set_tree(f: np.ndarray, sigma: np.ndarray, noisy: np.ndarray, pairs: tuple[np.ndarray, np.ndarray], *,
@@ -236,12 +239,14 @@ def level_set_tree(f: np.ndarray, sigma: np.ndarray, noisy: np.ndarray, pairs: t
     split: list[float] = []
     peak: list[int] = []
     redirect: list[int] = []
+    kids: list[list[int]] = []
     leaf_node = np.full(L, -1, dtype=np.int64)
 
     def new_node(pk: int) -> int:
         for lst, val in ((A, 0.0), (M, 0.0), (parent, -1), (birth, -math.inf), (split, math.nan), (peak, pk)):
             lst.append(val)
         redirect.append(len(A) - 1)
+        kids.append([])
         return len(A) - 1
 
     def find(x: int) -> int:
@@ -278,6 +283,7 @@ def level_set_tree(f: np.ndarray, sigma: np.ndarray, noisy: np.ndarray, pairs: t
                         birth[c] = fv
                         M[node] += M[c]
                         A[node] += M[c] * fv
+                        kids[node].append(int(c))
                     uf[r] = g
                     comp_node[g] = node
                     comp_mass[g] += comp_mass[r]
@@ -291,6 +297,10 @@ def level_set_tree(f: np.ndarray, sigma: np.ndarray, noisy: np.ndarray, pairs: t
                 A[node] += M[q] * fv
                 M[node] += M[q]
                 redirect[q] = node
+                for ch in kids[q]:  # the absorbed component's own branches hang from the survivor
+                    parent[ch] = node
+                kids[node].extend(kids[q])
+                kids[q] = []
                 uf[small] = big
                 comp_mass[big] += comp_mass[small]
                 g = big
@@ -311,6 +321,7 @@ def level_set_tree(f: np.ndarray, sigma: np.ndarray, noisy: np.ndarray, pairs: t
             birth[c] = low
             M[node] += M[c]
             A[node] += M[c] * low
+            kids[node].append(c)
     K = len(A)
     red = np.asarray(redirect, dtype=np.int64)
     for _ in range(K):  # resolve chains of absorptions
@@ -319,19 +330,38 @@ def level_set_tree(f: np.ndarray, sigma: np.ndarray, noisy: np.ndarray, pairs: t
             break
         red = nxt
     alive = red == np.arange(K)
+    # children before parents (a node absorbed later may be older than the branches it receives)
+    order: list[int] = []
+    stack = [(c, False) for c in range(K) if alive[c] and parent[c] < 0]
+    while stack:
+        c, done = stack.pop()
+        if done:
+            order.append(c)
+            continue
+        stack.append((c, True))
+        stack.extend((k, False) for k in kids[c] if alive[k])
     Aa, Ma, b = np.asarray(A), np.asarray(M), np.asarray(birth)
     stab = np.where(np.isfinite(b), Aa - Ma * np.where(np.isfinite(b), b, 0.0), np.inf)
     return LevelTree(leaf_node=red[leaf_node], parent=np.asarray(parent, dtype=np.int64), split=np.asarray(split),
-                     stability=stab, mass=Ma, peak=np.asarray(peak, dtype=np.int64), alive=alive)
+                     stability=stab, mass=Ma, peak=np.asarray(peak, dtype=np.int64), alive=alive,
+                     order=np.asarray(order, dtype=np.int64))
+
+
+def n_branches(tree: LevelTree) -> int:
+    """The number of leaves of the condensed tree (live nodes with no live child)."""
+    alive = tree.alive
+    has_child = np.zeros(alive.size, dtype=bool)
+    parents = tree.parent[alive & (tree.parent >= 0)]
+    has_child[parents] = True
+    return int(np.count_nonzero(alive & ~has_child))
 
 
 def select_clusters(tree: LevelTree, n_clusters: int | None) -> np.ndarray:
     """The nodes chosen as clusters. Automatic: excess of mass (HDBSCAN's
     rule: a node is kept when its stability is at least that of the best
     selection below it; a root is never kept unless it has no children).
-    With ``n_clusters``: the level-set tree cut from the roots down, always
-    splitting the chosen node that splits at the lowest density, until there
-    are ``n_clusters`` nodes (or no node can be split)."""
+    With ``n_clusters``: the ``n_clusters`` nodes, none above another, of
+    largest total stability (:func:`_best_k`)."""
     K = tree.parent.size
     alive = tree.alive
     children: list[list[int]] = [[] for _ in range(K)]
@@ -343,9 +373,8 @@ def select_clusters(tree: LevelTree, n_clusters: int | None) -> np.ndarray:
         return _best_k(tree, children, roots, n_clusters)
     best = np.zeros(K)
     selected = np.zeros(K, dtype=bool)
-    for c in range(K):  # children are numbered before their parents
-        if not alive[c]:
-            continue
+    for c in tree.order:  # children before parents
+        c = int(c)
         below = sum(best[k] for k in children[c])
         if not children[c] or (tree.parent[c] >= 0 and tree.stability[c] >= below):
             best[c] = tree.stability[c] if tree.parent[c] >= 0 else below
@@ -375,9 +404,8 @@ def _best_k(tree: LevelTree, children: list[list[int]], roots: list[int], k: int
     over the tree). Fewer when the tree has fewer than ``k`` leaves."""
     K = tree.parent.size
     table: dict[int, dict[int, tuple[float, list[int]]]] = {}
-    for c in range(K):  # children first
-        if not tree.alive[c]:
-            continue
+    for c in tree.order:  # children before parents
+        c = int(c)
         own = float(tree.stability[c]) if tree.parent[c] >= 0 else 0.0
         combo: dict[int, tuple[float, list[int]]] = {0: (0.0, [])}
         for ch in children[c]:

@@ -36,7 +36,9 @@ Given only ``epsilon``, public ``bounds`` and optionally ``n_clusters``:
    probability at most ``false_peak``), and a real valley (the saddle below
    ``valley`` times the peak). Clusters: the branches of largest total
    excess of mass (HDBSCAN's rule, Campello et al. 2013), or the
-   ``n_clusters`` branches of largest total excess of mass. Leaves below
+   ``n_clusters`` branches of largest total excess of mass (when the tree
+   has fewer branches than that, the valley rule is relaxed to 0.55, 0.7,
+   0.85, then 1 until it has enough). Leaves below
    every cluster take the cluster of the nearest cluster leaf; ids are
    ranked by the clusters' noisy mass, a function of the map alone.
 5. **Labels**: each record takes the cluster id of the leaf it falls in: the
@@ -292,6 +294,7 @@ class DPDensity:
             "leaf_labels": cmap["leaf_labels"],
             "z": cmap["z"],
             "min_mass": cmap["min_mass"],
+            "valley": cmap["valley"],
             "cluster_stability": cmap["stability"],
             "core_leaves": cmap["core"],
             "automatic": self.n_clusters is None,
@@ -319,14 +322,20 @@ def cluster_map(lo: np.ndarray, hi: np.ndarray, depth: np.ndarray, noisy: np.nda
     if n_clusters is not None:  # a known number of clusters: smaller ones may count, at the same z
         min_mass = min(min_mass, 0.25 * n_est / n_clusters)
     level = _privtree.level_set_tree(f, sigma, noisy, pairs, z=z, min_mass=min_mass, valley=valley)
+    if n_clusters is not None:  # fewer branches than asked for: accept shallower valleys, step by step
+        for relaxed in (0.55, 0.7, 0.85, 1.0):
+            if relaxed <= valley or _privtree.n_branches(level) >= n_clusters:
+                continue
+            level = _privtree.level_set_tree(f, sigma, noisy, pairs, z=z, min_mass=min_mass, valley=relaxed)
+            valley = relaxed
     chosen = _privtree.select_clusters(level, n_clusters)
     # cluster ids: by decreasing noisy mass, ties by the peak leaf (a function of the map alone)
     chosen = chosen[np.lexsort((level.peak[chosen], -level.mass[chosen]))]
     K = level.parent.size
     ident = np.full(K, -1, dtype=np.int64)
     ident[chosen] = np.arange(chosen.size)
-    owner = ident.copy()  # the chosen ancestor-or-self of every node (parents are numbered after children)
-    for c in range(K - 1, -1, -1):
+    owner = ident.copy()  # the chosen ancestor-or-self of every live node (parents first)
+    for c in level.order[::-1]:
         p = int(level.parent[c])
         if owner[c] < 0 and p >= 0:
             owner[c] = owner[p]
@@ -346,7 +355,7 @@ def cluster_map(lo: np.ndarray, hi: np.ndarray, depth: np.ndarray, noisy: np.nda
     mass = np.bincount(leaf_labels, weights=w, minlength=peaks.size)
     centres = np.where(mass[:, None] > 0, sums / np.maximum(mass, 1e-300)[:, None], centres_leaf[peaks])
     return {"leaf_labels": leaf_labels, "density": f, "sigma": sigma, "z": z, "min_mass": min_mass,
-            "centres_unit": centres, "core": core, "peaks": peaks, "stability": level.stability[chosen],
+            "centres_unit": centres, "core": core, "valley": valley, "peaks": peaks, "stability": level.stability[chosen],
             "split_levels": level.split}
 
 

@@ -303,3 +303,28 @@ def test_runs_in_a_recipe(tmp_path):
     release = privclust.run(str(recipe), data, seed=1)
     assert release.spent == (1.0, 0.0)
     assert [e.kind for e in release.ledger if e.kind != "process"] == ["dp", "dp", "dp", "guarantee"]
+
+
+def test_level_tree_order_lists_children_before_parents():
+    data, _ = blobs(20_000)
+    part, _ = fit(DPDensity(epsilon=1.0, bounds=BOUNDS), data)
+    dg = part.diagnostics
+    lo, hi = np.array([v[0] for v in BOUNDS.values()]), np.array([v[1] for v in BOUNDS.values()])
+    ulo, uhi = (dg["leaf_low"] - lo) / (hi - lo), (dg["leaf_high"] - lo) / (hi - lo)
+    depth = np.rint(-np.log2(np.prod(uhi - ulo, axis=1))).astype(int)
+    tree = _privtree.Tree(lo=ulo, hi=uhi, depth=depth, counts=dg["leaf_noisy_counts"], nodes=0, truncated=False)
+    pairs = _privtree.adjacency(tree)
+    f, sigma = _privtree.smoothed_density(dg["leaf_noisy_counts"], np.prod(uhi - ulo, axis=1), pairs,
+                                          1.0 / dg["epsilon_leaves"])
+    level = _privtree.level_set_tree(f, sigma, dg["leaf_noisy_counts"], pairs, z=dg["z"], min_mass=dg["min_mass"],
+                                     valley=1.0)
+    position = {int(c): i for i, c in enumerate(level.order)}
+    assert sorted(position) == np.flatnonzero(level.alive).tolist()
+    for c in position:
+        p = int(level.parent[c])
+        if p >= 0:
+            assert level.alive[p] and position[p] > position[c]
+    assert np.all(level.alive[level.leaf_node])
+    # with n_clusters the relaxed valley still yields the clusters asked for
+    fixed, _ = fit(DPDensity(epsilon=1.0, bounds=BOUNDS, n_clusters=4), data)
+    assert fixed.n_clusters == 4 and fixed.diagnostics["valley"] >= 0.4
