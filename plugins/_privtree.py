@@ -96,39 +96,37 @@ def privtree(unit: np.ndarray, noise: np.ndarray, *, theta: float, delta: float,
                 nodes=used, truncated=truncated)
 
 
-def leaf_of(unit: np.ndarray, tree: Tree, block: int = 200_000) -> np.ndarray:
-    """The leaf each record falls in (boxes are half-open, the upper face of
-    the unit cube closed), found through the leaf centres: the leaf holding a
-    point is among the leaves whose box is within half a diagonal of the
-    largest leaf, so a nearest-centre search in scaled coordinates is
-    followed by an exact containment check."""
+def leaf_of(unit: np.ndarray, tree: Tree, block: int = 500_000) -> np.ndarray:
+    """The leaf each record falls in, by the tree's own rule (a record at a
+    midpoint goes to the upper half). The leaves of one depth have the same
+    shape and sit on the dyadic grid of that depth, so a record's cell at
+    that depth is ``floor(x * 2^s)`` per column (exact in floating point) and
+    a sorted search among that depth's leaves finds it, if it is a leaf."""
     n, d = unit.shape
     out = np.full(n, -1, dtype=np.int64)
-    # Walk the leaves by depth class: inside one class all boxes have the same
-    # shape, so the containing box (if any) is the one whose centre is nearest
-    # in the Chebyshev metric scaled by the half-widths.
-    centres = 0.5 * (tree.lo + tree.hi)
     for k in np.unique(tree.depth):
         members = np.flatnonzero(tree.depth == k)
-        half = 0.5 * (tree.hi[members[0]] - tree.lo[members[0]])
-        kd = cKDTree(centres[members] / half)
-        todo = np.flatnonzero(out < 0)
-        for start in range(0, todo.size, block):
-            part = todo[start:start + block]
-            dist, j = kd.query(unit[part] / half, p=np.inf, distance_upper_bound=1.0 + 1e-9)
-            ok = np.isfinite(dist)
-            if not ok.any():
+        splits = np.rint(-np.log2(tree.hi[members[0]] - tree.lo[members[0]])).astype(np.int64)
+        sizes = np.left_shift(np.int64(1), splits)
+        radix = np.concatenate([[1], np.cumprod(sizes[:-1])]).astype(np.int64)
+        keys = (np.rint(tree.lo[members] * sizes).astype(np.int64) * radix).sum(axis=1)
+        order = np.argsort(keys, kind="stable")
+        keys, members = keys[order], members[order]
+        for start in range(0, n, block):
+            part = slice(start, min(n, start + block))
+            todo = out[part] < 0
+            if not todo.any():
                 continue
-            cand = members[j[ok]]
-            pts = unit[part[ok]]
-            inside = np.all((pts >= tree.lo[cand]) & ((pts < tree.hi[cand]) | (tree.hi[cand] >= 1.0)), axis=1)
-            out[part[ok][inside]] = cand[inside]
-        if not (out < 0).any():
-            break
-    if (out < 0).any():  # points on shared faces found no half-open box: take the nearest centre
-        miss = np.flatnonzero(out < 0)
-        _, j = cKDTree(centres).query(unit[miss])
-        out[miss] = j
+            cell = np.minimum(np.floor(unit[part][todo] * sizes).astype(np.int64), sizes - 1)
+            key = (cell * radix).sum(axis=1)
+            pos = np.minimum(np.searchsorted(keys, key), keys.size - 1)
+            hit = keys[pos] == key
+            idx = np.flatnonzero(todo)[hit]
+            view = out[part]
+            view[idx] = members[pos[hit]]
+            out[part] = view
+    if (out < 0).any():  # cannot happen for points in the unit cube: the leaves tile it
+        raise AssertionError("dp-density: a record fell in no leaf of the partition")
     return out
 
 

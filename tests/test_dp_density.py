@@ -328,3 +328,13 @@ def test_level_tree_order_lists_children_before_parents():
     # with n_clusters the relaxed valley still yields the clusters asked for
     fixed, _ = fit(DPDensity(epsilon=1.0, bounds=BOUNDS, n_clusters=4), data)
     assert fixed.n_clusters == 4 and fixed.diagnostics["valley"] >= 0.4
+
+
+def test_leaf_of_follows_the_trees_own_rule_even_on_midpoints():
+    rng = np.random.default_rng(0)
+    unit = np.vstack([rng.random((3_000, 3)), np.full((50, 3), 0.5), np.full((5, 3), 1.0), np.zeros((5, 3)),
+                      np.array([[0.25, 0.5, 0.75]] * 20)])
+    tree = _privtree.privtree(unit, rng.laplace(0, 3, 10_000), theta=0.0, delta=2.0, max_depth=20)
+    leaf = _privtree.leaf_of(unit, tree)
+    np.testing.assert_array_equal(np.bincount(leaf, minlength=tree.counts.size), tree.counts)
+    assert np.all((unit >= tree.lo[leaf]) & ((unit < tree.hi[leaf]) | (tree.hi[leaf] >= 1.0)))
