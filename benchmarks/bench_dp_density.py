@@ -165,7 +165,7 @@ def run_dbscan(dataset: str, n: int) -> dict:
         labels = DBSCAN(eps=frac * span, min_samples=ms).fit_predict(X)
         a = _ari(y, labels)
         if a > best["ari"]:
-            best = {"ari": a, "eps": round(frac * span, 4), "min_samples": ms, "seconds": time.perf_counter() - t,
+            best = {"ari": a, "radius": round(frac * span, 4), "min_samples": ms, "seconds": time.perf_counter() - t,
                     "clusters": int(np.unique(labels[labels >= 0]).size)}
     best["grid_seconds"] = time.perf_counter() - start
     return best
@@ -219,7 +219,7 @@ def main(quick: bool = False) -> str:
                                a_row["max_depth"], f"{a_row['lambda']:.3g}", f"{a_row['delta']:.3g}",
                                f"{a_row['z']:.2f}", f"{a_row['min_mass']:.0f}", a_row["clusters"]])
         if db.ok:
-            rows_a.append([name, k, "DBSCAN", f"eps={db.value['eps']}", f"min_samples={db.value['min_samples']}",
+            rows_a.append([name, k, "DBSCAN", f"eps={db.value['radius']}", f"min_samples={db.value['min_samples']}",
                            f"{db.value['clusters']} clusters", f"{db.value['seconds']:.2f} s", "", "", "", "", ""])
         print(f"  {name} done", flush=True)
     text += [f"### 2-D shape sets, n = {n_main:,} (ARI against the true classes)", "", table(head, rows_a), "",
