@@ -9,14 +9,17 @@ The public API. Everything else is private and may change.
 
 from __future__ import annotations
 
-# the submodules privclust.datasets and privclust.plots, reachable as attributes
+# the submodules privclust.datasets, privclust.plots and privclust.sampling, reachable as attributes
 from . import datasets as datasets
 from . import plots as plots
+from . import sampling as sampling
 from .accounting import (
     Accountant,
     BasicAccountant,
+    ContextView,
     Ledger,
     LedgerEntry,
+    NothingProtectedWarning,
     PrivacyContext,
     PrivacyLeakWarning,
     Stash,
@@ -54,8 +57,8 @@ from .errors import (
     UnknownComponentError,
 )
 from .hookspecs import NAME, hookimpl
-from .params import nested, param, public_bounds
-from .recipe import Budget, ComponentSpec, EvaluateSpec, Recipe, Step
+from .params import DataLeak, declared_leaks, known_leak_names, nested, param, public_bounds
+from .recipe import KNOWN_LEAKS, Budget, ComponentSpec, EvaluateSpec, Recipe, Step
 from .registry import (
     ComponentInfo,
     PluginInfo,
@@ -81,6 +84,7 @@ __version__ = _version()
 
 __all__ = [
     "KINDS",
+    "KNOWN_LEAKS",
     "NAME",
     "Accountant",
     "BasicAccountant",
@@ -94,7 +98,9 @@ __all__ = [
     "ConstraintError",
     "ConstraintHandler",
     "ConstraintSet",
+    "ContextView",
     "DataError",
+    "DataLeak",
     "DatasetUnavailableError",
     "DuplicateComponentError",
     "EvaluateSpec",
@@ -105,6 +111,7 @@ __all__ = [
     "Masked",
     "Masker",
     "NoiseMechanism",
+    "NothingProtectedWarning",
     "ParameterError",
     "Partition",
     "PluginError",
@@ -128,6 +135,8 @@ __all__ = [
     "__version__",
     "compare",
     "compile",
+    "declared_leaks",
+    "known_leak_names",
     "component_params",
     "get_registry",
     "hookimpl",

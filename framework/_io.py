@@ -1,25 +1,76 @@
-"""Reading data files and writing outputs atomically.
+"""Reading data files, checking and writing a command's outputs as one
+transaction, and the signal handling that keeps interrupted commands clean.
 
-Every output is first written to a hidden temporary file in the target's
-folder and moved into place only when all outputs of a command are complete,
-so a failed run leaves nothing half-written.
+Every output of a command is first written to a hidden temporary file in its
+target's folder (``.<name>.<random>.tmp``); only when all of them are
+complete are they moved into place, one ``os.replace`` each, with the
+termination signals held back meanwhile. If any write fails, or the command
+is interrupted (Ctrl-C, SIGTERM, SIGHUP), every temporary file is removed and
+no existing target is touched. Before any computation,
+:func:`check_outputs` refuses an output that is a folder, sits in a missing
+or unwritable folder (found by really creating and removing a probe file
+there), is one of the command's inputs, or is another output of the same
+command.
 """
 
 from __future__ import annotations
 
+import contextlib
+import csv
+import gzip
 import os
+import signal
 import tempfile
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 import pandas as pd
 
 from .errors import DataError, PrivclustError
 
-__all__ = ["frame_writer", "read_frame", "text_writer", "write_atomically"]
+__all__ = [
+    "Interrupted",
+    "check_outputs",
+    "committed",
+    "frame_writer",
+    "handle_signals",
+    "read_frame",
+    "remove_temporaries",
+    "text_writer",
+    "write_atomically",
+]
 
 _CSV = (".csv", ".csv.gz", ".tsv")
 _PARQUET = (".parquet", ".pq")
+
+#: The signals a command turns into a clean stop (Ctrl-C is SIGINT).
+STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
+
+#: Temporary files that exist right now (removed on any failure or interruption).
+_LIVE: set[Path] = set()
+_LIVE_LOCK = threading.Lock()
+#: Targets moved into place by this process (so an interruption message can be honest).
+_COMMITTED: list[Path] = []
+
+
+class Interrupted(KeyboardInterrupt):
+    """A termination signal (SIGTERM, SIGHUP) arrived; raised in the main
+    thread by the handlers :func:`handle_signals` installs, so every
+    ``finally`` and ``except BaseException`` clean-up runs as for Ctrl-C."""
+
+    def __init__(self, signum: int):
+        self.signum = signum
+        super().__init__(signal.Signals(signum).name)
+
+    @property
+    def exit_status(self) -> int:
+        return 128 + self.signum
+
+
+# ---------------------------------------------------------------------------
+# Reading
+# ---------------------------------------------------------------------------
 
 
 def _kind(path: Path) -> str:
@@ -31,20 +82,119 @@ def _kind(path: Path) -> str:
     raise PrivclustError(f"{path}: unknown file type; use .csv, .csv.gz, .tsv, .parquet or .pq")
 
 
+def _csv_header(path: Path, sep: str) -> list[str]:
+    """The first row of a CSV file as written (pandas renames repeated names
+    ``a``, ``a.1``, so the header is read here with the csv module)."""
+    opener = gzip.open if path.name.lower().endswith(".gz") else open
+    with opener(path, "rt", encoding="utf-8", newline="") as handle:  # type: ignore[operator]
+        for row in csv.reader(handle, delimiter=sep):
+            return row
+    return []
+
+
 def read_frame(path: str | Path) -> pd.DataFrame:
-    """Read a CSV or Parquet file into a DataFrame."""
+    """Read a CSV or Parquet file into a DataFrame.
+
+    :raises DataError: for a missing or unreadable file, and for a CSV header
+        that names a column more than once (pandas would rename the copies).
+    """
     path = Path(path)
     kind = _kind(path)
     if not path.is_file():
+        if path.is_dir():
+            raise DataError(f"{path} is a folder, not a data file")
         raise DataError(f"no input file at {path}")
+    sep = "\t" if path.name.lower().endswith(".tsv") else ","
     try:
         if kind == "csv":
-            return pd.read_csv(path, sep="\t" if path.name.lower().endswith(".tsv") else ",")
+            header = _csv_header(path, sep)
+            seen: dict[str, list[int]] = {}
+            for i, name in enumerate(header):
+                seen.setdefault(name.strip(), []).append(i + 1)
+            repeated = {name: pos for name, pos in seen.items() if len(pos) > 1}
+            if repeated:
+                which = "; ".join(f"{name!r} (columns {', '.join(map(str, pos))})" for name, pos in repeated.items())
+                raise DataError(f"{path}: the header names a column more than once: {which}; give every column "
+                                "its own name")
+            return pd.read_csv(path, sep=sep)
         return pd.read_parquet(path)
+    except DataError:
+        raise
     except ImportError as err:
         raise PrivclustError(f"reading {path} needs pyarrow: pip install 'privclust[parquet]'") from err
-    except (ValueError, OSError, pd.errors.ParserError) as err:
-        raise DataError(f"cannot read {path}: {err}") from err
+    except (ValueError, OSError, EOFError, csv.Error, pd.errors.ParserError) as err:
+        raise DataError(f"cannot read {path}: {' '.join(str(err).split())}") from err
+
+
+# ---------------------------------------------------------------------------
+# Checking outputs before any work
+# ---------------------------------------------------------------------------
+
+
+def _same(a: Path, b: Path) -> bool:
+    if a.resolve() == b.resolve():
+        return True
+    try:
+        return a.exists() and b.exists() and os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def _probe_folder(folder: Path) -> None:
+    """Create and remove a temporary file in ``folder``: the only test that
+    holds for root, read-only mounts, full disks and access-control lists."""
+    with _signals_held():
+        fd, name = tempfile.mkstemp(dir=folder, prefix=".privclust-probe.", suffix=".tmp")
+        _register(Path(name))
+    os.close(fd)
+    _discard(Path(name))
+
+
+def check_outputs(outputs: Mapping[str, Path | str | None], inputs: Mapping[str, Path | str | None] = {}) -> None:  # noqa: B006
+    """Refuse, before any work, outputs that cannot be written or would
+    clobber something.
+
+    :param outputs: ``{what: path}``, e.g. ``{"--output": "out.csv",
+        "--report": "r.html", "the JSON beside --report": "r.json"}``;
+        ``None`` entries are skipped.
+    :param inputs: ``{what: path}`` of the files the command reads.
+    :raises PrivclustError: for an output that is a folder, in a folder that
+        does not exist or cannot be written, that is one of the inputs, or
+        that is another output of the command.
+    """
+    named = [(what, Path(p)) for what, p in outputs.items() if p is not None]
+    sources = [(what, Path(p)) for what, p in inputs.items() if p is not None]
+    probed: set[Path] = set()
+    for i, (what, path) in enumerate(named):
+        if path.is_dir():
+            raise PrivclustError(f"cannot write {path} ({what}): it is a folder; give the name of a file")
+        for source_what, source in sources:
+            if _same(path, source):
+                raise PrivclustError(f"{what} {path} is the same file as {source_what} {source}; the input is never "
+                                     "overwritten, write the output to another file")
+        for other_what, other in named[:i]:
+            if _same(path, other):
+                raise PrivclustError(f"{other_what} and {what} are the same file ({path}); give each output its "
+                                     "own name")
+        folder = path.parent
+        if not folder.exists():
+            raise PrivclustError(f"cannot write {path}: the folder {folder} does not exist")
+        if not folder.is_dir():
+            raise PrivclustError(f"cannot write {path}: {folder} is a file, not a folder")
+        resolved = folder.resolve()
+        if resolved in probed:
+            continue
+        try:
+            _probe_folder(folder)
+        except OSError as err:
+            raise PrivclustError(f"cannot write {path} ({what}): the folder {folder} is not writable "
+                                 f"({err.strerror or err}); choose another folder or fix its permissions") from err
+        probed.add(resolved)
+
+
+# ---------------------------------------------------------------------------
+# Writing
+# ---------------------------------------------------------------------------
 
 
 def frame_writer(frame: pd.DataFrame, path: Path) -> Callable[[Path], None]:
@@ -64,11 +214,64 @@ def frame_writer(frame: pd.DataFrame, path: Path) -> Callable[[Path], None]:
     return write
 
 
+def text_writer(text: str) -> Callable[[Path], None]:
+    """A writer for a text output (a report)."""
+
+    def write(tmp: Path) -> None:
+        tmp.write_text(text, encoding="utf-8")
+
+    return write
+
+
+@contextlib.contextmanager
+def _signals_held() -> Iterator[None]:
+    """Hold back the stop signals (delivered when the block ends) so that a
+    temporary file is never created without being registered, and a set of
+    renames is never cut in two."""
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def _register(tmp: Path) -> None:
+    with _LIVE_LOCK:
+        _LIVE.add(tmp)
+
+
+def _discard(tmp: Path) -> None:
+    with contextlib.suppress(OSError):
+        tmp.unlink(missing_ok=True)
+    with _LIVE_LOCK:
+        _LIVE.discard(tmp)
+
+
+def remove_temporaries() -> int:
+    """Remove every temporary file this process still has (after an
+    interruption); returns how many there were."""
+    with _LIVE_LOCK:
+        live = list(_LIVE)
+    for tmp in live:
+        _discard(tmp)
+    return len(live)
+
+
+def committed() -> tuple[Path, ...]:
+    """The targets this process has moved into place so far."""
+    return tuple(_COMMITTED)
+
+
 def write_atomically(targets: Sequence[tuple[Path, Callable[[Path], None]]]) -> None:
     """Write every target to a temporary file, then move them all into place.
 
-    If any writer fails, every temporary file is removed and no target is
-    touched.
+    If any writer fails or the process is interrupted while writing, every
+    temporary file is removed and no target is touched. The renames happen
+    with the stop signals held back, after checking that no target has
+    become a folder meanwhile.
     """
     temps: list[tuple[Path, Path]] = []
     try:
@@ -76,19 +279,47 @@ def write_atomically(targets: Sequence[tuple[Path, Callable[[Path], None]]]) -> 
             target = Path(target)
             if not target.parent.is_dir():
                 raise PrivclustError(f"cannot write {target}: the folder {target.parent} does not exist")
-            fd, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+            if target.is_dir():
+                raise PrivclustError(f"cannot write {target}: it is a folder; give a file name")
+            with _signals_held():
+                try:
+                    fd, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+                except OSError as err:
+                    raise PrivclustError(f"cannot write {target}: {err.strerror or err}") from err
+                tmp = Path(name)
+                _register(tmp)
             os.close(fd)
-            tmp = Path(name)
             temps.append((tmp, target))
-            write(tmp)
+            try:
+                write(tmp)
+            except OSError as err:
+                raise PrivclustError(f"cannot write {target}: {err.strerror or err}") from err
+        mode = 0o666 & ~_umask()  # mkstemp makes owner-only files; an output gets the usual permissions
+        for tmp, _ in temps:
+            os.chmod(tmp, mode)
+        with _signals_held():
+            clash = [str(t) for _, t in temps if t.is_dir()]
+            if clash:
+                raise PrivclustError(f"cannot write {', '.join(clash)}: a folder of that name appeared meanwhile")
+            done = 0
+            try:
+                for tmp, target in temps:
+                    os.replace(tmp, target)
+                    _register_done(tmp, target)
+                    done += 1
+            except OSError as err:
+                raise PrivclustError(f"cannot move {tmp} to {target}: {err.strerror or err} ({done} of "
+                                     f"{len(temps)} outputs were already in place)") from err
     except BaseException:
         for tmp, _ in temps:
-            tmp.unlink(missing_ok=True)
+            _discard(tmp)
         raise
-    mode = 0o666 & ~_umask()  # mkstemp makes owner-only files; an output gets the usual permissions
-    for tmp, target in temps:
-        os.chmod(tmp, mode)
-        os.replace(tmp, target)
+
+
+def _register_done(tmp: Path, target: Path) -> None:
+    with _LIVE_LOCK:
+        _LIVE.discard(tmp)
+    _COMMITTED.append(target)
 
 
 def _umask() -> int:
@@ -97,10 +328,48 @@ def _umask() -> int:
     return current
 
 
-def text_writer(text: str) -> Callable[[Path], None]:
-    """A writer for a text output (a report)."""
+# ---------------------------------------------------------------------------
+# Signals
+# ---------------------------------------------------------------------------
 
-    def write(tmp: Path) -> None:
-        tmp.write_text(text, encoding="utf-8")
 
-    return write
+def _raise_interrupted(signum: int, frame: object) -> None:
+    raise Interrupted(signum)
+
+
+@contextlib.contextmanager
+def handle_signals() -> Iterator[None]:
+    """While the block runs, SIGTERM and SIGHUP raise :class:`Interrupted`
+    and Ctrl-C raises :class:`KeyboardInterrupt` in the main thread (so the
+    clean-up of every ``finally`` runs); a signal the process was started
+    with ignored (SIGHUP under ``nohup``) stays ignored. On the way out any
+    temporary file left is removed and the previous handlers are restored.
+    Does nothing outside the main thread."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {}
+    for signum in STOP_SIGNALS:
+        handler = signal.default_int_handler if signum == signal.SIGINT else _raise_interrupted
+        try:
+            if signal.getsignal(signum) is signal.SIG_IGN:  # e.g. SIGHUP under nohup: stays ignored
+                continue
+            previous[signum] = signal.signal(signum, handler)
+        except (OSError, ValueError):  # pragma: no cover - e.g. a platform without the signal
+            continue
+    try:
+        yield
+    finally:
+        try:
+            remove_temporaries()
+        finally:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+
+
+def worker_signals() -> None:
+    """For a worker process forked by a command: the parent alone handles
+    Ctrl-C (and stops the workers), and SIGTERM/SIGHUP end a worker at once."""
+    for signum in STOP_SIGNALS:
+        with contextlib.suppress(OSError, ValueError):
+            signal.signal(signum, signal.SIG_IGN if signum == signal.SIGINT else signal.SIG_DFL)

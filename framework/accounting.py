@@ -13,7 +13,9 @@ before any noise is drawn. Noise mechanisms call it first, then draw from
 Randomness: one :class:`numpy.random.SeedSequence` per run (entropy from the
 operating system unless a seed is given), spawned once per step, in step
 order. The seed itself is never stored in the ledger or any report; anyone
-holding it could undo the masking.
+holding it could undo the masking. The context does not even keep it: it
+keeps only numpy's mixed entropy pool, from which it derives exactly the
+streams a ``SeedSequence`` would (see :class:`_SeedStream`).
 """
 
 from __future__ import annotations
@@ -39,8 +41,10 @@ __all__ = [
     "Accountant",
     "BasicAccountant",
     "Budget",
+    "ContextView",
     "Ledger",
     "LedgerEntry",
+    "NothingProtectedWarning",
     "PrivacyContext",
     "PrivacyLeakWarning",
     "Stash",
@@ -53,7 +57,16 @@ T = TypeVar("T")
 _TOLERANCE = 1e-9
 
 #: The kinds of ledger entry.
-ENTRY_KINDS = ("dp", "guarantee", "leak", "process")
+ENTRY_KINDS = ("dp", "guarantee", "leak", "process", "verified")
+
+#: The ``component`` of the entries the host writes itself.
+HOST = "privclust (host)"
+
+#: The ``status`` of a ``guarantee`` entry: ``claimed`` (written by a
+#: component, not checked by the host), ``verified`` (checked on the released
+#: data by the host, or written by it), ``refuted`` (checked and false),
+#: ``void`` (nothing was protected, so the claim protects nothing).
+STATUSES = ("claimed", "verified", "refuted", "void")
 
 
 def _jsonable(value: Any) -> Any:
@@ -79,7 +92,14 @@ class LedgerEntry:
     ``kind`` is ``"dp"`` (a differentially private release), ``"guarantee"``
     (a non-DP guarantee such as k-anonymity or edit rules satisfied),
     ``"leak"`` (something that weakens a guarantee, e.g. a data-dependent
-    parameter) or ``"process"`` (a step applied, for the transparency record).
+    parameter), ``"process"`` (a step applied, for the transparency record,
+    written by the runner) or ``"verified"`` (what the host measured on the
+    released data itself).
+
+    A ``guarantee`` entry a component writes is a *claim*: ``claim`` keeps the
+    component's own words, ``status`` says whether the host verified it, and
+    ``statement`` presents it as "<component> claims: ..." with the host's
+    check appended.
     """
 
     seq: int
@@ -98,6 +118,8 @@ class LedgerEntry:
     not_covered: str | None = None
     partition: tuple[str, str] | None = None
     details: Mapping[str, Any] = attrs.field(factory=dict, converter=lambda d: dict(d or {}))
+    claim: str | None = None
+    status: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out = attrs.asdict(self, recurse=False)
@@ -107,10 +129,11 @@ class LedgerEntry:
 
 def _dp_statement(
     *, epsilon: float, delta: float, mechanism: str, sensitivity: Any, relation: str, covers: str,
-    not_covered: str, claimed_epsilon: float | None,
+    not_covered: str, claimed_epsilon: float | None, noise: str = "",
 ) -> str:
     guarantee = f"({epsilon:.6g}, {delta:.3g})-DP" if delta else f"{epsilon:.6g}-DP"
-    text = f"{covers} is {guarantee} under {relation}, by the {mechanism} mechanism with sensitivity {sensitivity}."
+    text = f"{covers} is {guarantee} under {relation}, by the {mechanism} mechanism with sensitivity {sensitivity}"
+    text += f" ({noise})." if noise else "."
     if claimed_epsilon is not None and not math.isclose(claimed_epsilon, epsilon):
         text += f" (The method's own claim is epsilon = {claimed_epsilon:.6g}; the figure above is what holds.)"
     if not_covered:
@@ -132,6 +155,11 @@ class Ledger:
 
     def _append(self, entry: LedgerEntry) -> None:
         self._entries.append(entry)
+
+    def _replace(self, entry: LedgerEntry) -> None:
+        """Host only: replace the entry with the same ``seq`` (the host's
+        annotation of a component's claim)."""
+        self._entries[entry.seq] = entry
 
     def __iter__(self) -> Iterator[LedgerEntry]:
         return iter(self._entries)
@@ -211,13 +239,20 @@ def relation_kind(text: str | None) -> str:
 
 @attrs.frozen
 class BasicAccountant:
-    """Basic sequential composition, with parallel composition over disjoint
-    record partitions.
+    """Basic sequential composition, with parallel composition over the parts
+    of a partition the host made.
 
     Entries without a ``partition`` add up (Dwork & Roth, Thm 3.16). Entries
     sharing a partition group ``(group, part)`` touch disjoint sets of records:
     the group costs the maximum, over its parts, of the sum within a part
     (McSherry 2009, parallel composition). Groups and ungrouped entries add.
+
+    Only the host sets ``partition`` on an entry: when the recipe declares
+    ``[privacy] partition_by = "<public column>"`` the runner runs each step
+    once per value of that column, on that part's records only, so the parts
+    are disjoint by construction. A ``partition`` a component passes to
+    ``context.spend`` is not checkable; the context records it in the entry's
+    details and leaves ``partition`` empty, so it is charged sequentially.
 
     Relations: releases stated under one neighbouring relation compose under
     it. When a run mixes ``add/remove`` and ``replace-one`` releases, the total
@@ -230,7 +265,8 @@ class BasicAccountant:
     budget: Budget
     description: str = (
         "basic sequential composition (epsilons and deltas add up), parallel composition "
-        "(maximum over disjoint record partitions); add/remove releases count twice under replace-one"
+        "(maximum over the parts of a public column the host split the records by); add/remove releases count "
+        "twice under replace-one"
     )
 
     def relation(self, entries: Sequence[LedgerEntry]) -> str | None:
@@ -300,13 +336,6 @@ def privclust_make_accountant(budget: Budget) -> Accountant:
     return BasicAccountant(budget)
 
 
-@hookimpl
-def privclust_step_finished(step: Any, index: int, outcome: Any, context: PrivacyContext) -> None:
-    """The audit observer: record the process a step applied in the ledger
-    (the transparency principle: every process applied is published)."""
-    context.record_process(outcome.describe(), details=outcome.audit_details())
-
-
 # ---------------------------------------------------------------------------
 # The typed stash
 # ---------------------------------------------------------------------------
@@ -352,6 +381,116 @@ class Stash:
     def __len__(self) -> int:
         return len(self._data)
 
+
+
+# ---------------------------------------------------------------------------
+# Random streams without the seed
+# ---------------------------------------------------------------------------
+
+_M32 = 0xFFFFFFFF
+_INIT_A, _MULT_A, _INIT_B, _MULT_B = 0x43B0D7E5, 0x931E8875, 0x8B51F9DD, 0x58F38DED
+_MIX_L, _MIX_R, _XSHIFT = 0xCA01F9DD, 0x4973F715, 16
+
+
+def _hashmix(value: int, const: list[int]) -> int:
+    value = (value ^ const[0]) & _M32
+    const[0] = (const[0] * _MULT_A) & _M32
+    value = (value * const[0]) & _M32
+    return value ^ (value >> _XSHIFT)
+
+
+def _mix(x: int, y: int) -> int:
+    result = (_MIX_L * x - _MIX_R * y) & _M32
+    return result ^ (result >> _XSHIFT)
+
+
+def _words(value: Any) -> list[int]:
+    """numpy's coercion of entropy and spawn keys to 32-bit words."""
+    if isinstance(value, list | tuple | np.ndarray):
+        return [w for v in value for w in _words(v)]
+    n = int(value)
+    if n < 0:
+        raise PrivclustError(f"a seed must be a non-negative integer; got {n}")
+    if n == 0:
+        return [0]
+    out = []
+    while n:
+        out.append(n & _M32)
+        n >>= 32
+    return out
+
+
+class _SeedStream(np.random.bit_generator.ISpawnableSeedSequence):
+    """The streams of a :class:`numpy.random.SeedSequence`, without its seed.
+
+    numpy mixes a seed sequence's entropy words into a pool, then its spawn
+    key words. This object keeps only the pool state after the entropy (and
+    the spawn key, which is not secret), so it derives exactly the states and
+    children the original sequence would (seeded runs are reproducible and
+    identical to earlier versions) while holding no copy of the seed. The
+    mixing is numpy's, not a cryptographic hash: it hides the seed from
+    anyone reading the context's attributes, not from an analyst who inverts
+    numpy's mixing function on a live process.
+    """
+
+    def __init__(self, mixer: tuple[int, ...], const: int, spawn_key: tuple[int, ...] = (),
+                 n_children_spawned: int = 0):
+        self._mixer = tuple(mixer)
+        self._const = const
+        self.spawn_key = tuple(spawn_key)
+        self.pool_size = len(self._mixer)
+        self.n_children_spawned = n_children_spawned
+
+    @classmethod
+    def of(cls, seq: np.random.SeedSequence) -> _SeedStream:
+        entropy = _words(seq.entropy)
+        const = [_INIT_A]
+        size = seq.pool_size
+        mixer = [_hashmix(entropy[i] if i < len(entropy) else 0, const) for i in range(size)]
+        for src in range(size):
+            for dst in range(size):
+                if src != dst:
+                    mixer[dst] = _mix(mixer[dst], _hashmix(mixer[src], const))
+        for word in entropy[size:]:
+            for dst in range(size):
+                mixer[dst] = _mix(mixer[dst], _hashmix(word, const))
+        return cls(tuple(mixer), const[0], tuple(seq.spawn_key), seq.n_children_spawned)
+
+    @property
+    def pool(self) -> np.ndarray:
+        mixer, const = list(self._mixer), [self._const]
+        for word in _words(self.spawn_key):
+            for dst in range(len(mixer)):
+                mixer[dst] = _mix(mixer[dst], _hashmix(word, const))
+        return np.array(mixer, dtype=np.uint32)
+
+    def generate_state(self, n_words: int, dtype: Any = np.uint32) -> np.ndarray:
+        out_dtype = np.dtype(dtype)
+        if out_dtype == np.dtype(np.uint64):
+            n = 2 * n_words
+        elif out_dtype == np.dtype(np.uint32):
+            n = n_words
+        else:
+            raise ValueError("only support uint32 or uint64")
+        pool = [int(v) for v in self.pool]
+        const = _INIT_B
+        state = np.empty(n, dtype=np.uint32)
+        for i in range(n):
+            value = pool[i % len(pool)] ^ const
+            const = (const * _MULT_B) & _M32
+            value = (value * const) & _M32
+            state[i] = value ^ (value >> _XSHIFT)
+        if out_dtype == np.dtype(np.uint64):
+            return state.astype("<u4").view("<u8").astype(np.uint64)
+        return state
+
+    def spawn(self, n_children: int) -> list[_SeedStream]:
+        start = self.n_children_spawned
+        self.n_children_spawned += n_children
+        return [_SeedStream(self._mixer, self._const, (*self.spawn_key, i)) for i in range(start, start + n_children)]
+
+    def __repr__(self) -> str:
+        return f"<seed stream spawn_key={self.spawn_key}>"
 
 # ---------------------------------------------------------------------------
 # The context
@@ -399,15 +538,24 @@ class PrivacyContext:
         self.stash = Stash()
         self.seeded = seed is not None
         if isinstance(seed, np.random.SeedSequence):
-            self.__root = seed
+            root = seed
+        elif isinstance(seed, _SeedStream):
+            root = None
+            self._root = seed
         else:
             if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0):
                 raise PrivclustError(f"a seed must be a non-negative integer; got {seed!r}")
-            self.__root = np.random.SeedSequence(None if seed is None else int(seed))
+            root = np.random.SeedSequence(None if seed is None else int(seed))
+        if root is not None:
+            # Keep numpy's mixed pool, not the seed: the same streams, no copy of the seed.
+            self._root = _SeedStream.of(root)
+            del root
+        del seed
         self._default_constraints = constraints
         self._step: _StepInfo | None = None
         self._rng: np.random.Generator | None = None
-        self._rng_seq: np.random.SeedSequence | None = None
+        self._rng_seq: _SeedStream | None = None
+        self._part: tuple[str, str] | None = None
 
     def __repr__(self) -> str:  # never shows the seed
         eps = "none" if self.budget.epsilon is None else f"{self.budget.epsilon:g}"
@@ -419,8 +567,8 @@ class PrivacyContext:
 
     # -- randomness ------------------------------------------------------------
 
-    def _spawn_sequence(self) -> np.random.SeedSequence:
-        return self.__root.spawn(1)[0]
+    def _spawn_sequence(self) -> _SeedStream:
+        return self._root.spawn(1)[0]
 
     @property
     def rng(self) -> np.random.Generator:
@@ -438,10 +586,12 @@ class PrivacyContext:
         assert self._rng_seq is not None
         return [np.random.default_rng(s) for s in self._rng_seq.spawn(n)]
 
-    def spawn_seeds(self, n: int) -> list[np.random.SeedSequence]:
+    def spawn_seeds(self, n: int) -> list[Any]:
         """``n`` child seed sequences of the run (for runs of their own, e.g. the
-        configurations of a comparison)."""
-        return self.__root.spawn(n)
+        configurations of a comparison). Each is a numpy seed sequence
+        (``generate_state``, ``spawn``) that holds no copy of the seed; pass it
+        as the ``seed`` of another context or to ``numpy.random.default_rng``."""
+        return self._root.spawn(n)
 
     # -- steps ---------------------------------------------------------------------
 
@@ -463,6 +613,16 @@ class PrivacyContext:
             yield self
         finally:
             self._step, self._rng, self._rng_seq = previous
+
+    @contextmanager
+    def _in_part(self, column: str, value: str) -> Iterator[None]:
+        """Host only: the releases inside use only the records of one part of
+        the public column the runner split the data by."""
+        previous, self._part = self._part, (column, value)
+        try:
+            yield
+        finally:
+            self._part = previous
 
     @property
     def step_index(self) -> int | None:
@@ -526,6 +686,7 @@ class PrivacyContext:
         partition: tuple[str, str] | None = None,
         details: Mapping[str, Any] | None = None,
         component: str | None = None,
+        noise: str = "",
     ) -> LedgerEntry:
         """Record a differentially private release, after checking the budget.
 
@@ -540,10 +701,19 @@ class PrivacyContext:
         :param not_covered: which outputs it does not cover.
         :param claimed_epsilon: the figure a method's paper claims, when it
             differs from ``epsilon``.
-        :param partition: ``(group, part)`` when this release touches only the
-            records of one part of a disjoint partition (parallel composition).
+        :param partition: ``(group, part)`` when the component says this
+            release touches only the records of one part of a disjoint
+            partition. The host cannot check that, so it charges the release
+            sequentially and keeps the claim in the entry's details. Parallel
+            composition is granted only inside a run whose recipe declares
+            ``[privacy] partition_by``: the runner then runs each step once
+            per part and tags every release of a part itself.
+        :param noise: how the noise was drawn, for the statement (e.g. the
+            lattice the values are released on and the sensitivity after
+            rounding to it).
         :raises BudgetExceededError: before anything is recorded.
         """
+        _not_the_host(component)
         for label, value in (("epsilon", epsilon), ("delta", delta)):
             if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
                 raise PrivclustError(f"spend(): {label} must be a finite number >= 0; got {value!r}")
@@ -560,7 +730,21 @@ class PrivacyContext:
         statement = _dp_statement(
             epsilon=float(epsilon), delta=float(delta), mechanism=mechanism, sensitivity=sens_text,
             relation=relation, covers=covers, not_covered=not_covered, claimed_epsilon=claimed_epsilon,
+            noise=noise,
         )
+        details = dict(details or {})
+        if partition:
+            claimed = [str(x) for x in tuple(partition)]
+            details["claimed_partition"] = claimed
+            statement += (f" The component declared parallel composition over part {claimed[-1]!r} of "
+                          f"{claimed[0]!r}; the host cannot check that the parts are disjoint, so this release is "
+                          "charged sequentially.")
+        partition = None
+        if self._part is not None:
+            partition = self._part
+            statement += (f" It uses only the records whose public column {self._part[0]!r} is {self._part[1]!r} "
+                          "(the host ran the step on that part alone), so it composes in parallel with the other "
+                          "parts.")
         entry = self._entry(
             "dp",
             statement,
@@ -572,7 +756,7 @@ class PrivacyContext:
             claimed_epsilon=None if claimed_epsilon is None else float(claimed_epsilon),
             covers=covers,
             not_covered=not_covered or None,
-            partition=tuple(partition) if partition else None,
+            partition=partition,
             details=details,
             component=component,
         )
@@ -583,7 +767,7 @@ class PrivacyContext:
     def can_spend(self, epsilon: float, delta: float = 0.0) -> bool:
         """Whether a release of this cost would fit in the budget now."""
         probe = self._entry("dp", "probe", epsilon=float(epsilon), delta=float(delta), mechanism="probe",
-                            covers="probe")
+                            covers="probe", partition=self._part)
         try:
             self.accountant.check(self.ledger.entries, probe)
         except BudgetExceededError:
@@ -595,16 +779,40 @@ class PrivacyContext:
         """Record a non-DP guarantee (k-anonymity, probabilistic k-anonymity,
         edit rules satisfied...). ``guarantee`` names it; ``statement`` says
         in words what it covers and what it does not."""
-        entry = self._entry("guarantee", statement, mechanism=guarantee, details=details, component=component)
+        _not_the_host(component)
+        entry = self._entry("guarantee", statement, mechanism=guarantee, details=details, component=component,
+                            claim=statement, status="claimed")
         self.ledger._append(entry)
         return entry
 
     def record_leak(self, parameter: str, explanation: str, *, alternative: str = "",
                     details: Mapping[str, Any] | None = None) -> LedgerEntry:
         """Record something that weakens a guarantee, e.g. a parameter derived
-        from the data without spending budget. Also emits a warning."""
+        from the data without spending budget. Also emits a warning.
+
+        ``parameter`` is the leak's name (one of :data:`privclust.KNOWN_LEAKS`,
+        e.g. ``"bounds"``, or a name the component declares in its
+        ``leak_names`` class attribute). The leak is refused (:class:`~privclust.ParameterError`,
+        nothing recorded) unless the budget opts in to it by name
+        (``Budget(allow_leaks=[...])``, ``[privacy] allow_leaks`` in a recipe):
+        the secure default is to claim nothing that a data-derived parameter
+        would void."""
         import warnings
 
+        if not self.budget.allows(parameter):
+            from .errors import ParameterError
+            from .recipe import KNOWN_LEAKS
+
+            info = self._step
+            where = "" if info is None else f"step {info.step_id!r} ({info.component}): "
+            declared = parameter in KNOWN_LEAKS
+            raise ParameterError(
+                f"{where}refused a data-derived parameter or weakness {parameter!r}: {explanation} Either give a "
+                f"public value ({alternative or 'see the component documentation'}), or accept that the release "
+                f"has no differential-privacy guarantee by opting in with [privacy] allow_leaks = [\"{parameter}\"] "
+                f"(Budget(allow_leaks=[{parameter!r}]) in Python)."
+                + ("" if declared else f" Built-in leak names: {', '.join(KNOWN_LEAKS)}; a plugin that records "
+                   f"{parameter!r} declares it in its component's leak_names."))
         statement = f"{parameter}: {explanation}"
         if alternative:
             statement += f" Alternative: {alternative}"
@@ -613,12 +821,22 @@ class PrivacyContext:
         warnings.warn(PrivacyLeakWarning(statement), stacklevel=2)
         return entry
 
-    def record_process(self, statement: str, *, details: Mapping[str, Any] | None = None) -> LedgerEntry:
-        """Record a process applied (the transparency record); used by the
-        runner's audit observer."""
-        entry = self._entry("process", statement, details=details)
+    def _record_host(self, kind: str, statement: str, *, details: Mapping[str, Any] | None = None,
+                     **fields: Any) -> LedgerEntry:
+        """Host only (the runner): a ``process`` or ``verified`` entry, or a
+        guarantee the host itself checked on the released data."""
+        fields.setdefault("component", HOST if kind != "process" else None)
+        entry = self._entry(kind, statement, details=details, **fields)
         self.ledger._append(entry)
         return entry
+
+    def view(self) -> ContextView:
+        """A read-only view of the run so far (for observers)."""
+        import copy
+
+        # Copies: an entry is frozen, but its details are a dict an observer could change in place.
+        return ContextView(budget=self.budget, entries=copy.deepcopy(self.ledger.entries), spent=self.spent,
+                           seeded=self.seeded, step_index=self.step_index)
 
     @property
     def spent(self) -> tuple[float, float]:
@@ -633,5 +851,33 @@ class PrivacyContext:
         return max(0.0, self.budget.epsilon - self.spent[0])
 
 
+def _not_the_host(component: str | None) -> None:
+    if component is not None and component.strip().lower() == HOST:
+        raise PrivclustError(f"component={component!r} names the host; a component records under its own name")
+
+
+@attrs.frozen(kw_only=True)
+class ContextView:
+    """What an observer (``privclust_step_*`` hooks) sees of a run: the budget,
+    the ledger entries so far (a tuple of frozen entries) and the spend. It
+    cannot spend, record or draw random numbers."""
+
+    budget: Budget
+    entries: tuple[LedgerEntry, ...]
+    spent: tuple[float, float]
+    seeded: bool
+    step_index: int | None = None
+
+    @property
+    def ledger(self) -> Ledger:
+        """A copy of the ledger so far (changing it changes nothing in the run)."""
+        return Ledger(self.entries)
+
+
 class PrivacyLeakWarning(PrivclustWarning):
     """A guarantee is weaker than it looks (e.g. a parameter derived from the data)."""
+
+
+class NothingProtectedWarning(PrivclustWarning):
+    """The release changes no column of the data: every original value is
+    released unchanged, and the host claims no guarantee for it."""

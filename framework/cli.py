@@ -2,7 +2,7 @@
 
 ::
 
-    privclust run RECIPE --input FILE --output FILE [--report FILE] [--seed N]
+    privclust run RECIPE --input FILE --output FILE [--report FILE] [--seed N | --seed-file PATH]
     privclust check RECIPE [--input FILE]
     privclust compare RECIPE... --input FILE [--sweep KEY=VALUES] [--repeats N]
                       [--scheduler ADDRESS] --output FILE [--plot FILE]
@@ -11,7 +11,10 @@
 
 User mistakes (every :class:`~privclust.PrivclustError`) print one line on
 stderr and exit with status 1 (2 for a malformed command line); nothing is
-written. Outputs are written atomically.
+written. The outputs of a command are checked before any work and written
+as one transaction (see :mod:`privclust._io`); Ctrl-C exits with status 130,
+SIGTERM and SIGHUP with 128 + the signal's number, leaving no temporary
+file.
 """
 
 from __future__ import annotations
@@ -29,7 +32,8 @@ from typing import Any, TextIO
 import attrs
 
 from . import __version__
-from ._io import frame_writer, read_frame, text_writer, write_atomically
+from ._io import Interrupted, check_outputs, committed, frame_writer, handle_signals, read_frame, text_writer, \
+    write_atomically
 from .errors import PrivclustError, RecipeError
 from .hookspecs import hookimpl
 from .recipe import Recipe
@@ -102,32 +106,73 @@ def _cmd_run(args: argparse.Namespace) -> int:
     frame_writer(None, output)  # type: ignore[arg-type]  # checks the suffix before any work
     if report is not None and not report.name.lower().endswith((".json", ".html", ".htm")):
         raise PrivclustError(f"{report}: a report is written as .json or .html")
-    _check_folders([output, report])
+    check_outputs({"--output": output, **_report_paths(report)}, {"--input": args.input, "the recipe": args.recipe})
     data = read_frame(args.input)
     registry, _ = _registry_with_progress(args.quiet)
     from .runner import run
 
     try:
-        release = run(recipe, data, seed=args.seed, registry=registry)
+        release = run(recipe, data, seed=_run_seed(args), registry=registry)
     finally:
         registry.unregister(ProgressDisplay.plugin_name)
     targets = [(output, frame_writer(release.data, output))]
     if report is not None:
         targets += _report_targets(release, report, args.non_disclosive)
     write_atomically(targets)
-    eps, delta = release.spent
     if not args.quiet:
         written = " and ".join(str(t[0]) for t in targets[1:])
-        print(f"wrote {output} ({release.data.shape[0]} records)" + (f" and {written}" if written else "")
-              + f"; privacy spent: epsilon {eps:.6g}, delta {delta:.3g}", file=sys.stderr)
+        # The summary opens with the host's verdict (the report's first field too).
+        print(f"{release.verdict}\nwrote {output} ({release.data.shape[0]} records)"
+              + (f" and {written}" if written else ""), file=sys.stderr)
     return 0
 
 
-def _check_folders(paths: Sequence[Path | None]) -> None:
-    """Refuse before any work when an output's folder does not exist."""
-    for path in paths:
-        if path is not None and not path.parent.is_dir():
-            raise PrivclustError(f"cannot write {path}: the folder {path.parent} does not exist")
+#: The environment variable ``privclust run`` reads a seed from (kept out of the process list).
+ENV_SEED = "PRIVCLUST_SEED"
+
+
+def _parse_seed(text: str, where: str) -> int:
+    text = text.strip()
+    try:
+        value = int(text, 10)
+    except ValueError:
+        raise PrivclustError(f"{where}: a seed is a non-negative whole number; got {text[:20]!r}") from None
+    if value < 0:
+        raise PrivclustError(f"{where}: a seed is a non-negative whole number; got {value}")
+    return value
+
+
+def _run_seed(args: argparse.Namespace) -> int | None:
+    """The seed of a run: ``--seed N``, ``--seed-file PATH`` or the
+    ``PRIVCLUST_SEED`` environment variable (at most one of the first two;
+    either overrides the variable). The last two keep the seed out of the
+    process list."""
+    if args.seed is not None and args.seed_file is not None:
+        raise PrivclustError("give either --seed or --seed-file, not both")
+    if args.seed is not None:
+        if args.seed < 0:
+            raise PrivclustError(f"--seed: a seed is a non-negative whole number; got {args.seed}")
+        return int(args.seed)
+    if args.seed_file is not None:
+        path = Path(args.seed_file)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as err:
+            raise PrivclustError(f"--seed-file {path}: cannot read it ({type(err).__name__}: {err})") from None
+        return _parse_seed(text, f"--seed-file {path}")
+    env = os.environ.get(ENV_SEED)
+    if env is not None and env.strip():
+        return _parse_seed(env, ENV_SEED)
+    return None
+
+
+def _report_paths(report: Path | None) -> dict[str, Path]:
+    """The files ``--report`` writes: the report, and the JSON beside an HTML one."""
+    if report is None:
+        return {}
+    if report.name.lower().endswith((".html", ".htm")):
+        return {"--report": report, "the JSON written beside --report": report.with_suffix(".json")}
+    return {"--report": report}
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
@@ -193,7 +238,12 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
     output = Path(args.output)
     frame_writer(None, output)  # type: ignore[arg-type]  # checks the suffix before any work
-    _check_folders([output] + [Path(p) for p in (args.summary, args.plot) if p])
+    if args.summary:
+        frame_writer(None, Path(args.summary))  # type: ignore[arg-type]
+    if args.plot and Path(args.plot).suffix.lower() not in (".png", ".svg", ".pdf"):
+        raise PrivclustError(f"{args.plot}: a plot is written as .png, .svg or .pdf")
+    check_outputs({"--output": output, "--summary": args.summary, "--plot": args.plot},
+                  {"--input": args.input, **{f"the recipe {r}": r for r in args.recipes}})
     grid: dict[str, Any] = {}
     for text in args.sweep:
         head, _, _ = text.partition("=")
@@ -232,6 +282,43 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_audit(args: argparse.Namespace) -> int:
+    """Audit every DP step of a recipe; exit 1 when a lower bound exceeds its charge."""
+    from . import testing
+
+    recipe = Recipe.from_toml(Path(args.recipe))
+    if args.trials < 20:
+        raise PrivclustError(f"--trials must be at least 20 (runs per input); got {args.trials}")
+    data = read_frame(args.input) if args.input else None
+    audits = testing.audit_recipe(recipe, data, trials=args.trials, seed=0 if args.seed is None else args.seed,
+                                  registry=get_registry())
+    source = args.input or "a synthetic frame (privclust.testing.example_frame: columns a, b, c)"
+    if not audits:
+        print(f"audit of {args.recipe} on {source}: no step records a differentially private release; "
+              "nothing to audit")
+        return 0
+    first = audits[0].result
+    print(f"audit of {args.recipe} on {source}: {len(audits)} DP step(s), {args.trials} runs per input "
+          f"({first.confidence:.0%} confidence per step)")
+    failed = []
+    for a in audits:
+        r = a.result
+        sign, verdict = ("<=", "passed") if r.passed else (">", "FAILED")
+        claim = f"epsilon {r.claimed_epsilon:.4g}" + (f", delta {r.claimed_delta:.3g}" if r.claimed_delta else "")
+        print(f"  step {a.index} {a.step_id!r} ({a.component}): epsilon lower bound {r.epsilon_lower_bound:.4g} "
+              f"{sign} charged {claim}: {verdict}")
+        print(f"      event: {r.event}; counts {r.counts[0]} and {r.counts[1]} of {r.trials}")
+        for note in r.notes:
+            print(f"      note: {note}")
+        if not r.passed:
+            failed.append(f"step {a.index} ({a.component})")
+    if failed:
+        print(f"privclust: audit failed: the lower bound exceeds the epsilon charged for {', '.join(failed)}",
+              file=sys.stderr)
+        return 1
+    return 0
+
+
 def demo_recipe_path() -> Path:
     """The recipe ``privclust demo`` runs."""
     return Path(str(resources.files("privclust") / "recipes" / "demo.toml"))
@@ -250,6 +337,9 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     from .datasets import TABLE1_RULE, table1
     from .runner import compile, run
 
+    if args.output:
+        frame_writer(None, Path(args.output))  # type: ignore[arg-type]  # checks the suffix before any work
+        check_outputs({"--output": args.output})
     recipe_path = demo_recipe_path()
     recipe = Recipe.from_toml(recipe_path)
     data = table1()
@@ -360,7 +450,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--report", help="where to write the report (.json, or .html with the .json beside it)")
     p.add_argument("--non-disclosive", action="store_true",
                    help="leave out of the report everything derived from individual original values")
-    p.add_argument("--seed", type=int, help="seed for reproducible experiments (never written to the report)")
+    p.add_argument("--seed", type=int, help="seed for reproducible experiments (never written to the report; "
+                                             "visible in the process list: prefer --seed-file or PRIVCLUST_SEED)")
+    p.add_argument("--seed-file", metavar="PATH",
+                   help="read the seed from this file (keeps it out of the process list); the PRIVCLUST_SEED "
+                        "environment variable does the same")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress output")
     p.set_defaults(func=_cmd_run)
 
@@ -394,6 +488,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", "-q", action="store_true", help="no progress output")
     p.set_defaults(func=_cmd_compare)
 
+    p = sub.add_parser("audit", help="empirically audit the differential privacy of a recipe's DP steps")
+    p.add_argument("recipe", help="the recipe (a TOML file)")
+    p.add_argument("--input", "-i", help="the data the steps run on (default: a small synthetic frame)")
+    p.add_argument("--trials", type=int, default=400, help="runs of each step per neighbouring input (default 400)")
+    p.add_argument("--seed", type=int, help="seed of the auditor's runs (default 0)")
+    p.set_defaults(func=_cmd_audit)
+
     p = sub.add_parser("demo", help="run the main job on built-in data")
     p.add_argument("--seed", type=int, help="seed for a reproducible demo")
     p.add_argument("--output", "-o", help="also write the protected table (.csv or .parquet)")
@@ -404,8 +505,17 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    with handle_signals():  # SIGTERM/SIGHUP/Ctrl-C stop cleanly: temporaries removed, nothing half-written
+        return _main(args)
+
+
+def _main(args: argparse.Namespace) -> int:
+    done = len(committed())
     try:
         return int(args.func(args) or 0)
+    except Interrupted as err:
+        print(f"privclust: interrupted by {signal_name(err.signum)}; {_written(done)}", file=sys.stderr)
+        return err.exit_status
     except PrivclustError as err:
         recipe = getattr(args, "recipe", None)
         if isinstance(err, RecipeError) and err.source is None and recipe:
@@ -414,11 +524,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"privclust: error: {message}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print("privclust: interrupted; nothing was written", file=sys.stderr)
+        print(f"privclust: interrupted; {_written(done)}", file=sys.stderr)
         return 130
     except BrokenPipeError:  # the reader went away (e.g. `privclust demo | head`)
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+
+
+def signal_name(signum: int) -> str:
+    import signal
+
+    return signal.Signals(signum).name
+
+
+def _written(before: int) -> str:
+    paths = committed()[before:]
+    if not paths:
+        return "nothing was written"
+    return "the outputs had already been written: " + ", ".join(map(str, paths))
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -35,7 +35,14 @@ import pandas as pd
 from .errors import PrivclustError, Problem, RecipeError
 from .recipe import Recipe
 
-__all__ = ["compare", "expand_grid", "parse_sweep", "summarize"]
+__all__ = ["MAX_CONFIGURATIONS", "MAX_RUNS", "compare", "expand_grid", "grid_size", "parse_sweep", "summarize"]
+
+#: The largest number of configurations (points of the grids, over every
+#: recipe) a comparison runs; a larger sweep is refused before anything is
+#: expanded or run.
+MAX_CONFIGURATIONS = 10_000
+#: The largest number of runs (configurations x repeats) of a comparison.
+MAX_RUNS = 100_000
 
 #: Columns every comparison table has, besides the swept parameters and the figures.
 FIXED_COLUMNS = ("recipe", "configuration", "repeat", "epsilon", "delta", "claimed_epsilon", "seconds", "error")
@@ -50,10 +57,24 @@ def _parse_value(token: str) -> Any:
     """A sweep value as TOML reads it (numbers, booleans, quoted strings); a
     bare word is a string. Never evaluated as code."""
     token = token.strip()
+    if _nesting(token) > 16:
+        raise PrivclustError(f"sweep value {token[:40]!r}...: nests brackets more than 16 deep; a sweep value is a "
+                             "number, a word, a quoted string or a short list")
     try:
         return tomllib.loads(f"v = {token}")["v"]
     except tomllib.TOMLDecodeError:
         return token
+
+
+def _nesting(text: str) -> int:
+    depth = deepest = 0
+    for ch in text:
+        if ch in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in "]}":
+            depth = max(0, depth - 1)
+    return deepest
 
 
 def _range(token: str) -> list[float] | None:
@@ -64,9 +85,14 @@ def _range(token: str) -> list[float] | None:
         start, stop, step = (float(p) for p in parts)
     except ValueError:
         return None
-    if step <= 0 or stop < start:
-        raise PrivclustError(f"sweep range {token!r}: write start:stop:step with step > 0 and stop >= start")
-    count = int(math.floor((stop - start) / step + 1e-9)) + 1
+    if not all(math.isfinite(x) for x in (start, stop, step)) or step <= 0 or stop < start:
+        raise PrivclustError(f"sweep range {token!r}: write start:stop:step with finite numbers, step > 0 and "
+                             "stop >= start")
+    steps = (stop - start) / step
+    if not math.isfinite(steps) or steps + 1 > MAX_CONFIGURATIONS:
+        raise PrivclustError(f"sweep range {token!r} has {steps + 1:.3g} values, more than the limit of "
+                             f"{MAX_CONFIGURATIONS:,} configurations of a comparison; use a larger step")
+    count = int(math.floor(steps + 1e-9)) + 1
     decimals = max(len(p.split(".")[1]) if "." in p else 0 for p in parts)
     return [round(start + i * step, decimals + 2) for i in range(count)]
 
@@ -91,18 +117,41 @@ def parse_sweep(text: str) -> tuple[str, list[Any]]:
     return key, out
 
 
+def grid_size(grid: Mapping[str, Sequence[Any]] | None) -> int:
+    """The number of configurations of a grid (the product of its lists'
+    lengths), computed without expanding it."""
+    if not grid:
+        return 1
+    size = 1
+    for key, values in grid.items():
+        if isinstance(values, str | bytes | Mapping) or not hasattr(values, "__len__"):
+            raise PrivclustError(f"sweep {key!r}: give a list of values; got {type(values).__name__}")
+        if len(values) == 0:
+            raise PrivclustError(f"sweep {key!r}: the list of values is empty")
+        size *= len(values)
+    return size
+
+
 def expand_grid(grid: Mapping[str, Sequence[Any]] | None) -> list[dict[str, Any]]:
-    """The cartesian product of a grid, as one dict per configuration."""
+    """The cartesian product of a grid, as one dict per configuration.
+
+    :raises PrivclustError: for a key without a list of values, or a grid of
+        more than :data:`MAX_CONFIGURATIONS` configurations.
+    """
     if not grid:
         return [{}]
+    grid = {k: list(v) if isinstance(v, Iterable) and not isinstance(v, str | bytes | Mapping)
+            and not hasattr(v, "__len__") else v for k, v in grid.items()}  # an iterator, read once
+    size = grid_size(grid)
+    if size > MAX_CONFIGURATIONS:
+        raise PrivclustError(_too_many(size))
     keys = list(grid)
-    for key in keys:
-        values = grid[key]
-        if isinstance(values, str | bytes) or not isinstance(values, Iterable):
-            raise PrivclustError(f"sweep {key!r}: give a list of values; got {values!r}")
-        if len(list(values)) == 0:
-            raise PrivclustError(f"sweep {key!r}: the list of values is empty")
     return [dict(zip(keys, combo, strict=True)) for combo in itertools.product(*(list(grid[k]) for k in keys))]
+
+
+def _too_many(size: int) -> str:
+    return (f"the sweep has {size:,} configurations, more than the limit of {MAX_CONFIGURATIONS:,} per comparison; "
+            "sweep fewer values (a coarser step) or split the comparison")
 
 
 def _set(recipe_dict: dict[str, Any], recipe: Recipe, key: str, value: Any) -> None:
@@ -221,16 +270,73 @@ def _run_local(tasks: list[tuple[dict[str, Any], np.random.SeedSequence]], data:
             else:  # the children start afresh: send the data and rebuild the registry
                 context, shipped = mp.get_context("spawn"), data
                 spec = (registry.session_plugins(), registry.blocked())
-            with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+            from ._io import worker_signals
+
+            pool = ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=worker_signals)
+            try:
                 futures = {pool.submit(_run_one, recipe, shipped, seed, spec): i
                            for i, (recipe, seed) in enumerate(tasks)}
                 for future in as_completed(futures):
                     results[futures[future]] = future.result()
                     bar.update()
+            except BaseException:  # Ctrl-C, SIGTERM, a broken worker: stop now, not after the queue
+                _stop_pool(pool)
+                raise
+            pool.shutdown(wait=True)
     finally:
         _WORKER_DATA = _WORKER_REGISTRY = None
         bar.close()
     return [r for r in results if r is not None]
+
+
+def _check_engine(scheduler: Any, processes: Any, timeout: Any) -> None:
+    """Refuse a bad engine setting before anything is compiled or run."""
+    if processes is not None and (isinstance(processes, bool) or not isinstance(processes, int) or processes < 1):
+        raise PrivclustError(f"processes must be an integer >= 1 (or None for one per core); got {processes!r}")
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not math.isfinite(timeout) \
+            or timeout <= 0:
+        raise PrivclustError(f"timeout must be a number of seconds > 0; got {timeout!r}")
+    if scheduler is None or scheduler == "local" or (hasattr(scheduler, "submit") and hasattr(scheduler, "gather")):
+        return
+    address = getattr(scheduler, "scheduler_address", scheduler)
+    if not isinstance(address, str) or not address.strip():
+        raise PrivclustError(f"scheduler must be None, \"local\", an address such as tcp://host:8786 or a "
+                             f"distributed.Client; got {type(scheduler).__name__}")
+    _split_address(address)
+
+
+def _split_address(address: str) -> tuple[str, str | None, int | None]:
+    """``(scheme, host, port)`` of a scheduler address, or a clean error."""
+    from urllib.parse import urlsplit
+
+    text = address.strip()
+    try:
+        parts = urlsplit(text if "://" in text else f"tcp://{text}")
+        port = parts.port
+    except ValueError as err:
+        raise PrivclustError(f"scheduler address {address!r} is not valid ({err}); write tcp://host:8786") from None
+    if parts.scheme not in ("tcp", "tls", "inproc", "ucx", "ws", "wss"):
+        raise PrivclustError(f"scheduler address {address!r}: unknown protocol {parts.scheme!r}; write "
+                             "tcp://host:8786 (or tls://, ws://, wss://, ucx://)")
+    if parts.scheme != "inproc" and not parts.hostname:
+        raise PrivclustError(f"scheduler address {address!r} names no host; write tcp://host:8786")
+    return parts.scheme, parts.hostname, port
+
+
+def _stop_pool(pool: ProcessPoolExecutor) -> None:
+    """Cancel the queued runs and end the worker processes at once (a plain
+    shutdown would wait for every queued run to finish)."""
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in processes:
+        if process.is_alive():
+            process.terminate()
+    deadline = time.monotonic() + 5.0
+    for process in processes:
+        process.join(timeout=max(0.0, deadline - time.monotonic()))
+        if process.is_alive():
+            process.kill()
+            process.join(timeout=1.0)
 
 
 def _client(scheduler: Any, timeout: float) -> tuple[Any, list[Any] | None]:
@@ -251,7 +357,7 @@ def _client(scheduler: Any, timeout: float) -> tuple[Any, list[Any] | None]:
     _probe(address, timeout)
     try:
         client = Client(address, timeout=f"{timeout}s")
-    except (OSError, TimeoutError) as err:
+    except (OSError, TimeoutError, ValueError) as err:
         raise _unreachable(address, timeout, err) from err
     return client, [client]
 
@@ -267,15 +373,14 @@ def _probe(address: str, timeout: float) -> None:
     """Fail fast, in one clean error, when nothing listens at a tcp:// address
     (a Dask client would retry in the background and log every attempt)."""
     import socket
-    from urllib.parse import urlsplit
 
-    parts = urlsplit(address if "://" in address else f"tcp://{address}")
-    if parts.scheme not in ("tcp", "tls") or parts.hostname is None:
+    scheme, host, port = _split_address(address)
+    if scheme not in ("tcp", "tls") or host is None:
         return
     try:
-        with socket.create_connection((parts.hostname, parts.port or 8786), timeout=timeout):
+        with socket.create_connection((host, port or 8786), timeout=timeout):
             pass
-    except OSError as err:
+    except (OSError, OverflowError) as err:
         raise _unreachable(address, timeout, err) from err
 
 
@@ -295,6 +400,12 @@ def _run_dask(tasks: list[tuple[dict[str, Any], np.random.SeedSequence]], data: 
             for future in dask_completed(futures):
                 results[index[future.key]] = future.result()
                 bar.update()
+        except BaseException:  # Ctrl-C, SIGTERM: cancel what is queued or running on the cluster
+            import contextlib
+
+            with contextlib.suppress(Exception):
+                client.cancel(futures, force=True)
+            raise
         finally:
             bar.close()
         return [r for r in results if r is not None]
@@ -395,10 +506,17 @@ def compare(
 
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
         raise PrivclustError(f"repeats must be an integer >= 1; got {repeats!r}")
+    _check_engine(scheduler, processes, timeout)
     frame = _check_frame(data)
     registry = registry if registry is not None else get_registry()
     named = _recipes(recipes)
     grids = _grids(grid, [name for name, _ in named])
+    size = sum(grid_size(grids.get(name)) for name, _ in named)
+    if size > MAX_CONFIGURATIONS:
+        raise PrivclustError(_too_many(size))
+    if size * repeats > MAX_RUNS:
+        raise PrivclustError(f"the comparison asks for {size * repeats:,} runs ({size:,} configurations x {repeats} "
+                             f"repeats), more than the limit of {MAX_RUNS:,}; lower --repeats or sweep fewer values")
     planned: list[tuple[str, int, dict[str, Any], Recipe]] = []
     problems: list[Problem] = []
     keys: list[str] = []

@@ -82,6 +82,27 @@ def _freeze_mapping(value: Mapping[str, Any] | None) -> Mapping[str, Any]:
     return MappingProxyType(dict(value or {}))
 
 
+def _thawed(value: Any) -> Any:
+    if isinstance(value, MappingProxyType):
+        return {k: _thawed(v) for k, v in value.items()}
+    return value
+
+
+def _rebuild(cls: type, values: dict[str, Any]) -> Any:
+    return cls(**values)
+
+
+class _Picklable:
+    """Pickling for frozen results whose mappings are read-only proxies: the
+    object is rebuilt through its constructor (which freezes them again)."""
+
+    __slots__ = ()
+
+    def __reduce__(self):
+        values = {f.name: _thawed(getattr(self, f.name)) for f in attrs.fields(type(self)) if f.init}
+        return (_rebuild, (type(self), values))
+
+
 # ---------------------------------------------------------------------------
 # Results
 # ---------------------------------------------------------------------------
@@ -124,7 +145,7 @@ class TopMemberships:
 
 
 @attrs.frozen(kw_only=True)
-class Partition:
+class Partition(_Picklable):
     """What a clusterer returns.
 
     :ivar labels: ``(N,)`` integer labels (the crisp assignment; ``-1`` for
@@ -156,7 +177,7 @@ class Partition:
 
 
 @attrs.frozen(kw_only=True)
-class Masked:
+class Masked(_Picklable):
     """What a masker (or a noise mechanism used as a step) returns.
 
     :ivar data: the protected values of the step's columns, same index and
@@ -202,7 +223,7 @@ class EvaluationInputs:
     :ivar labels: the label columns the clusterer steps released.
     :ivar outcomes: each step's :class:`~privclust.StepOutcome`.
     :ivar constraints: the recipe's edit rules bound to all columns, or ``None``.
-    :ivar ledger: the run's ledger (read it, never write it).
+    :ivar ledger: a copy of the run's ledger so far (changing it changes nothing).
     :ivar rng: a random generator for evaluators that sample.
     """
 

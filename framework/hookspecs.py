@@ -20,7 +20,7 @@ import pluggy
 if TYPE_CHECKING:  # pragma: no cover - imports for annotations only
     from collections.abc import Callable, Sequence
 
-    from .accounting import Accountant, Budget, PrivacyContext
+    from .accounting import Accountant, Budget, ContextView
     from .errors import Problem
     from .recipe import Recipe, Step
     from .registry import Registry
@@ -153,8 +153,8 @@ def privclust_check_recipe(recipe: Recipe, registry: Registry) -> Sequence[Probl
 
 
 # ---------------------------------------------------------------------------
-# Observers: around each step of a run. The CLI's progress display and the
-# ledger's record of processes applied consume these.
+# Observers: around each step of a run. The CLI's progress display consumes
+# these; the audit of what ran is the runner's own, not an observer's.
 # ---------------------------------------------------------------------------
 
 
@@ -189,17 +189,20 @@ def privclust_step_progress(step: Step, index: int, done: float, total: float | 
 
 @hookspec
 def privclust_step_finished(
-    step: Step, index: int, outcome: StepOutcome, context: PrivacyContext
+    step: Step, index: int, outcome: StepOutcome, context: ContextView
 ) -> None:
     """A step has finished successfully.
 
-    Called by the runner after the step's result is known and before the next
-    step starts. The built-in audit implementation records the process applied
-    (component, parameters, columns, rows) in the run's ledger.
+    Called by the runner after the step's result is known, its finiteness
+    checked and its process entry written in the ledger (by the runner
+    itself: no observer writes the audit), before the next step starts.
 
     :param step: the recipe step that ran.
     :param index: its 0-based position in the recipe.
-    :param outcome: the :class:`~privclust.StepOutcome` (result, elapsed time).
-    :param context: the run's :class:`~privclust.PrivacyContext`.
+    :param outcome: the :class:`~privclust.StepOutcome` (frozen: result,
+        elapsed time).
+    :param context: a read-only :class:`~privclust.ContextView` of the run
+        (budget, ledger entries so far, spend); an observer cannot spend,
+        record or draw random numbers.
     :return: nothing; the return value is ignored.
     """

@@ -22,7 +22,8 @@ import attrs
 
 from .errors import ParameterError
 
-__all__ = ["NOTHING", "nested", "param", "param_name", "public_bounds"]
+__all__ = ["NOTHING", "DataLeak", "declared_leaks", "known_leak_names", "leak_problems", "nested", "param",
+           "param_name", "public_bounds", "unknown_leak_problems"]
 
 #: Sentinel: the parameter is required (no default).
 NOTHING = attrs.NOTHING
@@ -30,6 +31,7 @@ NOTHING = attrs.NOTHING
 _META_DOC = "privclust_doc"
 _META_KIND = "privclust_kind"
 _META_TYPE = "privclust_type"
+_META_LEAK = "privclust_leak"
 
 
 def param_name(field_name: str) -> str:
@@ -111,6 +113,7 @@ def param(
     optional: bool = False,
     converter: Callable[[Any], Any] | None = None,
     check: Callable[[Any], str | None] | None = None,
+    _leak: str | None = None,
 ) -> Any:
     """A validated hyper-parameter field.
 
@@ -165,6 +168,8 @@ def param(
                 raise ParameterError(f"{where} {problem}; got {value!r}.")
 
     metadata = {_META_DOC: doc, _META_TYPE: tp}
+    if _leak is not None:
+        metadata[_META_LEAK] = _leak
     return attrs.field(default=default, converter=convert, validator=validate, metadata=metadata, kw_only=True)
 
 
@@ -191,19 +196,129 @@ def _to_bounds(value: Any) -> Any:
     return out
 
 
-def _check_bounds(value: Any) -> str | None:
-    if isinstance(value, str) and value != "data":
-        return 'must be a table {column = [low, high], ...} or "data"'
-    return None
+def _bounds_checker(dp: bool) -> Callable[[Any], str | None]:
+    def check(value: Any) -> str | None:
+        if isinstance(value, str) and value not in (("data", "dp") if dp else ("data",)):
+            return ('must be a table {column = [low, high], ...}, "dp" or "data"' if dp
+                    else 'must be a table {column = [low, high], ...} or "data"')
+        return None
+
+    return check
 
 
-def public_bounds(*, default: Any = None, doc: str = 'public bounds {column = [low, high]}, or "data"') -> Any:
+def public_bounds(*, default: Any = None, doc: str = 'public bounds {column = [low, high]}, or "data"',
+                  dp: bool = False) -> Any:
     """A ``bounds`` parameter: public bounds per column, ``{column = [low,
     high]}`` in a recipe (stored as ``{column: (low, high)}`` floats), or the
     string ``"data"`` for bounds taken from the data, which a component must
-    record as a leak (``context.record_leak``). Shared by every component that
-    clips to public bounds, so they all read and check them alike."""
-    return param((Mapping, str), default=default, converter=_to_bounds, check=_check_bounds, doc=doc)
+    record as a leak (``context.record_leak("bounds", ...)``) and which a
+    recipe must accept with ``[privacy] allow_leaks = ["bounds"]`` (it is
+    refused at compile time otherwise, see :func:`declared_leaks`). With
+    ``dp=True`` the component also accepts ``"dp"``: bounds estimated from the
+    data by a differentially private quantile, charged to the budget. Shared
+    by every component that clips to public bounds, so they all read and
+    check them alike."""
+    return param((Mapping, str), default=default, converter=_to_bounds, check=_bounds_checker(dp), doc=doc,
+                 _leak="bounds")
+
+
+@attrs.frozen
+class DataLeak:
+    """A parameter a component would take from the data (outside its DP guarantee).
+
+    :param name: the leak name a recipe opts in to (``[privacy] allow_leaks``),
+        one of :data:`privclust.KNOWN_LEAKS` or of the component's
+        ``leak_names``.
+    :param parameter: the recipe key at fault (e.g. ``"dc_percent"``).
+    :param reason: what is taken from the data.
+    :param fix: the public (or DP, charged) alternative.
+    """
+
+    name: str
+    parameter: str
+    reason: str
+    fix: str = ""
+
+
+def declared_leaks(component: Any, where: str = "") -> list[tuple[str, DataLeak]]:
+    """The data-derived parameters a component (and its nested components)
+    will use, as ``(location, leak)`` pairs, read from its parameters before
+    any data are seen: a ``bounds`` field (:func:`public_bounds`) set to
+    ``"data"``, and whatever the component's own ``data_leaks()`` method
+    returns (e.g. a percentage rule for d_c)."""
+    if not attrs.has(type(component)):
+        return []
+    prefix = f"{where}." if where else ""
+    name = _owner(component)
+    found: list[tuple[str, DataLeak]] = []
+    own = getattr(component, "data_leaks", None)
+    if callable(own):
+        found += [(f"{prefix}{leak.parameter}", leak) for leak in own() or ()]
+    for f in attrs.fields(type(component)):
+        value = getattr(component, f.name, None)
+        if f.metadata.get(_META_LEAK) == "bounds" and isinstance(value, str) and value == "data":
+            key = param_name(f.name)
+            if not any(loc == f"{prefix}{key}" for loc, _ in found):
+                found.append((f"{prefix}{key}", DataLeak(
+                    "bounds", key, f"{name} would take the bounds from the data (their minimum and maximum)",
+                    "give public bounds from domain knowledge: bounds = { column = [low, high] }")))
+        elif field_kind(f) is not None and value is not None:
+            found += declared_leaks(value, f"{prefix}{param_name(f.name)}")
+    return found
+
+
+def known_leak_names(registry: Any = None) -> tuple[str, ...]:
+    """The leak names a recipe may opt in to: the built-in
+    :data:`privclust.KNOWN_LEAKS` and every name an installed component
+    declares in its ``leak_names`` class attribute (a third-party plugin that
+    records a leak of its own names it there)."""
+    from .recipe import KNOWN_LEAKS
+
+    if registry is None:
+        from .registry import get_registry
+
+        registry = get_registry()
+    extra: set[str] = set()
+    for info in registry.components():
+        extra.update(getattr(info.cls, "leak_names", ()) or ())
+    return KNOWN_LEAKS + tuple(sorted(extra - set(KNOWN_LEAKS)))
+
+
+def unknown_leak_problems(budget: Any, registry: Any = None) -> list[Any]:
+    """A :class:`~privclust.errors.Problem` for the names of
+    ``budget.allow_leaks`` that no built-in or installed component knows."""
+    import difflib
+
+    from .errors import Problem
+
+    if not budget.allow_leaks:
+        return []
+    known = known_leak_names(registry)
+    unknown = [n for n in budget.allow_leaks if n not in known]
+    if not unknown:
+        return []
+    close = [m for n in unknown for m in difflib.get_close_matches(n, known, n=1, cutoff=0.6)]
+    hint = ("did you mean " + " or ".join(repr(c) for c in close) + "? ") if close else ""
+    return [Problem("privacy.allow_leaks", f"unknown leak name(s) {', '.join(repr(u) for u in unknown)}",
+                    f"{hint}known leak names: {', '.join(known)}")]
+
+
+def leak_problems(component: Any, budget: Any, where: str = "") -> list[Any]:
+    """One :class:`~privclust.errors.Problem` per data-derived parameter of
+    ``component`` that ``budget`` (a :class:`~privclust.Budget`) does not
+    allow by name; the compile-time half of the secure defaults."""
+    from .errors import Problem
+
+    problems = []
+    for location, leak in declared_leaks(component, where):
+        if budget.allows(leak.name):
+            continue
+        fixes = [leak.fix] if leak.fix else []
+        fixes.append(f"or accept a release without a differential-privacy guarantee: [privacy] allow_leaks = "
+                     f"[\"{leak.name}\"]")
+        problems.append(Problem(location, f"refused: {leak.reason}, outside the differential-privacy guarantee",
+                                "; ".join(fixes)))
+    return problems
 
 
 def nested(kind: str, *, default: Any = None, doc: str = "") -> Any:

@@ -167,6 +167,17 @@ def metric_curve(table: pd.DataFrame, parameter: str, metric: str, *, by: str = 
     return ax
 
 
+def _edges(low: float, high: float, bins: int) -> np.ndarray:
+    """Strictly increasing, finite bin edges from ``low`` to ``high``, with no
+    overflow where the span exceeds the largest double."""
+    t = np.linspace(0.0, 1.0, bins + 1)
+    edges = low * (1.0 - t) + high * t  # each term is finite, unlike high - low
+    edges = np.unique(edges)
+    if edges.size < 2:
+        edges = np.array([np.nextafter(low, -np.inf), np.nextafter(low, np.inf)])
+    return edges[np.isfinite(edges)]
+
+
 def before_after(release: Any, columns: Sequence[str] | None = None, *, bins: int = 30, axes: Any = None) -> Any:
     """Histograms of each released column over the original's. This plot
     shows the original distribution: keep it out of published reports
@@ -190,7 +201,7 @@ def before_after(release: Any, columns: Sequence[str] | None = None, *, bins: in
         released = release.data[column].to_numpy(dtype=float)
         low = np.nanmin([original.min(), released.min()])
         high = np.nanmax([original.max(), released.max()])
-        edges = np.linspace(low, high if high > low else low + 1, bins + 1)
+        edges = _edges(low, high, bins)
         ax.hist(original, bins=edges, alpha=0.5, label="original", color="C0")
         ax.hist(released, bins=edges, alpha=0.5, label="released", color="C1")
         ax.set_title(column, fontsize=9)

@@ -31,6 +31,7 @@ from .errors import Problem, RecipeError
 __all__ = [
     "Budget",
     "ComponentSpec",
+    "KNOWN_LEAKS",
     "EvaluateSpec",
     "Recipe",
     "Step",
@@ -43,9 +44,22 @@ STEP_KEYS = ("use", "id", "columns", "output")
 #: Top-level keys of a recipe.
 RECIPE_KEYS = ("name", "description", "privacy", "constraints", "steps", "evaluate")
 #: Keys of the ``[privacy]`` table.
-PRIVACY_KEYS = ("epsilon", "delta")
+PRIVACY_KEYS = ("epsilon", "delta", "allow_leaks", "partition_by")
+#: The names a recipe may list in ``[privacy] allow_leaks`` to accept a
+#: parameter taken from the data (outside the differential-privacy guarantee):
+#: ``bounds`` (``bounds = "data"``), ``scale`` (min-max scaling by the data's
+#: range), ``dc_percent`` (d_c as a quantile of the pairwise distances),
+#: ``radius_percent`` (the merge radius as such a quantile). A component may
+#: declare more names in its ``leak_names`` class attribute.
+KNOWN_LEAKS = ("bounds", "scale", "dc_percent", "radius_percent")
 #: Default name of the label column a clusterer step releases.
 DEFAULT_LABEL_COLUMN = "cluster"
+#: The deepest nesting of tables and arrays a recipe may have (a step's
+#: nested component inside a nested component... is a few levels; the limit
+#: keeps every recursive walk of a recipe far from Python's recursion limit).
+MAX_RECIPE_DEPTH = 32
+#: The largest recipe file read, in bytes.
+MAX_RECIPE_BYTES = 1_000_000
 
 _ID_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 
@@ -57,6 +71,54 @@ def _close(word: str, options: Iterable[str]) -> str:
     return "allowed: " + ", ".join(options)
 
 
+def _depth(value: Any, limit: int = MAX_RECIPE_DEPTH) -> tuple[int, str]:
+    """The nesting depth of plain data (tables and arrays), walked without
+    recursion and stopped past ``limit``; with the path of the deepest item."""
+    deepest, where = 0, ""
+    stack: list[tuple[Any, int, str]] = [(value, 0, "")]
+    while stack:
+        item, depth, path = stack.pop()
+        if depth > deepest:
+            deepest, where = depth, path
+            if deepest > limit:
+                break
+        if isinstance(item, Mapping):
+            stack.extend((v, depth + 1, f"{path}.{k}" if path else str(k)) for k, v in item.items())
+        elif isinstance(item, list | tuple):
+            stack.extend((v, depth + 1, f"{path}[{i}]") for i, v in enumerate(item))
+    return deepest, where
+
+
+class FrozenMap(Mapping[str, Any]):
+    """A read-only mapping of parameters that, unlike ``MappingProxyType``,
+    pickles (a Release holding its recipe can be sent to another process)."""
+
+    __slots__ = ("_data",)
+
+    def __init__(self, data: Mapping[str, Any] = MappingProxyType({})):
+        self._data = dict(data)
+
+    def __getitem__(self, key: str) -> Any:
+        return self._data[key]
+
+    def __iter__(self) -> Any:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Mapping) and dict(self.items()) == dict(other.items())
+
+    __hash__ = None  # type: ignore[assignment]  # like a dict
+
+    def __repr__(self) -> str:
+        return repr(self._data)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self._data,))
+
+
 def _freeze(value: Any) -> Any:
     """Deep-copy a parameter value into an immutable form (lists -> tuples)."""
     if isinstance(value, ComponentSpec):
@@ -64,7 +126,7 @@ def _freeze(value: Any) -> Any:
     if isinstance(value, Mapping):
         if "use" in value:
             return ComponentSpec.from_mapping(value)
-        return MappingProxyType({str(k): _freeze(v) for k, v in value.items()})
+        return FrozenMap({str(k): _freeze(v) for k, v in value.items()})
     if isinstance(value, list | tuple):
         return tuple(_freeze(v) for v in value)
     return value
@@ -145,6 +207,31 @@ def _check_delta(inst: Any, attribute: attrs.Attribute, value: float) -> None:
         )
 
 
+def _to_leaks(value: Any) -> Any:
+    if isinstance(value, str):
+        return (value,)
+    if isinstance(value, list | tuple):
+        return tuple(value)
+    return value
+
+
+_LEAK_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
+
+
+def _check_leaks(inst: Any, attribute: attrs.Attribute, value: Any) -> None:
+    """The form of ``allow_leaks``; names unknown to the built-ins must be
+    declared by an installed component (checked when the recipe is compiled,
+    see :func:`privclust.params.known_leak_names`)."""
+    known = ", ".join(repr(k) for k in KNOWN_LEAKS)
+    if not isinstance(value, tuple) or not all(isinstance(v, str) for v in value):
+        raise RecipeError([Problem("privacy.allow_leaks", f"must be a list of leak names; got {value!r}",
+                                   f"e.g. allow_leaks = [\"bounds\"]; built-in leak names: {known}")])
+    bad = [v for v in value if not _LEAK_NAME_RE.match(v)]
+    if bad:
+        raise RecipeError([Problem("privacy.allow_leaks", f"{', '.join(repr(b) for b in bad)} is not a leak name",
+                                   f"built-in leak names: {known}")])
+
+
 def _to_float(value: Any) -> Any:
     if isinstance(value, int) and not isinstance(value, bool):
         return float(value)
@@ -157,10 +244,26 @@ class Budget:
 
     ``epsilon=None`` means no budget was declared: spends are recorded in the
     ledger but not limited.
+
+    ``allow_leaks`` names the data-derived parameters the recipe accepts (see
+    :data:`KNOWN_LEAKS`); any other one is refused, when the recipe is
+    compiled and again when a component records the leak
+    (:meth:`PrivacyContext.record_leak`). A release with a leak carries no
+    differential-privacy guarantee.
     """
 
     epsilon: float | None = attrs.field(default=None, converter=_to_float, validator=_check_epsilon)
     delta: float = attrs.field(default=0.0, converter=_to_float, validator=_check_delta)
+    allow_leaks: tuple[str, ...] = attrs.field(default=(), converter=_to_leaks, validator=_check_leaks)
+
+    def allows(self, leak: str) -> bool:
+        """Whether the recipe opted in to the leak named ``leak``."""
+        return leak in self.allow_leaks
+
+    #: A public column: the runner runs every step once per value of it, on
+    #: that part's records only, and composes the parts in parallel.
+    partition_by: str | None = attrs.field(default=None, repr=False, validator=attrs.validators.optional(
+        attrs.validators.instance_of(str)))
 
     @property
     def limited(self) -> bool:
@@ -172,6 +275,10 @@ class Budget:
             out["epsilon"] = self.epsilon
         if self.delta:
             out["delta"] = self.delta
+        if self.allow_leaks:
+            out["allow_leaks"] = list(self.allow_leaks)
+        if self.partition_by is not None:
+            out["partition_by"] = self.partition_by
         return out
 
 
@@ -341,6 +448,12 @@ class Recipe:
         problems: list[Problem] = []
         if not isinstance(data, Mapping):
             raise RecipeError([Problem("", f"a recipe must be a table; got {type(data).__name__}")], source=source)
+        depth, where = _depth(data)
+        if depth > MAX_RECIPE_DEPTH:
+            raise RecipeError([Problem(where.split("[")[0].split(".")[0] if where else "",
+                                       f"nests tables or arrays more than {MAX_RECIPE_DEPTH} levels deep",
+                                       "a recipe nests a step's components a few levels at most; flatten it")],
+                              source=source)
         for key in data:
             if key not in RECIPE_KEYS:
                 problems.append(Problem(str(key), "unknown recipe key", _close(str(key), RECIPE_KEYS)))
@@ -348,20 +461,28 @@ class Recipe:
         budget = Budget()
         privacy = data.get("privacy", {})
         if not isinstance(privacy, Mapping):
-            problems.append(Problem("privacy", "must be a table with epsilon and delta", "[privacy] epsilon = 1.0"))
+            problems.append(Problem("privacy", "must be a table with epsilon, delta and allow_leaks",
+                                    "[privacy] epsilon = 1.0"))
         else:
             for key in privacy:
                 if key not in PRIVACY_KEYS:
                     problems.append(Problem(f"privacy.{key}", "unknown key", _close(str(key), PRIVACY_KEYS)))
             ok = True
-            for kwargs in ({"epsilon": privacy.get("epsilon")}, {"delta": privacy.get("delta", 0.0)}):
+            for kwargs in ({"epsilon": privacy.get("epsilon")}, {"delta": privacy.get("delta", 0.0)},
+                           {"allow_leaks": privacy.get("allow_leaks", ())}):
                 try:
                     Budget(**kwargs)
                 except RecipeError as err:
                     problems.extend(err.problems)
                     ok = False
+            partition_by = privacy.get("partition_by")
+            if partition_by is not None and (not isinstance(partition_by, str) or not partition_by):
+                problems.append(Problem("privacy.partition_by", f"must be a column name; got {partition_by!r}",
+                                        'partition_by = "region"'))
+                ok = False
             if ok:
-                budget = Budget(epsilon=privacy.get("epsilon"), delta=privacy.get("delta", 0.0))
+                budget = Budget(epsilon=privacy.get("epsilon"), delta=privacy.get("delta", 0.0),
+                               allow_leaks=privacy.get("allow_leaks", ()), partition_by=partition_by)
 
         steps: list[Step] = []
         positions: list[int] = []
@@ -460,13 +581,32 @@ class Recipe:
             path = Path(text_or_path)
             source = str(path)
             try:
-                text = path.read_text(encoding="utf-8")
+                if path.is_dir():
+                    raise RecipeError([Problem("", f"{path} is a folder, not a recipe file")], source=source)
+                if path.stat().st_size > MAX_RECIPE_BYTES:
+                    raise RecipeError([Problem("", f"is larger than {MAX_RECIPE_BYTES:,} bytes",
+                                               "a recipe is a short TOML file; check the path")], source=source)
+                raw = path.read_bytes()
             except FileNotFoundError:
                 raise RecipeError([Problem("", f"no recipe file at {path}", "check the path")], source=source) from None
             except OSError as err:
                 raise RecipeError([Problem("", f"cannot read {path}: {err.strerror}")], source=source) from err
+            try:
+                text = raw.decode("utf-8-sig")  # a byte-order mark some editors write is accepted
+            except UnicodeDecodeError as err:
+                line = raw[:err.start].count(b"\n") + 1
+                raise RecipeError([Problem("", f"is not UTF-8 text (byte 0x{raw[err.start]:02x} on line {line})",
+                                           "save the recipe as UTF-8, as TOML requires")], source=source) from None
         else:
             text = str(text_or_path)
+        if len(text) > MAX_RECIPE_BYTES:
+            raise RecipeError([Problem("", f"is longer than {MAX_RECIPE_BYTES:,} characters",
+                                       "a recipe is a short TOML text")], source=source)
+        depth = _bracket_depth(text)
+        if depth > MAX_RECIPE_DEPTH:
+            raise RecipeError([Problem("", f"nests arrays or inline tables {depth} levels deep, more than the limit "
+                                           f"of {MAX_RECIPE_DEPTH}", "a recipe nests a step's components a few "
+                                           "levels at most; flatten it")], source=source)
         try:
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as err:
@@ -474,6 +614,8 @@ class Recipe:
                 [Problem("", f"is not valid TOML: {err}", "check the quoting and brackets on that line")],
                 source=source,
             ) from err
+        except RecursionError:  # pragma: no cover - the bracket count above stops this first
+            raise RecipeError([Problem("", "nests arrays or tables too deeply", "flatten it")], source=source) from None
         return cls.from_dict(data, source=source)
 
     @classmethod
@@ -522,6 +664,43 @@ class Recipe:
 
     def __hash__(self) -> int:
         return hash(repr(self.to_dict()))
+
+
+def _bracket_depth(text: str) -> int:
+    """The nesting of arrays and inline tables of TOML text, counted outside
+    strings and comments, so that text nested past the limit is refused
+    before the (recursive) TOML parser sees it. A ``[[steps]]`` header
+    counts 2. Malformed text is left to the parser."""
+    depth = deepest = 0
+    i, n = 0, len(text)
+    while i < n:
+        ch = text[i]
+        if ch == "#":
+            end = text.find("\n", i)
+            i = n if end < 0 else end
+            continue
+        if ch in "\"'":
+            triple = text.startswith(ch * 3, i)
+            quote = ch * 3 if triple else ch
+            j = i + len(quote)
+            while j < n:
+                if ch == '"' and text[j] == "\\":
+                    j += 2
+                    continue
+                if text.startswith(quote, j):
+                    break
+                if not triple and text[j] == "\n":
+                    break
+                j += 1
+            i = j + len(quote)
+            continue
+        if ch in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in "]}":
+            depth = max(0, depth - 1)
+        i += 1
+    return deepest
 
 
 # ---------------------------------------------------------------------------

@@ -1,9 +1,12 @@
 """The Release a run returns, its JSON report and its notebook view.
 
-The report is the transparency record of a release: the recipe, every
-parameter of every component (defaults included), the package and plugin
-versions, the ledger and the evaluations. It says whether the run was seeded
-and never contains the seed.
+The report is the transparency record of a release. It opens with the host's
+verdict (one sentence: differentially private for what and under which
+relation, or why not), then the recipe, every parameter of every component
+(defaults included), the plugin, distribution and version of each as
+recorded when the run happened (never read again from the live registry),
+the ledger, the host's measurements of the released data and the
+evaluations. It says whether the run was seeded and never contains the seed.
 """
 
 from __future__ import annotations
@@ -54,6 +57,18 @@ class Release:
     :ivar evaluations: tidy DataFrame (evaluator, metric, value, columns).
     :ivar recipe: the recipe that ran.
     :ivar seeded: whether a seed was given (the seed itself is not kept).
+    :ivar verdict: the host's one-sentence verdict on the release (see
+        ``docs/accounting.md``): "ε-differentially private (...)" or "No
+        differential-privacy guarantee: ...", then what the host verified.
+    :ivar verification: what the host measured on the released data
+        (changed columns, verbatim records, group sizes, claims checked).
+    :ivar snapshot: provenance at run time (plugin, distribution and version
+        of every component; the installed plugins); the report reads it, never
+        the live registry.
+
+    A Release pickles (``pickle.dumps(release)``) without its registry; note
+    that it holds the **original** data (``original``) as well as the
+    protected data: treat a pickled Release as confidential.
     """
 
     data: pd.DataFrame
@@ -68,6 +83,39 @@ class Release:
     accountant: Accountant = attrs.field(repr=False)
     registry: Any = attrs.field(repr=False)
     created: str = attrs.field(factory=lambda: _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"))
+    verdict: str = ""
+    verification: Mapping[str, Any] = attrs.field(factory=dict, repr=False)
+    snapshot: Mapping[str, Any] = attrs.field(factory=dict, repr=False)
+
+    def __reduce__(self):
+        """Pickle without the registry (a live plugin manager); every part of
+        the report comes from the run-time snapshot."""
+        import pickle
+
+        for o in self.outcomes:  # name the culprit rather than fail deep inside pickle
+            for what, part in (("component", o.component), ("result", o.result)):
+                try:
+                    pickle.dumps(part)
+                except Exception as err:  # any failure of third-party objects
+                    raise PrivclustError(
+                        f"this Release cannot be pickled: the {what} of step {o.index} ({o.id}, {o.name}) holds an "
+                        f"object that does not pickle ({type(err).__name__}: {err}); save release.data and "
+                        "release.to_json() instead, or report it to the plugin's authors") from None
+        try:
+            pickle.dumps(self.accountant)
+        except Exception as err:
+            raise PrivclustError(f"this Release cannot be pickled: its accountant "
+                                 f"{type(self.accountant).__name__} does not pickle ({type(err).__name__}: {err})"
+                                 ) from None
+        values = {f.name: getattr(self, f.name) for f in attrs.fields(type(self))}
+        values["registry"] = None
+        values["recipe"] = self.recipe.to_dict()  # its read-only mappings do not pickle; rebuilt on load
+        return (_restore_release, (values,))
+
+    @property
+    def guarantee(self) -> str:
+        """The same as :attr:`verdict`."""
+        return self.verdict
 
     # -- access ---------------------------------------------------------------------
 
@@ -112,16 +160,16 @@ class Release:
             }
             if o.output:
                 entry["output"] = o.output
-            entry.update(self._provenance(o.kind, cls.name))
+            entry.update(self._provenance(o.index))
             out.append(entry)
         return out
 
-    def _provenance(self, kind: str, name: str) -> dict[str, str]:
-        try:
-            info = self.registry.info(kind, name)
-        except PrivclustError:
-            return {"plugin": "?", "distribution": "?", "version": "?"}
-        return {"plugin": info.plugin, "distribution": info.distribution, "version": info.version}
+    def _provenance(self, index: int) -> dict[str, str]:
+        """The plugin, distribution and version of step ``index`` when it ran."""
+        steps = self.snapshot.get("steps", ())
+        if index < len(steps):
+            return dict(steps[index])
+        return {"plugin": "?", "distribution": "?", "version": "?"}
 
     def report(self, *, non_disclosive: bool = False) -> dict[str, Any]:
         """A JSON-serialisable record of everything applied (see the module
@@ -151,6 +199,7 @@ class Release:
             evaluations = kept
             left_out.append("the details of ledger entries (they may hold values taken from the data)")
         rep = {
+            "verdict": self.verdict,
             "privclust_report": 1,
             "created": self.created,
             "non_disclosive": non_disclosive,
@@ -158,20 +207,18 @@ class Release:
             "data": {"records": int(self.data.shape[0]), "columns": [str(c) for c in self.original.columns],
                      "label_columns": [str(c) for c in self.labels.columns]},
             "steps": self.components(),
-            "constraints": [
-                {"rules": list(h.describe()), **self._provenance("constraint_handlers", type(h).name)}
-                for h in self._constraint_handlers()
-            ],
+            "constraints": [dict(c) for c in self.snapshot.get("constraints", ())],
             "privacy": {
                 "budget": {"epsilon": self.budget.epsilon, "delta": self.budget.delta},
                 "spent": {"epsilon": eps, "delta": delta},
                 "accountant": getattr(self.accountant, "description", type(self.accountant).__name__),
                 "relation": self._relation(),
             },
+            "verification": {k: v for k, v in self.verification.items()},
             "ledger": ledger,
             "evaluations": evaluations,
             "seeded": self.seeded,
-            "plugins": [attrs.asdict(p) for p in self.registry.plugins()],
+            "plugins": [dict(p) for p in self.snapshot.get("plugins", ())],
             "environment": environment(),
         }
         if non_disclosive:
@@ -191,23 +238,11 @@ class Release:
         from fnmatch import fnmatchcase
 
         out = set()
+        patterns = self.snapshot.get("disclosive", {})
         for name, metric in zip(self.evaluations["evaluator"], self.evaluations["metric"], strict=True):
-            try:
-                cls = self.registry.get("evaluators", name)
-            except PrivclustError:
-                continue
-            if any(fnmatchcase(metric, pattern) for pattern in getattr(cls, "disclosive_metrics", ())):
+            if any(fnmatchcase(metric, pattern) for pattern in patterns.get(name, ())):
                 out.add((name, metric))
         return out
-
-    def _constraint_handlers(self) -> list[Any]:
-        handlers = []
-        for spec in self.recipe.constraints:
-            try:
-                handlers.append(self.registry.create("constraint_handlers", spec))
-            except PrivclustError:
-                continue
-        return handlers
 
     def to_json(self, *, non_disclosive: bool = False, **kwargs: Any) -> str:
         return json.dumps(self.report(non_disclosive=non_disclosive), indent=2, **kwargs)
@@ -215,9 +250,8 @@ class Release:
     # -- notebook view -----------------------------------------------------------------------
 
     def __repr__(self) -> str:
-        eps, _ = self.spent
         return (f"<Release {self.data.shape[0]} records x {self.data.shape[1]} columns, "
-                f"{len(self.outcomes)} steps, epsilon spent {eps:g}, {len(self.evaluations)} evaluations>")
+                f"{len(self.outcomes)} steps, {len(self.evaluations)} evaluations. {self.verdict}>")
 
     def _repr_html_(self) -> str:
         """The notebook view: the same content as the standalone report."""
@@ -237,6 +271,12 @@ class Release:
             "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
             f"<title>{title}</title><style>{_CSS}</style></head><body>{body}</body></html>\n"
         )
+
+
+def _restore_release(values: dict[str, Any]) -> Release:
+    values = dict(values)
+    values["recipe"] = Recipe.from_dict(values["recipe"])
+    return Release(**values)
 
 
 _CSS = (
@@ -297,8 +337,9 @@ def _plots_html(release: Release) -> str:
 
 
 def _kind_title(kind: str) -> str:
-    return {"dp": "Differential privacy", "guarantee": "Other guarantees", "leak": "Weaknesses (leaks)",
-            "process": "Processes applied"}[kind]
+    return {"dp": "Differential privacy", "guarantee": "Other guarantees (claims, and the host's check)",
+            "leak": "Weaknesses (leaks)", "process": "Processes applied",
+            "verified": "Measured by the host on the released data"}[kind]
 
 
 def render_html(release: Release, *, non_disclosive: bool = False, plots: bool = False) -> str:
@@ -310,12 +351,15 @@ def render_html(release: Release, *, non_disclosive: bool = False, plots: bool =
     budget_text = "none declared" if budget.epsilon is None else f"epsilon {budget.epsilon:g}, delta {budget.delta:g}"
     seeded = "yes (the seed is not recorded)" if release.seeded else "no (entropy from the operating system)"
     title = html.escape(release.recipe.name or "privclust release")
-    parts = [f"<div class='privclust-release'><h1>{title}</h1>"]
+    parts = [f"<div class='privclust-release'><h1>{title}</h1>",
+             f"<p class='privclust-verdict'><b>Verdict:</b> {html.escape(release.verdict)}</p>"]
     if release.recipe.description:
         parts.append(f"<p>{html.escape(release.recipe.description.strip())}</p>")
+    dp_text = (f"Differentially private releases cost epsilon {eps:.6g}, delta {delta:.3g} together"
+               if any(e.kind == "dp" for e in release.ledger) else "No differentially private release")
     parts.append(
-        f"<p>{release.data.shape[0]} records, {release.original.shape[1]} columns. Privacy spent: epsilon "
-        f"{eps:.6g}, delta {delta:.3g} (budget: {budget_text}; {html.escape(report['privacy']['accountant'])}). "
+        f"<p>{release.data.shape[0]} records, {release.original.shape[1]} columns. {dp_text} "
+        f"(budget: {budget_text}; {html.escape(report['privacy']['accountant'])}). "
         f"Seeded: {seeded}. Created {html.escape(release.created)}.</p>"
     )
     if non_disclosive:
@@ -335,14 +379,14 @@ def render_html(release: Release, *, non_disclosive: bool = False, plots: bool =
         parts.append("<h2>Edit rules</h2><ul>" + "".join(f"<li><code>{html.escape(r)}</code></li>" for r in rules)
                      + "</ul>")
     parts.append("<h2>What is protected, and what is not</h2>")
-    for kind in ("dp", "guarantee", "leak"):
+    for kind in ("dp", "guarantee", "leak", "verified"):
         entries = [e for e in release.ledger if e.kind == kind]
         if entries:
             parts.append(f"<h3>{_kind_title(kind)}</h3><ul>" + "".join(
                 "<li>" + (f"<b>step {e.step} ({html.escape(e.step_id or '')})</b>: " if e.step is not None else "")
                 + html.escape(e.statement) + "</li>" for e in entries) + "</ul>")
     if not any(e.kind == "dp" for e in release.ledger):
-        parts.append("<p>No differentially private release: no epsilon was spent.</p>")
+        parts.append("<p>No differentially private release.</p>")
     parts.append("<h2>Evaluations</h2>")
     if report["evaluations"]:
         parts.append(_table(report["evaluations"], ["evaluator", "metric", "value", "columns"]))

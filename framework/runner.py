@@ -32,6 +32,7 @@ from .accounting import Budget, PrivacyContext
 from .components import EvaluationInputs, Masked, Partition, component_params
 from .constraints import ConstraintSet
 from .errors import DataError, PrivclustError, Problem, RecipeError
+from .params import leak_problems, unknown_leak_problems
 from .recipe import DEFAULT_LABEL_COLUMN, EvaluateSpec, Recipe, Step
 from .registry import Registry, get_registry
 
@@ -159,7 +160,7 @@ def compile(recipe: Recipe | Mapping[str, Any] | str, registry: Registry | None 
     """
     recipe = Recipe.load(recipe)
     registry = registry if registry is not None else get_registry()
-    problems: list[Problem] = []
+    problems: list[Problem] = unknown_leak_problems(recipe.privacy, registry)  # secure defaults for DP
 
     steps: list[CompiledStep] = []
     for i, (step, step_id) in enumerate(zip(recipe.steps, recipe.step_ids, strict=True)):
@@ -192,6 +193,7 @@ def compile(recipe: Recipe | Mapping[str, Any] | str, registry: Registry | None 
         check = getattr(component, "step_problems", None)
         for text in (check() if callable(check) else ()) or ():
             problems.append(Problem(where, str(text)))
+        problems.extend(leak_problems(component, recipe.privacy, where))  # secure defaults for DP
         steps.append(CompiledStep(i, step_id, step, kind, component))
 
     constraints = []
@@ -418,6 +420,132 @@ def check_data(compiled: CompiledRecipe, frame: pd.DataFrame) -> list[tuple[str,
     return step_columns
 
 
+def _partition_parts(compiled: CompiledRecipe, frame: pd.DataFrame,
+                     step_columns: Sequence[tuple[str, ...]]) -> list[tuple[str, np.ndarray]] | None:
+    """The parts of ``[privacy] partition_by``: (value as text, record positions),
+    checked before any step runs."""
+    column = compiled.budget.partition_by
+    if column is None:
+        return None
+    if column not in frame.columns:
+        raise DataError(f"[privacy] partition_by names the column {column!r}, which is not in the data; name a "
+                        "public column of the data")
+    users = [f"steps[{cs.index}] ({cs.id})" for cs, cols in zip(compiled.steps, step_columns, strict=True)
+             if column in cols]
+    if users:
+        raise DataError(f"[privacy] partition_by: the partition column {column!r} is one of the columns of "
+                        f"{', '.join(users)}; it must be public and left untouched (name the steps' columns "
+                        "without it)")
+    series = frame[column]
+    if series.isna().any():
+        raise DataError(f"[privacy] partition_by: the partition column {column!r} has {int(series.isna().sum())} "
+                        "missing values; every record needs a part")
+    try:
+        codes, uniques = pd.factorize(series, sort=True)
+    except TypeError:  # values of mixed types cannot be ordered: keep their order of appearance
+        codes, uniques = pd.factorize(series, sort=False)
+    parts = [(str(value), np.flatnonzero(codes == j)) for j, value in enumerate(uniques)]
+    texts = [t for t, _ in parts]
+    if len(set(texts)) != len(texts):
+        raise DataError(f"[privacy] partition_by: two values of {column!r} print the same; convert it to text first")
+    problems = []
+    for cs, columns in zip(compiled.steps, step_columns, strict=True):
+        minimum = getattr(cs.component, "min_records", None)
+        need = minimum(len(columns)) if callable(minimum) else None
+        for text, rows in parts:
+            if need is not None and len(rows) < need:
+                problems.append(f"steps[{cs.index}] ({cs.id}): {type(cs.component).name} needs at least {need} "
+                                f"records; the part {column} = {text!r} has {len(rows)}")
+    if problems:
+        raise DataError("; ".join(problems))
+    return parts
+
+
+def _finite_problem(values: Any) -> tuple[int, str] | None:
+    try:
+        array = np.asarray(values, dtype=float)
+    except (TypeError, ValueError):
+        return -1, "non-numeric"
+    bad = ~np.isfinite(array)
+    if bad.any():
+        n_nan = int(np.isnan(array).sum())
+        what = " and ".join(x for x in (f"{n_nan} NaN" if n_nan else "",
+                                         f"{int(bad.sum()) - n_nan} infinite" if bad.sum() > n_nan else "") if x)
+        return int(bad.sum()), what
+    return None
+
+
+def _check_finite(cs: CompiledStep, result: Any) -> None:
+    """Refuse a release that is not finite, before anything is returned or written."""
+    name = type(cs.component).name
+    where = f"step {cs.index} ({cs.id!r}, {name})"
+    fix = ("nothing was returned or written; check the step's parameters (bounds, epsilon, scale) against the "
+           "size of the data, or report the bug to the plugin's authors")
+    if isinstance(result, Masked):
+        for c in result.data.columns:
+            found = _finite_problem(result.data[c].to_numpy())
+            if found:
+                raise PrivclustError(f"{where} released {found[1]} values in column {c!r}; {fix}")
+        partition = result.partition
+    else:
+        partition = result
+        found = _finite_problem(partition.labels)
+        if found:
+            raise PrivclustError(f"{where} released {found[1]} labels; {fix}")
+        labels = np.asarray(partition.labels, dtype=float)
+        if np.any(labels != np.round(labels)):
+            raise PrivclustError(f"{where} released labels that are not whole numbers; {fix}")
+    if partition is not None and partition.centres is not None:
+        centres = np.asarray(partition.centres)
+        found = _finite_problem(centres)
+        if found:
+            cols = list(partition.columns)
+            bad = np.where(~np.isfinite(np.asarray(centres, dtype=float)).all(axis=0))[0] if found[0] > 0 else []
+            named = ", ".join(repr(cols[j]) for j in bad if j < len(cols)) or "its centres"
+            raise PrivclustError(f"{where} released {found[1]} centre values (column(s) {named}); {fix}")
+
+
+def _call_step(cs: CompiledStep, view: pd.DataFrame, context: PrivacyContext) -> Any:
+    if cs.kind == "clusterers":
+        return _check_partition(cs.component.fit(view, context), cs, len(view))
+    method = cs.component.mask if cs.kind == "maskers" else cs.component.perturb
+    return _as_masked(method(view, context), cs, view)
+
+
+def _call_by_part(cs: CompiledStep, view: pd.DataFrame, context: PrivacyContext, column: str,
+                  parts: list[tuple[str, np.ndarray]]) -> Any:
+    """Run the step once per part of the public column, each time on that
+    part's records only; combine the results in the records' order."""
+    results = []
+    for text, rows in parts:
+        with context._in_part(column, text):
+            results.append(_call_step(cs, view.iloc[rows], context))
+    diagnostics = {"partition_by": column,
+                   "parts": {text: dict(getattr(r, "diagnostics", {})) for (text, _), r in zip(parts, results,
+                                                                                                strict=True)}}
+    if cs.kind == "clusterers":
+        labels = np.full(len(view), -1, dtype=np.int64)
+        offset = 0
+        centres = []
+        for (_, rows), r in zip(parts, results, strict=True):
+            lab = np.asarray(r.labels).astype(np.int64)
+            labels[rows] = np.where(lab >= 0, lab + offset, -1)
+            offset += int(lab.max()) + 1 if (lab >= 0).any() else 0
+            centres.append(None if r.centres is None else np.asarray(r.centres))
+        joined = np.vstack(centres) if centres and all(c is not None for c in centres) \
+            and len({c.shape[1] for c in centres}) == 1 else None
+        return Partition(labels=labels, centres=joined, memberships=None, columns=tuple(view.columns),
+                         diagnostics=diagnostics)
+    out = {}
+    for c in view.columns:
+        pieces = [r.data[c].to_numpy() for r in results]
+        column_values = np.empty(len(view), dtype=np.result_type(*pieces))
+        for (_, rows), piece in zip(parts, pieces, strict=True):
+            column_values[rows] = piece
+        out[c] = column_values
+    return Masked(data=pd.DataFrame(out, index=view.index, columns=view.columns), diagnostics=diagnostics)
+
+
 def run(
     recipe: Recipe | Mapping[str, Any] | str | CompiledRecipe,
     data: pd.DataFrame,
@@ -432,19 +560,26 @@ def run(
     :param data: the data to protect; never modified.
     :param seed: for reproducible experiments only. With ``None`` the
         randomness comes from the operating system. The seed never appears in
-        the ledger or the report, which say only that the run was seeded.
+        the ledger or the report, which say only that the run was seeded, and
+        the run keeps no copy of it.
     :param registry: the registry to resolve components from (default: the
         session registry).
+    :raises PrivclustError: among others when a step releases a value that is
+        not finite (nothing is returned).
     """
     from .report import Release
+    from .verify import snapshot, verdict, verify
 
     compiled = recipe if isinstance(recipe, CompiledRecipe) else compile(recipe, registry)
     registry = compiled.registry
     frame = _check_frame(data)
     default_columns = numeric_columns(frame)
     step_columns = check_data(compiled, frame)
+    parts = _partition_parts(compiled, frame, step_columns)
+    part_column = compiled.budget.partition_by
 
     context = PrivacyContext(compiled.budget, seed=seed, registry=registry)
+    del seed
     hooks = registry.hooks
     current = frame.copy(deep=True)
     labels = pd.DataFrame(index=frame.index)
@@ -462,42 +597,73 @@ def run(
         with context.step(cs.index, cs.id, type(cs.component).name, constraints=constraint_set,
                           on_progress=on_progress):
             output = None
+            if parts is None:
+                result = _call_step(cs, view, context)
+            else:
+                assert part_column is not None
+                result = _call_by_part(cs, view, context, part_column, parts)
+            _check_finite(cs, result)
             if cs.kind == "clusterers":
-                result = _check_partition(cs.component.fit(view, context), cs, len(view))
                 output = cs.step.output or DEFAULT_LABEL_COLUMN
                 current[output] = np.asarray(result.labels)
                 labels[output] = np.asarray(result.labels)
             else:
-                method = cs.component.mask if cs.kind == "maskers" else cs.component.perturb
-                result = _as_masked(method(view, context), cs, view)
                 for c in columns:
-                    current[c] = result.data[c].to_numpy()
+                    current[c] = result.data[c].to_numpy(copy=True)  # observers cannot reach the release
             elapsed = time.perf_counter() - start
             outcome = StepOutcome(index=cs.index, id=cs.id, kind=cs.kind, component=cs.component,
                                   columns=tuple(columns), result=result, elapsed=elapsed,
                                   n_records=len(view), output=output)
-            hooks.step_finished(step=cs.step, index=cs.index, outcome=outcome, context=context)
+            # The audit is the host's: written here, whatever plugins are installed or blocked.
+            details = outcome.audit_details()
+            if parts is not None:
+                details["partition_by"] = part_column
+                details["parts"] = {text: int(len(rows)) for text, rows in parts}
+            context._record_host("process", outcome.describe(), details=details)
+        # Observers see a frozen outcome and a read-only view of the run.
+        hooks.step_finished(step=cs.step, index=cs.index, outcome=outcome, context=context.view())
         outcomes.append(outcome)
 
     all_constraints = _all_rules(compiled.constraints, tuple(map(str, frame.columns)))
     _record_rules(context, all_constraints, current)
+    if parts is not None:
+        context._record_host("verified", _partition_statement(part_column, parts, outcomes),
+                             details={"partition_by": part_column,
+                                      "parts": {text: int(len(rows)) for text, rows in parts}},
+                             mechanism="partition")
+    checks = verify(context, frame, current, outcomes, label_columns=tuple(labels.columns), partition_by=part_column)
 
     changed = tuple(c for c in frame.columns if any(c in o.columns for o in outcomes if o.kind != "clusterers"))
     evaluations = _evaluate(compiled, frame, current, labels, outcomes, all_constraints, context,
                             changed or default_columns)
+    ledger = context.ledger
     return Release(
         data=current,
         original=frame,
         labels=labels,
         outcomes=tuple(outcomes),
-        ledger=context.ledger,
+        ledger=ledger,
         evaluations=evaluations,
         recipe=compiled.recipe,
         seeded=context.seeded,
         budget=compiled.budget,
         accountant=context.accountant,
         registry=registry,
+        verdict=verdict(ledger, context.accountant, outcomes, checks, partition_by=part_column),
+        verification=checks,
+        snapshot=snapshot(registry, outcomes, compiled.constraints, evaluations),
     )
+
+
+def _partition_statement(column: str | None, parts: list[tuple[str, np.ndarray]],
+                         outcomes: Sequence[StepOutcome]) -> str:
+    shown = ", ".join(f"{text!r} ({len(rows)} records)" for text, rows in parts[:12])
+    more = f" and {len(parts) - 12} more" if len(parts) > 12 else ""
+    return (f"The host split the records by the public column {column!r} into {len(parts)} disjoint parts "
+            f"({shown}{more}) and ran each of the {len(outcomes)} step(s) on each part's records alone, so the "
+            "releases of different parts compose in parallel (the accountant charges the largest part's total). "
+            f"The values of {column!r} are treated as public: the guarantees hold between data sets that agree on "
+            "them, and the parts, their values and their sizes are not protected.")
 
 
 def _all_rules(constraints: Sequence[Any], columns: tuple[str, ...]) -> ConstraintSet | None:
@@ -524,15 +690,20 @@ def _record_rules(context: PrivacyContext, rules: ConstraintSet | None, frame: p
         else:
             statement = f"edit rule {text!r} is violated by {int(bad.sum())} of {len(bad)} released records " \
                         f"(largest violation {violations[:, r].max():.6g})."
-        context.record(statement, guarantee="edit rule", component="constraints",
-                       details={"rule": text, "violated_records": int(bad.sum()),
-                                "max_violation": float(violations[:, r].max())})
+        context._record_host("guarantee", statement, mechanism="edit rule", status="verified",
+                             details={"rule": text, "violated_records": int(bad.sum()),
+                                      "max_violation": float(violations[:, r].max())})
 
 
 def _evaluate(compiled: CompiledRecipe, original: pd.DataFrame, protected: pd.DataFrame, labels: pd.DataFrame,
               outcomes: Sequence[StepOutcome], constraints: ConstraintSet | None, context: PrivacyContext,
               default_columns: Sequence[str]) -> pd.DataFrame:
+    import copy
+
+    from .accounting import Ledger
+
     rows = []
+    ledger = Ledger(copy.deepcopy(context.ledger.entries))  # evaluators read a copy; the run's ledger is the host's
     with context.step(-1, "evaluate", "evaluate"):
         rng = context.rng
         for i, ev in enumerate(compiled.evaluations):
@@ -541,7 +712,7 @@ def _evaluate(compiled: CompiledRecipe, original: pd.DataFrame, protected: pd.Da
             if problems:
                 raise DataError("; ".join(problems))
             inputs = EvaluationInputs(original=original, protected=protected, columns=tuple(columns), labels=labels,
-                                      outcomes=tuple(outcomes), constraints=constraints, ledger=context.ledger,
+                                      outcomes=tuple(outcomes), constraints=constraints, ledger=ledger,
                                       rng=rng)
             figures = ev.evaluator.evaluate(inputs)
             for metric, value in dict(figures).items():

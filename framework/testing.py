@@ -27,14 +27,29 @@ The checks (each raises ``AssertionError`` with a message saying what to fix):
     with the budget already spent, a DP component raises
     :class:`~privclust.BudgetExceededError` and draws nothing.
 
-Components that record no DP release pass the last two checks trivially
-(the check says so).
+``privacy_audit``
+    the empirical privacy auditor (below) finds no lower bound on epsilon
+    above what the ledger charges: for a noise mechanism, its ``release``
+    on 0 against 1 (300 runs each, float-support events included), and for
+    any DP component, its run on neighbouring frames (200 runs each).
+
+Components that record no DP release pass the last three checks trivially,
+and so do components whose ledger records a leak for ``privacy_audit``.
+
+The empirical privacy auditor: :func:`audit_mechanism`,
+:func:`audit_component` and :func:`audit_recipe` run a mechanism, a
+component or a recipe's DP steps many times on neighbouring inputs and
+return an :class:`AuditResult` whose ``epsilon_lower_bound`` holds at the
+stated confidence (Clopper-Pearson bounds on an event chosen on a separate
+half of the runs); ``passed`` is false when it exceeds the epsilon charged.
 """
 
 from __future__ import annotations
 
+import math
 import tomllib
-from collections.abc import Callable, Iterator
+import warnings
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import attrs
@@ -42,19 +57,30 @@ import numpy as np
 import pandas as pd
 
 from .accounting import PrivacyContext
-from .components import KIND_METHODS, KINDS, EvaluationInputs, Masked, Partition
-from .errors import BudgetExceededError
+from .components import KIND_METHODS, KINDS, EvaluationInputs, Masked, Partition, Sensitivity
+from .errors import BudgetExceededError, ParameterError, PrivclustError
 from .hookspecs import hookimpl
 from .recipe import Budget, ComponentSpec, dumps_toml
 from .registry import Registry, get_registry
 
 __all__ = [
     "CHECKS",
+    "AuditResult",
+    "Event",
+    "NeighbourPair",
+    "assert_audit_passes",
+    "audit_component",
+    "audit_mechanism",
+    "audit_recipe",
     "check_component",
+    "clopper_pearson",
+    "float_laplace_reachable",
+    "neighbour_pairs",
     "component_checks",
     "example_frame",
     "kind_of",
     "parametrize_components",
+    "StepAudit",
 ]
 
 
@@ -271,6 +297,779 @@ def check_refuses_exhausted_budget(component: Any, data: pd.DataFrame, kind: str
     assert "rng" not in context.events, f"{type(component).name}: drew randomness before the refused spend"
 
 
+# ---------------------------------------------------------------------------
+# The empirical privacy auditor
+# ---------------------------------------------------------------------------
+#
+# A DP claim says: for every pair of neighbouring inputs D, D' and every set
+# E of outputs, P[M(D) in E] <= e^eps P[M(D') in E] + delta. The auditor runs
+# the mechanism on one pair many times, chooses an event E on a first half of
+# the outputs (selection), counts how often E happens on a fresh second half
+# (estimation), and turns the counts into one-sided Clopper-Pearson bounds
+# p_low <= P[M(D) in E] and q_high >= P[M(D') in E]. Then
+# eps >= ln((p_low - delta) / q_high) holds with the stated confidence: a
+# statistically valid lower bound on the epsilon the mechanism provides
+# (StatDP, Ding et al. 2018; Jagielski et al. 2020; DP-Sniper, Bichsel et al.
+# 2021). Because the event is chosen on other samples than those it is
+# measured on, only the final statement needs a confidence level: the two
+# bounds of each audited pair share alpha (Bonferroni), and so do the pairs.
+
+#: Default number of runs on each input (half for selection, half for estimation).
+MECHANISM_TRIALS = 20_000
+COMPONENT_TRIALS = 400
+#: Runs per input of the conformance kit's ``privacy_audit`` check.
+KIT_TRIALS = 200
+#: Runs per input of the kit's audit of a noise mechanism's ``release``.
+KIT_MECHANISM_TRIALS = 300
+
+_TWO53 = float(2**53)
+
+
+@attrs.frozen(eq=False)
+class Event:
+    """A set of outputs, chosen on the selection half: ``contains(outputs)``
+    says, for each run (a row of ``outputs``), whether its output is in the set."""
+
+    family: str
+    description: str
+    test: Callable[[np.ndarray], np.ndarray] = attrs.field(repr=False)
+
+    def contains(self, outputs: np.ndarray) -> np.ndarray:
+        return np.asarray(self.test(outputs), dtype=bool)
+
+
+@attrs.frozen(kw_only=True)
+class NeighbourPair:
+    """Two neighbouring inputs: frames (for a component) or values (for a
+    mechanism's ``release``), and how they differ."""
+
+    first: Any
+    second: Any
+    description: str
+
+
+@attrs.frozen(kw_only=True)
+class AuditResult:
+    """What an audit found.
+
+    ``epsilon_lower_bound`` holds with probability at least ``confidence``
+    (over the auditor's own randomness) for the mechanism's real privacy
+    loss: if the mechanism were ``claimed_epsilon``-DP (with
+    ``claimed_delta``), a bound above ``claimed_epsilon`` would happen with
+    probability at most ``1 - confidence``. ``passed`` is
+    ``epsilon_lower_bound <= claimed_epsilon``.
+    """
+
+    subject: str
+    audited: str
+    neighbours: str
+    epsilon_lower_bound: float
+    claimed_epsilon: float
+    claimed_delta: float
+    event: str
+    direction: str
+    counts: tuple[int, int]
+    trials: int
+    p_lower: float
+    q_upper: float
+    confidence: float
+    passed: bool
+    notes: tuple[str, ...] = ()
+
+    def __str__(self) -> str:
+        verdict = "PASSED" if self.passed else "FAILED"
+        claim = f"epsilon {self.claimed_epsilon:.4g}" + (f", delta {self.claimed_delta:.3g}"
+                                                          if self.claimed_delta else "")
+        sign = "<=" if self.passed else ">"
+        lines = [
+            f"privacy audit of {self.subject}: {verdict}",
+            f"  epsilon lower bound {self.epsilon_lower_bound:.4g} {sign} charged {claim} "
+            f"({self.confidence:.0%} confidence)",
+            f"  audited: {self.audited}",
+            f"  neighbours: {self.neighbours}",
+            f"  event: {self.event}",
+            f"  {self.direction}: {self.counts[0]} and {self.counts[1]} of {self.trials} fresh runs each "
+            f"(p >= {self.p_lower:.4g}, q <= {self.q_upper:.4g})",
+        ]
+        lines += [f"  note: {n}" for n in self.notes]
+        return "\n".join(lines)
+
+
+# -- statistics ---------------------------------------------------------------------
+
+
+def clopper_pearson(hits: int | np.ndarray, n: int, alpha: float) -> tuple[Any, Any]:
+    """One-sided Clopper-Pearson bounds: ``(low, high)`` with
+    ``P[p >= low] >= 1 - alpha`` and ``P[p <= high] >= 1 - alpha``."""
+    from scipy.stats import beta
+
+    k = np.asarray(hits, dtype=float)
+    with np.errstate(all="ignore"):
+        low = np.where(k > 0, beta.ppf(alpha, k, n - k + 1), 0.0)
+        high = np.where(k < n, beta.ppf(1 - alpha, k + 1, n - k), 1.0)
+    return low, high
+
+
+def _epsilon_bound(p_low: Any, q_high: Any, delta: float) -> Any:
+    """``ln((p_low - delta) / q_high)``: ``-inf`` when ``p_low <= delta``
+    (negative values mean no evidence; the result is clamped at 0)."""
+    with np.errstate(all="ignore"):
+        return np.log(np.maximum(np.asarray(p_low, dtype=float) - delta, 0.0) / np.asarray(q_high, dtype=float))
+
+
+# -- event families ------------------------------------------------------------------
+
+
+def _threshold_and_bin_events(values_a: np.ndarray, values_b: np.ndarray, label: str,
+                              project: Callable[[np.ndarray], np.ndarray]) -> list[Event]:
+    """Threshold events ``v > t`` / ``v <= t`` and unions of histogram bins
+    on a 1-D statistic ``v = project(outputs)``."""
+    pooled = np.concatenate([values_a, values_b])
+    pooled = pooled[np.isfinite(pooled)]
+    events: list[Event] = []
+    if pooled.size == 0:
+        return events
+    distinct = np.unique(pooled)
+    if distinct.size <= 64:  # discrete outputs: one bin per value
+        edges = distinct
+        def bin_of(v: np.ndarray, _e: np.ndarray = edges) -> np.ndarray:
+            i = np.searchsorted(_e, v)
+            i = np.minimum(i, _e.size - 1)
+            return np.where(np.isfinite(v) & (_e[i] == v), i, -1)
+        n_bins = edges.size
+        thresholds = distinct[:-1]
+    else:
+        cuts = np.unique(np.quantile(pooled, np.linspace(0, 1, 33)[1:-1]))
+        def bin_of(v: np.ndarray, _c: np.ndarray = cuts) -> np.ndarray:
+            return np.where(np.isfinite(v), np.searchsorted(_c, v, side="right"), -1)
+        n_bins = cuts.size + 1
+        thresholds = np.unique(np.quantile(pooled, np.linspace(0, 1, 101)[1:-1]))
+    for t in thresholds:
+        t = float(t)
+        events.append(Event("threshold", f"{label} > {t:.6g}",
+                            lambda X, _t=t: project(X) > _t))
+        events.append(Event("threshold", f"{label} <= {t:.6g}",
+                            lambda X, _t=t: project(X) <= _t))
+    ca = np.bincount(bin_of(values_a)[bin_of(values_a) >= 0], minlength=n_bins)
+    cb = np.bincount(bin_of(values_b)[bin_of(values_b) >= 0], minlength=n_bins)
+    for ratio, name in (((ca + 1) / (cb + 1), "first"), ((cb + 1) / (ca + 1), "second")):
+        order = np.argsort(-ratio, kind="stable")
+        for j in range(1, min(n_bins, 16) + 1):
+            chosen = np.sort(order[:j])
+            events.append(Event(
+                "histogram", f"{label} in {j} histogram bin(s) more likely from the {name} input "
+                             f"(bins {chosen.tolist()} of {n_bins})",
+                lambda X, _c=chosen: np.isin(bin_of(project(X)), _c)))
+    return events
+
+
+def _granularity_log2(x: np.ndarray) -> np.ndarray:
+    """log2 of the largest power of two that divides each finite nonzero x
+    (``+inf`` for 0, ``nan`` for non-finite values)."""
+    x = np.asarray(x, dtype=float)
+    out = np.full(x.shape, np.nan)
+    ok = np.isfinite(x) & (x != 0)
+    m, e = np.frexp(np.abs(x[ok]))
+    mant = (m * _TWO53).astype(np.uint64)  # an integer below 2^53
+    tz = np.zeros(mant.shape, dtype=np.int64)
+    rest = mant.copy()
+    for _ in range(53):
+        even = (rest & np.uint64(1)) == 0
+        if not even.any():
+            break
+        tz += even
+        rest = np.where(even, rest >> np.uint64(1), rest)
+    out[ok] = (e - 53 + tz).astype(float)
+    out[np.isfinite(x) & (x == 0)] = np.inf
+    return out
+
+
+def _lattice_events(values_a: np.ndarray, values_b: np.ndarray, anchors: Sequence[float]) -> list[Event]:
+    """``(x - anchor)`` is a multiple of 2^k, for the finest lattice each
+    input's selection outputs lie on."""
+    events: list[Event] = []
+    ks = set()
+    for values in (values_a, values_b):
+        g = _granularity_log2(values)
+        g = g[np.isfinite(g)]
+        if g.size:
+            ks.add(int(g.min()))
+    for anchor in dict.fromkeys(float(a) for a in anchors):
+        for k in sorted(ks):
+            step = math.ldexp(1.0, k)
+            events.append(Event(
+                "lattice", f"output - {anchor:g} is a multiple of 2^{k}",
+                lambda X, _s=step, _a=anchor: np.fmod(X[:, 0] - _a, _s) == 0))
+    return events
+
+
+def float_laplace_reachable(x: Any, loc: float, scale: float, *, window: int = 3, limit: int = 256) -> np.ndarray:
+    """Whether each ``x`` is an output ``loc + noise`` that the textbook
+    floating-point Laplace sampler (numpy's ``Generator.laplace(0, scale)``)
+    can produce from ``loc``.
+
+    numpy draws ``U = j 2^-53`` (``0 < j < 2^53``) and returns
+    ``0 - scale log(2 - U - U)`` for ``U >= 0.5``, else ``0 + scale log(U + U)``
+    (libm ``log``). The check inverts that map (``U`` from ``x - loc``), tries
+    the grid points ``j`` around the inverse that rounding allows, recomputes
+    the forward map exactly and compares ``fl(loc + noise)`` with ``x``
+    (Mironov 2012). Where more than ``limit`` grid points are possible the
+    output counts as reachable. The answer is a fixed function of ``x``, so
+    it is a valid event whatever its rounding slack.
+    """
+    x = np.atleast_1d(np.asarray(x, dtype=float))
+    out = np.zeros(x.shape, dtype=bool)
+    n_est = x - loc
+    y = n_est / scale
+    with np.errstate(all="ignore"):
+        u = np.where(y < 0, 0.5 * np.exp(y), 1.0 - 0.5 * np.exp(-y))
+        side = np.where(y < 0, u, 1.0 - u)  # dU/dy
+        slack = (np.spacing(np.abs(x)) + np.spacing(np.abs(n_est)) + np.spacing(np.abs(loc))) / scale
+        du = side * (slack + (np.abs(y) + 4.0) * 2.0**-50) + 2.0**-53
+        klo = np.floor((u - du) * _TWO53) - window
+        khi = np.ceil((u + du) * _TWO53) + window
+    finite = np.isfinite(klo) & np.isfinite(khi)
+    klo = np.clip(np.where(finite, klo, 1.0), 1.0, _TWO53 - 1)
+    khi = np.clip(np.where(finite, khi, 0.0), 0.0, _TWO53 - 1)
+    width = khi - klo + 1
+    out[finite & (width > limit)] = True
+    todo = np.flatnonzero(finite & (width >= 1) & (width <= limit))
+    log = math.log
+    for i in todo:
+        xi = float(x[i])
+        for j in range(int(klo[i]), int(khi[i]) + 1):
+            U = j / _TWO53
+            noise = (0.0 - scale * log(2.0 - U - U)) if U >= 0.5 else (0.0 + scale * log(U + U))
+            if loc + noise == xi:
+                out[i] = True
+                break
+    return out
+
+
+def _float_support_events(inputs: Sequence[float], scale: float) -> list[Event]:
+    return [Event("float-support",
+                  f"the output is reproducible by numpy's floating-point Laplace sampler (scale {scale:.6g}) "
+                  f"from the input {a:g}",
+                  lambda X, _a=float(a): float_laplace_reachable(X[:, 0], _a, scale))
+            for a in inputs]
+
+
+# -- projections of vector outputs ------------------------------------------------------
+
+
+def _projections(A: np.ndarray, B: np.ndarray) -> list[tuple[str, Callable[[np.ndarray], np.ndarray]]]:
+    """1-D statistics of the outputs, chosen on the selection half."""
+    m = A.shape[1]
+    if m == 1:
+        return [("the output", lambda X: X[:, 0])]
+    out: list[tuple[str, Callable[[np.ndarray], np.ndarray]]] = []
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        ma, mb = np.nanmean(A, axis=0), np.nanmean(B, axis=0)
+        sd = np.sqrt(0.5 * (np.nanvar(A, axis=0) + np.nanvar(B, axis=0)))
+        diff = np.nan_to_num(ma - mb)
+        z = np.nan_to_num(np.abs(diff) / np.where(sd > 0, sd, np.inf))
+    w = np.nan_to_num(diff / np.where(sd > 0, sd ** 2, np.inf))
+    if np.any(w != 0):
+        out.append(("the projection of the output on its mean difference (weights chosen on the selection half)",
+                    lambda X, _w=w: np.nan_to_num(X) @ _w))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        ca, cb = np.nanmedian(A, axis=0), np.nanmedian(B, axis=0)
+        spread = np.nanmedian(np.abs(np.concatenate([A - ca, B - cb])), axis=0)
+    moved = np.isfinite(ca) & np.isfinite(cb) & (ca != cb)
+    if moved.any():
+        spread = np.where(np.isfinite(spread) & (spread > 0), spread, 1.0)
+
+        def laplace_ratio(X: np.ndarray, _a: np.ndarray = ca, _b: np.ndarray = cb, _s: np.ndarray = spread,
+                          _m: np.ndarray = moved) -> np.ndarray:
+            Z = np.nan_to_num(X[:, _m] if X.shape[1] >= _m.size else np.full((X.shape[0], int(_m.sum())), np.nan))
+            return np.sum((np.abs(Z - _b[_m]) - np.abs(Z - _a[_m])) / _s[_m], axis=1)
+
+        out.append(("the Laplace log-likelihood ratio of the output between the two inputs' medians (chosen on the "
+                    "selection half)", laplace_ratio))
+    out.append(("the sum of the output's values", lambda X: np.nansum(X, axis=1)))
+    for j in np.argsort(-z, kind="stable")[:3]:
+        if z[j] > 0:
+            out.append((f"value {int(j)} of the output", lambda X, _j=int(j): X[:, _j]))
+    if np.isnan(A).any() or np.isnan(B).any():
+        out.append(("the number of values released", lambda X: np.sum(~np.isnan(X), axis=1).astype(float)))
+    return out
+
+
+def _candidate_events(A: np.ndarray, B: np.ndarray, extra: Sequence[Event]) -> list[Event]:
+    events = list(extra)
+    for label, project in _projections(A, B):
+        events += _threshold_and_bin_events(project(A), project(B), label, project)
+    return events
+
+
+# -- the audit of one pair ------------------------------------------------------------------
+
+
+@attrs.frozen
+class _PairOutcome:
+    bound: float
+    event: Event
+    forward: bool
+    counts: tuple[int, int]
+    n: int
+    p_low: float
+    q_high: float
+
+
+def _audit_pair(A: np.ndarray, B: np.ndarray, delta: float, alpha: float,
+                extra: Callable[[np.ndarray, np.ndarray], Sequence[Event]]) -> _PairOutcome:
+    """Select an event on the first half of each sample, measure it on the second.
+
+    The selection half is split again: its first part builds the candidate
+    events (thresholds, bins, projections fitted to those outputs), its
+    second part scores them, so that an event fitted to noise does not win
+    the selection."""
+    width = max(A.shape[1], B.shape[1])  # runs may release different numbers of values: pad with NaN
+    A, B = (np.pad(X, ((0, 0), (0, width - X.shape[1])), constant_values=np.nan) for X in (A, B))
+    half = min(A.shape[0], B.shape[0]) // 2
+    A_sel, A_est = A[:half], A[half:2 * half]
+    B_sel, B_est = B[:half], B[half:2 * half]
+    build = half // 2
+    events = _candidate_events(A_sel[:build], B_sel[:build], extra(A_sel[:build], B_sel[:build]))
+    A_choose, B_choose = A_sel[build:], B_sel[build:]
+    ka = np.array([int(e.contains(A_choose).sum()) for e in events])
+    kb = np.array([int(e.contains(B_choose).sum()) for e in events])
+    low_a, high_a = clopper_pearson(ka, A_choose.shape[0], alpha)
+    low_b, high_b = clopper_pearson(kb, B_choose.shape[0], alpha)
+    scores = np.concatenate([_epsilon_bound(low_a, high_b, delta), _epsilon_bound(low_b, high_a, delta)])
+    scores = np.where(np.isnan(scores), -np.inf, scores)
+    best = int(np.argmax(scores))  # the first of the best: events are listed in a fixed order
+    i, forward = best % len(events), best < len(events)
+    event = events[i]
+    ka, kb = int(event.contains(A_est).sum()), int(event.contains(B_est).sum())
+    hits = (ka, kb) if forward else (kb, ka)
+    p_low, _ = clopper_pearson(hits[0], half, alpha)
+    _, q_high = clopper_pearson(hits[1], half, alpha)
+    bound = max(0.0, float(_epsilon_bound(p_low, q_high, delta)))
+    return _PairOutcome(bound, event, forward, hits, half, float(p_low), float(q_high))
+
+
+def _finish(subject: str, audited: str, pairs: Sequence[NeighbourPair], outcomes: Sequence[_PairOutcome],
+            claimed: tuple[float, float], confidence: float, notes: Sequence[str]) -> AuditResult:
+    k = int(np.argmax([o.bound for o in outcomes]))
+    o, pair = outcomes[k], pairs[k]
+    direction = ("p = P[M(D) in E], q = P[M(D') in E]" if o.forward
+                 else "p = P[M(D') in E], q = P[M(D) in E]")
+    eps, delta = claimed
+    passed = o.bound <= eps * (1 + 1e-9)
+    return AuditResult(
+        subject=subject, audited=audited,
+        neighbours=pair.description + (f" (the worst of {len(pairs)} pairs)" if len(pairs) > 1 else ""),
+        epsilon_lower_bound=o.bound, claimed_epsilon=eps, claimed_delta=delta,
+        event=f"{o.event.description} [{o.event.family}]", direction=direction, counts=o.counts, trials=o.n,
+        p_lower=o.p_low, q_upper=o.q_high, confidence=confidence, passed=passed, notes=tuple(notes))
+
+
+def _stack(outputs: Sequence[np.ndarray]) -> np.ndarray:
+    """Runs' outputs as rows (shorter outputs padded with NaN)."""
+    width = max((o.size for o in outputs), default=0)
+    X = np.full((len(outputs), max(width, 1)), np.nan)
+    for i, o in enumerate(outputs):
+        X[i, :o.size] = o
+    return X
+
+
+# -- mechanisms -------------------------------------------------------------------------------
+
+
+def audit_mechanism(mechanism: Any, *, epsilon: float = 1.0, delta: float = 0.0, sensitivity: float = 1.0,
+                    pairs: Sequence[tuple[Any, Any]] | None = None, trials: int = MECHANISM_TRIALS,
+                    seed: int = 0, alpha: float = 0.05, registry: Registry | None = None) -> AuditResult:
+    """Audit a noise mechanism's ``release``.
+
+    Each run is one call ``mechanism.release(value, sensitivity=...,
+    epsilon=..., delta=...)`` through a fresh :class:`PrivacyContext` whose
+    seed is spawned from ``seed``; ``trials`` runs on each input of each pair
+    (half to choose the event, half to measure it). The default pair is
+    ``0`` against ``sensitivity``; ``pairs`` gives others, as ``(value,
+    value)`` tuples (scalars or arrays whose L1 distance is at most the
+    sensitivity). The claim is what the runs charged (``context.spent``).
+    """
+    reg = registry if registry is not None else get_registry()
+    if isinstance(mechanism, str | ComponentSpec):
+        mechanism = reg.create("noise_mechanisms", mechanism)
+    name = getattr(type(mechanism), "name", type(mechanism).__qualname__)
+    if trials < 20:
+        raise ParameterError(f"audit_mechanism: trials must be at least 20; got {trials}")
+    given = list(pairs) if pairs is not None else [(0.0, float(sensitivity))]
+    neighbour_pairs = [NeighbourPair(first=a, second=b, description=f"the value {_show(a)} against {_show(b)}")
+                       for a, b in given]
+    root = np.random.SeedSequence(seed)
+    kwargs: dict[str, Any] = {"sensitivity": sensitivity, "epsilon": epsilon}
+    if delta:
+        kwargs["delta"] = delta
+    charged = [0.0, 0.0]
+    share = alpha / (2 * len(neighbour_pairs))
+    outcomes = []
+    for pair, seeds in zip(neighbour_pairs, root.spawn(len(neighbour_pairs)), strict=True):
+        samples = []
+        for value, side in zip((pair.first, pair.second), seeds.spawn(2), strict=True):
+            rows = []
+            for child in side.spawn(trials):
+                context = PrivacyContext(seed=child, registry=reg)
+                out = mechanism.release(np.array(value, dtype=float, ndmin=1), context=context,
+                                        relation="replace-one (the audited pair)", covers="the audited value",
+                                        **kwargs)
+                rows.append(np.asarray(out, dtype=float).ravel())
+                spent = context.spent
+                charged = [max(charged[0], spent[0]), max(charged[1], spent[1])]
+            samples.append(_stack(rows))
+        A, B = samples
+        scalar = A.shape[1] == 1 and np.ndim(pair.first) == 0 and np.ndim(pair.second) == 0
+
+        def extra(A_sel: np.ndarray, B_sel: np.ndarray, _p: NeighbourPair = pair, _s: bool = scalar) -> list[Event]:
+            if not _s:
+                return []
+            inputs = (float(_p.first), float(_p.second))
+            return (_float_support_events(inputs, float(sensitivity) / float(epsilon))
+                    + _lattice_events(A_sel[:, 0], B_sel[:, 0], (0.0, *inputs)))
+
+        outcomes.append(_audit_pair(A, B, charged[1], share, extra))
+    return _finish(f"the {name} mechanism (release with sensitivity {sensitivity:g}, epsilon {epsilon:g}"
+                   + (f", delta {delta:g}" if delta else "") + ")",
+                   "the released value of each run", neighbour_pairs, outcomes, (charged[0], charged[1]),
+                   1 - alpha, [])
+
+
+def _show(value: Any) -> str:
+    arr = np.asarray(value)
+    return f"{float(arr):g}" if arr.ndim == 0 else np.array2string(arr, precision=4, threshold=6)
+
+
+# -- components -------------------------------------------------------------------------------
+
+
+class _Recorder:
+    """A noise mechanism that also keeps what it releases."""
+
+    def __init__(self, mechanism: Any, sink: list[np.ndarray]):
+        self._mechanism = mechanism
+        self._sink = sink
+        self._inputs: list[tuple[np.ndarray, float]] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._mechanism, name)
+
+    def release(self, values: Any, *args: Any, **kwargs: Any) -> Any:
+        given = np.array(values, dtype=float, copy=True).ravel()
+        out = self._mechanism.release(values, *args, **kwargs)
+        self._sink.append(np.asarray(out, dtype=float).ravel().copy())
+        try:
+            scale = Sensitivity.of(kwargs["sensitivity"]).l1 / float(kwargs["epsilon"])
+        except Exception:  # a mechanism with another signature: no float-support event
+            scale = math.nan
+        self._inputs.append((given, scale))
+        return out
+
+
+class _AuditContext(PrivacyContext):
+    """A context whose noise mechanisms record every value they release
+    (and the values and Laplace scale they were given)."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.releases: list[np.ndarray] = []
+        self.inputs: list[tuple[np.ndarray, float]] = []
+
+    def mechanism(self, value: Any = "laplace") -> Any:
+        recorder = _Recorder(super().mechanism(value), self.releases)
+        recorder._inputs = self.inputs
+        return recorder
+
+
+def neighbour_pairs(data: pd.DataFrame, relation: str = "replace-one", *, record: int = 0,
+                    bounds: Any = None) -> list[NeighbourPair]:
+    """Neighbouring frames the auditor builds from ``data``.
+
+    ``replace-one``: the record at position ``record`` moved to the opposite
+    corner of the box (each column's low or high end, whichever is farther
+    from the record's value); the box is the public ``bounds``
+    (``{column: [low, high]}``) where given, else the data's range.
+    ``add/remove``: the data, against the data with that corner added as one
+    more record.
+    """
+    from .accounting import ADD_REMOVE, relation_kind
+
+    values = data.to_numpy(dtype=float)
+    low, high = np.nanmin(values, axis=0), np.nanmax(values, axis=0)
+    if isinstance(bounds, dict):
+        for j, column in enumerate(data.columns):
+            if column in bounds:
+                low[j], high[j] = float(bounds[column][0]), float(bounds[column][1])
+    row = values[record]
+    corner = np.where(np.abs(row - low) >= np.abs(high - row), low, high)
+    moved = data.copy(deep=True)
+    for j, column in enumerate(data.columns):
+        value = corner[j]
+        if pd.api.types.is_integer_dtype(data[column]):
+            value = int(round(value))
+        moved.iloc[record, j] = value
+    corner_text = ", ".join(f"{c} = {v:g}" for c, v in zip(data.columns, corner, strict=True))
+    if relation_kind(relation) == ADD_REMOVE:
+        extra = moved.iloc[[record]].copy()
+        extra.index = [_fresh_label(data.index)]
+        bigger = pd.concat([data, extra])
+        return [NeighbourPair(first=data, second=bigger,
+                              description=f"the data ({len(data)} records) against the data plus one record at "
+                                          f"({corner_text}) (add/remove)")]
+    return [NeighbourPair(first=data, second=moved,
+                          description=f"the data ({len(data)} records) against the same with record {record} "
+                                      f"moved to ({corner_text}) (replace-one)")]
+
+
+def _public_bounds(component: Any) -> dict[str, Any] | None:
+    bounds = getattr(component, "bounds", None)
+    try:
+        return {str(k): (float(v[0]), float(v[1])) for k, v in dict(bounds).items()} if bounds else None
+    except (TypeError, ValueError, IndexError):
+        return None
+
+
+def _fresh_label(index: pd.Index) -> Any:
+    if pd.api.types.is_integer_dtype(index):
+        return int(index.max()) + 1 if len(index) else 0
+    return "__audit_extra__"
+
+
+def _run_component(component: Any, kind: str, data: pd.DataFrame, reg: Registry, seed: Any
+                   ) -> tuple[Any, _AuditContext]:
+    # The audit runs a component whose parameters come from the data too: its
+    # leak entries are then noted (the release makes no DP claim), not refused.
+    from .params import known_leak_names
+
+    leaks = (*known_leak_names(reg), *getattr(type(component), "leak_names", ()))
+    context = _AuditContext(Budget(allow_leaks=leaks), seed=seed, registry=reg)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = _execute(component, kind, data, context)
+    return result, context
+
+
+def _released(result: Any, context: _AuditContext) -> tuple[np.ndarray, str]:
+    if context.releases:
+        return (np.concatenate(context.releases),
+                "the values released by the component's noise mechanisms (what its ledger's DP entries cover; "
+                "everything else it outputs is computed from them or is not covered)")
+    if isinstance(result, Masked):
+        return result.data.to_numpy(dtype=float).ravel(), "the released table (every value)"
+    if isinstance(result, Partition):
+        if result.centres is not None:
+            return np.asarray(result.centres, dtype=float).ravel(), "the released centres"
+        return np.asarray(result.labels, dtype=float).ravel(), "the released labels"
+    return np.asarray(result, dtype=float).ravel(), "the component's output"
+
+
+#: Largest number of released values the float-support event checks (one log per candidate).
+_FLOAT_SUPPORT_LIMIT = 512
+
+
+def _fixed_inputs(given: Sequence[tuple[np.ndarray, np.ndarray]], trials: int
+                  ) -> tuple[np.ndarray, np.ndarray] | None:
+    """The values a component handed its mechanisms, when every run handed
+    the same ones (the noise-free part of the release is then fixed)."""
+    if len(given) != trials or not given:
+        return None
+    values, scales = given[0]
+    if values.size > _FLOAT_SUPPORT_LIMIT or not np.all(np.isfinite(scales)) or not np.all(scales > 0):
+        return None
+    if all(np.array_equal(v, values) and np.array_equal(s, scales) for v, s in given[1:]):
+        return values, scales
+    return None
+
+
+def _laplace_ratio(first: np.ndarray, second: np.ndarray, scales: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
+    """The log-likelihood ratio of Laplace noise around ``first`` against
+    ``second`` (the most powerful test statistic when the noise is Laplace)."""
+    moved = first != second
+
+    def project(X: np.ndarray) -> np.ndarray:
+        if X.shape[1] < first.size:
+            return np.full(X.shape[0], np.nan)
+        Z = X[:, :first.size][:, moved]
+        return np.sum((np.abs(Z - second[moved]) - np.abs(Z - first[moved])) / scales[moved], axis=1)
+
+    return project
+
+
+def _vector_float_support(values: np.ndarray, scales: np.ndarray, which: str) -> Event:
+    def test(X: np.ndarray) -> np.ndarray:
+        if X.shape[1] < values.size:
+            return np.zeros(X.shape[0], dtype=bool)
+        ok = np.ones(X.shape[0], dtype=bool)
+        for j in range(values.size):
+            rows = np.flatnonzero(ok)
+            if rows.size == 0:
+                break
+            ok[rows] = float_laplace_reachable(X[rows, j], float(values[j]), float(scales[j]))
+        return ok
+
+    return Event("float-support", f"every released value is reproducible by numpy's floating-point Laplace "
+                                  f"sampler from the values the {which} input hands the mechanism", test)
+
+
+def audit_component(component: Any, data: pd.DataFrame | None = None, *, pairs: Sequence[Any] | None = None,
+                    trials: int = COMPONENT_TRIALS, seed: int = 0, alpha: float = 0.05, kind: str | None = None,
+                    registry: Registry | None = None,
+                    statistic: Callable[[Any, Sequence[np.ndarray]], Any] | None = None,
+                    float_support: bool = True) -> AuditResult:
+    """Audit a DP component (a masker, clusterer or noise-mechanism step).
+
+    The component runs ``trials`` times on each input of each neighbouring
+    pair, each run through a fresh :class:`PrivacyContext` seeded from
+    ``seed``. What is audited, in order of preference: ``statistic(result,
+    releases)`` if given; else every value its noise mechanisms
+    (``context.mechanism(...)``) released during the run; else its output
+    (a masker's table, a clusterer's centres or labels). The pairs: by
+    default :func:`neighbour_pairs` under the relation the component's ledger
+    states; ``pairs`` may give ``(frame, frame)`` tuples or
+    :class:`NeighbourPair` objects. With ``float_support`` (and when every
+    run hands its mechanisms the same values) the float-support event is
+    tried on the released values too. The claim is the largest
+    ``context.spent`` of the runs. Raises :class:`~privclust.ParameterError`
+    for a component that records no DP release (there is nothing to audit).
+    """
+    reg = registry if registry is not None else get_registry()
+    frame = example_frame() if data is None else data
+    kind = kind or kind_of(component)
+    name = getattr(type(component), "name", type(component).__qualname__)
+    if trials < 20:
+        raise ParameterError(f"audit_component: trials must be at least 20; got {trials}")
+    root = np.random.SeedSequence(seed)
+    probe_seed, run_seeds = root.spawn(2)
+    _, probe = _run_component(component, kind, frame, reg, probe_seed)
+    dp = probe.ledger.of_kind("dp")
+    if not dp:
+        raise ParameterError(f"{name} records no differentially private release on these data: nothing to audit")
+    relation = dp[0].relation or "replace-one"
+    notes = []
+    if probe.ledger.of_kind("leak"):
+        notes.append("the component recorded leak entries (parameters taken from the data): its ledger makes no "
+                     "DP claim for this release, and the auditor's neighbours also change those parameters")
+    if pairs is None:
+        chosen = neighbour_pairs(frame, relation, bounds=_public_bounds(component))
+    else:
+        chosen = [p if isinstance(p, NeighbourPair) else NeighbourPair(first=p[0], second=p[1],
+                                                                      description="a pair given by the caller")
+                  for p in pairs]
+    charged = [0.0, 0.0]
+    share = alpha / (2 * len(chosen))
+    outcomes = []
+    audited = ""
+    for pair, seeds in zip(chosen, run_seeds.spawn(len(chosen)), strict=True):
+        samples = []
+        supports: list[tuple[np.ndarray, np.ndarray] | None] = []
+        for frame_in, side in zip((pair.first, pair.second), seeds.spawn(2), strict=True):
+            rows = []
+            given: list[tuple[np.ndarray, np.ndarray]] = []
+            for child in side.spawn(trials):
+                result, context = _run_component(component, kind, frame_in, reg, child)
+                if context.inputs and statistic is None:
+                    given.append((np.concatenate([v for v, _ in context.inputs]),
+                                  np.concatenate([np.full(v.size, s) for v, s in context.inputs])))
+                if statistic is not None:
+                    values = np.asarray(statistic(result, tuple(context.releases)), dtype=float).ravel()
+                    audited = "the statistic given by the caller"
+                else:
+                    values, audited = _released(result, context)
+                rows.append(values)
+                spent = context.spent
+                charged = [max(charged[0], spent[0]), max(charged[1], spent[1])]
+            samples.append(_stack(rows))
+            supports.append(_fixed_inputs(given[: trials // 2], trials // 2))  # selection runs only
+        A, B = samples
+        extra: list[Event] = []
+        if float_support:
+            extra += [_vector_float_support(values, scales, which)
+                      for (values, scales), which in ((s, w) for s, w in zip(supports, ("first", "second"), strict=True)
+                                                      if s is not None)]
+
+        def events(A_sel: np.ndarray, B_sel: np.ndarray, _e: list[Event] = extra,
+                   _s: list[Any] = supports) -> list[Event]:
+            out = list(_e)
+            if _s[0] is not None and _s[1] is not None and _s[0][0].size == _s[1][0].size:
+                project = _laplace_ratio(_s[0][0], _s[1][0], _s[0][1])
+                out += _threshold_and_bin_events(
+                    project(A_sel), project(B_sel),
+                    "the Laplace log-likelihood ratio of the release between the values the two inputs hand the "
+                    "mechanisms", project)
+            return out
+
+        outcomes.append(_audit_pair(A, B, charged[1], share, events))
+    return _finish(f"{name} ({kind[:-1].replace('_', ' ')})", audited, chosen, outcomes, (charged[0], charged[1]),
+                   1 - alpha, notes)
+
+
+@attrs.frozen(kw_only=True)
+class StepAudit:
+    """The audit of one DP step of a recipe."""
+
+    index: int
+    step_id: str
+    component: str
+    result: AuditResult
+
+
+def audit_recipe(recipe: Any, data: pd.DataFrame | None = None, *, trials: int = COMPONENT_TRIALS, seed: int = 0,
+                 alpha: float = 0.05, registry: Registry | None = None) -> list[StepAudit]:
+    """Audit every DP step of a recipe (the steps whose run records a DP
+    release), each on its own columns of ``data`` (the input as given, not
+    the output of earlier steps: each step's claim is about its own input)
+    or of :func:`example_frame` when no data are given. The steps get
+    independent seeds spawned from ``seed``."""
+    from .runner import _check_frame, check_data, compile
+
+    compiled = recipe if hasattr(recipe, "steps") and hasattr(recipe, "registry") else compile(recipe, registry)
+    reg = compiled.registry
+    frame = _check_frame(example_frame() if data is None else data)
+    step_columns = check_data(compiled, frame)
+    out = []
+    seeds = np.random.SeedSequence(seed).spawn(len(compiled.steps))
+    for cs, columns, child in zip(compiled.steps, step_columns, seeds, strict=True):
+        view = frame.loc[:, list(columns)].copy()
+        _, probe = _run_component(cs.component, cs.kind, view, reg, child.spawn(1)[0])
+        if not probe.ledger.of_kind("dp"):
+            continue
+        result = audit_component(cs.component, view, trials=trials, seed=int(child.generate_state(1)[0]),
+                                 alpha=alpha, kind=cs.kind, registry=reg)
+        out.append(StepAudit(index=cs.index, step_id=cs.id, component=type(cs.component).name, result=result))
+    return out
+
+
+def assert_audit_passes(result: AuditResult) -> None:
+    """Raise ``AssertionError`` (with the audit's report) when the lower bound exceeds the claim."""
+    if not result.passed:
+        raise AssertionError(f"the empirical privacy audit found more privacy loss than charged:\n{result}")
+
+
+def check_privacy_audit(component: Any, data: pd.DataFrame, kind: str, registry: Registry) -> None:
+    name = type(component).name
+    if kind == "noise_mechanisms":  # the release itself, 0 against 1, float-support events included
+        try:
+            result = audit_mechanism(component, trials=KIT_MECHANISM_TRIALS, seed=13, registry=registry)
+        except PrivclustError:  # e.g. a mechanism that needs a delta
+            result = audit_mechanism(component, delta=1e-6, trials=KIT_MECHANISM_TRIALS, seed=13, registry=registry)
+        assert result.passed, (
+            f"{name}: the empirical privacy audit of release() found a lower bound on epsilon above what it "
+            f"charges; check the sensitivity, the noise scale and the sampler (a floating-point sampler is "
+            f"distinguishable by the set of doubles it can produce)\n{result}")
+    dp, context = _is_dp(component, data, kind, registry)
+    if not dp or context.ledger.of_kind("leak"):
+        return  # no DP claim to audit (or one the ledger already voids)
+    # The float-support events of components would test the host's mechanisms again (audited above, by kind).
+    result = audit_component(component, data, trials=KIT_TRIALS, seed=11, kind=kind, registry=registry,
+                             float_support=False)
+    assert result.passed, (
+        f"{name}: the empirical privacy audit's lower bound on epsilon exceeds what the ledger charges; check the "
+        f"sensitivity and the noise scale\n{result}")
+
+
 #: Every check, by name.
 CHECKS: dict[str, Callable[[Any, pd.DataFrame, str, Registry], None]] = {
     "params_round_trip": check_params_round_trip,
@@ -278,6 +1077,7 @@ CHECKS: dict[str, Callable[[Any, pd.DataFrame, str, Registry], None]] = {
     "never_mutates_input": check_never_mutates_input,
     "spends_before_release": check_spends_before_release,
     "refuses_exhausted_budget": check_refuses_exhausted_budget,
+    "privacy_audit": check_privacy_audit,
 }
 
 

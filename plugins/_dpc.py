@@ -909,3 +909,123 @@ def points_sensitivity(kernel: str, Q: np.ndarray, dc: float, truncate: float | 
     R = max(3.0, truncate or 3.0) * dc
     near = float(np.max(tree.query_ball_point(Q, 2.0 * R, return_length=True)))
     return near + Q.shape[0] * math.exp(-((R / dc) ** 2))
+
+
+# ---------------------------------------------------------------------------
+# Differentially private quantiles (exponential mechanism, Smith 2011)
+# ---------------------------------------------------------------------------
+
+#: Largest number of pairwise distances a DP d_c is computed from.
+DP_PAIRS = 200_000
+
+
+def dp_quantile(values: np.ndarray, q: float, low: float, high: float, epsilon: float,
+                rng: np.random.Generator, sensitivity: float = 1.0) -> float:
+    """The ``q``-quantile of ``values`` within the public range ``[low, high]``
+    by the exponential mechanism over intervals (Smith 2011).
+
+    The values are clipped to the range and sorted, ``z_0 = low <= z_1 <= ...
+    <= z_m <= z_{m+1} = high``; the interval ``[z_i, z_{i+1}]`` has utility
+    ``-|i - q m|`` (how far its rank is from the target), and is chosen with
+    probability proportional to its length times ``exp(epsilon u / (2
+    sensitivity))``; the output is uniform within it. ``sensitivity`` bounds
+    how much one record moves the rank of any point (1 when each record gives
+    one value). Everything is computed in logarithms (no overflow for any
+    range or epsilon) and lengths are taken on halved values so that a range
+    near the float limit does not overflow.
+    """
+    z = np.sort(np.clip(np.asarray(values, dtype=float), low, high))
+    m = z.size
+    edges = np.concatenate([[low], z, [high]]) * 0.5  # halved: high - low cannot overflow
+    lengths = np.diff(edges)
+    utility = -np.abs(np.arange(m + 1) - q * m)
+    with np.errstate(divide="ignore"):
+        logw = np.log(lengths) + (epsilon / (2.0 * sensitivity)) * utility
+    finite = np.isfinite(logw)
+    if not finite.any():  # every value at one point and the range degenerate
+        return float(low)
+    logw = np.where(finite, logw - logw[finite].max(), -np.inf)
+    p = np.exp(logw)
+    cdf = np.cumsum(p)
+    i = int(np.searchsorted(cdf, rng.random() * cdf[-1], side="right"))
+    i = min(i, m)
+    while lengths[i] <= 0:  # zero-probability interval hit by rounding at the cdf's end
+        i -= 1
+    u = rng.random()
+    return float(2.0 * (edges[i] + u * lengths[i]))
+
+
+def pairings(n: int, max_pairs: int = DP_PAIRS) -> int:
+    """The number ``r`` of disjoint random pairings :func:`pairing_distances`
+    uses for ``n`` records (a function of ``n`` only, known before any draw)."""
+    return max(1, min(64, max_pairs // max(n // 2, 1)))
+
+
+def pairing_distances(X: np.ndarray, rng: np.random.Generator, max_pairs: int = DP_PAIRS
+                      ) -> tuple[np.ndarray, int]:
+    """Distances of ``r`` disjoint random pairings of the records (``r``
+    random permutations, consecutive records paired), so that each record is
+    in at most ``r`` pairs: one record's change moves at most ``r`` distances.
+    The permutations depend only on ``n`` and the random stream. Returns the
+    distances and ``r``."""
+    n = X.shape[0]
+    half = n // 2
+    r = pairings(n, max_pairs)
+    out = np.empty(r * half)
+    for t in range(r):
+        perm = rng.permutation(n)
+        a, b = perm[: 2 * half: 2], perm[1: 2 * half: 2]
+        out[t * half:(t + 1) * half] = np.sqrt(_sqdist(X[a], X[b]))
+    return out, r
+
+
+#: Parameters of a noise mechanism that only a noise *step* uses; a component
+#: that draws through ``mechanism.release(...)`` sets them itself.
+STEP_ONLY_NOISE_PARAMS = ("epsilon", "delta", "bounds")
+
+
+def nested_noise_problem(owner: str, noise: object) -> str | None:
+    """The text refusing a nested noise mechanism that sets a parameter which
+    cannot take effect inside ``owner`` (its epsilon, delta or bounds), or
+    ``None``."""
+    if noise is None:
+        return None
+    params = getattr(noise, "params", None)  # a ComponentSpec
+    if params is not None:
+        given = [k for k in STEP_ONLY_NOISE_PARAMS if params.get(k) is not None]
+    else:
+        given = [k for k in STEP_ONLY_NOISE_PARAMS if getattr(noise, k, None) is not None]
+    if not given:
+        return None
+    keys = ", ".join(f"'noise.{k}'" for k in given)
+    return (f"{owner}: the nested noise mechanism's {keys} cannot take effect (they apply only when the mechanism "
+            f"is a recipe step; {owner} sets the noise's epsilon and sensitivity itself from its own 'epsilon'); "
+            "remove them from the noise table and set the step's own 'epsilon' instead")
+
+
+def dp_bounds(context, X: np.ndarray, columns: list[str], low: np.ndarray, high: np.ndarray, q: float,
+              epsilon: float, relation: str) -> tuple[np.ndarray, np.ndarray]:
+    """Bounds of each column as its ``q`` and ``1 - q`` DP quantiles searched
+    within the public ``[low, high]``; spends ``epsilon`` through the context
+    (split evenly over the ``2 d`` quantiles, sequential composition) before
+    anything is drawn. A column whose two quantiles cross keeps its public
+    range (post-processing)."""
+    d = len(columns)
+    each = epsilon / (2 * d)
+    context.spend(
+        epsilon=epsilon, mechanism="exponential (DP quantile, Smith 2011)", sensitivity=1.0, relation=relation,
+        covers=(f"the bounds of {', '.join(columns)}: the {q:g} and {1 - q:g} quantiles of each column, searched "
+                f"within its public range by the exponential mechanism on the rank (utility sensitivity 1), "
+                f"epsilon {each:.4g} each, composed sequentially over {2 * d} quantiles"),
+        not_covered="the exponential mechanism is sampled in floating point (not an exact sampler)",
+        details={"quantile": q, "epsilon_per_quantile": each,
+                 "range": {c: [float(a), float(b)] for c, a, b in zip(columns, low, high, strict=True)}},
+    )
+    new_lo, new_hi = np.empty(d), np.empty(d)
+    for j in range(d):
+        a = dp_quantile(X[:, j], q, low[j], high[j], each, context.rng)
+        b = dp_quantile(X[:, j], 1 - q, low[j], high[j], each, context.rng)
+        if not b > a:
+            a, b = low[j], high[j]
+        new_lo[j], new_hi[j] = a, b
+    return new_lo, new_hi

@@ -72,6 +72,7 @@ __all__ = [
     "candidate_pass",
     "distinct_rows",
     "exact_pass",
+    "group_seeds",
     "init_centres",
     "kmeanspp",
     "run",
@@ -694,6 +695,20 @@ def init_centres(X: np.ndarray, c: int, rng: np.random.Generator, *, distinct: n
     return X[rows[np.sort(pick)]].copy(), "random distinct records"
 
 
+def group_seeds(X: np.ndarray, seeds: np.ndarray, g: int, *, workers: int = -1) -> np.ndarray:
+    """Each seed replaced by the mean of its ``g`` nearest rows of ``X`` (a
+    KD-tree query; the seed itself is one of them when it is a row). Seeds on
+    records make FCM with a large ``m`` keep a centre on its record (the
+    record's membership there is 1, every other ``u^m`` is tiny); means of
+    ``g`` records start every centre off the records and with a group of
+    ``g`` behind it. ``O(c g log N)``."""
+    g = int(min(max(g, 1), X.shape[0]))
+    if g == 1:
+        return np.array(seeds, dtype=float, copy=True)
+    _, idx = cKDTree(X).query(seeds, k=g, workers=workers)
+    return X[np.asarray(idx)].mean(axis=1)
+
+
 # ---------------------------------------------------------------------------
 # The alternating optimisation
 # ---------------------------------------------------------------------------
@@ -908,3 +923,114 @@ def run(X: np.ndarray, V0: np.ndarray, fz: Fuzzifier, *, tol: float, max_iter: i
     return RunResult(centres=V, objective=objective, iterations=it, converged=converged, relocated=relocated,
                      path="exact" if neighbours is None else "truncated", neighbours=neighbours, shifts=shifts,
                      queries=0 if cand is None else cand.queries)
+
+
+# ---------------------------------------------------------------------------
+# Rows of a few records, some centres excluded (fuzzy microaggregation's
+# "never replaced by itself" rule)
+# ---------------------------------------------------------------------------
+
+
+@dataclass
+class SubsetRows:
+    """Memberships of a few records with some centres excluded per record.
+
+    ``colsum_old``/``colsum_new``: the records' contribution to the expected
+    cluster sizes without and with the exclusions (on the same path as the
+    full pass: every centre, or the ``p`` nearest renormalised). ``indices``,
+    ``values``: each record's ``width`` largest new memberships, largest
+    first. ``labels``: one centre drawn per record from its new memberships.
+    ``stuck``: records whose every centre is excluded (their row is the old
+    one, and their draw can only be an excluded centre).
+    """
+
+    colsum_old: np.ndarray
+    colsum_new: np.ndarray
+    indices: np.ndarray
+    values: np.ndarray
+    dropped: np.ndarray
+    labels: np.ndarray | None
+    stuck: np.ndarray
+
+
+def subset_rows(X: np.ndarray, V: np.ndarray, fz: Fuzzifier, exclude: list[np.ndarray], *, p: int | None,
+                width: int, budget_bytes: float, rng: np.random.Generator | None = None,
+                tree: cKDTree | None = None) -> SubsetRows:
+    """Memberships of the records ``X`` (few) to the centres ``V`` with the
+    centres ``exclude[r]`` left out of record ``r``'s row (renormalised over
+    the others): exactly over every centre (``p = None``, in row blocks
+    within ``budget_bytes``) or over the ``p`` nearest non-excluded centres
+    (the truncated path)."""
+    r, c = X.shape[0], V.shape[0]
+    width = int(min(max(width, 1), c if p is None else min(p, c)))
+    old = np.zeros(c)
+    new = np.zeros(c)
+    indices = np.empty((r, width), dtype=np.int64)
+    values = np.empty((r, width))
+    dropped = np.zeros(r)
+    labels = np.empty(r, dtype=np.int64) if rng is not None else None
+    stuck = np.zeros(r, dtype=bool)
+    if r == 0:
+        return SubsetRows(old, new, indices, values, dropped, labels, stuck)
+    if p is None:
+        b = int(max(1, min(r, budget_bytes // (8 * 4 * max(c, 1)))))
+        for s in range(0, r, b):
+            e = min(r, s + b)
+            D = gather_distances(V, np.broadcast_to(np.arange(c), (e - s, c)), X[s:e])
+            U_old = _rows(D.copy(), fz)
+            old += U_old.sum(axis=0)
+            for j in range(e - s):
+                D[j, exclude[s + j]] = np.inf
+            blocked = ~np.isfinite(D).any(axis=1)
+            stuck[s:e] = blocked
+            D[blocked] = 0.0  # placeholder, replaced by the old rows below
+            U = _rows(D, fz)
+            U[blocked] = U_old[blocked]
+            new += U.sum(axis=0)
+            order = np.argsort(-U, axis=1, kind="stable")[:, :width]
+            indices[s:e] = order
+            top = np.take_along_axis(U, order, axis=1)
+            kept = top.sum(axis=1)
+            dropped[s:e] = np.clip(1.0 - kept, 0.0, 1.0)
+            values[s:e] = top / kept[:, None]
+            if labels is not None:
+                cum = np.cumsum(U, axis=1)
+                u = rng.random(e - s) * cum[:, -1]
+                labels[s:e] = np.minimum((cum < u[:, None]).sum(axis=1), c - 1)
+        return SubsetRows(old, new, indices, values, dropped, labels, stuck)
+    p = int(min(p, c))
+    most = int(max((len(x) for x in exclude), default=0))
+    q = int(min(c, p + most))
+    tree = tree if tree is not None else cKDTree(V)
+    D, idx = query(tree, X, q, -1)
+    U_old = _rows(D[:, :p].copy(), fz)
+    np.add.at(old, idx[:, :p].ravel(), U_old.ravel())
+    Dn = D.copy()
+    for j in range(r):
+        Dn[j, np.isin(idx[j], exclude[j])] = np.inf
+    order = np.argsort(Dn, axis=1, kind="stable")[:, :p]
+    Dn = np.take_along_axis(Dn, order, axis=1)
+    In = np.take_along_axis(idx, order, axis=1)
+    blocked = ~np.isfinite(Dn[:, 0])
+    stuck[:] = blocked
+    Dn[blocked] = 0.0
+    U = _rows(Dn, fz)
+    U[blocked] = U_old[blocked]
+    In[blocked] = idx[blocked, :p]
+    np.add.at(new, In.ravel(), U.ravel())
+    indices[:] = In[:, :width]
+    values[:] = U[:, :width] / U[:, :width].sum(axis=1, keepdims=True)
+    if labels is not None:
+        cum = np.cumsum(U, axis=1)
+        u = rng.random(r) * cum[:, -1]
+        pick = np.minimum((cum < u[:, None]).sum(axis=1), p - 1)
+        labels[:] = np.take_along_axis(In, pick[:, None], axis=1)[:, 0]
+    return SubsetRows(old, new, indices, values, dropped, labels, stuck)
+
+
+def _rows(D: np.ndarray, fz: Fuzzifier) -> np.ndarray:
+    """Memberships ``(n, c)`` from squared distances ``(n, c)`` (``inf``:
+    a centre left out, weight 0); overwrites ``D``."""
+    dmin = D.min(axis=1, keepdims=True)
+    w, _, S = weights(D, dmin, fz, 1, np.empty_like(D))
+    return w / S[:, None]

@@ -62,8 +62,14 @@ class RuleSyntaxError(ValueError):
 def format_syntax_error(rule: str, position: int, message: str) -> str:
     """``message`` with the rule quoted and a caret under the character."""
     line = rule.replace("\n", " ").replace("\t", " ")
-    return (f"edit rule {rule!r} does not parse at column {position + 1}: {message}\n"
-            f"    {line}\n    {' ' * position}^")
+    shown, caret = rule, position
+    if len(rule) > 80:  # a long rule is quoted around the fault
+        lo = max(0, position - 30)
+        shown = ("..." if lo else "") + rule[lo:lo + 60] + ("..." if lo + 60 < len(rule) else "")
+        line = shown.replace("\n", " ").replace("\t", " ")
+        caret = position - lo + (3 if lo else 0)
+    return (f"edit rule {shown!r} does not parse at column {position + 1}: {message}\n"
+            f"    {line}\n    {' ' * caret}^")
 
 
 # ---------------------------------------------------------------------------
@@ -139,6 +145,11 @@ class ParsedRule:
 # Tokenizer and parser
 # ---------------------------------------------------------------------------
 
+#: The longest rule text accepted, in characters.
+MAX_RULE_LENGTH = 10_000
+#: The deepest nesting of parentheses and signs in a rule (``-(-(x))`` is 4).
+MAX_NESTING = 64
+
 _NUMBER = re.compile(r"(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
 _RELATIONS = ("<=", ">=", "==", "=")
@@ -208,7 +219,14 @@ class _Parser:
         self.rule = rule
         self.tokens = _tokenize(rule)
         self.i = 0
+        self.depth = 0
         self.names: list[str] = []
+
+    def _enter(self) -> None:
+        self.depth += 1
+        if self.depth > MAX_NESTING:
+            raise self.fail(f"nested more than {MAX_NESTING} levels deep (parentheses and signs); write the rule "
+                            "without the redundant nesting")
 
     @property
     def tok(self) -> _Token:
@@ -289,7 +307,10 @@ class _Parser:
         if self.tok.kind == "op" and self.tok.value in "+-":
             sign = -1.0 if self.tok.value == "-" else 1.0
             self.i += 1
-            return self.unary().scaled(sign)
+            self._enter()
+            out = self.unary().scaled(sign)
+            self.depth -= 1
+            return out
         return self.atom()
 
     def atom(self) -> LinearForm:
@@ -305,7 +326,9 @@ class _Parser:
             return LinearForm.variable(t.value)  # type: ignore[arg-type]
         if t.kind == "op" and t.value == "(":
             self.i += 1
+            self._enter()
             inner = self.expr()
+            self.depth -= 1
             if not (self.tok.kind == "op" and self.tok.value == ")"):
                 raise self.fail(f"expected ')' to close the '(' at column {t.pos + 1}; got {self._show()}")
             self.i += 1
@@ -318,8 +341,13 @@ class _Parser:
 def parse_rule(rule: str) -> ParsedRule:
     """Parse one edit rule (see the module docstring for the grammar).
 
-    :raises RuleSyntaxError: with the 0-based position of the offending character.
+    :raises RuleSyntaxError: with the 0-based position of the offending
+        character; also for a rule longer than :data:`MAX_RULE_LENGTH`
+        characters or nested deeper than :data:`MAX_NESTING`.
     """
+    if len(rule) > MAX_RULE_LENGTH:
+        raise RuleSyntaxError(rule, 0, f"the rule is {len(rule):,} characters long, more than the limit "
+                              f"of {MAX_RULE_LENGTH:,}; split it or shorten the column names")
     return _Parser(rule).parse()
 
 

@@ -43,9 +43,16 @@ def _as_rules(value: Any) -> Any:
     return value
 
 
+#: The most rules one ``linear`` handler takes (its consistency checks solve
+#: one linear programme per rule when the rules contradict each other).
+MAX_RULES = 1_000
+
+
 def _check_rules(value: Any) -> str | None:
     if len(value) == 0:
         return "needs at least one rule, e.g. rules = [\"total = a + b\"]"
+    if len(value) > MAX_RULES:
+        return f"has {len(value):,} rules, more than the limit of {MAX_RULES:,}; keep the rules that bind"
     bad = [r for r in value if not isinstance(r, str)]
     if bad:
         return f"must be rule texts (strings); {bad[0]!r} is not"

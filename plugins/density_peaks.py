@@ -18,12 +18,20 @@ accountant the worst case (a data-dependent figure is not a guarantee).
 claimed epsilon really holds for the density vector (with no utility left).
 Labels, deltas, parents and centres are computed from the raw distances and
 are never covered. ``dp-dpc-grid`` releases noisy densities on public query
-points with a sensitivity independent of n; its cluster map is epsilon-DP.
+points with a sensitivity independent of n; its cluster map (and the cluster
+numbers and centres, computed from the map alone) is epsilon-DP.
+
+Secure defaults: in the private components a parameter taken from the data
+(d_c or E by the percentage rule, min-max scaling, ``bounds = "data"``) is
+declared by ``data_leaks()`` and refused when the recipe is compiled unless
+``[privacy] allow_leaks`` names it; ``dp-dpc-grid`` offers DP quantiles for
+its bounds and d_c instead, charged to the budget.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import attrs
@@ -33,6 +41,7 @@ import privclust
 from privclust import (
     BudgetExceededError,
     DataError,
+    DataLeak,
     ParameterError,
     Partition,
     PrivacyContext,
@@ -59,6 +68,12 @@ LABELS_NOT_COVERED = (
 )
 
 
+def _check_epsilon(value: Any) -> str | None:
+    if value is None or 1e-300 <= value <= 1e300:
+        return None
+    return "must be a finite number between 1e-300 and 1e300 (its noise scale or its charge would overflow)"
+
+
 def _check_percent(value: Any) -> str | None:
     return None if value is None or 0 < value < 100 else "must be a percentage in (0, 100)"
 
@@ -80,10 +95,38 @@ def _matrix(data: pd.DataFrame, name: str, k: int | None) -> np.ndarray:
             f"{name}: column(s) {', '.join(cols)} hold NaN or infinite values; impute or drop those records first")
     if X.shape[0] < 3:
         raise DataError(f"{name} needs at least 3 records; the data have {X.shape[0]}")
+    _check_spans(X, data.columns, name)
     if k is not None and k > X.shape[0]:
         raise ParameterError(
             f"The 'k' parameter of {name} must be at most the number of records ({X.shape[0]}); got {k}.")
     return X
+
+
+#: Largest span of a column (max - min) whose squared distances are safe to sum.
+MAX_SPAN = 1e150
+
+
+def _span(low: np.ndarray, high: np.ndarray) -> np.ndarray:
+    """``high - low`` without overflow (inf when the true difference is not a float)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        return high - low
+
+
+def _check_spans(X: np.ndarray, columns: Any, name: str) -> None:
+    """Refuse columns whose range would overflow the squared distances."""
+    span = _span(X.min(axis=0), X.max(axis=0))
+    bad = [str(c) for c, s in zip(columns, span, strict=True) if not s <= MAX_SPAN]
+    if bad:
+        raise DataError(
+            f"{name}: column(s) {', '.join(bad)} span more than {MAX_SPAN:g} (max - min), so squared distances "
+            "would overflow a float; rescale the column(s) first (e.g. divide by a power of ten so that values are "
+            "within +-1e100) and give d_c in the same units")
+
+
+def _unit_of(low: np.ndarray, high: np.ndarray) -> np.ndarray:
+    """The span used by min-max scaling, 1 for a constant column."""
+    span = _span(low, high)
+    return np.where(high > low, span, 1.0)
 
 
 @attrs.frozen(kw_only=True)
@@ -118,6 +161,24 @@ class _DensityPeaks:
     def min_records(self, n_columns: int) -> int:
         return 3
 
+    def data_leaks(self) -> list[DataLeak]:
+        """The data-derived parameters of a private component (secure
+        defaults: refused unless the recipe opts in with allow_leaks)."""
+        if not self.private:
+            return []
+        leaks = []
+        if self.scale == "minmax":
+            leaks.append(DataLeak("scale", "scale", f"{self.name} with scale = \"minmax\" would rescale every column "
+                                  "by its range in the data", 'give public bounds and scale the columns before the '
+                                  'step, or leave scale = "none"'))
+        if self.dc is None:
+            t = 2.0 if self.dc_percent is None else self.dc_percent
+            leaks.append(DataLeak("dc_percent", "dc_percent" if self.dc_percent is not None else "dc",
+                                  f"{self.name} would take d_c as the {t:g}% quantile of the pairwise distances of "
+                                  "the data (no absolute 'dc' given)",
+                                  "give an absolute public d_c: dc = <distance in the data's units>"))
+        return leaks
+
     # -- shared steps -------------------------------------------------------------------
 
     def _prepare(self, data: pd.DataFrame, context: PrivacyContext, X: np.ndarray | None = None
@@ -126,8 +187,7 @@ class _DensityPeaks:
         info: dict[str, Any] = {"scale": self.scale}
         if self.scale == "minmax":
             lo, hi = X.min(axis=0), X.max(axis=0)
-            rng = np.where(hi > lo, hi - lo, 1.0)
-            Xs = (X - lo) / rng
+            Xs = (X - lo) / _unit_of(lo, hi)
             info["scale_bounds"] = {str(c): [float(a), float(b)] for c, a, b in zip(data.columns, lo, hi, strict=True)}
             if self.private:
                 context.record_leak(
@@ -328,11 +388,18 @@ class _NoisyDensityPeaks(_DensityPeaks):
     #: Whether the component merges along the E-graph (and so needs E).
     merges: ClassVar[str] = "none"
 
-    epsilon: float = param(float, default=1.0, gt=0, doc="the paper's epsilon: Lap(1/epsilon) on each density")
+    epsilon: float = param(float, default=1.0, gt=0, check=_check_epsilon,
+                           doc="the paper's epsilon: Lap(1/epsilon) on each density")
     calibration: str = param(str, default="paper", choices=("paper", "vector"),
                              doc='"paper": Lap(1/epsilon) per density, charged honestly (epsilon x 2(n-1)); '
                                  '"vector": Lap(2(n-1)/epsilon) so that epsilon holds for the density vector')
     noise: Any = nested("noise_mechanisms", default="laplace", doc="the noise mechanism (an L1, pure-epsilon one)")
+
+    def __attrs_post_init__(self) -> None:
+        super().__attrs_post_init__()
+        problem = _dpc.nested_noise_problem(self.name, self.noise)
+        if problem:
+            raise ParameterError(problem)
 
     def planned_cost(self) -> tuple[float, float]:
         # The paper calibration charges epsilon x 2(n - 1), known only with the data; epsilon is the least.
@@ -342,8 +409,14 @@ class _NoisyDensityPeaks(_DensityPeaks):
         """(sensitivity of the release call, epsilon charged) for ``n`` records."""
         worst = 2.0 * (n - 1)
         if self.calibration == "vector":
-            return worst, self.epsilon
-        return worst, self.epsilon * worst
+            charged = self.epsilon
+        else:
+            charged = self.epsilon * worst
+        if not (math.isfinite(charged) and math.isfinite(worst / self.epsilon)):
+            raise ParameterError(f"{self.name}: epsilon = {self.epsilon:g} with {n} records gives a charge or a noise "
+                                 "scale that overflows a float; use a smaller 'epsilon' (or calibration = "
+                                 "\"vector\")")
+        return worst, charged
 
     def _radius(self, Xs: np.ndarray, context: PrivacyContext, percent_value: float | None) -> tuple[float, dict]:
         radius = getattr(self, "radius", None)
@@ -462,6 +535,16 @@ class _MergingDensityPeaks(_NoisyDensityPeaks):
         if self.radius is not None and self.radius_percent is not None:
             raise ParameterError(f"{self.name}: give either 'radius' (absolute) or 'radius_percent', not both.")
 
+    def data_leaks(self) -> list[DataLeak]:
+        leaks = super().data_leaks()
+        if self.radius is None:
+            e = 1.0 if self.radius_percent is None else self.radius_percent
+            leaks.append(DataLeak("radius_percent", "radius_percent" if self.radius_percent is not None else "radius",
+                                  f"{self.name} would take the merge radius E as the {e:g}% quantile of the pairwise "
+                                  "distances of the data (no absolute 'radius' given)",
+                                  "give an absolute public radius: radius = <distance in the data's units>"))
+        return leaks
+
 
 @attrs.frozen(kw_only=True)
 class DPDPCL(_MergingDensityPeaks):
@@ -515,28 +598,63 @@ class DPrcCFSFDP(_MergingDensityPeaks):
 GRID_RELATION = "replace-one (neighbouring data sets differ in one record's values; the number of records is public)"
 
 
+def _number_or_text(value: Any) -> Any:
+    return float(value) if isinstance(value, int | np.integer) and not isinstance(value, bool) else value
+
+
+def _check_dc_grid(value: Any) -> str | None:
+    if value is None or value == "dp" or (isinstance(value, float) and value > 0):
+        return None
+    return 'must be a public distance > 0 or "dp" (a DP quantile of the pairwise distances, charged dc_epsilon)'
+
+
+def _check_quantile(value: Any) -> str | None:
+    return None if value is None or 0 <= value < 0.5 else "must be in [0, 0.5)"
+
+
 @attrs.frozen(kw_only=True)
 class DPDPCGrid(_DensityPeaks):
     """Density peaks on public query points (spec Section 5, option 2).
 
     Densities are evaluated at query points fixed before the data are seen (a
-    full grid over public ``bounds``, or points drawn at random within them
+    full grid over the ``bounds``, or points drawn at random within them
     in higher dimensions), Laplace noise calibrated to a sensitivity that
     depends on the kernel, d_c and the spacing but not on n is added, and
     DPC / AdDPC / the reachability merge run on the nodes as
-    post-processing: the cluster map (node densities, centres, node labels)
-    is epsilon-DP under replace-one. Each record is then labelled by its
-    nearest node (records whose nearest node has no cluster take the nearest
-    clustered node's label): a local function of the record and the DP map.
+    post-processing: the cluster map (node densities, centres, node labels,
+    cluster numbers, released centres) is epsilon-DP under replace-one and
+    depends on the records only through the noisy densities. Each record is
+    then labelled by its nearest node (records whose nearest node has no
+    cluster take the nearest clustered node's label): a local function of the
+    record and the DP map (joint DP).
+
+    Secure defaults: ``bounds`` and ``dc`` must be public, or estimated with
+    a DP quantile that is charged to the budget (``bounds = "dp"`` with
+    ``bounds_range`` and ``bounds_epsilon``; ``dc = "dp"`` with
+    ``dc_epsilon``), or taken from the data with ``[privacy] allow_leaks``.
     """
 
     name: ClassVar[str] = "dp-dpc-grid"
     private: ClassVar[bool] = True
     automatic: ClassVar[bool] = True
 
-    epsilon: float = param(float, default=1.0, gt=0, doc="privacy budget of the node densities")
-    bounds: Any = public_bounds(default="data",
-                                doc='public bounds {column = [low, high]}, or "data" (taken from the data: leaks)')
+    epsilon: float = param(float, default=1.0, gt=0, check=_check_epsilon, doc="privacy budget of the node densities")
+    bounds: Any = public_bounds(default=None, dp=True,
+                                doc='public bounds {column = [low, high]}; "dp" (DP quantiles within bounds_range, '
+                                    'charged bounds_epsilon); or "data" (taken from the data: needs allow_leaks)')
+    bounds_range: Any = public_bounds(default=None,
+                                      doc='with bounds = "dp": the public outer range {column = [low, high]} the DP '
+                                          'quantiles are searched in')
+    bounds_epsilon: float | None = param(float, default=None, gt=0, check=_check_epsilon,
+                                         doc='with bounds = "dp": the epsilon of the DP bounds (charged on top of '
+                                             'epsilon, split over 2 quantiles per column)')
+    bounds_quantile: float = param(float, default=0.02, check=_check_quantile,
+                                   doc='with bounds = "dp": the bounds are the q and 1 - q quantiles of each column')
+    dc: Any = param((float, str), default=None, check=_check_dc_grid, converter=_number_or_text,
+                    doc='absolute, public d_c in clustering units; or "dp" (the dc_percent quantile of the pairwise '
+                        'distances, estimated with DP and charged dc_epsilon)')
+    dc_epsilon: float | None = param(float, default=None, gt=0, check=_check_epsilon,
+                                     doc='with dc = "dp": the epsilon of the DP d_c (charged on top of epsilon)')
     query: str = param(str, default="auto", choices=("auto", "grid", "random"),
                        doc='"grid" (full grid), "random" (points drawn within the bounds), '
                            '"auto": grid up to 4 columns')
@@ -555,17 +673,60 @@ class DPDPCGrid(_DensityPeaks):
     noise: Any = nested("noise_mechanisms", default="laplace", doc="the noise mechanism (an L1, pure-epsilon one)")
 
     def __attrs_post_init__(self) -> None:
-        super().__attrs_post_init__()
+        if self.dc is not None and self.dc_percent is not None and self.dc != "dp":
+            raise ParameterError("dp-dpc-grid: give either an absolute 'dc' or 'dc_percent' (with dc = \"dp\" for "
+                                 "a DP estimate, or [privacy] allow_leaks = [\"dc_percent\"]), not both.")
         if self.radius is not None and self.radius_percent is not None:
             raise ParameterError("dp-dpc-grid: give either 'radius' or 'radius_percent', not both.")
         if self.points_per_dim is not None and self.spacing is not None:
             raise ParameterError("dp-dpc-grid: give either 'points_per_dim' or 'spacing', not both.")
+        if self.bounds == "dp":
+            if not isinstance(self.bounds_range, Mapping):
+                raise ParameterError(
+                    "dp-dpc-grid: bounds = \"dp\" estimates the bounds with DP quantiles searched within a public "
+                    "outer range; give it as bounds_range = { column = [low, high], ... } (a range known without "
+                    "looking at the data, e.g. [0, 1000] for a price)")
+            if self.bounds_epsilon is None:
+                raise ParameterError("dp-dpc-grid: bounds = \"dp\" spends its own budget; give bounds_epsilon "
+                                     "(e.g. bounds_epsilon = 0.1), charged on top of 'epsilon'")
+        else:
+            for key in ("bounds_range", "bounds_epsilon"):
+                if getattr(self, key) is not None:
+                    raise ParameterError(f"dp-dpc-grid: '{key}' applies only with bounds = \"dp\"; remove it or set "
+                                         "bounds = \"dp\"")
+        if self.dc == "dp":
+            if self.dc_epsilon is None:
+                raise ParameterError("dp-dpc-grid: dc = \"dp\" spends its own budget; give dc_epsilon (e.g. "
+                                     "dc_epsilon = 0.1), charged on top of 'epsilon'")
+        elif self.dc_epsilon is not None:
+            raise ParameterError("dp-dpc-grid: 'dc_epsilon' applies only with dc = \"dp\"; remove it or set "
+                                 "dc = \"dp\"")
+        problem = _dpc.nested_noise_problem(self.name, self.noise)
+        if problem:
+            raise ParameterError(problem)
 
     def planned_cost(self) -> tuple[float, float]:
-        return (self.epsilon, 0.0)
+        return (self.epsilon + (self.bounds_epsilon or 0.0) + (self.dc_epsilon or 0.0), 0.0)
+
+    def step_problems(self) -> list[str]:
+        if self.bounds is None:
+            return ["dp-dpc-grid needs 'bounds': public bounds { column = [low, high], ... } from domain knowledge; "
+                    "or bounds = \"dp\" with bounds_range (a public outer range) and bounds_epsilon (charged); or "
+                    "bounds = \"data\" with [privacy] allow_leaks = [\"bounds\"] (no DP guarantee)"]
+        return []
+
+    def data_leaks(self) -> list[DataLeak]:
+        if self.dc is not None:
+            return []
+        t = 2.0 if self.dc_percent is None else self.dc_percent
+        return [DataLeak("dc_percent", "dc_percent" if self.dc_percent is not None else "dc",
+                         f"dp-dpc-grid would take d_c as the {t:g}% quantile of the pairwise distances of the data "
+                         "(no absolute 'dc' given)",
+                         "give an absolute public dc (in clustering units), or dc = \"dp\" with dc_epsilon (a DP "
+                         "quantile, charged)")]
 
     def _frame_bounds(self, data: pd.DataFrame, X: np.ndarray, context: PrivacyContext
-                      ) -> tuple[np.ndarray, np.ndarray]:
+                      ) -> tuple[np.ndarray, np.ndarray, dict]:
         columns = [str(c) for c in data.columns]
         if self.bounds == "data":
             lo, hi = X.min(axis=0), X.max(axis=0)
@@ -574,32 +735,80 @@ class DPDPCGrid(_DensityPeaks):
                 "bounds",
                 f"the bounds of {', '.join(columns)} were taken from the data (their minimum and maximum place the "
                 "query points and are released exactly, outside the differential-privacy guarantee).",
-                alternative="give public bounds from domain knowledge: bounds = { column = [low, high] }",
+                alternative="give public bounds from domain knowledge: bounds = { column = [low, high] }, or "
+                            "bounds = \"dp\" with bounds_range and bounds_epsilon",
                 details={"bounds": {c: [float(a), float(b)] for c, a, b in zip(columns, lo, hi, strict=True)}},
             )
-            return lo, hi
-        missing = [c for c in columns if c not in self.bounds]
+            return lo, hi, {"bounds_rule": "data"}
+        table = self.bounds_range if self.bounds == "dp" else self.bounds
+        key = "bounds_range" if self.bounds == "dp" else "bounds"
+        missing = [c for c in columns if c not in table]
         if missing:
-            raise DataError(f"dp-dpc-grid: no public bounds for column(s) {', '.join(missing)}; add them to 'bounds' "
-                            f"(e.g. bounds = {{ {missing[0]} = [low, high] }})")
-        return (np.array([self.bounds[c][0] for c in columns]), np.array([self.bounds[c][1] for c in columns]))
+            raise DataError(f"dp-dpc-grid: no public {key} for column(s) {', '.join(missing)}; add them to '{key}' "
+                            f"(e.g. {key} = {{ {missing[0]} = [low, high] }})")
+        lo = np.array([table[c][0] for c in columns])
+        hi = np.array([table[c][1] for c in columns])
+        wide = [c for c, s in zip(columns, _span(lo, hi), strict=True) if not s <= MAX_SPAN]
+        if wide:
+            raise ParameterError(f"dp-dpc-grid: the {key} of column(s) {', '.join(wide)} span more than "
+                                 f"{MAX_SPAN:g}; distances over such a range overflow a float; rescale the "
+                                 "column(s) and give the bounds in the new units")
+        if self.bounds != "dp":
+            return lo, hi, {"bounds_rule": "public"}
+        assert self.bounds_epsilon is not None
+        new_lo, new_hi = _dpc.dp_bounds(context, X, columns, lo, hi, self.bounds_quantile, self.bounds_epsilon,
+                                        GRID_RELATION)
+        return new_lo, new_hi, {"bounds_rule": "dp", "dp_bounds": {
+            c: [float(a), float(b)] for c, a, b in zip(columns, new_lo, new_hi, strict=True)}}
+
+    def _grid_dc(self, Xs: np.ndarray, blo: np.ndarray, bhi: np.ndarray, floor: float, context: PrivacyContext
+                 ) -> tuple[float, dict]:
+        if self.dc != "dp":
+            if self.dc is not None:
+                return float(self.dc), {}
+            return self._dc(Xs, context)[0::2]
+        assert self.dc_epsilon is not None
+        t = 2.0 if self.dc_percent is None else self.dc_percent
+        diag = float(np.sqrt(np.sum((bhi - blo) ** 2)))
+        r = _dpc.pairings(Xs.shape[0])
+        size = r * (Xs.shape[0] // 2)
+        context.spend(
+            epsilon=self.dc_epsilon, mechanism="exponential (DP quantile, Smith 2011)", sensitivity=float(r),
+            relation=GRID_RELATION,
+            covers=(f"d_c: the {t:g}% quantile of {size} pairwise distances ({r} disjoint random pairings of the "
+                    f"records, so one record changes at most {r} of them: rank sensitivity {r}), searched within "
+                    f"[{floor:.6g}, {diag:.6g}] (from a public floor, half the grid spacing or 1/1000 of the "
+                    "diagonal for random query points, to the diagonal of the bounds) "
+                    "by the exponential mechanism"),
+            not_covered="the floating-point sampling of the exponential mechanism is not an exact sampler",
+            details={"dc_percent": t, "pairs": size, "pairings": r, "range": [floor, diag]},
+        )
+        dist, _ = _dpc.pairing_distances(Xs, context.rng)  # drawn after the spend
+        dc = _dpc.dp_quantile(dist, t / 100.0, floor, diag, self.dc_epsilon, context.rng, sensitivity=float(r))
+        return dc, {"method": "dp", "dc_percent": t, "pairs": int(dist.size), "pairings": r,
+                    "epsilon": self.dc_epsilon}
 
     def fit(self, data: pd.DataFrame, context: PrivacyContext) -> Partition:
+        for problem in self.step_problems():
+            raise ParameterError(problem)
         X = _matrix(data, self.name, None)
-        _charge_check(context, self.name, self.epsilon)
+        _charge_check(context, self.name, self.planned_cost()[0])
         n, d = X.shape
-        lo, hi = self._frame_bounds(data, X, context)
-        if self.scale == "minmax":  # scale with the (public) bounds
-            shift, unit = lo, hi - lo
+        lo, hi, bounds_info = self._frame_bounds(data, X, context)
+        if self.scale == "minmax":  # scale with the (public or DP) bounds
+            shift, unit = lo, _unit_of(lo, hi)
         else:
             shift, unit = np.zeros(d), np.ones(d)
         Xs = (X - shift) / unit
         blo, bhi = (lo - shift) / unit, (hi - shift) / unit
         mode = self.query if self.query != "auto" else ("grid" if d <= 4 else "random")
-        dc, _, dc_info = self._dc(Xs, context)
         if mode == "grid":
             if self.spacing is not None:
-                per = np.floor((bhi - blo) / self.spacing).astype(int) + 1
+                per_f = np.floor((bhi - blo) / self.spacing) + 1
+                if not np.all(per_f <= 2_000_000):
+                    raise ParameterError("dp-dpc-grid: the spacing is too small for the bounds (over 2,000,000 "
+                                         "nodes per column); use a larger spacing")
+                per = per_f.astype(int)
                 spacings = np.full(d, self.spacing)
             else:
                 p = self.points_per_dim or max(2, int(math.floor(self.n_points ** (1.0 / d))))
@@ -609,6 +818,11 @@ class DPDPCGrid(_DensityPeaks):
             if total > 2_000_000:
                 raise ParameterError(f"dp-dpc-grid: the grid would have {total:.3g} nodes (> 2,000,000); use fewer "
                                      "points_per_dim, a larger spacing, or query = \"random\"")
+            floor = float(np.min(spacings)) / 2.0
+        else:
+            floor = float(np.sqrt(np.sum((bhi - blo) ** 2))) / 1000.0
+        dc, dc_info = self._grid_dc(Xs, blo, bhi, floor, context)
+        if mode == "grid":
             axes = [blo[j] + spacings[j] * np.arange(per[j]) for j in range(d)]
             nodes = np.stack([a.ravel() for a in np.meshgrid(*axes, indexing="ij")], axis=1)
             sens = _dpc.grid_sensitivity(self.kernel, spacings, dc)
@@ -616,31 +830,39 @@ class DPDPCGrid(_DensityPeaks):
                          else "prod over columns of sup_u sum_m exp(-((u - m h) / d_c)^2)")
             query_info: dict[str, Any] = {"query": "grid", "points_per_dim": per.tolist(), "spacing": spacings.tolist()}
         else:
-            # Query points are public: drawn within the public bounds, independent of the records.
+            # Query points are public: drawn within the bounds, independent of the records.
             nodes = blo + (bhi - blo) * context.rng.random((self.n_points, d))
             sens = _dpc.points_sensitivity(self.kernel, nodes, dc, self.truncate or None)
             sens_text = "bound on max_x sum_q K(||q - x||) over the drawn query points"
             query_info = {"query": "random", "n_points": self.n_points}
+        if not (math.isfinite(sens) and sens > 0):
+            raise ParameterError(f"dp-dpc-grid: the density sensitivity is not a finite positive number ({sens!r}) "
+                                 f"for d_c = {dc:.6g} and this grid; use a larger spacing or a smaller dc")
         context.progress(1, 4)
         rho_nodes = _dpc.cross_densities(nodes, Xs, dc, self.kernel, self.truncate or None)
         context.progress(2, 4)
         worst = 2.0 * sens
         scale = worst / self.epsilon
+        if not math.isfinite(scale):
+            raise ParameterError(f"dp-dpc-grid: the noise scale {worst:.6g} / epsilon overflows a float; raise "
+                                 "'epsilon' or lower the sensitivity (a smaller dc or a larger spacing)")
         details = {"sensitivity_add_remove": sens, "sensitivity_replace_one": worst, "rule": sens_text, "dc": dc,
-                   "noise_scale": scale, "nodes": int(nodes.shape[0]), **query_info}
+                   "noise_scale": scale, "nodes": int(nodes.shape[0]), **query_info, **bounds_info}
         mech = context.mechanism(self.noise)
         noisy = np.asarray(mech.release(
             rho_nodes, sensitivity=worst, epsilon=self.epsilon, context=context, relation=GRID_RELATION,
-            covers=(f"the noisy densities at the {nodes.shape[0]} public query points and everything computed from "
-                    "them alone (the cluster map: node deltas, centres, node labels, the merge)"),
+            covers=(f"the noisy densities at the {nodes.shape[0]} query points and everything computed from "
+                    "them alone (the cluster map: node deltas, centres, node labels, the merge, the cluster "
+                    "numbers and the released centres)"),
             not_covered=("the per-record labels: each is a local function of the record's own values and the DP "
                          "cluster map (a joint-DP / billboard view), not a differentially private output"),
             details=details), dtype=float)
         context.record(
-            f"dp-dpc-grid: the cluster map over {nodes.shape[0]} public query points is {self.epsilon:g}-DP under "
-            f"replace-one (L1 sensitivity {worst:.4g} = 2 x {sens:.4g}, independent of the {n} records). Each "
-            "record's label is its nearest node's cluster (or the nearest clustered node's): a function of that "
-            "record and the DP map, so labels are covered only in the joint-DP sense, not as a DP release.",
+            f"dp-dpc-grid: the cluster map over {nodes.shape[0]} query points is {self.epsilon:g}-DP under "
+            f"replace-one (L1 sensitivity {worst:.4g} = 2 x {sens:.4g}, independent of the {n} records); the cluster "
+            "numbers and the released centres are computed from the map alone. Each record's label is its nearest "
+            "node's cluster (or the nearest clustered node's): a function of that record and the DP map, so labels "
+            "are covered only in the joint-DP sense, not as a DP release.",
             guarantee="cluster map on public query points", details=details)
         threshold = 3.0 * scale if self.density_threshold is None else self.density_threshold
         support = np.flatnonzero(noisy > threshold)
@@ -676,6 +898,9 @@ class DPDPCGrid(_DensityPeaks):
             before = np.full(G, -1, dtype=np.int64)
             before[support] = lab_s
             lab_s = _dpc.merge_reachable(lab_s, comp, rank)
+        # Cluster numbers and released centres from the DP map alone (never from where the records fall):
+        # the clusters that survive the merge, numbered in the order of their centres.
+        lab_s, kept = _dpc.compress_labels(lab_s)
         node_labels = np.full(G, -1, dtype=np.int64)
         node_labels[support] = lab_s
         # Each record: its nearest node's label, else the nearest clustered node's.
@@ -693,7 +918,6 @@ class DPDPCGrid(_DensityPeaks):
         parent = np.full(G, -1, dtype=np.int64)
         parent[support] = np.where(parent_s >= 0, support[np.maximum(parent_s, 0)], -1)
         grid_points = nodes * unit + shift
-        final, kept = _dpc.compress_labels(labels)
         diagnostics: dict[str, Any] = {
             "grid_points": grid_points, "rho": noisy, "delta": delta, "gamma": gamma, "parent": parent,
             "centre_indices": centres, "n_centres": int(centres.size), "cluster_centre_indices": centres[kept],
@@ -708,7 +932,7 @@ class DPDPCGrid(_DensityPeaks):
             diagnostics["node_labels_before_merge"] = before
             diagnostics["radius"] = float(radius)
         context.progress(4, 4)
-        return Partition(labels=final, centres=grid_points[centres[kept]], columns=tuple(map(str, data.columns)),
+        return Partition(labels=labels, centres=grid_points[centres[kept]], columns=tuple(map(str, data.columns)),
                          diagnostics=diagnostics)
 
 

@@ -8,9 +8,12 @@ specification, built on the standard DP-Lloyd scheme (Blum et al. 2005; Su
 et al. 2016):
 
 1. Clip every record to public ``bounds`` and min-max scale it into the unit
-   cube ``[0, 1]^M`` (``M`` attributes). ``bounds = "data"`` takes the
-   bounds from the data; that leaks the minimum and maximum of each column
-   and the ledger says so.
+   cube ``[0, 1]^M`` (``M`` attributes). ``bounds = "dp"`` estimates them as
+   DP quantiles within a public ``bounds_range``, charged ``bounds_epsilon``
+   on top of ``epsilon``. ``bounds = "data"`` takes the bounds from the
+   data; that leaks the minimum and maximum of each column, so it is refused
+   unless the recipe accepts the leak (``[privacy] allow_leaks =
+   ["bounds"]``), and the ledger says so.
 2. Initial centres: rank the records by their attribute sum, cut them into
    ``m`` consecutive equal blocks (default ``m = k``), release every block's
    coordinate sums and its count with Laplace noise, and take the noisy
@@ -55,6 +58,7 @@ record's own raw values.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import attrs
@@ -73,7 +77,7 @@ from privclust import (
     public_bounds,
 )
 
-from . import _kmeans
+from . import _dpc, _kmeans
 
 __version__ = "0.1.0"
 
@@ -88,6 +92,18 @@ NOT_COVERED = (
 )
 
 
+def _check_finite(value: Any) -> str | None:
+    return None if value is None or math.isfinite(value) else "must be a finite number"
+
+
+def _check_quantile(value: Any) -> str | None:
+    return None if value is None or 0 <= value < 0.5 else "must be in [0, 0.5)"
+
+
+#: Largest span of a column's bounds (high - low) that is scaled safely.
+MAX_SPAN = 1e300
+
+
 @attrs.frozen(kw_only=True)
 class IDPKMeans:
     """IDP K-means, the DP k-means baseline of the DP-DPCL paper (a
@@ -97,9 +113,20 @@ class IDPKMeans:
     uses_constraints: ClassVar[bool] = False
 
     k: int = param(int, ge=1, doc="number of clusters")
-    epsilon: float = param(float, gt=0, doc="total privacy budget of the step (all rounds together)")
-    bounds: Any = public_bounds(default=None,
-                                doc='public bounds {column = [low, high]}, or "data" (leaks each column\'s range)')
+    epsilon: float = param(float, gt=0, check=_check_finite,
+                           doc="total privacy budget of the step (all rounds together); finite")
+    bounds: Any = public_bounds(default=None, dp=True,
+                                doc='public bounds {column = [low, high]}; "dp" (DP quantiles within bounds_range, '
+                                    'charged bounds_epsilon); or "data" (leaks each column\'s range: needs '
+                                    'allow_leaks)')
+    bounds_range: Any = public_bounds(default=None,
+                                      doc='with bounds = "dp": the public outer range {column = [low, high]} the DP '
+                                          'quantiles are searched in')
+    bounds_epsilon: float | None = param(float, default=None, gt=0, check=_check_finite,
+                                         doc='with bounds = "dp": the epsilon of the DP bounds (charged on top of '
+                                             'epsilon, split over 2 quantiles per column)')
+    bounds_quantile: float = param(float, default=0.02, check=_check_quantile,
+                                   doc='with bounds = "dp": the bounds are the q and 1 - q quantiles of each column')
     m: int | None = param(int, default=None, ge=1,
                           doc="number of equal attribute-sum blocks for the initial centres (default k; >= k)")
     schedule: str = param(str, default="halving", choices=("halving", "uniform"),
@@ -115,17 +142,39 @@ class IDPKMeans:
         if self.m is not None and self.m < self.k:
             raise ParameterError(f"The 'm' parameter of idp-kmeans must be >= k = {self.k} (the initial blocks "
                                  f"must provide k centres); got {self.m}.")
+        if self.bounds == "dp":
+            if not isinstance(self.bounds_range, Mapping):
+                raise ParameterError(
+                    "idp-kmeans: bounds = \"dp\" estimates the bounds with DP quantiles searched within a public "
+                    "outer range; give it as bounds_range = { column = [low, high], ... } (a range known without "
+                    "looking at the data)")
+            if self.bounds_epsilon is None:
+                raise ParameterError("idp-kmeans: bounds = \"dp\" spends its own budget; give bounds_epsilon "
+                                     "(e.g. bounds_epsilon = 0.1), charged on top of 'epsilon'")
+        else:
+            for key in ("bounds_range", "bounds_epsilon"):
+                if getattr(self, key) is not None:
+                    raise ParameterError(f"idp-kmeans: '{key}' applies only with bounds = \"dp\"; remove it or set "
+                                         "bounds = \"dp\"")
+        if not self.epsilons():
+            raise ParameterError(f"The 'epsilon' parameter of idp-kmeans is too small to split into releases; got "
+                                 f"{self.epsilon!r}; use epsilon >= 1e-290")
+        problem = _dpc.nested_noise_problem(self.name, self.noise)
+        if problem:
+            raise ParameterError(problem)
 
     # -- recipe-time checks ---------------------------------------------------------
 
     def planned_cost(self) -> tuple[float, float]:
-        """The step may spend up to ``epsilon`` (its whole schedule)."""
-        return (self.epsilon, 0.0)
+        """The step may spend up to ``epsilon`` (its whole schedule), plus
+        ``bounds_epsilon`` with ``bounds = "dp"``."""
+        return (self.epsilon + (self.bounds_epsilon or 0.0), 0.0)
 
     def step_problems(self) -> list[str]:
         if self.bounds is None:
-            return ["idp-kmeans needs public 'bounds' (e.g. bounds = { x = [0, 10], y = [-5, 5] }), or "
-                    "bounds = \"data\", which takes them from the data and leaks each column's range"]
+            return ["idp-kmeans needs public 'bounds' (e.g. bounds = { x = [0, 10], y = [-5, 5] }); or bounds = \"dp\" "
+                    "with bounds_range (a public outer range) and bounds_epsilon (charged); or bounds = \"data\" "
+                    "with [privacy] allow_leaks = [\"bounds\"], which leaks each column's range (no DP guarantee)"]
         return []
 
     def min_records(self, n_columns: int) -> int:
@@ -162,12 +211,25 @@ class IDPKMeans:
                 alternative="give public bounds from domain knowledge: bounds = { column = [low, high], ... }",
             )
         else:
-            missing = [c for c in columns if c not in self.bounds]
+            table = self.bounds_range if self.bounds == "dp" else self.bounds
+            key = "bounds_range" if self.bounds == "dp" else "bounds"
+            missing = [c for c in columns if c not in table]
             if missing:
-                raise DataError(f"idp-kmeans: no public bounds for column(s) {', '.join(missing)}; add them to "
-                                f"'bounds' (e.g. bounds = {{ {missing[0]} = [low, high] }})")
-            low = np.array([self.bounds[c][0] for c in columns])
-            high = np.array([self.bounds[c][1] for c in columns])
+                raise DataError(f"idp-kmeans: no public {key} for column(s) {', '.join(missing)}; add them to "
+                                f"'{key}' (e.g. {key} = {{ {missing[0]} = [low, high] }})")
+            low = np.array([table[c][0] for c in columns])
+            high = np.array([table[c][1] for c in columns])
+            if self.bounds == "dp":
+                assert self.bounds_epsilon is not None
+                low, high = _dpc.dp_bounds(context, values, columns, low, high, self.bounds_quantile,
+                                           self.bounds_epsilon, RELATION)
+        with np.errstate(over="ignore", invalid="ignore"):
+            span = high - low
+        wide = [c for c, w in zip(columns, span, strict=True) if not w <= MAX_SPAN]
+        if wide:
+            raise ParameterError(f"idp-kmeans: the bounds of column(s) {', '.join(wide)} span more than {MAX_SPAN:g} "
+                                 "(high - low), which overflows the scaling to the unit cube; rescale the column(s) "
+                                 "and give the bounds in the new units")
         unit, clipped = _kmeans.to_unit(values, low, high)
         return unit, low, high, clipped
 
@@ -184,7 +246,7 @@ class IDPKMeans:
             raise DataError(f"idp-kmeans: m = {self.n_blocks} blocks is more than the number of records ({n}); "
                             "lower 'm'")
         epsilons = self.epsilons()
-        total = _kmeans.total_epsilon(epsilons)
+        total = _kmeans.total_epsilon(epsilons) + (self.bounds_epsilon or 0.0)
         if not context.can_spend(total):
             raise BudgetExceededError(
                 f"idp-kmeans: its schedule may spend epsilon = {total:.6g} but only {context.remaining:.6g} of the "
@@ -259,16 +321,20 @@ class IDPKMeans:
         labels = _kmeans.assign(unit, centres)
         spent = math.fsum(history)
         leaked = self.bounds == "data"
+        dp_bounds = self.bounds_epsilon if self.bounds == "dp" else None
         context.record(
             f"idp-kmeans: the released centres (and noisy counts) are {spent:.6g}-DP under {RELATION}, by sequential "
             f"composition of {len(history)} {mech.name} releases (the initial blocks and {rounds_run} Lloyd round(s), "
             f"schedule {self.schedule!r}). Not covered: the per-record labels, each the nearest released centre to "
             "the record's own raw values."
             + (" The bounds were taken from the data, which leaks each column's range (see the leak entry)."
-               if leaked else ""),
+               if leaked else "")
+            + (f" The bounds were estimated by DP quantiles for a further epsilon = {dp_bounds:g} (its own ledger "
+               f"entry), so the step's total is {spent + dp_bounds:.6g}." if dp_bounds else ""),
             guarantee="epsilon-DP centres (sequential composition)",
             details={"epsilon": spent, "epsilon_per_release": history, "releases": len(history),
-                     "labels_covered": False, "bounds_from_data": leaked},
+                     "labels_covered": False, "bounds_from_data": leaked,
+                     "bounds_epsilon": dp_bounds},
         )
         centres_out = low + centres * (high - low)
         return Partition(

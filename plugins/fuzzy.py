@@ -287,12 +287,18 @@ class _FuzzyClusterer:
             return self._partition(std, fit, columns, context, constraints)
 
     def fit_arrays(self, std: Standardised, c: int, context: PrivacyContext, *, constraints: Any = None,
-                   callback: Callable[[int, np.ndarray], None] | None = None) -> FuzzyFit:
+                   callback: Callable[[int, np.ndarray], None] | None = None, seed_group: int = 1) -> FuzzyFit:
         """The alternating optimisation on standardised records.
 
         :param callback: called after every centre update with
             ``(iteration, centres in original units)``, the centres already
             projected onto the rules (the property tests use it).
+        :param seed_group: with ``g > 1``, the seeds are ``c`` distinct
+            records drawn at random (they follow the density; k-means++
+            favours outliers, which end as centres of one record), each
+            replaced by the mean of its ``g`` nearest records
+            (:func:`_fcm.group_seeds`), so that no centre starts on a record
+            (the fuzzy-microaggregation masker passes ``k``).
         """
         who = self.name
         z = std.z
@@ -323,7 +329,13 @@ class _FuzzyClusterer:
         audit_max: float | None = None
         fallback = False
         for r in range(restarts):
-            v0, method = _fcm.init_centres(z, c, rngs[r], distinct=distinct)
+            if seed_group > 1:
+                # density-following seeds (k-means++ favours outliers, which end as centres of one record)
+                v0, _ = _fcm.init_centres(z, c, rngs[r], distinct=distinct, max_work=0)
+                v0 = _fcm.group_seeds(z, v0, seed_group)
+                method = f"means of the {seed_group} nearest records of random distinct records"
+            else:
+                v0, method = _fcm.init_centres(z, c, rngs[r], distinct=distinct)
             if many:
                 v0 = v0[_fcm.spatial_order(v0)]
             if r == 0:

@@ -45,6 +45,7 @@ from typing import Any, ClassVar
 import attrs
 import numpy as np
 import pandas as pd
+from scipy.spatial import cKDTree
 
 import privclust
 from privclust import (
@@ -54,6 +55,7 @@ from privclust import (
     ParameterError,
     Partition,
     PrivacyContext,
+    TopMemberships,
     nested,
     param,
 )
@@ -75,7 +77,16 @@ from .fuzzy import (
 
 __version__ = "0.1.0"
 
-__all__ = ["DEFAULT_K", "DEFAULT_LAMBDA1", "FuzzyMicroaggregation", "Microaggregation", "default_m1"]
+__all__ = [
+    "DEFAULT_K",
+    "DEFAULT_LAMBDA1",
+    "CollapsedCentresWarning",
+    "FuzzyMicroaggregation",
+    "FuzzyRegimeWarning",
+    "Microaggregation",
+    "UniformMembershipsWarning",
+    "default_m1",
+]
 
 #: k when neither ``k`` nor ``c`` is given (sdcMicro's default aggregation level).
 DEFAULT_K = 3
@@ -123,6 +134,362 @@ def _family(value: Any) -> str | None:
     if "lambda_" in names:
         return "efcm"
     return None
+
+
+#: A centre is a record "itself" when every value of the step's columns lies
+#: within this many standard deviations of the record's (exact equality
+#: included; in the clustering metric, raw units with standardise = false).
+SELF_TOL = 1e-9
+#: Rounds of the mass rule in which a light centre next to one that just
+#: merged waits to be re-measured; later rounds merge every light centre
+#: whose estimated mass is below k (fewer rounds on large data).
+WAIT_ROUNDS = 3
+#: Nearest centres listed per light centre when merging.
+_NEIGHBOURS = 8
+
+
+@attrs.frozen(kw_only=True)
+class _Step2:
+    """Steps 2-3 after the mass rule and the self rule."""
+
+    mem: Any  # the memberships pass of the kept centres
+    centres: np.ndarray  # kept centres, original units
+    labels: np.ndarray
+    memberships: Any  # dense or TopMemberships, self rule applied
+    expected: np.ndarray  # expected sizes of the draw, self rule applied
+    rounds: int
+    on_centre: int
+    stuck: int
+
+
+def self_centres(z: np.ndarray, centres_z: np.ndarray, tol: float = SELF_TOL) -> tuple[np.ndarray, list[np.ndarray]]:
+    """``(rows, centres)``: the records that have a centre equal to
+    themselves within ``tol`` on every (standardised) column, and those
+    centres (a KD-tree query in the maximum norm)."""
+    tree = cKDTree(centres_z)
+    dist, _ = tree.query(z, k=1, p=np.inf, distance_upper_bound=tol, workers=-1)
+    rows = np.flatnonzero(np.isfinite(dist))
+    if rows.size == 0:
+        return rows, []
+    found = tree.query_ball_point(z[rows], r=tol, p=np.inf)
+    return rows, [np.asarray(sorted(f), dtype=np.int64) for f in found]
+
+
+def _merge_light(cz: np.ndarray, mass: np.ndarray, k: float, *,
+                 wait: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One round of the mass rule: the light centres, lightest first, each
+    merged into its nearest centre (at their mass-weighted mean, the merged
+    mass estimated as the sum). A light centre next to one that already
+    merged this round waits for the next round (the records of the merged
+    centre moved, so its mass is re-measured first); so does one whose
+    estimate reached ``k`` (with ``wait = False`` only the latter). Returns
+    the surviving centre indices, their positions (standardised) and which
+    of them absorbed a centre (moved). The lightest centre always merges, so every
+    round removes at least one centre."""
+    c = cz.shape[0]
+    pos = np.array(cz, dtype=float, copy=True)
+    est = np.array(mass, dtype=float, copy=True)
+    alive = np.ones(c, dtype=bool)
+    light = np.flatnonzero(mass < k)
+    order = light[np.argsort(mass[light], kind="stable")]
+    q = int(min(c, _NEIGHBOURS + 1))
+    _, near = cKDTree(cz).query(cz[order], k=q, workers=-1)
+    near = np.asarray(near).reshape(order.size, q)
+    touched = np.zeros(c, dtype=bool)
+    for row, i in enumerate(order):
+        if not alive[i] or est[i] >= k:
+            continue
+        if wait and row > 0 and touched[near[row]].any():
+            # a neighbour merged this round: its records moved, so this mass is re-measured next round
+            continue
+        target = -1
+        for j in near[row]:
+            if j != i and alive[j]:
+                target = int(j)
+                break
+        if target < 0:  # every listed neighbour has merged away: search the survivors
+            live = np.flatnonzero(alive & (np.arange(c) != i))
+            if live.size == 0:
+                break
+            _, t = cKDTree(pos[live]).query(pos[i], k=1)
+            target = int(live[int(t)])
+        total = est[i] + est[target]
+        pos[target] = (pos[i] * est[i] + pos[target] * est[target]) / max(total, 1e-300)
+        est[target] = total
+        alive[i] = False
+        touched[i] = touched[target] = True
+    keep = np.flatnonzero(alive)
+    return keep, pos[keep], touched[keep]
+
+
+def _refresh_rows(z: np.ndarray, cz: np.ndarray, fz: _fcm.Fuzzifier, idx: np.ndarray, val: np.ndarray,
+                  p: int) -> tuple[np.ndarray, np.ndarray]:
+    """The truncated rows after a merge round: rows marked ``-1`` (they held a
+    merged or moved centre) are computed again over their ``p`` nearest
+    centres; the others keep their values (an estimate: a moved centre may
+    have come among their nearest, which the next full pass measures)."""
+    redo = np.flatnonzero(idx[:, 0] < 0)
+    if redo.size:
+        p = int(min(p, cz.shape[0]))
+        D, near = _fcm.query(cKDTree(cz), z[redo], p, -1)
+        if p < idx.shape[1]:  # fewer centres than the row width: pad with zero weights
+            D = np.hstack([D, np.full((redo.size, idx.shape[1] - p), np.inf)])
+            near = np.hstack([near, np.zeros((redo.size, idx.shape[1] - p), dtype=np.int64)])
+        values = _fcm.membership_values(D, fz)
+        idx[redo] = near
+        val[redo] = np.nan_to_num(values / values.sum(axis=1, keepdims=True))
+    return idx, val
+
+
+def _step2(std: Any, centres: np.ndarray, fz: _fcm.Fuzzifier, k: int, *, budget_bytes: float, mass_tol: float,
+           max_neighbours: int, context: PrivacyContext, project: Any = None) -> _Step2:
+    """Step 2 and the draw, under two rules checked on the final memberships:
+
+    * **mass**: every centre's expected cluster size (the sum over records of
+      the probability of drawing it) is at least ``k``. While a centre is
+      lighter, the light centres merge into their nearest centres
+      (:func:`_merge_light`) and the memberships are computed again (on the
+      truncated path, between two full passes, only for the records that
+      held a merged or moved centre; the rule is always checked on a full
+      pass, the one whose memberships the draw uses). Removing a centre
+      never lowers another's mass (memberships are normalised weights that
+      depend on each centre's own distance only), so the rounds end, at the
+      latest with one centre.
+    * **self**: a record is never replaced by a centre equal to itself
+      (:data:`SELF_TOL`); it draws from its memberships to the other centres,
+      renormalised (the masses above already count that).
+    """
+    keep = np.arange(centres.shape[0])
+    rounds = 0
+    full = True
+    top_idx: np.ndarray | None = None  # the truncated path's rows, kept between rounds
+    top_val: np.ndarray | None = None
+    while True:
+        cz = std.to_z(centres[keep])
+        if full:
+            mem = compute_memberships(std.z, cz, fz, budget_bytes=budget_bytes, mass_tol=mass_tol,
+                                      max_neighbours=max_neighbours, rng=context.rng, draw=True,
+                                      progress=_Progress(context, 1.0))
+            rows, own = self_centres(std.z, cz)
+            expected = np.array(mem.expected_sizes, dtype=float)
+            sub = None
+            if rows.size:
+                width = cz.shape[0] if mem.path == "dense" else mem.memberships.indices.shape[1]
+                sub = _fcm.subset_rows(std.z[rows], cz, fz, own,
+                                       p=mem.neighbours if mem.path == "truncated" else None,
+                                       width=width, budget_bytes=budget_bytes, rng=context.rng)
+                expected += sub.colsum_new - sub.colsum_old
+            if mem.path == "truncated":
+                top_idx = np.array(mem.memberships.indices, dtype=np.int64)
+                top_val = np.array(mem.memberships.values)
+        else:
+            # between verified passes: only the records that kept a merged or moved centre are recomputed
+            assert top_idx is not None and top_val is not None and mem.neighbours is not None
+            top_idx, top_val = _refresh_rows(std.z, cz, fz, top_idx, top_val, mem.neighbours)
+            expected = np.bincount(top_idx.ravel(), weights=top_val.ravel(), minlength=cz.shape[0])
+        light = expected < k
+        if keep.size == 1 or not light.any():
+            if full:
+                break
+            full = True  # the final memberships are always a full pass: the rule is checked on them
+            continue
+        stay, moved_z, absorbed = _merge_light(cz, expected, k, wait=rounds < WAIT_ROUNDS)
+        centres = centres.copy()
+        if absorbed.any():
+            moved = std.to_original(moved_z[absorbed])
+            centres[keep[stay[absorbed]]] = project(moved) if project is not None else moved
+        # old index -> new index (-1: merged away); "changed": merged away or moved
+        remap = np.full(keep.size, -1, dtype=np.int64)
+        remap[stay] = np.arange(stay.size)
+        changed = remap < 0
+        changed[stay[absorbed]] = True
+        if top_idx is not None and mem.path == "truncated":
+            affected = changed[top_idx].any(axis=1)
+            top_idx = np.where(affected[:, None], -1, remap[top_idx])
+        keep = keep[stay]
+        rounds += 1
+        full = mem.path != "truncated"
+    assert mem.labels is not None
+    labels = np.array(mem.labels, copy=True)
+    memberships = mem.memberships
+    stuck = 0
+    if sub is not None:
+        assert sub.labels is not None
+        labels[rows] = sub.labels
+        stuck = int(sub.stuck.sum())
+        if mem.path == "dense":
+            memberships = np.array(memberships, copy=True)
+            dense = np.zeros((rows.size, cz.shape[0]))
+            np.put_along_axis(dense, sub.indices, sub.values * (1.0 - sub.dropped)[:, None], axis=1)
+            memberships[rows] = dense
+        else:
+            top = memberships
+            indices, values = np.array(top.indices, copy=True), np.array(top.values, copy=True)
+            dropped = np.array(top.dropped, copy=True)
+            indices[rows] = sub.indices
+            values[rows] = sub.values
+            if mem.path != "truncated":
+                dropped[rows] = sub.dropped
+            memberships = TopMemberships(indices=indices, values=values, dropped=dropped, n_centres=cz.shape[0])
+    return _Step2(mem=mem, centres=centres[keep], labels=labels, memberships=memberships, expected=expected,
+                  rounds=rounds, on_centre=int(rows.size), stuck=stuck)
+
+
+# ---------------------------------------------------------------------------
+# Degenerate fuzzifiers: a pilot before the long run, and the warnings
+# ---------------------------------------------------------------------------
+
+
+class FuzzyRegimeWarning(privclust.PrivclustWarning):
+    """The fuzzifiers of fuzzy microaggregation are in a degenerate regime
+    (the message gives the expected group sizes, the information loss and
+    what to change)."""
+
+
+class CollapsedCentresWarning(FuzzyRegimeWarning):
+    """Many Step 1 centres sit on a single record (clusters of one isolated
+    record): the mass rule merges them and the self rule redraws their
+    records, so there are fewer, larger groups than ``N / k``."""
+
+
+class UniformMembershipsWarning(FuzzyRegimeWarning):
+    """The Step 2 memberships are near-uniform: most records are replaced by
+    a centre that is not their nearest, far from them (information loss
+    near or above 100%), and the fit is slow (no truncation helps)."""
+
+
+#: Records in the pilot run on data of more than twice as many records (a uniform
+#: random subsample); smaller data are measured on the run itself.
+PILOT_SIZE = 1000
+#: A centre "sits on a record" when it is closer to one than this fraction of
+#: the median nearest-neighbour distance between records.
+ON_RECORD = 1e-3
+#: Collapse warning: at least this share of the Step 1 centres sit on a record.
+COLLAPSE_SHARE = 0.2
+#: ... and at least this many of them (a quarter of 4 centres says nothing).
+COLLAPSE_MIN = 5
+#: Near-uniform warning: a record's largest Step 2 membership, rescaled from
+#: ``[1/c, 1]`` to ``[0, 1]``, averages below this (m1 = 1.5 at d = 5 gives
+#: about 0.6, the defaults about 0.99) ...
+UNIFORM_MAX_MEMBERSHIP = 0.75
+#: ... and the information loss is more than this many times the defaults'
+#: on the same records (a few centres can look uniform and lose little).
+UNIFORM_LOSS_RATIO = 2.0
+#: Iteration cap of the pilot's Step 1.
+_PILOT_ITER = 100
+
+
+class _PilotContext:
+    """What the fit and Step 2 need from a context, for a pilot run that
+    writes nothing (no ledger, no progress) and draws from its own stream."""
+
+    constraints = None
+
+    def __init__(self, rng: np.random.Generator):
+        self.rng = rng
+
+    def spawn(self, n: int) -> list[np.random.Generator]:
+        return list(self.rng.spawn(n))
+
+    def progress(self, done: float, total: float | None = None) -> None:
+        return None
+
+
+@attrs.frozen(kw_only=True)
+class _Regime:
+    """What a (pilot or actual) run says about the fuzzifiers."""
+
+    on_records: float  # share of the Step 1 centres that sit on a record
+    max_membership: float  # mean over records of the largest Step 2 membership
+    loss: float  # SSE/SST of the draw, standardised
+    c_initial: int
+    c_final: int
+    n: int
+    pilot: bool
+
+
+def _largest_membership(memberships: Any) -> float:
+    """The mean over records of the largest membership, rescaled so that
+    uniform memberships give 0 and crisp ones 1 (``(u_max - 1/c) / (1 - 1/c)``)."""
+    if isinstance(memberships, TopMemberships):
+        top = np.asarray(memberships.values)[:, 0] * (1.0 - np.asarray(memberships.dropped))
+        c = memberships.n_centres
+    else:
+        top = np.asarray(memberships).max(axis=1)
+        c = memberships.shape[1]
+    if c <= 1:
+        return 1.0
+    return float(((top - 1.0 / c) / (1.0 - 1.0 / c)).mean())
+
+
+def _measure(z: np.ndarray, step1_z: np.ndarray, run: _Step2, std: Any, pilot: bool) -> _Regime:
+    tree = cKDTree(z)
+    near = tree.query(z, k=2, workers=-1)[0][:, 1] if z.shape[0] > 1 else np.ones(1)
+    scale = float(np.median(near)) or 1.0
+    on = tree.query(step1_z, k=1, workers=-1)[0] < ON_RECORD * scale
+    released = std.to_z(run.centres)[run.labels]
+    sst = float(((z - z.mean(axis=0)) ** 2).sum())
+    loss = float(((released - z) ** 2).sum()) / sst if sst > 0 else 0.0
+    return _Regime(on_records=float(on.mean()), max_membership=_largest_membership(run.memberships), loss=loss,
+                   c_initial=int(step1_z.shape[0]), c_final=int(run.centres.shape[0]), n=int(z.shape[0]),
+                   pilot=pilot)
+
+
+def _pilot(std: Any, rows: np.ndarray, clusterer: Any, c: int, k: int, fz: _fcm.Fuzzifier, rng: np.random.Generator,
+           budget_bytes: float, constraints: Any) -> _Regime:
+    """Steps 1-3 on the records ``rows`` with ``c`` centres (one restart, at
+    most 100 iterations), measured."""
+    from .fuzzy import Standardised
+
+    sub = Standardised(std.z[rows], std.mean, std.scale, std.enabled)
+    ctx = _PilotContext(rng)
+    quick = attrs.evolve(clusterer, n_init=1, max_iter=min(int(clusterer.max_iter), _PILOT_ITER))
+    fit = quick.fit_arrays(sub, c, ctx, constraints=constraints, seed_group=max(k, 1))
+    run = _step2(sub, fit.centres, fz, k, budget_bytes=budget_bytes, mass_tol=clusterer.mass_tol,
+                 max_neighbours=clusterer.max_neighbours, context=ctx,
+                 project=None if constraints is None else (lambda v: project_original(constraints, v, sub.scale)))
+    return _measure(sub.z, fit.centres_z, run, sub, pilot=True)
+
+
+def _regime_warnings(who: str, regime: _Regime, *, n: int, c: int, k: int, d: int, step1: Any, step2: Any,
+                     default_loss: float | None) -> list[FuzzyRegimeWarning]:
+    """The warnings a measured regime calls for (empty when none)."""
+    where = (f"estimated on a pilot of {regime.n} random records before the run" if regime.pilot
+             else "measured on this run")
+    kept = regime.c_final / max(regime.c_initial, 1)
+    c_final = max(1, int(round(c * kept)))
+    groups = (f"every centre carries an expected k = {k} or more records (the mass rule), {n / c_final:.1f} on "
+              f"average (about {c_final} of the {c} centres remain after merging the light ones)")
+    loss = f"information loss SSE/SST about {100 * regime.loss:.0f}%"
+    if default_loss is not None:
+        loss += (f" (the defaults, fcm with m1 = m2 = 1 + 1/(4d) = {default_m1(d):.3g}, give about "
+                 f"{100 * default_loss:.0f}%)")
+    fz = f"{step1.describe().replace('m =', 'm1 =').replace('lambda =', 'lambda1 =')}, " if step1 else ""
+    fz += step2.describe().replace("m =", "m2 =").replace("lambda =", "lambda2 =")
+    out: list[FuzzyRegimeWarning] = []
+    far_worse = default_loss is None or regime.loss > UNIFORM_LOSS_RATIO * default_loss
+    if regime.max_membership < UNIFORM_MAX_MEMBERSHIP and far_worse:
+        fix = ("lower m2 (the draw) and m1 towards 1 + 1/(4d) = "
+               f"{default_m1(d):.3g} for d = {d} columns, or leave them unset" if step2.kind == "fcm"
+               else "raise lambda2 (the draw) and lambda1, or use the default clusterer fcm")
+        out.append(UniformMembershipsWarning(
+            f"{who}: near-uniform memberships ({fz}, d = {d}): a record's largest replacement probability "
+            f"averages {regime.max_membership:.2g} on a scale from 0 (uniform) to 1 (crisp) ({where}), so many "
+            f"records are replaced by a centre other than their nearest; expect: {groups}; {loss}. On large data such "
+            "memberships are also slow (no truncation to the nearest centres applies: every pass is exact). "
+            f"To fix: {fix}."
+        ))
+    if regime.on_records >= COLLAPSE_SHARE and regime.on_records * regime.c_initial >= COLLAPSE_MIN:
+        loose = regime.max_membership < UNIFORM_MAX_MEMBERSHIP
+        fix = ("lower m1 (the default is 1 + 1/(4d))" if loose and step2.kind == "fcm" else
+               "raise m1 (e.g. 1.1) or k, or top-code the outlying records" if step2.kind == "fcm"
+               else "lower lambda1 or raise k, or top-code the outlying records")
+        out.append(CollapsedCentresWarning(
+            f"{who}: centres collapse onto records ({fz}, k = {k}): {regime.on_records:.0%} of the Step 1 "
+            f"centres sit on a single record ({where}); the mass rule merges them and the self rule redraws "
+            f"their records, so expect: {groups}; {loss}. To fix: {fix}."
+        ))
+    return out
 
 
 @attrs.frozen(kw_only=True)
@@ -284,8 +651,19 @@ class FuzzyMicroaggregation:
         constraints = check_constraints(context.constraints, columns, who)
         fuzzy = isinstance(clusterer, FCM | EFCM)
         std = standardise(values, columns, getattr(clusterer, "standardise", True), who)
+        d = values.shape[1]
+        budget = getattr(clusterer, "memory_budget", 256.0) * 1024.0 ** 2
+        regime_args = dict(n=n, c=c, k=k, d=d, step1=step1, step2=step2)
+        warned = False
+        if fuzzy and n > 2 * PILOT_SIZE:
+            # a pilot on a random subsample says, before the long run, whether the fuzzifiers are degenerate
+            rng = context.spawn(1)[0]
+            rows = np.sort(rng.choice(n, size=PILOT_SIZE, replace=False))
+            c_pilot = int(min(PILOT_SIZE, max(1, round(c * PILOT_SIZE / n))))
+            regime = _pilot(std, rows, clusterer, c_pilot, k, step2, rng, budget, constraints)
+            warned = self._warn(regime, std, rows, clusterer, c_pilot, k, rng, budget, constraints, regime_args)
         if fuzzy:
-            fit = clusterer.fit_arrays(std, c, context, constraints=constraints)
+            fit = clusterer.fit_arrays(std, c, context, constraints=constraints, seed_group=max(k, 1))
             centres = fit.centres
             step1_info = fit_diagnostics(clusterer, fit)
         else:
@@ -295,22 +673,27 @@ class FuzzyMicroaggregation:
                                      "microaggregation replaces records by centres (use fcm or efcm)")
             centres = project_original(constraints, part.centres, std.scale)
             step1_info = {"method": type(clusterer).name, "c": int(centres.shape[0])}
-        centres_z = std.to_z(centres)
-        budget = getattr(clusterer, "memory_budget", 256.0) * 1024.0 ** 2
-        mem = compute_memberships(
-            std.z, centres_z, step2, budget_bytes=budget, mass_tol=getattr(clusterer, "mass_tol", 1e-3),
-            max_neighbours=getattr(clusterer, "max_neighbours", 256), rng=context.rng, draw=True,
-            progress=_Progress(context, 1.0),
-        )
-        assert mem.labels is not None
-        labels = mem.labels
+        step2_run = _step2(std, centres, step2, k, budget_bytes=budget,
+                           mass_tol=getattr(clusterer, "mass_tol", 1e-3),
+                           max_neighbours=getattr(clusterer, "max_neighbours", 256), context=context,
+                           project=None if constraints is None else (
+                               lambda v: project_original(constraints, v, std.scale)))
+        if fuzzy and not warned and n <= 2 * PILOT_SIZE:
+            regime = _measure(std.z, std.to_z(centres), step2_run, std, pilot=False)
+            rows = np.arange(n)
+            self._warn(regime, std, rows, clusterer, c, k, context.spawn(1)[0], budget, constraints, regime_args)
+        mem, centres, labels = step2_run.mem, step2_run.centres, step2_run.labels
         protected = centres[labels]
+        verbatim = int(np.count_nonzero((protected == values).all(axis=1)))
         realised = np.bincount(labels, minlength=centres.shape[0])
         small_share = float(np.mean(realised[labels] < k))
-        expected = mem.expected_sizes
+        expected = step2_run.expected
         diagnostics: dict[str, Any] = {
             "k": k,
             "c": int(centres.shape[0]),
+            "c_initial": int(c),
+            "light_centres_dropped": int(c - centres.shape[0]),
+            "mass_rounds": step2_run.rounds,
             "step1": step1_info,
             ("m1" if step2.kind == "fcm" else "lambda1"): None if step1 is None else step1.value,
             ("m2" if step2.kind == "fcm" else "lambda2"): step2.value,
@@ -320,36 +703,76 @@ class FuzzyMicroaggregation:
             "realised_size_min": int(realised[realised > 0].min()),
             "realised_size_max": int(realised.max()),
             "share_in_realised_cluster_below_k": small_share,
+            "records_on_a_centre": step2_run.on_centre,
+            "self_tolerance": f"{SELF_TOL:g} " + ("standard deviations" if std.enabled else "in the column's own units"),
+            "records_only_themselves": step2_run.stuck,
+            "verbatim_records": verbatim,
             "exact_draw": mem.exact_draw,
             "constrained": constraints is not None,
             "rules": list(constraints.rules) if constraints is not None else [],
             **mem.diagnostics(),
         }
-        partition = Partition(labels=labels, centres=centres, memberships=mem.memberships, columns=columns,
+        partition = Partition(labels=labels, centres=centres, memberships=step2_run.memberships, columns=columns,
                               diagnostics=diagnostics)
-        context.record(self._statement(columns, n, c, k, step1, step2, clusterer, mem, small_share, constraints),
+        context.record(self._statement(columns, n, k, step1, step2, clusterer, mem, small_share, constraints,
+                                       diagnostics, expected),
                        guarantee="probabilistic k-anonymity",
                        details={key: diagnostics[key] for key in diagnostics if key != "step1"})
         frame = pd.DataFrame(protected, index=data.index, columns=data.columns)
         return Masked(data=frame, partition=partition, diagnostics=diagnostics)
 
-    def _statement(self, columns: tuple[str, ...], n: int, c: int, k: int, step1: Any, step2: Any, clusterer: Any,
-                   mem: Any, small_share: float, constraints: Any) -> str:
+    def _warn(self, regime: _Regime, std: Any, rows: np.ndarray, clusterer: Any, c: int, k: int,
+              rng: np.random.Generator, budget: float, constraints: Any, args: dict[str, Any]) -> bool:
+        """Emit the regime's warnings (with the defaults' loss on the same
+        records for comparison); ``True`` when any was emitted."""
+        import warnings
+
+        found = _regime_warnings(self.name, regime, **args, default_loss=None)
+        if not found:
+            return False
+        d = args["d"]
+        default = _fcm.Fuzzifier("fcm", default_m1(d))
+        default_loss = None
+        if (args["step1"], args["step2"]) != (default, default):
+            base = FCM(c=c, m=default.value, memory_budget=clusterer.memory_budget, mass_tol=clusterer.mass_tol,
+                       max_neighbours=clusterer.max_neighbours, standardise=clusterer.standardise,
+                       tol=clusterer.tol)
+            default_loss = _pilot(std, rows, base, c, k, default, rng, budget, constraints).loss
+        found = _regime_warnings(self.name, regime, **args, default_loss=default_loss)
+        for warning in found:
+            warnings.warn(warning, stacklevel=4)
+        return bool(found)
+
+    def _statement(self, columns: tuple[str, ...], n: int, k: int, step1: Any, step2: Any, clusterer: Any,
+                   mem: Any, small_share: float, constraints: Any, dg: dict[str, Any], e: np.ndarray) -> str:
         cols = ", ".join(columns)
         how = f"{type(clusterer).name}" + (f" with {step1.describe()}" if step1 is not None else "")
         rules = (f" and projected onto the edit rules {', '.join(repr(r) for r in constraints.rules)}, so every "
                  "released record satisfies them" if constraints is not None else "")
-        e = mem.expected_sizes
+        c = dg["c"]
+        dropped = dg["light_centres_dropped"]
+        removed = (f" (c = {dg['c_initial']} at the start; {dropped} of them had an expected cluster size below k "
+                   "and merged into their nearest centres, the lightest first, with the memberships recomputed)"
+                   if dropped else "")
+        self_rule = (
+            f"A record was never replaced by a centre equal to itself (every value of these columns within "
+            f"{dg['self_tolerance']}): {dg['records_on_a_centre']} records had such a centre and drew "
+            "from their memberships to the other centres, renormalised."
+        )
+        if dg["records_only_themselves"]:
+            self_rule += (f" {dg['records_only_themselves']} records had no other centre and kept their own "
+                          "values.")
         text = (
             f"Fuzzy microaggregation (Torra, Algorithm 1): the values of {cols} of each of the {n} records were "
-            f"replaced by one of c = {c} cluster centres found by {how}{rules}; each record's centre was drawn "
-            f"at random with its Step 2 memberships ({step2.describe()}). Probabilistic k-anonymity for "
-            f"k = {k}: the expected "
-            f"cluster sizes (sums of memberships) range from {e.min():.3g} to {e.max():.3g} (mean {e.mean():.3g}); "
-            f"after the draw, {small_share:.1%} of the records share their released values of these columns with "
-            f"fewer than {k - 1} other records (their realised cluster has fewer than k records). This is not "
-            "k-anonymity: a released record may be unique. It covers these columns only, and it is not "
-            "differential privacy."
+            f"replaced by one of c = {c} cluster centres found by {how}{rules}{removed}; each record's centre was "
+            f"drawn at random with its Step 2 memberships ({step2.describe()}). {self_rule} Probabilistic "
+            f"k-anonymity for k = {k}: every centre's expected cluster size (the sum of the probabilities with "
+            f"which the records drew it) is at least k; they range from {e.min():.3g} to {e.max():.3g} (mean "
+            f"{e.mean():.3g}). {dg['verbatim_records']} records were released with their original values of "
+            f"these columns. After the draw, {small_share:.1%} of the records share their released values of "
+            f"these columns with fewer than {k - 1} other records (their realised cluster has fewer than k "
+            "records). This is not k-anonymity: a released record may be unique. It covers these columns only, "
+            "and it is not differential privacy."
         )
         if mem.path == "truncated":
             text += (f" Memberships were truncated to each record's {mem.neighbours} nearest centres; on an exact "

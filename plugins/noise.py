@@ -3,9 +3,10 @@
 Each mechanism is used two ways:
 
 * by other components, through ``mechanism.release(values, sensitivity=...,
-  epsilon=..., context=..., relation=..., covers=...)``: it spends through the
-  context first (which refuses before anything is drawn when the budget is
-  exhausted), then draws from ``context.rng``;
+  epsilon=..., context=..., relation=..., covers=...)``: it checks the
+  parameters and the values, spends through the context (which refuses
+  before anything is drawn when the budget is exhausted), then draws from
+  ``context.rng``;
 * as a recipe step on columns with public bounds: values are clipped to the
   bounds, each column's sensitivity is its range, the epsilon (and delta) of
   the step is split evenly over the columns, and every record's row is
@@ -14,6 +15,16 @@ Each mechanism is used two ways:
   epsilon-DP: a record's change moves only its own row (parallel composition
   over records), and within the row the columns compose sequentially.
 
+The noise is exact (:mod:`privclust.sampling`): integers drawn with exact
+probabilities from the Generator's random bits, never a floating-point
+sampler, so an output cannot reveal the input through the set of doubles it
+falls in (Mironov 2012). Real values are released on a lattice ``gamma Z``
+(``gamma`` a power of two, named in the ledger): the value is rounded to the
+lattice and the noise is a whole number of lattice steps. The rounding can
+move a value by ``gamma / 2``, so the noise is calibrated to the sensitivity
+plus ``gamma`` per value that can change (L1; ``sqrt(count) gamma`` in L2),
+and the epsilon in the ledger holds with the rounding.
+
 ``bounds = "data"`` takes the bounds from the data for convenience; that
 leaks the minimum and maximum of each column, and the ledger says so.
 """
@@ -21,6 +32,7 @@ leaks the minimum and maximum of each column, and the ledger says so.
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 from typing import Any, ClassVar
 
 import attrs
@@ -36,6 +48,7 @@ from privclust import (
     param,
     public_bounds,
 )
+from privclust import sampling
 from scipy import special
 
 __version__ = "0.1.0"
@@ -45,6 +58,13 @@ STEP_NOT_COVERED = (
     "the number of records, their order and index, and the columns this step does not perturb; "
     "values outside the public bounds were clipped before noise was added"
 )
+
+
+#: The largest magnitude an integer value may have for the geometric
+#: mechanism: with the noise (at most 2^48 * 2^12 in the samplers) the sum
+#: stays inside int64.
+MAX_INTEGER = 2**62
+_TOP = np.finfo(float).max
 
 
 class _StepMixin:
@@ -75,10 +95,21 @@ class _StepMixin:
         for problem in self.step_problems():
             raise ParameterError(problem)
         columns = list(data.columns)
+        values = data.to_numpy(dtype=float)
+        bad = [c for j, c in enumerate(columns) if not np.all(np.isfinite(values[:, j]))]
+        if bad:
+            raise DataError(f"{name}: column(s) {', '.join(bad)} hold missing or infinite values; "
+                            "drop or impute them before adding noise")
         if self.bounds == "data":
-            values = data.to_numpy(dtype=float)
             low, high = values.min(axis=0), values.max(axis=0)
-            high = np.where(high > low, high, low + 1.0)
+            # a constant column gets a range of 2^-40 of its magnitude (at least 1), on the side that stays finite
+            pad = np.maximum(1.0, np.abs(low) * 2.0**-40)
+            constant = high <= low
+            up = constant & (low <= 0)
+            down = constant & (low > 0)
+            with np.errstate(over="ignore"):  # the side not taken may overflow
+                high = np.where(up, low + pad, high)
+                low = np.where(down, low - pad, low)
             context.record_leak(
                 "bounds",
                 f"the bounds of {', '.join(columns)} were taken from the data (their minimum and maximum are "
@@ -92,26 +123,138 @@ class _StepMixin:
                 f"{name}: no public bounds for column(s) {', '.join(missing)}; add them to 'bounds' "
                 f"(e.g. bounds = {{ {missing[0]} = [low, high] }})"
             )
-        low = np.array([self.bounds[c][0] for c in columns])
-        high = np.array([self.bounds[c][1] for c in columns])
+        low = np.array([self.bounds[c][0] for c in columns], dtype=float)
+        high = np.array([self.bounds[c][1] for c in columns], dtype=float)
         return low, high
 
     def _covers(self, columns: list[str], norm: str | None = "L1") -> str:
         if norm is None:  # integer data: each column's own range is its sensitivity
             return f"every released value of column(s) {', '.join(columns)}"
-        size = "one per column" if norm == "L1" else "the square root of the number of columns"
-        return (f"every released value of column(s) {', '.join(columns)} (noise is added to each record's row "
-                f"rescaled to [0, 1] by the public bounds, so the row's {norm} sensitivity is {size})")
+        split = "epsilon is split evenly over the columns" if norm == "L1" else (
+            "the noise of each column is proportional to its range, so the row's L2 sensitivity is the square "
+            "root of the number of columns")
+        return (f"every released value of column(s) {', '.join(columns)} (each column's sensitivity is the range "
+                f"of its public bounds; {split})")
 
 
-def _as_array(values: Any) -> np.ndarray:
-    return np.array(values, dtype=float, copy=True)
+def _as_array(name: str, values: Any) -> np.ndarray:
+    raw = np.asarray(values)
+    if raw.dtype.kind in "iu" and raw.size and (int(raw.max()) > 2**53 or int(raw.min()) < -(2**53)):
+        raise DataError(f"{name}: integer values beyond +-2^53 cannot be held exactly as doubles; use the geometric "
+                        "mechanism (exact on integers up to 2^62) or subtract a public offset first")
+    try:
+        out = np.array(values, dtype=float, copy=True)
+    except (TypeError, ValueError, OverflowError) as err:
+        raise DataError(f"{name}: the values to release must be numbers; {err}") from err
+    if not np.all(np.isfinite(out)):
+        raise DataError(f"{name}: the values to release hold NaN or infinite entries; a noisy release of them "
+                        "would not be finite. Check the computation that produced them.")
+    return out
+
+
+def _range(name: str, column: str, low: float, high: float) -> float:
+    """The exact range ``high - low`` of public bounds, rounded up to a double."""
+    if not (math.isfinite(low) and math.isfinite(high)):
+        raise ParameterError(f"{name}: the bounds of column {column} must be finite; got [{low}, {high}]. "
+                             "Rescale the column (e.g. express it in thousands) first.")
+    exact = Fraction(float(high)) - Fraction(float(low))
+    if exact <= 0:
+        raise ParameterError(f"{name}: the bounds of column {column} must have low < high; got [{low}, {high}]")
+    if exact > Fraction(_TOP):
+        raise ParameterError(
+            f"{name}: the range of the bounds of column {column} ([{low:.6g}, {high:.6g}]) exceeds the largest "
+            "double; its noise could not be represented. Give narrower bounds, or rescale the column "
+            "(e.g. express it in thousands) first.")
+    value = float(exact)
+    return value if Fraction(value) >= exact else float(np.nextafter(value, np.inf))
+
+
+@attrs.frozen
+class _Plan:
+    """How one release is drawn: the lattice, the sensitivity after rounding, the exact noise parameter."""
+
+    gamma: float
+    sensitivity: float          # after rounding to the lattice (what the noise is calibrated to)
+    units: Fraction             # the Laplace scale or the Gaussian variance, in lattice units, exactly
+    scale: float                # the noise scale (Laplace) or sigma (Gaussian) in data units
+
+    @property
+    def lattice(self) -> str:
+        return sampling.lattice_name(self.gamma)
+
+
+def _laplace_plan(name: str, sensitivity: float, epsilon: float, changed: int, what: str = "") -> _Plan:
+    """The lattice and the exact scale for Laplace noise that makes a release epsilon-DP."""
+    where = f" for {what}" if what else ""
+    sens, eps = Fraction(sensitivity), Fraction(epsilon)
+    if sens / eps > Fraction(_TOP):
+        raise ParameterError(
+            f"{name}: the noise scale sensitivity / epsilon = {sensitivity:.6g} / {epsilon:.6g}{where} overflows "
+            "the range of doubles; the release would be infinite. Use a larger epsilon or rescale the values.")
+    cap = sens / (eps * 2**40)  # the spacing that keeps sensitivity / (gamma epsilon) <= 2^40
+    gamma = sampling.lattice_for(sensitivity, changed, cap)
+    effective = sampling.lattice_sensitivity(sensitivity, gamma, changed, "L1")
+    units = Fraction(effective) / (Fraction(gamma) * eps)
+    if units > sampling.MAX_LAPLACE_SCALE or not math.isfinite(effective):
+        raise ParameterError(
+            f"{name}: epsilon = {epsilon:.6g}{where} is too small for {changed} released value(s) with sensitivity "
+            f"{sensitivity:.6g}: the noise scale needs a lattice as coarse as {sampling.lattice_name(gamma)}, and "
+            f"with the rounding to it the noise would be {_approx(units)} lattice steps, beyond the exact sampler's "
+            "range (2^48). Use a larger epsilon or release fewer values.")
+    units = sampling.rational_scale(units)
+    return _Plan(gamma=gamma, sensitivity=effective, units=units, scale=float(units * Fraction(gamma)))
+
+
+def _approx(x: Fraction) -> str:
+    """``x`` in a message, also beyond the range of doubles."""
+    try:
+        return f"{float(x):.3g}"
+    except OverflowError:
+        return f"about 2^{x.numerator.bit_length() - x.denominator.bit_length()}"
+
+
+def _check_magnitude(name: str, values: np.ndarray, gamma: float) -> None:
+    """Refuse values too large to be placed on the lattice (their ratio to the spacing would overflow)."""
+    if not values.size:
+        return
+    top = float(np.max(np.abs(values)))
+    if top and math.frexp(top)[1] - math.frexp(gamma)[1] >= 1020:
+        raise DataError(
+            f"{name}: values of magnitude {top:.3g} cannot be rounded to the lattice {sampling.lattice_name(gamma)} "
+            "(chosen from the sensitivity): the ratio overflows. Rescale the values, or give a sensitivity that "
+            "matches their magnitude.")
+
+
+def _noise_text(kind: str, plan: _Plan, norm: str = "") -> str:
+    return (f"exact discrete {kind} noise of {'sigma' if kind == 'Gaussian' else 'scale'} {plan.scale:.6g} on the "
+            f"lattice {plan.lattice}, calibrated to {norm}sensitivity {plan.sensitivity:.10g} including the "
+            "rounding to the lattice")
+
+
+def _release_on_lattice(rng: np.random.Generator, values: np.ndarray, plan: _Plan, kind: str) -> np.ndarray:
+    units = sampling.snap(values, plan.gamma)
+    if kind == "laplace":
+        noise = sampling.discrete_laplace(rng, plan.units, values.shape)
+    else:
+        noise = sampling.discrete_gaussian(rng, plan.units, values.shape)
+    return sampling.lattice_add(units, noise, plan.gamma)
+
+
+def _changed(name: str, changed: int | None, size: int) -> int:
+    if changed is None:
+        return max(size, 1)
+    if isinstance(changed, bool) or not isinstance(changed, int | np.integer) or changed < 1:
+        raise ParameterError(f"{name}: 'changed' must be a whole number >= 1 (how many released values can "
+                             f"differ between neighbouring inputs); got {changed!r}")
+    return int(changed)
 
 
 @attrs.frozen(kw_only=True)
 class LaplaceMechanism(_StepMixin):
-    """The Laplace mechanism: noise Lap(sensitivity / epsilon), pure epsilon-DP
-    for an L1 sensitivity (Dwork, McSherry, Nissim & Smith 2006)."""
+    """The Laplace mechanism, sampled exactly: discrete Laplace noise on a
+    power-of-two lattice, pure epsilon-DP for an L1 sensitivity (Dwork,
+    McSherry, Nissim & Smith 2006; the exact sampler of Canonne, Kamath &
+    Steinke 2020)."""
 
     name: ClassVar[str] = "laplace"
 
@@ -121,14 +264,24 @@ class LaplaceMechanism(_StepMixin):
 
     def release(self, values: Any, *, sensitivity: float | Sensitivity, epsilon: float, delta: float = 0.0,
                 context: PrivacyContext, relation: str, covers: str, not_covered: str = "",
-                **ledger: Any) -> np.ndarray:
-        """Spend ``epsilon`` (L1 ``sensitivity``) and return ``values`` plus Laplace noise."""
+                changed: int | None = None, **ledger: Any) -> np.ndarray:
+        """Spend ``epsilon`` (L1 ``sensitivity``) and return ``values`` plus exact Laplace noise.
+
+        The result lies on the lattice named in the ledger. ``changed`` is how
+        many of the values can differ between neighbouring inputs (default:
+        all); each adds one lattice step to the sensitivity.
+        """
         s = Sensitivity.of(sensitivity)
         _check_release(self.name, s.l1, epsilon)
+        out = _as_array(self.name, values)
+        plan = _laplace_plan(self.name, s.l1, epsilon, _changed(self.name, changed, out.size))
+        _check_magnitude(self.name, out, plan.gamma)
+        details = {**(ledger.pop("details", None) or {}), "lattice": plan.lattice,
+                   "effective_sensitivity": plan.sensitivity, "exact_noise_scale": plan.scale}
         context.spend(epsilon=epsilon, delta=0.0, mechanism=self.name, sensitivity=s.l1, relation=relation,
-                      covers=covers, not_covered=not_covered, **ledger)
-        out = _as_array(values)
-        return out + context.rng.laplace(0.0, s.l1 / epsilon, size=out.shape)
+                      covers=covers, not_covered=not_covered, details=details,
+                      noise=_noise_text("Laplace", plan), **ledger)
+        return _release_on_lattice(context.rng, out, plan, "laplace")
 
     def perturb(self, data: pd.DataFrame, context: PrivacyContext) -> Masked:
         low, high = self._step_bounds(data, context)
@@ -137,21 +290,45 @@ class LaplaceMechanism(_StepMixin):
         d = len(columns)
         values = data.to_numpy(dtype=float)
         clipped = np.clip(values, low, high)
-        unit = (clipped - low) / (high - low)
-        noisy = self.release(unit, sensitivity=float(d), epsilon=self.epsilon, context=context, relation=RELATION,
-                             covers=self._covers(columns), not_covered=STEP_NOT_COVERED,
-                             details={"bounds": {c: [lo, hi] for c, lo, hi in zip(columns, low, high, strict=True)},
-                                      "per_column_scale": ((high - low) * d / self.epsilon).tolist()})
-        out = pd.DataFrame(low + noisy * (high - low), index=data.index, columns=columns)
-        return Masked(data=out, diagnostics={"clipped_values": int((clipped != values).sum()),
-                                             "noise_scale": ((high - low) * d / self.epsilon).tolist()})
+        eps_col = self.epsilon / d if d else self.epsilon
+        ranges = [_range(self.name, c, lo, hi) for c, lo, hi in zip(columns, low, high, strict=True)]
+        plans = [_laplace_plan(self.name, r, eps_col, 1, f"column {c}") for c, r in zip(columns, ranges, strict=True)]
+        for j, plan in enumerate(plans):
+            _check_magnitude(self.name, np.array([low[j], high[j]]), plan.gamma)
+        context.spend(
+            epsilon=self.epsilon, mechanism=self.name,
+            sensitivity=f"the column ranges {_fmt_map(columns, ranges)} with epsilon split evenly, "
+                        f"{eps_col:.6g} per column",
+            relation=RELATION, covers=self._covers(columns), not_covered=STEP_NOT_COVERED,
+            noise=_lattices_text("Laplace", columns, plans),
+            details={"bounds": {c: [lo, hi] for c, lo, hi in zip(columns, low, high, strict=True)},
+                     "lattice": {c: p.lattice for c, p in zip(columns, plans, strict=True)},
+                     "per_column_scale": [p.scale for p in plans]})
+        out = np.empty_like(clipped)
+        for j, plan in enumerate(plans):
+            out[:, j] = _release_on_lattice(context.rng, clipped[:, j], plan, "laplace")
+        frame = pd.DataFrame(out, index=data.index, columns=columns)
+        return Masked(data=frame, diagnostics={"clipped_values": int((clipped != values).sum()),
+                                               "noise_scale": [p.scale for p in plans]})
+
+
+def _fmt_map(columns: list[str], numbers: list[Any]) -> str:
+    return "{" + ", ".join(f"{c}: {v:.6g}" if isinstance(v, float) else f"{c}: {v}"
+                           for c, v in zip(columns, numbers, strict=True)) + "}"
+
+
+def _lattices_text(kind: str, columns: list[str], plans: list[_Plan]) -> str:
+    lattices = ", ".join(f"{c} on {p.lattice}" for c, p in zip(columns, plans, strict=True))
+    return (f"exact discrete {kind} noise; {lattices}; each column's noise is calibrated to its range plus one "
+            "lattice step for the rounding to the lattice")
 
 
 @attrs.frozen(kw_only=True)
 class GeometricMechanism(_StepMixin):
     """The two-sided geometric mechanism for integer data: P(k) proportional
     to exp(-epsilon |k| / sensitivity), pure epsilon-DP (Ghosh, Roughgarden &
-    Sundararajan 2009). Integer sensitivities only."""
+    Sundararajan 2009), sampled exactly (the discrete Laplace sampler of
+    Canonne, Kamath & Steinke 2020)."""
 
     name: ClassVar[str] = "geometric"
 
@@ -162,15 +339,17 @@ class GeometricMechanism(_StepMixin):
     def release(self, values: Any, *, sensitivity: float | Sensitivity, epsilon: float, delta: float = 0.0,
                 context: PrivacyContext, relation: str, covers: str, not_covered: str = "",
                 **ledger: Any) -> np.ndarray:
-        """Spend ``epsilon`` and return integer ``values`` plus two-sided geometric noise."""
+        """Spend ``epsilon`` and return integer ``values`` plus two-sided geometric noise (int64)."""
         s = Sensitivity.of(sensitivity)
         _check_release(self.name, s.l1, epsilon)
-        arr = np.asarray(values)
-        if not np.all(np.isfinite(arr)) or not np.all(np.asarray(arr, dtype=float) == np.round(arr)):
-            raise DataError("geometric: the values must be integers; use the laplace mechanism for real values")
+        arr = _integers(self.name, values)
+        units = _geometric_scale(self.name, s.l1, epsilon)
+        scale = float(units)
         context.spend(epsilon=epsilon, delta=0.0, mechanism=self.name, sensitivity=s.l1, relation=relation,
-                      covers=covers, not_covered=not_covered, **ledger)
-        return np.asarray(arr, dtype=np.int64) + _two_sided_geometric(context.rng, epsilon / s.l1, arr.shape)
+                      covers=covers, not_covered=not_covered,
+                      details={**(ledger.pop("details", None) or {}), "exact_noise_scale": scale},
+                      noise=f"exact two-sided geometric noise of scale {scale:.6g} on the integers", **ledger)
+        return arr + sampling.discrete_laplace(context.rng, units, arr.shape)
 
     def perturb(self, data: pd.DataFrame, context: PrivacyContext) -> Masked:
         low, high = self._step_bounds(data, context)
@@ -182,35 +361,88 @@ class GeometricMechanism(_StepMixin):
         if non_integer:
             raise DataError(f"geometric: column(s) {', '.join(non_integer)} hold non-integer values; "
                             "use the laplace mechanism for real-valued columns")
-        low, high = np.floor(low), np.ceil(high)
-        clipped = np.clip(values, low, high).astype(np.int64)
-        ranges = (high - low).astype(np.int64)
         d = len(columns)
-        eps_col = self.epsilon / d
+        lows, highs = [], []
+        for c, lo, hi in zip(columns, low, high, strict=True):
+            lo_i, hi_i = math.floor(lo), math.ceil(hi)
+            if max(abs(lo_i), abs(hi_i)) > MAX_INTEGER:
+                raise ParameterError(
+                    f"geometric: the bounds of column {c} ([{lo:.6g}, {hi:.6g}]) exceed +-2^62 = {MAX_INTEGER:.3g}, "
+                    "the range in which the noisy integers stay exact in int64. Rescale the column (e.g. count in "
+                    "thousands) or use the laplace mechanism.")
+            lows.append(lo_i)
+            highs.append(hi_i)
+        ranges = [max(hi - lo, 1) for lo, hi in zip(lows, highs, strict=True)]  # exact Python integers
+        eps_col = self.epsilon / d if d else self.epsilon
+        scales = [_geometric_scale(self.name, r, eps_col, f"column {c}") for c, r in zip(columns, ranges, strict=True)]
+        as_int = np.zeros((len(data), d), dtype=np.int64)
+        clipped_values = 0
+        for j, c in enumerate(columns):
+            column, lo, hi = data[c].to_numpy(), lows[j], highs[j]
+            if column.dtype.kind == "i":  # integers stay exact (a double loses them above 2^53)
+                clipped_values += int(np.count_nonzero((column < lo) | (column > hi)))
+                exact = np.clip(column.astype(np.int64), lo, hi)
+            elif column.dtype.kind == "u":
+                top, bottom = np.uint64(max(hi, 0)), np.uint64(max(lo, 0))
+                clipped_values += int(np.count_nonzero((column > top) | (column < bottom))) if hi >= 0 else len(column)
+                exact = np.clip(np.minimum(column, top).astype(np.int64), lo, hi)
+            else:  # doubles above 2^53 are integers already; clipped to +-2^62 they fit int64 exactly
+                clipped = np.clip(values[:, j], float(lo), float(hi))
+                clipped_values += int(np.count_nonzero(clipped != values[:, j]))
+                exact = np.clip(clipped.astype(np.int64), lo, hi)
+            as_int[:, j] = exact
         context.spend(epsilon=self.epsilon, mechanism=self.name,
-                      sensitivity=f"column ranges {dict(zip(columns, ranges.tolist(), strict=True))}, "
-                                  f"epsilon split evenly ({eps_col:.6g} per column)",
-                      relation=RELATION, covers=self._covers(columns, None), not_covered=STEP_NOT_COVERED)
-        noise = np.column_stack([_two_sided_geometric(context.rng, eps_col / max(int(r), 1), (len(data),))
-                                 for r in ranges]) if d else np.zeros((len(data), 0), dtype=np.int64)
-        out = pd.DataFrame(clipped + noise, index=data.index, columns=columns)
-        return Masked(data=out, diagnostics={"clipped_values": int((clipped != values).sum())})
+                      sensitivity=f"the column ranges {_fmt_map(columns, ranges)} with epsilon split evenly, "
+                                  f"{eps_col:.6g} per column",
+                      relation=RELATION, covers=self._covers(columns, None), not_covered=STEP_NOT_COVERED,
+                      noise="exact two-sided geometric noise on the integers",
+                      details={"per_column_scale": [float(u) for u in scales]})
+        noise = np.column_stack([sampling.discrete_laplace(context.rng, u, (len(data),)) for u in scales]) \
+            if d else np.zeros((len(data), 0), dtype=np.int64)
+        out = pd.DataFrame(as_int + noise, index=data.index, columns=columns)
+        return Masked(data=out, diagnostics={"clipped_values": clipped_values,
+                                             "noise_scale": [float(u) for u in scales]})
 
 
-def _two_sided_geometric(rng: np.random.Generator, rate: float, shape: tuple[int, ...]) -> np.ndarray:
-    """Samples k with P(k) proportional to exp(-rate |k|): the difference of
-    two geometric variables (failures before a success, p = 1 - exp(-rate))."""
-    p = -math.expm1(-rate)
-    return (rng.geometric(p, size=shape) - rng.geometric(p, size=shape)).astype(np.int64)
+def _integers(name: str, values: Any) -> np.ndarray:
+    """``values`` as int64, refusing non-integers and magnitudes beyond 2^62 (before anything is spent)."""
+    arr = np.asarray(values)
+    if arr.dtype.kind in "iu":
+        if arr.size and (int(arr.max()) > MAX_INTEGER or int(arr.min()) < -MAX_INTEGER):
+            raise DataError(f"{name}: integer values beyond +-2^62 = {MAX_INTEGER:.3g} cannot take noise without "
+                            "overflowing int64; subtract a public offset or rescale them first")
+        return arr.astype(np.int64)
+    try:
+        as_float = np.asarray(arr, dtype=float)
+    except (TypeError, ValueError) as err:
+        raise DataError(f"{name}: the values must be integers; {err}") from err
+    if not np.all(np.isfinite(as_float)) or not np.all(as_float == np.round(as_float)):
+        raise DataError(f"{name}: the values must be integers; use the laplace mechanism for real values")
+    if as_float.size and float(np.max(np.abs(as_float))) > MAX_INTEGER:
+        raise DataError(f"{name}: integer values beyond +-2^62 = {MAX_INTEGER:.3g} cannot take noise without "
+                        "overflowing int64; subtract a public offset or rescale them first")
+    return as_float.astype(np.int64)
+
+
+def _geometric_scale(name: str, sensitivity: float | int, epsilon: float, what: str = "") -> Fraction:
+    """The exact scale sensitivity / epsilon, rounded up to the sampler's rational."""
+    units = Fraction(sensitivity) / Fraction(epsilon)
+    if units > sampling.MAX_LAPLACE_SCALE:
+        where = f" for {what}" if what else ""
+        raise ParameterError(
+            f"{name}: the noise scale sensitivity / epsilon = {_approx(units)}{where} exceeds 2^48, the exact "
+            "sampler's range (the noise would swamp any integer value). Use a larger epsilon or narrower bounds.")
+    return sampling.rational_scale(units)
 
 
 @attrs.frozen(kw_only=True)
 class GaussianMechanism(_StepMixin):
-    """The analytic Gaussian mechanism (Balle & Wang 2018): the smallest
-    sigma for which N(0, sigma^2) noise is (epsilon, delta)-DP for an L2
-    sensitivity; valid for every epsilon > 0 (the classical calibration
-    sigma = sqrt(2 ln(1.25/delta)) sensitivity / epsilon holds only for
-    epsilon < 1 and is looser)."""
+    """The Gaussian mechanism, sampled exactly: discrete Gaussian noise on a
+    power-of-two lattice (Canonne, Kamath & Steinke 2020), (epsilon,
+    delta)-DP for an L2 sensitivity. Sigma is calibrated with the discrete
+    Gaussian's concentrated-DP bound (rho = sensitivity^2 / (2 sigma^2),
+    converted to (epsilon, delta) by CKS 2020 Corollary 13), valid for every
+    epsilon > 0 and any number of coordinates."""
 
     name: ClassVar[str] = "gaussian"
 
@@ -227,43 +459,178 @@ class GaussianMechanism(_StepMixin):
 
     def release(self, values: Any, *, sensitivity: float | Sensitivity, epsilon: float, delta: float = 0.0,
                 context: PrivacyContext, relation: str, covers: str, not_covered: str = "",
-                **ledger: Any) -> np.ndarray:
-        """Spend ``(epsilon, delta)`` (L2 ``sensitivity``) and return ``values`` plus Gaussian noise."""
+                changed: int | None = None, **ledger: Any) -> np.ndarray:
+        """Spend ``(epsilon, delta)`` (L2 ``sensitivity``) and return ``values`` plus exact Gaussian noise.
+
+        The result lies on the lattice named in the ledger; ``changed`` as for
+        :meth:`LaplaceMechanism.release` (each changed value adds one lattice
+        step in L2, so ``sqrt(changed)`` steps in all).
+        """
         s = Sensitivity.of(sensitivity)
         _check_release(self.name, s.l2_bound, epsilon)
-        if not 0 < delta < 1:
+        if isinstance(delta, bool) or not isinstance(delta, int | float) or not 0 < delta < 1:
             raise ParameterError(f"gaussian: delta must be in (0, 1); got {delta!r}")
-        sigma = analytic_gaussian_sigma(epsilon, delta, s.l2_bound)
+        out = _as_array(self.name, values)
+        count = _changed(self.name, changed, out.size)
+        plan = _gaussian_plan(s.l2_bound, epsilon, delta, count)
+        _check_magnitude(self.name, out, plan.gamma)
+        details = {"sigma": plan.scale, "lattice": plan.lattice, "effective_sensitivity": plan.sensitivity,
+                   **(ledger.pop("details", None) or {})}
         context.spend(epsilon=epsilon, delta=delta, mechanism=self.name, sensitivity=f"L2 {s.l2_bound:.6g}",
-                      relation=relation, covers=covers, not_covered=not_covered,
-                      details={"sigma": sigma, **(ledger.pop("details", None) or {})}, **ledger)
-        out = _as_array(values)
-        return out + context.rng.normal(0.0, sigma, size=out.shape)
+                      relation=relation, covers=covers, not_covered=not_covered, details=details,
+                      noise=_noise_text("Gaussian", plan, "L2 "), **ledger)
+        return _release_on_lattice(context.rng, out, plan, "gaussian")
 
     def perturb(self, data: pd.DataFrame, context: PrivacyContext) -> Masked:
         low, high = self._step_bounds(data, context)
         assert self.epsilon is not None and self.delta is not None
         columns = list(data.columns)
+        d = len(columns)
         values = data.to_numpy(dtype=float)
         clipped = np.clip(values, low, high)
-        unit = (clipped - low) / (high - low)
-        noisy = self.release(unit, sensitivity=Sensitivity(l1=float(len(columns)), l2=math.sqrt(len(columns))),
-                             epsilon=self.epsilon, delta=self.delta, context=context, relation=RELATION,
-                             covers=self._covers(columns, "L2"), not_covered=STEP_NOT_COVERED)
-        out = pd.DataFrame(low + noisy * (high - low), index=data.index, columns=columns)
-        return Masked(data=out, diagnostics={"clipped_values": int((clipped != values).sum())})
+        ranges = [_range(self.name, c, lo, hi) for c, lo, hi in zip(columns, low, high, strict=True)]
+        plans = _gaussian_columns(ranges, self.epsilon, self.delta, columns)
+        for j, plan in enumerate(plans):
+            _check_magnitude(self.name, np.array([low[j], high[j]]), plan.gamma)
+        context.spend(
+            epsilon=self.epsilon, delta=self.delta, mechanism=self.name,
+            sensitivity=f"the column ranges {_fmt_map(columns, ranges)}, L2 {math.sqrt(d):.6g} with each "
+                        "column rescaled by its range",
+            relation=RELATION, covers=self._covers(columns, "L2"), not_covered=STEP_NOT_COVERED,
+            noise=_lattices_text("Gaussian", columns, plans),
+            details={"sigma": [p.scale for p in plans], "lattice": {c: p.lattice for c, p in zip(columns, plans,
+                                                                                                  strict=True)}})
+        out = np.empty_like(clipped)
+        for j, plan in enumerate(plans):
+            out[:, j] = _release_on_lattice(context.rng, clipped[:, j], plan, "gaussian")
+        frame = pd.DataFrame(out, index=data.index, columns=columns)
+        return Masked(data=frame, diagnostics={"clipped_values": int((clipped != values).sum()),
+                                               "noise_scale": [p.scale for p in plans]})
 
 
 def _check_release(name: str, sensitivity: float, epsilon: float) -> None:
-    if not (isinstance(sensitivity, int | float) and math.isfinite(sensitivity) and sensitivity > 0):
+    if isinstance(sensitivity, bool) or not (isinstance(sensitivity, int | float) and math.isfinite(sensitivity)
+                                             and sensitivity > 0):
         raise ParameterError(f"{name}: the sensitivity must be a finite number > 0; got {sensitivity!r}")
     if isinstance(epsilon, bool) or not isinstance(epsilon, int | float) or not math.isfinite(epsilon) or epsilon <= 0:
         raise ParameterError(f"{name}: epsilon must be a finite number > 0; got {epsilon!r}")
 
 
+# --------------------------------------------------------------------------- Gaussian calibration
+
+
+def _cdp_delta(rho: float, epsilon: float) -> float:
+    """A delta for which rho-zCDP implies (epsilon, delta)-DP (CKS 2020, Corollary 13).
+
+    delta = exp((a - 1)(a rho - epsilon)) / (a - 1) * (1 - 1/a)^a holds for
+    every a > 1; a near-optimal a is found by bisection on the derivative of
+    the exponent. Any a gives a valid bound, so the search only affects
+    tightness.
+    """
+    if rho <= 0:
+        return 0.0
+    lo, hi = 1.01, (epsilon + 1.0) / (2.0 * rho) + 2.0
+    alpha = lo
+    for _ in range(200):
+        alpha = 0.5 * (lo + hi)
+        if (2 * alpha - 1) * rho - epsilon + math.log1p(-1.0 / alpha) < 0:
+            lo = alpha
+        else:
+            hi = alpha
+    exponent = (alpha - 1) * (alpha * rho - epsilon) + alpha * math.log1p(-1.0 / alpha)
+    if exponent > 700:
+        return 1.0
+    return min(1.0, math.exp(exponent) / (alpha - 1))
+
+
+#: Safety factor on delta for the floating-point evaluation of the bound.
+_DELTA_MARGIN = 1.0 - 1e-6
+
+
+def _zcdp_rho(epsilon: float, delta: float) -> float:
+    """The largest rho (within 1e-12, rounded down) whose zCDP bound gives (epsilon, delta)-DP."""
+    target = delta * _DELTA_MARGIN
+    lo, hi = 0.0, epsilon + 1.0
+    while _cdp_delta(hi, epsilon) <= target:
+        hi *= 2.0
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if _cdp_delta(mid, epsilon) <= target:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo <= 1e-12 * hi:
+            break
+    return lo
+
+
+def discrete_gaussian_sigma(epsilon: float, delta: float, sensitivity: float) -> float:
+    """The sigma for which discrete Gaussian noise is (epsilon, delta)-DP for an L2 ``sensitivity``.
+
+    The discrete Gaussian N_Z(0, sigma^2) with an L2 sensitivity Delta on the
+    integer lattice is rho-zCDP with rho = Delta^2 / (2 sigma^2) (CKS 2020,
+    Theorem 4 and its multivariate form), and rho-zCDP implies (epsilon,
+    delta)-DP with the delta of :func:`_cdp_delta`.
+    """
+    rho = _zcdp_rho(epsilon, delta)
+    if not rho > 0:
+        return math.inf
+    # two steps up absorb the rounding of the division and the square root
+    return float(np.nextafter(np.nextafter(sensitivity / math.sqrt(2.0 * rho), np.inf), np.inf))
+
+
+def _gaussian_plan(sensitivity: float, epsilon: float, delta: float, changed: int) -> _Plan:
+    reference = discrete_gaussian_sigma(epsilon, delta, sensitivity)
+    if not math.isfinite(reference) or reference > _TOP / 4:
+        raise ParameterError(
+            f"gaussian: epsilon = {epsilon:.6g} and delta = {delta:.3g} need a noise sigma beyond the range of "
+            "doubles; the release would be infinite. Use a larger epsilon or delta.")
+    root = math.isqrt(changed - 1) + 1  # ceil(sqrt(changed))
+    gamma = sampling.lattice_for(sensitivity, root, Fraction(reference) / 2**24)
+    effective = sampling.lattice_sensitivity(sensitivity, gamma, changed, "L2")
+    sigma = discrete_gaussian_sigma(epsilon, delta, effective)
+    return _gaussian_units("gaussian", sigma, effective, gamma, epsilon, delta)
+
+
+def _gaussian_units(name: str, sigma: float, effective: float, gamma: float, epsilon: float, delta: float,
+                    what: str = "") -> _Plan:
+    sigma_units = Fraction(sigma) / Fraction(gamma)
+    if sigma_units > sampling.MAX_GAUSSIAN_SIGMA or not math.isfinite(sigma):
+        where = f" for {what}" if what else ""
+        raise ParameterError(
+            f"{name}: epsilon = {epsilon:.6g} and delta = {delta:.3g}{where} need a sigma of {_approx(sigma_units)} "
+            f"lattice steps (lattice {sampling.lattice_name(gamma)}), beyond the exact sampler's range (2^26). "
+            "Use a larger epsilon or delta, or release fewer values.")
+    variance = sampling.discrete_gaussian_variance(sigma_units**2)
+    return _Plan(gamma=gamma, sensitivity=effective, units=variance,
+                 scale=math.sqrt(float(variance)) * gamma)
+
+
+def _gaussian_columns(ranges: list[float], epsilon: float, delta: float, columns: list[str]) -> list[_Plan]:
+    """One plan per column for the step: noise proportional to each column's range (plus one lattice step)."""
+    d = len(ranges)
+    if not d:
+        return []
+    unit = discrete_gaussian_sigma(epsilon, delta, math.sqrt(d))  # sigma per unit of (range + step)
+    if not math.isfinite(unit) or unit > _TOP / 4:
+        raise ParameterError(
+            f"gaussian: epsilon = {epsilon:.6g} and delta = {delta:.3g} need a noise sigma beyond the range of "
+            "doubles. Use a larger epsilon or delta.")
+    plans = []
+    for column, r in zip(columns, ranges, strict=True):
+        gamma = sampling.lattice_for(r, 1, Fraction(unit) * Fraction(r) / 2**24)
+        effective = sampling.lattice_sensitivity(r, gamma, 1, "L1")
+        sigma = float(np.nextafter(unit * effective, np.inf))
+        if not math.isfinite(sigma):
+            raise ParameterError(f"gaussian: the noise sigma for column {column} overflows the range of doubles; "
+                                 "use narrower bounds or a larger epsilon or delta")
+        plans.append(_gaussian_units("gaussian", sigma, effective, gamma, epsilon, delta, f"column {column}"))
+    return plans
+
+
 def _gaussian_delta(sigma: float, epsilon: float, sensitivity: float) -> float:
-    """The smallest delta for which N(0, sigma^2) is (epsilon, delta)-DP
-    (Balle & Wang 2018, Theorem 8)."""
+    """The smallest delta for which (continuous) N(0, sigma^2) is (epsilon, delta)-DP
+    (Balle & Wang 2018, Theorem 8). Kept for comparison with the discrete calibration."""
     a = sensitivity / (2.0 * sigma)
     b = epsilon * sigma / sensitivity
     # Phi(a - b) - e^eps Phi(-a - b), with the second term in log space.
@@ -273,8 +640,9 @@ def _gaussian_delta(sigma: float, epsilon: float, sensitivity: float) -> float:
 
 
 def analytic_gaussian_sigma(epsilon: float, delta: float, sensitivity: float) -> float:
-    """The smallest sigma making the Gaussian mechanism (epsilon, delta)-DP,
-    found by bisection on the exact privacy profile."""
+    """The smallest sigma making the continuous Gaussian mechanism (epsilon, delta)-DP,
+    found by bisection on the exact privacy profile (Balle & Wang 2018).
+    The mechanisms use :func:`discrete_gaussian_sigma`; this is the reference it is compared to."""
     low, high = 1e-12 * sensitivity, sensitivity
     while _gaussian_delta(high, epsilon, sensitivity) > delta:
         high *= 2.0

@@ -58,14 +58,31 @@ def test_delta_is_budgeted_too():
         spend(no_delta, 1.0, delta=1e-9)
 
 
-def test_parallel_composition_over_disjoint_partitions():
+def test_parallel_composition_only_over_parts_the_host_made():
     context = PrivacyContext(Budget(epsilon=1.0))
     for part in ("cluster 0", "cluster 1", "cluster 2"):
-        spend(context, 0.6, partition=("round 1", part))
-    spend(context, 0.3, partition=("round 1", "cluster 1"))
-    assert context.spent[0] == pytest.approx(0.9)  # max over parts: cluster 1 has 0.6 + 0.3
-    with pytest.raises(BudgetExceededError):
+        with context._in_part("region", part):
+            spend(context, 0.3)
+    with context._in_part("region", "cluster 1"):
         spend(context, 0.2)
+    assert context.spent[0] == pytest.approx(0.5)  # max over parts: cluster 1 has 0.3 + 0.2
+    assert context.ledger[0].partition == ("region", "cluster 0")
+    assert "composes in parallel" in context.ledger[0].statement
+    with pytest.raises(BudgetExceededError):
+        spend(context, 0.6)
+
+
+def test_a_partition_a_component_declares_is_charged_sequentially():
+    context = PrivacyContext(Budget(epsilon=1.0))
+    for part in ("cluster 0", "cluster 1"):
+        spend(context, 0.4, partition=("round 1", part))
+    assert context.spent[0] == pytest.approx(0.8)  # not 0.4: the host cannot check the parts
+    entry = context.ledger[0]
+    assert entry.partition is None
+    assert entry.details["claimed_partition"] == ["round 1", "cluster 0"]
+    assert "charged sequentially" in entry.statement
+    with pytest.raises(BudgetExceededError):
+        spend(context, 0.4, partition=("round 1", "cluster 2"))
 
 
 def test_no_budget_records_but_never_refuses():
@@ -94,13 +111,13 @@ def test_ledger_entries_say_what_is_protected():
 
 
 def test_guarantees_and_leaks_are_recorded():
-    context = PrivacyContext()
+    context = PrivacyContext(Budget(allow_leaks=["dc_percent"]))  # a leak is refused unless opted in by name
     context.record("each group has at least 3 records", guarantee="k-anonymity", details={"k": 3})
-    with pytest.warns(PrivacyLeakWarning, match="d_c"):
-        context.record_leak("d_c", "taken from the data.", alternative="give an absolute dc")
+    with pytest.warns(PrivacyLeakWarning, match="dc_percent"):
+        context.record_leak("dc_percent", "taken from the data.", alternative="give an absolute dc")
     kinds = [e.kind for e in context.ledger]
     assert kinds == ["guarantee", "leak"]
-    assert context.ledger[1].statement == "d_c: taken from the data. Alternative: give an absolute dc"
+    assert context.ledger[1].statement == "dc_percent: taken from the data. Alternative: give an absolute dc"
     assert context.spent == (0.0, 0.0)
 
 
@@ -203,3 +220,38 @@ def test_unknown_relations_do_not_compose_with_others():
     with pytest.raises(PrivclustError, match="cannot compose releases stated under different neighbouring"):
         context.spend(epsilon=1.0, mechanism="m", sensitivity=1.0, relation="edge-level", covers="c")
     assert len(context.ledger) == 1
+
+
+def test_can_spend_inside_a_part_counts_that_part_only():
+    context = PrivacyContext(Budget(epsilon=1.0))
+    with context._in_part("region", "north"):
+        spend(context, 0.8)
+    with context._in_part("region", "south"):
+        assert context.can_spend(0.8) and not context.can_spend(1.1)
+    assert not context.can_spend(0.3)  # outside any part it adds to the largest part
+
+
+@pytest.mark.parametrize("entropy, pool_size", [(0, 4), (7, 4), (2**150 + 12345, 4), ([1, 2, 3, 4, 5, 6], 4),
+                                                (7, 8), (2**200, 8)])
+@pytest.mark.parametrize("spawn_key", [(), (0,), (5, 9)])
+def test_the_seedless_stream_derives_numpys_states_and_children(entropy, pool_size, spawn_key):
+    from privclust.accounting import _SeedStream
+
+    seq = np.random.SeedSequence(entropy, spawn_key=spawn_key, pool_size=pool_size)
+    stream = _SeedStream.of(seq)
+    assert not any(isinstance(v, np.random.SeedSequence) for v in vars(stream).values())
+    for dtype in (np.uint32, np.uint64):
+        assert np.array_equal(seq.generate_state(5, dtype), stream.generate_state(5, dtype))
+    for ours, theirs in zip(stream.spawn(3), seq.spawn(3), strict=True):
+        assert np.array_equal(ours.generate_state(4), theirs.generate_state(4))
+        assert ours.spawn_key == theirs.spawn_key
+
+
+def test_a_component_cannot_record_in_the_hosts_name():
+    context = PrivacyContext()
+    with pytest.raises(PrivclustError, match="names the host"):
+        context.record("all verified", guarantee="k-anonymity", component="privclust (host)")
+    with pytest.raises(PrivclustError, match="names the host"):
+        context.spend(epsilon=1.0, mechanism="laplace", sensitivity=1.0, relation="replace-one", covers="x",
+                      component="privclust (host)")
+    assert len(context.ledger) == 0

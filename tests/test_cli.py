@@ -50,7 +50,7 @@ def test_run_writes_output_and_report(files, capsys):
     report = json.loads((folder / "report.json").read_text())
     assert report["seeded"] is True and report["privacy"]["spent"]["epsilon"] == 1.0
     err = capsys.readouterr().err
-    assert "[1/1] laplace" in err and "privacy spent: epsilon 1" in err
+    assert "[1/1] laplace" in err and "ε-differentially private (ε = 1, δ = 0)" in err and "privacy spent" not in err
     assert listing(folder) == {"in.csv", "recipe.toml", "out.csv", "report.json"}
 
 
@@ -190,3 +190,249 @@ def test_a_missing_output_folder_is_refused_before_running(files, capsys, monkey
     code = main(["run", str(folder / "recipe.toml"), "-i", str(folder / "in.csv"), "-o",
                  str(folder / "nowhere" / "out.csv"), "-q"])
     assert code == 1 and "the folder" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------
+# All-or-nothing outputs: refusals before the run, one transaction, signals
+# ---------------------------------------------------------------------------
+
+
+def no_run(monkeypatch):
+    """Make any computation fail the test: the refusals must come first."""
+    import privclust.runner
+
+    monkeypatch.setattr(privclust.runner, "run", lambda *a, **k: pytest.fail("ran before refusing the outputs"))
+
+
+@pytest.mark.parametrize(
+    ("outputs", "message"),
+    [
+        (["-o", "in.csv"], "--output in.csv is the same file as --input"),
+        (["-o", "sub/../in.csv"], "is the same file as --input"),
+        (["-o", "link.csv"], "is the same file as --input"),  # a hard link to the input
+        (["-o", "dir.csv"], "it is a folder"),
+        (["-o", "out.csv", "--report", "dir.json"], "it is a folder"),
+        (["-o", "in.csv/out.csv"], "in.csv is a file, not a folder"),
+        (["-o", "out.csv", "--report", "dir.json/r.json"], ""),  # inside a folder: fine (checked below)
+    ],
+)
+def test_outputs_that_would_clobber_or_cannot_be_written_are_refused_first(files, capsys, monkeypatch, outputs,
+                                                                           message):
+    folder, _ = files
+    (folder / "sub").mkdir()
+    (folder / "dir.csv").mkdir()
+    (folder / "dir.json").mkdir()
+    os.link(folder / "in.csv", folder / "link.csv")
+    before = {p: p.stat().st_mtime_ns for p in folder.rglob("*")}
+    cwd = os.getcwd()
+    os.chdir(folder)
+    try:
+        if not message:
+            assert main(["run", "recipe.toml", "-i", "in.csv", *outputs, "-q"]) == 0
+            assert (folder / "dir.json" / "r.json").is_file()
+            return
+        no_run(monkeypatch)
+        code = main(["run", "recipe.toml", "-i", "in.csv", *outputs, "-q"])
+    finally:
+        os.chdir(cwd)
+    err = capsys.readouterr().err
+    assert code == 1 and message in err and err.count("\n") == 1, err
+    assert {p: p.stat().st_mtime_ns for p in folder.rglob("*")} == before
+
+
+def test_two_outputs_of_a_comparison_with_one_path_are_refused(files, capsys, monkeypatch):
+    folder, _ = files
+    module = sys.modules["privclust.compare"]
+    monkeypatch.setattr(module, "compare", lambda *a, **k: pytest.fail("ran before refusing"))
+    code = main(["compare", str(folder / "recipe.toml"), "-i", str(folder / "in.csv"), "-o", str(folder / "r.csv"),
+                 "--summary", str(folder / "r.csv"), "-q"])
+    assert code == 1 and "--output and --summary are the same file" in capsys.readouterr().err
+    code = main(["compare", str(folder / "recipe.toml"), "-i", str(folder / "in.csv"), "-o", str(folder / "in.csv"),
+                 "-q"])
+    assert code == 1 and "is the same file as --input" in capsys.readouterr().err
+    code = main(["compare", str(folder / "recipe.toml"), "-i", str(folder / "in.csv"), "-o", str(folder / "r.csv"),
+                 "--plot", str(folder / "map.gif"), "-q"])
+    assert code == 1 and "a plot is written as .png, .svg or .pdf" in capsys.readouterr().err
+    assert listing(folder) == {"in.csv", "recipe.toml"}
+
+
+def test_the_json_beside_an_html_report_counts_as_an_output():
+    from privclust._io import check_outputs
+    from privclust.cli import _report_paths
+
+    paths = _report_paths(Path("r.html"))
+    assert paths == {"--report": Path("r.html"), "the JSON written beside --report": Path("r.json")}
+    with pytest.raises(privclust_error(), match="--summary and the JSON written beside --report are the same file"):
+        check_outputs({"--summary": Path("r.json"), **paths})
+
+
+def privclust_error():
+    from privclust import PrivclustError
+
+    return PrivclustError
+
+
+def test_an_unwritable_folder_is_found_by_a_real_write_before_the_run(files, capsys, monkeypatch):
+    """Root ignores permission bits, so the folder is made unwritable by making
+    the probe's file creation fail, exactly as a read-only mount or a full
+    disk would; as a normal user the folder is also really made read-only."""
+    folder, _ = files
+    target = folder / "ro"
+    target.mkdir()
+    import tempfile
+
+    real = tempfile.mkstemp
+
+    def refuse(*args, dir=None, **kwargs):  # noqa: A002
+        if dir is not None and Path(dir).resolve() == target.resolve():
+            raise PermissionError(13, "Permission denied")
+        return real(*args, dir=dir, **kwargs)
+
+    monkeypatch.setattr(tempfile, "mkstemp", refuse)
+    no_run(monkeypatch)
+    code = main(["run", str(folder / "recipe.toml"), "-i", str(folder / "in.csv"), "-o", str(target / "out.csv"),
+                 "-q"])
+    err = capsys.readouterr().err
+    assert code == 1 and "is not writable (Permission denied)" in err
+    assert list(target.iterdir()) == []
+
+
+def test_a_read_only_file_system_is_found_before_the_run(files, capsys, monkeypatch):
+    """/sys cannot be written even by root (a real write probe, no mock)."""
+    folder, _ = files
+    import tempfile
+
+    try:
+        fd, name = tempfile.mkstemp(dir="/sys")
+    except OSError:
+        pass
+    else:  # pragma: no cover - an unusual system where /sys is writable
+        os.close(fd)
+        os.unlink(name)
+        pytest.skip("/sys is writable here")
+    no_run(monkeypatch)
+    code = main(["run", str(folder / "recipe.toml"), "-i", str(folder / "in.csv"), "-o", "/sys/out.csv", "-q"])
+    assert code == 1 and "the folder /sys is not writable" in capsys.readouterr().err
+
+
+def test_a_failing_second_output_leaves_every_existing_target_untouched(files, monkeypatch):
+    folder, _ = files
+    (folder / "out.csv").write_text("old output\n")
+    (folder / "r.json").write_text("old report\n")
+    import privclust.cli
+
+    def broken(text):
+        def write(tmp):
+            tmp.write_text(text[:10])
+            raise OSError(28, "No space left on device")
+
+        return write
+
+    monkeypatch.setattr(privclust.cli, "text_writer", broken)
+    code = main(["run", str(folder / "recipe.toml"), "-i", str(folder / "in.csv"), "-o", str(folder / "out.csv"),
+                 "--report", str(folder / "r.json"), "-q"])
+    assert code == 1
+    assert (folder / "out.csv").read_text() == "old output\n" and (folder / "r.json").read_text() == "old report\n"
+    assert listing(folder) == {"in.csv", "recipe.toml", "out.csv", "r.json"}
+
+
+def test_duplicate_csv_headers_are_refused_naming_the_columns(files, capsys):
+    folder, _ = files
+    (folder / "dup.csv").write_text("a,b,a,b,c\n1,2,3,4,5\n")
+    code = main(["run", str(folder / "recipe.toml"), "-i", str(folder / "dup.csv"), "-o", str(folder / "o.csv"), "-q"])
+    err = capsys.readouterr().err
+    assert code == 1 and "'a' (columns 1, 3); 'b' (columns 2, 4)" in err and "a.1" not in err
+    import gzip
+
+    with gzip.open(folder / "dup.csv.gz", "wt") as handle:
+        handle.write("x,x\n1,2\n")
+    from privclust._io import read_frame
+
+    with pytest.raises(privclust_error(), match="'x' .columns 1, 2."):
+        read_frame(folder / "dup.csv.gz")
+
+
+DRIVER = """
+import os, sys, time
+from pathlib import Path
+import privclust.cli as cli
+
+real = cli.frame_writer
+
+def slow(frame, path):
+    write = real(frame, path)
+
+    def slow_write(tmp):
+        write(tmp)
+        Path("writing").write_text(str(tmp))  # the temporary file exists now
+        time.sleep(float(os.environ.get("SLEEP", "120")))
+
+    return slow_write
+
+cli.frame_writer = slow
+sys.exit(cli.main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGHUP", "SIGINT"])
+def test_a_signal_while_writing_removes_the_temporaries(files, signame):
+    import signal
+    import time
+
+    folder, _ = files
+    (folder / "driver.py").write_text(DRIVER)
+    (folder / "out.csv").write_text("old output\n")
+    process = subprocess.Popen([sys.executable, "driver.py", "run", "recipe.toml", "-i", "in.csv", "-o", "out.csv",
+                                "--report", "r.html", "-q"], cwd=folder, stderr=subprocess.PIPE, text=True)
+    try:
+        for _ in range(1200):
+            if (folder / "writing").exists() or process.poll() is not None:
+                break
+            time.sleep(0.05)
+        assert (folder / "writing").exists(), "the run never reached the writes"
+        assert any(p.name.endswith(".tmp") for p in folder.iterdir())
+        process.send_signal(getattr(signal, signame))
+        _, err = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    signum = getattr(signal, signame)
+    assert process.returncode == (130 if signame == "SIGINT" else 128 + signum), err
+    assert "interrupted" in err and "nothing was written" in err and "Traceback" not in err
+    assert not [p.name for p in folder.iterdir() if p.name.endswith(".tmp")]
+    assert (folder / "out.csv").read_text() == "old output\n"
+    assert not (folder / "r.html").exists() and not (folder / "r.json").exists()
+
+
+def test_signal_handlers_are_restored_after_main(files):
+    import signal
+
+    folder, _ = files
+    before = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)}
+    main(["run", str(folder / "recipe.toml"), "-i", str(folder / "in.csv"), "-o", str(folder / "o.csv"), "-q"])
+    assert {s: signal.getsignal(s) for s in before} == before
+
+
+def test_a_signal_ignored_at_start_stays_ignored(files):
+    """`nohup privclust run ...`: SIGHUP is ignored, the run finishes and writes."""
+    import signal
+    import time
+
+    folder, _ = files
+    (folder / "driver.py").write_text(DRIVER)
+    process = subprocess.Popen([sys.executable, "driver.py", "run", "recipe.toml", "-i", "in.csv", "-o", "out.csv",
+                                "-q"], cwd=folder, stderr=subprocess.PIPE, text=True, env={**os.environ, "SLEEP": "2"},
+                               preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN))
+    try:
+        for _ in range(1200):
+            if (folder / "writing").exists() or process.poll() is not None:
+                break
+            time.sleep(0.05)
+        process.send_signal(signal.SIGHUP)
+        _, err = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 0, err
+    assert pd.read_csv(folder / "out.csv").shape == (30, 3)
+    assert not [p.name for p in folder.iterdir() if p.name.endswith(".tmp")]

@@ -218,3 +218,179 @@ def test_cli_sweeps_one_recipe_by_name(tmp_path, data):
                  "-q"]) == 0
     table = pd.read_csv(tmp_path / "out.csv")
     assert table["recipe"].tolist() == ["one", "one", "two"] and table["epsilon"].tolist() == [0.5, 2.0, 1.0]
+
+
+# ---------------------------------------------------------------------------
+# Limits, engine settings and interruptions
+# ---------------------------------------------------------------------------
+
+
+def test_a_huge_sweep_range_is_refused_without_expanding_it():
+    from privclust.compare import MAX_CONFIGURATIONS
+
+    with pytest.raises(PrivclustError, match=r"has 1e\+09 values, more than the limit of 10,000"):
+        parse_sweep("noise.epsilon=0.000001:1000:0.000001")
+    for bad in ("0:inf:1", "0:1:nan", "0:1:0", "1:0:0.1"):
+        with pytest.raises(PrivclustError, match="start:stop:step with finite numbers"):
+            parse_sweep(f"noise.epsilon={bad}")
+    assert len(parse_sweep(f"noise.k=1:{MAX_CONFIGURATIONS}:1")[1]) == MAX_CONFIGURATIONS
+    with pytest.raises(PrivclustError, match="nests brackets"):
+        parse_sweep("noise.k=" + "[" * 5000 + "1" + "]" * 5000)
+
+
+def test_the_product_of_sweeps_is_limited_and_counted_without_expanding(data, reg):
+    grid = {"noise.epsilon": range(1000), "privacy.delta": range(10**9)}
+    with pytest.raises(PrivclustError, match="the sweep has 1,000,000,000,000 configurations"):
+        expand_grid(grid)
+    with pytest.raises(PrivclustError, match="more than the limit of 10,000 per comparison"):
+        privclust.compare(noise_recipe(), data, grid=grid, registry=reg, progress=False)
+    with pytest.raises(PrivclustError, match="asks for 200,000 runs"):
+        privclust.compare(noise_recipe(), data, grid={"noise.epsilon": [1.0, 2.0]}, repeats=100_000, registry=reg,
+                          progress=False)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"scheduler": "tcp://127.0.0.1:9", "timeout": -1}, "timeout must be a number of seconds > 0"),
+        ({"scheduler": "tcp://127.0.0.1:9", "timeout": float("nan")}, "timeout must be"),
+        ({"scheduler": "tcp://host:notaport"}, "scheduler address 'tcp://host:notaport' is not valid"),
+        ({"scheduler": "tcp://host:99999"}, "is not valid"),
+        ({"scheduler": "http://host:8786"}, "unknown protocol 'http'"),
+        ({"scheduler": "tcp://:8786"}, "names no host"),
+        ({"scheduler": 42}, "scheduler must be None"),
+        ({"processes": 0}, "processes must be an integer >= 1"),
+        ({"processes": -2}, "processes must be an integer >= 1"),
+    ],
+)
+def test_bad_engine_settings_are_clean_errors_before_anything_runs(data, reg, kwargs, message):
+    with pytest.raises(PrivclustError, match=message):
+        privclust.compare(noise_recipe(), data, registry=reg, progress=False, **kwargs)
+
+
+def test_cli_bad_scheduler_and_timeout_print_one_line(tmp_path, data, capsys):
+    data.to_csv(tmp_path / "in.csv", index=False)
+    recipe = tmp_path / "r.toml"
+    recipe.write_text(privclust.Recipe.from_dict({k: v for k, v in noise_recipe().items() if k != "evaluate"})
+                      .to_toml())
+    for extra, message in ((["--scheduler", "tcp://h:port"], "is not valid"),
+                           (["--scheduler", "tcp://127.0.0.1:9", "--timeout", "-1"], "timeout must be"),
+                           (["--sweep", "noise.epsilon=0.000001:1000:0.000001"], "more than the limit")):
+        code = main(["compare", str(recipe), "-i", str(tmp_path / "in.csv"), "-o", str(tmp_path / "o.csv"), "-q",
+                     *extra])
+        err = capsys.readouterr().err
+        assert code == 1 and message in err and err.count("\n") == 1 and "Traceback" not in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.csv", "r.toml"]
+
+
+SLOW_DRIVER = """
+import os, sys, time
+from pathlib import Path
+from typing import ClassVar
+
+import attrs
+import privclust
+from privclust import hookimpl
+from privclust.cli import main
+
+
+@attrs.frozen(kw_only=True)
+class Sleepy:
+    name: ClassVar[str] = "sleepy"
+
+    def mask(self, data, context):
+        Path(f"worker-{os.getpid()}").write_text("started")
+        time.sleep(300)
+        return data
+
+
+class Plugin:
+    @hookimpl
+    def privclust_register_maskers(self, register):
+        register(Sleepy)
+
+
+privclust.get_registry().register(Plugin(), "sleepy-test")
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals and process groups")
+@pytest.mark.parametrize("signame", ["SIGINT", "SIGTERM"])
+def test_an_interrupted_comparison_stops_its_workers_and_writes_nothing(tmp_path, data, signame):
+    """Ctrl-C (SIGINT to the whole process group, as a terminal sends it) or
+    SIGTERM to the parent alone: the queued runs are cancelled, the worker
+    processes are ended, the exit status says so and no file is written."""
+    import os
+    import signal
+    import subprocess
+
+    data.to_csv(tmp_path / "in.csv", index=False)
+    (tmp_path / "driver.py").write_text(SLOW_DRIVER)
+    (tmp_path / "slow.toml").write_text('[[steps]]\nuse = "sleepy"\ncolumns = ["a"]\n')
+    process = subprocess.Popen([sys.executable, "driver.py", "compare", "slow.toml", "-i", "in.csv", "-o", "o.csv",
+                                "--repeats", "8", "--processes", "2", "-q"], cwd=tmp_path, stderr=subprocess.PIPE,
+                               text=True, start_new_session=True)
+    try:
+        for _ in range(1200):
+            if len(list(tmp_path.glob("worker-*"))) >= 2 or process.poll() is not None:
+                break
+            time.sleep(0.05)
+        workers = [int(p.name.split("-")[1]) for p in tmp_path.glob("worker-*")]
+        assert len(workers) == 2, process.stderr.read() if process.poll() is not None else "workers never started"
+        signum = getattr(signal, signame)
+        if signame == "SIGINT":
+            os.killpg(process.pid, signum)
+        else:
+            process.send_signal(signum)
+        _, err = process.communicate(timeout=60)  # a guard, not a timing claim: the queue would take 20 minutes
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+    assert process.returncode == (130 if signame == "SIGINT" else 128 + signum), err
+    assert "interrupted" in err and "Traceback" not in err
+    for pid in workers:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+    assert not (tmp_path / "o.csv").exists() and not list(tmp_path.glob("*.tmp"))
+    assert len(list(tmp_path.glob("worker-*"))) == 2  # no queued run started after the signal
+
+
+def test_an_interrupted_dask_comparison_cancels_its_runs(data, reg, monkeypatch):
+    """Ctrl-C while waiting on a cluster: the submitted runs are cancelled and
+    the client the call opened is closed (a stand-in client records it)."""
+    distributed = pytest.importorskip("distributed")
+    compare_module = sys.modules["privclust.compare"]
+
+    class Future:
+        def __init__(self, key):
+            self.key = key
+
+    class Client:
+        def __init__(self):
+            self.cancelled, self.closed, self.submitted = None, False, 0
+
+        def scatter(self, data, broadcast):
+            return data
+
+        def submit(self, *args, **kwargs):
+            self.submitted += 1
+            return Future(self.submitted)
+
+        def cancel(self, futures, force=False):
+            self.cancelled = (len(futures), force)
+
+        def close(self):
+            self.closed = True
+
+    client = Client()
+    monkeypatch.setattr(compare_module, "_client", lambda scheduler, timeout: (client, [client]))
+
+    def interrupted(futures):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(distributed, "as_completed", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        privclust.compare(noise_recipe(), data, repeats=3, scheduler="tcp://example:8786", registry=reg,
+                          progress=False)
+    assert client.cancelled == (3, True) and client.closed

@@ -44,9 +44,13 @@ def reference(X: np.ndarray, dc: float, kernel: str) -> tuple[np.ndarray, np.nda
     return rho, delta, parent
 
 
-def fit(component, frame: pd.DataFrame, *, seed: int = 1, budget: float | None = None):
+def fit(component, frame: pd.DataFrame, *, seed: int = 1, budget: float | None = None,
+        allow_leaks: tuple[str, ...] = privclust.KNOWN_LEAKS):
+    """Fit outside a recipe. The algorithm tests opt in to every data-derived
+    parameter explicitly (the paper's percentage rules); the secure defaults
+    are tested in test_dp_leaks.py."""
     registry = privclust.get_registry()
-    context = privclust.PrivacyContext(privclust.Budget(epsilon=budget) if budget else None, seed=seed,
+    context = privclust.PrivacyContext(privclust.Budget(epsilon=budget, allow_leaks=allow_leaks), seed=seed,
                                        registry=registry)
     with context.step(0, "dpc", component.name), warnings.catch_warnings():
         warnings.simplefilter("ignore", PrivacyLeakWarning)
@@ -406,7 +410,7 @@ def test_over_budget_is_refused_before_anything(iris):
 
 
 def test_recipe_run_charges_the_honest_figure(iris):
-    recipe = {"privacy": {"epsilon": 1000.0},
+    recipe = {"privacy": {"epsilon": 1000.0, "allow_leaks": ["dc_percent", "radius_percent"]},
               "steps": [{"use": "dp-dpcl", "dc_percent": 2.5, "radius_percent": 2.2, "epsilon": 1.0,
                          "columns": ["sepal_length", "sepal_width", "petal_length", "petal_width"]}]}
     with warnings.catch_warnings():
@@ -429,7 +433,7 @@ def test_grid_variant_is_dp_with_n_free_sensitivity(aggregation):
     assert "joint-DP" in entry.not_covered and not ctx.ledger.of_kind("leak")
     spacing = 40 / 29
     assert entry.sensitivity == pytest.approx(2 * _dpc.grid_sensitivity("gaussian", np.array([spacing, 30 / 29]), 1.5))
-    _, leaky = fit(DPDPCGrid(dc_percent=2.0, epsilon=1.0), features(aggregation))
+    _, leaky = fit(DPDPCGrid(dc_percent=2.0, epsilon=1.0, bounds="data"), features(aggregation))
     assert {e.mechanism for e in leaky.ledger.of_kind("leak")} == {"bounds", "dc_percent"}
 
 
@@ -524,8 +528,8 @@ def test_duplicate_heavy_and_constant_data_never_crash():
 
 @pytest.mark.parametrize("component", [
     DPC(k=3), DPC(dc_percent=5.0, rho_min=1.0, delta_min=1.0, halo=True), AdDPC(kernel="cutoff", dc_percent=5.0),
-    DPDPCL(dc_percent=3.0, radius_percent=1.0), AdDPCrDP(k=3, calibration="vector"),
-    DPrcCFSFDP(k=3, radius=0.5), DPDPCGrid(dc=1.0, points_per_dim=12, k=3),
+    DPDPCL(dc=0.6, radius=0.5), AdDPCrDP(k=3, calibration="vector", dc=0.6),
+    DPrcCFSFDP(k=3, radius=0.5, dc=0.6), DPDPCGrid(dc=1.0, points_per_dim=12, k=3, bounds={c: [-2, 8] for c in "abc"}),
 ], ids=lambda c: c.name)
 def test_conformance(component, frame):
     with warnings.catch_warnings():

@@ -125,7 +125,8 @@ def test_from_a_release(registry):
     frame["class"] = pd.Categorical(np.repeat([0, 1], 30))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", PrivacyLeakWarning)
-        release = privclust.run({"steps": [{"use": "idp-kmeans", "k": 2, "epsilon": 100.0, "bounds": "data",
+        release = privclust.run({"privacy": {"allow_leaks": ["bounds"]},
+                                 "steps": [{"use": "idp-kmeans", "k": 2, "epsilon": 100.0, "bounds": "data",
                                             "id": "km"}]}, frame, seed=0, registry=registry)
     ax = plot_clusters(release)
     assert ax.get_xlabel() == "u" and "idp-kmeans (km)" in ax.get_title()
@@ -141,7 +142,8 @@ def test_a_release_plots_the_values_the_clusterer_saw(registry):
     frame = pd.DataFrame(rng.normal(size=(40, 2)) * 10, columns=["u", "v"])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", PrivacyLeakWarning)
-        release = privclust.run({"steps": [{"use": "laplace", "epsilon": 0.5, "bounds": "data"},
+        release = privclust.run({"privacy": {"allow_leaks": ["bounds"]},
+                                 "steps": [{"use": "laplace", "epsilon": 0.5, "bounds": "data"},
                                            {"use": "idp-kmeans", "k": 2, "epsilon": 1.0, "bounds": "data"}]},
                                 frame, seed=1, registry=registry)
     ax = plot_clusters(release, centres=False)
@@ -166,7 +168,8 @@ def test_bad_input(handmade, registry):
         plot_gamma(partition, step=0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", PrivacyLeakWarning)
-        release = privclust.run({"steps": [{"use": "laplace", "epsilon": 1.0, "bounds": "data"}]}, data, seed=0,
+        release = privclust.run({"privacy": {"allow_leaks": ["bounds"]},
+                                 "steps": [{"use": "laplace", "epsilon": 1.0, "bounds": "data"}]}, data, seed=0,
                                 registry=registry)
     with pytest.raises(PrivclustError, match="no clusterer step"):
         plot_clusters(release)
@@ -189,6 +192,8 @@ REAL = [
     {"use": "dp-rccfsfdp", "k": 2, "dc_percent": 2.5, "radius_percent": 1.0, "epsilon": 1.0},
     {"use": "dp-dpc-grid", "epsilon": 1.0, "bounds": {"x0": [0, 16], "x1": [12, 30]}, "points_per_dim": 30},
 ]
+#: The paper's percentage rules take d_c, E and the scaling from the data: the test opts in by name.
+LEAKS = {"allow_leaks": ["dc_percent", "radius_percent", "scale"]}
 
 
 @pytest.mark.parametrize("step", REAL, ids=[s["use"] for s in REAL])
@@ -199,7 +204,7 @@ def test_plots_of_each_density_peak_clusterer(step, registry):
     flame = load("flame")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", PrivacyLeakWarning)
-        release = privclust.run({"steps": [step]}, flame, seed=5, registry=registry)
+        release = privclust.run({"privacy": LEAKS, "steps": [step]}, flame, seed=5, registry=registry)
     partition = release.step(0).partition
     diag = partition.diagnostics
     fig, axes = plt.subplots(1, 3)

@@ -34,7 +34,9 @@ BOUNDS = {"a": [-3.0, 9.0], "b": [-3.0, 9.0], "c": [-3.0, 9.0]}
 
 
 def fit(component, data, *, seed=0, budget=None, registry=None):
-    context = PrivacyContext(budget, seed=seed, registry=registry)
+    # Outside a recipe, the tests that use bounds = "data" opt in to that leak explicitly.
+    context = PrivacyContext(budget if budget is not None else Budget(allow_leaks=["bounds"]), seed=seed,
+                             registry=registry)
     with context.step(0, "km", component.name):
         partition = component.fit(data, context)
     return partition, context
@@ -335,20 +337,22 @@ def test_bad_input_through_the_runner(registry):
     with pytest.raises(RecipeError, match="needs public 'bounds'"):
         privclust.run({"steps": [{"use": "idp-kmeans", "k": 2, "epsilon": 1.0}]}, data, registry=registry)
     with pytest.raises(DataError, match="needs at least 25 records"):
-        privclust.run({"steps": [{"use": "idp-kmeans", "k": 25, "epsilon": 1.0, "bounds": "data"}]}, data,
+        privclust.run({"privacy": {"allow_leaks": ["bounds"]},
+                       "steps": [{"use": "idp-kmeans", "k": 25, "epsilon": 1.0, "bounds": "data"}]}, data,
                       registry=registry)
     bad = data.copy()
     bad.loc[0, "x"] = np.nan
     with pytest.raises(DataError, match="NaN"):
-        privclust.run({"steps": [{"use": "idp-kmeans", "k": 2, "epsilon": 1.0, "bounds": "data"}]}, bad,
+        privclust.run({"privacy": {"allow_leaks": ["bounds"]},
+                       "steps": [{"use": "idp-kmeans", "k": 2, "epsilon": 1.0, "bounds": "data"}]}, bad,
                       registry=registry)
 
 
 @pytest.mark.parametrize("component", [
     IDPKMeans(k=3, epsilon=1.0, bounds=BOUNDS),
     IDPKMeans(k=2, m=4, epsilon=0.5, bounds=BOUNDS, schedule="uniform", rounds=3),
-    IDPKMeans(k=3, epsilon=2.0, bounds="data", noise={"use": "laplace"}),
-], ids=["halving", "uniform-m4", "data-bounds"])
+    IDPKMeans(k=3, epsilon=2.0, bounds="dp", bounds_range=BOUNDS, bounds_epsilon=0.5, noise={"use": "laplace"}),
+], ids=["halving", "uniform-m4", "dp-bounds"])
 def test_conformance(component, registry, frame):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", PrivacyLeakWarning)

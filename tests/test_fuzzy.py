@@ -505,3 +505,59 @@ def test_single_equality_matches_the_papers_closed_form():
     paper = vbar - np.outer(vbar @ alpha, alpha) / (alpha @ alpha)
     ours = _fcm.run(X, V0, fz, tol=0, max_iter=1, budget_bytes=1e6, project=fuzzy.z_projector(cs, std)).centres
     np.testing.assert_allclose(ours, paper, atol=1e-9)
+
+
+# ---------------------------------------------------------------------------
+# kernels of fuzzy microaggregation's rules: seeds, rows with centres left out
+# ---------------------------------------------------------------------------
+
+
+def _textbook_excluding(X, V, fz, exclude, p=None):
+    D = ((X[:, None, :] - V[None]) ** 2).sum(-1)
+    for r, cols in enumerate(exclude):
+        D[r, cols] = np.inf
+    if p is not None:  # the p nearest remaining centres only
+        far = np.argsort(D, axis=1, kind="stable")[:, p:]
+        np.put_along_axis(D, far, np.inf, axis=1)
+    if fz.kind == "fcm":
+        with np.errstate(divide="ignore"):
+            w = D ** (-1.0 / (fz.value - 1.0))
+        on = (D == 0).any(axis=1)
+        w[on] = (D[on] == 0).astype(float)  # a record on a centre: membership 1 there
+    else:
+        w = np.exp(-fz.value * (D - D.min(1, keepdims=True)))
+    return w / w.sum(1, keepdims=True)
+
+
+@pytest.mark.parametrize("kind, value", [("fcm", 1.5), ("fcm", 2.0), ("efcm", 3.0)])
+@pytest.mark.parametrize("p", [None, 3])
+def test_subset_rows_leave_the_excluded_centres_out(kind, value, p):
+    rng = np.random.default_rng(4)
+    V = rng.normal(size=(12, 3))
+    X = np.vstack([V[[0, 5]], rng.normal(size=(3, 3))])  # two records on a centre
+    exclude = [np.array([0]), np.array([5]), np.array([], dtype=np.int64), np.array([1, 2]),
+               np.array([], dtype=np.int64)]
+    fz = _fcm.Fuzzifier(kind, value)
+    res = _fcm.subset_rows(X, V, fz, exclude, p=p, width=12 if p is None else p, budget_bytes=1e6,
+                           rng=np.random.default_rng(0))
+    expected = _textbook_excluding(X, V, fz, exclude, p)
+    got = np.zeros((5, 12))
+    np.put_along_axis(got, res.indices, res.values * (1.0 - res.dropped)[:, None], axis=1)
+    np.testing.assert_allclose(got, expected, atol=1e-12)
+    np.testing.assert_allclose(res.colsum_new, expected.sum(0), atol=1e-12)
+    np.testing.assert_allclose(res.colsum_old, _textbook_excluding(X, V, fz, [[]] * 5, p).sum(0), atol=1e-12)
+    assert all(label not in cols for label, cols in zip(res.labels, exclude, strict=True))
+    assert not res.stuck.any()
+
+
+def test_subset_rows_with_no_other_centre_are_stuck():
+    V = np.array([[0.0, 0.0]])
+    res = _fcm.subset_rows(V.copy(), V, _fcm.Fuzzifier("fcm", 2.0), [np.array([0])], p=None, width=1,
+                           budget_bytes=1e6, rng=np.random.default_rng(0))
+    assert res.stuck.tolist() == [True] and res.labels.tolist() == [0]
+
+
+def test_group_seeds_are_means_of_the_nearest_records():
+    X = np.arange(10.0)[:, None] ** 2
+    np.testing.assert_allclose(_fcm.group_seeds(X, X[[0, 9]], 3), [[(0 + 1 + 4) / 3], [(49 + 64 + 81) / 3]])
+    np.testing.assert_array_equal(_fcm.group_seeds(X, X[[2]], 1), X[[2]])

@@ -17,7 +17,15 @@ from privclust_plugins import fuzzy
 from privclust_plugins.constraints import LinearConstraints
 from privclust_plugins.fuzzy import EFCM, FCM
 from privclust_plugins.mdav import MDAV
-from privclust_plugins.microaggregation import FuzzyMicroaggregation, Microaggregation, default_m1
+from privclust_plugins import _fcm
+from privclust_plugins.microaggregation import (
+    CollapsedCentresWarning,
+    FuzzyMicroaggregation,
+    FuzzyRegimeWarning,
+    Microaggregation,
+    UniformMembershipsWarning,
+    default_m1,
+)
 
 from conftest import require_dataset
 
@@ -69,11 +77,14 @@ def test_partition_contract():
     assert isinstance(part, Partition)
     np.testing.assert_array_equal(out.data.to_numpy(), part.centres[part.labels])  # the realised assignment
     assert np.abs(part.centres @ ALPHA).max() < 1e-9  # projected, original units
-    assert part.memberships.shape == (12, 4)
+    c = part.centres.shape[0]
+    assert part.memberships.shape == (12, c)
     np.testing.assert_allclose(part.memberships.sum(1), 1.0)
-    assert part.diagnostics["k"] == 3 and part.diagnostics["c"] == 4
+    assert part.diagnostics["k"] == 3 and part.diagnostics["c_initial"] == 4 and part.diagnostics["c"] == c <= 4
+    assert part.diagnostics["light_centres_dropped"] == 4 - c
     assert part.diagnostics["m1"] == 1.4 and part.diagnostics["m2"] == 1.8
-    assert out.diagnostics["expected_size_mean"] == pytest.approx(3.0)
+    assert out.diagnostics["expected_size_mean"] == pytest.approx(12 / c)
+    assert part.memberships.sum(0).min() >= 3  # the mass rule, on the memberships the draw used
     crisp, _ = mask(Microaggregation(clusterer=MDAV(k=3)), frame, [RULE])
     assert crisp.partition.memberships is None and crisp.partition.diagnostics["k"] == 3
     np.testing.assert_array_equal(crisp.data.to_numpy(), crisp.partition.centres[crisp.partition.labels])
@@ -83,7 +94,7 @@ def test_step2_memberships_use_m2():
     frame = ds.table1()
     low, _ = mask(FuzzyMicroaggregation(k=3, m1=1.5, m2=1.2), frame, seed=1)
     high, _ = mask(FuzzyMicroaggregation(k=3, m1=1.5, m2=4.0), frame, seed=1)
-    np.testing.assert_allclose(low.partition.centres, high.partition.centres)  # same Step 1
+    assert low.diagnostics["step1"]["objective"] == high.diagnostics["step1"]["objective"]  # same Step 1
     assert low.partition.memberships.max(1).mean() > high.partition.memberships.max(1).mean()
     # the Step 2 memberships are FCM's with m2 at the final centres
     std = fuzzy.standardise(frame.to_numpy(), list(frame.columns), True, "t")
@@ -120,8 +131,11 @@ def test_ledger_states_probabilistic_k_anonymity_honestly():
     share = out.diagnostics["share_in_realised_cluster_below_k"]
     assert f"{share:.1%}" in entry.statement
     assert "projected onto the edit rules" in entry.statement
-    assert entry.details["k"] == 3 and entry.details["expected_size_min"] <= 3 <= entry.details["expected_size_max"]
-    realised = np.bincount(out.partition.labels, minlength=4)
+    assert entry.details["k"] == 3 and 3 <= entry.details["expected_size_min"] <= entry.details["expected_size_max"]
+    assert "never replaced by a centre equal to itself" in entry.statement
+    assert "0 records were released with their original values" in entry.statement
+    assert entry.details["verbatim_records"] == 0
+    realised = np.bincount(out.partition.labels, minlength=out.partition.centres.shape[0])
     assert share == pytest.approx(np.mean(realised[out.partition.labels] < 3))
 
 
@@ -318,8 +332,13 @@ def test_information_loss_grows_with_m2_and_with_k():
 
 def test_extremes_c_equals_n_and_c_equals_one():
     frame = ds.table1()
-    same, _ = mask(FuzzyMicroaggregation(c=12, m1=1.01), frame)
-    np.testing.assert_allclose(same.data.to_numpy(), frame.to_numpy(), atol=1e-9)
+    # c = N: the centres end on the records, so each record draws another centre (the self rule)
+    same, context = mask(FuzzyMicroaggregation(c=12, m1=1.01), frame)
+    X, released = frame.to_numpy(), same.data.to_numpy()
+    assert not (released == X).all(axis=1).any()
+    on = same.diagnostics["records_on_a_centre"]
+    assert on >= 1 and same.diagnostics["verbatim_records"] == 0
+    assert f"{on} records had such a centre" in context.ledger.entries[-1].statement
     one, _ = mask(FuzzyMicroaggregation(c=1), frame, [RULE])
     mean = frame.to_numpy().mean(0)
     assert np.unique(one.data.to_numpy(), axis=0).shape[0] == 1
@@ -406,3 +425,201 @@ def test_census_with_its_rule_against_mdav():
         ev = release.evaluations.set_index("metric")["value"]
         results[step["use"]] = ev["sse_sst"]
     assert 0 < results["fuzzy-microaggregation"] < 40 and 0 < results["microaggregation"] < 40
+
+
+# ---------------------------------------------------------------------------
+# issue 8: no verbatim records, expected mass >= k, degenerate fuzzifiers
+# ---------------------------------------------------------------------------
+
+
+def _verbatim(original: pd.DataFrame, released: pd.DataFrame) -> int:
+    return int((released[original.columns].to_numpy() == original.to_numpy(dtype=float)).all(axis=1).sum())
+
+
+@pytest.mark.parametrize("name", ["casc_census", "tarragona"])
+@pytest.mark.parametrize("k", [3, 5])
+@pytest.mark.parametrize("m1", [None, 10.0])
+def test_no_record_is_released_verbatim_on_census_and_tarragona(name, k, m1):
+    require_dataset(f"{name}.csv")
+    frame = ds.load(name)
+    step = {"use": "fuzzy-microaggregation", "k": k, **({"m1": m1} if m1 else {})}
+    for seed in (1, 2, 3):
+        with pytest.warns(UniformMembershipsWarning) if m1 else _no_regime_warning():
+            release = privclust.run({"steps": [step]}, frame, seed=seed)
+        dg = release.outcomes[0].diagnostics
+        assert _verbatim(frame, release.data) == 0 == dg["verbatim_records"]
+        assert dg["expected_size_min"] >= k  # the mass rule, on the final memberships
+        entry = [e for e in release.ledger if e.mechanism == "probabilistic k-anonymity"][0]
+        assert "0 records were released with their original values" in entry.statement
+
+
+class _no_regime_warning:
+    def __enter__(self):
+        import warnings
+
+        self._catch = warnings.catch_warnings(record=True)
+        self._seen = self._catch.__enter__()
+        warnings.simplefilter("always")
+
+    def __exit__(self, *exc):
+        self._catch.__exit__(*exc)
+        assert not [w for w in self._seen if issubclass(w.category, FuzzyRegimeWarning)], \
+            [str(w.message) for w in self._seen]
+
+
+def test_edit_rules_hold_on_the_census_with_the_new_rules():
+    require_dataset("casc_census.csv")
+    census = ds.load("casc_census")
+    columns = list(census.columns)
+    recipe = {"constraints": [{"use": "linear", "rules": ["PTOTVAL = POTHVAL + PEARNVAL"]
+                               + [f"{c} >= 0" for c in columns]}],
+              "steps": [{"use": "fuzzy-microaggregation", "k": 3}], "evaluate": [{"use": "edit-violations"}]}
+    release = privclust.run(recipe, census, seed=4)
+    out = release.data
+    assert np.abs(out.PTOTVAL - out.POTHVAL - out.PEARNVAL).max() < 1e-6 * out.PTOTVAL.abs().max()
+    assert (out.to_numpy() >= -1e-9).all() and _verbatim(census, out) == 0
+
+
+def _step2_rows(std, centres, fz, own_rows, own):
+    """Step 2 memberships by the textbook formula, with each record's own centres left out."""
+    Z = std.to_z(centres)
+    D = ((std.z[:, None, :] - Z[None]) ** 2).sum(-1)
+    for r, cols in zip(own_rows, own, strict=True):
+        D[r, cols] = np.inf
+    if fz.kind == "fcm":
+        with np.errstate(divide="ignore"):
+            w = D ** (-1.0 / (fz.value - 1.0))
+    else:
+        w = np.exp(-fz.value * (D - D.min(1, keepdims=True)))
+    return w / w.sum(1, keepdims=True)
+
+
+@SETTINGS
+@given(seed=st.integers(0, 10**6), k=st.integers(2, 5), m2=st.floats(1.05, 3.0), efcm=st.booleans(),
+       outliers=st.integers(0, 4))
+def test_mass_rule_and_self_rule_hold_on_the_final_memberships(seed, k, m2, efcm, outliers):
+    rng = np.random.default_rng(seed)
+    X = rng.gamma(2.0, 10.0, size=(60, 3))
+    X[:outliers] *= 20  # isolated records: their crisp clusters have one record
+    frame = pd.DataFrame(X, columns=["a", "b", "c"])
+    masker = (FuzzyMicroaggregation(k=k, lambda1=50.0, lambda2=m2, clusterer="efcm") if efcm
+              else FuzzyMicroaggregation(k=k, m1=1.01, m2=m2))
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FuzzyRegimeWarning)
+        out, _ = mask(masker, frame, seed=seed)
+    part, dg = out.partition, out.diagnostics
+    U = np.asarray(part.memberships)
+    # the memberships the draw used: Step 2's at the final centres, each record's own centre left out
+    std = fuzzy.standardise(X, ["a", "b", "c"], True, "t")
+    from privclust_plugins.microaggregation import self_centres
+
+    rows, own = self_centres(std.z, std.to_z(part.centres))
+    fz = _fcm.Fuzzifier("efcm" if efcm else "fcm", m2)
+    np.testing.assert_allclose(U, _step2_rows(std, part.centres, fz, rows, own), atol=1e-9)
+    assert U.sum(0).min() >= k and dg["expected_size_min"] == pytest.approx(U.sum(0).min())
+    assert dg["records_on_a_centre"] == rows.size
+    for r, cols in zip(rows, own, strict=True):
+        assert not np.isin(part.labels[r], cols)  # never replaced by itself
+    assert not (out.data.to_numpy() == X).all(axis=1).any()
+
+
+def test_removing_a_centre_never_lowers_another_centres_mass():
+    rng = np.random.default_rng(3)
+    X, V = rng.normal(size=(200, 3)), rng.normal(size=(20, 3))
+    for fz in (_fcm.Fuzzifier("fcm", 1.3), _fcm.Fuzzifier("efcm", 2.0)):
+        full = _fcm.exact_pass(_fcm._Data(X), V, fz, budget_bytes=1e8, update=False, colsum=True).colsum
+        for drop in range(20):
+            rest = np.delete(np.arange(20), drop)
+            fewer = _fcm.exact_pass(_fcm._Data(X), V[rest], fz, budget_bytes=1e8, update=False, colsum=True).colsum
+            assert (fewer >= full[rest] - 1e-12).all()
+
+
+def test_self_rule_on_the_truncated_path(monkeypatch):
+    monkeypatch.setattr(fuzzy, "EXACT_MAX_CENTRES", 16)
+    rng = np.random.default_rng(2)
+    X = rng.gamma(2.0, 10.0, size=(1500, 2))
+    frame = pd.DataFrame(X, columns=["a", "b"])
+    masker = FuzzyMicroaggregation(c=1500, m1=1.05, clusterer=FCM(memory_budget=0.2))
+    out, context = mask(masker, frame)  # every centre ends on its record
+    dg = out.diagnostics
+    assert dg["membership_path"] == "truncated" and dg["records_on_a_centre"] > 0
+    assert dg["verbatim_records"] == 0 and not (out.data.to_numpy() == X).all(axis=1).any()
+    top = out.partition.memberships
+    assert isinstance(top, privclust.TopMemberships)
+    assert np.bincount(top.indices.ravel(), weights=top.values.ravel(), minlength=top.n_centres).min() >= 1
+
+
+def test_the_masker_seeds_are_means_of_k_records():
+    frame = pd.DataFrame(np.random.default_rng(0).normal(size=(90, 2)), columns=["a", "b"])
+    out, _ = mask(FuzzyMicroaggregation(k=3, m1=10.0, clusterer=FCM(max_iter=1, n_init=1)), frame)
+    assert out.diagnostics["step1"]["init"].startswith("means of the 3 nearest records")
+    std = fuzzy.standardise(frame.to_numpy(), ["a", "b"], True, "t")
+    seeds = _fcm.group_seeds(std.z, std.z[[0, 5]], 3)
+    near = np.argsort(((std.z[None] - std.z[[0, 5], None]) ** 2).sum(-1), axis=1)[:, :3]
+    np.testing.assert_allclose(seeds, std.z[near].mean(axis=1))
+
+
+def test_near_uniform_memberships_warn_before_the_long_run():
+    # m1 = 1.5 at d = 5: the pilot on 1000 records warns before Step 1 of the full run
+    frame = pd.DataFrame(np.random.default_rng(0).normal(size=(3000, 5)), columns=list("abcde"))
+    seen = []
+
+    class Watch(FCM):
+        def fit_arrays(self, std, c, context, **kw):
+            seen.append(("fit", std.z.shape[0]))
+            return super().fit_arrays(std, c, context, **kw)
+
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out, _ = mask(FuzzyMicroaggregation(k=5, clusterer=Watch(m=1.5)), frame)
+    found = [w for w in caught if issubclass(w.category, UniformMembershipsWarning)]
+    assert len(found) == 1 and issubclass(found[0].category, privclust.PrivclustWarning)
+    text = str(found[0].message)
+    assert "pilot of 1000 random records before the run" in text and "lower m2" in text
+    assert "information loss SSE/SST about" in text and "the defaults" in text and "expected k = 5 or more records" in text
+    assert seen == [("fit", 1000), ("fit", 3000)]  # the pilot first
+    # the estimate is close to what the run gives
+    loss = sse(frame.to_numpy(), out.data.to_numpy())
+    estimate = float(text.split("SSE/SST about ")[1].split("%")[0]) / 100
+    assert 0.5 * loss < estimate < 2 * loss and loss > 0.4
+    # the defaults on the same data do not warn
+    with _no_regime_warning():
+        mask(FuzzyMicroaggregation(k=5), frame)
+
+
+def test_near_uniform_memberships_warn_on_small_data_and_with_efcm():
+    frame = pd.DataFrame(np.random.default_rng(1).normal(size=(400, 5)), columns=list("abcde"))
+    with pytest.warns(UniformMembershipsWarning, match="measured on this run.*lower m2"):
+        mask(FuzzyMicroaggregation(k=5, m1=10.0), frame)
+    with pytest.warns(UniformMembershipsWarning, match="raise lambda2"):
+        mask(FuzzyMicroaggregation(k=5, lambda1=0.01, clusterer="efcm"), frame)
+
+
+def test_centres_collapsing_onto_records_warn():
+    require_dataset("casc_census.csv")
+    census = ds.load("casc_census")
+    with pytest.warns(CollapsedCentresWarning, match=r"centres collapse onto records.*sit on a single record"
+                                                     r".*raise m1") as caught:
+        release = privclust.run({"steps": [{"use": "fuzzy-microaggregation", "k": 2, "m1": 1.001}]}, census,
+                                seed=1)
+    assert "expected k = 2 or more records" in str(caught[0].message)
+    assert release.outcomes[0].diagnostics["verbatim_records"] == 0
+    with _no_regime_warning():
+        privclust.run({"steps": [{"use": "fuzzy-microaggregation", "k": 5}]}, census, seed=1)
+
+
+def test_the_issues_case_warns_m1_1_5_on_skewed_data_at_d_5():
+    # correlated log-normal records as in benchmarks/bench_microaggregation.py: largest memberships about
+    # 0.6 (not uniform), but four to five times the defaults' loss, and far slower on large data
+    rng = np.random.default_rng(0)
+    mix = rng.normal(size=(5, 5))
+    X = 100.0 * np.exp(rng.multivariate_normal(np.zeros(5), 0.5 * (mix @ mix.T / 5 + 0.5 * np.eye(5)), size=3000))
+    frame = pd.DataFrame(X, columns=list("abcde"))
+    with pytest.warns(UniformMembershipsWarning, match="pilot of 1000 random records before the run"):
+        mask(FuzzyMicroaggregation(k=5, m1=1.5), frame)
+    with _no_regime_warning():
+        mask(FuzzyMicroaggregation(k=5, m1=1.25), frame)

@@ -59,9 +59,11 @@ def test_analytic_gaussian_sigma_is_exact_and_beats_the_classical_bound():
         if eps < 1:
             assert sigma < math.sqrt(2 * math.log(1.25 / delta)) / eps
     noisy, ctx = release(GaussianMechanism(), np.zeros(100_000), sensitivity=3.0, epsilon=1.0, delta=1e-5)
-    sigma = analytic_gaussian_sigma(1.0, 1e-5, 3.0)
+    sigma = ctx.ledger[0].details["sigma"]
     assert np.std(noisy) == pytest.approx(sigma, rel=0.02)
-    assert ctx.ledger[0].delta == 1e-5 and ctx.ledger[0].details["sigma"] == pytest.approx(sigma)
+    # the discrete Gaussian's zCDP calibration costs a little more noise than the continuous analytic one
+    assert analytic_gaussian_sigma(1.0, 1e-5, 3.0) < sigma < 1.15 * analytic_gaussian_sigma(1.0, 1e-5, 3.0)
+    assert ctx.ledger[0].delta == 1e-5
     with pytest.raises(privclust.ParameterError, match="delta must be in"):
         release(GaussianMechanism(), np.zeros(3), delta=0.0)
 
@@ -83,7 +85,8 @@ def test_laplace_step_clips_to_public_bounds_and_splits_epsilon():
     out = privclust.run(recipe, data, seed=1)
     masked = out.step(0).result
     assert masked.diagnostics["clipped_values"] == 1
-    assert masked.diagnostics["noise_scale"] == [10.0, 4.0]  # range * d / epsilon
+    # (range + one lattice step) * d / epsilon: the lattices are 2^-17 Z and 2^-18 Z
+    assert masked.diagnostics["noise_scale"] == [(10 + 2**-17) * 2 / 2, (4 + 2**-18) * 2 / 2]
     assert out.data["label"].equals(data["label"])
     entry = out.ledger.of_kind("dp")[0]
     assert entry.epsilon == 2.0 and "replace-one" in entry.relation
@@ -91,7 +94,7 @@ def test_laplace_step_clips_to_public_bounds_and_splits_epsilon():
 
 
 def test_noise_step_with_bounds_from_the_data_records_a_leak(frame):
-    recipe = {"steps": [{"use": "laplace", "epsilon": 1.0, "bounds": "data"}]}
+    recipe = {"privacy": {"allow_leaks": ["bounds"]}, "steps": [{"use": "laplace", "epsilon": 1.0, "bounds": "data"}]}
     with pytest.warns(PrivacyLeakWarning):
         out = privclust.run(recipe, frame, seed=2)
     leak = out.ledger.of_kind("leak")[0]
@@ -138,3 +141,256 @@ def test_conformance(component, check):
 
 def test_geometric_conformance():
     pt.check_component(GeometricMechanism(epsilon=1.0, bounds=bounds), pt.example_frame().round().astype(int))
+
+
+# ---------------------------------------------------------------------------
+# Exact sampling on a lattice (issue 8, item 1)
+# ---------------------------------------------------------------------------
+
+from fractions import Fraction  # noqa: E402
+
+from privclust import ParameterError, sampling  # noqa: E402
+from privclust_plugins.noise import _cdp_delta  # noqa: E402
+
+
+def on_lattice(values, gamma):
+    units = np.asarray(values, dtype=float) / gamma
+    return bool(np.all(units == np.round(units)))
+
+
+def test_mironov_the_outputs_from_neighbours_share_one_lattice():
+    """Release 0 and 1 (sensitivity 1, epsilon 1) 20,000 times each: every output of both lies on
+    the lattice named in the ledger, so the set of possible outputs does not reveal the input.
+    The textbook float sampler fails the same check (its outputs from 1 are not on that lattice)."""
+    outs = {}
+    for x in (0.0, 1.0):
+        noisy, ctx = release(LaplaceMechanism(), np.full(20_000, x), changed=1, ctx=context(seed=7))
+        entry = ctx.ledger[0]
+        assert entry.details["lattice"] == "2^-20 Z"
+        assert "on the lattice 2^-20 Z" in entry.statement
+        outs[x] = noisy
+    gamma = 2.0**-20
+    assert on_lattice(outs[0.0], gamma) and on_lattice(outs[1.0], gamma)
+    # both inputs reach the same lattice points (here with 20,000 draws at 2^20 points per unit, a few coincide)
+    assert len(np.intersect1d(outs[0.0], outs[1.0])) > 0
+    textbook = 1.0 + np.random.default_rng(7).laplace(0.0, 1.0, 20_000)
+    assert not on_lattice(textbook, gamma)
+
+
+def test_laplace_outputs_are_exact_lattice_points_with_the_right_law():
+    noisy, ctx = release(LaplaceMechanism(), np.zeros(200_000), sensitivity=2.0, epsilon=0.5, changed=1)
+    entry = ctx.ledger[0]
+    gamma = 2.0**-19  # 2 / 2^20
+    assert entry.details["lattice"] == "2^-19 Z" and on_lattice(noisy, gamma)
+    scale = entry.details["exact_noise_scale"]
+    assert scale * 0.5 >= entry.details["effective_sensitivity"] >= 2.0 + gamma  # the rounding is paid for
+    units = np.round(noisy / gamma).astype(np.int64)
+    alpha = math.exp(-gamma / scale)
+    assert np.mean(units == 0) == pytest.approx((1 - alpha) / (1 + alpha), abs=1e-4)
+    assert stats.kstest(noisy / scale, "laplace").pvalue > 1e-4
+
+
+def test_the_same_seed_gives_the_same_release_and_another_seed_another():
+    recipe = {"steps": [{"use": "laplace", "epsilon": 1.0, "bounds": bounds}]}
+    frame = pt.example_frame()
+    first, again = privclust.run(recipe, frame, seed=3), privclust.run(recipe, frame, seed=3)
+    other = privclust.run(recipe, frame, seed=4)
+    assert first.data.equals(again.data) and not first.data.equals(other.data)
+
+
+@pytest.mark.parametrize("use, extra, ea, eb", [("laplace", {}, -17, -4),
+                                               # sigma / 2^26 lattice steps at most: a coarser lattice
+                                               ("gaussian", {"delta": 1e-6}, -17, -4)])
+def test_the_step_releases_each_column_on_its_lattice(use, extra, ea, eb):
+    data = pd.DataFrame({"a": [0.1, 5.3, 9.9, 2.2], "b": [1000.5, 20000.25, 3.0, 99999.0]})
+    recipe = {"steps": [{"use": use, "epsilon": 1.0, "bounds": {"a": [0, 10], "b": [0, 100000]}, **extra}]}
+    out = privclust.run(recipe, data, seed=5)
+    entry = out.ledger.of_kind("dp")[0]
+    assert entry.details["lattice"] == {"a": f"2^{ea} Z", "b": f"2^{eb} Z"}
+    assert on_lattice(out.data["a"], 2.0**ea) and on_lattice(out.data["b"], 2.0**eb)
+    assert f"a on 2^{ea} Z, b on 2^{eb} Z" in entry.statement
+    assert "plus one lattice step" in entry.statement
+
+
+def test_the_gaussian_delta_holds_with_the_rounding():
+    noisy, ctx = release(GaussianMechanism(), np.zeros(1000), sensitivity=2.0, epsilon=0.5, delta=1e-6)
+    entry = ctx.ledger[0]
+    sigma, eff = entry.details["sigma"], entry.details["effective_sensitivity"]
+    gamma = 2.0 ** int(entry.details["lattice"].split("^")[1].split()[0])
+    assert eff >= 2.0 + math.sqrt(1000) * gamma and on_lattice(noisy, gamma)
+    assert _cdp_delta(eff**2 / (2 * sigma**2), 0.5) <= 1e-6  # the (epsilon, delta) in the ledger holds
+    assert entry.epsilon == 0.5 and entry.delta == 1e-6
+
+
+def test_geometric_is_exact_and_integer():
+    noisy, ctx = release(GeometricMechanism(), np.full(200_000, 3), sensitivity=2, epsilon=0.7)
+    k = noisy - 3
+    alpha = math.exp(-0.7 / 2)
+    values, counts = np.unique(np.clip(k, -12, 12), return_counts=True)
+    pmf = {v: (1 - alpha) / (1 + alpha) * alpha ** abs(v) for v in range(-11, 12)}
+    tail = (1 - sum(pmf.values())) / 2
+    expected = [tail if abs(v) == 12 else pmf[v] for v in values]
+    assert stats.chisquare(counts, np.array(expected) * 200_000 / sum(expected)).pvalue > 1e-4
+    assert "two-sided geometric noise of scale 2.85714 on the integers" in ctx.ledger[0].statement
+
+
+# ---------------------------------------------------------------------------
+# Numeric safety (issue 8, item 2): every case ends in a clean error before spending, or a finite release
+# ---------------------------------------------------------------------------
+
+
+def refused_before_spending(mech, values, error, match, **kw):
+    ctx = context(seed=1)
+    state = ctx.rng.bit_generator.state
+    with pytest.raises(error, match=match):
+        release(mech, values, ctx=ctx, **kw)
+    assert len(ctx.ledger) == 0 and ctx.rng.bit_generator.state == state
+
+
+def test_geometric_refuses_values_that_would_overflow_int64():
+    refused_before_spending(GeometricMechanism(), np.array([2**63 - 10], dtype=np.int64), DataError, "2\\^62")
+    refused_before_spending(GeometricMechanism(), np.array([2**64 - 1], dtype=np.uint64), DataError, "2\\^62")
+    refused_before_spending(GeometricMechanism(), np.array([1e19]), DataError, "2\\^62")
+    near = np.array([2**62 - 5, -(2**62) + 5], dtype=np.int64)
+    noisy, _ = release(GeometricMechanism(), near, sensitivity=1, epsilon=1.0)
+    assert noisy.dtype == np.int64 and np.all(np.abs(noisy - near) < 100)  # no wrap-around
+
+
+def test_geometric_step_with_bounds_beyond_int64_is_refused_with_the_column():
+    data = pd.DataFrame({"n": [1, 2, 3]})
+    recipe = {"steps": [{"use": "geometric", "epsilon": 1.0, "bounds": {"n": [0, 1e19]}}]}
+    with pytest.raises(ParameterError, match=r"column n .*2\^62"):
+        privclust.run(recipe, data, seed=1)
+
+
+def test_geometric_step_with_a_huge_range_is_refused_not_understated():
+    data = pd.DataFrame({"n": [1, 2, 3]})
+    recipe = {"steps": [{"use": "geometric", "epsilon": 1.0, "bounds": {"n": [0, 2**61]}}]}
+    with pytest.raises(ParameterError, match="exceeds 2\\^48"):
+        privclust.run(recipe, data, seed=1)
+    ok = {"steps": [{"use": "geometric", "epsilon": 1.0, "bounds": {"n": [0, 2**40]}}]}
+    out = privclust.run(ok, data, seed=1)
+    assert out.ledger.of_kind("dp")[0].details["per_column_scale"] == [2.0**40]
+
+
+@pytest.mark.parametrize("use, extra", [("laplace", {}), ("gaussian", {"delta": 1e-6})])
+def test_bounds_at_the_float_limit_are_refused_with_the_column(use, extra):
+    data = pd.DataFrame({"x": [0.0, 1.0]})
+    recipe = {"steps": [{"use": use, "epsilon": 1.0, "bounds": {"x": [-1e308, 1e308]}, **extra}]}
+    with pytest.raises(ParameterError, match="column x .*exceeds the largest double"):
+        privclust.run(recipe, data, seed=1)
+
+
+@pytest.mark.parametrize("use, extra", [("laplace", {}), ("gaussian", {"delta": 1e-6})])
+def test_data_at_1e308_releases_finite_values(use, extra):
+    data = pd.DataFrame({"x": [1e308, -1e308, 0.0]})
+    recipe = {"steps": [{"use": use, "epsilon": 1.0, "bounds": {"x": [-1.5e308, 1.5e308 / 2]}, **extra}]}
+    with pytest.raises(ParameterError, match="largest double"):
+        privclust.run(recipe, data, seed=1)  # the range 2.25e308 is beyond the doubles
+    recipe["steps"][0]["bounds"] = {"x": [-1e307, 1e307]}
+    out = privclust.run(recipe, data, seed=1)
+    assert np.all(np.isfinite(out.data["x"]))
+
+
+@pytest.mark.parametrize("use, extra, e", [("laplace", {}, 41), ("gaussian", {"delta": 1e-6}, 41)])
+def test_ranges_above_2_53_are_accounted_on_a_coarse_lattice(use, extra, e):
+    data = pd.DataFrame({"x": [2.0**60, 2.0**60 + 2**9, 3.0]})
+    recipe = {"steps": [{"use": use, "epsilon": 1.0, "bounds": {"x": [0, 2.0**61]}, **extra}]}
+    out = privclust.run(recipe, data, seed=1)
+    entry = out.ledger.of_kind("dp")[0]
+    assert entry.details["lattice"] == {"x": f"2^{e} Z"}
+    assert on_lattice(out.data["x"], 2.0**e) and np.all(np.isfinite(out.data["x"]))
+
+
+@pytest.mark.parametrize("mech", [LaplaceMechanism(), GeometricMechanism()])
+def test_an_epsilon_so_small_that_the_scale_overflows_is_refused(mech):
+    values = np.zeros(3, dtype=int)
+    refused_before_spending(mech, values, ParameterError, "epsilon", epsilon=1e-320)
+    refused_before_spending(mech, values, ParameterError, "epsilon", epsilon=1e-12, sensitivity=1e300)
+
+
+def test_the_gaussian_with_a_tiny_epsilon_is_finite_or_refused():
+    """(epsilon -> 0, delta)-DP is reachable with a finite sigma: the release is finite and honest."""
+    noisy, ctx = release(GaussianMechanism(), np.zeros(3), epsilon=1e-320, delta=1e-6)
+    assert np.all(np.isfinite(noisy)) and ctx.ledger[0].details["sigma"] > 1e5
+    noisy, _ = release(GaussianMechanism(), np.zeros(3), epsilon=1e-12, delta=1e-6, sensitivity=1e300)
+    assert np.all(np.isfinite(noisy))
+    refused_before_spending(GaussianMechanism(), np.zeros(3), ParameterError, "range of doubles|2\\^26",
+                            epsilon=1e-3, delta=1e-300, sensitivity=1e306)
+
+
+@pytest.mark.parametrize("use, extra", [("laplace", {}), ("geometric", {})])
+def test_a_step_with_a_tiny_epsilon_is_refused_before_spending(use, extra):
+    data = pd.DataFrame({"x": [1, 2, 3]})
+    recipe = {"steps": [{"use": use, "epsilon": 1e-320, "bounds": {"x": [0, 10]}, **extra}]}
+    with pytest.raises(ParameterError, match="epsilon"):
+        privclust.run(recipe, data, seed=1)
+
+
+@pytest.mark.parametrize("mech, kw", [(LaplaceMechanism(), {}), (GaussianMechanism(), {"delta": 1e-6})])
+def test_values_that_cannot_be_placed_on_the_lattice_or_are_not_finite_are_refused(mech, kw):
+    refused_before_spending(mech, np.array([1e308, 0.0]), DataError, "cannot be rounded to the lattice", **kw)
+    refused_before_spending(mech, np.array([np.nan, 0.0]), DataError, "NaN or infinite", **kw)
+    refused_before_spending(mech, np.array([np.inf]), DataError, "NaN or infinite", **kw)
+    noisy, _ = release(mech, np.array([1e308, 0.0]), sensitivity=1e300, **kw)  # matching sensitivity: fine
+    assert np.all(np.isfinite(noisy))
+
+
+@pytest.mark.parametrize("value", [2.0**60, 1e300, -1e300])
+def test_a_constant_huge_column_with_bounds_from_the_data_is_finite(value):
+    data = pd.DataFrame({"x": [value] * 4})
+    recipe = {"steps": [{"use": "laplace", "epsilon": 1.0, "bounds": "data"}]}
+    with pytest.warns(PrivacyLeakWarning):
+        out = privclust.run(recipe, data, seed=1)
+    assert np.all(np.isfinite(out.data["x"]))
+
+
+@pytest.mark.parametrize("mech, kw", [(LaplaceMechanism(), {}), (GaussianMechanism(), {"delta": 1e-6})])
+def test_the_changed_count_is_checked(mech, kw):
+    refused_before_spending(mech, np.zeros(3), ParameterError, "'changed'", changed=0, **kw)
+    noisy, ctx = release(mech, np.zeros(10), changed=2, **kw)
+    assert ctx.ledger[0].details["effective_sensitivity"] < 1 + 3 * 2.0**-20
+
+
+def test_the_epsilon_in_the_ledger_is_the_one_that_holds():
+    """The ledger charges the requested epsilon; the noise scale (exact rational, rounded up) covers the
+    sensitivity plus the rounding to the lattice, so the release is at least that private."""
+    for eps, sens, n in [(1.0, 1.0, 1), (0.1, 3.0, 50), (2.5, 1e-3, 7)]:
+        noisy, ctx = release(LaplaceMechanism(), np.zeros(n), sensitivity=sens, epsilon=eps)
+        entry = ctx.ledger[0]
+        gamma = 2.0 ** int(entry.details["lattice"].split("^")[1].split()[0])
+        assert Fraction(entry.details["effective_sensitivity"]) >= Fraction(sens) + n * Fraction(gamma)
+        assert Fraction(entry.details["exact_noise_scale"]) * Fraction(eps) >= Fraction(
+            entry.details["effective_sensitivity"])
+        assert entry.epsilon == eps and entry.sensitivity == sens
+        assert on_lattice(noisy, gamma)
+
+
+@pytest.mark.parametrize("value", [np.finfo(float).max, -np.finfo(float).max])
+def test_a_constant_column_at_the_largest_double_is_finite(value):
+    data = pd.DataFrame({"x": [value] * 3})
+    recipe = {"steps": [{"use": "laplace", "epsilon": 1.0, "bounds": "data"}]}
+    with pytest.warns(PrivacyLeakWarning):
+        out = privclust.run(recipe, data, seed=1)
+    assert np.all(np.isfinite(out.data["x"]))
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.uint64])
+def test_geometric_step_keeps_integers_above_2_53_exact(dtype):
+    base = 2**62 - 1000
+    data = pd.DataFrame({"n": np.array([base + 1, base + 7, base + 999, base + 5000], dtype=dtype)})
+    recipe = {"steps": [{"use": "geometric", "epsilon": 1e4, "bounds": {"n": [base, base + 1000]}}]}
+    out = privclust.run(recipe, data, seed=2)
+    assert out.step(0).diagnostics["clipped_values"] == 1
+    released = out.data["n"].to_numpy()
+    assert released.dtype == np.int64
+    truth = np.array([base + 1, base + 7, base + 999, base + 1000], dtype=np.int64)
+    # noise of scale 0.1 is almost always 0: the values come back exactly (a double near 2^62 is a multiple of 1024)
+    assert np.count_nonzero(released == truth) >= 3 and np.all(np.abs(released - truth) < 10)
+
+
+@pytest.mark.parametrize("mech, kw", [(LaplaceMechanism(), {}), (GaussianMechanism(), {"delta": 1e-6})])
+def test_real_mechanisms_refuse_integers_that_doubles_cannot_hold(mech, kw):
+    refused_before_spending(mech, np.array([2**60 + 1], dtype=np.int64), DataError, "2\\^53", **kw)
+    noisy, _ = release(mech, np.array([2**52, -3], dtype=np.int64), sensitivity=4.0, **kw)
+    assert np.all(np.isfinite(noisy))

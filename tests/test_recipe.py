@@ -235,3 +235,72 @@ def test_a_step_from_an_instance_with_nested_components_round_trips_through_toml
     back = Recipe.from_toml(recipe.to_toml())
     assert back == recipe
     assert registry.create("maskers", back.steps[0].spec) == masker
+
+
+# ---------------------------------------------------------------------------
+# Clean errors for hostile recipe files
+# ---------------------------------------------------------------------------
+
+
+def test_a_recipe_that_is_not_utf8_is_a_clean_error(tmp_path):
+    path = tmp_path / "latin1.toml"
+    path.write_bytes('name = "caf\u00e9"\n[[steps]]\nuse = "laplace"\n'.encode("latin-1"))
+    with pytest.raises(RecipeError, match=r"is not UTF-8 text \(byte 0xe9 on line 1\).*save the recipe as UTF-8"):
+        Recipe.from_toml(path)
+    bom = tmp_path / "bom.toml"
+    bom.write_bytes(b"\xef\xbb\xbf" + b'[[steps]]\nuse = "laplace"\n')
+    assert Recipe.from_toml(bom).steps[0].use == "laplace"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "a = " + "[" * 5000 + "]" * 5000,
+        "a = " + "{b = " * 3000 + "1" + "}" * 3000,
+        '[[steps]]\nuse = "x"\np = ' + "[" * 40 + "]" * 40,
+    ],
+)
+def test_deeply_nested_toml_is_refused_before_the_parser_recurses(text):
+    with pytest.raises(RecipeError, match="levels deep, more than the limit of 32"):
+        Recipe.from_toml(text)
+
+
+def test_brackets_in_strings_and_comments_do_not_count_as_nesting():
+    text = '# [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[\n[[steps]]\nuse = "laplace"\nid = "x"\n' \
+           'description = "' + "[" * 50 + '"\n'
+    assert Recipe.from_toml(text).steps[0].params["description"] == "[" * 50
+    assert Recipe.from_toml('description = "' + "[" * 50 + '"\n[[steps]]\nuse = "laplace"\n').description
+
+
+def test_deeply_nested_dicts_are_refused_by_from_dict():
+    inner: dict = {"use": "laplace"}
+    for _ in range(5000):
+        inner = {"use": "x", "noise": inner}
+    with pytest.raises(RecipeError, match=r"steps: nests tables or arrays more than 32 levels deep"):
+        Recipe.from_dict({"steps": [inner]})
+
+
+def test_a_huge_or_folder_recipe_is_a_clean_error(tmp_path):
+    (tmp_path / "x.toml").mkdir()
+    with pytest.raises(RecipeError, match="is a folder"):
+        Recipe.from_toml(tmp_path / "x.toml")
+    big = tmp_path / "big.toml"
+    big.write_text("# " + "x" * 1_100_000)
+    with pytest.raises(RecipeError, match="larger than 1,000,000 bytes"):
+        Recipe.from_toml(big)
+
+
+@pytest.mark.parametrize(
+    ("rule", "message"),
+    [
+        ("(" * 5000 + "a" + ")" * 5000 + " = b", "characters long, more than the limit of 10,000"),
+        ("(" * 100 + "a" + ")" * 100 + " = b", "nested more than 64 levels deep"),
+        ("-" * 3000 + "a = b", "nested more than 64 levels deep"),
+    ],
+)
+def test_deeply_nested_edit_rules_are_a_clean_error(registry, rule, message):
+    recipe = {"constraints": [{"use": "linear", "rules": [rule]}],
+              "steps": [{"use": "laplace", "epsilon": 1.0, "bounds": {"a": [0, 1], "b": [0, 1]}}]}
+    with pytest.raises(privclust.PrivclustError, match=message) as info:
+        privclust.compile(recipe, registry)
+    assert len(str(info.value)) < 1000  # a long rule is quoted around the fault, not whole

@@ -41,7 +41,7 @@ def release():
     data = pd.DataFrame({"a": rng.uniform(0, 10, 50), "b": rng.uniform(0, 10, 50)})
     data.loc[7, "a"] = 12.3456789
     recipe = {"name": "report test", "description": "noise with bounds from the data",
-              "steps": [{"use": "laplace", "epsilon": 1.0, "bounds": "data"}], "evaluate": ["extremes"]}
+              "privacy": {"allow_leaks": ["bounds"]}, "steps": [{"use": "laplace", "epsilon": 1.0, "bounds": "data"}], "evaluate": ["extremes"]}
     with pytest.warns(privclust.PrivacyLeakWarning):
         return privclust.run(recipe, data, seed=1, registry=Registry(plugins=[Plugin()], use_env=False))
 
@@ -101,3 +101,29 @@ def test_edit_violations_in_the_original_are_left_out_of_a_public_report():
     public = {e["metric"] for e in release.report(non_disclosive=True)["evaluations"]}
     assert full - public == {f"{TABLE1_RULE}: max violation (original)"}
     assert "3.48" not in json.dumps(release.report(non_disclosive=True)["evaluations"])
+
+
+def test_the_verdict_opens_the_json_the_html_and_the_repr(release):
+    report = release.report()
+    assert list(report)[0] == "verdict"
+    assert report["verdict"].startswith("No differential-privacy guarantee: parameters were taken from the data")
+    page = release.to_html(plots=False)
+    assert page.index("Verdict:") < page.index("Processes applied") and "epsilon 0" not in page
+    assert repr(release).endswith(release.verdict + ">")
+    assert report["verification"]["changed_columns"] == ["a", "b"]
+
+
+def test_a_release_pickles_without_its_registry(release):
+    import pickle
+
+    copy = pickle.loads(pickle.dumps(release))
+    assert copy.registry is None and copy.original.equals(release.original)
+    assert copy.to_json() == release.to_json()
+
+
+def test_the_reports_page_runs_as_documented(tmp_path):
+    from _docblocks import run_page
+    from conftest import require_dataset
+
+    require_dataset("casc_census.csv")
+    assert run_page("reports.md", tmp_path) >= 3

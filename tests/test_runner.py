@@ -246,7 +246,7 @@ def test_report_is_json_and_complete(reg, data):
     assert {"python", "privclust", "numpy", "pandas", "scipy"} <= set(report["environment"])
     assert any(p["name"] == "noise" for p in report["plugins"])
     assert report["seeded"] is True
-    assert [e["kind"] for e in report["ledger"]] == ["process"]
+    assert [e["kind"] for e in report["ledger"]] == ["process", "verified", "verified"]
     html = out._repr_html_()
     assert "<table" in html and "shift" in html and "mean_abs_change" in html
     assert out.to_html().startswith("<!DOCTYPE html>")

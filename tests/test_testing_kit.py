@@ -25,9 +25,24 @@ class Good:
     epsilon: float = param(float, default=1.0, gt=0)
 
     def mask(self, data, context):
+        # One record's row moves by at most 10 per column in L1 once clipped to the public bounds [0, 10].
+        mech = context.mechanism("laplace")
+        values = mech.release(np.clip(data.to_numpy(), 0, 10), sensitivity=10.0 * data.shape[1],
+                              epsilon=self.epsilon, context=context, relation="replace-one", covers="c")
+        return masked(data, values)
+
+
+@attrs.frozen(kw_only=True)
+class Understated:
+    """Claims sensitivity 1 for unclipped values that move by about 10."""
+
+    name: ClassVar[str] = "understated"
+    epsilon: float = param(float, default=1.0, gt=0)
+
+    def mask(self, data, context):
         mech = context.mechanism("laplace")
         values = mech.release(data.to_numpy(), sensitivity=1.0, epsilon=self.epsilon, context=context,
-                              relation="r", covers="c")
+                              relation="replace-one", covers="c")
         return masked(data, values)
 
 
@@ -102,6 +117,7 @@ def test_a_good_component_passes_every_check():
         (DrawsFirst(), "spends_before_release", "before its first context.spend"),
         (IgnoresBudget(), "refuses_exhausted_budget", "exhausted budget"),
         (NotFrozen(), "params_round_trip", "must be frozen"),
+        (Understated(), "privacy_audit", "lower bound on epsilon exceeds"),
     ],
 )
 def test_each_misbehaviour_is_caught(component, check, message):

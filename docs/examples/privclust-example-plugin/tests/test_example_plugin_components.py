@@ -73,10 +73,12 @@ def test_top_coding_by_the_mean_keeps_the_total(registry, frame):
 
 def test_a_single_coded_record_is_recorded_as_a_leak(registry, frame):
     top = float(frame["income"].nlargest(2).iloc[1])  # exactly one value lies above
+    recipe = {"steps": [{"use": "top-bottom-coding", "columns": ["income"], "top": {"income": top},
+                         "replacement": "mean"}]}
+    with pytest.raises(privclust.ParameterError, match='allow_leaks = \\["replacement"\\]'):
+        privclust.run(recipe, frame, registry=registry)  # refused unless the recipe accepts the leak by name
     with pytest.warns(privclust.PrivacyLeakWarning):
-        release = privclust.run({"steps": [{"use": "top-bottom-coding", "columns": ["income"],
-                                            "top": {"income": top}, "replacement": "mean"}]}, frame,
-                                registry=registry)
+        release = privclust.run({**recipe, "privacy": {"allow_leaks": ["replacement"]}}, frame, registry=registry)
     assert len(release.ledger.of_kind("leak")) == 1
 
 

@@ -159,11 +159,15 @@ class TopBottomCoding:
     ``replacement = "threshold"`` replaces them by the threshold itself;
     ``"mean"`` by the mean of the values coded together, which keeps the
     column's total. A group of a single record would then be released
-    exactly: the ledger records that as a leak.
+    exactly: the ledger records that as a leak, which a recipe must accept by
+    name (``[privacy] allow_leaks = ["replacement"]``); otherwise the run is
+    refused.
     """
 
     name: ClassVar[str] = "top-bottom-coding"
     uses_constraints: ClassVar[bool] = False
+    #: The leak this component may record (see privclust.known_leak_names).
+    leak_names: ClassVar[tuple[str, ...]] = ("replacement",)
 
     top: Mapping[str, float] | None = param(Mapping, default=None, converter=_table, check=_thresholds,
                                             doc="{column = threshold}: values above it are coded")

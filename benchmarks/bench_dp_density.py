@@ -1,0 +1,282 @@
+"""DP density clustering: privclust's ``dp-density`` against its peers.
+
+Same run, same points, only epsilon and public bounds given to the private
+methods (the true k to the k-means peer and to the ``n_clusters`` variants):
+
+* ``dp-density`` automatic (nothing but epsilon and bounds) and with
+  ``n_clusters`` = the true k;
+* diffprivlib ``KMeans`` (true k, the same public bounds);
+* privclust's paper-style ``dp-dpc-grid`` (true k, the same bounds, a public
+  d_c of 2% of the widest column's range, its default 64 x 64 grid);
+* non-private DBSCAN (scikit-learn), tuned on the labels: the best ARI over a
+  small grid of (eps, min_samples) on the same points.
+
+Data: the 2-D shape sets of ``../shared/datasets`` upsampled with Gaussian
+jitter (sd 1% of the widest range) to n records, public bounds = the original
+set's range padded by 10% of the widest range and rounded outwards; Gaussian
+mixtures of 5 components (sd 4) with centres in [20, 80]^d, bounds [0, 100]^d,
+in 2, 5 and 8 dimensions. One seed per cell (the machine is shared; see the
+page for the load). Each (method, data set, n) runs in a fresh process; the
+time is the fit alone (``perf_counter`` around it), the memory the process's
+peak.
+
+diffprivlib 0.6.6 imports its forest module, which no longer imports under
+scikit-learn 1.9 (``sklearn.tree._tree.DOUBLE`` is gone); its k-means does
+not use it, so the benchmark stubs that one module before importing.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import sys
+import time
+import types
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+import privclust
+from _harness import RESULTS, machine, measure, save, table
+
+DATASETS = Path(__file__).resolve().parents[1].parent / "shared" / "datasets"
+SHAPES = ["aggregation", "flame", "jain", "pathbased", "spiral", "compound", "d31", "r15"]
+EPSILONS = [0.1, 0.5, 1.0, 2.0]
+JITTER = 0.01
+
+
+def shape(name: str, n: int, seed: int = 0) -> tuple[pd.DataFrame, np.ndarray, dict]:
+    X = np.loadtxt(DATASETS / f"{name}.data.gz")
+    y = np.loadtxt(DATASETS / f"{name}.labels0.gz").astype(int)
+    rng = np.random.default_rng(seed)
+    lo, hi = X.min(axis=0), X.max(axis=0)
+    span = float((hi - lo).max())
+    pick = rng.integers(0, len(X), n)
+    values = X[pick] + rng.normal(0, JITTER * span, size=(n, X.shape[1]))
+    cols = [f"x{j}" for j in range(X.shape[1])]
+    bounds = {c: [float(np.floor(lo[j] - 0.1 * span)), float(np.ceil(hi[j] + 0.1 * span))] for j, c in enumerate(cols)}
+    return pd.DataFrame(values, columns=cols), y[pick], bounds
+
+
+def mixture(d: int, n: int, seed: int = 0, k: int = 5) -> tuple[pd.DataFrame, np.ndarray, dict]:
+    rng = np.random.default_rng(1000 + d)
+    centres = rng.uniform(20, 80, size=(k, d))
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, k, n)
+    cols = [f"x{j}" for j in range(d)]
+    return (pd.DataFrame(centres[y] + rng.normal(0, 4, (n, d)), columns=cols), y, {c: [0.0, 100.0] for c in cols})
+
+
+def load(dataset: str, n: int, seed: int = 0):
+    if dataset.startswith("mixture"):
+        return mixture(int(dataset[len("mixture-"):-1]), n, seed)
+    return shape(dataset, n, seed)
+
+
+def true_k(y: np.ndarray) -> int:
+    return int(np.unique(y).size)
+
+
+def _ari(y, labels) -> float:
+    from sklearn.metrics import adjusted_rand_score
+
+    return float(adjusted_rand_score(y, labels))
+
+
+def run_dp_density(dataset: str, n: int, epsilons: list[float], with_k: bool, seed: int = 1) -> list[dict]:
+    data, y, bounds = load(dataset, n)
+    registry = privclust.get_registry()
+    out = []
+    for eps in epsilons:
+        comp = registry.create("clusterers", "dp-density", epsilon=eps, bounds=bounds,
+                               n_clusters=true_k(y) if with_k else None)
+        context = privclust.PrivacyContext(seed=seed, registry=registry)
+        start = time.perf_counter()
+        with context.step(0, "bench", "dp-density"):
+            part = comp.fit(data, context)
+        seconds = time.perf_counter() - start
+        dg = part.diagnostics
+        out.append({"eps": eps, "ari": _ari(y, part.labels), "seconds": seconds, "clusters": part.n_clusters,
+                    "n_noisy": round(float(dg["n_noisy"])), "leaves": int(dg["leaves"]),
+                    "depth": list(dg["depth_range"]), "max_depth": int(dg["max_depth"]), "z": float(dg["z"]),
+                    "min_mass": float(dg["min_mass"]), "lambda": float(dg["lambda"]), "delta": float(dg["delta"])})
+    return out
+
+
+def _diffprivlib_kmeans():
+    if "diffprivlib.models.forest" not in sys.modules:  # see the module docstring
+        stub = types.ModuleType("diffprivlib.models.forest")
+        stub.RandomForestClassifier = stub.DecisionTreeClassifier = type("Unavailable", (), {})
+        sys.modules["diffprivlib.models.forest"] = stub
+    from diffprivlib.models import KMeans
+
+    return KMeans
+
+
+def run_diffprivlib(dataset: str, n: int, epsilons: list[float], seed: int = 1) -> list[dict]:
+    KMeans = _diffprivlib_kmeans()
+    data, y, bounds = load(dataset, n)
+    lower = np.array([bounds[c][0] for c in data.columns])
+    upper = np.array([bounds[c][1] for c in data.columns])
+    X = data.to_numpy()
+    out = []
+    for eps in epsilons:
+        start = time.perf_counter()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            km = KMeans(n_clusters=true_k(y), epsilon=eps, bounds=(lower, upper), random_state=seed).fit(X)
+        out.append({"eps": eps, "ari": _ari(y, km.labels_), "seconds": time.perf_counter() - start,
+                    "clusters": int(np.unique(km.labels_).size)})
+    return out
+
+
+def run_dpc_grid(dataset: str, n: int, epsilons: list[float], seed: int = 1) -> list[dict]:
+    data, y, bounds = load(dataset, n)
+    registry = privclust.get_registry()
+    span = max(b[1] - b[0] for b in bounds.values())
+    out = []
+    for eps in epsilons:
+        comp = registry.create("clusterers", "dp-dpc-grid", epsilon=eps, bounds=bounds, dc=0.02 * span, k=true_k(y))
+        context = privclust.PrivacyContext(seed=seed, registry=registry)
+        start = time.perf_counter()
+        with warnings.catch_warnings(), context.step(0, "bench", "dp-dpc-grid"):
+            warnings.simplefilter("ignore")
+            part = comp.fit(data, context)
+        out.append({"eps": eps, "ari": _ari(y, part.labels), "seconds": time.perf_counter() - start,
+                    "clusters": part.n_clusters})
+    return out
+
+
+def run_dbscan(dataset: str, n: int) -> dict:
+    """The best ARI of DBSCAN over a small grid (tuned on the labels: an upper reference, not a method)."""
+    from sklearn.cluster import DBSCAN
+
+    data, y, bounds = load(dataset, n)
+    X = data.to_numpy()
+    span = max(b[1] - b[0] for b in bounds.values()) / 1.2
+    best = {"ari": -1.0}
+    start = time.perf_counter()
+    for frac, per in [(0.01, 20), (0.015, 10), (0.02, 10), (0.02, 50)]:
+        ms = max(5, int(per * n / 1e5))
+        t = time.perf_counter()
+        labels = DBSCAN(eps=frac * span, min_samples=ms).fit_predict(X)
+        a = _ari(y, labels)
+        if a > best["ari"]:
+            best = {"ari": a, "radius": round(frac * span, 4), "min_samples": ms, "seconds": time.perf_counter() - t,
+                    "clusters": int(np.unique(labels[labels >= 0]).size)}
+    best["grid_seconds"] = time.perf_counter() - start
+    return best
+
+
+def _cell(rows: list[dict] | None, eps: float, key: str = "ari") -> str:
+    if rows is None:
+        return "failed"
+    for r in rows:
+        if r["eps"] == eps:
+            return f"{r[key]:.3f}" if key == "ari" else f"{r[key]:.2f} s"
+    return "-"
+
+
+def main(quick: bool = False) -> str:
+    privclust.get_registry()
+    n_main = 20_000 if quick else 100_000
+    shapes = SHAPES[:2] if quick else SHAPES
+    results: dict = {"machine": machine(), "date": _dt.date.today().isoformat(), "n_main": n_main, "cells": []}
+
+    def record(method: str, dataset: str, n: int, m) -> list[dict] | None:
+        rows = m.value if m.ok else None
+        results["cells"].append({"method": method, "dataset": dataset, "n": n, "rows": rows,
+                                 "peak_mb": m.peak_mb, "failure": m.failure})
+        return rows
+
+    text = [f"Measured {results['date']} on {machine()}, load average at start "
+            f"{', '.join(f'{x:.1f}' for x in os.getloadavg())} (the machine is shared; every time is inflated by "
+            "other jobs). One seed per cell.", ""]
+
+    # A. the 2-D shape sets at n_main, every epsilon, every method
+    head = ["data", "k", "eps", "dp-density auto", "dp-density k", "diffprivlib KMeans (k)", "dp-dpc-grid (k)",
+            "DBSCAN best (non-private)", "auto clusters", "time auto", "time diffprivlib", "time dp-dpc-grid"]
+    rows_a, chosen = [], []
+    for name in shapes:
+        k = true_k(np.loadtxt(DATASETS / f"{name}.labels0.gz"))
+        auto = record("dp-density", name, n_main, measure(run_dp_density, name, n_main, EPSILONS, False))
+        fixed = record("dp-density (k)", name, n_main, measure(run_dp_density, name, n_main, EPSILONS, True))
+        dpl = record("diffprivlib KMeans", name, n_main, measure(run_diffprivlib, name, n_main, EPSILONS))
+        grid = record("dp-dpc-grid", name, n_main, measure(run_dpc_grid, name, n_main, EPSILONS))
+        db = measure(run_dbscan, name, n_main)
+        results["cells"].append({"method": "DBSCAN best", "dataset": name, "n": n_main,
+                                 "rows": [dict(db.value, eps=None)] if db.ok else None, "failure": db.failure})
+        for eps in EPSILONS:
+            a_row = next((r for r in auto or [] if r["eps"] == eps), None)
+            rows_a.append([name, k, eps, _cell(auto, eps), _cell(fixed, eps), _cell(dpl, eps), _cell(grid, eps),
+                           f"{db.value['ari']:.3f}" if db.ok else db.failure, a_row["clusters"] if a_row else "-",
+                           _cell(auto, eps, "seconds"), _cell(dpl, eps, "seconds"), _cell(grid, eps, "seconds")])
+            if a_row and eps == 1.0:
+                chosen.append([name, f"{a_row['n_noisy']:,}", a_row["leaves"], f"{a_row['depth'][0]}-{a_row['depth'][1]}",
+                               a_row["max_depth"], f"{a_row['lambda']:.3g}", f"{a_row['delta']:.3g}",
+                               f"{a_row['z']:.2f}", f"{a_row['min_mass']:.0f}", a_row["clusters"]])
+        if db.ok:
+            rows_a.append([name, k, "DBSCAN", f"eps={db.value['radius']}", f"min_samples={db.value['min_samples']}",
+                           f"{db.value['clusters']} clusters", f"{db.value['seconds']:.2f} s", "", "", "", "", ""])
+        print(f"  {name} done", flush=True)
+    text += [f"### 2-D shape sets, n = {n_main:,} (ARI against the true classes)", "", table(head, rows_a), "",
+             "### What dp-density chose (epsilon = 1)", "",
+             table(["data", "noisy n", "leaves", "leaf depths", "depth limit", "lambda", "delta", "z", "min mass",
+                    "clusters"], chosen)]
+
+    # B. ARI against n (epsilon 1 and 0.5) on two sets
+    sizes = [5_000, 20_000] if quick else [10_000, 1_000_000]
+    rows_b = []
+    for name in (["spiral"] if quick else ["aggregation", "spiral", "r15"]):
+        for n in sizes:
+            auto = record("dp-density", name, n, measure(run_dp_density, name, n, [0.5, 1.0], False))
+            if n <= 100_000:
+                dpl = record("diffprivlib KMeans", name, n, measure(run_diffprivlib, name, n, [0.5, 1.0]))
+                db = measure(run_dbscan, name, n)
+                results["cells"].append({"method": "DBSCAN best", "dataset": name, "n": n,
+                                         "rows": [dict(db.value, eps=None)] if db.ok else None})
+            else:
+                dpl, db = None, None
+            for eps in (0.5, 1.0):
+                rows_b.append([name, f"{n:,}", eps, _cell(auto, eps), _cell(auto, eps, "seconds"),
+                               _cell(dpl, eps) if dpl else "not run", f"{db.value['ari']:.3f}" if db and db.ok else
+                               "not run"])
+    text += ["", "### ARI against n", "", table(["data", "n", "eps", "dp-density auto", "time", "diffprivlib KMeans",
+                                                 "DBSCAN best"], rows_b)]
+
+    # C. Gaussian mixtures in 2, 5 and 8 dimensions
+    rows_c = []
+    for d in (2, 5, 8):
+        name = f"mixture-{d}d"
+        auto = record("dp-density", name, n_main, measure(run_dp_density, name, n_main, EPSILONS, False))
+        fixed = record("dp-density (k)", name, n_main, measure(run_dp_density, name, n_main, EPSILONS, True))
+        dpl = record("diffprivlib KMeans", name, n_main, measure(run_diffprivlib, name, n_main, EPSILONS))
+        for eps in EPSILONS:
+            rows_c.append([name, eps, _cell(auto, eps), _cell(fixed, eps), _cell(dpl, eps), _cell(auto, eps, "seconds"),
+                           _cell(dpl, eps, "seconds")])
+    text += ["", f"### Gaussian mixtures (5 components), n = {n_main:,}", "",
+             table(["data", "eps", "dp-density auto", "dp-density k", "diffprivlib KMeans (k)", "time auto",
+                    "time diffprivlib"], rows_c)]
+
+    # D. scale: time and peak memory of one fit
+    rows_d = []
+    for name, n in ([("aggregation", 100_000)] if quick else [("aggregation", 1_000_000), ("mixture-8d", 100_000)]):
+        m = measure(run_dp_density, name, n, [1.0], False, mem_limit_gb=2.0)
+        rows_d.append([name, f"{n:,}", m.value[0]["seconds"] if m.ok else m.failure, m.memory_text(),
+                       f"{m.value[0]['ari']:.3f}" if m.ok else "-"])
+    text += ["", "### Scale (epsilon = 1, a 2 GB address-space limit)", "",
+             table(["data", "n", "fit seconds", "peak memory (process)", "ARI"], rows_d)]
+
+    report = "\n".join(text)
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / f"dp_density{'-quick' if quick else ''}.json").write_text(json.dumps(results, indent=1),
+                                                                        encoding="utf-8")
+    save("dp_density" + ("-quick" if quick else ""), report)
+    return report
+
+
+if __name__ == "__main__":
+    main(quick="--quick" in sys.argv)

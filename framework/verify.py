@@ -1,0 +1,369 @@
+"""What the host checks on the released data, and the one-sentence verdict.
+
+After the last step the runner measures, on the released frame itself:
+
+* which columns changed at all, and which label columns were added;
+* per step and overall, how many records were released *verbatim* (every one
+  of the step's columns equal to the original value);
+* the groups of identical released rows over each step's columns: how many,
+  the smallest, and how many records sit in a group smaller than a claimed k.
+
+These measurements are written in the ledger as ``verified`` entries (the
+host's, with exact numbers). A component's ``guarantee`` entry is a claim:
+k-anonymity is checked on the released data and marked ``verified`` or
+``refuted``; probabilistic k-anonymity gets the verbatim count appended; any
+other claim is presented as "<component> claims: ...". When the release
+changes no column, every claim is marked ``void`` and a
+:class:`~privclust.NothingProtectedWarning` is raised.
+
+The verdict is computed from the ledger: "epsilon-differentially private
+(...) under <relation> for <what>; not covered: ..." or "No
+differential-privacy guarantee: <reasons>", followed by what the host
+verified.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import attrs
+import numpy as np
+import pandas as pd
+
+from .accounting import HOST, Accountant, Ledger, LedgerEntry, NothingProtectedWarning, PrivacyContext
+
+__all__ = ["snapshot", "verdict", "verify"]
+
+_K_RE = re.compile(r"\bk\s*=\s*(\d+)")
+
+
+def _values(frame: pd.DataFrame, columns: Sequence[str]) -> np.ndarray:
+    return frame.loc[:, list(columns)].to_numpy(dtype=float) + 0.0  # -0.0 and 0.0 print alike: one value
+
+
+def _same(original: pd.DataFrame, released: pd.DataFrame, columns: Sequence[str]) -> np.ndarray:
+    """Per record: are all of ``columns`` released exactly as in the original?"""
+    if not columns:
+        return np.ones(len(original), dtype=bool)
+    same = np.ones(len(original), dtype=bool)
+    for c in columns:
+        same &= _equal(original[c], released[c])
+    return same
+
+
+def _equal(a: Any, b: Any) -> np.ndarray:
+    """Element-wise equality, a missing value equal to a missing value."""
+    if not _is_object(a) and not _is_object(b):
+        x, y = np.asarray(a), np.asarray(b)
+        same = np.asarray(x == y, dtype=bool)
+        if x.dtype.kind == "f" or y.dtype.kind == "f":
+            same |= np.isnan(x.astype(float)) & np.isnan(y.astype(float))
+        return same
+    a, b = pd.Series(np.asarray(a, dtype=object) if _is_object(a) else np.asarray(a)), \
+        pd.Series(np.asarray(b, dtype=object) if _is_object(b) else np.asarray(b))
+    return np.asarray(a.eq(b) | (a.isna() & b.isna()), dtype=bool)
+
+
+def _is_object(values: Any) -> bool:
+    return not pd.api.types.is_numeric_dtype(getattr(values, "dtype", np.asarray(values).dtype))
+
+
+def _groups(released: pd.DataFrame, columns: Sequence[str]) -> tuple[np.ndarray, int]:
+    """Per record, how many released records share its combination of
+    ``columns``; and the number of distinct combinations."""
+    values = _values(released, columns)
+    _, inverse, counts = np.unique(values, axis=0, return_inverse=True, return_counts=True)
+    return counts[np.asarray(inverse).ravel()], int(len(counts))
+
+
+def _groups_of(released: pd.DataFrame, columns: Sequence[str], extra: Sequence[str]) -> tuple[np.ndarray, int]:
+    """:func:`_groups` over ``columns``, within each value of the public ``extra`` columns."""
+    if not extra:
+        return _groups(released, columns)
+    codes = pd.factorize(pd.MultiIndex.from_frame(released.loc[:, list(extra)].astype(str)))[0] \
+        if len(extra) > 1 else pd.factorize(released[extra[0]].astype(str))[0]
+    keyed = released.loc[:, list(columns)].assign(**{"\0part": codes.astype(float)})
+    return _groups(keyed, [*columns, "\0part"])
+
+
+def _kind_of_claim(guarantee: str | None) -> str | None:
+    """``"k-anonymity"`` or ``"probabilistic k-anonymity"`` for the claims the
+    host checks (whatever a component appends to the name), else ``None``."""
+    text = (guarantee or "").strip().lower()
+    if text.startswith("probabilistic k-anonymity"):
+        return "probabilistic k-anonymity"
+    if text.startswith("k-anonymity"):
+        return "k-anonymity"
+    return None
+
+
+def _claimed_k(entry: LedgerEntry) -> int | None:
+    details = entry.details or {}
+    for key in ("k", "min_group_size"):
+        value = details.get(key)
+        if isinstance(value, int | np.integer) and not isinstance(value, bool) and value >= 1:
+            return int(value)
+    found = _K_RE.search(entry.claim or entry.statement or "")
+    return int(found.group(1)) if found else None
+
+
+def _claim_columns(entry: LedgerEntry, step_columns: Sequence[str], frame: pd.DataFrame) -> tuple[str, ...]:
+    cols = (entry.details or {}).get("columns")
+    if isinstance(cols, list | tuple) and cols and all(isinstance(c, str) and c in frame.columns for c in cols):
+        return tuple(cols)
+    return tuple(step_columns)
+
+
+def _records(count: int) -> str:
+    return f"{count} record is" if count == 1 else f"{count} records are"
+
+
+def _cols(columns: Sequence[str]) -> str:
+    return ", ".join(columns) if columns else "(none)"
+
+
+def verify(context: PrivacyContext, original: pd.DataFrame, released: pd.DataFrame, outcomes: Sequence[Any], *,
+           label_columns: Sequence[str] = (), partition_by: str | None = None) -> dict[str, Any]:
+    """Measure the release, write the host's ``verified`` entries, and settle
+    the components' claims. Returns the measurements (also kept by the
+    Release as ``release.verification``).
+
+    With ``partition_by``, the public partition column is released beside
+    every step's columns, so groups of identical rows are counted over the
+    step's columns *and* it (a combination is shared only within a part)."""
+    extra = (partition_by,) if partition_by is not None else ()
+    n = int(len(original))
+    changed = [str(c) for c in original.columns
+               if not _same(original, released, [c]).all()]
+    unchanged = [str(c) for c in original.columns if c not in changed]
+    protected = [c for c in original.columns if any(c in o.columns for o in outcomes)]
+    protected = [str(c) for c in protected]
+    steps: list[dict[str, Any]] = []
+    for o in outcomes:
+        columns = tuple(o.columns)
+        if o.kind == "clusterers":
+            # a clusterer releases labels and leaves its columns as it found them
+            step_out = int(_same(original, released, columns).sum())
+        else:
+            data = o.result.data
+            own = np.ones(n, dtype=bool)
+            for c in columns:  # what the step itself released, before any later step
+                own &= _equal(original[c].to_numpy(), data[c].to_numpy())
+            step_out = int(own.sum())
+        sizes, n_groups = _groups_of(released, columns, extra)
+        steps.append({
+            "step": o.index, "id": o.id, "component": o.name, "columns": list(columns),
+            "verbatim_by_step": step_out,
+            "verbatim_released": int(_same(original, released, columns).sum()),
+            "groups": n_groups,
+            "min_group_size": int(sizes.min()) if n else 0,
+            "unique_records": int((sizes == 1).sum()),
+            "_sizes": sizes,
+        })
+    overall_same = _same(original, released, protected)
+    checks: dict[str, Any] = {
+        "records": n,
+        "changed_columns": changed,
+        "unchanged_columns": unchanged,
+        "label_columns": [str(c) for c in label_columns],
+        "protected_columns": protected,
+        "verbatim_records": int(overall_same.sum()) if protected else n,
+        "steps": steps,
+        "claims": [],
+    }
+
+    # One host entry per step, then one for the release.
+    for s in steps:
+        with context.step(s["step"], s["id"], s["component"]):
+            cols = _cols(s["columns"])
+            verb = "left" if any(o.index == s["step"] and o.kind == "clusterers" for o in outcomes) else "released"
+            context._record_host(
+                "verified",
+                f"Host check on the released data: step {s['step']} ({s['id']}) {verb} {s['verbatim_by_step']} of "
+                f"{n} records with all their original values of {cols}; in the released file "
+                f"{s['verbatim_released']} of {n} records keep all of them, and the released combinations of these "
+                f"columns form {s['groups']} groups of identical rows, the smallest of {s['min_group_size']} "
+                f"record(s) ({_records(s['unique_records'])} unique).",
+                mechanism="release check",
+                details={k: v for k, v in s.items() if not k.startswith("_")},
+            )
+    added = f"; label column(s) added: {_cols(checks['label_columns'])}" if label_columns else ""
+    context._record_host(
+        "verified",
+        f"Host check of the release: columns changed: {_cols(changed)}; columns released as in the original: "
+        f"{_cols(unchanged)}{added}. {checks['verbatim_records']} of {n} records keep all their original values of "
+        f"the columns the steps worked on ({_cols(protected)}).",
+        mechanism="release check",
+        details={k: v for k, v in checks.items() if k not in ("steps", "claims")},
+    )
+
+    nothing = not changed
+    if nothing:
+        warnings.warn(NothingProtectedWarning(
+            "THE RELEASE CHANGES NO COLUMN: every original value of " + _cols([str(c) for c in original.columns])
+            + " is released unchanged" + (f" (the steps only added the label column(s) {_cols(label_columns)})"
+                                          if label_columns else "")
+            + ". No guarantee is claimed for it. A clusterer step forms groups without replacing any value: "
+            "to protect the data use a masker (e.g. microaggregation for k-anonymity) or a noise step."),
+            stacklevel=3)
+
+    by_step = {s["step"]: s for s in steps}
+    for entry in list(context.ledger):
+        if entry.kind != "guarantee" or entry.status != "claimed":
+            continue
+        who = entry.component or "a component"
+        claim = entry.claim or entry.statement
+        s = by_step.get(entry.step) if entry.step is not None else None
+        record: dict[str, Any] = {"seq": entry.seq, "component": who,
+                                  "guarantee": _kind_of_claim(entry.mechanism) or entry.mechanism}
+        if nothing:
+            status = "void"
+            text = (f"{who} claims: {claim} Host check: the release changes no column, so every original value is "
+                    "released; this claim protects nothing.")
+        elif _kind_of_claim(entry.mechanism) is not None and s is not None:
+            k = _claimed_k(entry)
+            columns = _claim_columns(entry, s["columns"], original)
+            sizes = s["_sizes"] if tuple(columns) == tuple(s["columns"]) else _groups_of(released, columns, extra)[0]
+            smallest = int(sizes.min())
+            small = int((sizes < k).sum()) if k else 0
+            verbatim = int(_same(original, released, columns).sum())
+            record.update(k=k, columns=list(columns), min_group_size=smallest, records_in_small_groups=small,
+                          verbatim_records=verbatim)
+            if _kind_of_claim(entry.mechanism) == "k-anonymity":
+                if k is not None and smallest >= k:
+                    status = "verified"
+                    text = (f"{who} claims: {claim} Verified by the host: every released combination of "
+                            f"{_cols(columns)} is shared by at least {smallest} records (k = {k}).")
+                elif k is None:
+                    status = "refuted"
+                    text = (f"Claimed by {who}, not verified: the k-anonymity claim names no k the host can check "
+                            f"(a component states it as details={{'k': ...}}); on the released data the smallest "
+                            f"group of identical rows of {_cols(columns)} has {smallest} record(s). The claim was: "
+                            f"{claim}")
+                else:
+                    status = "refuted"
+                    text = (f"Claimed by {who}, does NOT hold: k-anonymity with k = {k} of {_cols(columns)}. On "
+                            f"the released data {small} of {n} records share their combination of these columns "
+                            f"with fewer than {k - 1} other record(s) (the smallest group has {smallest}); "
+                            f"{verbatim} records are released verbatim. The claim was: {claim}")
+            else:
+                status = "claimed"
+                text = (f"{who} claims: {claim} Host check: {verbatim} of {n} records were released verbatim (all "
+                        f"their values of {_cols(columns)} unchanged); {_records(small)} in a group of identical "
+                        f"released rows smaller than k = {k}; the smallest group has {smallest}.")
+        else:
+            status = "claimed"
+            text = f"{who} claims: {claim}"
+        record["status"] = status
+        checks["claims"].append(record)
+        context.ledger._replace(attrs.evolve(entry, statement=text, status=status))
+
+    for s in steps:
+        s.pop("_sizes", None)
+    return checks
+
+
+def _joined(items: Sequence[str]) -> str:
+    seen: list[str] = []
+    for item in items:
+        item = (item or "").strip().rstrip(".")
+        if item and item not in seen:
+            seen.append(item)
+    return "; ".join(seen)
+
+
+def verdict(ledger: Ledger, accountant: Accountant, outcomes: Sequence[Any], checks: Mapping[str, Any], *,
+            partition_by: str | None = None) -> str:
+    """The release's verdict in one sentence (plus what the host verified)."""
+    entries = ledger.entries
+    dp = [e for e in entries if e.kind == "dp"]
+    leaks = [e for e in entries if e.kind == "leak"]
+    reasons: list[str] = []
+    if not checks.get("changed_columns"):
+        reasons.append("the release changes no column, so every original value is released")
+    if not dp:
+        reasons.append("no step is differentially private")
+    if leaks:
+        names = _joined([e.mechanism or "a parameter" for e in leaks]).replace("; ", ", ")
+        reasons.append(f"parameters were taken from the data without spending budget ({names}), which voids "
+                       "differential privacy")
+    if dp:
+        for o in outcomes:
+            if any(e.step == o.index for e in dp):
+                continue
+            what = (f"the label column {o.output!r}" if o.kind == "clusterers"
+                    else f"the values of {_cols(o.columns)}")
+            reasons.append(f"step {o.index} ({o.id}, {o.name}) released {what} without differential privacy")
+    extras = []
+    for claim in checks.get("claims", ()):
+        if claim.get("guarantee") == "k-anonymity" and claim.get("status") == "verified":
+            extras.append(f"Verified by the host: k-anonymity with k = {claim['k']} of {_cols(claim['columns'])} "
+                          f"(every released combination is shared by at least {claim['min_group_size']} records).")
+        elif claim.get("guarantee") == "k-anonymity" and claim.get("status") == "refuted" and claim.get("k") is None:
+            extras.append(f"{claim['component']} claims k-anonymity without a k the host can check: not verified.")
+        elif claim.get("guarantee") == "k-anonymity" and claim.get("status") == "refuted":
+            extras.append(f"{claim['component']} claims k-anonymity with k = {claim.get('k')}, which does NOT hold "
+                          f"on the released data ({claim['records_in_small_groups']} records in smaller groups).")
+        elif claim.get("guarantee") == "probabilistic k-anonymity" and claim.get("status") == "claimed":
+            extras.append(f"{claim['component']} claims probabilistic k-anonymity (k = {claim.get('k')}); "
+                          f"{claim['verbatim_records']} of {checks['records']} records are released verbatim.")
+    stated = {c.get("verbatim_records") for c in checks.get("claims", ())
+              if c.get("guarantee") == "probabilistic k-anonymity" and c.get("status") == "claimed"}
+    if checks.get("changed_columns") and checks.get("verbatim_records") \
+            and checks.get("verbatim_records") not in stated:
+        extras.append(f"{checks['verbatim_records']} of {checks['records']} records keep all their original values "
+                      f"of the columns the steps worked on.")
+    if reasons:
+        text = "No differential-privacy guarantee: " + "; ".join(reasons) + "."
+    else:
+        eps, delta = accountant.total(entries)
+        relation_of = getattr(accountant, "relation", None)
+        relation = relation_of(entries) if callable(relation_of) else None
+        relation = relation or _joined([e.relation or "" for e in dp]) or "the relation each entry states"
+        if partition_by:
+            relation += f" (with the public column {partition_by!r} fixed)"
+        covers = _joined([e.covers or "" for e in dp])
+        not_covered = [e.not_covered or "" for e in dp]
+        left = [c for c in checks.get("unchanged_columns", ()) if c != partition_by]
+        if left:
+            not_covered.append(f"the columns released as in the original ({_cols(left)})")
+        if partition_by:
+            not_covered.append(f"the public column {partition_by!r}, its values and the size of each part")
+        text = (f"ε-differentially private (ε = {eps:.6g}, δ = {delta:.3g}) under {relation} for {covers}; "
+                f"not covered: {_joined(not_covered) or 'nothing else is released'}.")
+    return " ".join(dict.fromkeys([text, *extras]))
+
+
+def snapshot(registry: Any, outcomes: Sequence[Any], constraints: Sequence[Any],
+             evaluations: pd.DataFrame) -> dict[str, Any]:
+    """Provenance at run time: which plugin, distribution and version provided
+    each component, the installed plugins, each evaluator's disclosive
+    metrics. The Release reports these, never the live registry."""
+    from .errors import PrivclustError
+
+    def info(kind: str, name: str) -> dict[str, str]:
+        try:
+            found = registry.info(kind, name)
+        except PrivclustError:
+            return {"plugin": "?", "distribution": "?", "version": "?"}
+        return {"plugin": found.plugin, "distribution": found.distribution, "version": found.version}
+
+    disclosive: dict[str, list[str]] = {}
+    for name in dict.fromkeys(evaluations["evaluator"]) if len(evaluations) else ():
+        try:
+            cls = registry.get("evaluators", name)
+        except PrivclustError:
+            continue
+        disclosive[str(name)] = [str(p) for p in getattr(cls, "disclosive_metrics", ())]
+    return {
+        "steps": [info(o.kind, o.name) for o in outcomes],
+        "constraints": [{"rules": list(h.describe()), **info("constraint_handlers", type(h).name)}
+                        for h in constraints],
+        "plugins": [attrs.asdict(p) for p in registry.plugins()],
+        "disclosive": disclosive,
+        "host": HOST,
+    }
+

@@ -1,0 +1,448 @@
+"""Numerical kernels of ``dp-density``: PrivTree on the unit cube, leaf
+adjacency, a smoothed leaf density and persistence-based (ToMATo-style)
+clustering of the released leaves.
+
+Nothing here draws randomness: the noise arrives as arguments (drawn by a
+noise mechanism of the host), so every function is a deterministic function
+of its inputs. Only :func:`privtree` and :func:`leaf_of` read the records;
+everything after them reads the released leaves only.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.sparse import coo_matrix
+from scipy.spatial import cKDTree
+
+
+@dataclass(frozen=True)
+class Tree:
+    """The leaves of a binary space partition of ``[0, 1]^d``.
+
+    Splits are at the midpoint of the node, along dimension ``depth % d``, so
+    a node is defined by its depth and its path; ``lo``/``hi`` are its box.
+    Leaves are listed in a canonical order (level by level, and within a level
+    in the order of the parent's box), which is a function of the tree alone.
+    """
+
+    lo: np.ndarray  # (L, d)
+    hi: np.ndarray  # (L, d)
+    depth: np.ndarray  # (L,)
+    counts: np.ndarray  # (L,) exact leaf counts (never released as such)
+    nodes: int  # number of nodes examined (noise draws used)
+    truncated: bool  # whether the node pool ran out
+
+
+def privtree(unit: np.ndarray, noise: np.ndarray, *, theta: float, delta: float, max_depth: int) -> Tree:
+    """PrivTree (Zhang, Xiao & Xie, SIGMOD 2016, Algorithm 2) with fanout 2.
+
+    Node ``v`` at depth ``k`` with count ``c`` has the biased count
+    ``b = max(c - k delta, theta - delta)``; it is split when
+    ``b + noise > theta``. The noise of the ``i``-th examined node is
+    ``noise[i]`` (Laplace with scale ``lambda = 3 / eps_tree`` for fanout 2;
+    drawn by the caller). Nodes at ``max_depth``, and every node once
+    ``noise`` is used up, are leaves (public stopping rules: they depend only
+    on the released structure).
+    """
+    n, d = unit.shape
+    pool = noise.size
+    # active records and the node (within the current level) each one is in
+    idx = np.arange(n)
+    node_of = np.zeros(n, dtype=np.int64)
+    lo = np.zeros((1, d))
+    hi = np.ones((1, d))
+    leaves_lo, leaves_hi, leaves_depth, leaves_count = [], [], [], []
+    used = 0
+    truncated = False
+    depth = 0
+    while lo.shape[0]:
+        m = lo.shape[0]
+        counts = np.bincount(node_of, minlength=m).astype(float)
+        if depth >= max_depth or used + m > pool:
+            split = np.zeros(m, dtype=bool)
+            truncated = truncated or (depth < max_depth)
+        else:
+            biased = np.maximum(counts - depth * delta, theta - delta)
+            split = biased + noise[used:used + m] > theta
+            used += m
+        leaf = ~split
+        if leaf.any():
+            leaves_lo.append(lo[leaf])
+            leaves_hi.append(hi[leaf])
+            leaves_depth.append(np.full(int(leaf.sum()), depth))
+            leaves_count.append(counts[leaf])
+        if not split.any():
+            break
+        # children of the split nodes, in the order of their parents
+        rank = np.cumsum(split) - 1
+        dim = depth % d
+        mid = 0.5 * (lo[split, dim] + hi[split, dim])
+        clo = np.repeat(lo[split], 2, axis=0)
+        chi = np.repeat(hi[split], 2, axis=0)
+        chi[0::2, dim] = mid
+        clo[1::2, dim] = mid
+        keep = split[node_of]
+        idx, node_of = idx[keep], node_of[keep]
+        r = rank[node_of]
+        upper = unit[idx, dim] >= mid[r]
+        node_of = 2 * r + upper
+        lo, hi = clo, chi
+        depth += 1
+    return Tree(lo=np.concatenate(leaves_lo), hi=np.concatenate(leaves_hi),
+                depth=np.concatenate(leaves_depth).astype(np.int64), counts=np.concatenate(leaves_count),
+                nodes=used, truncated=truncated)
+
+
+def leaf_of(unit: np.ndarray, tree: Tree, block: int = 500_000) -> np.ndarray:
+    """The leaf each record falls in, by the tree's own rule (a record at a
+    midpoint goes to the upper half). The leaves of one depth have the same
+    shape and sit on the dyadic grid of that depth, so a record's cell at
+    that depth is ``floor(x * 2^s)`` per column (exact in floating point) and
+    a sorted search among that depth's leaves finds it, if it is a leaf."""
+    n, d = unit.shape
+    out = np.full(n, -1, dtype=np.int64)
+    for k in np.unique(tree.depth):
+        members = np.flatnonzero(tree.depth == k)
+        splits = np.rint(-np.log2(tree.hi[members[0]] - tree.lo[members[0]])).astype(np.int64)
+        sizes = np.left_shift(np.int64(1), splits)
+        radix = np.concatenate([[1], np.cumprod(sizes[:-1])]).astype(np.int64)
+        keys = (np.rint(tree.lo[members] * sizes).astype(np.int64) * radix).sum(axis=1)
+        order = np.argsort(keys, kind="stable")
+        keys, members = keys[order], members[order]
+        for start in range(0, n, block):
+            part = slice(start, min(n, start + block))
+            todo = out[part] < 0
+            if not todo.any():
+                continue
+            cell = np.minimum(np.floor(unit[part][todo] * sizes).astype(np.int64), sizes - 1)
+            key = (cell * radix).sum(axis=1)
+            pos = np.minimum(np.searchsorted(keys, key), keys.size - 1)
+            hit = keys[pos] == key
+            idx = np.flatnonzero(todo)[hit]
+            view = out[part]
+            view[idx] = members[pos[hit]]
+            out[part] = view
+    if (out < 0).any():  # cannot happen for points in the unit cube: the leaves tile it
+        raise AssertionError("dp-density: a record fell in no leaf of the partition")
+    return out
+
+
+def adjacency(tree: Tree) -> tuple[np.ndarray, np.ndarray]:
+    """Pairs ``(i, j)``, ``i < j``, of leaves whose closed boxes touch (share
+    a face, an edge or a corner). Leaves of the same depth have the same
+    shape, so for each pair of depth classes two boxes touch exactly when the
+    Chebyshev distance of their centres, scaled per dimension by the sum of
+    their half-widths, is at most 1."""
+    centres = 0.5 * (tree.lo + tree.hi)
+    classes = np.unique(tree.depth)
+    members = {int(k): np.flatnonzero(tree.depth == k) for k in classes}
+    half = {int(k): 0.5 * (tree.hi[m[0]] - tree.lo[m[0]]) for k, m in members.items()}
+    rows, cols = [], []
+    for a_i, a in enumerate(classes):
+        ma = members[int(a)]
+        for b in classes[a_i:]:
+            mb = members[int(b)]
+            scale = half[int(a)] + half[int(b)]
+            ta = cKDTree(centres[ma] / scale)
+            if a == b:
+                pairs = ta.query_pairs(1.0 + 1e-9, p=np.inf, output_type="ndarray")
+                if pairs.size:
+                    rows.append(ma[pairs[:, 0]])
+                    cols.append(ma[pairs[:, 1]])
+            else:
+                tb = cKDTree(centres[mb] / scale)
+                sm = ta.sparse_distance_matrix(tb, 1.0 + 1e-9, p=np.inf, output_type="ndarray")
+                if sm.size:
+                    rows.append(ma[sm["i"]])
+                    cols.append(mb[sm["j"]])
+    if not rows:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    i = np.concatenate(rows)
+    j = np.concatenate(cols)
+    lo_, hi_ = np.minimum(i, j), np.maximum(i, j)
+    return lo_.astype(np.int64), hi_.astype(np.int64)
+
+
+def smoothed_density(noisy: np.ndarray, volume: np.ndarray, pairs: tuple[np.ndarray, np.ndarray],
+                     noise_scale: float) -> tuple[np.ndarray, np.ndarray]:
+    """A local average of the leaf densities ``noisy / volume``: each leaf
+    and its touching neighbours, a neighbour weighted by the smaller of the
+    two volumes (a large empty neighbour counts for no more than the leaf's
+    own volume). Returns the density and its noise standard deviation
+    (Laplace noise of scale ``noise_scale`` on every count, independent)."""
+    L = noisy.size
+    i, j = pairs
+    rho = noisy / volume
+    w = np.minimum(volume[i], volume[j])
+    num = noisy.astype(float).copy()
+    den = volume.astype(float).copy()
+    var = np.ones(L)  # in units of 2 b^2: own count
+    np.add.at(num, i, rho[j] * w)
+    np.add.at(num, j, rho[i] * w)
+    np.add.at(den, i, w)
+    np.add.at(den, j, w)
+    np.add.at(var, i, (w / volume[j]) ** 2)
+    np.add.at(var, j, (w / volume[i]) ** 2)
+    return num / den, math.sqrt(2.0) * noise_scale * np.sqrt(var) / den
+
+
+@dataclass(frozen=True)
+class LevelTree:
+    """Result of :func:`level_set_tree`: the condensed cluster tree of the
+    leaf graph (as in HDBSCAN, Campello, Moulavi & Sander 2013, with density
+    levels in place of distances). ``order`` lists the live nodes children
+    first; the branches of a component that is absorbed hang from the node
+    that absorbs it."""
+
+    leaf_node: np.ndarray  # (L,) the deepest live node each leaf belongs to
+    parent: np.ndarray  # (K,) parent node (-1: a root)
+    split: np.ndarray  # (K,) density level at which the node splits into its children (nan: no children)
+    stability: np.ndarray  # (K,) excess of mass: sum_x m_x (min(f_x, split) - birth)
+    mass: np.ndarray  # (K,) noisy mass of the node's leaves
+    peak: np.ndarray  # (K,) the leaf of highest density in the node
+    alive: np.ndarray  # (K,) False for components absorbed into another
+    order: np.ndarray  # the live nodes, every child before its parent
+
+
+def level_set_tree(f: np.ndarray, sigma: np.ndarray, noisy: np.ndarray, pairs: tuple[np.ndarray, np.ndarray], *,
+                   z: float, min_mass: float, valley: float = 1.0) -> LevelTree:
+    """The level-set tree of the leaf densities ``f`` on the leaf graph.
+
+    Leaves are visited by decreasing density (ties: leaf order) with a
+    union-find. A leaf with no visited neighbour starts a component; else it
+    joins its neighbours' components. Two components meeting at a saddle
+    leaf ``s`` become the two children of a new node only when both are
+    *significant*: noisy mass at least ``min_mass`` and a peak above the
+    saddle by more than ``z sqrt(sigma_peak^2 + sigma_s^2)`` (noise alone
+    rarely does that, see :func:`false_peak_z`) and the saddle at most
+    ``valley`` times its peak (a real valley, not a shoulder); otherwise the less
+    significant one is absorbed into the other at the saddle's level.
+    """
+    L = f.size
+    order = np.lexsort((np.arange(L), -f))
+    nbr_ptr, nbr = _csr(pairs, L)
+    uf = np.arange(L)
+    visited = np.zeros(L, dtype=bool)
+    m = np.maximum(noisy, 0.0)
+    comp_node = np.full(L, -1, dtype=np.int64)
+    comp_mass = np.zeros(L)
+    comp_peak = np.arange(L)
+    A: list[float] = []
+    M: list[float] = []
+    parent: list[int] = []
+    birth: list[float] = []
+    split: list[float] = []
+    peak: list[int] = []
+    redirect: list[int] = []
+    kids: list[list[int]] = []
+    leaf_node = np.full(L, -1, dtype=np.int64)
+
+    def new_node(pk: int) -> int:
+        for lst, val in ((A, 0.0), (M, 0.0), (parent, -1), (birth, -math.inf), (split, math.nan), (peak, pk)):
+            lst.append(val)
+        redirect.append(len(A) - 1)
+        kids.append([])
+        return len(A) - 1
+
+    def find(x: int) -> int:
+        r = x
+        while uf[r] != r:
+            r = int(uf[r])
+        while uf[x] != r:
+            uf[x], x = r, int(uf[x])
+        return r
+
+    def significant(r: int, v: int) -> bool:
+        pk = comp_peak[r]
+        return bool(comp_mass[r] >= min_mass and f[pk] - f[v] > z * math.hypot(sigma[pk], sigma[v])
+                    and f[v] <= valley * f[pk])
+
+    for v in order:
+        v = int(v)
+        fv = float(f[v])
+        visited[v] = True
+        nb = nbr[nbr_ptr[v]:nbr_ptr[v + 1]]
+        roots = sorted({find(int(u)) for u in nb[visited[nb]]}, key=lambda r: (-f[comp_peak[r]], comp_peak[r]))
+        if not roots:
+            comp_node[v] = new_node(v)
+            g = v
+        else:
+            g = roots[0]
+            for r in roots[1:]:
+                sig_g, sig_r = significant(g, v), significant(r, v)
+                if sig_g and sig_r:  # a split: both become children of a new node
+                    node = new_node(comp_peak[g])
+                    split[node] = fv
+                    for c in (comp_node[g], comp_node[r]):
+                        parent[c] = node
+                        birth[c] = fv
+                        M[node] += M[c]
+                        A[node] += M[c] * fv
+                        kids[node].append(int(c))
+                    uf[r] = g
+                    comp_node[g] = node
+                    comp_mass[g] += comp_mass[r]
+                    continue
+                # the less significant component is absorbed (ties: the lighter one)
+                if sig_g != sig_r:
+                    small, big = (r, g) if sig_g else (g, r)
+                else:
+                    small, big = (r, g) if comp_mass[r] <= comp_mass[g] else (g, r)
+                q, node = comp_node[small], comp_node[big]
+                A[node] += M[q] * fv
+                M[node] += M[q]
+                redirect[q] = node
+                for ch in kids[q]:  # the absorbed component's own branches hang from the survivor
+                    parent[ch] = node
+                kids[node].extend(kids[q])
+                kids[q] = []
+                uf[small] = big
+                comp_mass[big] += comp_mass[small]
+                g = big
+        uf[v] = g
+        comp_mass[g] += m[v]
+        node = comp_node[g]
+        A[node] += m[v] * fv
+        M[node] += m[v]
+        leaf_node[v] = node
+    # several components left (a graph that is not connected): one root above them
+    tops = sorted({int(comp_node[find(i)]) for i in range(L)})
+    if len(tops) > 1:
+        low = float(f.min())
+        node = new_node(int(peak[tops[0]]))
+        split[node] = low
+        for c in tops:
+            parent[c] = node
+            birth[c] = low
+            M[node] += M[c]
+            A[node] += M[c] * low
+            kids[node].append(c)
+    K = len(A)
+    red = np.asarray(redirect, dtype=np.int64)
+    for _ in range(K):  # resolve chains of absorptions
+        nxt = red[red]
+        if np.array_equal(nxt, red):
+            break
+        red = nxt
+    alive = red == np.arange(K)
+    # children before parents (a node absorbed later may be older than the branches it receives)
+    order: list[int] = []
+    stack = [(c, False) for c in range(K) if alive[c] and parent[c] < 0]
+    while stack:
+        c, done = stack.pop()
+        if done:
+            order.append(c)
+            continue
+        stack.append((c, True))
+        stack.extend((k, False) for k in kids[c] if alive[k])
+    Aa, Ma, b = np.asarray(A), np.asarray(M), np.asarray(birth)
+    stab = np.where(np.isfinite(b), Aa - Ma * np.where(np.isfinite(b), b, 0.0), np.inf)
+    return LevelTree(leaf_node=red[leaf_node], parent=np.asarray(parent, dtype=np.int64), split=np.asarray(split),
+                     stability=stab, mass=Ma, peak=np.asarray(peak, dtype=np.int64), alive=alive,
+                     order=np.asarray(order, dtype=np.int64))
+
+
+def n_branches(tree: LevelTree) -> int:
+    """The number of leaves of the condensed tree (live nodes with no live child)."""
+    alive = tree.alive
+    has_child = np.zeros(alive.size, dtype=bool)
+    parents = tree.parent[alive & (tree.parent >= 0)]
+    has_child[parents] = True
+    return int(np.count_nonzero(alive & ~has_child))
+
+
+def select_clusters(tree: LevelTree, n_clusters: int | None) -> np.ndarray:
+    """The nodes chosen as clusters. Automatic: excess of mass (HDBSCAN's
+    rule: a node is kept when its stability is at least that of the best
+    selection below it; a root is never kept unless it has no children).
+    With ``n_clusters``: the ``n_clusters`` nodes, none above another, of
+    largest total stability (:func:`_best_k`)."""
+    K = tree.parent.size
+    alive = tree.alive
+    children: list[list[int]] = [[] for _ in range(K)]
+    for c in range(K):
+        if alive[c] and tree.parent[c] >= 0:
+            children[int(tree.parent[c])].append(c)
+    roots = [c for c in range(K) if alive[c] and tree.parent[c] < 0]
+    if n_clusters is not None:
+        return _best_k(tree, children, roots, n_clusters)
+    best = np.zeros(K)
+    selected = np.zeros(K, dtype=bool)
+    for c in tree.order:  # children before parents
+        c = int(c)
+        below = sum(best[k] for k in children[c])
+        if not children[c] or (tree.parent[c] >= 0 and tree.stability[c] >= below):
+            best[c] = tree.stability[c] if tree.parent[c] >= 0 else below
+            selected[c] = True
+        else:
+            best[c] = below
+    # keep only the top-most selected nodes
+    out = []
+    for c in range(K):
+        if not selected[c]:
+            continue
+        p = int(tree.parent[c])
+        covered = False
+        while p >= 0:
+            if selected[p]:
+                covered = True
+                break
+            p = int(tree.parent[p])
+        if not covered:
+            out.append(c)
+    return np.array(sorted(out), dtype=np.int64)
+
+
+def _best_k(tree: LevelTree, children: list[list[int]], roots: list[int], k: int) -> np.ndarray:
+    """``k`` nodes, none above another, of largest total stability (the
+    excess-of-mass rule constrained to ``k`` clusters; a dynamic programme
+    over the tree). Fewer when the tree has fewer than ``k`` leaves."""
+    K = tree.parent.size
+    table: dict[int, dict[int, tuple[float, list[int]]]] = {}
+    for c in tree.order:  # children before parents
+        c = int(c)
+        own = float(tree.stability[c]) if tree.parent[c] >= 0 else 0.0
+        combo: dict[int, tuple[float, list[int]]] = {0: (0.0, [])}
+        for ch in children[c]:
+            nxt: dict[int, tuple[float, list[int]]] = {}
+            for j1, (v1, s1) in combo.items():
+                for j2, (v2, s2) in table[ch].items():
+                    j = j1 + j2
+                    if j <= k and (j not in nxt or v1 + v2 > nxt[j][0]):
+                        nxt[j] = (v1 + v2, s1 + s2)
+            combo = nxt
+        if not children[c]:
+            combo = {}
+        if 1 not in combo or own >= combo[1][0]:
+            combo[1] = (own, [c])
+        table[c] = combo
+    total: dict[int, tuple[float, list[int]]] = {0: (0.0, [])}
+    for r in roots:
+        nxt = {}
+        for j1, (v1, s1) in total.items():
+            for j2, (v2, s2) in table[r].items():
+                j = j1 + j2
+                if j <= k and (j not in nxt or v1 + v2 > nxt[j][0]):
+                    nxt[j] = (v1 + v2, s1 + s2)
+        total = nxt
+    j = max(total)
+    return np.array(sorted(total[j][1]), dtype=np.int64)
+
+
+def false_peak_z(n_leaves: int, false_peak: float) -> float:
+    """``z`` such that the Laplace noise of one leaf count exceeds ``z``
+    standard deviations (``sqrt 2 b``) with probability at most
+    ``false_peak / n_leaves``: ``P(|Lap(b)| > z sqrt(2) b) = exp(-sqrt(2) z)``
+    (a Bonferroni bound over the leaves)."""
+    return math.log(max(n_leaves, 1) / false_peak) / math.sqrt(2.0)
+
+
+def _csr(pairs: tuple[np.ndarray, np.ndarray], L: int) -> tuple[np.ndarray, np.ndarray]:
+    i, j = pairs
+    m = coo_matrix((np.ones(2 * i.size, dtype=np.int8), (np.concatenate([i, j]), np.concatenate([j, i]))),
+                   shape=(L, L)).tocsr()
+    m.sort_indices()
+    return m.indptr, m.indices

@@ -1,0 +1,364 @@
+"""Built-in clusterer ``dp-density``: differentially private density
+clustering that chooses its own parameters (issue 11).
+
+Given only ``epsilon``, public ``bounds`` and optionally ``n_clusters``:
+
+1. **Noisy total count** (share ``count_share`` of epsilon, Laplace,
+   sensitivity 1): ``N~`` sets the public depth limit of the tree (Qardaji,
+   Yang & Li, ICDE 2013: the finest useful cell holds about ``c / epsilon``
+   records, so about ``N~ epsilon / c`` cells; the tree may go one level
+   finer than that grid in every column, two above two columns, and at
+   least three splits per column) and the smallest cluster mass
+   ``min_cluster_fraction * N~``.
+2. **PrivTree** (Zhang, Xiao & Xie, SIGMOD 2016) over the public bounds
+   rescaled to the unit cube, binary midpoint splits along the columns in
+   turn (fanout 2): a node at depth ``k`` with ``c`` records is split when
+   ``max(c - k delta, theta - delta) + Lap(lambda) > theta``, with
+   ``lambda = (2 beta - 1) / (beta - 1) / eps_tree = 3 / eps_tree`` and
+   ``delta = lambda ln beta``. Empty space stops at once, so the cost is in
+   the number of leaves, not in the number of columns; the tree structure is
+   ``eps_tree``-DP (share ``tree_share``). The noise is drawn, in one release
+   through the noise mechanism, as a pool of ``max_nodes`` values consumed in
+   the canonical order of the nodes; when it runs out the remaining nodes are
+   leaves (a public rule on the released structure).
+3. **Leaf counts** with the rest of the budget (``eps_leaf``): the leaves
+   partition the cube, so the count vector has L1 sensitivity 1 under
+   add/remove-one-record.
+4. **Post-processing of the released map only**: each leaf's density is a
+   local average of the noisy densities of the leaf and its touching leaves
+   (the bandwidth adapts to the leaf sizes). The level-set tree of these
+   densities on the leaf graph is built by visiting the leaves from the
+   densest down (a union-find); two components meeting at a saddle become
+   two branches only when both are significant: noisy mass at least
+   ``min_cluster_fraction * N~``, a peak above the saddle by more than ``z``
+   noise standard deviations (``z`` from the Laplace tail with a Bonferroni
+   bound over the leaves, so that noise alone makes such a peak with
+   probability at most ``false_peak``), and a real valley (the saddle below
+   ``valley`` times the peak). Clusters: the branches of largest total
+   excess of mass (HDBSCAN's rule, Campello et al. 2013), or the
+   ``n_clusters`` branches of largest total excess of mass (when the tree
+   has fewer branches than that, the valley rule is relaxed to 0.55, 0.7,
+   0.85, then 1 until it has enough). Leaves below
+   every cluster take the cluster of the nearest cluster leaf; ids are
+   ranked by the clusters' noisy mass, a function of the map alone.
+5. **Labels**: each record takes the cluster id of the leaf it falls in: the
+   map applied to the record (joint-DP / billboard), not a DP release.
+
+Relation: add/remove one record (unbounded DP): the released map (noisy
+total, tree, noisy leaf counts and everything computed from them) is
+``epsilon``-DP; under replace-one the same release is ``2 epsilon``-DP.
+Records outside the bounds are clipped onto them.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, ClassVar
+
+import attrs
+import numpy as np
+import pandas as pd
+import privclust
+from scipy.spatial import cKDTree
+from privclust import (
+    BudgetExceededError,
+    DataError,
+    ParameterError,
+    Partition,
+    PrivacyContext,
+    nested,
+    param,
+    public_bounds,
+)
+
+from . import _privtree
+
+__version__ = "0.1.0"
+
+__all__ = ["DPDensity"]
+
+#: The neighbouring relation of every release of this component.
+RELATION = "add/remove one record (unbounded DP; under replace-one every figure doubles)"
+#: What the releases do not cover.
+NOT_COVERED = (
+    "the per-record labels: each is the cluster id of the released leaf the record falls in, a function of the "
+    "record's own values and the DP map (joint-DP / billboard sense), not a differentially private output; "
+    "records outside the public bounds were clipped onto them"
+)
+#: Noise mechanisms whose releases are pure epsilon-DP for an L1 sensitivity.
+PURE_MECHANISMS = ("laplace", "geometric")
+#: Largest number of columns (the leaf adjacency grows like 3^d).
+MAX_COLUMNS = 12
+#: Qardaji, Yang & Li's constant: a useful cell holds about C / epsilon records.
+QARDAJI_C = 10.0
+#: Passes of neighbour averaging of the leaf densities (the bandwidth, in leaves).
+SMOOTHING_PASSES = 1
+
+
+def _check_share(value: Any) -> str | None:
+    return None if value is None or 0 < value < 1 else "must be a fraction in (0, 1)"
+
+
+@attrs.frozen(kw_only=True)
+class DPDensity:
+    """DP density clustering on a PrivTree partition that chooses its own
+    resolution, bandwidth and threshold (see the module docstring)."""
+
+    name: ClassVar[str] = "dp-density"
+    uses_constraints: ClassVar[bool] = False
+
+    epsilon: float = param(float, gt=0, doc="total privacy budget of the step (noisy count, tree, leaf counts)")
+    bounds: Any = public_bounds(default=None, doc="public bounds {column = [low, high]} (required; never the data)")
+    n_clusters: int | None = param(int, default=None, ge=1,
+                                   doc="number of clusters (the most significant density peaks); absent: automatic")
+    count_share: float = param(float, default=0.05, check=_check_share,
+                               doc="share of epsilon for the noisy number of records")
+    tree_share: float = param(float, default=0.45, check=_check_share,
+                              doc="share of epsilon for the PrivTree structure (the rest goes to the leaf counts)")
+    theta: float = param(float, default=0.0, ge=0, doc="PrivTree's split threshold theta (records)")
+    false_peak: float = param(float, default=0.05, gt=0, lt=1,
+                              doc="probability that noise alone makes a density peak a cluster (Bonferroni bound)")
+    min_cluster_fraction: float = param(float, default=0.02, gt=0, lt=1,
+                                        doc="smallest cluster, as a fraction of the noisy number of records")
+    valley: float = param(float, default=0.4, gt=0, le=1,
+                          doc="a density peak splits off only where the density between it and the rest falls "
+                              "below this fraction of its peak")
+    max_nodes: int = param(int, default=1 << 20, ge=16,
+                           doc="largest number of tree nodes examined (a public cap on time and memory)")
+    noise: Any = nested("noise_mechanisms", default="laplace",
+                        doc="noise mechanism of the three releases (an L1, pure-epsilon one: laplace or geometric)")
+
+    def __attrs_post_init__(self) -> None:
+        if self.count_share + self.tree_share >= 1:
+            raise ParameterError(
+                f"dp-density: count_share + tree_share must leave a share for the leaf counts (< 1); got "
+                f"{self.count_share:g} + {self.tree_share:g}")
+        if isinstance(self.bounds, str):
+            raise ParameterError(
+                "dp-density needs public bounds from domain knowledge, never the data: give "
+                "bounds = { column = [low, high], ... } (bounds = \"data\" is not accepted)")
+
+    # -- recipe-time checks -----------------------------------------------------------
+
+    def planned_cost(self) -> tuple[float, float]:
+        return (self.epsilon, 0.0)
+
+    def step_problems(self) -> list[str]:
+        if self.bounds is None:
+            return ["dp-density needs public 'bounds' (e.g. bounds = { x = [0, 10], y = [-5, 5] })"]
+        return []
+
+    def min_records(self, n_columns: int) -> int:
+        return 1
+
+    @property
+    def shares(self) -> tuple[float, float, float]:
+        e = self.epsilon
+        eps_n, eps_tree = e * self.count_share, e * self.tree_share
+        return eps_n, eps_tree, e - eps_n - eps_tree
+
+    # -- fitting ----------------------------------------------------------------------
+
+    def _unit(self, data: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+        problems = self.step_problems()
+        if problems:
+            raise ParameterError(problems[0])
+        if not isinstance(data, pd.DataFrame):
+            raise DataError(f"dp-density: the data must be a pandas DataFrame; got {type(data).__name__}")
+        columns = [str(c) for c in data.columns]
+        if not columns:
+            raise DataError("dp-density: the data have no columns")
+        if len(columns) > MAX_COLUMNS:
+            raise DataError(f"dp-density: {len(columns)} columns; at most {MAX_COLUMNS} are supported (the leaf "
+                            "graph grows like 3^d); cluster fewer columns")
+        bad = [c for c in data.columns
+               if not pd.api.types.is_numeric_dtype(data[c]) or pd.api.types.is_bool_dtype(data[c])]
+        if bad:
+            raise DataError(f"dp-density: column(s) {', '.join(map(str, bad))} are not numeric; leave them out of "
+                            "the step's columns")
+        missing = [c for c in columns if c not in self.bounds]
+        if missing:
+            raise DataError(f"dp-density: no public bounds for column(s) {', '.join(missing)}; add them to 'bounds' "
+                            f"(e.g. bounds = {{ {missing[0]} = [low, high] }})")
+        values = data.to_numpy(dtype=float, na_value=np.nan)
+        if not np.all(np.isfinite(values)):
+            cols = [c for c, ok in zip(columns, np.isfinite(values).all(axis=0), strict=True) if not ok]
+            raise DataError(f"dp-density: column(s) {', '.join(cols)} hold NaN or infinite values; impute or drop "
+                            "those records first")
+        low = np.array([self.bounds[c][0] for c in columns], dtype=float)
+        high = np.array([self.bounds[c][1] for c in columns], dtype=float)
+        span = high - low
+        if not np.all(np.isfinite(span)) or not np.all(span > 0):
+            raise ParameterError("dp-density: every public bound must be finite with low < high (and high - low "
+                                 "finite); check 'bounds'")
+        clipped = np.clip(values, low, high)
+        n_clipped = int(np.count_nonzero(clipped != values))
+        unit = (clipped - low) / span
+        return unit, low, high, n_clipped
+
+    def fit(self, data: pd.DataFrame, context: PrivacyContext) -> Partition:
+        """Release the DP cluster map and label each record by it (joint-DP)."""
+        unit, low, high, n_clipped = self._unit(data)
+        n, d = unit.shape
+        if n == 0:
+            raise DataError("dp-density: the data have no records")
+        if not context.can_spend(self.epsilon):
+            raise BudgetExceededError(
+                f"dp-density would spend epsilon = {self.epsilon:.6g} but only {context.remaining:.6g} of the budget "
+                "is left; lower 'epsilon' or raise the budget. Nothing was recorded and no noise was drawn.")
+        mech = context.mechanism(self.noise)
+        if mech.name not in PURE_MECHANISMS:
+            raise ParameterError(
+                f"dp-density: the noise mechanism must be a pure-epsilon L1 one ({', '.join(PURE_MECHANISMS)}); "
+                f"got {mech.name!r}")
+        eps_n, eps_tree, eps_leaf = self.shares
+        columns = tuple(str(c) for c in data.columns)
+
+        # 1. the noisy number of records
+        n_noisy = float(np.asarray(mech.release(
+            np.array([float(n)]), sensitivity=1.0, epsilon=eps_n, context=context, relation=RELATION,
+            covers="the noisy number of records (it sets the tree's depth limit and the smallest cluster mass)",
+            not_covered=NOT_COVERED, details={"release": "count", "noise_scale": 1.0 / eps_n}), dtype=float)[0])
+        n_est = max(n_noisy, 1.0)
+        context.progress(1, 5)
+
+        # 2. PrivTree
+        lam = 3.0 / eps_tree  # (2 beta - 1) / (beta - 1) / eps_tree with beta = 2
+        delta = lam * math.log(2.0)
+        cells = max(2.0, n_est * eps_leaf / QARDAJI_C)
+        # splits per column: the Qardaji grid's, plus one (two above two columns), at least three
+        per_dim = max(3, math.ceil(math.log2(cells) / d) + (1 if d <= 2 else 2))
+        max_depth = int(min(per_dim * d, 60))
+        pool = np.asarray(mech.release(
+            np.zeros(self.max_nodes), sensitivity=3.0, epsilon=eps_tree, context=context, relation=RELATION,
+            covers=("the PrivTree partition: the split decision of every examined node (biased count "
+                    f"max(c - depth delta, theta - delta) plus this noise, theta = {self.theta:g}, "
+                    f"delta = {delta:.6g}); the factor 3 = (2 beta - 1) / (beta - 1), beta = 2, is PrivTree's "
+                    "(Zhang, Xiao & Xie 2016), not the sensitivity of a single count"),
+            not_covered=NOT_COVERED,
+            details={"release": "tree", "lambda": lam, "delta": delta, "theta": self.theta, "fanout": 2,
+                     "max_depth": max_depth, "max_nodes": self.max_nodes}), dtype=float)
+        tree = _privtree.privtree(unit, pool, theta=self.theta, delta=delta, max_depth=max_depth)
+        del pool
+        context.progress(2, 5)
+
+        # 3. the leaf counts
+        L = tree.lo.shape[0]
+        noisy = np.asarray(mech.release(
+            tree.counts, sensitivity=1.0, epsilon=eps_leaf, context=context, relation=RELATION,
+            covers=f"the record counts of the {L} leaves of the released partition (disjoint cells: L1 sensitivity 1)",
+            not_covered=NOT_COVERED, details={"release": "leaves", "leaves": L, "noise_scale": 1.0 / eps_leaf}),
+            dtype=float)
+        context.progress(3, 5)
+
+        # 4. post-processing of the map only
+        cmap = cluster_map(tree.lo, tree.hi, tree.depth, noisy, n_est=n_est, eps_leaf=eps_leaf,
+                           false_peak=self.false_peak, min_fraction=self.min_cluster_fraction,
+                           n_clusters=self.n_clusters, valley=self.valley)
+        context.progress(4, 5)
+
+        # 5. labels: the map applied to each record
+        leaf = _privtree.leaf_of(unit, tree)
+        labels = cmap["leaf_labels"][leaf]
+        context.progress(5, 5)
+
+        span = high - low
+        context.record(
+            f"dp-density: the cluster map (noisy number of records, PrivTree partition of {L} leaves, their noisy "
+            f"counts, and the densities, peaks, cluster ids and centres computed from them alone) is "
+            f"{self.epsilon:g}-DP under {RELATION}, by sequential composition of three {mech.name} releases "
+            f"(epsilon {eps_n:.4g} + {eps_tree:.4g} + {eps_leaf:.4g}). Each record's label is the cluster id of "
+            "the leaf it falls in: a function of that record and the DP map, covered only in the joint-DP "
+            "(billboard) sense, not as a DP release.",
+            guarantee="epsilon-DP cluster map (joint-DP labels)",
+            details={"epsilon": self.epsilon, "epsilon_count": eps_n, "epsilon_tree": eps_tree,
+                     "epsilon_leaves": eps_leaf, "leaves": L, "labels_covered": "joint-DP only"})
+        centres = low + cmap["centres_unit"] * span
+        diagnostics: dict[str, Any] = {
+            "n_noisy": n_noisy,
+            "leaves": L,
+            "nodes_examined": tree.nodes,
+            "tree_truncated": tree.truncated,
+            "max_depth": max_depth,
+            "depth_range": [int(tree.depth.min()), int(tree.depth.max())],
+            "lambda": lam,
+            "delta": delta,
+            "theta": self.theta,
+            "epsilon_count": eps_n,
+            "epsilon_tree": eps_tree,
+            "epsilon_leaves": eps_leaf,
+            "leaf_low": low + tree.lo * span,
+            "leaf_high": low + tree.hi * span,
+            "leaf_noisy_counts": noisy,
+            "leaf_density": cmap["density"],
+            "leaf_labels": cmap["leaf_labels"],
+            "z": cmap["z"],
+            "min_mass": cmap["min_mass"],
+            "valley": cmap["valley"],
+            "cluster_stability": cmap["stability"],
+            "core_leaves": cmap["core"],
+            "automatic": self.n_clusters is None,
+            "clipped_values": n_clipped,
+        }
+        return Partition(labels=labels, centres=centres, columns=columns, diagnostics=diagnostics)
+
+
+def cluster_map(lo: np.ndarray, hi: np.ndarray, depth: np.ndarray, noisy: np.ndarray, *, n_est: float,
+                eps_leaf: float, false_peak: float, min_fraction: float, n_clusters: int | None,
+                valley: float = 0.4) -> dict[str, Any]:
+    """Clusters of the released leaves (post-processing of the DP map only):
+    smoothed densities, significant peaks, a cluster id for every leaf, and
+    the centres (noisy-mass-weighted leaf centres) in unit coordinates."""
+    L = noisy.size
+    volume = np.prod(hi - lo, axis=1)
+    b = 1.0 / eps_leaf
+    tree = _privtree.Tree(lo=lo, hi=hi, depth=depth, counts=noisy, nodes=0, truncated=False)
+    pairs = _privtree.adjacency(tree)
+    f, sigma = _privtree.smoothed_density(noisy, volume, pairs, b)
+    for _ in range(SMOOTHING_PASSES - 1):  # wider bandwidth; the first pass's sigma stays (an upper bound)
+        f, _s = _privtree.smoothed_density(f * volume, volume, pairs, b)
+    z = _privtree.false_peak_z(L, false_peak)
+    min_mass = min_fraction * n_est
+    if n_clusters is not None:  # a known number of clusters: smaller ones may count, at the same z
+        min_mass = min(min_mass, 0.25 * n_est / n_clusters)
+    level = _privtree.level_set_tree(f, sigma, noisy, pairs, z=z, min_mass=min_mass, valley=valley)
+    if n_clusters is not None:  # fewer branches than asked for: accept shallower valleys, step by step
+        for relaxed in (0.55, 0.7, 0.85, 1.0):
+            if relaxed <= valley or _privtree.n_branches(level) >= n_clusters:
+                continue
+            level = _privtree.level_set_tree(f, sigma, noisy, pairs, z=z, min_mass=min_mass, valley=relaxed)
+            valley = relaxed
+    chosen = _privtree.select_clusters(level, n_clusters)
+    # cluster ids: by decreasing noisy mass, ties by the peak leaf (a function of the map alone)
+    chosen = chosen[np.lexsort((level.peak[chosen], -level.mass[chosen]))]
+    K = level.parent.size
+    ident = np.full(K, -1, dtype=np.int64)
+    ident[chosen] = np.arange(chosen.size)
+    owner = ident.copy()  # the chosen ancestor-or-self of every live node (parents first)
+    for c in level.order[::-1]:
+        p = int(level.parent[c])
+        if owner[c] < 0 and p >= 0:
+            owner[c] = owner[p]
+    leaf_labels = owner[level.leaf_node]
+    core = leaf_labels >= 0
+    centres_leaf = 0.5 * (lo + hi)
+    if core.any() and not core.all():  # leaves below every cluster's level: the nearest cluster leaf
+        _, near = cKDTree(centres_leaf[core]).query(centres_leaf[~core])
+        leaf_labels[~core] = leaf_labels[core][near]
+    elif not core.any():
+        leaf_labels[:] = 0
+        chosen = np.array([int(np.argmax(level.mass))])
+    peaks = level.peak[chosen]
+    w = np.maximum(noisy, 0.0)
+    sums = np.zeros((peaks.size, lo.shape[1]))
+    np.add.at(sums, leaf_labels, centres_leaf * w[:, None])
+    mass = np.bincount(leaf_labels, weights=w, minlength=peaks.size)
+    centres = np.where(mass[:, None] > 0, sums / np.maximum(mass, 1e-300)[:, None], centres_leaf[peaks])
+    return {"leaf_labels": leaf_labels, "density": f, "sigma": sigma, "z": z, "min_mass": min_mass,
+            "centres_unit": centres, "core": core, "valley": valley, "peaks": peaks, "stability": level.stability[chosen],
+            "split_levels": level.split}
+
+
+@privclust.hookimpl
+def privclust_register_clusterers(register):
+    register(DPDensity)

@@ -1,0 +1,340 @@
+"""Tests of the dp-density clusterer (issue 11) and its PrivTree kernels."""
+
+from __future__ import annotations
+
+import math
+import tracemalloc
+
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.metrics import adjusted_rand_score
+
+import privclust
+import privclust.testing as pt
+from privclust import Budget, BudgetExceededError, DataError, ParameterError, PrivacyContext, RecipeError
+from privclust_plugins import _privtree
+from privclust_plugins.dp_density import DPDensity, cluster_map
+from conftest import require_dataset
+
+BOUNDS = {"x": [-5.0, 25.0], "y": [-5.0, 25.0]}
+
+
+def fit(component, data, *, seed=1, budget=None):
+    context = PrivacyContext(budget, seed=seed)
+    with context.step(0, "dens", component.name):
+        partition = component.fit(data, context)
+    return partition, context
+
+
+def blobs(n=20_000, seed=0):
+    """Three well separated blobs and a ring around one (a non-convex set)."""
+    rng = np.random.default_rng(seed)
+    truth = rng.integers(0, 4, n)
+    centres = np.array([[3.0, 3.0], [17.0, 4.0], [10.0, 18.0], [3.0, 3.0]])
+    values = centres[truth] + rng.normal(0, 0.8, (n, 2))
+    ring = truth == 3
+    angle = rng.uniform(0, 2 * np.pi, ring.sum())
+    values[ring] = np.column_stack([3 + 6 * np.cos(angle), 3 + 6 * np.sin(angle)]) + rng.normal(0, 0.3,
+                                                                                                 (ring.sum(), 2))
+    return pd.DataFrame(values, columns=["x", "y"]), truth
+
+
+def shape(name, n, seed=0, jitter=0.01):
+    """A shape set of ../shared/datasets upsampled to n records with jitter, and public bounds."""
+    X = np.loadtxt(require_dataset(f"{name}.data.gz"))
+    y = np.loadtxt(require_dataset(f"{name}.labels0.gz")).astype(int)
+    rng = np.random.default_rng(seed)
+    lo, hi = X.min(axis=0), X.max(axis=0)
+    span = float((hi - lo).max())
+    pick = rng.integers(0, len(X), n)
+    values = X[pick] + rng.normal(0, jitter * span, size=(n, X.shape[1]))
+    cols = [f"x{j}" for j in range(X.shape[1])]
+    bounds = {c: [float(np.floor(lo[j] - 0.1 * span)), float(np.ceil(hi[j] + 0.1 * span))]
+              for j, c in enumerate(cols)}
+    return pd.DataFrame(values, columns=cols), y[pick], bounds
+
+
+# ---------------------------------------------------------------------------
+# registration and parameters
+# ---------------------------------------------------------------------------
+
+
+def test_registered_through_its_entry_point(registry):
+    component = registry.create("clusterers", "dp-density", epsilon=1.0, bounds=BOUNDS)
+    assert isinstance(component, DPDensity)
+    assert component.planned_cost() == (1.0, 0.0)
+
+
+@pytest.mark.parametrize("params, fragment", [
+    ({"epsilon": 0.0, "bounds": BOUNDS}, "epsilon"),
+    ({"epsilon": -1.0, "bounds": BOUNDS}, "epsilon"),
+    ({"epsilon": 1.0, "bounds": "data"}, "never the data"),
+    ({"epsilon": 1.0, "bounds": BOUNDS, "count_share": 0.5, "tree_share": 0.5}, "leaf counts"),
+    ({"epsilon": 1.0, "bounds": BOUNDS, "tree_share": 1.5}, "tree_share"),
+    ({"epsilon": 1.0, "bounds": BOUNDS, "false_peak": 1.0}, "false_peak"),
+    ({"epsilon": 1.0, "bounds": BOUNDS, "valley": 0.0}, "valley"),
+    ({"epsilon": 1.0, "bounds": BOUNDS, "n_clusters": 0}, "n_clusters"),
+    ({"epsilon": 1.0, "bounds": {"x": [3, 1], "y": [0, 1]}}, "bounds"),
+])
+def test_bad_parameters_are_refused(registry, params, fragment):
+    with pytest.raises((ParameterError, RecipeError), match=fragment):
+        registry.create("clusterers", "dp-density", **params)
+
+
+def test_bounds_are_required_and_complete():
+    data, _ = blobs(500)
+    with pytest.raises(ParameterError, match="public 'bounds'"):
+        fit(DPDensity(epsilon=1.0), data)
+    with pytest.raises(DataError, match="no public bounds for column.*y"):
+        fit(DPDensity(epsilon=1.0, bounds={"x": [0, 1]}), data)
+
+
+def test_bad_data_are_refused():
+    data, _ = blobs(500)
+    bad = data.copy()
+    bad.loc[3, "y"] = np.nan
+    with pytest.raises(DataError, match="y.*NaN"):
+        fit(DPDensity(epsilon=1.0, bounds=BOUNDS), bad)
+    text = data.assign(z="a")
+    with pytest.raises(DataError, match="z.*not numeric"):
+        fit(DPDensity(epsilon=1.0, bounds={**BOUNDS, "z": [0, 1]}), text)
+    wide = pd.DataFrame(np.zeros((10, 13)), columns=[f"c{j}" for j in range(13)])
+    with pytest.raises(DataError, match="at most 12"):
+        fit(DPDensity(epsilon=1.0, bounds={c: [0, 1] for c in wide.columns}), wide)
+
+
+def test_refused_before_any_noise_when_the_budget_is_short():
+    data, _ = blobs(500)
+    context = pt._TracingContext(Budget(epsilon=0.5), seed=1)
+    with pytest.raises(BudgetExceededError, match="no noise was drawn"), context.step(0, "d", "dp-density"):
+        DPDensity(epsilon=1.0, bounds=BOUNDS).fit(data, context)
+    assert len(context.ledger) == 0
+
+
+def test_noise_mechanism_must_be_pure_and_geometric_works():
+    data, truth = blobs(20_000)
+    with pytest.raises(ParameterError, match="pure-epsilon"):
+        fit(DPDensity(epsilon=1.0, bounds=BOUNDS, noise="gaussian"), data)
+    part, context = fit(DPDensity(epsilon=1.0, bounds=BOUNDS, noise="geometric"), data)
+    assert [e.mechanism for e in context.ledger.of_kind("dp")] == ["geometric"] * 3
+    assert adjusted_rand_score(truth, part.labels) > 0.9
+
+
+def test_conformance_kit():
+    data, _ = blobs(400)
+    pt.check_component(DPDensity(epsilon=1.0, bounds=BOUNDS), data)
+
+
+# ---------------------------------------------------------------------------
+# accounting
+# ---------------------------------------------------------------------------
+
+
+def test_ledger_states_three_releases_that_sum_to_epsilon():
+    data, _ = blobs(5_000)
+    part, context = fit(DPDensity(epsilon=0.8, bounds=BOUNDS), data)
+    dp = context.ledger.of_kind("dp")
+    assert len(dp) == 3
+    assert math.isclose(sum(e.epsilon for e in dp), 0.8)
+    assert math.isclose(context.spent[0], 0.8)
+    assert all(e.relation.startswith("add/remove") for e in dp)
+    assert all("joint-DP" in e.not_covered for e in dp)
+    count, tree, leaves = dp
+    assert count.sensitivity == 1.0 and leaves.sensitivity == 1.0
+    assert tree.sensitivity == 3.0  # PrivTree's (2 beta - 1) / (beta - 1) with beta = 2
+    assert math.isclose(tree.details["lambda"], 3.0 / tree.epsilon)
+    assert math.isclose(tree.details["delta"], tree.details["lambda"] * math.log(2))
+    assert leaves.details["leaves"] == part.diagnostics["leaves"]
+    guarantee = context.ledger.of_kind("guarantee")[0]
+    assert "joint-DP" in guarantee.statement and "0.8-DP" in guarantee.statement
+    assert context.ledger.of_kind("leak") == []
+
+
+def test_nothing_is_taken_from_the_data_and_the_input_is_not_mutated():
+    data, _ = blobs(3_000)
+    before = data.copy()
+    fit(DPDensity(epsilon=1.0, bounds=BOUNDS), data)
+    pd.testing.assert_frame_equal(data, before)
+
+
+# ---------------------------------------------------------------------------
+# the map and the labels
+# ---------------------------------------------------------------------------
+
+
+def test_labels_are_the_released_map_applied_to_each_record():
+    data, _ = blobs(10_000)
+    part, _ = fit(DPDensity(epsilon=1.0, bounds=BOUNDS), data)
+    dg = part.diagnostics
+    lo, hi = np.array([v[0] for v in BOUNDS.values()]), np.array([v[1] for v in BOUNDS.values()])
+    ulo, uhi = (dg["leaf_low"] - lo) / (hi - lo), (dg["leaf_high"] - lo) / (hi - lo)
+    # every record lies in exactly the leaf whose id it got
+    unit = (data.to_numpy() - lo) / (hi - lo)
+    depth = np.rint(-np.log2(np.prod(uhi - ulo, axis=1))).astype(int)
+    tree = _privtree.Tree(lo=ulo, hi=uhi, depth=depth, counts=dg["leaf_noisy_counts"], nodes=0, truncated=False)
+    leaf = _privtree.leaf_of(unit, tree)
+    assert np.all(np.all(unit >= ulo[leaf], axis=1) & np.all(unit <= uhi[leaf], axis=1))
+    np.testing.assert_array_equal(part.labels, dg["leaf_labels"][leaf])
+    # the cluster ids of the leaves come from the released map alone
+    again = cluster_map(ulo, uhi, depth, dg["leaf_noisy_counts"], n_est=dg["n_noisy"],
+                        eps_leaf=dg["epsilon_leaves"], false_peak=0.05, min_fraction=0.02, n_clusters=None)
+    np.testing.assert_array_equal(again["leaf_labels"], dg["leaf_labels"])
+    # the tiled leaves cover the unit cube exactly
+    assert math.isclose(float(np.prod(uhi - ulo, axis=1).sum()), 1.0)
+
+
+def test_ids_do_not_depend_on_which_records_fall_where():
+    """Neighbouring data sets whose noisy map is the same (one record moved
+    inside its leaf, same seed) get the same ids for every other record, and
+    the moved record its leaf's id: no renumbering by occupancy."""
+    data, _ = blobs(10_000)
+    part, _ = fit(DPDensity(epsilon=1.0, bounds=BOUNDS), data)
+    dg = part.diagnostics
+    # move record 0 to the centre of its own leaf (same leaf, same counts)
+    lo, hi = dg["leaf_low"], dg["leaf_high"]
+    x = data.to_numpy()[0]
+    mine = np.flatnonzero(np.all((lo <= x) & (x < hi), axis=1))[0]
+    moved = data.copy()
+    moved.iloc[0] = 0.5 * (lo[mine] + hi[mine])
+    part2, _ = fit(DPDensity(epsilon=1.0, bounds=BOUNDS), moved)
+    np.testing.assert_array_equal(part2.diagnostics["leaf_noisy_counts"], dg["leaf_noisy_counts"])
+    np.testing.assert_array_equal(part2.labels, part.labels)
+    # a leaf whose cluster holds no record at all still keeps its id in the map
+    empty = np.flatnonzero(dg["leaf_noisy_counts"] < 0)
+    assert empty.size and np.all(dg["leaf_labels"][empty] >= 0)
+
+
+def test_same_seed_same_result_and_other_seed_other_noise():
+    data, _ = blobs(5_000)
+    a, _ = fit(DPDensity(epsilon=1.0, bounds=BOUNDS), data, seed=3)
+    b, _ = fit(DPDensity(epsilon=1.0, bounds=BOUNDS), data, seed=3)
+    c, _ = fit(DPDensity(epsilon=1.0, bounds=BOUNDS), data, seed=4)
+    np.testing.assert_array_equal(a.labels, b.labels)
+    assert not np.array_equal(a.diagnostics["leaf_noisy_counts"][:50], c.diagnostics["leaf_noisy_counts"][:50])
+
+
+def test_recovers_a_non_convex_set_and_the_number_of_clusters():
+    data, truth = blobs(20_000)
+    part, _ = fit(DPDensity(epsilon=1.0, bounds=BOUNDS), data)
+    assert part.n_clusters == 4
+    assert adjusted_rand_score(truth, part.labels) > 0.95
+    fixed, _ = fit(DPDensity(epsilon=1.0, bounds=BOUNDS, n_clusters=4), data)
+    assert fixed.n_clusters == 4 and adjusted_rand_score(truth, fixed.labels) > 0.95
+    assert part.centres.shape == (4, 2)
+
+
+@pytest.mark.parametrize("name, k", [("spiral", 3), ("r15", 15)])
+def test_ari_on_a_small_shape_set(name, k):
+    data, truth, bounds = shape(name, 20_000)
+    part, _ = fit(DPDensity(epsilon=1.0, bounds=bounds), data)
+    assert adjusted_rand_score(truth, part.labels) > 0.85
+    fixed, _ = fit(DPDensity(epsilon=1.0, bounds=bounds, n_clusters=k), data)
+    assert fixed.n_clusters == k
+    assert adjusted_rand_score(truth, fixed.labels) > 0.85
+
+
+def test_more_columns_cost_nothing_in_empty_space():
+    rng = np.random.default_rng(0)
+    centres = rng.uniform(20, 80, size=(4, 8))
+    truth = rng.integers(0, 4, 10_000)
+    data = pd.DataFrame(centres[truth] + rng.normal(0, 3, (10_000, 8)), columns=[f"c{j}" for j in range(8)])
+    part, _ = fit(DPDensity(epsilon=1.0, bounds={c: [0, 100] for c in data.columns}), data)
+    assert part.diagnostics["leaves"] < 2_000  # a full grid of 4 cells per column would have 65,536
+    assert adjusted_rand_score(truth, part.labels) > 0.9
+
+
+# ---------------------------------------------------------------------------
+# kernels and memory
+# ---------------------------------------------------------------------------
+
+
+def test_privtree_without_noise_splits_exactly_the_heavy_nodes():
+    unit = np.array([[0.1, 0.1]] * 10 + [[0.9, 0.9]])
+    tree = _privtree.privtree(unit, np.zeros(100), theta=2.0, delta=0.0, max_depth=4)
+    # the corner holding ten records is split down to the depth limit, the rest stops at once
+    assert tree.counts.sum() == 11
+    assert tree.depth.max() == 4
+    heavy = tree.counts == 10
+    assert heavy.sum() == 1 and tree.depth[heavy][0] == 4
+    assert math.isclose(float(np.prod(tree.hi - tree.lo, axis=1).sum()), 1.0)
+
+
+def test_privtree_stops_when_the_node_pool_runs_out():
+    unit = np.random.default_rng(0).random((1_000, 2))
+    tree = _privtree.privtree(unit, np.zeros(7), theta=0.0, delta=0.0, max_depth=30)
+    assert tree.truncated and tree.nodes <= 7
+    assert tree.counts.sum() == 1_000
+
+
+def test_adjacency_finds_touching_boxes_only():
+    lo = np.array([[0.0, 0.0], [0.5, 0.0], [0.0, 0.5], [0.5, 0.5], [0.75, 0.5]])
+    hi = np.array([[0.5, 0.5], [1.0, 0.5], [0.5, 1.0], [0.75, 1.0], [1.0, 1.0]])
+    depth = np.array([2, 2, 2, 3, 3])
+    tree = _privtree.Tree(lo=lo, hi=hi, depth=depth, counts=np.zeros(5), nodes=0, truncated=False)
+    i, j = _privtree.adjacency(tree)
+    pairs = set(zip(i.tolist(), j.tolist()))
+    assert (0, 4) not in pairs  # 0 ends at x = 0.5, 4 starts at x = 0.75
+    assert {(0, 1), (0, 2), (0, 3), (1, 3), (1, 4), (2, 3), (3, 4), (1, 2)} <= pairs
+
+
+def test_false_peak_z_is_the_laplace_tail_with_bonferroni():
+    z = _privtree.false_peak_z(1000, 0.05)
+    assert math.isclose(1000 * math.exp(-math.sqrt(2) * z), 0.05)
+
+
+def test_memory_is_bounded_by_the_leaves_not_by_pairs_of_records():
+    n = 60_000
+    rng = np.random.default_rng(0)
+    data = pd.DataFrame(rng.normal(10, 2, (n, 2)), columns=["x", "y"])
+    tracemalloc.start()
+    fit(DPDensity(epsilon=1.0, bounds=BOUNDS, max_nodes=1 << 16), data)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert peak < 200 * 2**20  # an n x n matrix of doubles would take 27 GB
+
+
+def test_runs_in_a_recipe(tmp_path):
+    data, _ = blobs(3_000)
+    recipe = tmp_path / "r.toml"
+    recipe.write_text(
+        "[privacy]\nepsilon = 1.0\n\n[[steps]]\nuse = \"dp-density\"\ncolumns = [\"x\", \"y\"]\n"
+        "epsilon = 1.0\nbounds = { x = [-5, 25], y = [-5, 25] }\n", encoding="utf-8")
+    release = privclust.run(str(recipe), data, seed=1)
+    assert release.spent == (1.0, 0.0)
+    assert [e.kind for e in release.ledger if e.kind != "process"] == ["dp", "dp", "dp", "guarantee"]
+
+
+def test_level_tree_order_lists_children_before_parents():
+    data, _ = blobs(20_000)
+    part, _ = fit(DPDensity(epsilon=1.0, bounds=BOUNDS), data)
+    dg = part.diagnostics
+    lo, hi = np.array([v[0] for v in BOUNDS.values()]), np.array([v[1] for v in BOUNDS.values()])
+    ulo, uhi = (dg["leaf_low"] - lo) / (hi - lo), (dg["leaf_high"] - lo) / (hi - lo)
+    depth = np.rint(-np.log2(np.prod(uhi - ulo, axis=1))).astype(int)
+    tree = _privtree.Tree(lo=ulo, hi=uhi, depth=depth, counts=dg["leaf_noisy_counts"], nodes=0, truncated=False)
+    pairs = _privtree.adjacency(tree)
+    f, sigma = _privtree.smoothed_density(dg["leaf_noisy_counts"], np.prod(uhi - ulo, axis=1), pairs,
+                                          1.0 / dg["epsilon_leaves"])
+    level = _privtree.level_set_tree(f, sigma, dg["leaf_noisy_counts"], pairs, z=dg["z"], min_mass=dg["min_mass"],
+                                     valley=1.0)
+    position = {int(c): i for i, c in enumerate(level.order)}
+    assert sorted(position) == np.flatnonzero(level.alive).tolist()
+    for c in position:
+        p = int(level.parent[c])
+        if p >= 0:
+            assert level.alive[p] and position[p] > position[c]
+    assert np.all(level.alive[level.leaf_node])
+    # with n_clusters the relaxed valley still yields the clusters asked for
+    fixed, _ = fit(DPDensity(epsilon=1.0, bounds=BOUNDS, n_clusters=4), data)
+    assert fixed.n_clusters == 4 and fixed.diagnostics["valley"] >= 0.4
+
+
+def test_leaf_of_follows_the_trees_own_rule_even_on_midpoints():
+    rng = np.random.default_rng(0)
+    unit = np.vstack([rng.random((3_000, 3)), np.full((50, 3), 0.5), np.full((5, 3), 1.0), np.zeros((5, 3)),
+                      np.array([[0.25, 0.5, 0.75]] * 20)])
+    tree = _privtree.privtree(unit, rng.laplace(0, 3, 10_000), theta=0.0, delta=2.0, max_depth=20)
+    leaf = _privtree.leaf_of(unit, tree)
+    np.testing.assert_array_equal(np.bincount(leaf, minlength=tree.counts.size), tree.counts)
+    assert np.all((unit >= tree.lo[leaf]) & ((unit < tree.hi[leaf]) | (tree.hi[leaf] >= 1.0)))
