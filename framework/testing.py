@@ -322,6 +322,11 @@ KIT_TRIALS = 200
 #: Runs per input of the kit's audit of a noise mechanism's ``release``.
 KIT_MECHANISM_TRIALS = 300
 
+#: Values kept per run of a component (the first ones released): an event on
+#: part of the output is an event on the output, so the bound stays valid and
+#: the audit's memory is runs x AUDIT_VALUES whatever the component releases.
+AUDIT_VALUES = 4096
+
 _TWO53 = float(2**53)
 
 
@@ -749,23 +754,27 @@ def _show(value: Any) -> str:
 class _Recorder:
     """A noise mechanism that also keeps what it releases."""
 
-    def __init__(self, mechanism: Any, sink: list[np.ndarray]):
+    def __init__(self, mechanism: Any, sink: list[np.ndarray], counts: list[int]):
         self._mechanism = mechanism
         self._sink = sink
+        self.counts = counts
         self._inputs: list[tuple[np.ndarray, float]] = []
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._mechanism, name)
 
     def release(self, values: Any, *args: Any, **kwargs: Any) -> Any:
-        given = np.array(values, dtype=float, copy=True).ravel()
         out = self._mechanism.release(values, *args, **kwargs)
-        self._sink.append(np.asarray(out, dtype=float).ravel().copy())
-        try:
-            scale = Sensitivity.of(kwargs["sensitivity"]).l1 / float(kwargs["epsilon"])
-        except Exception:  # a mechanism with another signature: no float-support event
-            scale = math.nan
-        self._inputs.append((given, scale))
+        released = np.asarray(out, dtype=float).ravel()
+        self.counts.append(released.size)
+        room = max(0, AUDIT_VALUES - sum(v.size for v in self._sink))
+        if room:  # keep at most AUDIT_VALUES per run: the audit's memory is bounded whatever the component
+            self._sink.append(released[:room].copy())
+            try:
+                scale = Sensitivity.of(kwargs["sensitivity"]).l1 / float(kwargs["epsilon"])
+            except Exception:  # a mechanism with another signature: no float-support event
+                scale = math.nan
+            self._inputs.append((np.array(values, dtype=float, copy=True).ravel()[:room], scale))
         return out
 
 
@@ -776,10 +785,11 @@ class _AuditContext(PrivacyContext):
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self.releases: list[np.ndarray] = []
+        self.release_sizes: list[int] = []
         self.inputs: list[tuple[np.ndarray, float]] = []
 
     def mechanism(self, value: Any = "laplace") -> Any:
-        recorder = _Recorder(super().mechanism(value), self.releases)
+        recorder = _Recorder(super().mechanism(value), self.releases, self.release_sizes)
         recorder._inputs = self.inputs
         return recorder
 
@@ -854,16 +864,24 @@ def _run_component(component: Any, kind: str, data: pd.DataFrame, reg: Registry,
 
 def _released(result: Any, context: _AuditContext) -> tuple[np.ndarray, str]:
     if context.releases:
-        return (np.concatenate(context.releases),
-                "the values released by the component's noise mechanisms (what its ledger's DP entries cover; "
-                "everything else it outputs is computed from them or is not covered)")
+        total = sum(context.release_sizes)
+        kept = np.concatenate(context.releases)
+        share = "" if kept.size == total else f" (the first {kept.size} of the {total} values each run released)"
+        return (kept,
+                "the values released by the component's noise mechanisms" + share + " (what its ledger's DP "
+                "entries cover; everything else it outputs is computed from them or is not covered)")
     if isinstance(result, Masked):
-        return result.data.to_numpy(dtype=float).ravel(), "the released table (every value)"
-    if isinstance(result, Partition):
+        values, what = result.data.to_numpy(dtype=float).ravel(), "the released table"
+    elif isinstance(result, Partition):
         if result.centres is not None:
-            return np.asarray(result.centres, dtype=float).ravel(), "the released centres"
-        return np.asarray(result.labels, dtype=float).ravel(), "the released labels"
-    return np.asarray(result, dtype=float).ravel(), "the component's output"
+            values, what = np.asarray(result.centres, dtype=float).ravel(), "the released centres"
+        else:
+            values, what = np.asarray(result.labels, dtype=float).ravel(), "the released labels"
+    else:
+        values, what = np.asarray(result, dtype=float).ravel(), "the component's output"
+    if values.size > AUDIT_VALUES:
+        return values[:AUDIT_VALUES], f"{what} (its first {AUDIT_VALUES} of {values.size} values)"
+    return values, what + " (every value)"
 
 
 #: Largest number of released values the float-support event checks (one log per candidate).

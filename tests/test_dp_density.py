@@ -123,7 +123,8 @@ def test_noise_mechanism_must_be_pure_and_geometric_works():
 
 def test_conformance_kit():
     data, _ = blobs(400)
-    pt.check_component(DPDensity(epsilon=1.0, bounds=BOUNDS), data)
+    # a small pool of node noises keeps the kit's 400 audited runs quick (the default pool is 2^20 values)
+    pt.check_component(DPDensity(epsilon=1.0, bounds=BOUNDS, max_nodes=1 << 12), data)
 
 
 # ---------------------------------------------------------------------------
@@ -224,9 +225,11 @@ def test_recovers_a_non_convex_set_and_the_number_of_clusters():
     assert part.centres.shape == (4, 2)
 
 
-@pytest.mark.parametrize("name, k", [("spiral", 3), ("r15", 15)])
-def test_ari_on_a_small_shape_set(name, k):
-    data, truth, bounds = shape(name, 20_000)
+# The spiral's arms need about 50,000 records at epsilon = 1 (at 20,000 the median ARI over seeds is 0.6:
+# the tree is too coarse for them, as docs/density-peaks.md says); R15's blobs are found at 20,000.
+@pytest.mark.parametrize("name, k, n", [("spiral", 3, 50_000), ("r15", 15, 20_000)])
+def test_ari_on_a_small_shape_set(name, k, n):
+    data, truth, bounds = shape(name, n)
     part, _ = fit(DPDensity(epsilon=1.0, bounds=bounds), data)
     assert adjusted_rand_score(truth, part.labels) > 0.85
     fixed, _ = fit(DPDensity(epsilon=1.0, bounds=bounds, n_clusters=k), data)
@@ -300,9 +303,14 @@ def test_runs_in_a_recipe(tmp_path):
     recipe.write_text(
         "[privacy]\nepsilon = 1.0\n\n[[steps]]\nuse = \"dp-density\"\ncolumns = [\"x\", \"y\"]\n"
         "epsilon = 1.0\nbounds = { x = [-5, 25], y = [-5, 25] }\n", encoding="utf-8")
-    release = privclust.run(str(recipe), data, seed=1)
+    with pytest.warns(privclust.NothingProtectedWarning, match="CHANGES NO COLUMN"):
+        release = privclust.run(str(recipe), data, seed=1)
     assert release.spent == (1.0, 0.0)
-    assert [e.kind for e in release.ledger if e.kind != "process"] == ["dp", "dp", "dp", "guarantee"]
+    kinds = [e.kind for e in release.ledger if e.kind != "process"]
+    assert kinds == ["dp", "dp", "dp", "guarantee", "verified", "verified"]
+    # the cluster map is the plugin's DP claim; the released file holds x and y unchanged, so the host's
+    # verdict claims nothing for it
+    assert release.verdict.startswith("No differential-privacy guarantee")
 
 
 def test_level_tree_order_lists_children_before_parents():

@@ -339,7 +339,8 @@ def test_values_that_cannot_be_placed_on_the_lattice_or_are_not_finite_are_refus
 @pytest.mark.parametrize("value", [2.0**60, 1e300, -1e300])
 def test_a_constant_huge_column_with_bounds_from_the_data_is_finite(value):
     data = pd.DataFrame({"x": [value] * 4})
-    recipe = {"steps": [{"use": "laplace", "epsilon": 1.0, "bounds": "data"}]}
+    recipe = {"privacy": {"allow_leaks": ["bounds"]},
+              "steps": [{"use": "laplace", "epsilon": 1.0, "bounds": "data"}]}
     with pytest.warns(PrivacyLeakWarning):
         out = privclust.run(recipe, data, seed=1)
     assert np.all(np.isfinite(out.data["x"]))
@@ -369,7 +370,8 @@ def test_the_epsilon_in_the_ledger_is_the_one_that_holds():
 @pytest.mark.parametrize("value", [np.finfo(float).max, -np.finfo(float).max])
 def test_a_constant_column_at_the_largest_double_is_finite(value):
     data = pd.DataFrame({"x": [value] * 3})
-    recipe = {"steps": [{"use": "laplace", "epsilon": 1.0, "bounds": "data"}]}
+    recipe = {"privacy": {"allow_leaks": ["bounds"]},
+              "steps": [{"use": "laplace", "epsilon": 1.0, "bounds": "data"}]}
     with pytest.warns(PrivacyLeakWarning):
         out = privclust.run(recipe, data, seed=1)
     assert np.all(np.isfinite(out.data["x"]))
