@@ -22,8 +22,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 import time
+import warnings
 from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
@@ -103,10 +105,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
     recipe = Recipe.from_toml(Path(args.recipe))
     output = Path(args.output)
     report = Path(args.report) if args.report else None
+    check_outputs({"--output": output, **_report_paths(report)}, {"--input": args.input, "the recipe": args.recipe})
     frame_writer(None, output)  # type: ignore[arg-type]  # checks the suffix before any work
     if report is not None and not report.name.lower().endswith((".json", ".html", ".htm")):
         raise PrivclustError(f"{report}: a report is written as .json or .html")
-    check_outputs({"--output": output, **_report_paths(report)}, {"--input": args.input, "the recipe": args.recipe})
     data = read_frame(args.input)
     registry, _ = _registry_with_progress(args.quiet)
     from .runner import run
@@ -505,8 +507,16 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    with handle_signals():  # SIGTERM/SIGHUP/Ctrl-C stop cleanly: temporaries removed, nothing half-written
+    with handle_signals(), warnings.catch_warnings():  # signals stop cleanly: nothing half-written
+        warnings.showwarning = _show_warning
         return _main(args)
+
+
+def _show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                  file: TextIO | None = None, line: str | None = None) -> None:
+    """A warning as a command-line user reads it: no Python file name or source line."""
+    text = " ".join(str(message).split())
+    print(f"privclust: warning ({category.__name__}): {text}", file=file or sys.stderr)
 
 
 def _main(args: argparse.Namespace) -> int:
@@ -532,8 +542,6 @@ def _main(args: argparse.Namespace) -> int:
 
 
 def signal_name(signum: int) -> str:
-    import signal
-
     return signal.Signals(signum).name
 
 

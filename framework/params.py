@@ -191,6 +191,12 @@ def _to_bounds(value: Any) -> Any:
                 )
         low, high = float(pair[0]), float(pair[1])
         if not low < high:
+            if pair[0] < pair[1]:  # distinct integers that round to the same double (beyond 2^53)
+                raise ParameterError(
+                    f"The 'bounds' parameter of {column!r} ({list(pair)!r}) cannot be told apart as floating-point "
+                    f"numbers (both round to {low!r}): bounds are doubles, exact only up to 2^53 in magnitude. "
+                    "Give a wider range, or shift the column (subtract a public offset) before protecting it."
+                )
             raise ParameterError(f"The 'bounds' parameter needs low < high for {column!r}; got {list(pair)!r}.")
         out[str(column)] = (low, high)
     return out

@@ -3,7 +3,6 @@ epsilon, built-in DP components within their charges, mutants caught."""
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import warnings
 from typing import ClassVar
@@ -17,13 +16,6 @@ import privclust
 import privclust.testing as pt
 from privclust import Sensitivity, param
 from privclust.cli import main
-
-#: Whether the exact lattice samplers (the sampler work of issue 8, item 1) are installed.
-EXACT_SAMPLER = importlib.util.find_spec("privclust.sampling") is not None
-FLOAT_LAPLACE = pytest.mark.xfail(
-    not EXACT_SAMPLER, strict=True,
-    reason="the built-in laplace still draws with numpy's floating-point sampler (Mironov 2012); the exact "
-           "lattice sampler of issue 8 item 1 (privclust.sampling, the sampler work) fixes it")
 
 RELATION = "replace-one (the audited pair)"
 
@@ -201,7 +193,6 @@ def test_user_given_pairs_and_vector_values(third_party):
 # ---------------------------------------------------------------------------
 
 
-@FLOAT_LAPLACE
 def test_builtin_laplace_release_passes():
     # Before the exact sampler, this audit failed on the float-support event: bound 1.58 > 1 at 10,000 runs.
     result = pt.audit_mechanism("laplace", trials=1000, seed=5)
@@ -235,6 +226,8 @@ def _components():
         pytest.param("clusterers", {"use": "idp-kmeans", "epsilon": 1.0, "k": 3, "bounds": BOUNDS}, id="idp-kmeans"),
         pytest.param("clusterers", {"use": "dp-dpc-grid", "epsilon": 1.0, "dc": 1.0, "bounds": BOUNDS,
                                     "points_per_dim": 8}, id="dp-dpc-grid"),
+        pytest.param("clusterers", {"use": "dp-density", "epsilon": 1.0, "bounds": BOUNDS, "max_nodes": 4096},
+                     id="dp-density"),
     ]
 
 
@@ -243,21 +236,11 @@ def _frame(kind_use: str) -> pd.DataFrame:
     return frame.round().astype(int) if kind_use == "geometric" else frame
 
 
-@pytest.mark.parametrize(("kind", "spec"), [
-    pytest.param(*p.values, marks=FLOAT_LAPLACE if p.id == "dp-dpc-grid" else (), id=p.id) for p in _components()
-])
+@pytest.mark.parametrize(("kind", "spec"), _components())
 def test_builtin_components_stay_within_their_charge(registry, kind, spec):
     component = registry.create(kind, privclust.ComponentSpec.from_mapping(spec))
     result = pt.audit_component(component, _frame(spec["use"]), trials=200, seed=7, registry=registry)
     assert result.passed, str(result)
-
-
-@pytest.mark.skipif(EXACT_SAMPLER, reason="the exact sampler is installed")
-def test_the_float_sampler_voids_dp_dpc_grid_claim_today(registry):
-    component = registry.create("clusterers", privclust.ComponentSpec.from_mapping(
-        {"use": "dp-dpc-grid", "epsilon": 1.0, "dc": 1.0, "bounds": BOUNDS, "points_per_dim": 8}))
-    result = pt.audit_component(component, _frame("dp-dpc-grid"), trials=200, seed=7, registry=registry)
-    assert not result.passed and "[float-support]" in result.event
 
 
 def test_what_is_audited_and_under_which_relation(registry):

@@ -396,3 +396,11 @@ def test_real_mechanisms_refuse_integers_that_doubles_cannot_hold(mech, kw):
     refused_before_spending(mech, np.array([2**60 + 1], dtype=np.int64), DataError, "2\\^53", **kw)
     noisy, _ = release(mech, np.array([2**52, -3], dtype=np.int64), sensitivity=4.0, **kw)
     assert np.all(np.isfinite(noisy))
+
+
+def test_integer_bounds_that_round_to_one_double_are_named_as_such():
+    """[2^63 - 100, 2^63 - 1] has low < high as integers but not as doubles: the error says why, not 'low < high'."""
+    data = pd.DataFrame({"n": np.array([2**63 - 10, 2**63 - 5], dtype=np.int64)})
+    recipe = {"steps": [{"use": "geometric", "epsilon": 1.0, "bounds": {"n": [2**63 - 100, 2**63 - 1]}}]}
+    with pytest.raises(privclust.RecipeError, match="cannot be told apart as floating-point"):
+        privclust.run(recipe, data, seed=1)
