@@ -178,6 +178,21 @@ def _edges(low: float, high: float, bins: int) -> np.ndarray:
     return edges[np.isfinite(edges)]
 
 
+#: Largest magnitude plotted in the data's own units; beyond it the axis is rescaled.
+_PLOT_LIMIT = 1e100
+
+
+def _axis_power(low: float, high: float) -> int:
+    """The power of ten to divide values by before plotting (0: none).
+
+    Near the largest double, matplotlib's ticker computes spans and margins
+    that overflow (``high - low`` is infinite for -1.8e308 and 1e304)."""
+    biggest = max(abs(float(low)), abs(float(high)))
+    if not np.isfinite(biggest) or biggest <= _PLOT_LIMIT:
+        return 0
+    return int(np.floor(np.log10(biggest)))
+
+
 def before_after(release: Any, columns: Sequence[str] | None = None, *, bins: int = 30, axes: Any = None) -> Any:
     """Histograms of each released column over the original's. This plot
     shows the original distribution: keep it out of published reports
@@ -201,6 +216,11 @@ def before_after(release: Any, columns: Sequence[str] | None = None, *, bins: in
         released = release.data[column].to_numpy(dtype=float)
         low = np.nanmin([original.min(), released.min()])
         high = np.nanmax([original.max(), released.max()])
+        power = _axis_power(low, high)
+        if power:  # matplotlib's tick arithmetic overflows near the float limit: plot in units of 10^power
+            original, released = original / 10.0 ** power, released / 10.0 ** power
+            low, high = low / 10.0 ** power, high / 10.0 ** power
+            ax.set_xlabel(f"x 1e{power}", fontsize=8)
         edges = _edges(low, high, bins)
         ax.hist(original, bins=edges, alpha=0.5, label="original", color="C0")
         ax.hist(released, bins=edges, alpha=0.5, label="released", color="C1")
