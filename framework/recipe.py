@@ -295,15 +295,15 @@ def _columns(value: Any) -> tuple[str, ...] | None:
 class Step:
     """One step of a recipe: a component, its parameters and its columns.
 
-    :param use: the registered component name (a clusterer, masker or noise
+    :ivar use: the registered component name (a clusterer, masker or noise
         mechanism).
-    :param params: the component's parameters; nested components as
+    :ivar params: the component's parameters; nested components as
         ``{"use": ..., ...}`` tables or :class:`ComponentSpec`.
-    :param columns: the columns the step applies to; ``None`` means every
+    :ivar columns: the columns the step applies to; ``None`` means every
         numeric column of the input.
-    :param id: the step's name in sweeps and reports (default: the component
+    :ivar id: the step's name in sweeps and reports (default: the component
         name, suffixed ``-2``, ``-3``... when it repeats).
-    :param output: for a clusterer step, the name of the label column it
+    :ivar output: for a clusterer step, the name of the label column it
         releases (default ``cluster``).
     """
 
