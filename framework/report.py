@@ -252,8 +252,10 @@ class Release:
     # -- notebook view -----------------------------------------------------------------------
 
     def __repr__(self) -> str:
+        steps, evaluations = len(self.outcomes), len(self.evaluations)
         return (f"<Release {self.data.shape[0]} records x {self.data.shape[1]} columns, "
-                f"{len(self.outcomes)} steps, {len(self.evaluations)} evaluations. {self.verdict}>")
+                f"{steps} step{'' if steps == 1 else 's'}, "
+                f"{evaluations} evaluation{'' if evaluations == 1 else 's'}. {self.verdict}>")
 
     def _repr_html_(self) -> str:
         """The notebook view: the same content as the standalone report."""

@@ -407,10 +407,16 @@ def _weights(kernel: str, d2: np.ndarray, dc: float, radius: float) -> np.ndarra
     return np.exp(d2, out=d2)
 
 
+#: Records per thread below which a pass runs in one thread (threads cost more
+#: than they save on small inputs). A module constant so that tests can lower
+#: it and exercise the threaded path on small data.
+PARALLEL_MIN_RECORDS = 50_000
+
+
 def _in_parallel(part: Callable[[tuple[int, int] | None], np.ndarray], n: int, workers: int) -> np.ndarray:
     """Sum of ``part(span)`` over ``workers`` contiguous spans of ``0 .. n``,
     in threads (numpy releases the GIL in the heavy loops)."""
-    workers = max(1, min(int(workers), n // 50_000 or 1))
+    workers = max(1, min(int(workers), n // PARALLEL_MIN_RECORDS or 1))
     if workers == 1:
         return part(None)
     from concurrent.futures import ThreadPoolExecutor
