@@ -51,7 +51,7 @@ def _describe_type(tp: Any) -> str:
     )
 
 
-def _convert(tp: Any, value: Any, optional: bool) -> Any:
+def _convert(tp: Any, value: Any) -> Any:
     """Convert a recipe value to ``tp`` or return it unchanged for the validator to reject."""
     if value is None:
         return value
@@ -138,7 +138,7 @@ def param(
     def convert(value: Any) -> Any:
         if converter is not None and value is not None:
             value = converter(value)
-        return _convert(tp, value, optional)
+        return _convert(tp, value)
 
     def validate(inst: Any, attribute: attrs.Attribute, value: Any) -> None:
         key = param_name(attribute.name)

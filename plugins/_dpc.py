@@ -246,7 +246,7 @@ class PairIndex:
             yield from self._dense_pairs(Q, half=half, budget=budget, span=span)
             return
         if not self.sweep or int(math.ceil(radius / self.cell)) > 64 or not self._keys_precise(radius):
-            yield from self._tree_pairs(Q, radius, half=half, self_query=queries is None, budget=budget, span=span)
+            yield from self._tree_pairs(Q, radius, half=half, budget=budget, span=span)
             return
         chunk = max(1, min(nq, 65536))
         # Work buffers reused across blocks (fresh allocations cost page faults).
@@ -297,7 +297,7 @@ class PairIndex:
                 yield c0 + a, c0 + b, tot[a:b], qv, jv, dv
                 a = b
 
-    def _tree_pairs(self, Q: np.ndarray, radius: float, *, half: bool, self_query: bool,
+    def _tree_pairs(self, Q: np.ndarray, radius: float, *, half: bool,
                     budget: int, span: tuple[int, int] | None = None) -> Iterator[tuple[int, int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
         tree = self.tree
         nq = Q.shape[0]
