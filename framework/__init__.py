@@ -80,6 +80,7 @@ def _version() -> str:
         return "0+unknown"
 
 
+#: The installed version of privclust (``0+unknown`` in a source tree that was not installed).
 __version__ = _version()
 
 __all__ = [

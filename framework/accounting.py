@@ -56,9 +56,6 @@ T = TypeVar("T")
 #: Relative slack when comparing a total with the budget (float rounding only).
 _TOLERANCE = 1e-9
 
-#: The kinds of ledger entry.
-ENTRY_KINDS = ("dp", "guarantee", "leak", "process", "verified")
-
 #: The ``component`` of the entries the host writes itself.
 HOST = "privclust (host)"
 

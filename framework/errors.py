@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+import attrs
+
 __all__ = [
     "BudgetExceededError",
     "ConstraintError",
@@ -75,15 +77,16 @@ class ParameterError(PrivclustError, ValueError):
     """
 
 
+@attrs.define(unsafe_hash=True, repr=False)
 class Problem:
-    """One problem found in a recipe: where it is, what is wrong, how to fix it."""
+    """One problem found in a recipe: where it is, what is wrong, how to fix it.
 
-    __slots__ = ("where", "message", "fix")
+    Problems compare and hash by their three fields.
+    """
 
-    def __init__(self, where: str, message: str, fix: str = ""):
-        self.where = where
-        self.message = message
-        self.fix = fix
+    where: str
+    message: str
+    fix: str = ""
 
     def __str__(self) -> str:
         text = f"{self.where}: {self.message}" if self.where else self.message
@@ -93,16 +96,6 @@ class Problem:
 
     def __repr__(self) -> str:
         return f"Problem({self.where!r}, {self.message!r}, {self.fix!r})"
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Problem) and (self.where, self.message, self.fix) == (
-            other.where,
-            other.message,
-            other.fix,
-        )
-
-    def __hash__(self) -> int:
-        return hash((self.where, self.message, self.fix))
 
 
 class RecipeError(PrivclustError):

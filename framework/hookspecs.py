@@ -47,14 +47,20 @@ def privclust_register_clusterers(register: Callable[[type], None]) -> None:
     """Register clusterer classes.
 
     Called when a :class:`~privclust.Registry` builds its component tables:
-    the first time one is needed (never at import time), and again after a
-    plugin is registered or unregistered in the session. Register the same
-    classes every time; never depend on being called once.
+    the first time one is needed (never at import time), and again whenever
+    the tables are rebuilt (after a plugin is registered or unregistered in
+    the session). Register the same classes every time and keep the hook free
+    of side effects; never depend on being called once.
+
+    A clusterer is a frozen attrs class with a class attribute ``name`` (the
+    name recipes use) and a method ``fit(data, context)`` returning a
+    :class:`~privclust.Partition`. The registry checks each class at once
+    and raises :class:`~privclust.PluginError` (naming the plugin, its
+    distribution and the hook) when it breaks this contract; so does every
+    registration hook.
 
     :param register: call ``register(cls)`` for every clusterer class the
-        plugin provides. ``cls`` must be a frozen attrs class with a class
-        attribute ``name`` (the name recipes use) and a method
-        ``fit(data, context) -> Partition``.
+        plugin provides.
     :return: nothing; the return value is ignored.
     """
 
@@ -64,10 +70,11 @@ def privclust_register_maskers(register: Callable[[type], None]) -> None:
     """Register masker classes.
 
     Called whenever the registry builds its component tables (see
-    :func:`privclust_register_clusterers`).
+    :func:`privclust_register_clusterers`). A masker has a ``name`` and a
+    method ``mask(data, context)`` returning a :class:`~privclust.Masked`
+    whose ``data`` has the index and columns of ``data``.
 
-    :param register: call ``register(cls)`` for every masker class; ``cls``
-        has a ``name`` and a method ``mask(data, context) -> Masked``.
+    :param register: call ``register(cls)`` for every masker class.
     :return: nothing; the return value is ignored.
     """
 
@@ -77,12 +84,18 @@ def privclust_register_noise_mechanisms(register: Callable[[type], None]) -> Non
     """Register noise-mechanism classes.
 
     Called whenever the registry builds its component tables (see
-    :func:`privclust_register_clusterers`).
+    :func:`privclust_register_clusterers`). A noise mechanism has a ``name``
+    and two methods:
 
-    :param register: call ``register(cls)`` for every noise mechanism; ``cls``
-        has a ``name``, a method ``release(values, *, sensitivity, epsilon,
-        delta, context, ...)`` used by other components, and a method
-        ``perturb(data, context) -> Perturbed`` used when it is a recipe step.
+    * ``release(values, *, sensitivity, epsilon, delta=0.0, context,
+      relation, covers, not_covered="", **ledger) -> ndarray``, which other
+      components call through ``context.mechanism(...)``: it must call
+      ``context.spend(...)`` (which refuses before anything is recorded when
+      the budget would be exceeded) **before** it draws from ``context.rng``;
+    * ``perturb(data, context)``, returning a :class:`~privclust.Masked`,
+      used when the mechanism is a recipe step.
+
+    :param register: call ``register(cls)`` for every noise mechanism.
     :return: nothing; the return value is ignored.
     """
 
@@ -92,11 +105,22 @@ def privclust_register_constraint_handlers(register: Callable[[type], None]) -> 
     """Register constraint-handler classes (edit rules).
 
     Called whenever the registry builds its component tables (see
-    :func:`privclust_register_clusterers`).
+    :func:`privclust_register_clusterers`). A constraint handler has a
+    ``name`` and the methods
 
-    :param register: call ``register(cls)`` for every constraint handler;
-        ``cls`` has a ``name``, ``variables()``, ``check(columns)`` and
-        ``bind(columns) -> BoundConstraints``.
+    * ``variables()``: one ``frozenset`` of column names per rule;
+    * ``describe()``: each rule as text;
+    * ``check(columns)``: a list of problems (:class:`~privclust.Problem` or
+      strings); ``columns`` is ``None`` when the recipe is compiled (check the
+      rules themselves) and the data's column names when it runs;
+    * ``bind(columns, rules=None) -> BoundConstraints``: the rules (all, or
+      those whose indices are given) bound to an ordered list of columns: an
+      object with ``columns``, ``rules``, ``project(points, *, scale=None)``
+      (each row onto the feasible set, never modifying ``points``) and
+      ``violations(points)`` (an ``(n, n_rules)`` array, 0 where a rule
+      holds); see :class:`~privclust.BoundConstraints`.
+
+    :param register: call ``register(cls)`` for every constraint handler.
     :return: nothing; the return value is ignored.
     """
 
@@ -106,10 +130,13 @@ def privclust_register_evaluators(register: Callable[[type], None]) -> None:
     """Register evaluator classes (information loss, risk, clustering quality).
 
     Called whenever the registry builds its component tables (see
-    :func:`privclust_register_clusterers`).
+    :func:`privclust_register_clusterers`). An evaluator has a ``name`` and a
+    method ``evaluate(inputs) -> Mapping[str, float]``, where ``inputs`` is
+    an :class:`~privclust.EvaluationInputs` (``original``, ``protected``,
+    ``columns``, ``labels``, ``outcomes``, ``constraints``, ``ledger``,
+    ``rng``).
 
-    :param register: call ``register(cls)`` for every evaluator; ``cls`` has a
-        ``name`` and a method ``evaluate(inputs) -> Mapping[str, float]``.
+    :param register: call ``register(cls)`` for every evaluator.
     :return: nothing; the return value is ignored.
     """
 
@@ -123,11 +150,19 @@ def privclust_register_evaluators(register: Callable[[type], None]) -> None:
 def privclust_make_accountant(budget: Budget) -> Accountant | None:
     """Create the accountant that composes the privacy costs of one run.
 
-    Called once at the start of every run, before any step. The first
-    non-``None`` result wins; the built-in basic accountant (sequential
-    composition, parallel composition over disjoint record partitions) is
-    registered with ``trylast=True``, so any plugin implementing this hook
-    replaces it.
+    Called once at the start of every run, after the recipe is compiled and
+    the data checked, before the first step (whenever a
+    :class:`~privclust.PrivacyContext` is created with a registry). **The
+    first non-``None`` result wins**: the host's own implementation, which
+    returns the :class:`~privclust.BasicAccountant` (sequential composition,
+    parallel composition over disjoint record partitions), is marked
+    ``trylast=True``, so any plugin implementing this hook replaces it.
+
+    An accountant (:class:`~privclust.Accountant`) has a ``budget``, a
+    one-line ``description`` (it appears in the report),
+    ``total(entries) -> (epsilon, delta)`` and ``check(entries, new)``, which
+    raises :class:`~privclust.BudgetExceededError` if the new ledger entry
+    would take the total past the budget.
 
     :param budget: the run's :class:`~privclust.Budget` (``epsilon`` and
         ``delta``; ``epsilon`` is ``None`` when the recipe declares no budget).
@@ -142,13 +177,16 @@ def privclust_check_recipe(recipe: Recipe, registry: Registry) -> Sequence[Probl
 
     Called when a recipe is compiled against a registry (``privclust check``,
     :func:`privclust.compile`, :func:`privclust.run`), after the host's own
-    checks. The problems of all implementations are raised together in one
+    checks, and only if those found nothing (so a plugin sees a recipe whose
+    components all exist and whose parameters are valid). The problems of
+    all implementations are raised together in one
     :class:`~privclust.RecipeError`.
 
     :param recipe: the :class:`~privclust.Recipe` being compiled.
     :param registry: the registry it is compiled against.
-    :return: a sequence of :class:`~privclust.Problem` (or plain strings), or
-        ``None`` / an empty sequence when the plugin finds nothing wrong.
+    :return: a sequence of :class:`~privclust.Problem` (place, message, fix)
+        or plain strings, or ``None`` / an empty sequence when the plugin
+        finds nothing wrong.
     """
 
 
@@ -165,7 +203,8 @@ def privclust_step_started(step: Step, index: int, total: int) -> None:
     Called by the runner for every step, in order, before the component sees
     any data.
 
-    :param step: the recipe :class:`~privclust.Step`.
+    :param step: the recipe's :class:`~privclust.Step` (``use``, ``params``,
+        ``columns``, ``id``, ``output``).
     :param index: its 0-based position in the recipe.
     :param total: the number of steps in the recipe.
     :return: nothing; the return value is ignored.
@@ -194,15 +233,20 @@ def privclust_step_finished(
     """A step has finished successfully.
 
     Called by the runner after the step's result is known, its finiteness
-    checked and its process entry written in the ledger (by the runner
-    itself: no observer writes the audit), before the next step starts.
+    checked and its process entry written in the ledger, before the next step
+    starts; not called when the step fails. The runner itself has already
+    written the process applied (component, every parameter, columns,
+    records, time): no observer writes the audit, and no plugin, installed
+    or blocked, can remove it.
 
     :param step: the recipe step that ran.
     :param index: its 0-based position in the recipe.
-    :param outcome: the :class:`~privclust.StepOutcome` (frozen: result,
-        elapsed time).
+    :param outcome: its :class:`~privclust.StepOutcome` (frozen:
+        ``component``, ``columns``, ``result``, ``elapsed``, ``n_records``,
+        ``output``, ``partition``, ``diagnostics``).
     :param context: a read-only :class:`~privclust.ContextView` of the run
-        (budget, ledger entries so far, spend); an observer cannot spend,
+        (``budget``, ``entries``, ``ledger`` (a copy), ``spent``, ``seeded``,
+        ``step_index``): an observer can read the ledger but cannot spend,
         record or draw random numbers.
     :return: nothing; the return value is ignored.
     """

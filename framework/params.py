@@ -51,7 +51,7 @@ def _describe_type(tp: Any) -> str:
     )
 
 
-def _convert(tp: Any, value: Any, optional: bool) -> Any:
+def _convert(tp: Any, value: Any) -> Any:
     """Convert a recipe value to ``tp`` or return it unchanged for the validator to reject."""
     if value is None:
         return value
@@ -123,7 +123,10 @@ def param(
     :param default: the default value; leave it out for a required parameter.
     :param doc: one line shown in the parameter tables of the docs and in
         ``privclust plugins --json``.
-    :param gt, ge, lt, le: numeric bounds (strict, inclusive).
+    :param gt: a strict lower bound.
+    :param ge: an inclusive lower bound.
+    :param lt: a strict upper bound.
+    :param le: an inclusive upper bound.
     :param choices: the allowed values.
     :param optional: ``None`` is allowed (and means "not set").
     :param converter: a converter run before the built-in one.
@@ -135,7 +138,7 @@ def param(
     def convert(value: Any) -> Any:
         if converter is not None and value is not None:
             value = converter(value)
-        return _convert(tp, value, optional)
+        return _convert(tp, value)
 
     def validate(inst: Any, attribute: attrs.Attribute, value: Any) -> None:
         key = param_name(attribute.name)
@@ -232,12 +235,12 @@ def public_bounds(*, default: Any = None, doc: str = 'public bounds {column = [l
 class DataLeak:
     """A parameter a component would take from the data (outside its DP guarantee).
 
-    :param name: the leak name a recipe opts in to (``[privacy] allow_leaks``),
+    :ivar name: the leak name a recipe opts in to (``[privacy] allow_leaks``),
         one of :data:`privclust.KNOWN_LEAKS` or of the component's
         ``leak_names``.
-    :param parameter: the recipe key at fault (e.g. ``"dc_percent"``).
-    :param reason: what is taken from the data.
-    :param fix: the public (or DP, charged) alternative.
+    :ivar parameter: the recipe key at fault (e.g. ``"dc_percent"``).
+    :ivar reason: what is taken from the data.
+    :ivar fix: the public (or DP, charged) alternative.
     """
 
     name: str

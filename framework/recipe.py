@@ -25,6 +25,7 @@ from types import MappingProxyType
 from typing import Any
 
 import attrs
+import tomli_w
 
 from .errors import Problem, RecipeError
 
@@ -294,15 +295,15 @@ def _columns(value: Any) -> tuple[str, ...] | None:
 class Step:
     """One step of a recipe: a component, its parameters and its columns.
 
-    :param use: the registered component name (a clusterer, masker or noise
+    :ivar use: the registered component name (a clusterer, masker or noise
         mechanism).
-    :param params: the component's parameters; nested components as
+    :ivar params: the component's parameters; nested components as
         ``{"use": ..., ...}`` tables or :class:`ComponentSpec`.
-    :param columns: the columns the step applies to; ``None`` means every
+    :ivar columns: the columns the step applies to; ``None`` means every
         numeric column of the input.
-    :param id: the step's name in sweeps and reports (default: the component
+    :ivar id: the step's name in sweeps and reports (default: the component
         name, suffixed ``-2``, ``-3``... when it repeats).
-    :param output: for a clusterer step, the name of the label column it
+    :ivar output: for a clusterer step, the name of the label column it
         releases (default ``cluster``).
     """
 
@@ -704,71 +705,26 @@ def _bracket_depth(text: str) -> int:
 
 
 # ---------------------------------------------------------------------------
-# A small TOML writer for recipes (the standard library reads TOML only).
+# Writing TOML (the standard library reads TOML only): tomli-w.
 # ---------------------------------------------------------------------------
 
-_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
 
-
-def _key(k: str) -> str:
-    return k if _BARE_KEY.match(k) else _string(k)
-
-
-_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\t": "\\t", "\r": "\\r", "\b": "\\b", "\f": "\\f"}
-
-
-def _string(s: str) -> str:
-    out = []
-    for ch in s:
-        if ch in _ESCAPES:
-            out.append(_ESCAPES[ch])
-        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
-            out.append(f"\\u{ord(ch):04x}")
-        else:
-            out.append(ch)
-    return '"' + "".join(out) + '"'
-
-
-def _value(v: Any) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, int):
-        return str(v)
-    if isinstance(v, float):
-        if math.isnan(v):
-            return "nan"
-        if math.isinf(v):
-            return "inf" if v > 0 else "-inf"
-        return repr(v)
-    if isinstance(v, str):
-        return _string(v)
-    if isinstance(v, Mapping):  # TOML has no null: a None entry means "not set" and is left out
-        return "{ " + ", ".join(f"{_key(str(k))} = {_value(x)}" for k, x in v.items() if x is not None) + " }"
-    if isinstance(v, list | tuple):
-        return "[" + ", ".join(_value(x) for x in v) + "]"
-    if v is None:
-        raise ValueError("TOML has no null value")
-    raise ValueError(f"cannot write {type(v).__name__} as TOML")
+def _tomlable(value: Any) -> Any:
+    """The value with every ``None`` entry of its tables left out (TOML has
+    no null: a parameter that is not set is not written)."""
+    if isinstance(value, Mapping):
+        return {str(k): _tomlable(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list | tuple):
+        if any(v is None for v in value):
+            raise ValueError("TOML has no null value")
+        return [_tomlable(v) for v in value]
+    return value
 
 
 def dumps_toml(data: Mapping[str, Any]) -> str:
-    """Write a recipe dict as TOML (top-level scalars, tables, arrays of tables)."""
-    lines: list[str] = []
-    tables: list[tuple[str, Mapping[str, Any]]] = []
-    arrays: list[tuple[str, list[Mapping[str, Any]]]] = []
-    for k, v in data.items():
-        if v is None:
-            continue
-        if isinstance(v, Mapping):
-            tables.append((k, v))
-        elif isinstance(v, list) and v and all(isinstance(x, Mapping) for x in v):
-            arrays.append((k, v))
-        else:
-            lines.append(f"{_key(k)} = {_value(v)}")
-    for k, table in tables:
-        lines += ["", f"[{_key(k)}]"] + [f"{_key(str(a))} = {_value(b)}" for a, b in table.items() if b is not None]
-    for k, items in arrays:
-        for item in items:
-            lines += ["", f"[[{_key(k)}]]"]
-            lines += [f"{_key(str(a))} = {_value(b)}" for a, b in item.items() if b is not None]
-    return "\n".join(lines).lstrip("\n") + "\n"
+    """Write a recipe dict (or any table of plain data) as TOML text, with
+    tomli-w; a ``None`` entry of a table is left out."""
+    try:
+        return tomli_w.dumps(_tomlable(data))
+    except TypeError as err:  # a value TOML cannot hold
+        raise ValueError(f"cannot write as TOML: {err}") from None

@@ -12,7 +12,7 @@ evaluations. It says whether the run was seeded and never contains the seed.
 from __future__ import annotations
 
 import datetime as _dt
-import html
+import functools
 import importlib.metadata as metadata
 import json
 import platform
@@ -20,8 +20,10 @@ from collections.abc import Mapping
 from typing import Any
 
 import attrs
+import jinja2
 import numpy as np
 import pandas as pd
+from markupsafe import Markup
 
 from .accounting import Accountant, Budget, Ledger, _jsonable
 from .errors import PrivclustError
@@ -250,8 +252,10 @@ class Release:
     # -- notebook view -----------------------------------------------------------------------
 
     def __repr__(self) -> str:
+        steps, evaluations = len(self.outcomes), len(self.evaluations)
         return (f"<Release {self.data.shape[0]} records x {self.data.shape[1]} columns, "
-                f"{len(self.outcomes)} steps, {len(self.evaluations)} evaluations. {self.verdict}>")
+                f"{steps} step{'' if steps == 1 else 's'}, "
+                f"{evaluations} evaluation{'' if evaluations == 1 else 's'}. {self.verdict}>")
 
     def _repr_html_(self) -> str:
         """The notebook view: the same content as the standalone report."""
@@ -265,12 +269,9 @@ class Release:
             distribution plots, for publication beside the data.
         :param plots: draw the plots (needs matplotlib).
         """
-        title = html.escape(self.recipe.name or "privclust release")
         body = render_html(self, non_disclosive=non_disclosive, plots=plots)
-        return (
-            "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
-            f"<title>{title}</title><style>{_CSS}</style></head><body>{body}</body></html>\n"
-        )
+        page = _templates().get_template("page.html.j2")
+        return page.render(title=self.recipe.name or "privclust release", body=Markup(body)) + "\n"
 
 
 def _restore_release(values: dict[str, Any]) -> Release:
@@ -279,21 +280,13 @@ def _restore_release(values: dict[str, Any]) -> Release:
     return Release(**values)
 
 
-_CSS = (
-    "body{font-family:system-ui,sans-serif;margin:2em;max-width:70em;line-height:1.4}"
-    ".note{background:#fff6d6;padding:.5em;border-left:4px solid #e0b000}"
-    "img{max-width:100%}"
-    "table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:.25em .5em;"
-    "text-align:left;vertical-align:top;font-size:.9em}th{background:#f3f3f3}"
-)
-
-
-def _table(rows: list[Mapping[str, Any]], columns: list[str]) -> str:
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
-    body = "".join(
-        "<tr>" + "".join(f"<td>{html.escape(_fmt(r.get(c)))}</td>" for c in columns) + "</tr>" for r in rows
-    )
-    return f"<table class='privclust'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+@functools.cache
+def _templates() -> jinja2.Environment:
+    """The report's Jinja2 templates (package data of privclust), autoescaped."""
+    env = jinja2.Environment(loader=jinja2.PackageLoader("privclust", "templates"), autoescape=True,
+                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    env.filters["fmt"] = _fmt
+    return env
 
 
 def _fmt(value: Any) -> str:
@@ -307,6 +300,7 @@ def _fmt(value: Any) -> str:
 
 
 def _png(figure: Any) -> str:
+    """The figure as base64 PNG data (the figure is closed)."""
     import base64
     import io
 
@@ -315,25 +309,27 @@ def _png(figure: Any) -> str:
     import matplotlib.pyplot as plt
 
     plt.close(figure)
-    return "<img alt='plot' src='data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode() + "'>"
+    return base64.b64encode(buffer.getvalue()).decode()
 
 
-def _plots_html(release: Release) -> str:
+def _plots(release: Release) -> dict[str, Any]:
+    """The distribution plots: ``{"missing": True}`` without matplotlib,
+    ``{"png": ""}`` when the release has nothing to plot."""
     try:
         import matplotlib
 
         matplotlib.use("Agg", force=False)
     except ImportError:
-        return "<p><em>Plots need matplotlib (pip install 'privclust[plots]').</em></p>"
+        return {"missing": True, "png": ""}
     from .plots import before_after
 
     try:
         axes = before_after(release)
     except PrivclustError:
-        return ""
+        return {"missing": False, "png": ""}
     figure = np.asarray(axes).ravel()[0].figure
     figure.suptitle("Distributions: original and released", fontsize=10)
-    return "<h2>Distributions before and after</h2>" + _png(figure)
+    return {"missing": False, "png": _png(figure)}
 
 
 def _kind_title(kind: str) -> str:
@@ -344,62 +340,43 @@ def _kind_title(kind: str) -> str:
 
 def render_html(release: Release, *, non_disclosive: bool = False, plots: bool = False) -> str:
     """The body of the release report: the same content in a notebook and in
-    the standalone page."""
+    the standalone page (templates/release.html.j2)."""
     report = release.report(non_disclosive=non_disclosive)
     eps, delta = release.spent
     budget = release.budget
-    budget_text = "none declared" if budget.epsilon is None else f"epsilon {budget.epsilon:g}, delta {budget.delta:g}"
-    seeded = "yes (the seed is not recorded)" if release.seeded else "no (entropy from the operating system)"
-    title = html.escape(release.recipe.name or "privclust release")
-    parts = [f"<div class='privclust-release'><h1>{title}</h1>",
-             f"<p class='privclust-verdict'><b>Verdict:</b> {html.escape(release.verdict)}</p>"]
-    if release.recipe.description:
-        parts.append(f"<p>{html.escape(release.recipe.description.strip())}</p>")
-    dp_text = (f"Differentially private releases cost epsilon {eps:.6g}, delta {delta:.3g} together"
-               if any(e.kind == "dp" for e in release.ledger) else "No differentially private release")
-    parts.append(
-        f"<p>{release.data.shape[0]} records, {release.original.shape[1]} columns. {dp_text} "
-        f"(budget: {budget_text}; {html.escape(report['privacy']['accountant'])}). "
-        f"Seeded: {seeded}. Created {html.escape(release.created)}.</p>"
-    )
-    if non_disclosive:
-        parts.append("<p class='note'>Non-disclosive report: it leaves out " +
-                     html.escape("; ".join(report["left_out"] + ["the data preview and the distribution plots"]))
-                     + ".</p>")
-    parts.append("<h2>Processes applied</h2>")
-    parts.append(_table(
-        [{"step": c["step"], "id": c["id"], "component": c["component"], "role": c["role"].rstrip("s").replace(
-            "_", " "), "columns": ", ".join(c["columns"]), "parameters": c["parameters"],
-          "plugin": f"{c['plugin']} ({c['distribution']} {c['version']})", "seconds": c["elapsed_seconds"]}
-         for c in report["steps"]],
-        ["step", "id", "component", "role", "columns", "parameters", "plugin", "seconds"],
-    ))
-    if report["constraints"]:
-        rules = [r for c in report["constraints"] for r in c["rules"]]
-        parts.append("<h2>Edit rules</h2><ul>" + "".join(f"<li><code>{html.escape(r)}</code></li>" for r in rules)
-                     + "</ul>")
-    parts.append("<h2>What is protected, and what is not</h2>")
-    for kind in ("dp", "guarantee", "leak", "verified"):
-        entries = [e for e in release.ledger if e.kind == kind]
-        if entries:
-            parts.append(f"<h3>{_kind_title(kind)}</h3><ul>" + "".join(
-                "<li>" + (f"<b>step {e.step} ({html.escape(e.step_id or '')})</b>: " if e.step is not None else "")
-                + html.escape(e.statement) + "</li>" for e in entries) + "</ul>")
-    if not any(e.kind == "dp" for e in release.ledger):
-        parts.append("<p>No differentially private release.</p>")
-    parts.append("<h2>Evaluations</h2>")
-    if report["evaluations"]:
-        parts.append(_table(report["evaluations"], ["evaluator", "metric", "value", "columns"]))
-    else:
-        parts.append("<p><em>No evaluators in the recipe.</em></p>")
-    if plots and not non_disclosive:
-        parts.append(_plots_html(release))
-    if not non_disclosive:
-        preview = release.data.head(10).to_html(float_format=lambda v: f"{v:.6g}")
-        parts.append(f"<h2>Released data (first rows)</h2>{preview}")
-    versions = report["environment"]
-    parts.append("<h2>Versions</h2><p>" + html.escape(", ".join(f"{k} {v}" for k, v in versions.items())) + "</p>")
-    parts.append(_table([{"plugin": p["name"], "distribution": p["distribution"], "version": p["version"]}
-                         for p in report["plugins"]], ["plugin", "distribution", "version"]))
-    parts.append("</div>")
-    return "".join(parts)
+    has_dp = any(e.kind == "dp" for e in release.ledger)
+    context = {
+        "title": release.recipe.name or "privclust release",
+        "verdict": release.verdict,
+        "description": release.recipe.description.strip() if release.recipe.description else None,
+        "n_records": release.data.shape[0],
+        "n_columns": release.original.shape[1],
+        "dp_text": (f"Differentially private releases cost epsilon {eps:.6g}, delta {delta:.3g} together"
+                    if has_dp else "No differentially private release"),
+        "budget_text": ("none declared" if budget.epsilon is None
+                        else f"epsilon {budget.epsilon:g}, delta {budget.delta:g}"),
+        "accountant": report["privacy"]["accountant"],
+        "seeded": "yes (the seed is not recorded)" if release.seeded else "no (entropy from the operating system)",
+        "created": release.created,
+        "non_disclosive": non_disclosive,
+        "left_out": report.get("left_out", []) + ["the data preview and the distribution plots"],
+        "steps": [{"step": c["step"], "id": c["id"], "component": c["component"],
+                   "role": c["role"].rstrip("s").replace("_", " "), "columns": ", ".join(c["columns"]),
+                   "parameters": c["parameters"], "plugin": f"{c['plugin']} ({c['distribution']} {c['version']})",
+                   "seconds": c["elapsed_seconds"]} for c in report["steps"]],
+        "rules": [r for c in report["constraints"] for r in c["rules"]],
+        "ledger": [{"title": _kind_title(kind),
+                    "entries": [{"step": e.step, "step_id": e.step_id or "", "statement": e.statement}
+                                for e in release.ledger if e.kind == kind]}
+                   for kind in ("dp", "guarantee", "leak", "verified") if any(e.kind == kind for e in release.ledger)],
+        "has_dp": has_dp,
+        "evaluations": report["evaluations"],
+        "plots": _plots(release) if plots and not non_disclosive else None,
+        # pandas escapes the labels and values it writes; the frame's markup is kept as is
+        "preview": (None if non_disclosive
+                    else Markup(release.data.head(10).to_html(float_format=lambda v: f"{v:.6g}"))),
+        "versions": ", ".join(f"{k} {v}" for k, v in report["environment"].items()),
+        "plugins": [{"plugin": p["name"], "distribution": p["distribution"], "version": p["version"]}
+                    for p in report["plugins"]],
+    }
+    return _templates().get_template("release.html.j2").render(context)

@@ -246,7 +246,7 @@ class PairIndex:
             yield from self._dense_pairs(Q, half=half, budget=budget, span=span)
             return
         if not self.sweep or int(math.ceil(radius / self.cell)) > 64 or not self._keys_precise(radius):
-            yield from self._tree_pairs(Q, radius, half=half, self_query=queries is None, budget=budget, span=span)
+            yield from self._tree_pairs(Q, radius, half=half, budget=budget, span=span)
             return
         chunk = max(1, min(nq, 65536))
         # Work buffers reused across blocks (fresh allocations cost page faults).
@@ -297,7 +297,7 @@ class PairIndex:
                 yield c0 + a, c0 + b, tot[a:b], qv, jv, dv
                 a = b
 
-    def _tree_pairs(self, Q: np.ndarray, radius: float, *, half: bool, self_query: bool,
+    def _tree_pairs(self, Q: np.ndarray, radius: float, *, half: bool,
                     budget: int, span: tuple[int, int] | None = None) -> Iterator[tuple[int, int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
         tree = self.tree
         nq = Q.shape[0]
@@ -407,10 +407,16 @@ def _weights(kernel: str, d2: np.ndarray, dc: float, radius: float) -> np.ndarra
     return np.exp(d2, out=d2)
 
 
+#: Records per thread below which a pass runs in one thread (threads cost more
+#: than they save on small inputs). A module constant so that tests can lower
+#: it and exercise the threaded path on small data.
+PARALLEL_MIN_RECORDS = 50_000
+
+
 def _in_parallel(part: Callable[[tuple[int, int] | None], np.ndarray], n: int, workers: int) -> np.ndarray:
     """Sum of ``part(span)`` over ``workers`` contiguous spans of ``0 .. n``,
     in threads (numpy releases the GIL in the heavy loops)."""
-    workers = max(1, min(int(workers), n // 50_000 or 1))
+    workers = max(1, min(int(workers), n // PARALLEL_MIN_RECORDS or 1))
     if workers == 1:
         return part(None)
     from concurrent.futures import ThreadPoolExecutor

@@ -393,6 +393,10 @@ def exact_pass(data: _Data, V: np.ndarray, fz: Fuzzifier, *, budget_bytes: float
 _MAX_CHUNKS = 64
 #: Squared distances are floored here on the m = 2 path (1/D^2 stays finite).
 _FLOOR_M2 = 1e-150
+#: An update pass runs in threads only from this much work (records x centres)
+#: up; below it the threads cost more than they save. A module constant so that
+#: tests can lower it and exercise the threaded path on small data.
+PARALLEL_MIN_WORK = 1 << 20
 
 
 def _threads() -> int:
@@ -462,7 +466,7 @@ def update_pass(data: _Data, V: np.ndarray, fz: Fuzzifier, *, budget_bytes: floa
         return acc, objective
 
     workers = min(threads or _threads(), n_chunks)
-    if not (workers > 1 and n * c >= 1 << 20):
+    if not (workers > 1 and n * c >= PARALLEL_MIN_WORK):
         workers = 1
     groups = [[[int(x) for x in ch] for ch in chunks[i::workers]] for i in range(workers)]
     if workers > 1:

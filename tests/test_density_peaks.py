@@ -542,19 +542,34 @@ def test_registered_by_name(registry):
     assert {"dpc", "addpc", "dp-dpcl", "addpc-rdp", "dp-rccfsfdp", "dp-dpc-grid"} <= names
 
 
-def test_threaded_passes_match_the_single_thread():
+def test_threaded_passes_match_the_single_thread(monkeypatch):
+    # Small data on the threaded path: lower the threshold rather than use 120,000 points.
+    monkeypatch.setattr(_dpc, "PARALLEL_MIN_RECORDS", 500)
+    spans = []
+    in_parallel = _dpc._in_parallel
+
+    def counting(part, n, workers):
+        def recorded(span):
+            spans.append(span)
+            return part(span)
+        return in_parallel(recorded, n, workers)
+
+    monkeypatch.setattr(_dpc, "_in_parallel", counting)
     rng = np.random.default_rng(5)
-    X = rng.normal(size=(120_000, 2))
+    X = rng.normal(size=(3_000, 2))
     U, inv, counts = _dpc.unique_points(X)
-    index = _dpc.PairIndex(U, 0.01)
-    one = _dpc.densities(U, 0.02, "gaussian", 3.0, counts=counts, index=index, workers=1)
-    two = _dpc.densities(U, 0.02, "gaussian", 3.0, counts=counts, index=index, workers=2)
+    index = _dpc.PairIndex(U, 0.05)
+    one = _dpc.densities(U, 0.1, "gaussian", 3.0, counts=counts, index=index, workers=1)
+    assert spans == [None]
+    two = _dpc.densities(U, 0.1, "gaussian", 3.0, counts=counts, index=index, workers=2)
+    assert len(spans) == 3 and None not in spans[1:]  # the threaded path ran, in two spans
     np.testing.assert_allclose(one, two, rtol=1e-13)
     noisy = one + rng.laplace(size=one.size)
     d1, p1, _ = _dpc.delta_parent(X, noisy, index=index, unique=(U, inv, counts), workers=1)
     d2, p2, _ = _dpc.delta_parent(X, noisy, index=index, unique=(U, inv, counts), workers=2)
     np.testing.assert_array_equal(p1, p2)
     np.testing.assert_array_equal(d1, d2)
+    assert len(spans) > 5  # delta_parent's search ran threaded too
 
 
 def test_components_with_a_reused_index_and_in_more_columns():
@@ -595,12 +610,22 @@ def test_far_outliers_fall_back_to_the_tree():
     np.testing.assert_array_equal(parent, parent_ref)
 
 
-def test_threaded_sum_over_the_tree_path():
+def test_threaded_sum_over_the_tree_path(monkeypatch):
+    monkeypatch.setattr(_dpc, "PARALLEL_MIN_RECORDS", 500)  # small data on the threaded path
     rng = np.random.default_rng(6)
-    X = rng.normal(size=(110_000, 4))  # 4-D: the KD-tree path, split over two spans
-    index = _dpc.PairIndex(X, 0.05)
-    one = _dpc.densities(X, 0.1, "cutoff", index=index, workers=1)
-    two = _dpc.densities(X, 0.1, "cutoff", index=index, workers=2)
+    X = rng.normal(size=(3_000, 4))  # 4-D: the KD-tree path, split over two spans
+    index = _dpc.PairIndex(X, 0.25)
+    one = _dpc.densities(X, 0.5, "cutoff", index=index, workers=1)
+    spans = []
+    part_sum = _dpc._in_parallel
+
+    def counting(part, n, workers):
+        return part_sum(lambda span: spans.append(span) or part(span), n, workers)
+
+    monkeypatch.setattr(_dpc, "_in_parallel", counting)
+    two = _dpc.densities(X, 0.5, "cutoff", index=index, workers=2)
+    assert len(spans) == 2 and None not in spans  # the threaded path ran, in two spans
+    assert one.max() > 1  # records do have neighbours within d_c
     np.testing.assert_array_equal(one, two)
 
 

@@ -1,14 +1,16 @@
-"""The docs stay true: hook signatures, the public API, component names,
-the site build, the pages' own examples and the command-line sessions."""
+"""The docs stay true: the generated hook reference and API page, component
+names, the site build, the pages' own examples and the command-line sessions."""
 
 from __future__ import annotations
 
-import ast
+import importlib
 import importlib.util
+import inspect
 import os
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -47,33 +49,38 @@ def _example_plugin_importable() -> None:
 
 
 # ---------------------------------------------------------------------------
-# The hook reference
+# The hook reference and the API page: generated from the code (mkdocstrings)
 # ---------------------------------------------------------------------------
 
+#: A mkdocstrings directive: ``::: dotted.path``, alone on its line.
+_DIRECTIVE = re.compile(r"^:::[ \t]+([\w.]+)[ \t]*$", flags=re.M)
 
-def _signature(node: ast.FunctionDef) -> str:
-    decorators = " ".join(f"@{ast.unparse(d)}" for d in node.decorator_list)
-    returns = f" -> {ast.unparse(node.returns)}" if node.returns is not None else ""
-    return f"{decorators} def {node.name}({ast.unparse(node.args)}){returns}"
-
-
-def _hookspecs() -> dict[str, str]:
-    tree = ast.parse(Path(hookspecs.__file__).read_text(encoding="utf-8"))
-    return {node.name: _signature(node) for node in tree.body
-            if isinstance(node, ast.FunctionDef) and node.name.startswith("privclust_")}
+#: The public submodules api.md renders whole.
+PUBLIC_SUBMODULES = ("datasets", "sampling", "sklearn", "testing")
 
 
-def _documented_specs() -> dict[str, list[str]]:
-    """Every function of hooks.md decorated with ``hookspec``: the signature blocks."""
-    found: dict[str, list[str]] = {}
-    for block in blocks("hooks.md"):
-        if block.lang != "python":
+def _directives(page: str) -> list[str]:
+    return _DIRECTIVE.findall((DOCS / page).read_text(encoding="utf-8"))
+
+
+def _hookspecs() -> dict[str, Callable]:
+    return {name: obj for name, obj in vars(hookspecs).items()
+            if name.startswith("privclust_") and callable(obj)}
+
+
+def _resolve(path: str) -> object:
+    """The object a directive renders (``privclust.compare.compare`` is the
+    function, not the module of the same name)."""
+    parts = path.split(".")
+    for i in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:i]))
+        except ImportError:
             continue
-        for node in ast.walk(ast.parse(block.source)):
-            if isinstance(node, ast.FunctionDef) and any(
-                    "hookspec" in ast.unparse(d) for d in node.decorator_list):
-                found.setdefault(node.name, []).append(_signature(node))
-    return found
+        for attr in parts[i:]:
+            obj = getattr(obj, attr)
+        return obj
+    raise ImportError(path)
 
 
 def test_the_hookspecs_module_is_read():
@@ -83,38 +90,42 @@ def test_the_hookspecs_module_is_read():
 
 
 @pytest.mark.parametrize("name", sorted(_hookspecs()))
-def test_each_hook_is_documented_with_its_exact_signature(name):
-    documented = _documented_specs()
-    assert name in documented, f"docs/hooks.md has no signature block for {name}"
-    assert documented[name] == [_hookspecs()[name]], (
-        f"docs/hooks.md shows {documented[name]} for {name}; privclust/hookspecs.py has {_hookspecs()[name]}"
-    )
-    text = (DOCS / "hooks.md").read_text(encoding="utf-8")
-    assert f"### `{name}`" in text, f"docs/hooks.md has no section '### `{name}`'"
+def test_each_hook_is_rendered_from_its_docstring(name):
+    assert _directives("hooks.md").count(f"privclust.hookspecs.{name}") == 1, (
+        f"docs/hooks.md needs one '::: privclust.hookspecs.{name}' (the reference is generated)")
+    doc = inspect.getdoc(_hookspecs()[name]) or ""
+    params = list(inspect.signature(_hookspecs()[name]).parameters)
+    missing = [p for p in params if f":param {p}:" not in doc]
+    assert not missing and ":return:" in doc, (
+        f"the docstring of {name} documents no {missing or 'return value'}; the hook reference shows it")
 
 
-def test_the_hook_reference_documents_no_other_hook():
-    assert set(_documented_specs()) <= set(_hookspecs())
+def test_the_hook_reference_renders_no_other_hook_and_copies_no_signature():
+    rendered = [d.rsplit(".", 1)[1] for d in _directives("hooks.md") if d.startswith("privclust.hookspecs.")]
+    assert sorted(rendered) == sorted(_hookspecs())
+    for block in blocks("hooks.md"):  # the signatures come from the code, not from a copy
+        assert "@hookspec" not in block.source, f"{block.where} copies a hook specification"
 
 
-# ---------------------------------------------------------------------------
-# The public API and the components
-# ---------------------------------------------------------------------------
+def test_every_public_name_is_rendered_in_the_api_page():
+    rendered = {}
+    for path in _directives("api.md"):
+        rendered.setdefault(path.rsplit(".", 1)[1], []).append(path)
+    missing = [name for name in privclust.__all__ if name not in rendered]
+    assert not missing, f"docs/api.md has no '::: privclust.<name>' for {missing}"
+    for name in privclust.__all__:
+        if name == "__version__":
+            continue
+        assert any(_resolve(path) is getattr(privclust, name) for path in rendered[name]), (
+            f"docs/api.md renders {rendered[name]}, which is not privclust.{name}")
 
 
-def test_every_public_name_is_in_the_api_page():
-    text = (DOCS / "api.md").read_text(encoding="utf-8")
-    missing = [name for name in privclust.__all__ if f"`{name}`" not in text]
-    assert not missing, f"docs/api.md does not list {missing}"
-
-
-def test_the_api_page_lists_no_name_that_is_not_public():
-    text = (DOCS / "api.md").read_text(encoding="utf-8")
-    top = text.split("## `privclust.datasets`")[0]  # the submodules' tables follow
-    listed = re.findall(r"^\| `([A-Za-z_][A-Za-z0-9_]*)` \|", top, flags=re.M)
-    assert listed, "no table rows found in docs/api.md"
-    unknown = sorted(set(listed) - set(privclust.__all__))
-    assert not unknown, f"docs/api.md lists names that are not in privclust.__all__: {unknown}"
+def test_the_api_page_renders_no_name_that_is_not_public():
+    unknown = [path for path in _directives("api.md")
+               if not (path.count(".") == 1 and path.split(".")[1] in (*privclust.__all__, *PUBLIC_SUBMODULES))
+               and not any(_resolve(path) is getattr(privclust, name, None) for name in privclust.__all__)]
+    assert not unknown, f"docs/api.md renders names that are not in privclust.__all__: {unknown}"
+    assert {f"privclust.{m}" for m in PUBLIC_SUBMODULES} <= set(_directives("api.md"))
 
 
 def _all_docs_text() -> str:
@@ -154,15 +165,55 @@ def test_the_nav_lists_every_page_and_only_existing_pages():
 # ---------------------------------------------------------------------------
 
 
-def test_the_site_builds_in_strict_mode(tmp_path):
-    if importlib.util.find_spec("mkdocs") is None or importlib.util.find_spec("material") is None:
-        pytest.skip('mkdocs-material is not installed: pip install -e ".[docs]"')
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    """The site, built once with ``mkdocs build --strict``."""
+    if importlib.util.find_spec("mkdocs") is None or importlib.util.find_spec("material") is None \
+            or importlib.util.find_spec("mkdocstrings_handlers") is None:
+        pytest.skip('mkdocs-material and mkdocstrings are not installed: pip install -e ".[docs]"')
+    out = tmp_path_factory.mktemp("site")
     result = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)],
         cwd=ROOT, capture_output=True, text=True, timeout=300, env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
     )
+    return out, result
+
+
+def test_the_site_builds_in_strict_mode(site):
+    out, result = site
     assert result.returncode == 0, f"mkdocs build --strict failed:\n{result.stderr[-4000:]}"
-    assert (tmp_path / "site" / "hooks" / "index.html").is_file()
+    assert (out / "hooks" / "index.html").is_file()
+
+
+def _built(site, page: str) -> str:
+    out, result = site
+    if result.returncode != 0:
+        pytest.fail("the site did not build (see test_the_site_builds_in_strict_mode)", pytrace=False)
+    return (out / page / "index.html").read_text(encoding="utf-8")
+
+
+def test_the_built_hook_reference_holds_every_hook_and_its_docstring(site):
+    import html
+
+    page = _built(site, "hooks")
+    for name, spec in _hookspecs().items():
+        assert f'id="privclust.hookspecs.{name}"' in page, f"the built hook reference has no entry for {name}"
+        first = inspect.getdoc(spec).split("\n")[0]
+        assert html.escape(first, quote=False) in page, f"the built hook reference lacks {name}'s docstring"
+    assert ":class:`" not in page and ":func:`" not in page  # Sphinx roles are shown as code
+
+
+def test_the_built_api_page_holds_every_public_name(site):
+    page = _built(site, "api")
+    ids = set(re.findall(r'id="(privclust\.[\w.]+)"', page))
+    missing = [name for name in privclust.__all__ if f"privclust.{name}" not in ids
+               and not any(i.endswith(f".{name}") and _resolve(i) is getattr(privclust, name) for i in ids)]
+    assert not missing, f"the built API page has no entry for {missing}"
+    for module in PUBLIC_SUBMODULES:
+        public = getattr(importlib.import_module(f"privclust.{module}"), "__all__", [])
+        absent = [n for n in public if f"privclust.{module}.{n}" not in ids]
+        assert not absent, f"the built API page has no entry for privclust.{module}.{absent}"
+    assert ":class:`" not in page and ":func:`" not in page and ":meth:`" not in page
 
 
 # ---------------------------------------------------------------------------

@@ -127,3 +127,42 @@ def test_the_reports_page_runs_as_documented(tmp_path):
 
     require_dataset("casc_census.csv")
     assert run_page("reports.md", tmp_path) >= 3
+
+
+HOSTILE = "<script>alert('x')</script>&\"q\"<img src=x onerror=alert(1)>"
+
+
+@attrs.frozen(kw_only=True)
+class Noted:
+    """A masker with a free-text parameter (it changes nothing)."""
+
+    name: ClassVar[str] = "noted"
+    uses_constraints: ClassVar[bool] = False
+    note: str = privclust.param(str, doc="a free-text parameter")
+
+    def mask(self, data, context):
+        return privclust.Masked(data=data)
+
+
+class NotedPlugin:
+    @hookimpl
+    def privclust_register_maskers(self, register):
+        register(Noted)
+
+
+def test_hostile_strings_are_escaped_in_the_html_report():
+    frame = pd.DataFrame({HOSTILE: np.linspace(0, 10, 20), "b": np.linspace(5, 1, 20)})
+    recipe = {"name": "name " + HOSTILE, "description": "about " + HOSTILE,
+              "steps": [{"use": "laplace", "epsilon": 1.0, "bounds": {HOSTILE: [0, 10], "b": [0, 5]}},
+                        {"use": "noted", "note": HOSTILE, "id": "noted"}]}
+    registry = Registry(plugins=[NotedPlugin()], use_env=False)
+    release = privclust.run(recipe, frame, seed=1, registry=registry)
+    for page in (release.to_html(plots=False), release.to_html(non_disclosive=True), release._repr_html_()):
+        assert "<script" not in page and "<img src=x" not in page
+        assert "&lt;script&gt;" in page  # shown, escaped
+    page = release.to_html(plots=False)
+    assert page.startswith("<!DOCTYPE html>")
+    assert page.index("Verdict:") < page.index("Processes applied")
+    assert "<title>name &lt;script&gt;" in page
+    # the recipe name and description, the column (steps table, ledger, data preview), the parameter
+    assert page.count("&lt;img src=x onerror=alert(1)&gt;") >= 6

@@ -250,12 +250,15 @@ def test_report_is_json_and_complete(reg, data):
     html = out._repr_html_()
     assert "<table" in html and "shift" in html and "mean_abs_change" in html
     assert out.to_html().startswith("<!DOCTYPE html>")
-    assert "1 steps" in repr(out)
+    assert len(out.evaluations) == 2
+    assert repr(out).startswith(f"<Release {len(data)} records x {out.data.shape[1]} columns, 1 step, 2 evaluations. ")
+    assert ", 1 step, 1 evaluation. " in repr(attrs.evolve(out, evaluations=out.evaluations.head(1)))
 
 
 def test_steps_see_the_previous_steps_output(reg, data):
     out = privclust.run({"steps": [{"use": "shift", "columns": ["a"]}, {"use": "shift", "columns": ["a"]}]},
                         data, registry=reg)
+    assert ", 2 steps, 0 evaluations. " in repr(out)  # the plural
     assert np.allclose(out.data["a"], data["a"] + 2)
     assert [o.id for o in out.outcomes] == ["shift", "shift-2"]
     assert out.step("shift-2").index == 1
