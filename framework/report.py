@@ -45,6 +45,11 @@ def environment() -> dict[str, str]:
     return out
 
 
+def counted(n: int, noun: str) -> str:
+    """``"1 record"``, ``"12 records"``."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
 @attrs.frozen(kw_only=True, eq=False)
 class Release:
     """The outcome of :func:`privclust.run`.
@@ -252,10 +257,9 @@ class Release:
     # -- notebook view -----------------------------------------------------------------------
 
     def __repr__(self) -> str:
-        steps, evaluations = len(self.outcomes), len(self.evaluations)
-        return (f"<Release {self.data.shape[0]} records x {self.data.shape[1]} columns, "
-                f"{steps} step{'' if steps == 1 else 's'}, "
-                f"{evaluations} evaluation{'' if evaluations == 1 else 's'}. {self.verdict}>")
+        return (f"<Release {counted(self.data.shape[0], 'record')} x {counted(self.data.shape[1], 'column')}, "
+                f"{counted(len(self.outcomes), 'step')}, {counted(len(self.evaluations), 'evaluation')}. "
+                f"{self.verdict}>")
 
     def _repr_html_(self) -> str:
         """The notebook view: the same content as the standalone report."""
@@ -349,8 +353,8 @@ def render_html(release: Release, *, non_disclosive: bool = False, plots: bool =
         "title": release.recipe.name or "privclust release",
         "verdict": release.verdict,
         "description": release.recipe.description.strip() if release.recipe.description else None,
-        "n_records": release.data.shape[0],
-        "n_columns": release.original.shape[1],
+        "records_text": counted(release.data.shape[0], "record"),
+        "columns_text": counted(release.original.shape[1], "column"),
         "dp_text": (f"Differentially private releases cost epsilon {eps:.6g}, delta {delta:.3g} together"
                     if has_dp else "No differentially private release"),
         "budget_text": ("none declared" if budget.epsilon is None
