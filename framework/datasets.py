@@ -25,6 +25,7 @@ it can be put in.
 
 from __future__ import annotations
 
+import difflib
 import gzip
 import io
 import os
@@ -248,8 +249,6 @@ def load(name: str) -> pd.DataFrame:
             fh.write(buffer.getvalue())
         os.replace(tmp, cached)
         return frame
-    import difflib
-
     close = difflib.get_close_matches(key, names(), n=2)
     hint = f"did you mean {' or '.join(repr(c) for c in close)}?" if close else f"known: {', '.join(names())}"
     raise DatasetUnavailableError(f"no data set named {name!r}; {hint}")

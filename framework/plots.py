@@ -13,6 +13,7 @@ matplotlib is imported only when a plot is drawn (``pip install
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Sequence
 from typing import Any
 
@@ -49,8 +50,6 @@ def _pick(table: pd.DataFrame, given: str | None, hints: Sequence[str], what: st
         c for c in table.columns if "." in c and pd.api.types.is_numeric_dtype(table[c])]
     if given is not None:
         if given not in table.columns:
-            import difflib
-
             close = difflib.get_close_matches(given, metrics, n=2)
             hint = f"did you mean {' or '.join(repr(c) for c in close)}?" if close else f"figures: {', '.join(metrics)}"
             raise PrivclustError(f"no figure named {given!r} in the table; {hint}")

@@ -28,28 +28,32 @@ import inspect
 import os
 import re
 import threading
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
 import pluggy
 
-from . import hookspecs
+from . import accounting, hookspecs
+from .accounting import BasicAccountant
 from .components import KIND_METHODS, KINDS
 from .errors import (
     DuplicateComponentError,
     ParameterError,
     PluginError,
     PrivclustError,
+    PrivclustWarning,
     Problem,
     RecipeError,
     UnknownComponentError,
 )
 from .hookspecs import NAME
-from .params import field_kind, param_name
-from .recipe import STEP_KEYS, ComponentSpec
+from .recipe import KNOWN_LEAKS, STEP_KEYS
+from .specs import ComponentSpec, _thaw, field_doc, field_kind, param_name
 
-__all__ = ["ComponentInfo", "PluginInfo", "Registry", "get_registry", "register", "reset_registry"]
+__all__ = ["ComponentInfo", "PluginInfo", "Registry", "get_registry", "known_leak_names", "register", "reset_registry",
+           "unknown_leak_problems"]
 
 #: Environment variable listing plugins (``name``) or components
 #: (``plugin:component``) to block, comma-separated.
@@ -90,9 +94,6 @@ class ComponentInfo:
         """Each hyper-parameter: its recipe key, default (``"required"`` when
         it has none), the component kind it holds if it is nested, and its
         one-line description."""
-        from .params import field_doc
-        from .recipe import _thaw
-
         out = []
         for field in attrs.fields(self.cls):
             if not field.init:
@@ -240,8 +241,6 @@ class Registry:
             pm.add_hookspecs(hookspecs)
             self._pm = pm
             try:
-                from . import accounting
-
                 self._register(accounting, "privclust.accounting", NAME, _own_version(), builtin=True)
                 for ep, dist, version, builtin in self._ordered_entry_points():
                     if ep.name in self._blocked_plugins:
@@ -272,10 +271,6 @@ class Registry:
     @staticmethod
     def _warn_unused_blocks(what: str, unused: Sequence[str], known: Sequence[str]) -> None:
         """A misspelt block name would block nothing in silence: say so."""
-        import warnings
-
-        from .errors import PrivclustWarning
-
         for name in unused:
             close = difflib.get_close_matches(name, list(known), n=1)
             hint = f"; did you mean {close[0]!r}?" if close else ""
@@ -646,8 +641,6 @@ class Registry:
     def make_accountant(self, budget: Any) -> Any:
         accountant = self.hooks.make_accountant(budget=budget)
         if accountant is None:  # pragma: no cover - the host's default always answers
-            from .accounting import BasicAccountant
-
             accountant = BasicAccountant(budget)
         return accountant
 
@@ -748,3 +741,42 @@ def register(plugin: Any, name: str | None = None) -> str:
     replaced, so re-running a notebook cell just works.
     """
     return get_registry().register(plugin, name)
+
+
+# A PrivacyContext made without a registry (a component used outside a recipe)
+# resolves nested components through the session registry; accounting sits
+# below this module, so the session registry is handed to it here.
+accounting.set_default_registry(get_registry)
+
+
+# ---------------------------------------------------------------------------
+# Leak names (a question about the installed components)
+# ---------------------------------------------------------------------------
+
+
+def known_leak_names(registry: Registry | None = None) -> tuple[str, ...]:
+    """The leak names a recipe may opt in to: the built-in
+    :data:`privclust.KNOWN_LEAKS` and every name an installed component
+    declares in its ``leak_names`` class attribute (a third-party plugin that
+    records a leak of its own names it there)."""
+    if registry is None:
+        registry = get_registry()
+    extra: set[str] = set()
+    for info in registry.components():
+        extra.update(getattr(info.cls, "leak_names", ()) or ())
+    return KNOWN_LEAKS + tuple(sorted(extra - set(KNOWN_LEAKS)))
+
+
+def unknown_leak_problems(budget: Any, registry: Registry | None = None) -> list[Problem]:
+    """A :class:`~privclust.errors.Problem` for the names of
+    ``budget.allow_leaks`` that no built-in or installed component knows."""
+    if not budget.allow_leaks:
+        return []
+    known = known_leak_names(registry)
+    unknown = [n for n in budget.allow_leaks if n not in known]
+    if not unknown:
+        return []
+    close = [m for n in unknown for m in difflib.get_close_matches(n, known, n=1, cutoff=0.6)]
+    hint = ("did you mean " + " or ".join(repr(c) for c in close) + "? ") if close else ""
+    return [Problem("privacy.allow_leaks", f"unknown leak name(s) {', '.join(repr(u) for u in unknown)}",
+                    f"{hint}known leak names: {', '.join(known)}")]

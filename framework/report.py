@@ -25,6 +25,7 @@ import pandas as pd
 
 from .accounting import Accountant, Budget, Ledger, _jsonable
 from .errors import PrivclustError
+from .plots import before_after
 from .recipe import Recipe, _thaw
 
 __all__ = ["Release", "environment"]
@@ -325,7 +326,6 @@ def _plots_html(release: Release) -> str:
         matplotlib.use("Agg", force=False)
     except ImportError:
         return "<p><em>Plots need matplotlib (pip install 'privclust[plots]').</em></p>"
-    from .plots import before_after
 
     try:
         axes = before_after(release)

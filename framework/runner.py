@@ -19,6 +19,8 @@ The input frame is never modified. Evaluators run last.
 
 from __future__ import annotations
 
+import copy
+import difflib
 import math
 import time
 from collections.abc import Mapping, Sequence
@@ -28,13 +30,15 @@ import attrs
 import numpy as np
 import pandas as pd
 
-from .accounting import Budget, PrivacyContext
+from .accounting import Budget, Ledger, PrivacyContext
 from .components import EvaluationInputs, Masked, Partition, component_params
 from .constraints import ConstraintSet
 from .errors import DataError, PrivclustError, Problem, RecipeError
-from .params import leak_problems, unknown_leak_problems
-from .recipe import DEFAULT_LABEL_COLUMN, EvaluateSpec, Recipe, Step
-from .registry import Registry, get_registry
+from .params import leak_problems
+from .recipe import DEFAULT_LABEL_COLUMN, EvaluateSpec, Recipe, Step, _thaw
+from .registry import Registry, get_registry, unknown_leak_problems
+from .report import Release
+from .verify import snapshot, verdict, verify
 
 __all__ = ["CompiledRecipe", "CompiledStep", "StepOutcome", "compile", "run", "numeric_columns"]
 
@@ -130,8 +134,6 @@ class StepOutcome:
         return f"{_ROLE[self.kind]} {self.name!r} {what} ({self.elapsed:.3g} s)."
 
     def audit_details(self) -> dict[str, Any]:
-        from .recipe import _thaw
-
         return {"parameters": _thaw(self.params), "columns": list(self.columns), "records": self.n_records,
                 "elapsed_seconds": self.elapsed}
 
@@ -173,8 +175,6 @@ def compile(recipe: Recipe | Mapping[str, Any] | str, registry: Registry | None 
                                         "not a step component",
                                         "list evaluators under [[evaluate]] and edit rules under [[constraints]]"))
                 continue
-            import difflib
-
             known = [n for k in STEP_KINDS for n in registry.tables[k]]
             close = difflib.get_close_matches(step.use, known, n=3, cutoff=0.5)
             fix = ("did you mean " + " or ".join(repr(c) for c in close) + "?") if close else (
@@ -314,8 +314,6 @@ def _check_columns(frame: pd.DataFrame, columns: Sequence[str], where: str) -> l
     problems = []
     missing = [c for c in columns if c not in frame.columns]
     if missing:
-        import difflib
-
         names = [str(x) for x in frame.columns]
         for c in missing:
             close = [x for x in names if x.lower() == c.lower()] or difflib.get_close_matches(c, names, n=2,
@@ -552,7 +550,7 @@ def run(
     seed: int | np.random.SeedSequence | None = None,
     *,
     registry: Registry | None = None,
-) -> Any:
+) -> Release:
     """Run a recipe on a DataFrame and return a :class:`~privclust.Release`.
 
     :param recipe: a :class:`Recipe`, a dict, a TOML path or text, or a
@@ -567,9 +565,6 @@ def run(
     :raises PrivclustError: among others when a step releases a value that is
         not finite (nothing is returned).
     """
-    from .report import Release
-    from .verify import snapshot, verdict, verify
-
     compiled = recipe if isinstance(recipe, CompiledRecipe) else compile(recipe, registry)
     registry = compiled.registry
     frame = _check_frame(data)
@@ -698,10 +693,6 @@ def _record_rules(context: PrivacyContext, rules: ConstraintSet | None, frame: p
 def _evaluate(compiled: CompiledRecipe, original: pd.DataFrame, protected: pd.DataFrame, labels: pd.DataFrame,
               outcomes: Sequence[StepOutcome], constraints: ConstraintSet | None, context: PrivacyContext,
               default_columns: Sequence[str]) -> pd.DataFrame:
-    import copy
-
-    from .accounting import Ledger
-
     rows = []
     ledger = Ledger(copy.deepcopy(context.ledger.entries))  # evaluators read a copy; the run's ledger is the host's
     with context.step(-1, "evaluate", "evaluate"):
