@@ -47,7 +47,7 @@ from .hookspecs import hookimpl
 from .plots import risk_utility_map
 from .recipe import Recipe
 from .registry import Registry, get_registry
-from .runner import _check_frame, check_data, compile, run
+from .runner import compile, preflight, run
 
 __all__ = ["main"]
 
@@ -195,10 +195,9 @@ def _cmd_check(args: argparse.Namespace) -> int:
     if recipe.privacy.limited:
         lines.append(f"  budget: epsilon {recipe.privacy.epsilon:g}, delta {recipe.privacy.delta:g}")
     if args.input:
-        frame = _check_frame(read_frame(args.input))
-        check_data(compiled, frame)  # the same checks `run` makes before any step
-        lines.append(f"  data {args.input}: {frame.shape[0]} records; every column the recipe uses is present, "
-                     "numeric and finite, with enough records for each step")
+        checked = preflight(compiled, read_frame(args.input))  # the checks `run` makes before its first step
+        lines.append(f"  data {args.input}: {checked.frame.shape[0]} records; every column the recipe uses is "
+                     "present, numeric and finite, with enough records for each step")
     print("\n".join(lines))
     return 0
 

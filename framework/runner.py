@@ -193,6 +193,11 @@ def compile(recipe: Recipe | Mapping[str, Any] | str, registry: Registry | None 
         check = getattr(component, "step_problems", None)
         for text in (check() if callable(check) else ()) or ():
             problems.append(Problem(where, str(text)))
+        infinite = [f"{what} = {value:g}" for what, value in zip(("epsilon", "delta"), _planned_cost(component),
+                                                                  strict=True) if not math.isfinite(value)]
+        if infinite:  # no noise would be added, or its scale would overflow: refused before any data are read
+            problems.append(Problem(where, f"{step.use} would spend {' and '.join(infinite)}; a step's privacy cost "
+                                    "must be a finite number", "give a finite value, e.g. epsilon = 1.0"))
         problems.extend(leak_problems(component, recipe.privacy, where))  # secure defaults for DP
         steps.append(CompiledStep(i, step_id, step, kind, component))
 
@@ -227,13 +232,13 @@ def compile(recipe: Recipe | Mapping[str, Any] | str, registry: Registry | None 
         planned = sum(_planned_cost(cs.component)[0] for cs in steps)
         planned_delta = sum(_planned_cost(cs.component)[1] for cs in steps)
         assert recipe.privacy.epsilon is not None
-        if planned > recipe.privacy.epsilon * (1 + 1e-9):
+        if math.isfinite(planned) and planned > recipe.privacy.epsilon * (1 + 1e-9):
             parts = ", ".join(f"steps[{cs.index}] {_planned_cost(cs.component)[0]:g}" for cs in steps
                               if _planned_cost(cs.component)[0])
             problems.append(Problem("privacy.epsilon", f"the steps ask for epsilon = {planned:g} ({parts}) but "
                                     f"the budget is {recipe.privacy.epsilon:g}",
                                     "raise [privacy] epsilon or lower the steps' epsilon"))
-        if planned_delta > recipe.privacy.delta * (1 + 1e-9):
+        if math.isfinite(planned_delta) and planned_delta > recipe.privacy.delta * (1 + 1e-9):
             problems.append(Problem("privacy.delta", f"the steps ask for delta = {planned_delta:g} but the budget "
                                     f"is {recipe.privacy.delta:g}", "raise [privacy] delta"))
 
@@ -459,6 +464,32 @@ def _partition_parts(compiled: CompiledRecipe, frame: pd.DataFrame,
     return parts
 
 
+@attrs.frozen
+class Preflight:
+    """What :func:`preflight` found: the checked frame, each step's columns
+    and the parts of ``[privacy] partition_by`` (``None`` without it)."""
+
+    frame: pd.DataFrame
+    step_columns: tuple[tuple[str, ...], ...]
+    parts: list[tuple[str, np.ndarray]] | None
+
+
+def preflight(compiled: CompiledRecipe, data: Any) -> Preflight:
+    """Every check :func:`run` makes on the data before its first step, and
+    nothing else: the frame itself, :func:`check_data` (columns, records,
+    label columns, rules) and the parts of ``[privacy] partition_by``.
+    ``run`` and ``privclust check --input`` both call this, so ``check`` says
+    OK exactly when ``run`` would start.
+
+    :raises DataError: for a problem of the data.
+    :raises RecipeError: for a rule straddling a masker's default columns.
+    """
+    frame = _check_frame(data)
+    step_columns = check_data(compiled, frame)
+    parts = _partition_parts(compiled, frame, step_columns)
+    return Preflight(frame=frame, step_columns=tuple(step_columns), parts=parts)
+
+
 def _finite_problem(values: Any) -> tuple[int, str] | None:
     try:
         array = np.asarray(values, dtype=float)
@@ -567,10 +598,9 @@ def run(
     """
     compiled = recipe if isinstance(recipe, CompiledRecipe) else compile(recipe, registry)
     registry = compiled.registry
-    frame = _check_frame(data)
+    checked = preflight(compiled, data)
+    frame, step_columns, parts = checked.frame, checked.step_columns, checked.parts
     default_columns = numeric_columns(frame)
-    step_columns = check_data(compiled, frame)
-    parts = _partition_parts(compiled, frame, step_columns)
     part_column = compiled.budget.partition_by
 
     context = PrivacyContext(compiled.budget, seed=seed, registry=registry)
