@@ -29,28 +29,26 @@ import os
 import re
 import threading
 import warnings
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import attrs
 import pluggy
 
-from . import accounting, hookspecs
+from . import accounting, building, hookspecs
 from .accounting import BasicAccountant
 from .components import KIND_METHODS, KINDS
 from .errors import (
     DuplicateComponentError,
-    ParameterError,
     PluginError,
     PrivclustError,
     PrivclustWarning,
     Problem,
-    RecipeError,
     UnknownComponentError,
 )
 from .hookspecs import NAME
 from .recipe import KNOWN_LEAKS, STEP_KEYS
-from .specs import ComponentSpec, _thaw, field_doc, field_kind, param_name
+from .specs import _thaw, field_doc, field_kind, param_name
 
 __all__ = ["ComponentInfo", "PluginInfo", "Registry", "get_registry", "known_leak_names", "register", "reset_registry",
            "unknown_leak_problems"]
@@ -440,6 +438,10 @@ class Registry:
                 def register(cls: Any, *, _kind: str = kind, _info: PluginInfo = info) -> None:
                     self._add(tables, _kind, cls, _info)
 
+                # One implementation at a time, so that each class is credited to the plugin that
+                # registered it. pluggy's public per-plugin caller (subset_hook_caller) needs hashable
+                # plugin objects, which privclust does not ask of a plugin, so the implementation is
+                # called here, with the arguments it declares, as pluggy would.
                 kwargs = {"register": register}
                 try:
                     impl.function(**{k: v for k, v in kwargs.items() if k in impl.argnames})
@@ -553,88 +555,7 @@ class Registry:
         table or an instance, resolving nested components through this
         registry. Every problem is raised together in one
         :class:`RecipeError` (``where`` prefixes the locations)."""
-        problems: list[Problem] = []
-        instance = self._create(kind, value, params, where, problems)
-        if problems:
-            raise RecipeError(problems)
-        return instance
-
-    def _create(self, kind: str, value: Any, extra: Mapping[str, Any], where: str, problems: list[Problem]) -> Any:
-        if isinstance(value, str):
-            spec = ComponentSpec(value, extra)
-        elif isinstance(value, ComponentSpec):
-            spec = ComponentSpec(value.use, {**value.params, **extra}) if extra else value
-        elif isinstance(value, Mapping):
-            spec = ComponentSpec.from_mapping({**value, **extra})
-        elif attrs.has(type(value)) and isinstance(getattr(type(value), "name", None), str):
-            if extra:
-                value = attrs.evolve(value, **_field_kwargs(type(value), extra))
-            return self._resolve_nested(kind, value, where, problems)
-        else:
-            problems.append(Problem(where, f"expected a {kind.replace('_', ' ')[:-1]} name or table; got {value!r}"))
-            return None
-        prefix = f"{where}." if where else ""
-        try:
-            cls = self.get(kind, spec.use)
-        except UnknownComponentError as err:
-            others = [k.replace("_", " ") for k in self.kind_of(spec.use)]
-            fix = f"{spec.use!r} is one of the {', '.join(others)}, not a {kind.replace('_', ' ')[:-1]}" if others else ""
-            problems.append(Problem(f"{prefix}use", str(err), fix))
-            return None
-        fields = {param_name(f.name): f for f in attrs.fields(cls) if f.init}
-        kwargs: dict[str, Any] = {}
-        ok = True
-        for key, val in spec.params.items():
-            field = fields.get(key)
-            if field is None:
-                close = difflib.get_close_matches(key, list(fields), n=2, cutoff=0.6)
-                fix = ("did you mean " + " or ".join(repr(c) for c in close) + "?") if close else (
-                    f"{spec.use} takes: {', '.join(fields) or 'no parameters'}")
-                problems.append(Problem(f"{prefix}{key}", f"{spec.use} has no parameter {key!r}", fix))
-                ok = False
-                continue
-            sub_kind = field_kind(field)
-            if sub_kind is not None and val is not None:
-                if isinstance(val, str | ComponentSpec | Mapping):
-                    val = self._create(sub_kind, val, {}, f"{prefix}{key}", problems)
-                    if val is None:
-                        ok = False
-                        continue
-            kwargs[field.name] = val
-        bad_values = _probe_fields(cls, kwargs, where)
-        problems.extend(bad_values)
-        if not ok or bad_values:
-            return None
-        try:
-            instance = cls(**kwargs)
-        except (ParameterError, RecipeError, PrivclustError) as err:
-            problems.append(Problem(where, str(err)))
-            return None
-        except (TypeError, ValueError) as err:
-            problems.append(Problem(where, f"{spec.use}: {err}"))
-            return None
-        return self._resolve_nested(kind, instance, where, problems)
-
-    def _resolve_nested(self, kind: str, instance: Any, where: str, problems: list[Problem]) -> Any:
-        changes: dict[str, Any] = {}
-        prefix = f"{where}." if where else ""
-        for field in attrs.fields(type(instance)):
-            sub_kind = field_kind(field)
-            value = getattr(instance, field.name)
-            if sub_kind is None or value is None:
-                continue
-            if isinstance(value, ComponentSpec):
-                resolved = self._create(sub_kind, value, {}, f"{prefix}{param_name(field.name)}", problems)
-            else:
-                resolved = self._resolve_nested(sub_kind, value, f"{prefix}{param_name(field.name)}", problems)
-            if resolved is not None and resolved is not value:
-                changes[field.name] = resolved
-        if changes:
-            try:
-                return attrs.evolve(instance, **_evolve_names(type(instance), changes))
-            except (PrivclustError, TypeError, ValueError) as err:
-                problems.append(Problem(where, str(err)))
-        return instance
+        return building.create(self, kind, value, params, where)
 
     # -- hooks ---------------------------------------------------------------------
 
@@ -643,47 +564,6 @@ class Registry:
         if accountant is None:  # pragma: no cover - the host's default always answers
             accountant = BasicAccountant(budget)
         return accountant
-
-
-class _Probe:
-    """Stands in for the instance when a field's validator runs on its own."""
-
-    def __init__(self, name: str):
-        self.name = name
-
-
-def _probe_fields(cls: type, kwargs: Mapping[str, Any], where: str) -> list[Problem]:
-    """Run each given field's converter and validator on its own, so that
-    every bad value is reported at once (attrs stops at the first)."""
-    problems = []
-    fields = {f.name: f for f in attrs.fields(cls)}
-    for name, value in kwargs.items():
-        field = fields[name]
-        try:
-            converted = field.converter(value) if callable(field.converter) else value
-            if field.validator is not None:
-                field.validator(_Probe(getattr(cls, "name", cls.__name__)), field, converted)
-        except (ParameterError, RecipeError) as err:
-            problems.append(Problem(f"{where}.{param_name(name)}" if where else "", str(err)))
-        except (TypeError, ValueError):
-            continue  # left to the constructor, which reports it in context
-    return problems
-
-
-def _field_kwargs(cls: type, params: Mapping[str, Any]) -> dict[str, Any]:
-    fields = {param_name(f.name): f.name for f in attrs.fields(cls) if f.init}
-    out = {}
-    for key, value in params.items():
-        if key not in fields:
-            raise RecipeError([Problem(key, f"{cls.name} has no parameter {key!r}")])  # type: ignore[attr-defined]
-        out[fields[key]] = value
-    return out
-
-
-def _evolve_names(cls: type, changes: Mapping[str, Any]) -> dict[str, Any]:
-    """attrs.evolve takes init (alias) names: ``lambda_`` stays ``lambda_``."""
-    aliases = {f.name: (f.alias or f.name) for f in attrs.fields(cls)}
-    return {aliases[k]: v for k, v in changes.items()}
 
 
 def _session_name(plugin: Any) -> str:

@@ -36,7 +36,7 @@ LAYERS: list[set[str]] = [
     {"specs", "_io", "plots", "datasets"},
     {"params"},
     {"components"},
-    {"recipe", "constraints"},
+    {"recipe", "constraints", "building"},
     {"accounting"},
     {"registry"},
     {"verify", "report"},
