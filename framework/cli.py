@@ -35,6 +35,7 @@ from typing import Any, TextIO
 import attrs
 import numpy as np
 import pandas as pd
+from tqdm import tqdm
 
 from . import __version__, testing
 from ._io import Interrupted, check_outputs, committed, frame_writer, handle_signals, read_frame, text_writer, \
@@ -73,8 +74,6 @@ class ProgressDisplay:
         if self.quiet:
             return
         if self._bar is None:
-            from tqdm import tqdm
-
             self._bar = tqdm(total=total, file=self.stream, desc=f"  {step.use}", leave=False, disable=None)
         if total is not None and self._bar.total != total:
             self._bar.total = total
@@ -223,7 +222,7 @@ def _figure_writer(table: Any, path: Path, risk: str | None, loss: str | None) -
     import matplotlib  # optional dependency (privclust[plots]): imported only when a figure is written
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # optional dependency, as above
 
     ax = risk_utility_map(table, risk=risk, loss=loss)
 

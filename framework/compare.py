@@ -37,6 +37,7 @@ from urllib.parse import urlsplit
 
 import numpy as np
 import pandas as pd
+from tqdm import tqdm
 
 from ._io import worker_signals
 from .errors import PrivclustError, Problem, RecipeError
@@ -246,8 +247,6 @@ def _run_one(recipe_dict: dict[str, Any], data: pd.DataFrame | None, seed: np.ra
 
 
 def _progress_bar(total: int, enabled: bool) -> Any:
-    from tqdm import tqdm
-
     return tqdm(total=total, desc="privclust compare", disable=None if enabled else True, leave=False)
 
 
@@ -337,7 +336,7 @@ def _stop_pool(pool: ProcessPoolExecutor) -> None:
 def _client(scheduler: Any, timeout: float) -> tuple[Any, list[Any] | None]:
     """A Dask client for ``scheduler``, and what this call opened and must close."""
     try:
-        from distributed import Client, LocalCluster
+        from distributed import Client, LocalCluster  # optional dependency (privclust[distributed])
     except ImportError as err:
         raise PrivclustError("running on a Dask cluster needs distributed: pip install 'privclust[distributed]'") \
             from err
@@ -379,7 +378,7 @@ def _probe(address: str, timeout: float) -> None:
 
 def _run_dask(tasks: list[tuple[dict[str, Any], np.random.SeedSequence]], data: pd.DataFrame, scheduler: Any,
               timeout: float, progress: bool, registry: Any) -> list[dict[str, Any]]:
-    from distributed import as_completed as dask_completed
+    from distributed import as_completed as dask_completed  # optional dependency (privclust[distributed])
 
     client, owned = _client(scheduler, timeout)
     try:

@@ -31,7 +31,7 @@ LOSS_HINTS = ("sse", "il1", "loss", "moments", "ari", "pair")
 
 def _pyplot() -> Any:
     try:
-        import matplotlib.pyplot as plt
+        import matplotlib.pyplot as plt  # optional dependency (privclust[plots])
     except ImportError as err:
         raise PrivclustError("plots need matplotlib: pip install 'privclust[plots]'") from err
     return plt

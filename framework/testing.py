@@ -407,7 +407,7 @@ class AuditResult:
 def clopper_pearson(hits: int | np.ndarray, n: int, alpha: float) -> tuple[Any, Any]:
     """One-sided Clopper-Pearson bounds: ``(low, high)`` with
     ``P[p >= low] >= 1 - alpha`` and ``P[p <= high] >= 1 - alpha``."""
-    from scipy.stats import beta
+    from scipy.stats import beta  # heavy (all of scipy.stats): only when an audit computes its bound
 
     k = np.asarray(hits, dtype=float)
     with np.errstate(all="ignore"):
@@ -1120,7 +1120,7 @@ def parametrize_components(*components: Any, data: pd.DataFrame | None = None,
                            registry: Registry | None = None) -> Callable[[Callable[..., Any]], Any]:
     """A pytest decorator: one test per (component, check) pair, with ids
     like ``laplace-deterministic_under_seed``."""
-    import pytest
+    import pytest  # only in a test session: privclust.testing is importable without pytest
 
     params = []
     for component in components:
