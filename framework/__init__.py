@@ -9,6 +9,8 @@ The public API. Everything else is private and may change.
 
 from __future__ import annotations
 
+from importlib.metadata import PackageNotFoundError, version
+
 # the submodules privclust.datasets, privclust.plots and privclust.sampling, reachable as attributes
 from . import datasets as datasets
 from . import plots as plots
@@ -57,13 +59,14 @@ from .errors import (
     UnknownComponentError,
 )
 from .hookspecs import NAME, hookimpl
-from .params import DataLeak, declared_leaks, known_leak_names, nested, param, public_bounds
+from .params import DataLeak, declared_leaks, nested, param, public_bounds
 from .recipe import KNOWN_LEAKS, Budget, ComponentSpec, EvaluateSpec, Recipe, Step
 from .registry import (
     ComponentInfo,
     PluginInfo,
     Registry,
     get_registry,
+    known_leak_names,
     register,
     reset_registry,
 )
@@ -72,8 +75,6 @@ from .runner import CompiledRecipe, StepOutcome, compile, numeric_columns, run
 
 
 def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
     try:
         return version("privclust")
     except PackageNotFoundError:  # a source tree that was not installed

@@ -20,18 +20,21 @@ streams a ``SeedSequence`` would (see :class:`_SeedStream`).
 
 from __future__ import annotations
 
+import copy
 import math
+import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, runtime_checkable
 
 import attrs
 import numpy as np
+import pandas as pd
 
 from .components import Sensitivity
-from .errors import BudgetExceededError, PrivclustError, PrivclustWarning
+from .errors import BudgetExceededError, ParameterError, PrivclustError, PrivclustWarning
 from .hookspecs import hookimpl
-from .recipe import Budget, ComponentSpec
+from .recipe import KNOWN_LEAKS, Budget, ComponentSpec
 
 if TYPE_CHECKING:  # pragma: no cover
     from .constraints import ConstraintSet
@@ -173,9 +176,7 @@ class Ledger:
     def to_records(self) -> list[dict[str, Any]]:
         return [e.to_dict() for e in self._entries]
 
-    def to_frame(self):  # -> pandas.DataFrame
-        import pandas as pd
-
+    def to_frame(self) -> pd.DataFrame:
         columns = ["seq", "kind", "step", "step_id", "component", "mechanism", "epsilon", "delta",
                    "claimed_epsilon", "sensitivity", "relation", "statement"]
         rows = [{c: getattr(e, c) for c in columns} for e in self._entries]
@@ -503,6 +504,26 @@ class _StepInfo:
     on_progress: Callable[[float, float | None], None] | None
 
 
+# The registry a PrivacyContext made without one resolves components from.
+# This module sits below privclust.registry, so it never imports it: the
+# registry module hands its session-registry getter in when it is imported
+# (set_default_registry), and the runner passes its registry explicitly.
+_registry_provider: Callable[[], Registry] | None = None
+
+
+def set_default_registry(provider: Callable[[], Registry] | None) -> None:
+    """Host only: the function giving the registry that a :class:`PrivacyContext`
+    made without ``registry=`` resolves nested components from."""
+    global _registry_provider
+    _registry_provider = provider
+
+
+def _default_registry() -> Registry:
+    if _registry_provider is None:  # pragma: no cover - privclust.registry is imported with privclust
+        raise PrivclustError("no registry to resolve components from; pass registry= to PrivacyContext")
+    return _registry_provider()
+
+
 class PrivacyContext:
     """The privacy-accounting context of one run.
 
@@ -645,9 +666,7 @@ class PrivacyContext:
         if value is None or not isinstance(value, ComponentSpec | str | Mapping):
             return value
         if self.registry is None:
-            from .registry import get_registry
-
-            self.registry = get_registry()
+            self.registry = _default_registry()
         return self.registry.create(kind, value)
 
     def mechanism(self, value: Any = "laplace") -> Any:
@@ -794,12 +813,7 @@ class PrivacyContext:
         (``Budget(allow_leaks=[...])``, ``[privacy] allow_leaks`` in a recipe):
         the secure default is to claim nothing that a data-derived parameter
         would void."""
-        import warnings
-
         if not self.budget.allows(parameter):
-            from .errors import ParameterError
-            from .recipe import KNOWN_LEAKS
-
             info = self._step
             where = "" if info is None else f"step {info.step_id!r} ({info.component}): "
             declared = parameter in KNOWN_LEAKS
@@ -829,8 +843,6 @@ class PrivacyContext:
 
     def view(self) -> ContextView:
         """A read-only view of the run so far (for observers)."""
-        import copy
-
         # Copies: an entry is frozen, but its details are a dict an observer could change in place.
         return ContextView(budget=self.budget, entries=copy.deepcopy(self.ledger.entries), spent=self.spent,
                            seeded=self.seeded, step_index=self.step_index)

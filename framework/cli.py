@@ -24,6 +24,7 @@ import json
 import os
 import signal
 import sys
+import textwrap
 import time
 import warnings
 from collections.abc import Sequence
@@ -32,14 +33,22 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import attrs
+import numpy as np
+import pandas as pd
+from tqdm import tqdm
 
-from . import __version__
+from . import __version__, testing
 from ._io import Interrupted, check_outputs, committed, frame_writer, handle_signals, read_frame, text_writer, \
     write_atomically
+from .compare import compare, parse_sweep, summarize
+from .constraints import ConstraintSet
+from .datasets import TABLE1_RULE, table1
 from .errors import PrivclustError, RecipeError
 from .hookspecs import hookimpl
+from .plots import risk_utility_map
 from .recipe import Recipe
 from .registry import Registry, get_registry
+from .runner import compile, preflight, run
 
 __all__ = ["main"]
 
@@ -65,8 +74,6 @@ class ProgressDisplay:
         if self.quiet:
             return
         if self._bar is None:
-            from tqdm import tqdm
-
             self._bar = tqdm(total=total, file=self.stream, desc=f"  {step.use}", leave=False, disable=None)
         if total is not None and self._bar.total != total:
             self._bar.total = total
@@ -111,8 +118,6 @@ def _cmd_run(args: argparse.Namespace) -> int:
         raise PrivclustError(f"{report}: a report is written as .json or .html")
     data = read_frame(args.input)
     registry, _ = _registry_with_progress(args.quiet)
-    from .runner import run
-
     try:
         release = run(recipe, data, seed=_run_seed(args), registry=registry)
     finally:
@@ -178,8 +183,6 @@ def _report_paths(report: Path | None) -> dict[str, Path]:
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
-    from .runner import compile
-
     recipe = Recipe.from_toml(Path(args.recipe))
     compiled = compile(recipe)
     lines = [f"recipe {args.recipe}: OK against the installed plugins"]
@@ -191,12 +194,9 @@ def _cmd_check(args: argparse.Namespace) -> int:
     if recipe.privacy.limited:
         lines.append(f"  budget: epsilon {recipe.privacy.epsilon:g}, delta {recipe.privacy.delta:g}")
     if args.input:
-        from .runner import _check_frame, check_data
-
-        frame = _check_frame(read_frame(args.input))
-        check_data(compiled, frame)  # the same checks `run` makes before any step
-        lines.append(f"  data {args.input}: {frame.shape[0]} records; every column the recipe uses is present, "
-                     "numeric and finite, with enough records for each step")
+        checked = preflight(compiled, read_frame(args.input))  # the checks `run` makes before its first step
+        lines.append(f"  data {args.input}: {checked.frame.shape[0]} records; every column the recipe uses is "
+                     "present, numeric and finite, with enough records for each step")
     print("\n".join(lines))
     return 0
 
@@ -219,12 +219,10 @@ def _cmd_plugins(args: argparse.Namespace) -> int:
 def _figure_writer(table: Any, path: Path, risk: str | None, loss: str | None) -> Any:
     if path.suffix.lower() not in (".png", ".svg", ".pdf"):
         raise PrivclustError(f"{path}: a plot is written as .png, .svg or .pdf")
-    import matplotlib
+    import matplotlib  # optional dependency (privclust[plots]): imported only when a figure is written
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from .plots import risk_utility_map
+    import matplotlib.pyplot as plt  # optional dependency, as above
 
     ax = risk_utility_map(table, risk=risk, loss=loss)
 
@@ -236,8 +234,6 @@ def _figure_writer(table: Any, path: Path, risk: str | None, loss: str | None) -
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
-    from .compare import compare, parse_sweep, summarize
-
     output = Path(args.output)
     frame_writer(None, output)  # type: ignore[arg-type]  # checks the suffix before any work
     if args.summary:
@@ -286,8 +282,6 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
 def _cmd_audit(args: argparse.Namespace) -> int:
     """Audit every DP step of a recipe; exit 1 when a lower bound exceeds its charge."""
-    from . import testing
-
     recipe = Recipe.from_toml(Path(args.recipe))
     if args.trials < 20:
         raise PrivclustError(f"--trials must be at least 20 (runs per input); got {args.trials}")
@@ -330,15 +324,6 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     """The main job: Torra's Table 1 protected by constrained fuzzy
     microaggregation, with the rule checked record by record, the centres,
     the evaluations and the ledger."""
-    import textwrap
-
-    import numpy as np
-    import pandas as pd
-
-    from .constraints import ConstraintSet
-    from .datasets import TABLE1_RULE, table1
-    from .runner import compile, run
-
     if args.output:
         frame_writer(None, Path(args.output))  # type: ignore[arg-type]  # checks the suffix before any work
         check_outputs({"--output": args.output})

@@ -20,20 +20,30 @@ Sweep keys are ``<step id>.<parameter>`` (nested components with more dots:
 
 from __future__ import annotations
 
+import contextlib
+import difflib
 import itertools
 import math
+import multiprocessing as mp
 import os
+import socket
 import time
 import tomllib
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Any
+from urllib.parse import urlsplit
 
 import numpy as np
 import pandas as pd
+from tqdm import tqdm
 
+from ._io import worker_signals
 from .errors import PrivclustError, Problem, RecipeError
 from .recipe import Recipe
+from .registry import Registry, get_registry
+from .runner import _check_frame, compile, run
 
 __all__ = ["MAX_CONFIGURATIONS", "MAX_RUNS", "compare", "expand_grid", "grid_size", "parse_sweep", "summarize"]
 
@@ -162,8 +172,6 @@ def _set(recipe_dict: dict[str, Any], recipe: Recipe, key: str, value: Any) -> N
         recipe_dict.setdefault("privacy", {})[rest] = value
         return
     if head not in recipe.step_ids:
-        import difflib
-
         close = difflib.get_close_matches(head, recipe.step_ids, n=1)
         fix = f"did you mean {close[0]!r}?" if close else f"step ids: {', '.join(recipe.step_ids)}"
         raise RecipeError([Problem(key, f"no step has id {head!r}", fix)], source=recipe.name)
@@ -201,8 +209,6 @@ _WORKER_REGISTRY: Any = None
 
 
 def _worker_registry(spec: tuple[list[Any], list[str]] | None) -> Any:
-    from .registry import Registry, get_registry
-
     if spec is not None:
         plugins, blocked = spec
         return Registry(plugins=plugins, block=blocked)
@@ -212,10 +218,6 @@ def _worker_registry(spec: tuple[list[Any], list[str]] | None) -> Any:
 def _run_one(recipe_dict: dict[str, Any], data: pd.DataFrame | None, seed: np.random.SeedSequence,
              registry_spec: tuple[list[Any], list[str]] | None = None) -> dict[str, Any]:
     """Run one configuration; never raises for a failure of the run itself."""
-    import warnings
-
-    from .runner import run
-
     frame = data if data is not None else _WORKER_DATA
     start = time.perf_counter()
     try:
@@ -245,8 +247,6 @@ def _run_one(recipe_dict: dict[str, Any], data: pd.DataFrame | None, seed: np.ra
 
 
 def _progress_bar(total: int, enabled: bool) -> Any:
-    from tqdm import tqdm
-
     return tqdm(total=total, desc="privclust compare", disable=None if enabled else True, leave=False)
 
 
@@ -263,15 +263,11 @@ def _run_local(tasks: list[tuple[dict[str, Any], np.random.SeedSequence]], data:
                 results[i] = _run_one(recipe, data, seed)
                 bar.update()
         else:
-            import multiprocessing as mp
-
             if "fork" in mp.get_all_start_methods():
                 context, spec, shipped = mp.get_context("fork"), None, None
             else:  # the children start afresh: send the data and rebuild the registry
                 context, shipped = mp.get_context("spawn"), data
                 spec = (registry.session_plugins(), registry.blocked())
-            from ._io import worker_signals
-
             pool = ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=worker_signals)
             try:
                 futures = {pool.submit(_run_one, recipe, shipped, seed, spec): i
@@ -307,8 +303,6 @@ def _check_engine(scheduler: Any, processes: Any, timeout: Any) -> None:
 
 def _split_address(address: str) -> tuple[str, str | None, int | None]:
     """``(scheme, host, port)`` of a scheduler address, or a clean error."""
-    from urllib.parse import urlsplit
-
     text = address.strip()
     try:
         parts = urlsplit(text if "://" in text else f"tcp://{text}")
@@ -342,7 +336,7 @@ def _stop_pool(pool: ProcessPoolExecutor) -> None:
 def _client(scheduler: Any, timeout: float) -> tuple[Any, list[Any] | None]:
     """A Dask client for ``scheduler``, and what this call opened and must close."""
     try:
-        from distributed import Client, LocalCluster
+        from distributed import Client, LocalCluster  # optional dependency (privclust[distributed])
     except ImportError as err:
         raise PrivclustError("running on a Dask cluster needs distributed: pip install 'privclust[distributed]'") \
             from err
@@ -372,8 +366,6 @@ def _unreachable(address: str, timeout: float, err: BaseException) -> PrivclustE
 def _probe(address: str, timeout: float) -> None:
     """Fail fast, in one clean error, when nothing listens at a tcp:// address
     (a Dask client would retry in the background and log every attempt)."""
-    import socket
-
     scheme, host, port = _split_address(address)
     if scheme not in ("tcp", "tls") or host is None:
         return
@@ -386,7 +378,7 @@ def _probe(address: str, timeout: float) -> None:
 
 def _run_dask(tasks: list[tuple[dict[str, Any], np.random.SeedSequence]], data: pd.DataFrame, scheduler: Any,
               timeout: float, progress: bool, registry: Any) -> list[dict[str, Any]]:
-    from distributed import as_completed as dask_completed
+    from distributed import as_completed as dask_completed  # optional dependency (privclust[distributed])
 
     client, owned = _client(scheduler, timeout)
     try:
@@ -401,8 +393,6 @@ def _run_dask(tasks: list[tuple[dict[str, Any], np.random.SeedSequence]], data: 
                 results[index[future.key]] = future.result()
                 bar.update()
         except BaseException:  # Ctrl-C, SIGTERM: cancel what is queued or running on the cluster
-            import contextlib
-
             with contextlib.suppress(Exception):
                 client.cancel(futures, force=True)
             raise
@@ -449,8 +439,6 @@ def _grids(grid: Mapping[str, Any] | None, names: Sequence[str]) -> dict[str, Ma
     shared = {k: v for k, v in grid.items() if "." in k}
     unknown = [k for k in per_recipe if k not in names or not isinstance(per_recipe[k], Mapping)]
     if unknown:
-        import difflib
-
         hints = []
         for k in unknown:
             close = difflib.get_close_matches(k, names, n=1)
@@ -501,9 +489,6 @@ def compare(
     :raises RecipeError: before anything runs, for a sweep over a step or
         parameter a recipe does not have, or values a component refuses.
     """
-    from .registry import get_registry
-    from .runner import _check_frame, compile
-
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
         raise PrivclustError(f"repeats must be an integer >= 1; got {repeats!r}")
     _check_engine(scheduler, processes, timeout)

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 import attrs
 import numpy as np
 
-from .params import field_kind, param_name
+from .specs import component_params
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -334,21 +334,3 @@ class Evaluator(Protocol):
 # ---------------------------------------------------------------------------
 # Helpers
 # ---------------------------------------------------------------------------
-
-
-def component_params(component: Any) -> dict[str, Any]:
-    """Every parameter of a component instance, keyed by its recipe name.
-
-    Nested components become :class:`~privclust.ComponentSpec` values.
-    """
-    from .recipe import ComponentSpec
-
-    out: dict[str, Any] = {}
-    for field in attrs.fields(type(component)):
-        if not field.init:
-            continue
-        value = getattr(component, field.name)
-        if field_kind(field) is not None and value is not None and not isinstance(value, ComponentSpec):
-            value = ComponentSpec.of(value)
-        out[param_name(field.name)] = value
-    return out

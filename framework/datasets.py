@@ -25,6 +25,7 @@ it can be put in.
 
 from __future__ import annotations
 
+import difflib
 import gzip
 import io
 import os
@@ -101,7 +102,7 @@ def table1() -> pd.DataFrame:
 
 def iris() -> pd.DataFrame:
     """Fisher's Iris (150 x 4, 3 classes) from scikit-learn, with a categorical ``class`` column."""
-    from sklearn.datasets import load_iris
+    from sklearn.datasets import load_iris  # heavy (all of sklearn.datasets): only when this set is loaded
 
     bunch = load_iris()
     frame = pd.DataFrame(bunch.data, columns=["sepal_length", "sepal_width", "petal_length", "petal_width"])
@@ -118,7 +119,7 @@ def _classes(labels: np.ndarray) -> pd.Categorical:
 def wdbc() -> pd.DataFrame:
     """Breast Cancer Wisconsin (Diagnostic), 569 x 30, 2 classes, from
     scikit-learn, with a categorical ``class`` column (0 = malignant, 1 = benign)."""
-    from sklearn.datasets import load_breast_cancer
+    from sklearn.datasets import load_breast_cancer  # heavy: only when this set is loaded
 
     bunch = load_breast_cancer()
     frame = pd.DataFrame(bunch.data, columns=[str(c).replace(" ", "_") for c in bunch.feature_names])
@@ -234,7 +235,7 @@ def load(name: str) -> pd.DataFrame:
         cached = _cache_dir() / filename
         rda = _fetch(f"{_SDCMICRO_BASE}/{rdata}", _cache_dir() / rdata)
         try:
-            import pyreadr
+            import pyreadr  # optional dependency: only for the .rda data sets
         except ImportError as err:
             raise DatasetUnavailableError(
                 f"{name} is distributed as an R data file ({rda}); install pyreadr to read it "
@@ -248,8 +249,6 @@ def load(name: str) -> pd.DataFrame:
             fh.write(buffer.getvalue())
         os.replace(tmp, cached)
         return frame
-    import difflib
-
     close = difflib.get_close_matches(key, names(), n=2)
     hint = f"did you mean {' or '.join(repr(c) for c in close)}?" if close else f"known: {', '.join(names())}"
     raise DatasetUnavailableError(f"no data set named {name!r}; {hint}")

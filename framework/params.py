@@ -19,24 +19,27 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
+import numpy as np
 
-from .errors import ParameterError
+from .errors import ParameterError, Problem
+from .specs import (
+    _META_DOC,
+    _META_KIND,
+    _META_LEAK,
+    _META_TYPE,
+    ComponentSpec,
+    field_doc,
+    field_kind,
+    param_name,
+    to_component_value,
+)
 
-__all__ = ["NOTHING", "DataLeak", "declared_leaks", "known_leak_names", "leak_problems", "nested", "param",
-           "param_name", "public_bounds", "unknown_leak_problems"]
+__all__ = ["NOTHING", "DataLeak", "declared_leaks", "leak_problems", "nested", "param", "param_name",
+           "public_bounds"]
 
 #: Sentinel: the parameter is required (no default).
 NOTHING = attrs.NOTHING
 
-_META_DOC = "privclust_doc"
-_META_KIND = "privclust_kind"
-_META_TYPE = "privclust_type"
-_META_LEAK = "privclust_leak"
-
-
-def param_name(field_name: str) -> str:
-    """The recipe key of an attrs field: ``lambda_`` -> ``lambda``."""
-    return field_name[:-1] if field_name.endswith("_") and not field_name.endswith("__") else field_name
 
 
 def _owner(inst: Any) -> str:
@@ -60,26 +63,16 @@ def _convert(tp: Any, value: Any) -> Any:
             return value
         if isinstance(value, int):
             return float(value)
-        try:
-            import numpy as np
-
-            if isinstance(value, np.floating | np.integer):
-                return float(value)
-        except ImportError:  # pragma: no cover - numpy is a dependency
-            pass
+        if isinstance(value, np.floating | np.integer):
+            return float(value)
         return value
     if tp is int:
         if isinstance(value, bool):
             return value
         if isinstance(value, float) and value.is_integer():
             return int(value)
-        try:
-            import numpy as np
-
-            if isinstance(value, np.integer):
-                return int(value)
-        except ImportError:  # pragma: no cover
-            pass
+        if isinstance(value, np.integer):
+            return int(value)
         return value
     if tp is tuple and isinstance(value, list):
         return tuple(value)
@@ -276,48 +269,10 @@ def declared_leaks(component: Any, where: str = "") -> list[tuple[str, DataLeak]
     return found
 
 
-def known_leak_names(registry: Any = None) -> tuple[str, ...]:
-    """The leak names a recipe may opt in to: the built-in
-    :data:`privclust.KNOWN_LEAKS` and every name an installed component
-    declares in its ``leak_names`` class attribute (a third-party plugin that
-    records a leak of its own names it there)."""
-    from .recipe import KNOWN_LEAKS
-
-    if registry is None:
-        from .registry import get_registry
-
-        registry = get_registry()
-    extra: set[str] = set()
-    for info in registry.components():
-        extra.update(getattr(info.cls, "leak_names", ()) or ())
-    return KNOWN_LEAKS + tuple(sorted(extra - set(KNOWN_LEAKS)))
-
-
-def unknown_leak_problems(budget: Any, registry: Any = None) -> list[Any]:
-    """A :class:`~privclust.errors.Problem` for the names of
-    ``budget.allow_leaks`` that no built-in or installed component knows."""
-    import difflib
-
-    from .errors import Problem
-
-    if not budget.allow_leaks:
-        return []
-    known = known_leak_names(registry)
-    unknown = [n for n in budget.allow_leaks if n not in known]
-    if not unknown:
-        return []
-    close = [m for n in unknown for m in difflib.get_close_matches(n, known, n=1, cutoff=0.6)]
-    hint = ("did you mean " + " or ".join(repr(c) for c in close) + "? ") if close else ""
-    return [Problem("privacy.allow_leaks", f"unknown leak name(s) {', '.join(repr(u) for u in unknown)}",
-                    f"{hint}known leak names: {', '.join(known)}")]
-
-
 def leak_problems(component: Any, budget: Any, where: str = "") -> list[Any]:
     """One :class:`~privclust.errors.Problem` per data-derived parameter of
     ``component`` that ``budget`` (a :class:`~privclust.Budget`) does not
     allow by name; the compile-time half of the secure defaults."""
-    from .errors import Problem
-
     problems = []
     for location, leak in declared_leaks(component, where):
         if budget.allows(leak.name):
@@ -340,8 +295,6 @@ def nested(kind: str, *, default: Any = None, doc: str = "") -> Any:
     ``None``. A string default names the registered component used when the
     recipe gives none, so a swapped built-in is honoured.
     """
-    from .recipe import ComponentSpec, to_component_value
-
     def validate(inst: Any, attribute: attrs.Attribute, value: Any) -> None:
         if value is None or isinstance(value, ComponentSpec):
             return
@@ -361,13 +314,3 @@ def nested(kind: str, *, default: Any = None, doc: str = "") -> Any:
         metadata=metadata,
         kw_only=True,
     )
-
-
-def field_kind(attribute: attrs.Attribute) -> str | None:
-    """The component kind a nested field holds, or ``None`` for a plain parameter."""
-    return attribute.metadata.get(_META_KIND)
-
-
-def field_doc(attribute: attrs.Attribute) -> str:
-    """The one-line description of a parameter field."""
-    return attribute.metadata.get(_META_DOC, "")

@@ -13,6 +13,7 @@ matplotlib is imported only when a plot is drawn (``pip install
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Sequence
 from typing import Any
 
@@ -30,10 +31,18 @@ LOSS_HINTS = ("sse", "il1", "loss", "moments", "ari", "pair")
 
 def _pyplot() -> Any:
     try:
-        import matplotlib.pyplot as plt
+        import matplotlib.pyplot as plt  # optional dependency (privclust[plots])
     except ImportError as err:
         raise PrivclustError("plots need matplotlib: pip install 'privclust[plots]'") from err
     return plt
+
+
+def _figure_class() -> Any:
+    try:
+        from matplotlib.figure import Figure  # optional dependency (privclust[plots])
+    except ImportError as err:
+        raise PrivclustError("plots need matplotlib: pip install 'privclust[plots]'") from err
+    return Figure
 
 
 def _axes(ax: Any, **figure: Any) -> Any:
@@ -49,8 +58,6 @@ def _pick(table: pd.DataFrame, given: str | None, hints: Sequence[str], what: st
         c for c in table.columns if "." in c and pd.api.types.is_numeric_dtype(table[c])]
     if given is not None:
         if given not in table.columns:
-            import difflib
-
             close = difflib.get_close_matches(given, metrics, n=2)
             hint = f"did you mean {' or '.join(repr(c) for c in close)}?" if close else f"figures: {', '.join(metrics)}"
             raise PrivclustError(f"no figure named {given!r} in the table; {hint}")
@@ -193,21 +200,30 @@ def _axis_power(low: float, high: float) -> int:
     return int(np.floor(np.log10(biggest)))
 
 
-def before_after(release: Any, columns: Sequence[str] | None = None, *, bins: int = 30, axes: Any = None) -> Any:
+def before_after(release: Any, columns: Sequence[str] | None = None, *, bins: int = 30, axes: Any = None,
+                 detached: bool = False) -> Any:
     """Histograms of each released column over the original's. This plot
     shows the original distribution: keep it out of published reports
-    (``non_disclosive=True`` does)."""
+    (``non_disclosive=True`` does).
+
+    With ``detached=True`` the figure is a plain ``matplotlib.figure.Figure``
+    that pyplot does not manage: drawing it neither selects a backend nor
+    shows it in a notebook (the HTML report draws its plots this way)."""
     cols = list(columns) if columns is not None else [
         c for c in release.original.columns
         if any(c in o.columns for o in release.outcomes if o.kind != "clusterers")]
     if not cols:
         raise PrivclustError("no column was changed by the release; name the columns to plot")
-    plt = _pyplot()
     if axes is None:
         n = len(cols)
         ncols = min(3, n)
         nrows = int(np.ceil(n / ncols))
-        fig, axes = plt.subplots(nrows, ncols, figsize=(4 * ncols, 3 * nrows), squeeze=False)
+        size = (4 * ncols, 3 * nrows)
+        if detached:
+            figure = _figure_class()(figsize=size)
+            axes = figure.subplots(nrows, ncols, squeeze=False)
+        else:
+            _, axes = _pyplot().subplots(nrows, ncols, figsize=size, squeeze=False)
         for extra in axes.ravel()[n:]:
             extra.set_visible(False)
     flat = np.asarray(axes).ravel()

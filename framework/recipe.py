@@ -21,13 +21,14 @@ import re
 import tomllib
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from types import MappingProxyType
 from typing import Any
 
 import attrs
 import tomli_w
 
 from .errors import Problem, RecipeError
+from .specs import FrozenMap as FrozenMap  # re-exported: pickles of a Release name privclust.recipe.FrozenMap
+from .specs import ComponentSpec, _freeze, _thaw, to_component_value
 
 __all__ = [
     "Budget",
@@ -90,110 +91,6 @@ def _depth(value: Any, limit: int = MAX_RECIPE_DEPTH) -> tuple[int, str]:
     return deepest, where
 
 
-class FrozenMap(Mapping[str, Any]):
-    """A read-only mapping of parameters that, unlike ``MappingProxyType``,
-    pickles (a Release holding its recipe can be sent to another process)."""
-
-    __slots__ = ("_data",)
-
-    def __init__(self, data: Mapping[str, Any] = MappingProxyType({})):
-        self._data = dict(data)
-
-    def __getitem__(self, key: str) -> Any:
-        return self._data[key]
-
-    def __iter__(self) -> Any:
-        return iter(self._data)
-
-    def __len__(self) -> int:
-        return len(self._data)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Mapping) and dict(self.items()) == dict(other.items())
-
-    __hash__ = None  # type: ignore[assignment]  # like a dict
-
-    def __repr__(self) -> str:
-        return repr(self._data)
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self._data,))
-
-
-def _freeze(value: Any) -> Any:
-    """Deep-copy a parameter value into an immutable form (lists -> tuples)."""
-    if isinstance(value, ComponentSpec):
-        return value
-    if isinstance(value, Mapping):
-        if "use" in value:
-            return ComponentSpec.from_mapping(value)
-        return FrozenMap({str(k): _freeze(v) for k, v in value.items()})
-    if isinstance(value, list | tuple):
-        return tuple(_freeze(v) for v in value)
-    return value
-
-
-def _thaw(value: Any) -> Any:
-    """The plain-data form of a parameter value (tuples -> lists, specs -> dicts)."""
-    if isinstance(value, ComponentSpec):
-        return value.to_dict()
-    if attrs.has(type(value)) and isinstance(getattr(type(value), "name", None), str):
-        return ComponentSpec.of(value).to_dict()
-    if isinstance(value, Mapping):
-        return {k: _thaw(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_thaw(v) for v in value]
-    if hasattr(value, "tolist") and hasattr(value, "dtype"):  # numpy scalars and arrays
-        return value.tolist()
-    return value
-
-
-@attrs.frozen
-class ComponentSpec:
-    """A component named by ``use`` with its parameters (the data form).
-
-    Nested components inside ``params`` are ComponentSpecs themselves.
-    """
-
-    use: str
-    params: Mapping[str, Any] = attrs.field(factory=dict, converter=_freeze)
-
-    @classmethod
-    def from_mapping(cls, mapping: Mapping[str, Any]) -> ComponentSpec:
-        """Build from ``{"use": name, **params}``."""
-        use = mapping.get("use")
-        if not isinstance(use, str) or not use:
-            raise RecipeError([Problem("", f"a component table needs 'use' = \"<name>\"; got {dict(mapping)!r}")])
-        return cls(use, {k: v for k, v in mapping.items() if k != "use"})
-
-    @classmethod
-    def of(cls, component: Any) -> ComponentSpec:
-        """The spec of a component instance: its name and every parameter that
-        is set (``None`` means "not set": TOML has no null, and leaving such a
-        parameter out gives the same component)."""
-        from .components import component_params
-
-        return cls(type(component).name, {k: v for k, v in component_params(component).items() if v is not None})
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"use": self.use, **{k: _thaw(v) for k, v in self.params.items()}}
-
-    def __eq__(self, other: object) -> bool:  # MappingProxyType does not compare to dict
-        return isinstance(other, ComponentSpec) and self.to_dict() == other.to_dict()
-
-    def __hash__(self) -> int:
-        return hash(repr(self.to_dict()))
-
-
-def to_component_value(value: Any) -> Any:
-    """Converter for nested-component fields: a name or a table becomes a spec."""
-    if isinstance(value, str):
-        return ComponentSpec(value)
-    if isinstance(value, Mapping):
-        return ComponentSpec.from_mapping(value)
-    return value
-
-
 def _check_epsilon(inst: Any, attribute: attrs.Attribute, value: float | None) -> None:
     if value is None:
         return
@@ -222,7 +119,7 @@ _LEAK_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
 def _check_leaks(inst: Any, attribute: attrs.Attribute, value: Any) -> None:
     """The form of ``allow_leaks``; names unknown to the built-ins must be
     declared by an installed component (checked when the recipe is compiled,
-    see :func:`privclust.params.known_leak_names`)."""
+    see :func:`privclust.known_leak_names`)."""
     known = ", ".join(repr(k) for k in KNOWN_LEAKS)
     if not isinstance(value, tuple) or not all(isinstance(v, str) for v in value):
         raise RecipeError([Problem("privacy.allow_leaks", f"must be a list of leak names; got {value!r}",

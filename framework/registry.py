@@ -28,28 +28,30 @@ import inspect
 import os
 import re
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+import warnings
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import attrs
 import pluggy
 
-from . import hookspecs
+from . import accounting, building, hookspecs
+from .accounting import BasicAccountant
 from .components import KIND_METHODS, KINDS
 from .errors import (
     DuplicateComponentError,
-    ParameterError,
     PluginError,
     PrivclustError,
+    PrivclustWarning,
     Problem,
-    RecipeError,
     UnknownComponentError,
 )
 from .hookspecs import NAME
-from .params import field_kind, param_name
-from .recipe import STEP_KEYS, ComponentSpec
+from .recipe import KNOWN_LEAKS, STEP_KEYS
+from .specs import _thaw, field_doc, field_kind, param_name
 
-__all__ = ["ComponentInfo", "PluginInfo", "Registry", "get_registry", "register", "reset_registry"]
+__all__ = ["ComponentInfo", "PluginInfo", "Registry", "get_registry", "known_leak_names", "register", "reset_registry",
+           "unknown_leak_problems"]
 
 #: Environment variable listing plugins (``name``) or components
 #: (``plugin:component``) to block, comma-separated.
@@ -90,9 +92,6 @@ class ComponentInfo:
         """Each hyper-parameter: its recipe key, default (``"required"`` when
         it has none), the component kind it holds if it is nested, and its
         one-line description."""
-        from .params import field_doc
-        from .recipe import _thaw
-
         out = []
         for field in attrs.fields(self.cls):
             if not field.init:
@@ -240,8 +239,6 @@ class Registry:
             pm.add_hookspecs(hookspecs)
             self._pm = pm
             try:
-                from . import accounting
-
                 self._register(accounting, "privclust.accounting", NAME, _own_version(), builtin=True)
                 for ep, dist, version, builtin in self._ordered_entry_points():
                     if ep.name in self._blocked_plugins:
@@ -272,10 +269,6 @@ class Registry:
     @staticmethod
     def _warn_unused_blocks(what: str, unused: Sequence[str], known: Sequence[str]) -> None:
         """A misspelt block name would block nothing in silence: say so."""
-        import warnings
-
-        from .errors import PrivclustWarning
-
         for name in unused:
             close = difflib.get_close_matches(name, list(known), n=1)
             hint = f"; did you mean {close[0]!r}?" if close else ""
@@ -445,6 +438,10 @@ class Registry:
                 def register(cls: Any, *, _kind: str = kind, _info: PluginInfo = info) -> None:
                     self._add(tables, _kind, cls, _info)
 
+                # One implementation at a time, so that each class is credited to the plugin that
+                # registered it. pluggy's public per-plugin caller (subset_hook_caller) needs hashable
+                # plugin objects, which privclust does not ask of a plugin, so the implementation is
+                # called here, with the arguments it declares, as pluggy would.
                 kwargs = {"register": register}
                 try:
                     impl.function(**{k: v for k, v in kwargs.items() if k in impl.argnames})
@@ -558,139 +555,15 @@ class Registry:
         table or an instance, resolving nested components through this
         registry. Every problem is raised together in one
         :class:`RecipeError` (``where`` prefixes the locations)."""
-        problems: list[Problem] = []
-        instance = self._create(kind, value, params, where, problems)
-        if problems:
-            raise RecipeError(problems)
-        return instance
-
-    def _create(self, kind: str, value: Any, extra: Mapping[str, Any], where: str, problems: list[Problem]) -> Any:
-        if isinstance(value, str):
-            spec = ComponentSpec(value, extra)
-        elif isinstance(value, ComponentSpec):
-            spec = ComponentSpec(value.use, {**value.params, **extra}) if extra else value
-        elif isinstance(value, Mapping):
-            spec = ComponentSpec.from_mapping({**value, **extra})
-        elif attrs.has(type(value)) and isinstance(getattr(type(value), "name", None), str):
-            if extra:
-                value = attrs.evolve(value, **_field_kwargs(type(value), extra))
-            return self._resolve_nested(kind, value, where, problems)
-        else:
-            problems.append(Problem(where, f"expected a {kind.replace('_', ' ')[:-1]} name or table; got {value!r}"))
-            return None
-        prefix = f"{where}." if where else ""
-        try:
-            cls = self.get(kind, spec.use)
-        except UnknownComponentError as err:
-            others = [k.replace("_", " ") for k in self.kind_of(spec.use)]
-            fix = f"{spec.use!r} is one of the {', '.join(others)}, not a {kind.replace('_', ' ')[:-1]}" if others else ""
-            problems.append(Problem(f"{prefix}use", str(err), fix))
-            return None
-        fields = {param_name(f.name): f for f in attrs.fields(cls) if f.init}
-        kwargs: dict[str, Any] = {}
-        ok = True
-        for key, val in spec.params.items():
-            field = fields.get(key)
-            if field is None:
-                close = difflib.get_close_matches(key, list(fields), n=2, cutoff=0.6)
-                fix = ("did you mean " + " or ".join(repr(c) for c in close) + "?") if close else (
-                    f"{spec.use} takes: {', '.join(fields) or 'no parameters'}")
-                problems.append(Problem(f"{prefix}{key}", f"{spec.use} has no parameter {key!r}", fix))
-                ok = False
-                continue
-            sub_kind = field_kind(field)
-            if sub_kind is not None and val is not None:
-                if isinstance(val, str | ComponentSpec | Mapping):
-                    val = self._create(sub_kind, val, {}, f"{prefix}{key}", problems)
-                    if val is None:
-                        ok = False
-                        continue
-            kwargs[field.name] = val
-        bad_values = _probe_fields(cls, kwargs, where)
-        problems.extend(bad_values)
-        if not ok or bad_values:
-            return None
-        try:
-            instance = cls(**kwargs)
-        except (ParameterError, RecipeError, PrivclustError) as err:
-            problems.append(Problem(where, str(err)))
-            return None
-        except (TypeError, ValueError) as err:
-            problems.append(Problem(where, f"{spec.use}: {err}"))
-            return None
-        return self._resolve_nested(kind, instance, where, problems)
-
-    def _resolve_nested(self, kind: str, instance: Any, where: str, problems: list[Problem]) -> Any:
-        changes: dict[str, Any] = {}
-        prefix = f"{where}." if where else ""
-        for field in attrs.fields(type(instance)):
-            sub_kind = field_kind(field)
-            value = getattr(instance, field.name)
-            if sub_kind is None or value is None:
-                continue
-            if isinstance(value, ComponentSpec):
-                resolved = self._create(sub_kind, value, {}, f"{prefix}{param_name(field.name)}", problems)
-            else:
-                resolved = self._resolve_nested(sub_kind, value, f"{prefix}{param_name(field.name)}", problems)
-            if resolved is not None and resolved is not value:
-                changes[field.name] = resolved
-        if changes:
-            try:
-                return attrs.evolve(instance, **_evolve_names(type(instance), changes))
-            except (PrivclustError, TypeError, ValueError) as err:
-                problems.append(Problem(where, str(err)))
-        return instance
+        return building.create(self, kind, value, params, where)
 
     # -- hooks ---------------------------------------------------------------------
 
     def make_accountant(self, budget: Any) -> Any:
         accountant = self.hooks.make_accountant(budget=budget)
         if accountant is None:  # pragma: no cover - the host's default always answers
-            from .accounting import BasicAccountant
-
             accountant = BasicAccountant(budget)
         return accountant
-
-
-class _Probe:
-    """Stands in for the instance when a field's validator runs on its own."""
-
-    def __init__(self, name: str):
-        self.name = name
-
-
-def _probe_fields(cls: type, kwargs: Mapping[str, Any], where: str) -> list[Problem]:
-    """Run each given field's converter and validator on its own, so that
-    every bad value is reported at once (attrs stops at the first)."""
-    problems = []
-    fields = {f.name: f for f in attrs.fields(cls)}
-    for name, value in kwargs.items():
-        field = fields[name]
-        try:
-            converted = field.converter(value) if callable(field.converter) else value
-            if field.validator is not None:
-                field.validator(_Probe(getattr(cls, "name", cls.__name__)), field, converted)
-        except (ParameterError, RecipeError) as err:
-            problems.append(Problem(f"{where}.{param_name(name)}" if where else "", str(err)))
-        except (TypeError, ValueError):
-            continue  # left to the constructor, which reports it in context
-    return problems
-
-
-def _field_kwargs(cls: type, params: Mapping[str, Any]) -> dict[str, Any]:
-    fields = {param_name(f.name): f.name for f in attrs.fields(cls) if f.init}
-    out = {}
-    for key, value in params.items():
-        if key not in fields:
-            raise RecipeError([Problem(key, f"{cls.name} has no parameter {key!r}")])  # type: ignore[attr-defined]
-        out[fields[key]] = value
-    return out
-
-
-def _evolve_names(cls: type, changes: Mapping[str, Any]) -> dict[str, Any]:
-    """attrs.evolve takes init (alias) names: ``lambda_`` stays ``lambda_``."""
-    aliases = {f.name: (f.alias or f.name) for f in attrs.fields(cls)}
-    return {aliases[k]: v for k, v in changes.items()}
 
 
 def _session_name(plugin: Any) -> str:
@@ -748,3 +621,42 @@ def register(plugin: Any, name: str | None = None) -> str:
     replaced, so re-running a notebook cell just works.
     """
     return get_registry().register(plugin, name)
+
+
+# A PrivacyContext made without a registry (a component used outside a recipe)
+# resolves nested components through the session registry; accounting sits
+# below this module, so the session registry is handed to it here.
+accounting.set_default_registry(get_registry)
+
+
+# ---------------------------------------------------------------------------
+# Leak names (a question about the installed components)
+# ---------------------------------------------------------------------------
+
+
+def known_leak_names(registry: Registry | None = None) -> tuple[str, ...]:
+    """The leak names a recipe may opt in to: the built-in
+    :data:`privclust.KNOWN_LEAKS` and every name an installed component
+    declares in its ``leak_names`` class attribute (a third-party plugin that
+    records a leak of its own names it there)."""
+    if registry is None:
+        registry = get_registry()
+    extra: set[str] = set()
+    for info in registry.components():
+        extra.update(getattr(info.cls, "leak_names", ()) or ())
+    return KNOWN_LEAKS + tuple(sorted(extra - set(KNOWN_LEAKS)))
+
+
+def unknown_leak_problems(budget: Any, registry: Registry | None = None) -> list[Problem]:
+    """A :class:`~privclust.errors.Problem` for the names of
+    ``budget.allow_leaks`` that no built-in or installed component knows."""
+    if not budget.allow_leaks:
+        return []
+    known = known_leak_names(registry)
+    unknown = [n for n in budget.allow_leaks if n not in known]
+    if not unknown:
+        return []
+    close = [m for n in unknown for m in difflib.get_close_matches(n, known, n=1, cutoff=0.6)]
+    hint = ("did you mean " + " or ".join(repr(c) for c in close) + "? ") if close else ""
+    return [Problem("privacy.allow_leaks", f"unknown leak name(s) {', '.join(repr(u) for u in unknown)}",
+                    f"{hint}known leak names: {', '.join(known)}")]

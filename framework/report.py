@@ -11,10 +11,14 @@ evaluations. It says whether the run was seeded and never contains the seed.
 
 from __future__ import annotations
 
+import base64
 import datetime as _dt
 import functools
+import io
 import importlib.metadata as metadata
+import importlib.util
 import json
+import pickle
 import platform
 from collections.abc import Mapping
 from typing import Any
@@ -27,6 +31,7 @@ from markupsafe import Markup
 
 from .accounting import Accountant, Budget, Ledger, _jsonable
 from .errors import PrivclustError
+from .plots import before_after
 from .recipe import Recipe, _thaw
 
 __all__ = ["Release", "environment"]
@@ -97,8 +102,6 @@ class Release:
     def __reduce__(self):
         """Pickle without the registry (a live plugin manager); every part of
         the report comes from the run-time snapshot."""
-        import pickle
-
         for o in self.outcomes:  # name the culprit rather than fail deep inside pickle
             for what, part in (("component", o.component), ("result", o.result)):
                 try:
@@ -304,31 +307,19 @@ def _fmt(value: Any) -> str:
 
 
 def _png(figure: Any) -> str:
-    """The figure as base64 PNG data (the figure is closed)."""
-    import base64
-    import io
-
+    """The figure (one pyplot does not manage) as base64 PNG data."""
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", dpi=90, bbox_inches="tight")
-    import matplotlib.pyplot as plt
-
-    plt.close(figure)
     return base64.b64encode(buffer.getvalue()).decode()
 
 
 def _plots(release: Release) -> dict[str, Any]:
     """The distribution plots: ``{"missing": True}`` without matplotlib,
     ``{"png": ""}`` when the release has nothing to plot."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg", force=False)
-    except ImportError:
+    if importlib.util.find_spec("matplotlib") is None:  # an optional dependency (privclust[plots])
         return {"missing": True, "png": ""}
-    from .plots import before_after
-
-    try:
-        axes = before_after(release)
+    try:  # a figure pyplot does not manage: the notebook's backend is left alone and nothing is shown
+        axes = before_after(release, detached=True)
     except PrivclustError:
         return {"missing": False, "png": ""}
     figure = np.asarray(axes).ravel()[0].figure

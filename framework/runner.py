@@ -19,6 +19,8 @@ The input frame is never modified. Evaluators run last.
 
 from __future__ import annotations
 
+import copy
+import difflib
 import math
 import time
 from collections.abc import Mapping, Sequence
@@ -28,13 +30,15 @@ import attrs
 import numpy as np
 import pandas as pd
 
-from .accounting import Budget, PrivacyContext
+from .accounting import Budget, Ledger, PrivacyContext
 from .components import EvaluationInputs, Masked, Partition, component_params
 from .constraints import ConstraintSet
 from .errors import DataError, PrivclustError, Problem, RecipeError
-from .params import leak_problems, unknown_leak_problems
-from .recipe import DEFAULT_LABEL_COLUMN, EvaluateSpec, Recipe, Step
-from .registry import Registry, get_registry
+from .params import leak_problems
+from .recipe import DEFAULT_LABEL_COLUMN, EvaluateSpec, Recipe, Step, _thaw
+from .registry import Registry, get_registry, unknown_leak_problems
+from .report import Release
+from .verify import snapshot, verdict, verify
 
 __all__ = ["CompiledRecipe", "CompiledStep", "StepOutcome", "compile", "run", "numeric_columns"]
 
@@ -130,8 +134,6 @@ class StepOutcome:
         return f"{_ROLE[self.kind]} {self.name!r} {what} ({self.elapsed:.3g} s)."
 
     def audit_details(self) -> dict[str, Any]:
-        from .recipe import _thaw
-
         return {"parameters": _thaw(self.params), "columns": list(self.columns), "records": self.n_records,
                 "elapsed_seconds": self.elapsed}
 
@@ -173,8 +175,6 @@ def compile(recipe: Recipe | Mapping[str, Any] | str, registry: Registry | None 
                                         "not a step component",
                                         "list evaluators under [[evaluate]] and edit rules under [[constraints]]"))
                 continue
-            import difflib
-
             known = [n for k in STEP_KINDS for n in registry.tables[k]]
             close = difflib.get_close_matches(step.use, known, n=3, cutoff=0.5)
             fix = ("did you mean " + " or ".join(repr(c) for c in close) + "?") if close else (
@@ -193,6 +193,11 @@ def compile(recipe: Recipe | Mapping[str, Any] | str, registry: Registry | None 
         check = getattr(component, "step_problems", None)
         for text in (check() if callable(check) else ()) or ():
             problems.append(Problem(where, str(text)))
+        infinite = [f"{what} = {value:g}" for what, value in zip(("epsilon", "delta"), _planned_cost(component),
+                                                                  strict=True) if not math.isfinite(value)]
+        if infinite:  # no noise would be added, or its scale would overflow: refused before any data are read
+            problems.append(Problem(where, f"{step.use} would spend {' and '.join(infinite)}; a step's privacy cost "
+                                    "must be a finite number", "give a finite value, e.g. epsilon = 1.0"))
         problems.extend(leak_problems(component, recipe.privacy, where))  # secure defaults for DP
         steps.append(CompiledStep(i, step_id, step, kind, component))
 
@@ -227,13 +232,13 @@ def compile(recipe: Recipe | Mapping[str, Any] | str, registry: Registry | None 
         planned = sum(_planned_cost(cs.component)[0] for cs in steps)
         planned_delta = sum(_planned_cost(cs.component)[1] for cs in steps)
         assert recipe.privacy.epsilon is not None
-        if planned > recipe.privacy.epsilon * (1 + 1e-9):
+        if math.isfinite(planned) and planned > recipe.privacy.epsilon * (1 + 1e-9):
             parts = ", ".join(f"steps[{cs.index}] {_planned_cost(cs.component)[0]:g}" for cs in steps
                               if _planned_cost(cs.component)[0])
             problems.append(Problem("privacy.epsilon", f"the steps ask for epsilon = {planned:g} ({parts}) but "
                                     f"the budget is {recipe.privacy.epsilon:g}",
                                     "raise [privacy] epsilon or lower the steps' epsilon"))
-        if planned_delta > recipe.privacy.delta * (1 + 1e-9):
+        if math.isfinite(planned_delta) and planned_delta > recipe.privacy.delta * (1 + 1e-9):
             problems.append(Problem("privacy.delta", f"the steps ask for delta = {planned_delta:g} but the budget "
                                     f"is {recipe.privacy.delta:g}", "raise [privacy] delta"))
 
@@ -314,8 +319,6 @@ def _check_columns(frame: pd.DataFrame, columns: Sequence[str], where: str) -> l
     problems = []
     missing = [c for c in columns if c not in frame.columns]
     if missing:
-        import difflib
-
         names = [str(x) for x in frame.columns]
         for c in missing:
             close = [x for x in names if x.lower() == c.lower()] or difflib.get_close_matches(c, names, n=2,
@@ -461,6 +464,32 @@ def _partition_parts(compiled: CompiledRecipe, frame: pd.DataFrame,
     return parts
 
 
+@attrs.frozen
+class Preflight:
+    """What :func:`preflight` found: the checked frame, each step's columns
+    and the parts of ``[privacy] partition_by`` (``None`` without it)."""
+
+    frame: pd.DataFrame
+    step_columns: tuple[tuple[str, ...], ...]
+    parts: list[tuple[str, np.ndarray]] | None
+
+
+def preflight(compiled: CompiledRecipe, data: Any) -> Preflight:
+    """Every check :func:`run` makes on the data before its first step, and
+    nothing else: the frame itself, :func:`check_data` (columns, records,
+    label columns, rules) and the parts of ``[privacy] partition_by``.
+    ``run`` and ``privclust check --input`` both call this, so ``check`` says
+    OK exactly when ``run`` would start.
+
+    :raises DataError: for a problem of the data.
+    :raises RecipeError: for a rule straddling a masker's default columns.
+    """
+    frame = _check_frame(data)
+    step_columns = check_data(compiled, frame)
+    parts = _partition_parts(compiled, frame, step_columns)
+    return Preflight(frame=frame, step_columns=tuple(step_columns), parts=parts)
+
+
 def _finite_problem(values: Any) -> tuple[int, str] | None:
     try:
         array = np.asarray(values, dtype=float)
@@ -552,7 +581,7 @@ def run(
     seed: int | np.random.SeedSequence | None = None,
     *,
     registry: Registry | None = None,
-) -> Any:
+) -> Release:
     """Run a recipe on a DataFrame and return a :class:`~privclust.Release`.
 
     :param recipe: a :class:`Recipe`, a dict, a TOML path or text, or a
@@ -567,15 +596,11 @@ def run(
     :raises PrivclustError: among others when a step releases a value that is
         not finite (nothing is returned).
     """
-    from .report import Release
-    from .verify import snapshot, verdict, verify
-
     compiled = recipe if isinstance(recipe, CompiledRecipe) else compile(recipe, registry)
     registry = compiled.registry
-    frame = _check_frame(data)
+    checked = preflight(compiled, data)
+    frame, step_columns, parts = checked.frame, checked.step_columns, checked.parts
     default_columns = numeric_columns(frame)
-    step_columns = check_data(compiled, frame)
-    parts = _partition_parts(compiled, frame, step_columns)
     part_column = compiled.budget.partition_by
 
     context = PrivacyContext(compiled.budget, seed=seed, registry=registry)
@@ -698,10 +723,6 @@ def _record_rules(context: PrivacyContext, rules: ConstraintSet | None, frame: p
 def _evaluate(compiled: CompiledRecipe, original: pd.DataFrame, protected: pd.DataFrame, labels: pd.DataFrame,
               outcomes: Sequence[StepOutcome], constraints: ConstraintSet | None, context: PrivacyContext,
               default_columns: Sequence[str]) -> pd.DataFrame:
-    import copy
-
-    from .accounting import Ledger
-
     rows = []
     ledger = Ledger(copy.deepcopy(context.ledger.entries))  # evaluators read a copy; the run's ledger is the host's
     with context.step(-1, "evaluate", "evaluate"):

@@ -56,12 +56,13 @@ import attrs
 import numpy as np
 import pandas as pd
 
-from .accounting import PrivacyContext
+from .accounting import ADD_REMOVE, PrivacyContext, relation_kind
 from .components import KIND_METHODS, KINDS, EvaluationInputs, Masked, Partition, Sensitivity
 from .errors import BudgetExceededError, ParameterError, PrivclustError
 from .hookspecs import hookimpl
 from .recipe import Budget, ComponentSpec, dumps_toml
-from .registry import Registry, get_registry
+from .registry import Registry, get_registry, known_leak_names
+from .runner import _check_frame, check_data, compile
 
 __all__ = [
     "CHECKS",
@@ -406,7 +407,7 @@ class AuditResult:
 def clopper_pearson(hits: int | np.ndarray, n: int, alpha: float) -> tuple[Any, Any]:
     """One-sided Clopper-Pearson bounds: ``(low, high)`` with
     ``P[p >= low] >= 1 - alpha`` and ``P[p <= high] >= 1 - alpha``."""
-    from scipy.stats import beta
+    from scipy.stats import beta  # heavy (all of scipy.stats): only when an audit computes its bound
 
     k = np.asarray(hits, dtype=float)
     with np.errstate(all="ignore"):
@@ -805,8 +806,6 @@ def neighbour_pairs(data: pd.DataFrame, relation: str = "replace-one", *, record
     ``add/remove``: the data, against the data with that corner added as one
     more record.
     """
-    from .accounting import ADD_REMOVE, relation_kind
-
     values = data.to_numpy(dtype=float)
     low, high = np.nanmin(values, axis=0), np.nanmax(values, axis=0)
     if isinstance(bounds, dict):
@@ -852,8 +851,6 @@ def _run_component(component: Any, kind: str, data: pd.DataFrame, reg: Registry,
                    ) -> tuple[Any, _AuditContext]:
     # The audit runs a component whose parameters come from the data too: its
     # leak entries are then noted (the release makes no DP claim), not refused.
-    from .params import known_leak_names
-
     leaks = (*known_leak_names(reg), *getattr(type(component), "leak_names", ()))
     context = _AuditContext(Budget(allow_leaks=leaks), seed=seed, registry=reg)
     with warnings.catch_warnings():
@@ -1041,8 +1038,6 @@ def audit_recipe(recipe: Any, data: pd.DataFrame | None = None, *, trials: int =
     the output of earlier steps: each step's claim is about its own input)
     or of :func:`example_frame` when no data are given. The steps get
     independent seeds spawned from ``seed``."""
-    from .runner import _check_frame, check_data, compile
-
     compiled = recipe if hasattr(recipe, "steps") and hasattr(recipe, "registry") else compile(recipe, registry)
     reg = compiled.registry
     frame = _check_frame(example_frame() if data is None else data)
@@ -1125,7 +1120,7 @@ def parametrize_components(*components: Any, data: pd.DataFrame | None = None,
                            registry: Registry | None = None) -> Callable[[Callable[..., Any]], Any]:
     """A pytest decorator: one test per (component, check) pair, with ids
     like ``laplace-deterministic_under_seed``."""
-    import pytest
+    import pytest  # only in a test session: privclust.testing is importable without pytest
 
     params = []
     for component in components:

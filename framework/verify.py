@@ -34,6 +34,7 @@ import numpy as np
 import pandas as pd
 
 from .accounting import HOST, Accountant, Ledger, LedgerEntry, NothingProtectedWarning, PrivacyContext
+from .errors import PrivclustError
 
 __all__ = ["snapshot", "verdict", "verify"]
 
@@ -342,8 +343,6 @@ def snapshot(registry: Any, outcomes: Sequence[Any], constraints: Sequence[Any],
     """Provenance at run time: which plugin, distribution and version provided
     each component, the installed plugins, each evaluator's disclosive
     metrics. The Release reports these, never the live registry."""
-    from .errors import PrivclustError
-
     def info(kind: str, name: str) -> dict[str, str]:
         try:
             found = registry.info(kind, name)

@@ -48,6 +48,7 @@ import privclust
 from privclust import DataError, EvaluationInputs, Partition, param
 
 from . import _microdata_metrics as mm
+from .constraints import LinearConstraints
 
 __version__ = "0.1.0"
 
@@ -283,8 +284,6 @@ class EditViolations:
     def _own_rules(self, inputs: EvaluationInputs) -> Any:
         """The ``rules`` parameter bound to the columns they use (the
         built-in ``linear`` handler parses them)."""
-        from privclust_plugins.constraints import LinearConstraints
-
         handler = LinearConstraints(rules=self.rules)
         problems = handler.check(tuple(map(str, inputs.original.columns)))
         if problems:

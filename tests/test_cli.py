@@ -184,9 +184,9 @@ def test_check_names_the_recipe_file(files, capsys):
 
 def test_a_missing_output_folder_is_refused_before_running(files, capsys, monkeypatch):
     folder, _ = files
-    import privclust.runner
+    import privclust.cli
 
-    monkeypatch.setattr(privclust.runner, "run", lambda *a, **k: pytest.fail("ran before checking the folder"))
+    monkeypatch.setattr(privclust.cli, "run", lambda *a, **k: pytest.fail("ran before checking the folder"))
     code = main(["run", str(folder / "recipe.toml"), "-i", str(folder / "in.csv"), "-o",
                  str(folder / "nowhere" / "out.csv"), "-q"])
     assert code == 1 and "the folder" in capsys.readouterr().err
@@ -199,9 +199,9 @@ def test_a_missing_output_folder_is_refused_before_running(files, capsys, monkey
 
 def no_run(monkeypatch):
     """Make any computation fail the test: the refusals must come first."""
-    import privclust.runner
+    import privclust.cli
 
-    monkeypatch.setattr(privclust.runner, "run", lambda *a, **k: pytest.fail("ran before refusing the outputs"))
+    monkeypatch.setattr(privclust.cli, "run", lambda *a, **k: pytest.fail("ran before refusing the outputs"))
 
 
 @pytest.mark.parametrize(
@@ -242,7 +242,7 @@ def test_outputs_that_would_clobber_or_cannot_be_written_are_refused_first(files
 
 def test_two_outputs_of_a_comparison_with_one_path_are_refused(files, capsys, monkeypatch):
     folder, _ = files
-    module = sys.modules["privclust.compare"]
+    module = sys.modules["privclust.cli"]
     monkeypatch.setattr(module, "compare", lambda *a, **k: pytest.fail("ran before refusing"))
     code = main(["compare", str(folder / "recipe.toml"), "-i", str(folder / "in.csv"), "-o", str(folder / "r.csv"),
                  "--summary", str(folder / "r.csv"), "-q"])

@@ -1,0 +1,172 @@
+"""Building component instances from specs, with every problem at once.
+
+:meth:`privclust.Registry.create` turns a name, a ``{"use": ...}`` table, a
+:class:`~privclust.ComponentSpec` or an instance into a component, resolving
+nested components through the registry's tables. The work is done here: each
+misspelt parameter, bad value and unknown nested component becomes a
+:class:`~privclust.Problem`, and they are raised together in one
+:class:`~privclust.RecipeError`.
+
+Layer: below :mod:`privclust.registry`, which calls :func:`create` with
+itself as the table to look components up in (any object with ``get`` and
+``kind_of``), so this module never imports the registry.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+import attrs
+
+from .errors import ParameterError, PrivclustError, Problem, RecipeError, UnknownComponentError
+from .specs import ComponentSpec, field_kind, param_name
+
+__all__ = ["ComponentTables", "create"]
+
+
+class ComponentTables(Protocol):
+    """What building needs of a registry: a class by kind and name, and the
+    kinds a name is registered under."""
+
+    def get(self, kind: str, name: str) -> type: ...
+
+    def kind_of(self, name: str) -> list[str]: ...
+
+
+def create(registry: ComponentTables, kind: str, value: Any, params: Mapping[str, Any] | None = None,
+           where: str = "") -> Any:
+    """Instantiate a component of ``kind`` from ``value`` (a name, a spec, a
+    ``{"use": ...}`` table or an instance) with ``params`` on top, resolving
+    nested components through ``registry``.
+
+    :raises RecipeError: with every problem found (``where`` prefixes the locations).
+    """
+    problems: list[Problem] = []
+    instance = _create(registry, kind, value, params or {}, where, problems)
+    if problems:
+        raise RecipeError(problems)
+    return instance
+
+
+def _create(registry: ComponentTables, kind: str, value: Any, extra: Mapping[str, Any], where: str,
+            problems: list[Problem]) -> Any:
+    if isinstance(value, str):
+        spec = ComponentSpec(value, extra)
+    elif isinstance(value, ComponentSpec):
+        spec = ComponentSpec(value.use, {**value.params, **extra}) if extra else value
+    elif isinstance(value, Mapping):
+        spec = ComponentSpec.from_mapping({**value, **extra})
+    elif attrs.has(type(value)) and isinstance(getattr(type(value), "name", None), str):
+        if extra:
+            value = attrs.evolve(value, **_field_kwargs(type(value), extra))
+        return _resolve_nested(registry, kind, value, where, problems)
+    else:
+        problems.append(Problem(where, f"expected a {kind.replace('_', ' ')[:-1]} name or table; got {value!r}"))
+        return None
+    prefix = f"{where}." if where else ""
+    try:
+        cls = registry.get(kind, spec.use)
+    except UnknownComponentError as err:
+        others = [k.replace("_", " ") for k in registry.kind_of(spec.use)]
+        fix = f"{spec.use!r} is one of the {', '.join(others)}, not a {kind.replace('_', ' ')[:-1]}" if others else ""
+        problems.append(Problem(f"{prefix}use", str(err), fix))
+        return None
+    fields = {param_name(f.name): f for f in attrs.fields(cls) if f.init}
+    kwargs: dict[str, Any] = {}
+    ok = True
+    for key, val in spec.params.items():
+        field = fields.get(key)
+        if field is None:
+            close = difflib.get_close_matches(key, list(fields), n=2, cutoff=0.6)
+            fix = ("did you mean " + " or ".join(repr(c) for c in close) + "?") if close else (
+                f"{spec.use} takes: {', '.join(fields) or 'no parameters'}")
+            problems.append(Problem(f"{prefix}{key}", f"{spec.use} has no parameter {key!r}", fix))
+            ok = False
+            continue
+        sub_kind = field_kind(field)
+        if sub_kind is not None and val is not None:
+            if isinstance(val, str | ComponentSpec | Mapping):
+                val = _create(registry, sub_kind, val, {}, f"{prefix}{key}", problems)
+                if val is None:
+                    ok = False
+                    continue
+        kwargs[field.name] = val
+    bad_values = _probe_fields(cls, kwargs, where)
+    problems.extend(bad_values)
+    if not ok or bad_values:
+        return None
+    try:
+        instance = cls(**kwargs)
+    except (ParameterError, RecipeError, PrivclustError) as err:
+        problems.append(Problem(where, str(err)))
+        return None
+    except (TypeError, ValueError) as err:
+        problems.append(Problem(where, f"{spec.use}: {err}"))
+        return None
+    return _resolve_nested(registry, kind, instance, where, problems)
+
+
+def _resolve_nested(registry: ComponentTables, kind: str, instance: Any, where: str,
+                    problems: list[Problem]) -> Any:
+    changes: dict[str, Any] = {}
+    prefix = f"{where}." if where else ""
+    for field in attrs.fields(type(instance)):
+        sub_kind = field_kind(field)
+        value = getattr(instance, field.name)
+        if sub_kind is None or value is None:
+            continue
+        if isinstance(value, ComponentSpec):
+            resolved = _create(registry, sub_kind, value, {}, f"{prefix}{param_name(field.name)}", problems)
+        else:
+            resolved = _resolve_nested(registry, sub_kind, value, f"{prefix}{param_name(field.name)}", problems)
+        if resolved is not None and resolved is not value:
+            changes[field.name] = resolved
+    if changes:
+        try:
+            return attrs.evolve(instance, **_evolve_names(type(instance), changes))
+        except (PrivclustError, TypeError, ValueError) as err:
+            problems.append(Problem(where, str(err)))
+    return instance
+
+
+class _Probe:
+    """Stands in for the instance when a field's validator runs on its own."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+
+def _probe_fields(cls: type, kwargs: Mapping[str, Any], where: str) -> list[Problem]:
+    """Run each given field's converter and validator on its own, so that
+    every bad value is reported at once (attrs stops at the first)."""
+    problems = []
+    fields = {f.name: f for f in attrs.fields(cls)}
+    for name, value in kwargs.items():
+        field = fields[name]
+        try:
+            converted = field.converter(value) if callable(field.converter) else value
+            if field.validator is not None:
+                field.validator(_Probe(getattr(cls, "name", cls.__name__)), field, converted)
+        except (ParameterError, RecipeError) as err:
+            problems.append(Problem(f"{where}.{param_name(name)}" if where else "", str(err)))
+        except (TypeError, ValueError):
+            continue  # left to the constructor, which reports it in context
+    return problems
+
+
+def _field_kwargs(cls: type, params: Mapping[str, Any]) -> dict[str, Any]:
+    fields = {param_name(f.name): f.name for f in attrs.fields(cls) if f.init}
+    out = {}
+    for key, value in params.items():
+        if key not in fields:
+            raise RecipeError([Problem(key, f"{cls.name} has no parameter {key!r}")])  # type: ignore[attr-defined]
+        out[fields[key]] = value
+    return out
+
+
+def _evolve_names(cls: type, changes: Mapping[str, Any]) -> dict[str, Any]:
+    """attrs.evolve takes init (alias) names: ``lambda_`` stays ``lambda_``."""
+    aliases = {f.name: (f.alias or f.name) for f in attrs.fields(cls)}
+    return {aliases[k]: v for k, v in changes.items()}

@@ -1,0 +1,164 @@
+"""Spec types: the plain-data form of components, below everything that uses it.
+
+A :class:`ComponentSpec` names a component (``use``) with its parameters; it
+is what a recipe holds, what a nested-component field holds before it is
+resolved, and what :meth:`ComponentSpec.of` makes of an instance. This module
+also holds the few primitives that read a component's attrs fields (their
+recipe names, the kind a nested field holds, their descriptions), because
+``ComponentSpec.of`` needs them and :mod:`privclust.params` declares them.
+
+Layer: errors -> **specs** -> params -> components -> recipe -> ...
+(see docs/architecture.md). Nothing here imports another privclust module
+except :mod:`privclust.errors`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any
+
+import attrs
+
+from .errors import Problem, RecipeError
+
+__all__ = ["ComponentSpec", "FrozenMap", "component_params", "field_doc", "field_kind", "param_name",
+           "to_component_value"]
+
+_META_DOC = "privclust_doc"
+_META_KIND = "privclust_kind"
+_META_TYPE = "privclust_type"
+_META_LEAK = "privclust_leak"
+
+
+def param_name(field_name: str) -> str:
+    """The recipe key of an attrs field: ``lambda_`` -> ``lambda``."""
+    return field_name[:-1] if field_name.endswith("_") and not field_name.endswith("__") else field_name
+
+
+class FrozenMap(Mapping[str, Any]):
+    """A read-only mapping of parameters that, unlike ``MappingProxyType``,
+    pickles (a Release holding its recipe can be sent to another process)."""
+
+    __slots__ = ("_data",)
+
+    def __init__(self, data: Mapping[str, Any] = MappingProxyType({})):
+        self._data = dict(data)
+
+    def __getitem__(self, key: str) -> Any:
+        return self._data[key]
+
+    def __iter__(self) -> Any:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Mapping) and dict(self.items()) == dict(other.items())
+
+    __hash__ = None  # type: ignore[assignment]  # like a dict
+
+    def __repr__(self) -> str:
+        return repr(self._data)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self._data,))
+
+
+def _freeze(value: Any) -> Any:
+    """Deep-copy a parameter value into an immutable form (lists -> tuples)."""
+    if isinstance(value, ComponentSpec):
+        return value
+    if isinstance(value, Mapping):
+        if "use" in value:
+            return ComponentSpec.from_mapping(value)
+        return FrozenMap({str(k): _freeze(v) for k, v in value.items()})
+    if isinstance(value, list | tuple):
+        return tuple(_freeze(v) for v in value)
+    return value
+
+
+def _thaw(value: Any) -> Any:
+    """The plain-data form of a parameter value (tuples -> lists, specs -> dicts)."""
+    if isinstance(value, ComponentSpec):
+        return value.to_dict()
+    if attrs.has(type(value)) and isinstance(getattr(type(value), "name", None), str):
+        return ComponentSpec.of(value).to_dict()
+    if isinstance(value, Mapping):
+        return {k: _thaw(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_thaw(v) for v in value]
+    if hasattr(value, "tolist") and hasattr(value, "dtype"):  # numpy scalars and arrays
+        return value.tolist()
+    return value
+
+
+@attrs.frozen
+class ComponentSpec:
+    """A component named by ``use`` with its parameters (the data form).
+
+    Nested components inside ``params`` are ComponentSpecs themselves.
+    """
+
+    use: str
+    params: Mapping[str, Any] = attrs.field(factory=dict, converter=_freeze)
+
+    @classmethod
+    def from_mapping(cls, mapping: Mapping[str, Any]) -> ComponentSpec:
+        """Build from ``{"use": name, **params}``."""
+        use = mapping.get("use")
+        if not isinstance(use, str) or not use:
+            raise RecipeError([Problem("", f"a component table needs 'use' = \"<name>\"; got {dict(mapping)!r}")])
+        return cls(use, {k: v for k, v in mapping.items() if k != "use"})
+
+    @classmethod
+    def of(cls, component: Any) -> ComponentSpec:
+        """The spec of a component instance: its name and every parameter that
+        is set (``None`` means "not set": TOML has no null, and leaving such a
+        parameter out gives the same component)."""
+        return cls(type(component).name, {k: v for k, v in component_params(component).items() if v is not None})
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"use": self.use, **{k: _thaw(v) for k, v in self.params.items()}}
+
+    def __eq__(self, other: object) -> bool:  # MappingProxyType does not compare to dict
+        return isinstance(other, ComponentSpec) and self.to_dict() == other.to_dict()
+
+    def __hash__(self) -> int:
+        return hash(repr(self.to_dict()))
+
+
+def to_component_value(value: Any) -> Any:
+    """Converter for nested-component fields: a name or a table becomes a spec."""
+    if isinstance(value, str):
+        return ComponentSpec(value)
+    if isinstance(value, Mapping):
+        return ComponentSpec.from_mapping(value)
+    return value
+
+
+def component_params(component: Any) -> dict[str, Any]:
+    """Every parameter of a component instance, keyed by its recipe name.
+
+    Nested components become :class:`~privclust.ComponentSpec` values.
+    """
+    out: dict[str, Any] = {}
+    for field in attrs.fields(type(component)):
+        if not field.init:
+            continue
+        value = getattr(component, field.name)
+        if field_kind(field) is not None and value is not None and not isinstance(value, ComponentSpec):
+            value = ComponentSpec.of(value)
+        out[param_name(field.name)] = value
+    return out
+
+
+def field_kind(attribute: attrs.Attribute) -> str | None:
+    """The component kind a nested field holds, or ``None`` for a plain parameter."""
+    return attribute.metadata.get(_META_KIND)
+
+
+def field_doc(attribute: attrs.Attribute) -> str:
+    """The one-line description of a parameter field."""
+    return attribute.metadata.get(_META_DOC, "")

@@ -1,0 +1,73 @@
+"""`privclust check --input` and `run` share one code path for their checks
+(issue 9, item 3): check says OK exactly when run would start, and both give
+the same error when it would not."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+import privclust
+from privclust.cli import main
+from privclust.errors import DataError, RecipeError
+from privclust.runner import preflight
+
+DATA = pd.DataFrame({"a": [1.0, 3.0, 5.0], "b": [2.0, 4.0, 6.0], "cluster": [0, 1, 0]})
+
+# The three recipes `check` said OK to while `run` refused them, and a partition column
+# that `check` did not look at.
+DRIFT = {
+    "laplace-epsilon-inf": ('[[steps]]\nuse = "laplace"\nepsilon = inf\ncolumns = ["a"]\nbounds = { a = [0, 10] }\n',
+                            RecipeError, "must be a finite number"),
+    "mdav-fewer-records-than-k": ('[[steps]]\nuse = "mdav"\nk = 5\ncolumns = ["a", "b"]\noutput = "group"\n',
+                                  DataError, "needs at least"),
+    "label-column-clash": ('[[steps]]\nuse = "fcm"\nc = 2\ncolumns = ["a", "b"]\n',
+                           DataError, "label column 'cluster' already exists"),
+    "partition-column-missing": ('[privacy]\npartition_by = "region"\n[[steps]]\nuse = "laplace"\nepsilon = 1.0\n'
+                                 'columns = ["a"]\nbounds = { a = [0, 10] }\n', DataError, "partition_by"),
+}
+
+
+@pytest.fixture
+def data_file(tmp_path):
+    path = tmp_path / "in.csv"
+    DATA.to_csv(path, index=False)
+    return path
+
+
+def _stderr_error(capsys) -> str:
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("privclust: error:")]
+    assert len(lines) == 1, lines
+    return lines[0].replace("privclust: error: ", "")
+
+
+@pytest.mark.parametrize("case", sorted(DRIFT))
+def test_check_refuses_what_run_refuses_with_the_same_error(case, tmp_path, data_file, capsys):
+    text, _, message = DRIFT[case]
+    recipe = tmp_path / "recipe.toml"
+    recipe.write_text(text)
+    assert main(["check", str(recipe), "--input", str(data_file)]) == 1
+    from_check = _stderr_error(capsys)
+    assert main(["run", str(recipe), "-i", str(data_file), "-o", str(tmp_path / "out.csv"), "-q"]) == 1
+    from_run = _stderr_error(capsys)
+    assert message in from_check
+    assert from_check == from_run
+    assert not (tmp_path / "out.csv").exists()
+
+
+@pytest.mark.parametrize("case", sorted(DRIFT))
+def test_preflight_and_run_raise_the_same_error(case):
+    text, error, message = DRIFT[case]
+    with pytest.raises(error, match=message.replace("(", r"\(")) as from_run:
+        privclust.run(text, DATA, seed=1)
+    with pytest.raises(error) as from_check:
+        preflight(privclust.compile(text), DATA)
+    assert str(from_check.value) == str(from_run.value)
+
+
+def test_check_says_ok_when_run_starts(tmp_path, data_file, capsys):
+    recipe = tmp_path / "recipe.toml"
+    recipe.write_text('[[steps]]\nuse = "laplace"\nepsilon = 1.0\ncolumns = ["a"]\nbounds = { a = [0, 10] }\n')
+    assert main(["check", str(recipe), "--input", str(data_file)]) == 0
+    assert "3 records" in capsys.readouterr().out
+    assert main(["run", str(recipe), "-i", str(data_file), "-o", str(tmp_path / "out.csv"), "-q"]) == 0

@@ -1,0 +1,175 @@
+"""The layering of the host package (issue 9, item 1).
+
+Every intra-package import edge of ``framework/`` (imported as ``privclust``)
+is read with ``ast``: module-level imports must form no cycle, and a
+function-level import of a privclust module is allowed only when listed in
+``ALLOWED_FUNCTION_IMPORTS`` with the reason. The built-in plugins may import
+only the public API: names of ``privclust.__all__``, the public submodules,
+and their own modules. docs/architecture.md draws the layers.
+"""
+
+from __future__ import annotations
+
+import ast
+import collections
+from pathlib import Path
+
+import privclust
+
+ROOT = Path(__file__).resolve().parent.parent
+HOST = ROOT / "framework"
+PLUGINS = ROOT / "plugins"
+
+#: (importing module, imported module) pairs that may be imported inside a
+#: function, each with the reason. Only genuinely optional dependencies
+#: belong here; none is needed today (matplotlib, dask/distributed, pyarrow,
+#: pyreadr are imported inside functions, but they are not privclust modules).
+ALLOWED_FUNCTION_IMPORTS: dict[tuple[str, str], str] = {}
+
+#: The public submodules a plugin may import (docs/api.md), besides ``privclust`` itself.
+PUBLIC_SUBMODULES = {"datasets", "plots", "sampling", "sklearn", "testing"}
+
+#: The layers, lowest first (docs/architecture.md). A module imports only
+#: modules of its own layer or below, at module level.
+LAYERS: list[set[str]] = [
+    {"errors", "hookspecs", "sampling"},
+    {"specs", "_io", "plots", "datasets"},
+    {"params"},
+    {"components"},
+    {"recipe", "constraints", "building"},
+    {"accounting"},
+    {"registry"},
+    {"verify", "report"},
+    {"runner"},
+    {"compare", "testing", "sklearn"},
+    {"cli"},
+    {"__init__"},
+]
+
+
+def _modules() -> dict[str, Path]:
+    return {p.stem: p for p in HOST.glob("*.py")}
+
+
+def _targets(node: ast.Import | ast.ImportFrom, modules: dict[str, Path]) -> list[str]:
+    names: list[str] = []
+    if isinstance(node, ast.ImportFrom):
+        if node.level == 1:
+            names = [node.module.split(".")[0]] if node.module else [a.name for a in node.names]
+        elif node.level == 0 and node.module and node.module.split(".")[0] == "privclust":
+            parts = node.module.split(".")
+            names = [parts[1]] if len(parts) > 1 else [a.name for a in node.names]
+    else:
+        names = [a.name.split(".")[1] for a in node.names
+                 if a.name.startswith("privclust.") and len(a.name.split(".")) > 1]
+    return [n for n in names if n in modules]
+
+
+def import_edges() -> list[tuple[str, str, str, int]]:
+    """Every intra-package import: (module, imported module, where, line) with
+    ``where`` one of ``module``, ``function`` or ``type`` (under ``if TYPE_CHECKING``)."""
+    modules = _modules()
+    edges = []
+
+    def walk(name: str, node: ast.AST, where: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            here = where
+            if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+                here = "function"
+            elif isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
+                for stmt in child.body:
+                    walk(name, ast.Module(body=[stmt], type_ignores=[]), "type")
+                for stmt in child.orelse:
+                    walk(name, ast.Module(body=[stmt], type_ignores=[]), here)
+                continue
+            if isinstance(child, ast.Import | ast.ImportFrom):
+                edges.extend((name, t, here, child.lineno) for t in _targets(child, modules) if t != name)
+            walk(name, child, here)
+
+    for name, path in modules.items():
+        walk(name, ast.parse(path.read_text(encoding="utf-8")), "module")
+    return edges
+
+
+def cycles(edges: list[tuple[str, str, str, int]]) -> list[list[str]]:
+    """The strongly connected components (more than one module) of the graph of ``edges``."""
+    graph: dict[str, set[str]] = collections.defaultdict(set)
+    for a, b, *_ in edges:
+        graph[a].add(b)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_module_level_import_cycle():
+    module_edges = [e for e in import_edges() if e[2] == "module"]
+    assert module_edges, "the scanner found no imports at all"
+    assert cycles(module_edges) == []
+
+
+def test_no_cycle_even_through_function_level_imports():
+    assert cycles([e for e in import_edges() if e[2] in ("module", "function")]) == []
+
+
+def test_function_level_imports_of_privclust_modules_are_allow_listed():
+    found = sorted((a, b, line) for a, b, where, line in import_edges() if where == "function"
+                   and (a, b) not in ALLOWED_FUNCTION_IMPORTS)
+    assert found == [], "move these imports to the top of the module, or allow-list an optional dependency"
+
+
+def test_each_module_imports_only_its_layer_or_below():
+    modules = set(_modules())
+    layer_of = {m: i for i, layer in enumerate(LAYERS) for m in layer}
+    assert modules == set(layer_of), f"place every module in LAYERS: {sorted(modules ^ set(layer_of))}"
+    upward = sorted((a, b, line) for a, b, where, line in import_edges()
+                    if where == "module" and layer_of[b] > layer_of[a])
+    assert upward == []
+
+
+def test_built_in_plugins_import_only_the_public_api():
+    public = set(privclust.__all__) | PUBLIC_SUBMODULES
+    violations = []
+    for path in sorted(PLUGINS.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            where = f"{path.name}:{getattr(node, 'lineno', 0)}"
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                parts = node.module.split(".")
+                if parts[0] == "privclust" and len(parts) == 1:
+                    violations += [f"{where} privclust.{a.name}" for a in node.names if a.name not in public]
+                elif parts[0] == "privclust" and parts[1] not in PUBLIC_SUBMODULES:
+                    violations.append(f"{where} {node.module}")
+            elif isinstance(node, ast.Import):
+                violations += [f"{where} {a.name}" for a in node.names
+                               if a.name.startswith("privclust.") and a.name.split(".")[1] not in PUBLIC_SUBMODULES]
+            elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "privclust":
+                if node.attr not in public:
+                    violations.append(f"{where} privclust.{node.attr}")
+    assert violations == []
