@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from typing import ClassVar
 
 import attrs
@@ -166,3 +169,18 @@ def test_hostile_strings_are_escaped_in_the_html_report():
     assert "<title>name &lt;script&gt;" in page
     # the recipe name and description, the column (steps table, ledger, data preview), the parameter
     assert page.count("&lt;img src=x onerror=alert(1)&gt;") >= 6
+
+
+def test_the_html_report_leaves_the_notebook_backend_and_figures_alone():
+    """Displaying a Release in Jupyter must not switch matplotlib's backend (later plots would stop showing)
+    nor leave figures for pyplot to show."""
+    script = (
+        "import matplotlib\nmatplotlib.use('svg')\nimport matplotlib.pyplot as plt\n"
+        "import pandas as pd, privclust\n"
+        "r = privclust.run({'steps': [{'use': 'laplace', 'epsilon': 1.0, 'bounds': {'a': [0, 10]}}]},"
+        " pd.DataFrame({'a': [1.0] * 12}), seed=1)\n"
+        "html = r._repr_html_()\nassert 'data:image/png' in r.to_html(), 'no plot drawn'\n"
+        "print(matplotlib.get_backend(), plt.get_fignums())\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
+                         env={**os.environ, "MPLBACKEND": ""})
+    assert out.stdout.split() == ["svg", "[]"], out.stdout + out.stderr
