@@ -193,6 +193,9 @@ def _cmd_check(args: argparse.Namespace) -> int:
         lines.append(f"  evaluate: {spec.use}")
     if recipe.privacy.limited:
         lines.append(f"  budget: epsilon {recipe.privacy.epsilon:g}, delta {recipe.privacy.delta:g}")
+    if recipe.privacy.allow_leaks:
+        lines.append(f"  allow_leaks: {', '.join(recipe.privacy.allow_leaks)}: these parameters may be taken from the "
+                     "data, and a release that does so has no differential-privacy guarantee")
     if args.input:
         checked = preflight(compiled, read_frame(args.input))  # the checks `run` makes before its first step
         lines.append(f"  data {args.input}: {checked.frame.shape[0]} records; every column the recipe uses is "

@@ -436,3 +436,12 @@ def test_a_signal_ignored_at_start_stays_ignored(files):
     assert process.returncode == 0, err
     assert pd.read_csv(folder / "out.csv").shape == (30, 3)
     assert not [p.name for p in folder.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_check_says_what_an_allow_leaks_opt_in_costs(tmp_path, capsys):
+    recipe = tmp_path / "leak.toml"
+    recipe.write_text('[privacy]\nallow_leaks = ["bounds"]\n\n[[steps]]\nuse = "laplace"\nepsilon = 1.0\n'
+                      'bounds = "data"\n', encoding="utf-8")
+    assert main(["check", str(recipe)]) == 0
+    out = capsys.readouterr().out
+    assert "allow_leaks: bounds" in out and "no differential-privacy guarantee" in out
