@@ -37,6 +37,12 @@ def _pyplot() -> Any:
     return plt
 
 
+def _ticks(n: int) -> Any:
+    from matplotlib.ticker import MaxNLocator  # optional dependency (privclust[plots])
+
+    return MaxNLocator(nbins=n)
+
+
 def _figure_class() -> Any:
     try:
         from matplotlib.figure import Figure  # optional dependency (privclust[plots])
@@ -220,10 +226,10 @@ def before_after(release: Any, columns: Sequence[str] | None = None, *, bins: in
         nrows = int(np.ceil(n / ncols))
         size = (4 * ncols, 3 * nrows)
         if detached:
-            figure = _figure_class()(figsize=size)
+            figure = _figure_class()(figsize=size, layout="constrained")
             axes = figure.subplots(nrows, ncols, squeeze=False)
-        else:
-            _, axes = _pyplot().subplots(nrows, ncols, figsize=size, squeeze=False)
+        else:  # constrained layout: titles, tick labels and a suptitle do not collide
+            _, axes = _pyplot().subplots(nrows, ncols, figsize=size, squeeze=False, layout="constrained")
         for extra in axes.ravel()[n:]:
             extra.set_visible(False)
     flat = np.asarray(axes).ravel()
@@ -241,5 +247,7 @@ def before_after(release: Any, columns: Sequence[str] | None = None, *, bins: in
         ax.hist(original, bins=edges, alpha=0.5, label="original", color="C0")
         ax.hist(released, bins=edges, alpha=0.5, label="released", color="C1")
         ax.set_title(column, fontsize=9)
+        ax.xaxis.set_major_locator(_ticks(4))  # few ticks: wide values (e.g. 600000) stay apart
+        ax.tick_params(labelsize=8)
         ax.legend(fontsize=7)
     return axes

@@ -327,6 +327,19 @@ def _plots(release: Release) -> dict[str, Any]:
     return {"missing": False, "png": _png(figure)}
 
 
+def _by_evaluator(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Evaluation rows grouped by evaluator and columns, in order: the
+    report names each group's columns once, not on every metric."""
+    groups: list[dict[str, Any]] = []
+    for row in rows:
+        columns = row.get("columns")
+        columns = ", ".join(columns) if isinstance(columns, list | tuple) else (columns or "")
+        if not groups or (groups[-1]["evaluator"], groups[-1]["columns"]) != (row["evaluator"], columns):
+            groups.append({"evaluator": row["evaluator"], "columns": columns, "rows": []})
+        groups[-1]["rows"].append({"metric": row["metric"], "value": row["value"]})
+    return groups
+
+
 def _kind_title(kind: str) -> str:
     return {"dp": "Differential privacy", "guarantee": "Other guarantees (claims, and the host's check)",
             "leak": "Weaknesses (leaks)", "process": "Processes applied",
@@ -365,7 +378,7 @@ def render_html(release: Release, *, non_disclosive: bool = False, plots: bool =
                                 for e in release.ledger if e.kind == kind]}
                    for kind in ("dp", "guarantee", "leak", "verified") if any(e.kind == kind for e in release.ledger)],
         "has_dp": has_dp,
-        "evaluations": report["evaluations"],
+        "evaluations": _by_evaluator(report["evaluations"]),
         "plots": _plots(release) if plots and not non_disclosive else None,
         # pandas escapes the labels and values it writes; the frame's markup is kept as is
         "preview": (None if non_disclosive

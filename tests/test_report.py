@@ -184,3 +184,13 @@ def test_the_html_report_leaves_the_notebook_backend_and_figures_alone():
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
                          env={**os.environ, "MPLBACKEND": ""})
     assert out.stdout.split() == ["svg", "[]"], out.stdout + out.stderr
+
+
+def test_the_html_report_names_each_evaluators_columns_once():
+    frame = pd.DataFrame({"alpha": np.arange(12.0), "beta": np.arange(12.0) ** 2})
+    release = privclust.run({"evaluate": ["sse-sst", "dbrl"],
+                             "steps": [{"use": "laplace", "epsilon": 1.0,
+                                        "bounds": {"alpha": [0, 20], "beta": [0, 200]}}]}, frame, seed=1)
+    html = release.to_html()
+    assert html.count("on alpha, beta") == 2  # one list per evaluator, not one per metric (sse-sst has 3)
+    assert '<td rowspan="3"><b>sse-sst</b>' in html
