@@ -18,8 +18,10 @@ from __future__ import annotations
 import contextlib
 import csv
 import gzip
+import io
 import os
 import signal
+import sys
 import tempfile
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -92,12 +94,44 @@ def _csv_header(path: Path, sep: str) -> list[str]:
     return []
 
 
+#: The path that means standard input (for reading) or standard output (for writing), as CSV.
+STDIO = "-"
+
+
+def _check_header(header: Sequence[str], where: str) -> None:
+    seen: dict[str, list[int]] = {}
+    for i, name in enumerate(header):
+        seen.setdefault(name.strip(), []).append(i + 1)
+    repeated = {name: pos for name, pos in seen.items() if len(pos) > 1}
+    if repeated:
+        which = "; ".join(f"{name!r} (columns {', '.join(map(str, pos))})" for name, pos in repeated.items())
+        raise DataError(f"{where}: the header names a column more than once: {which}; give every column its own name")
+
+
+def _read_stdin() -> pd.DataFrame:
+    """CSV from standard input (read whole, then parsed: the same checks as a file)."""
+    raw = sys.stdin.buffer.read()
+    if not raw.strip():
+        raise DataError("standard input (--input -) is empty; pipe a CSV file with a header line into it")
+    try:
+        first = raw.split(b"\n", 1)[0].decode("utf-8")
+        _check_header(next(csv.reader([first])), "standard input")
+        return pd.read_csv(io.BytesIO(raw))
+    except DataError:
+        raise
+    except (UnicodeDecodeError, ValueError, csv.Error, pd.errors.ParserError) as err:
+        raise DataError(f"cannot read standard input as CSV: {' '.join(str(err).split())}") from err
+
+
 def read_frame(path: str | Path) -> pd.DataFrame:
-    """Read a CSV or Parquet file into a DataFrame.
+    """Read a CSV or Parquet file into a DataFrame; ``"-"`` reads CSV from
+    standard input.
 
     :raises DataError: for a missing or unreadable file, and for a CSV header
         that names a column more than once (pandas would rename the copies).
     """
+    if str(path) == STDIO:
+        return _read_stdin()
     path = Path(path)
     kind = _kind(path)
     if not path.is_file():
@@ -107,15 +141,7 @@ def read_frame(path: str | Path) -> pd.DataFrame:
     sep = "\t" if path.name.lower().endswith(".tsv") else ","
     try:
         if kind == "csv":
-            header = _csv_header(path, sep)
-            seen: dict[str, list[int]] = {}
-            for i, name in enumerate(header):
-                seen.setdefault(name.strip(), []).append(i + 1)
-            repeated = {name: pos for name, pos in seen.items() if len(pos) > 1}
-            if repeated:
-                which = "; ".join(f"{name!r} (columns {', '.join(map(str, pos))})" for name, pos in repeated.items())
-                raise DataError(f"{path}: the header names a column more than once: {which}; give every column "
-                                "its own name")
+            _check_header(_csv_header(path, sep), str(path))
             return pd.read_csv(path, sep=sep)
         return pd.read_parquet(path)
     except DataError:
@@ -162,8 +188,8 @@ def check_outputs(outputs: Mapping[str, Path | str | None], inputs: Mapping[str,
         does not exist or cannot be written, that is one of the inputs, or
         that is another output of the command.
     """
-    named = [(what, Path(p)) for what, p in outputs.items() if p is not None]
-    sources = [(what, Path(p)) for what, p in inputs.items() if p is not None]
+    named = [(what, Path(p)) for what, p in outputs.items() if p is not None and str(p) != STDIO]
+    sources = [(what, Path(p)) for what, p in inputs.items() if p is not None and str(p) != STDIO]
     probed: set[Path] = set()
     for i, (what, path) in enumerate(named):
         if path.is_dir():

@@ -38,7 +38,7 @@ import pandas as pd
 from tqdm import tqdm
 
 from . import __version__, testing
-from ._io import Interrupted, check_outputs, committed, frame_writer, handle_signals, read_frame, text_writer, \
+from ._io import STDIO, Interrupted, check_outputs, committed, frame_writer, handle_signals, read_frame, text_writer, \
     write_atomically
 from .compare import compare, parse_sweep, summarize
 from .constraints import ConstraintSet
@@ -110,10 +110,12 @@ def _report_targets(release: Any, path: Path, non_disclosive: bool) -> list[tupl
 
 def _cmd_run(args: argparse.Namespace) -> int:
     recipe = Recipe.from_toml(Path(args.recipe))
+    to_stdout = args.output == STDIO
     output = Path(args.output)
     report = Path(args.report) if args.report else None
-    check_outputs({"--output": output, **_report_paths(report)}, {"--input": args.input, "the recipe": args.recipe})
-    frame_writer(None, output)  # type: ignore[arg-type]  # checks the suffix before any work
+    check_outputs({"--output": args.output, **_report_paths(report)}, {"--input": args.input, "the recipe": args.recipe})
+    if not to_stdout:
+        frame_writer(None, output)  # type: ignore[arg-type]  # checks the suffix before any work
     if report is not None and not report.name.lower().endswith((".json", ".html", ".htm")):
         raise PrivclustError(f"{report}: a report is written as .json or .html")
     data = read_frame(args.input)
@@ -122,15 +124,19 @@ def _cmd_run(args: argparse.Namespace) -> int:
         release = run(recipe, data, seed=_run_seed(args), registry=registry)
     finally:
         registry.unregister(ProgressDisplay.plugin_name)
-    targets = [(output, frame_writer(release.data, output))]
+    targets = [] if to_stdout else [(output, frame_writer(release.data, output))]
     if report is not None:
         targets += _report_targets(release, report, args.non_disclosive)
-    write_atomically(targets)
+    write_atomically(targets)  # the files first: a failure there leaves standard output empty
+    if to_stdout:
+        release.data.to_csv(sys.stdout, index=False)
+        sys.stdout.flush()
     if not args.quiet:
-        written = " and ".join(str(t[0]) for t in targets[1:])
+        files = [str(t[0]) for t in targets[0 if to_stdout else 1:]]
+        where = "standard output" if to_stdout else str(output)
         # The summary opens with the host's verdict (the report's first field too).
-        print(f"{release.verdict}\nwrote {output} ({release.data.shape[0]} records)"
-              + (f" and {written}" if written else ""), file=sys.stderr)
+        print(f"{release.verdict}\nwrote {where} ({release.data.shape[0]} records)"
+              + (f" and {' and '.join(files)}" if files else ""), file=sys.stderr)
     return 0
 
 
@@ -435,8 +441,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("run", help="run a recipe on a data file")
     p.add_argument("recipe", help="the recipe (a TOML file)")
-    p.add_argument("--input", "-i", required=True, help="the data (.csv, .csv.gz, .tsv, .parquet)")
-    p.add_argument("--output", "-o", required=True, help="where to write the protected data (.csv or .parquet)")
+    p.add_argument("--input", "-i", required=True,
+                   help="the data (.csv, .csv.gz, .tsv, .parquet; - reads CSV from standard input)")
+    p.add_argument("--output", "-o", required=True,
+                   help="where to write the protected data (.csv or .parquet; - writes CSV to standard output)")
     p.add_argument("--report", help="where to write the report (.json, or .html with the .json beside it)")
     p.add_argument("--non-disclosive", action="store_true",
                    help="leave out of the report everything derived from individual original values")

@@ -445,3 +445,32 @@ def test_check_says_what_an_allow_leaks_opt_in_costs(tmp_path, capsys):
     assert main(["check", str(recipe)]) == 0
     out = capsys.readouterr().out
     assert "allow_leaks: bounds" in out and "no differential-privacy guarantee" in out
+
+
+def test_run_reads_standard_input_and_writes_standard_output(tmp_path, monkeypatch, capsys):
+    import io
+
+    recipe = tmp_path / "lap.toml"
+    recipe.write_text('[[steps]]\nuse = "laplace"\nepsilon = 1.0\nbounds = { a = [0, 10], b = [0, 10] }\n',
+                      encoding="utf-8")
+    csv_text = "a,b\n" + "".join(f"{i % 10},{(3 * i) % 10}\n" for i in range(30))
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(csv_text.encode())))
+    assert main(["run", str(recipe), "-i", "-", "-o", "-", "--seed", "1", "--report", str(tmp_path / "r.json")]) == 0
+    captured = capsys.readouterr()
+    released = pd.read_csv(io.StringIO(captured.out))
+    assert list(released.columns) == ["a", "b"] and len(released) == 30
+    assert "wrote standard output (30 records) and" in captured.err and (tmp_path / "r.json").is_file()
+    assert not list(tmp_path.glob("-*"))  # no file named '-'
+
+
+def test_an_empty_or_ambiguous_standard_input_is_refused(tmp_path, monkeypatch, capsys):
+    import io
+
+    recipe = tmp_path / "lap.toml"
+    recipe.write_text('[[steps]]\nuse = "laplace"\nepsilon = 1.0\nbounds = { a = [0, 10] }\n', encoding="utf-8")
+    for text, message in [("", "standard input (--input -) is empty"),
+                          ("a,a\n1,2\n", "the header names a column more than once")]:
+        monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(text.encode())))
+        assert main(["run", str(recipe), "-i", "-", "-o", str(tmp_path / "o.csv")]) == 1
+        assert message in capsys.readouterr().err
+    assert not (tmp_path / "o.csv").exists()
