@@ -346,3 +346,19 @@ def test_leaf_of_follows_the_trees_own_rule_even_on_midpoints():
     leaf = _privtree.leaf_of(unit, tree)
     np.testing.assert_array_equal(np.bincount(leaf, minlength=tree.counts.size), tree.counts)
     assert np.all((unit >= tree.lo[leaf]) & ((unit < tree.hi[leaf]) | (tree.hi[leaf] >= 1.0)))
+
+
+@pytest.mark.parametrize("separation, clusters", [(1.4, 1), (5.0, 2)])
+def test_clusters_are_density_modes_not_mixture_components(separation, clusters):
+    """The documented limit behind the 2-D mixture figure: two equal Gaussians
+    less than 2 sd apart have one mode, so they are one cluster; 5 sd apart
+    they are two, recovered almost exactly."""
+    rng = np.random.default_rng(3)
+    n = 20_000
+    truth = rng.integers(0, 2, n)
+    centres = np.array([[10.0 - separation, 10.0], [10.0 + separation, 10.0]])
+    data = pd.DataFrame(centres[truth] + rng.normal(0, 2.0, (n, 2)), columns=["x", "y"])
+    part, _ = fit(DPDensity(epsilon=1.0, bounds=BOUNDS), data)
+    assert part.n_clusters == clusters
+    if clusters == 2:
+        assert adjusted_rand_score(truth, part.labels) > 0.9
