@@ -299,6 +299,14 @@ class Registry:
             return name
         self._check_unmarked(plugin, name, dist)
         try:
+            hash(plugin)
+        except TypeError:
+            raise PluginError(
+                f"plugin {name!r} ({_from(dist, version)}) is an unhashable {type(plugin).__name__}; pluggy keeps "
+                "plugins in sets, so a plugin must be hashable. Use a module, a class, or an instance of a class "
+                "that does not define __eq__ without __hash__ (a dataclass needs eq=False or frozen=True)",
+                plugin=name, distribution=dist) from None
+        try:
             registered = self._pm.register(plugin, name=name)
         except pluggy.PluginValidationError as err:
             raise PluginError(
@@ -431,26 +439,26 @@ class Registry:
         self._blocked_seen: set[tuple[str, str]] = set()
         tables: dict[str, dict[str, ComponentInfo]] = {kind: {} for kind in KINDS}
         for kind in KINDS:
-            hook = getattr(pm.hook, REGISTRATION_HOOKS[kind])
-            for impl in hook.get_hookimpls():
+            hook_name = REGISTRATION_HOOKS[kind]
+            impls = [i for i in getattr(pm.hook, hook_name).get_hookimpls() if not (i.hookwrapper or i.wrapper)]
+            for impl in impls:
                 info = self._plugin_info.get(impl.plugin_name) or PluginInfo(impl.plugin_name, "?", "", False)
 
                 def register(cls: Any, *, _kind: str = kind, _info: PluginInfo = info) -> None:
                     self._add(tables, _kind, cls, _info)
 
-                # One implementation at a time, so that each class is credited to the plugin that
-                # registered it. pluggy's public per-plugin caller (subset_hook_caller) needs hashable
-                # plugin objects, which privclust does not ask of a plugin, so the implementation is
-                # called here, with the arguments it declares, as pluggy would.
-                kwargs = {"register": register}
+                # Through pluggy (its wrappers, tracing and monitoring see the call), once per plugin, so
+                # that each class is credited to the plugin that registered it: the other plugins'
+                # implementations are left out (wrappers stay). This is why plugins must be hashable.
+                caller = pm.subset_hook_caller(hook_name, [i.plugin for i in impls if i is not impl])
                 try:
-                    impl.function(**{k: v for k, v in kwargs.items() if k in impl.argnames})
+                    caller(register=register)
                 except PrivclustError:
                     raise
                 except Exception as err:
                     raise PluginError(
                         f"plugin {info.name!r} ({_from(info.distribution, info.version)}) failed in "
-                        f"{REGISTRATION_HOOKS[kind]}(register): {type(err).__name__}: {err}. Fix the plugin, "
+                        f"{hook_name}(register): {type(err).__name__}: {err}. Fix the plugin, "
                         f"or block it with {ENV_DISABLE}={info.name}",
                         plugin=info.name,
                         distribution=info.distribution,

@@ -419,3 +419,35 @@ def test_every_bad_value_is_reported_at_once(registry):
                         where="steps[0]")
     where = [p.where for p in err.value.problems]
     assert where == ["steps[0].colour", "steps[0].epsilon", "steps[0].delta"]
+
+
+def test_registration_hooks_are_called_through_pluggy_wrappers_and_tracing_see_them():
+    seen = []
+
+    class Wrapper:
+        @hookimpl(wrapper=True)
+        def privclust_register_maskers(self, register):
+            seen.append("before")
+            result = yield
+            seen.append("after")
+            return result
+
+    calls = []
+    reg = Registry(entry_points=[FakeEntryPoint("extra", plugin_with(Doubler)), FakeEntryPoint("wrap", Wrapper())],
+                   use_env=False).load()
+    undo = reg.pm.add_hookcall_monitoring(
+        lambda name, impls, kwargs: calls.append((name, [i.plugin_name for i in impls])), lambda *a: None)
+    try:
+        assert reg.info("maskers", "doubler").plugin == "extra"  # credited to the plugin that registered it
+    finally:
+        undo()
+    assert seen == ["before", "after"]  # once per plugin that implements the hook: here 'extra' alone
+    assert [c for c in calls if c[0] == "privclust_register_maskers"] == [
+        ("privclust_register_maskers", ["extra", "wrap"])]
+
+
+def test_a_plugin_must_be_hashable_as_pluggy_requires():
+    unhashable = types.SimpleNamespace()
+    unhashable.privclust_register_maskers = hookimpl(lambda register: register(Doubler))
+    with pytest.raises(PluginError, match="unhashable SimpleNamespace; pluggy keeps plugins in sets"):
+        Registry(plugins=[unhashable], use_env=False).load()
