@@ -59,8 +59,15 @@ def privclust_register_clusterers(register: Callable[[type], None]) -> None:
     distribution and the hook) when it breaks this contract; so does every
     registration hook.
 
+    A plugin whose class takes over a name another plugin provides (its own
+    ``laplace``) says so: ``register(cls, replaces="noise:laplace")``, naming
+    that plugin and component; without it, two plugins registering one name
+    for one kind is a :class:`~privclust.DuplicateComponentError`. This holds
+    for every registration hook.
+
     :param register: call ``register(cls)`` for every clusterer class the
-        plugin provides.
+        plugin provides (``register(cls, replaces="plugin:name")`` for a
+        replacement).
     :return: nothing; the return value is ignored.
     """
 
