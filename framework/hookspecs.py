@@ -43,7 +43,7 @@ hookimpl = pluggy.HookimplMarker(NAME)
 
 
 @hookspec
-def privclust_register_clusterers(register: Callable[[type], None]) -> None:
+def privclust_register_clusterers(register: Callable[..., None]) -> None:
     """Register clusterer classes.
 
     Called when a :class:`~privclust.Registry` builds its component tables:
@@ -73,7 +73,7 @@ def privclust_register_clusterers(register: Callable[[type], None]) -> None:
 
 
 @hookspec
-def privclust_register_maskers(register: Callable[[type], None]) -> None:
+def privclust_register_maskers(register: Callable[..., None]) -> None:
     """Register masker classes.
 
     Called whenever the registry builds its component tables (see
@@ -87,7 +87,7 @@ def privclust_register_maskers(register: Callable[[type], None]) -> None:
 
 
 @hookspec
-def privclust_register_noise_mechanisms(register: Callable[[type], None]) -> None:
+def privclust_register_noise_mechanisms(register: Callable[..., None]) -> None:
     """Register noise-mechanism classes.
 
     Called whenever the registry builds its component tables (see
@@ -108,7 +108,7 @@ def privclust_register_noise_mechanisms(register: Callable[[type], None]) -> Non
 
 
 @hookspec
-def privclust_register_constraint_handlers(register: Callable[[type], None]) -> None:
+def privclust_register_constraint_handlers(register: Callable[..., None]) -> None:
     """Register constraint-handler classes (edit rules).
 
     Called whenever the registry builds its component tables (see
@@ -133,7 +133,7 @@ def privclust_register_constraint_handlers(register: Callable[[type], None]) -> 
 
 
 @hookspec
-def privclust_register_evaluators(register: Callable[[type], None]) -> None:
+def privclust_register_evaluators(register: Callable[..., None]) -> None:
     """Register evaluator classes (information loss, risk, clustering quality).
 
     Called whenever the registry builds its component tables (see

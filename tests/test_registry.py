@@ -438,10 +438,15 @@ def test_registration_hooks_are_called_through_pluggy_wrappers_and_tracing_see_t
                    use_env=False).load()
     undo = reg.pm.add_hookcall_monitoring(
         lambda name, impls, kwargs: calls.append((name, [i.plugin_name for i in impls])), lambda *a: None)
+    traced: list[str] = []
+    reg.pm.trace.root.setwriter(traced.append)
+    untrace = reg.pm.enable_tracing()
     try:
         assert reg.info("maskers", "doubler").plugin == "extra"  # credited to the plugin that registered it
     finally:
+        untrace()
         undo()
+    assert any("privclust_register_maskers" in line for line in traced)  # pluggy's own tracing sees it
     assert seen == ["before", "after"]  # once per plugin that implements the hook: here 'extra' alone
     assert [c for c in calls if c[0] == "privclust_register_maskers"] == [
         ("privclust_register_maskers", ["extra", "wrap"])]
