@@ -47,7 +47,7 @@ from .errors import PrivclustError, RecipeError
 from .hookspecs import hookimpl
 from .plots import risk_utility_map
 from .recipe import Recipe
-from .registry import Registry, get_registry
+from .registry import ENV_DISABLE, Registry, get_registry
 from .runner import compile, preflight, run
 
 __all__ = ["main"]
@@ -213,15 +213,21 @@ def _cmd_check(args: argparse.Namespace) -> int:
 def _cmd_plugins(args: argparse.Namespace) -> int:
     registry = get_registry()
     rows = [info.to_dict(parameters=args.json) for info in registry.components()]
+    replaced = registry.replaced()
     if args.json:
         plugins = [attrs.asdict(p) for p in registry.plugins()]
-        print(json.dumps({"plugins": plugins, "components": rows}, indent=2))
+        print(json.dumps({"plugins": plugins, "components": rows,
+                          "replaced": [info.to_dict() for info in replaced]}, indent=2))
         return 0
-    header = ("kind", "name", "plugin", "distribution", "version")
+    header = ("kind", "name", "plugin", "distribution", "version") + (("replaces",) if replaced else ())
     table = [header] + [tuple(r[h] for h in header) for r in rows]
     widths = [max(len(str(row[i])) for row in table) for i in range(len(header))]
     for row in table:
         print("  ".join(str(v).ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
+    for info in replaced:
+        print(f"\n{info.kind.replace('_', ' ')[:-1]} {info.name!r} of plugin {info.plugin!r} ({info.distribution} "
+              f"{info.version}) is replaced by the one of plugin {info.replaced_by!r}; choose it back in a recipe with "
+              f"use = \"{info.qualified}\", or everywhere with {ENV_DISABLE}={info.replaced_by}:{info.name}")
     return 0
 
 

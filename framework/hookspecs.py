@@ -43,7 +43,7 @@ hookimpl = pluggy.HookimplMarker(NAME)
 
 
 @hookspec
-def privclust_register_clusterers(register: Callable[[type], None]) -> None:
+def privclust_register_clusterers(register: Callable[..., None]) -> None:
     """Register clusterer classes.
 
     Called when a :class:`~privclust.Registry` builds its component tables:
@@ -59,14 +59,21 @@ def privclust_register_clusterers(register: Callable[[type], None]) -> None:
     distribution and the hook) when it breaks this contract; so does every
     registration hook.
 
+    A plugin whose class takes over a name another plugin provides (its own
+    ``laplace``) says so: ``register(cls, replaces="noise:laplace")``, naming
+    that plugin and component; without it, two plugins registering one name
+    for one kind is a :class:`~privclust.DuplicateComponentError`. This holds
+    for every registration hook.
+
     :param register: call ``register(cls)`` for every clusterer class the
-        plugin provides.
+        plugin provides (``register(cls, replaces="plugin:name")`` for a
+        replacement).
     :return: nothing; the return value is ignored.
     """
 
 
 @hookspec
-def privclust_register_maskers(register: Callable[[type], None]) -> None:
+def privclust_register_maskers(register: Callable[..., None]) -> None:
     """Register masker classes.
 
     Called whenever the registry builds its component tables (see
@@ -80,7 +87,7 @@ def privclust_register_maskers(register: Callable[[type], None]) -> None:
 
 
 @hookspec
-def privclust_register_noise_mechanisms(register: Callable[[type], None]) -> None:
+def privclust_register_noise_mechanisms(register: Callable[..., None]) -> None:
     """Register noise-mechanism classes.
 
     Called whenever the registry builds its component tables (see
@@ -101,7 +108,7 @@ def privclust_register_noise_mechanisms(register: Callable[[type], None]) -> Non
 
 
 @hookspec
-def privclust_register_constraint_handlers(register: Callable[[type], None]) -> None:
+def privclust_register_constraint_handlers(register: Callable[..., None]) -> None:
     """Register constraint-handler classes (edit rules).
 
     Called whenever the registry builds its component tables (see
@@ -126,7 +133,7 @@ def privclust_register_constraint_handlers(register: Callable[[type], None]) -> 
 
 
 @hookspec
-def privclust_register_evaluators(register: Callable[[type], None]) -> None:
+def privclust_register_evaluators(register: Callable[..., None]) -> None:
     """Register evaluator classes (information loss, risk, clustering quality).
 
     Called whenever the registry builds its component tables (see

@@ -13,11 +13,16 @@ when privclust is imported; the first use of a registry loads, in this order:
 
 Blocking: a name in ``block=`` or in the comma-separated environment variable
 ``PRIVCLUST_DISABLE_PLUGINS`` blocks a whole plugin (``noise``) or one
-component of it (``noise:laplace``). To swap a built-in component, block it
-and register yours under the same component name.
+component of it (``noise:laplace``).
 
-Two plugins registering the same component name for the same kind is an error
-naming both; an unknown name is answered with close matches.
+Replacing: a plugin that registers a component under a name another plugin
+already provides declares it, ``register(cls, replaces="noise:laplace")``;
+its component is then the one in use under that name, and the replaced one
+stays available as ``noise:laplace`` (a recipe's ``use``, :meth:`Registry.get`).
+Blocking the replacement (``fast:laplace``) brings the replaced one back.
+Two plugins registering the same component name for the same kind without
+such a declaration is an error naming both; an unknown name is answered with
+close matches.
 """
 
 from __future__ import annotations
@@ -87,6 +92,15 @@ class ComponentInfo:
     plugin: str
     distribution: str
     version: str
+    #: ``"plugin:component"`` this one declares it replaces (``register(cls, replaces=...)``), or "".
+    replaces: str = ""
+    #: the plugin whose component of the same name replaced this one, or "" (this one is in use).
+    replaced_by: str = ""
+
+    @property
+    def qualified(self) -> str:
+        """``plugin:name``: what a recipe writes to choose this very component."""
+        return f"{self.plugin}:{self.name}"
 
     def parameters(self) -> list[dict[str, Any]]:
         """Each hyper-parameter: its recipe key, default (``"required"`` when
@@ -115,6 +129,8 @@ class ComponentInfo:
             "plugin": self.plugin,
             "distribution": self.distribution,
             "version": self.version,
+            "replaces": self.replaces,
+            "replaced_by": self.replaced_by,
         }
         if parameters:
             doc = (self.cls.__doc__ or "").strip()
@@ -210,6 +226,7 @@ class Registry:
         self._pm: pluggy.PluginManager | None = None
         self._plugin_info: dict[str, PluginInfo] = {}
         self._tables: dict[str, dict[str, ComponentInfo]] | None = None
+        self._every: dict[str, dict[str, ComponentInfo]] = {kind: {} for kind in KINDS}
         self._lock = threading.RLock()
 
     def __repr__(self) -> str:
@@ -298,6 +315,14 @@ class Registry:
             self._pm.set_blocked(name)
             return name
         self._check_unmarked(plugin, name, dist)
+        try:
+            hash(plugin)
+        except TypeError:
+            raise PluginError(
+                f"plugin {name!r} ({_from(dist, version)}) is an unhashable {type(plugin).__name__}; pluggy keeps "
+                "plugins in sets, so a plugin must be hashable. Use a module, a class, or an instance of a class "
+                "that does not define __eq__ without __hash__ (a dataclass needs eq=False or frozen=True)",
+                plugin=name, distribution=dist) from None
         try:
             registered = self._pm.register(plugin, name=name)
         except pluggy.PluginValidationError as err:
@@ -429,39 +454,43 @@ class Registry:
     def _build_tables(self) -> dict[str, dict[str, ComponentInfo]]:
         pm = self.pm
         self._blocked_seen: set[tuple[str, str]] = set()
-        tables: dict[str, dict[str, ComponentInfo]] = {kind: {} for kind in KINDS}
+        found: dict[str, dict[str, list[ComponentInfo]]] = {kind: {} for kind in KINDS}
         for kind in KINDS:
-            hook = getattr(pm.hook, REGISTRATION_HOOKS[kind])
-            for impl in hook.get_hookimpls():
+            hook_name = REGISTRATION_HOOKS[kind]
+            impls = [i for i in getattr(pm.hook, hook_name).get_hookimpls() if not (i.hookwrapper or i.wrapper)]
+            for impl in impls:
                 info = self._plugin_info.get(impl.plugin_name) or PluginInfo(impl.plugin_name, "?", "", False)
 
-                def register(cls: Any, *, _kind: str = kind, _info: PluginInfo = info) -> None:
-                    self._add(tables, _kind, cls, _info)
+                def register(cls: Any, *, replaces: str | None = None, _kind: str = kind,
+                             _info: PluginInfo = info) -> None:
+                    self._add(found, _kind, cls, _info, replaces)
 
-                # One implementation at a time, so that each class is credited to the plugin that
-                # registered it. pluggy's public per-plugin caller (subset_hook_caller) needs hashable
-                # plugin objects, which privclust does not ask of a plugin, so the implementation is
-                # called here, with the arguments it declares, as pluggy would.
-                kwargs = {"register": register}
+                # Through pluggy (its wrappers, tracing and monitoring see the call), once per plugin, so
+                # that each class is credited to the plugin that registered it: the other plugins'
+                # implementations are left out (wrappers stay). This is why plugins must be hashable.
+                caller = pm.subset_hook_caller(hook_name, [i.plugin for i in impls if i is not impl])
                 try:
-                    impl.function(**{k: v for k, v in kwargs.items() if k in impl.argnames})
+                    caller(register=register)
                 except PrivclustError:
                     raise
                 except Exception as err:
                     raise PluginError(
                         f"plugin {info.name!r} ({_from(info.distribution, info.version)}) failed in "
-                        f"{REGISTRATION_HOOKS[kind]}(register): {type(err).__name__}: {err}. Fix the plugin, "
+                        f"{hook_name}(register): {type(err).__name__}: {err}. Fix the plugin, "
                         f"or block it with {ENV_DISABLE}={info.name}",
                         plugin=info.name,
                         distribution=info.distribution,
                     ) from err
+        self._every = {kind: {} for kind in KINDS}
+        tables = {kind: {name: self._choose(kind, name, each) for name, each in found[kind].items()} for kind in KINDS}
         self._tables = tables
-        registered = [f"{info.plugin}:{info.name}" for t in tables.values() for info in t.values()]
+        registered = [info.qualified for t in self._every.values() for info in t.values()]
         unused = sorted(f"{p}:{c}" for p, c in self._blocked_components if (p, c) not in self._blocked_seen)
         self._warn_unused_blocks("component", unused, registered)
         return tables
 
-    def _add(self, tables: dict[str, dict[str, ComponentInfo]], kind: str, cls: Any, plugin: PluginInfo) -> None:
+    def _add(self, found: dict[str, dict[str, list[ComponentInfo]]], kind: str, cls: Any, plugin: PluginInfo,
+             replaces: str | None) -> None:
         hook = REGISTRATION_HOOKS[kind]
         where = f"plugin {plugin.name!r} ({_from(plugin.distribution, '')}) in {hook}"
         if not isinstance(cls, type):
@@ -493,18 +522,43 @@ class Registry:
                 f"reserve for the step ({', '.join(STEP_KEYS)}); rename them",
                 plugin=plugin.name,
             )
+        if replaces is not None and (not isinstance(replaces, str) or replaces.rpartition(":")[2] != name
+                                     or not replaces.rpartition(":")[0]):
+            raise PluginError(
+                f"{where}: {cls.__qualname__} ({name!r}) says replaces={replaces!r}; name the plugin and the "
+                f"component it replaces, which has the same name: replaces=\"PLUGIN:{name}\" (e.g. "
+                f"\"noise:{name}\"; `privclust plugins` lists who provides what)",
+                plugin=plugin.name,
+            )
         if (plugin.name, name) in self._blocked_components:
             self._blocked_seen.add((plugin.name, name))
             return
-        existing = tables[kind].get(name)
-        if existing is not None:
-            raise DuplicateComponentError(
-                f"two plugins register the {kind[:-1].replace('_', ' ')} {name!r}: {existing.plugin!r} "
-                f"({_from(existing.distribution, existing.version)}) and {plugin.name!r} "
-                f"({_from(plugin.distribution, plugin.version)}). Block one of them: "
-                f"{ENV_DISABLE}={existing.plugin}:{name} or {ENV_DISABLE}={plugin.name}:{name}"
-            )
-        tables[kind][name] = ComponentInfo(kind, name, cls, plugin.name, plugin.distribution, plugin.version)
+        found[kind].setdefault(name, []).append(ComponentInfo(
+            kind, name, cls, plugin.name, plugin.distribution, plugin.version, replaces or ""))
+
+    def _choose(self, kind: str, name: str, each: list[ComponentInfo]) -> ComponentInfo:
+        """The one component in use under ``name``: the one no other declares it replaces. Two or
+        more left (neither says it replaces the other) is an error naming them all."""
+        replacer = {c.qualified: d for c in each for d in each if d is not c and d.replaces == c.qualified}
+        for c in each:
+            by = replacer.get(c.qualified)
+            self._every[kind][c.qualified] = attrs.evolve(c, replaced_by=by.plugin) if by else c
+        left = [c for c in each if c.qualified not in replacer]
+        if len(left) == 1:
+            return left[0]
+        left = left or each  # a circle of replacements: every one of them is at fault
+        what = f"{kind[:-1].replace('_', ' ')} {name!r}"
+        plugins = " and ".join(f"{c.plugin!r} ({_from(c.distribution, c.version)})" for c in left)
+        said = "".join(f" {c.plugin!r} declares replaces={c.replaces!r}, which names none of the others." for c in
+                       left if c.replaces)
+        raise DuplicateComponentError(
+            f"{'two' if len(left) == 2 else len(left)} plugins register the {what} and "
+            f"{'neither says it replaces the other' if len(left) == 2 else 'none says it replaces another'}: "
+            f"{plugins}.{said} "
+            f"If one is meant to replace the other, its plugin declares it: register(cls, "
+            f"replaces=\"{left[0].qualified}\"). Otherwise block one of them: "
+            + " or ".join(f"{ENV_DISABLE}={c.qualified}" for c in left)
+        )
 
     @property
     def tables(self) -> dict[str, dict[str, ComponentInfo]]:
@@ -523,11 +577,29 @@ class Registry:
         return sorted(self.tables[self._check_kind(kind)])
 
     def kind_of(self, name: str) -> list[str]:
-        """The kinds under which a component name is registered."""
-        return [k for k in KINDS if name in self.tables[k]]
+        """The kinds under which a component name (or ``plugin:name``) is registered."""
+        return [k for k in KINDS if name in (self._all(k) if ":" in name else self.tables[k])]
+
+    def replaced(self) -> list[ComponentInfo]:
+        """The components another plugin replaces (still chosen by ``plugin:name``)."""
+        return [info for kind in KINDS for _, info in sorted(self._all(kind).items()) if info.replaced_by]
+
+    def provider(self, kind: str, cls: type) -> ComponentInfo | None:
+        """Who registered the class ``cls`` (the component in use first, then
+        any replaced one); ``None`` for a class no plugin registered."""
+        found = [i for i in self._all(self._check_kind(kind)).values() if i.cls is cls]
+        return min(found, key=lambda i: bool(i.replaced_by), default=None)
+
+    def _all(self, kind: str) -> dict[str, ComponentInfo]:
+        self.tables  # noqa: B018 - builds the tables (and _every) if needed
+        return self._every[kind]
 
     def info(self, kind: str, name: str) -> ComponentInfo:
+        """The component in use under ``name``, or, for ``plugin:name``, the
+        one that plugin registered (also when another replaced it)."""
         table = self.tables[self._check_kind(kind)]
+        if ":" in name:
+            table = self._every[kind]
         try:
             return table[name]
         except KeyError:

@@ -167,9 +167,10 @@ def compile(recipe: Recipe | Mapping[str, Any] | str, registry: Registry | None 
     steps: list[CompiledStep] = []
     for i, (step, step_id) in enumerate(zip(recipe.steps, recipe.step_ids, strict=True)):
         where = f"steps[{i}]"
-        kinds = [k for k in STEP_KINDS if step.use in registry.tables[k]]
+        registered_as = registry.kind_of(step.use)  # a name, or plugin:name (a replaced component chosen back)
+        kinds = [k for k in STEP_KINDS if k in registered_as]
         if not kinds:
-            other = registry.kind_of(step.use)
+            other = registered_as
             if other:
                 problems.append(Problem(f"{where}.use", f"{step.use!r} is one of the {other[0].replace('_', ' ')}, "
                                         "not a step component",
@@ -641,6 +642,9 @@ def run(
                                   n_records=len(view), output=output)
             # The audit is the host's: written here, whatever plugins are installed or blocked.
             details = outcome.audit_details()
+            provider = registry.provider(cs.kind, type(cs.component))
+            if provider is not None:  # who provided the component: a replacing plugin is named here
+                details.update(plugin=provider.plugin, distribution=provider.distribution, version=provider.version)
             if parts is not None:
                 details["partition_by"] = part_column
                 details["parts"] = {text: int(len(rows)) for text, rows in parts}

@@ -343,10 +343,9 @@ def snapshot(registry: Any, outcomes: Sequence[Any], constraints: Sequence[Any],
     """Provenance at run time: which plugin, distribution and version provided
     each component, the installed plugins, each evaluator's disclosive
     metrics. The Release reports these, never the live registry."""
-    def info(kind: str, name: str) -> dict[str, str]:
-        try:
-            found = registry.info(kind, name)
-        except PrivclustError:
+    def info(kind: str, cls: type) -> dict[str, str]:
+        found = registry.provider(kind, cls)  # by class: a replaced component chosen back is credited rightly
+        if found is None:
             return {"plugin": "?", "distribution": "?", "version": "?"}
         return {"plugin": found.plugin, "distribution": found.distribution, "version": found.version}
 
@@ -358,8 +357,8 @@ def snapshot(registry: Any, outcomes: Sequence[Any], constraints: Sequence[Any],
             continue
         disclosive[str(name)] = [str(p) for p in getattr(cls, "disclosive_metrics", ())]
     return {
-        "steps": [info(o.kind, o.name) for o in outcomes],
-        "constraints": [{"rules": list(h.describe()), **info("constraint_handlers", type(h).name)}
+        "steps": [info(o.kind, type(o.component)) for o in outcomes],
+        "constraints": [{"rules": list(h.describe()), **info("constraint_handlers", type(h))}
                         for h in constraints],
         "plugins": [attrs.asdict(p) for p in registry.plugins()],
         "disclosive": disclosive,

@@ -474,3 +474,76 @@ def test_an_empty_or_ambiguous_standard_input_is_refused(tmp_path, monkeypatch, 
         assert main(["run", str(recipe), "-i", "-", "-o", str(tmp_path / "o.csv")]) == 1
         assert message in capsys.readouterr().err
     assert not (tmp_path / "o.csv").exists()
+
+
+FASTNOISE = '''
+"""An installed plugin whose laplace replaces the built-in one."""
+from typing import ClassVar
+
+import attrs
+import privclust
+
+
+@attrs.frozen(kw_only=True)
+class Laplace:
+    name: ClassVar[str] = "laplace"
+    uses_constraints: ClassVar[bool] = False
+    epsilon: float | None = privclust.param(float, default=None, gt=0)
+    bounds: object = privclust.param(default=None)
+
+    def planned_cost(self):
+        return (self.epsilon, 0.0)
+
+    def release(self, values, *, sensitivity, epsilon, delta=0.0, context, relation, covers, not_covered="", **kw):
+        raise NotImplementedError
+
+    def perturb(self, data, context):
+        context.spend(epsilon=self.epsilon, mechanism="fastnoise laplace", sensitivity=1.0,
+                      relation="replace-one", covers="every released value")
+        return privclust.Masked(data=data + context.rng.laplace(0, 1 / self.epsilon, data.shape))
+
+
+@privclust.hookimpl
+def privclust_register_noise_mechanisms(register):
+    register(Laplace, replaces="noise:laplace")
+'''
+
+
+def test_the_command_works_with_an_installed_plugin_that_replaces_a_builtin(files):
+    """A distribution on the path (an entry point in the privclust group) replaces `laplace`: every command
+    works, `plugins` says who replaced what, the report names the replacing plugin, the built-in comes back."""
+    folder, _ = files
+    site = folder / "site"
+    (site / "fastnoise").mkdir(parents=True)
+    (site / "fastnoise" / "__init__.py").write_text(FASTNOISE)
+    info = site / "fastnoise-3.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: fastnoise\nVersion: 3.1\n")
+    (info / "entry_points.txt").write_text("[privclust]\nfast = fastnoise\n")
+    env = {**{k: v for k, v in os.environ.items() if k != "PRIVCLUST_DISABLE_PLUGINS"}, "PYTHONPATH": str(site)}
+    exe = str(Path(sys.executable).with_name("privclust"))
+
+    def privclust(*args: str, **extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([exe, *args], capture_output=True, text=True, env={**env, **extra}, timeout=300)
+
+    listed = privclust("plugins")
+    assert listed.returncode == 0, listed.stderr
+    assert ["noise_mechanisms", "laplace", "fast", "fastnoise", "3.1", "noise:laplace"] in [
+        line.split() for line in listed.stdout.splitlines()]
+    assert "noise mechanism 'laplace' of plugin 'noise' (privclust" in listed.stdout
+    assert "replaced by the one of plugin 'fast'; choose it back in a recipe with use = \"noise:laplace\"" in (
+        listed.stdout)
+    payload = json.loads(privclust("plugins", "--json").stdout)
+    assert [(c["plugin"], c["replaced_by"]) for c in payload["replaced"]] == [("noise", "fast")]
+    ran = privclust("run", str(folder / "recipe.toml"), "-i", str(folder / "in.csv"), "-o", str(folder / "out.csv"),
+                    "--report", str(folder / "report.json"), "--seed", "1")
+    assert ran.returncode == 0, ran.stderr
+    report = json.loads((folder / "report.json").read_text())
+    assert (report["steps"][0]["plugin"], report["steps"][0]["distribution"]) == ("fast", "fastnoise")
+    assert [e["details"]["plugin"] for e in report["ledger"] if e["kind"] == "process"] == ["fast"]
+    assert [e["mechanism"] for e in report["ledger"] if e["kind"] == "dp"] == ["fastnoise laplace"]
+    # the built-in back, for every recipe, by blocking the replacement
+    ran = privclust("run", str(folder / "recipe.toml"), "-i", str(folder / "in.csv"), "-o", str(folder / "b.csv"),
+                    "--report", str(folder / "b.json"), "--seed", "1", PRIVCLUST_DISABLE_PLUGINS="fast:laplace")
+    assert ran.returncode == 0, ran.stderr
+    assert json.loads((folder / "b.json").read_text())["steps"][0]["plugin"] == "noise"

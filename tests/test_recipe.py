@@ -223,10 +223,11 @@ def test_an_evaluator_used_as_a_step(registry):
 
         register(Count)
 
-    import types
+    class Plugin:  # a plugin is hashable (pluggy keeps plugins in sets): a class, a module or an object
+        pass
 
-    reg = privclust.Registry(plugins=[types.SimpleNamespace(
-        privclust_register_evaluators=privclust_register_evaluators)], use_env=False)
+    Plugin.privclust_register_evaluators = staticmethod(privclust_register_evaluators)
+    reg = privclust.Registry(plugins=[Plugin], use_env=False)
     with pytest.raises(RecipeError, match="is one of the evaluators, not a step component"):
         privclust.compile({"steps": [{"use": "count"}]}, reg)
 

@@ -387,7 +387,8 @@ def test_unregister_unknown_plugin(registry):
 def test_components_table_lists_kind_name_plugin_distribution_version(registry):
     rows = [c.to_dict() for c in registry.components("noise_mechanisms")]
     assert [r["name"] for r in rows] == ["gaussian", "geometric", "laplace"]
-    assert set(rows[0]) == {"kind", "name", "class", "plugin", "distribution", "version"}
+    assert set(rows[0]) == {"kind", "name", "class", "plugin", "distribution", "version", "replaces", "replaced_by"}
+    assert rows[0]["replaces"] == rows[0]["replaced_by"] == ""
     with pytest.raises(privclust.PrivclustError, match="did you mean 'maskers'"):
         registry.components("masker")
 
@@ -419,3 +420,127 @@ def test_every_bad_value_is_reported_at_once(registry):
                         where="steps[0]")
     where = [p.where for p in err.value.problems]
     assert where == ["steps[0].colour", "steps[0].epsilon", "steps[0].delta"]
+
+
+def test_registration_hooks_are_called_through_pluggy_wrappers_and_tracing_see_them():
+    seen = []
+
+    class Wrapper:
+        @hookimpl(wrapper=True)
+        def privclust_register_maskers(self, register):
+            seen.append("before")
+            result = yield
+            seen.append("after")
+            return result
+
+    calls = []
+    reg = Registry(entry_points=[FakeEntryPoint("extra", plugin_with(Doubler)), FakeEntryPoint("wrap", Wrapper())],
+                   use_env=False).load()
+    undo = reg.pm.add_hookcall_monitoring(
+        lambda name, impls, kwargs: calls.append((name, [i.plugin_name for i in impls])), lambda *a: None)
+    traced: list[str] = []
+    reg.pm.trace.root.setwriter(traced.append)
+    untrace = reg.pm.enable_tracing()
+    try:
+        assert reg.info("maskers", "doubler").plugin == "extra"  # credited to the plugin that registered it
+    finally:
+        untrace()
+        undo()
+    assert any("privclust_register_maskers" in line for line in traced)  # pluggy's own tracing sees it
+    assert seen == ["before", "after"]  # once per plugin that implements the hook: here 'extra' alone
+    assert [c for c in calls if c[0] == "privclust_register_maskers"] == [
+        ("privclust_register_maskers", ["extra", "wrap"])]
+
+
+def test_a_plugin_must_be_hashable_as_pluggy_requires():
+    unhashable = types.SimpleNamespace()
+    unhashable.privclust_register_maskers = hookimpl(lambda register: register(Doubler))
+    with pytest.raises(PluginError, match="unhashable SimpleNamespace; pluggy keeps plugins in sets"):
+        Registry(plugins=[unhashable], use_env=False).load()
+
+
+def replacing(cls, replaces, kind="noise_mechanisms"):
+    """A plugin registering ``cls`` as the replacement of ``replaces`` (``plugin:name``)."""
+
+    class Plugin:
+        pass
+
+    def register_all(register):
+        register(cls, replaces=replaces)
+
+    setattr(Plugin, f"privclust_register_{kind}", staticmethod(hookimpl(register_all)))
+    return Plugin
+
+
+def installed_with(*extra):
+    """The installed entry points (the built-ins) and fake installed plugins."""
+    import importlib.metadata
+
+    return [*importlib.metadata.entry_points(group="privclust"), *extra]
+
+
+RECIPE = {"steps": [{"use": "laplace", "epsilon": 1.0, "bounds": {"a": [0, 1]}, "columns": ["a"]}]}
+
+
+def test_an_installed_plugin_that_declares_it_replaces_a_builtin_just_works(frame):
+    builtin = Registry(use_env=False).get("noise_mechanisms", "laplace")
+    fast = FakeEntryPoint("fast", replacing(FakeLaplace, "noise:laplace"), dist="fastnoise", version="2.0")
+    reg = Registry(entry_points=installed_with(fast), use_env=False)
+    info = reg.info("noise_mechanisms", "laplace")
+    assert (info.cls, info.plugin, info.distribution) == (FakeLaplace, "fast", "fastnoise")
+    assert info.replaces == "noise:laplace"
+    assert [(r.qualified, r.replaced_by) for r in reg.replaced()] == [("noise:laplace", "fast")]
+    assert reg.get("noise_mechanisms", "noise:laplace") is builtin  # chosen back by plugin:name
+    assert reg.kind_of("noise:laplace") == ["noise_mechanisms"]
+    release = privclust.run(RECIPE, frame, seed=1, registry=reg)
+    assert release.ledger.of_kind("dp")[0].mechanism == "fake-laplace"
+    step = release.report()["steps"][0]
+    assert (step["component"], step["plugin"], step["distribution"], step["version"]) == (
+        "laplace", "fast", "fastnoise", "2.0")
+    assert release.ledger.of_kind("process")[0].details["plugin"] == "fast"
+    assert release.snapshot["steps"][0]["plugin"] == "fast"
+
+
+def test_the_replaced_builtin_is_chosen_back_in_a_recipe_or_by_blocking_the_replacement(frame):
+    builtin = Registry(use_env=False).get("noise_mechanisms", "laplace")
+    fast = FakeEntryPoint("fast", replacing(FakeLaplace, "noise:laplace"), dist="fastnoise")
+    reg = Registry(entry_points=installed_with(fast), use_env=False)
+    back = {"steps": [{**RECIPE["steps"][0], "use": "noise:laplace"}]}
+    release = privclust.run(back, frame, seed=1, registry=reg)
+    assert release.ledger.of_kind("dp")[0].mechanism != "fake-laplace"
+    assert type(release.outcomes[0].component) is builtin
+    assert release.report()["steps"][0]["plugin"] == "noise"  # credited by class, not by the name in use
+    assert release.ledger.of_kind("process")[0].details["distribution"] == "privclust"
+    # nested components take plugin:name too
+    nested = privclust.compile({"steps": [{"use": "idp-kmeans", "k": 2, "epsilon": 1.0, "bounds": {"a": [0, 1]},
+                                           "noise": "noise:laplace"}]}, reg)
+    assert type(nested.steps[0].component.noise) is builtin
+    # everywhere: block the replacement
+    blocked = Registry(entry_points=installed_with(fast), block=["fast:laplace"], use_env=False)
+    assert blocked.get("noise_mechanisms", "laplace") is builtin and blocked.replaced() == []
+    with pytest.raises(UnknownComponentError, match="noise:laplace"):
+        reg.get("noise_mechanisms", "noise:laplase")
+
+
+def test_two_plugins_claiming_one_name_without_declaring_it_name_both_and_the_fix():
+    fast = FakeEntryPoint("fast", plugin_with(FakeLaplace, kind="noise_mechanisms"), dist="fastnoise", version="2.0")
+    with pytest.raises(DuplicateComponentError) as err:
+        Registry(entry_points=installed_with(fast), use_env=False).names("noise_mechanisms")
+    text = str(err.value)
+    assert "'noise' (distribution privclust" in text and "'fast' (distribution fastnoise 2.0)" in text
+    assert 'register(cls, replaces="noise:laplace")' in text
+    assert "PRIVCLUST_DISABLE_PLUGINS=noise:laplace or PRIVCLUST_DISABLE_PLUGINS=fast:laplace" in text
+    # two replacements of one built-in clash too, and so does a declaration naming the wrong plugin
+    two = [FakeEntryPoint(n, replacing(FakeLaplace, "noise:laplace"), dist=f"{n}-dist") for n in ("a", "b")]
+    with pytest.raises(DuplicateComponentError, match="'a' .*and 'b' "):
+        Registry(entry_points=installed_with(*two), use_env=False).names("noise_mechanisms")
+    typo = FakeEntryPoint("fast", replacing(FakeLaplace, "nosie:laplace"), dist="fastnoise")
+    with pytest.raises(DuplicateComponentError, match="'fast' declares replaces='nosie:laplace', which names none"):
+        Registry(entry_points=installed_with(typo), use_env=False).names("noise_mechanisms")
+
+
+@pytest.mark.parametrize("replaces", ["laplace", "noise:gaussian", ":laplace", 3])
+def test_replaces_names_a_plugin_and_a_component_of_the_same_name(replaces):
+    reg = Registry(plugins=[replacing(FakeLaplace, replaces)], use_env=False)
+    with pytest.raises(PluginError, match='replaces="PLUGIN:laplace"'):
+        reg.names("noise_mechanisms")
