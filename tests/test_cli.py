@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
@@ -448,8 +449,6 @@ def test_check_says_what_an_allow_leaks_opt_in_costs(tmp_path, capsys):
 
 
 def test_run_reads_standard_input_and_writes_standard_output(tmp_path, monkeypatch, capsys):
-    import io
-
     recipe = tmp_path / "lap.toml"
     recipe.write_text('[[steps]]\nuse = "laplace"\nepsilon = 1.0\nbounds = { a = [0, 10], b = [0, 10] }\n',
                       encoding="utf-8")
@@ -464,8 +463,6 @@ def test_run_reads_standard_input_and_writes_standard_output(tmp_path, monkeypat
 
 
 def test_an_empty_or_ambiguous_standard_input_is_refused(tmp_path, monkeypatch, capsys):
-    import io
-
     recipe = tmp_path / "lap.toml"
     recipe.write_text('[[steps]]\nuse = "laplace"\nepsilon = 1.0\nbounds = { a = [0, 10] }\n', encoding="utf-8")
     for text, message in [("", "standard input (--input -) is empty"),
