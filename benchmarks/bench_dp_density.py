@@ -151,6 +151,16 @@ def run_diffprivlib(dataset: str, n: int, epsilons: list[float], seed: int = 1) 
     return out
 
 
+
+def more_seeds(name, n, seeds, seeded, results):
+    """dp-density (automatic) and diffprivlib on more seeds: cells in ``results``, ARIs in ``seeded``."""
+    for s in seeds:
+        for label, fn, extra in (("dp-density", run_dp_density, (False,)), ("diffprivlib KMeans", run_diffprivlib, ())):
+            m = measure(fn, name, n, EPSILONS, *extra, seed=s)
+            results["cells"].append({"method": f"{label} seed {s}", "dataset": name, "n": n,
+                                     "rows": m.value if m.ok else None, "failure": m.failure})
+            seeded[label].append(m.value if m.ok else None)
+
 def run_dpc_grid(dataset: str, n: int, epsilons: list[float], seed: int = 1) -> list[dict]:
     data, y, bounds = load(dataset, n)
     registry = privclust.get_registry()
@@ -277,12 +287,7 @@ def main(quick: bool = False) -> str:
         results["cells"].append({"method": "shape references", "dataset": name, "n": n_main,
                                  "rows": [dict(ref.value, eps=None)] if ref.ok else None, "failure": ref.failure})
         seeded[name] = {"dp-density": [auto], "diffprivlib KMeans": [dpl]}
-        for s in seeds[1:]:
-            for label, fn, extra in (("dp-density", run_dp_density, (False,)), ("diffprivlib KMeans", run_diffprivlib, ())):
-                m = measure(fn, name, n_main, EPSILONS, *extra, seed=s)
-                results["cells"].append({"method": f"{label} seed {s}", "dataset": name, "n": n_main,
-                                         "rows": m.value if m.ok else None, "failure": m.failure})
-                seeded[name][label].append(m.value if m.ok else None)
+        more_seeds(name, n_main, seeds[1:], seeded[name], results)
         if ref.ok:
             convex_ari, near_ari = ref.value["convex_cells_ari"], ref.value["neighbours_ari"]
             rows_ref.append([name, f"{db.value['ari']:.3f}" if db.ok else db.failure,
@@ -339,12 +344,7 @@ def main(quick: bool = False) -> str:
         fixed = record("dp-density (k)", name, n_main, measure(run_dp_density, name, n_main, EPSILONS, True))
         dpl = record("diffprivlib KMeans", name, n_main, measure(run_diffprivlib, name, n_main, EPSILONS))
         seeded[name] = {"dp-density": [auto], "diffprivlib KMeans": [dpl]}
-        for s in seeds[1:]:
-            for label, fn, extra in (("dp-density", run_dp_density, (False,)), ("diffprivlib KMeans", run_diffprivlib, ())):
-                m = measure(fn, name, n_main, EPSILONS, *extra, seed=s)
-                results["cells"].append({"method": f"{label} seed {s}", "dataset": name, "n": n_main,
-                                         "rows": m.value if m.ok else None, "failure": m.failure})
-                seeded[name][label].append(m.value if m.ok else None)
+        more_seeds(name, n_main, seeds[1:], seeded[name], results)
         for eps in EPSILONS:
             rows_c.append([name, eps, _cell(auto, eps), _cell(fixed, eps), _cell(dpl, eps), _cell(auto, eps, "seconds"),
                            _cell(dpl, eps, "seconds")])
