@@ -46,7 +46,7 @@ from .datasets import TABLE1_RULE, table1
 from .errors import PrivclustError, RecipeError
 from .hookspecs import hookimpl
 from .plots import risk_utility_map
-from .recipe import Recipe
+from .recipe import DEFAULT_LABEL_COLUMN, Recipe
 from .registry import ENV_DISABLE, Registry, get_registry
 from .runner import compile, preflight, run
 
@@ -206,6 +206,16 @@ def _cmd_check(args: argparse.Namespace) -> int:
         checked = preflight(compiled, read_frame(args.input))  # the checks `run` makes before its first step
         lines.append(f"  data {args.input}: {checked.frame.shape[0]} records; every column the recipe uses is "
                      "present, numeric and finite, with enough records for each step")
+        changed: set[str] = set()
+        for cs, columns in zip(compiled.steps, checked.step_columns, strict=True):
+            if cs.kind == "clusterers":
+                lines.append(f"    step {cs.index} {cs.id!r} changes no value; it adds the label column "
+                             f"{cs.step.output or DEFAULT_LABEL_COLUMN!r}")
+            else:
+                changed.update(columns)
+                lines.append(f"    step {cs.index} {cs.id!r} changes {', '.join(columns)}")
+        kept = [str(c) for c in checked.frame.columns if c not in changed]
+        lines.append(f"    released as in the data: {', '.join(kept) if kept else '(none)'}")
     print("\n".join(lines))
     return 0
 

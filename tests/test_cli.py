@@ -544,3 +544,16 @@ def test_the_command_works_with_an_installed_plugin_that_replaces_a_builtin(file
                     "--report", str(folder / "b.json"), "--seed", "1", PRIVCLUST_DISABLE_PLUGINS="fast:laplace")
     assert ran.returncode == 0, ran.stderr
     assert json.loads((folder / "b.json").read_text())["steps"][0]["plugin"] == "noise"
+
+
+def test_check_lists_the_columns_each_step_changes_and_those_released_as_they_are(tmp_path, capsys):
+    (tmp_path / "d.csv").write_text("a,b,c\n" + "".join(f"{i},{i * 2},{i * 3}\n" for i in range(20)),
+                                    encoding="utf-8")
+    (tmp_path / "r.toml").write_text(
+        '[[steps]]\nuse = "laplace"\nepsilon = 1.0\ncolumns = ["a"]\nbounds = { a = [0, 20] }\n\n'
+        '[[steps]]\nuse = "mdav"\nk = 3\ncolumns = ["b", "c"]\noutput = "group"\n', encoding="utf-8")
+    assert main(["check", str(tmp_path / "r.toml"), "-i", str(tmp_path / "d.csv")]) == 0
+    out = capsys.readouterr().out
+    assert "step 0 'laplace' changes a\n" in out
+    assert "step 1 'mdav' changes no value; it adds the label column 'group'" in out
+    assert "released as in the data: b, c" in out
