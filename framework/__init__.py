@@ -42,6 +42,7 @@ from .components import (
     Sensitivity,
     TopMemberships,
     component_params,
+    stated_params,
 )
 from .constraints import ConstraintSet
 from .errors import (
@@ -140,6 +141,7 @@ __all__ = [
     "declared_leaks",
     "known_leak_names",
     "component_params",
+    "stated_params",
     "get_registry",
     "hookimpl",
     "nested",

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 import attrs
 import numpy as np
 
-from .specs import component_params
+from .specs import component_params, stated_params
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -54,6 +54,7 @@ __all__ = [
     "TopMemberships",
     "component_params",
     "readonly",
+    "stated_params",
 ]
 
 #: The component kinds, in the order the docs list them.

@@ -103,22 +103,17 @@ _FCM_KEYS = ("m1", "m2")
 _EFCM_KEYS = ("lambda1", "lambda2")
 
 
-def _clusterer_view(value: Any) -> tuple[str | None, dict[str, Any]]:
-    """``(name, stated parameters)`` of a nested clusterer given as a spec or an instance."""
+def _clusterer_view(value: Any, *, defaults: bool = True) -> tuple[str | None, dict[str, Any]]:
+    """``(name, stated parameters)`` of a nested clusterer given as a spec or
+    an instance: its ``m``, ``lambda`` and ``c`` in effect (not ``None``; a
+    class's own default, e.g. a subclass's ``m = 1.3``, is in effect); with
+    ``defaults=False`` only those the caller gave (see
+    :func:`privclust.stated_params`)."""
     if value is None:
         return None, {}
-    if isinstance(value, ComponentSpec):
-        return value.use, {k: v for k, v in value.params.items() if v is not None}
-    name = getattr(type(value), "name", None)
-    stated = {}
-    for field in attrs.fields(type(value)):
-        key = field.name[:-1] if field.name.endswith("_") else field.name
-        v = getattr(value, field.name)
-        # an instance cannot say what was stated: a value equal to the default counts as unset
-        if v is not None and key in ("m", "lambda", "c") and not (field.default is not attrs.NOTHING
-                                                                 and v == field.default):
-            stated[key] = v
-    return name, stated
+    name = value.use if isinstance(value, ComponentSpec) else getattr(type(value), "name", None)
+    stated = privclust.stated_params(value, defaults=defaults)
+    return name, {k: v for k, v in stated.items() if k in ("m", "lambda", "c")}
 
 
 def _family(value: Any) -> str | None:
@@ -540,7 +535,7 @@ class FuzzyMicroaggregation:
         if m_given and lam_given:
             problems.append(f"{who}: {', '.join(m_given)} belong to FCM and {', '.join(lam_given)} to EFCM; give "
                             "one pair (m1/m2 with clusterer \"fcm\", lambda1/lambda2 with clusterer \"efcm\")")
-        name, stated = _clusterer_view(self.clusterer)
+        name, stated = _clusterer_view(self.clusterer, defaults=False)  # conflicts: only what was given
         family = _family(self.clusterer)
         if family == "fcm" and lam_given:
             problems.append(f"{who}: {', '.join(lam_given)} are EFCM's parameters but the clusterer is {name!r}, "

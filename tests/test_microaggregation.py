@@ -623,3 +623,41 @@ def test_the_issues_case_warns_m1_1_5_on_skewed_data_at_d_5():
         mask(FuzzyMicroaggregation(k=5, m1=1.5), frame)
     with _no_regime_warning():
         mask(FuzzyMicroaggregation(k=5, m1=1.25), frame)
+
+
+# ---------------------------------------------------------------------------
+# A subclass's default is a real default (issue 9: fcm-warm)
+# ---------------------------------------------------------------------------
+
+from typing import ClassVar  # noqa: E402
+
+
+@attrs.frozen(kw_only=True)
+class WarmFCM(FCM):
+    """fcm with a crisper default fuzzifier."""
+
+    name: ClassVar[str] = "fcm-warm"
+    m: float | None = privclust.param(float, default=1.3, gt=1, doc="fuzzifier (default 1.3)")
+
+
+class WarmPlugin:
+    @privclust.hookimpl
+    def privclust_register_clusterers(register):
+        register(WarmFCM)
+
+
+def test_a_subclass_default_is_used_inside_fuzzy_microaggregation_and_reported():
+    registry = privclust.Registry(plugins=[WarmPlugin], use_env=False)
+    recipe = {"steps": [{"use": "fuzzy-microaggregation", "k": 3, "clusterer": "fcm-warm"}]}
+    release = privclust.run(recipe, ds.table1(), seed=1, registry=registry)
+    step = release.report()["steps"][0]
+    assert step["parameters"]["clusterer"] == {**step["parameters"]["clusterer"], "use": "fcm-warm", "m": 1.3}
+    assert release.outcomes[0].diagnostics["m1"] == 1.3 and release.outcomes[0].diagnostics["m2"] == 1.3
+    assert "fcm-warm with m = 1.3" in release.ledger.of_kind("guarantee")[0].statement
+    # the masker's m1 overrides the subclass's default (no conflict: the default was not given) ...
+    _, _, _, s1, s2 = registry.create("maskers", FuzzyMicroaggregation(k=3, m1=1.5, clusterer=WarmFCM())).resolve(
+        WarmFCM(), 30, 3)
+    assert (s1.value, s2.value) == (1.5, 1.5)
+    # ... but a value given on both that differ is an error naming both
+    with pytest.raises(ParameterError, match="m1 = 1.5 but the clusterer's m = 1.4"):
+        FuzzyMicroaggregation(m1=1.5, clusterer=WarmFCM(m=1.4))
