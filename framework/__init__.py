@@ -29,8 +29,10 @@ from .accounting import (
 )
 from .compare import compare, summarize
 from .components import (
+    CAPABILITIES,
     KINDS,
     BoundConstraints,
+    Capability,
     Clusterer,
     ConstraintHandler,
     EvaluationInputs,
@@ -41,6 +43,7 @@ from .components import (
     Partition,
     Sensitivity,
     TopMemberships,
+    capability,
     component_params,
     stated_params,
 )
@@ -86,6 +89,7 @@ def _version() -> str:
 __version__ = _version()
 
 __all__ = [
+    "CAPABILITIES",
     "KINDS",
     "KNOWN_LEAKS",
     "NAME",
@@ -94,6 +98,7 @@ __all__ = [
     "BoundConstraints",
     "Budget",
     "BudgetExceededError",
+    "Capability",
     "Clusterer",
     "CompiledRecipe",
     "ComponentInfo",
@@ -140,6 +145,7 @@ __all__ = [
     "compile",
     "declared_leaks",
     "known_leak_names",
+    "capability",
     "component_params",
     "stated_params",
     "get_registry",

@@ -35,7 +35,14 @@ The checks (each raises ``AssertionError`` with a message saying what to fix):
     on 0 against 1 (300 runs each, float-support events included), and for
     any DP component, its run on neighbouring frames (200 runs each).
 
-Components that record no DP release pass the last three checks trivially,
+``optional_capabilities``
+    each optional member the component has (``planned_cost``,
+    ``min_records``, ``uses_constraints``... :data:`privclust.CAPABILITIES`)
+    has the declared form and applies to its kind; a near-miss name
+    (``min_record``) is reported.
+
+Components that record no DP release pass ``spends_before_release``,
+``refuses_exhausted_budget`` and ``privacy_audit`` trivially,
 and so do components whose ledger records a leak for ``privacy_audit``.
 Evaluators get the data as ``original`` and a release that differs from it
 as ``protected``. :func:`parametrize_components` names its tests
@@ -51,6 +58,7 @@ half of the runs); ``passed`` is false when it exceeds the epsilon charged.
 
 from __future__ import annotations
 
+import difflib
 import math
 import tomllib
 import warnings
@@ -62,7 +70,7 @@ import numpy as np
 import pandas as pd
 
 from .accounting import ADD_REMOVE, PrivacyContext, relation_kind
-from .components import KIND_METHODS, KINDS, EvaluationInputs, Masked, Partition, Sensitivity
+from .components import CAPABILITIES, KIND_METHODS, KINDS, EvaluationInputs, Masked, Partition, Sensitivity
 from .errors import BudgetExceededError, ParameterError, PrivclustError
 from .hookspecs import hookimpl
 from .recipe import Budget, ComponentSpec, dumps_toml
@@ -1122,6 +1130,35 @@ def check_privacy_audit(component: Any, data: pd.DataFrame, kind: str, registry:
         f"sensitivity and the noise scale\n{result}")
 
 
+def check_optional_capabilities(component: Any, data: pd.DataFrame, kind: str, registry: Registry) -> None:
+    """Each optional member the component has (:data:`privclust.CAPABILITIES`)
+    is of the declared form and applies to its kind; a public member whose
+    name is a near miss of one (``min_record``) is reported, since the host
+    would silently ignore it."""
+    cls = type(component)
+    name = getattr(cls, "name", cls.__qualname__)
+    problems = []
+    for declared in CAPABILITIES.values():
+        if not hasattr(cls, declared.name):
+            continue
+        if kind not in declared.kinds:
+            problems.append(f"{declared.name} applies to {', '.join(k.replace('_', ' ') for k in declared.kinds)}, "
+                            f"not to {kind.replace('_', ' ')}: the host never reads it here")
+            continue
+        problem = declared.check(component, data.shape[1])
+        if problem:
+            problems.append(problem)
+    fields = {f.name for f in attrs.fields(cls)} if attrs.has(cls) else set()
+    for member in dir(cls):
+        if member.startswith("_") or member in CAPABILITIES or member in fields:
+            continue
+        close = difflib.get_close_matches(member, list(CAPABILITIES), n=1, cutoff=0.85)
+        if close:
+            problems.append(f"{member!r} looks like the optional member {close[0]!r} "
+                            f"({CAPABILITIES[close[0]].signature}), which the host would use; rename it")
+    assert not problems, f"{name}: " + "; ".join(problems)
+
+
 #: Every check, by name.
 CHECKS: dict[str, Callable[[Any, pd.DataFrame, str, Registry], None]] = {
     "params_round_trip": check_params_round_trip,
@@ -1130,6 +1167,7 @@ CHECKS: dict[str, Callable[[Any, pd.DataFrame, str, Registry], None]] = {
     "spends_before_release": check_spends_before_release,
     "refuses_exhausted_budget": check_refuses_exhausted_budget,
     "privacy_audit": check_privacy_audit,
+    "optional_capabilities": check_optional_capabilities,
 }
 
 

@@ -185,3 +185,55 @@ def test_ids_are_the_documented_ones_even_for_repeated_components():
     assert ids[n:2 * n] == [f"good.2-{name}" for name in pt.CHECKS]
     assert ids[2 * n] == "derived-params_round_trip"
     assert len(set(ids)) == len(ids)
+
+
+@attrs.frozen(kw_only=True)
+class BadCapabilities:
+    name: ClassVar[str] = "bad-capabilities"
+    uses_constraints: ClassVar[str] = "no"
+
+    def planned_cost(self):
+        return 1.0
+
+    def min_record(self, n_columns):  # a near miss: the host would never call it
+        return 10
+
+    def mask(self, data, context):
+        return Masked(data=data.copy())
+
+
+@attrs.frozen(kw_only=True)
+class GoodCapabilities:
+    name: ClassVar[str] = "good-capabilities"
+    uses_constraints: ClassVar[bool] = False
+    leak_names: ClassVar[tuple[str, ...]] = ("mine",)
+
+    def planned_cost(self):
+        return None
+
+    def min_records(self, n_columns):
+        return 2 * n_columns
+
+    def step_problems(self):
+        return []
+
+    def mask(self, data, context):
+        return Masked(data=data.copy())
+
+
+def test_optional_capabilities_are_declared_in_one_place_and_checked():
+    import privclust
+
+    assert set(privclust.CAPABILITIES) == {"planned_cost", "step_problems", "min_records", "uses_constraints",
+                                           "data_leaks", "leak_names", "disclosive_metrics"}
+    assert privclust.capability(Good(), "uses_constraints") is True  # the declared default
+    assert privclust.capability(GoodCapabilities(), "min_records")(3) == 6
+    assert privclust.capability(Good(), "planned_cost") is None
+    pt.check_component(GoodCapabilities())
+    checks = dict(pt.component_checks(BadCapabilities()))
+    with pytest.raises(AssertionError) as err:
+        checks["optional_capabilities"](BadCapabilities())
+    text = str(err.value)
+    assert "uses_constraints must be True or False" in text
+    assert "planned_cost() must return None or (epsilon, delta)" in text
+    assert "'min_record' looks like the optional member 'min_records'" in text
