@@ -231,6 +231,11 @@ class EvaluationInputs:
     :ivar constraints: the recipe's edit rules bound to all columns, or ``None``.
     :ivar ledger: a copy of the run's ledger so far (changing it changes nothing).
     :ivar rng: a random generator for evaluators that sample.
+    :ivar registry: the run's :class:`~privclust.Registry` (``None``: the
+        session registry, ``privclust.get_registry()``); an evaluator that
+        needs another component (a constraint handler to parse rules of its
+        own) resolves it through this one, so that a blocked or swapped
+        component is honoured.
     """
 
     original: pd.DataFrame
@@ -241,6 +246,7 @@ class EvaluationInputs:
     constraints: BoundConstraints | None = None
     ledger: Ledger | None = None
     rng: np.random.Generator | None = None
+    registry: Any = None
 
     def partitions(self) -> list[tuple[Any, Partition]]:
         """The (outcome, partition) pairs of the steps that produced one."""

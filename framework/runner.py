@@ -734,7 +734,7 @@ def _evaluate(compiled: CompiledRecipe, original: pd.DataFrame, protected: pd.Da
                 raise DataError("; ".join(problems))
             inputs = EvaluationInputs(original=original, protected=protected, columns=tuple(columns), labels=labels,
                                       outcomes=tuple(outcomes), constraints=constraints, ledger=ledger,
-                                      rng=rng)
+                                      rng=rng, registry=compiled.registry)
             figures = ev.evaluator.evaluate(inputs)
             for metric, value in dict(figures).items():
                 try:

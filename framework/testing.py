@@ -148,7 +148,7 @@ def _execute(component: Any, kind: str, data: pd.DataFrame, context: PrivacyCont
         if kind == "evaluators":
             inputs = EvaluationInputs(original=data, protected=_protected_for_evaluation(data),
                                       columns=tuple(data.columns), labels=pd.DataFrame(index=data.index),
-                                      rng=context.rng)
+                                      rng=context.rng, registry=context.registry)
             return dict(component.evaluate(inputs))
         if kind == "constraint_handlers":
             bound = component.bind(tuple(data.columns))
