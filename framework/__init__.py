@@ -45,6 +45,7 @@ from .components import (
     TopMemberships,
     capability,
     component_params,
+    data_matrix,
     stated_params,
 )
 from .constraints import ConstraintSet
@@ -147,6 +148,7 @@ __all__ = [
     "known_leak_names",
     "capability",
     "component_params",
+    "data_matrix",
     "stated_params",
     "get_registry",
     "hookimpl",

@@ -32,13 +32,13 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 import attrs
 import numpy as np
+import pandas as pd
 
+from .errors import DataError
 from .params import DataLeak
 from .specs import component_params, stated_params
 
 if TYPE_CHECKING:  # pragma: no cover
-    import pandas as pd
-
     from .accounting import Ledger, PrivacyContext
 
 __all__ = [
@@ -58,6 +58,7 @@ __all__ = [
     "TopMemberships",
     "capability",
     "component_params",
+    "data_matrix",
     "readonly",
     "stated_params",
 ]
@@ -73,6 +74,33 @@ KIND_METHODS: dict[str, tuple[str, ...]] = {
     "constraint_handlers": ("variables", "check", "bind"),
     "evaluators": ("evaluate",),
 }
+
+
+def data_matrix(data: pd.DataFrame, who: str) -> np.ndarray:
+    """The step's data as a float matrix, a fresh copy (``(N, d)``, the
+    columns in order): what a component computes on.
+
+    Inside a recipe the runner has already checked that the data are a
+    frame of numeric, finite columns with records; this makes the same
+    checks, so a component used on its own fails the same way, with a
+    :class:`~privclust.DataError` naming ``who`` and the columns at fault.
+    One helper for every component instead of a validation of its own."""
+    if not isinstance(data, pd.DataFrame):
+        raise DataError(f"{who}: the data must be a pandas DataFrame; got {type(data).__name__}")
+    if data.shape[0] == 0 or data.shape[1] == 0:
+        raise DataError(f"{who}: the data have no records or no columns")
+    bad = [str(c) for c in data.columns
+           if not pd.api.types.is_numeric_dtype(data[c]) or pd.api.types.is_bool_dtype(data[c])]
+    if bad:
+        raise DataError(f"{who}: column(s) {', '.join(bad)} are not numeric; convert them or leave them out "
+                        "of the step's columns")
+    values = data.to_numpy(dtype=float, na_value=np.nan, copy=True)
+    finite = np.isfinite(values)
+    if not finite.all():
+        cols = [str(data.columns[j]) for j in np.flatnonzero(~finite.all(axis=0))]
+        raise DataError(f"{who}: column(s) {', '.join(cols)} hold NaN or infinite values; impute or drop those "
+                        "records first")
+    return values
 
 
 def readonly(array: Any) -> Any:

@@ -79,20 +79,7 @@ def _check_percent(value: Any) -> str | None:
 
 
 def _matrix(data: pd.DataFrame, name: str, k: int | None) -> np.ndarray:
-    if not isinstance(data, pd.DataFrame):
-        raise DataError(f"{name}: the data must be a pandas DataFrame; got {type(data).__name__}")
-    bad = [c for c in data.columns
-           if not pd.api.types.is_numeric_dtype(data[c]) or pd.api.types.is_bool_dtype(data[c])]
-    if bad:
-        raise DataError(
-            f"{name}: column(s) {', '.join(map(str, bad))} are not numeric; leave them out of the step's columns")
-    X = data.to_numpy(dtype=float, na_value=np.nan)
-    if X.ndim != 2 or X.shape[1] == 0:
-        raise DataError(f"{name}: the data have no columns")
-    if not np.all(np.isfinite(X)):
-        cols = [str(c) for c, ok in zip(data.columns, np.all(np.isfinite(X), axis=0), strict=True) if not ok]
-        raise DataError(
-            f"{name}: column(s) {', '.join(cols)} hold NaN or infinite values; impute or drop those records first")
+    X = privclust.data_matrix(data, name)
     if X.shape[0] < 3:
         raise DataError(f"{name} needs at least 3 records; the data have {X.shape[0]}")
     _check_spans(X, data.columns, name)

@@ -195,11 +195,7 @@ class IDPKMeans:
         if problems:
             raise ParameterError(problems[0])
         columns = [str(c) for c in data.columns]
-        values = data.to_numpy(dtype=float)
-        if not np.all(np.isfinite(values)):
-            bad = [c for c, ok in zip(columns, np.isfinite(values).all(axis=0), strict=True) if not ok]
-            raise DataError(f"idp-kmeans: column(s) {', '.join(bad)} hold missing (NaN) or infinite values; "
-                            "impute or drop those records first")
+        values = privclust.data_matrix(data, "idp-kmeans")
         if self.bounds == "data":
             low, high = values.min(axis=0), values.max(axis=0)
             high = np.where(high > low, high, low + 1.0)

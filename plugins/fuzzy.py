@@ -80,24 +80,8 @@ _PROGRESS_STEPS = 200
 
 
 def finite_values(data: pd.DataFrame, who: str) -> np.ndarray:
-    """The step's columns as a float array (a copy); NaN, infinite or
-    non-numeric columns are a :class:`~privclust.DataError` naming them."""
-    if not isinstance(data, pd.DataFrame):
-        raise DataError(f"{who}: the data must be a pandas DataFrame; got {type(data).__name__}")
-    if data.shape[0] == 0 or data.shape[1] == 0:
-        raise DataError(f"{who}: the data have no records or no columns")
-    bad = [str(c) for c in data.columns
-           if not pd.api.types.is_numeric_dtype(data[c]) or pd.api.types.is_bool_dtype(data[c])]
-    if bad:
-        raise DataError(f"{who}: column(s) {', '.join(bad)} are not numeric; convert them or leave them out "
-                        "of the step's columns")
-    values = data.to_numpy(dtype=float, na_value=np.nan, copy=True)
-    finite = np.isfinite(values)
-    if not finite.all():
-        cols = [str(data.columns[j]) for j in np.flatnonzero(~finite.all(axis=0))]
-        raise DataError(f"{who}: column(s) {', '.join(cols)} hold NaN or infinite values; impute or drop those "
-                        "records first")
-    return values
+    """The step's columns as a float array (a copy): :func:`privclust.data_matrix`."""
+    return privclust.data_matrix(data, who)
 
 
 @attrs.frozen
