@@ -26,6 +26,7 @@ from .accounting import (
     PrivacyLeakWarning,
     Stash,
     StashKey,
+    ThrottledProgress,
 )
 from .compare import compare, summarize
 from .components import (
@@ -139,6 +140,7 @@ __all__ = [
     "StashKey",
     "Step",
     "StepOutcome",
+    "ThrottledProgress",
     "TopMemberships",
     "UnknownComponentError",
     "__version__",

@@ -172,21 +172,6 @@ def _check_n_init(value: Any) -> str | None:
     return None if value >= 1 else 'must be an integer >= 1 or "auto"'
 
 
-class _Progress:
-    """Throttled progress reports (a few hundred at most)."""
-
-    def __init__(self, context: PrivacyContext, total: float):
-        self.context = context
-        self.total = float(max(total, 1))
-        self.last = -1
-
-    def __call__(self, done: float) -> None:
-        step = int(_PROGRESS_STEPS * min(done, self.total) / self.total)
-        if step != self.last:
-            self.last = step
-            self.context.progress(min(done, self.total), self.total)
-
-
 # ---------------------------------------------------------------------------
 # The fit, shared by both clusterers and the fuzzy masker
 # ---------------------------------------------------------------------------
@@ -306,7 +291,7 @@ class _FuzzyClusterer:
             if callback is not None:
                 callback(it, project_original(constraints, std.to_original(vz), std.scale))
 
-        progress = _Progress(context, restarts * self.max_iter)
+        progress = privclust.ThrottledProgress(context, restarts * self.max_iter, steps=_PROGRESS_STEPS)
         best: _fcm.RunResult | None = None
         init_name = ""
         neighbours: int | None = None

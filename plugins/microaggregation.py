@@ -65,7 +65,6 @@ from .fuzzy import (
     DEFAULT_LAMBDA,
     EFCM,
     FCM,
-    _Progress,
     check_constraints,
     compute_memberships,
     finite_values,
@@ -264,7 +263,7 @@ def _step2(std: Any, centres: np.ndarray, fz: _fcm.Fuzzifier, k: int, *, budget_
         if full:
             mem = compute_memberships(std.z, cz, fz, budget_bytes=budget_bytes, mass_tol=mass_tol,
                                       max_neighbours=max_neighbours, rng=context.rng, draw=True,
-                                      progress=_Progress(context, 1.0))
+                                      progress=privclust.ThrottledProgress(context, 1.0))
             rows, own = self_centres(std.z, cz)
             expected = np.array(mem.expected_sizes, dtype=float)
             sub = None
