@@ -533,6 +533,7 @@ class FCM(_FuzzyClusterer):
 
     name: ClassVar[str] = "fcm"
     kind: ClassVar[str] = "fcm"
+    fuzzifier_param: ClassVar[str] = "m"  # privclust.FuzzyClusterer
 
     m: float | None = param(float, default=None, gt=1,
                             doc="fuzzifier m > 1 (unset: 2.0, or the masker's m1 when nested)")
@@ -556,6 +557,7 @@ class EFCM(_FuzzyClusterer):
 
     name: ClassVar[str] = "efcm"
     kind: ClassVar[str] = "efcm"
+    fuzzifier_param: ClassVar[str] = "lambda"  # privclust.FuzzyClusterer
 
     lambda_: float | None = param(float, default=None, gt=0,
                                   doc="lambda > 0, smaller is fuzzier (unset: 1.0, or the masker's lambda1 when "

@@ -63,7 +63,6 @@ from privclust import (
 from . import _fcm
 from .fuzzy import (
     DEFAULT_LAMBDA,
-    EFCM,
     FCM,
     check_constraints,
     compute_memberships,
@@ -116,18 +115,24 @@ def _clusterer_view(value: Any, *, defaults: bool = True) -> tuple[str | None, d
 
 
 def _family(value: Any) -> str | None:
-    """``"fcm"`` when the clusterer takes ``m``, ``"efcm"`` when it takes
-    ``lambda``, ``None`` for another clusterer (or a spec not yet resolved)."""
+    """``"fcm"`` when the clusterer's fuzzifier is ``m``, ``"efcm"`` when it
+    is ``lambda`` (its ``fuzzifier_param``, :class:`privclust.FuzzyClusterer`),
+    ``None`` for another clusterer (or a spec not yet resolved, other than
+    the built-in names)."""
     if value is None:
         return None
     if isinstance(value, ComponentSpec):
         return {"fcm": "fcm", "efcm": "efcm"}.get(value.use)
-    names = {f.name for f in attrs.fields(type(value))}
-    if "m" in names:
-        return "fcm"
-    if "lambda_" in names:
-        return "efcm"
-    return None
+    return {"m": "fcm", "lambda": "efcm"}.get(getattr(type(value), "fuzzifier_param", None))
+
+
+def _fast_path(clusterer: Any) -> bool:
+    """Whether the clusterer offers the built-in fuzzy kernel's array fit
+    (``fit_arrays``, the fit on standardised records with a pilot run):
+    chosen by what the clusterer can do, not by its class, so a subclass of
+    ``fcm`` keeps it and any other :class:`privclust.FuzzyClusterer` runs
+    through its ``fit``."""
+    return _family(clusterer) is not None and callable(getattr(clusterer, "fit_arrays", None))
 
 
 #: A centre is a record "itself" when every value of the step's columns lies
@@ -643,7 +648,7 @@ class FuzzyMicroaggregation:
         base = context.component("clusterers", self.clusterer)
         clusterer, c, k, step1, step2 = self.resolve(base, n, values.shape[1])
         constraints = check_constraints(context.constraints, columns, who)
-        fuzzy = isinstance(clusterer, FCM | EFCM)
+        fuzzy = _fast_path(clusterer)
         std = standardise(values, columns, getattr(clusterer, "standardise", True), who)
         d = values.shape[1]
         budget = getattr(clusterer, "memory_budget", 256.0) * 1024.0 ** 2
