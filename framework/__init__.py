@@ -66,7 +66,7 @@ from .errors import (
     UnknownComponentError,
 )
 from .hookspecs import NAME, hookimpl
-from .params import DataLeak, declared_leaks, nested, param, public_bounds
+from .params import DataLeak, column_bounds, declared_leaks, nested, param, public_bounds
 from .recipe import KNOWN_LEAKS, Budget, ComponentSpec, EvaluateSpec, Recipe, Step
 from .registry import (
     ComponentInfo,
@@ -151,6 +151,7 @@ __all__ = [
     "declared_leaks",
     "known_leak_names",
     "capability",
+    "column_bounds",
     "component_params",
     "data_matrix",
     "stated_params",

@@ -716,25 +716,17 @@ class DPDPCGrid(_DensityPeaks):
                       ) -> tuple[np.ndarray, np.ndarray, dict]:
         columns = [str(c) for c in data.columns]
         if self.bounds == "data":
-            lo, hi = X.min(axis=0), X.max(axis=0)
-            hi = np.where(hi > lo, hi, lo + 1.0)
-            context.record_leak(
-                "bounds",
-                f"the bounds of {', '.join(columns)} were taken from the data (their minimum and maximum place the "
-                "query points and are released exactly, outside the differential-privacy guarantee).",
+            lo, hi = privclust.column_bounds(
+                X, columns, "data", context, who="dp-dpc-grid", details=True,
+                statement=f"the bounds of {', '.join(columns)} were taken from the data (their minimum and maximum "
+                          "place the query points and are released exactly, outside the differential-privacy "
+                          "guarantee).",
                 alternative="give public bounds from domain knowledge: bounds = { column = [low, high] }, or "
-                            "bounds = \"dp\" with bounds_range and bounds_epsilon",
-                details={"bounds": {c: [float(a), float(b)] for c, a, b in zip(columns, lo, hi, strict=True)}},
-            )
+                            "bounds = \"dp\" with bounds_range and bounds_epsilon")
             return lo, hi, {"bounds_rule": "data"}
         table = self.bounds_range if self.bounds == "dp" else self.bounds
         key = "bounds_range" if self.bounds == "dp" else "bounds"
-        missing = [c for c in columns if c not in table]
-        if missing:
-            raise DataError(f"dp-dpc-grid: no public {key} for column(s) {', '.join(missing)}; add them to '{key}' "
-                            f"(e.g. {key} = {{ {missing[0]} = [low, high] }})")
-        lo = np.array([table[c][0] for c in columns])
-        hi = np.array([table[c][1] for c in columns])
+        lo, hi = privclust.column_bounds(X, columns, table, context, who="dp-dpc-grid", key=key)
         wide = [c for c, s in zip(columns, _span(lo, hi), strict=True) if not s <= MAX_SPAN]
         if wide:
             raise ParameterError(f"dp-dpc-grid: the {key} of column(s) {', '.join(wide)} span more than "
