@@ -26,22 +26,29 @@ from .accounting import (
     PrivacyLeakWarning,
     Stash,
     StashKey,
+    ThrottledProgress,
 )
 from .compare import compare, summarize
 from .components import (
+    CAPABILITIES,
     KINDS,
     BoundConstraints,
+    Capability,
     Clusterer,
     ConstraintHandler,
     EvaluationInputs,
     Evaluator,
+    FuzzyClusterer,
     Masked,
     Masker,
     NoiseMechanism,
     Partition,
     Sensitivity,
     TopMemberships,
+    capability,
     component_params,
+    data_matrix,
+    stated_params,
 )
 from .constraints import ConstraintSet
 from .errors import (
@@ -59,7 +66,7 @@ from .errors import (
     UnknownComponentError,
 )
 from .hookspecs import NAME, hookimpl
-from .params import DataLeak, declared_leaks, nested, param, public_bounds
+from .params import DataLeak, column_bounds, declared_leaks, nested, param, public_bounds
 from .recipe import KNOWN_LEAKS, Budget, ComponentSpec, EvaluateSpec, Recipe, Step
 from .registry import (
     ComponentInfo,
@@ -85,6 +92,7 @@ def _version() -> str:
 __version__ = _version()
 
 __all__ = [
+    "CAPABILITIES",
     "KINDS",
     "KNOWN_LEAKS",
     "NAME",
@@ -93,6 +101,7 @@ __all__ = [
     "BoundConstraints",
     "Budget",
     "BudgetExceededError",
+    "Capability",
     "Clusterer",
     "CompiledRecipe",
     "ComponentInfo",
@@ -108,6 +117,7 @@ __all__ = [
     "EvaluateSpec",
     "EvaluationInputs",
     "Evaluator",
+    "FuzzyClusterer",
     "Ledger",
     "LedgerEntry",
     "Masked",
@@ -132,6 +142,7 @@ __all__ = [
     "StashKey",
     "Step",
     "StepOutcome",
+    "ThrottledProgress",
     "TopMemberships",
     "UnknownComponentError",
     "__version__",
@@ -139,7 +150,11 @@ __all__ = [
     "compile",
     "declared_leaks",
     "known_leak_names",
+    "capability",
+    "column_bounds",
     "component_params",
+    "data_matrix",
+    "stated_params",
     "get_registry",
     "hookimpl",
     "nested",

@@ -52,6 +52,7 @@ __all__ = [
     "PrivacyLeakWarning",
     "Stash",
     "StashKey",
+    "ThrottledProgress",
 ]
 
 T = TypeVar("T")
@@ -522,6 +523,26 @@ def _default_registry() -> Registry:
     if _registry_provider is None:  # pragma: no cover - privclust.registry is imported with privclust
         raise PrivclustError("no registry to resolve components from; pass registry= to PrivacyContext")
     return _registry_provider()
+
+
+class ThrottledProgress:
+    """A progress callback for a long loop: ``report(done)`` passes
+    ``context.progress(done, total)`` on at most ``steps`` times over the
+    run (whenever ``done`` crosses the next ``total / steps``), so a loop
+    may call it on every iteration. ``context`` is anything with a
+    ``progress(done, total)`` method (a :class:`PrivacyContext`)."""
+
+    def __init__(self, context: Any, total: float, *, steps: int = 200):
+        self.context = context
+        self.total = float(max(total, 1))
+        self.steps = int(max(steps, 1))
+        self.last = -1
+
+    def __call__(self, done: float) -> None:
+        step = int(self.steps * min(done, self.total) / self.total)
+        if step != self.last:
+            self.last = step
+            self.context.progress(min(done, self.total), self.total)
 
 
 class PrivacyContext:

@@ -25,35 +25,43 @@ numeric and finite (the runner checks this before any component sees it).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import math
+from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 import attrs
 import numpy as np
+import pandas as pd
 
-from .specs import component_params
+from .errors import DataError
+from .params import DataLeak
+from .specs import component_params, stated_params
 
 if TYPE_CHECKING:  # pragma: no cover
-    import pandas as pd
-
     from .accounting import Ledger, PrivacyContext
 
 __all__ = [
+    "CAPABILITIES",
     "KINDS",
     "BoundConstraints",
+    "Capability",
     "Clusterer",
     "ConstraintHandler",
     "EvaluationInputs",
     "Evaluator",
+    "FuzzyClusterer",
     "Masked",
     "Masker",
     "NoiseMechanism",
     "Partition",
     "Sensitivity",
     "TopMemberships",
+    "capability",
     "component_params",
+    "data_matrix",
     "readonly",
+    "stated_params",
 ]
 
 #: The component kinds, in the order the docs list them.
@@ -67,6 +75,33 @@ KIND_METHODS: dict[str, tuple[str, ...]] = {
     "constraint_handlers": ("variables", "check", "bind"),
     "evaluators": ("evaluate",),
 }
+
+
+def data_matrix(data: pd.DataFrame, who: str) -> np.ndarray:
+    """The step's data as a float matrix, a fresh copy (``(N, d)``, the
+    columns in order): what a component computes on.
+
+    Inside a recipe the runner has already checked that the data are a
+    frame of numeric, finite columns with records; this makes the same
+    checks, so a component used on its own fails the same way, with a
+    :class:`~privclust.DataError` naming ``who`` and the columns at fault.
+    One helper for every component instead of a validation of its own."""
+    if not isinstance(data, pd.DataFrame):
+        raise DataError(f"{who}: the data must be a pandas DataFrame; got {type(data).__name__}")
+    if data.shape[0] == 0 or data.shape[1] == 0:
+        raise DataError(f"{who}: the data have no records or no columns")
+    bad = [str(c) for c in data.columns
+           if not pd.api.types.is_numeric_dtype(data[c]) or pd.api.types.is_bool_dtype(data[c])]
+    if bad:
+        raise DataError(f"{who}: column(s) {', '.join(bad)} are not numeric; convert them or leave them out "
+                        "of the step's columns")
+    values = data.to_numpy(dtype=float, na_value=np.nan, copy=True)
+    finite = np.isfinite(values)
+    if not finite.all():
+        cols = [str(data.columns[j]) for j in np.flatnonzero(~finite.all(axis=0))]
+        raise DataError(f"{who}: column(s) {', '.join(cols)} hold NaN or infinite values; impute or drop those "
+                        "records first")
+    return values
 
 
 def readonly(array: Any) -> Any:
@@ -225,6 +260,11 @@ class EvaluationInputs:
     :ivar constraints: the recipe's edit rules bound to all columns, or ``None``.
     :ivar ledger: a copy of the run's ledger so far (changing it changes nothing).
     :ivar rng: a random generator for evaluators that sample.
+    :ivar registry: the run's :class:`~privclust.Registry` (``None``: the
+        session registry, ``privclust.get_registry()``); an evaluator that
+        needs another component (a constraint handler to parse rules of its
+        own) resolves it through this one, so that a blocked or swapped
+        component is honoured.
     """
 
     original: pd.DataFrame
@@ -235,6 +275,7 @@ class EvaluationInputs:
     constraints: BoundConstraints | None = None
     ledger: Ledger | None = None
     rng: np.random.Generator | None = None
+    registry: Any = None
 
     def partitions(self) -> list[tuple[Any, Partition]]:
         """The (outcome, partition) pairs of the steps that produced one."""
@@ -254,6 +295,27 @@ class EvaluationInputs:
 @runtime_checkable
 class Clusterer(Protocol):
     name: ClassVar[str]
+
+    def fit(self, data: pd.DataFrame, context: PrivacyContext) -> Partition: ...
+
+
+@runtime_checkable
+class FuzzyClusterer(Protocol):
+    """A clusterer of ``c`` clusters whose :class:`Partition` has centres and
+    memberships set by a fuzzifier: the protocol a fuzzy masker
+    (``fuzzy-microaggregation``) needs of its clusterer, whatever its class.
+
+    ``fuzzifier_param`` is the recipe key of the fuzzifier and says which
+    memberships it governs: ``"m"`` for fuzzy c-means memberships
+    ``u_ki = 1 / sum_j (D_ki / D_kj)^(1/(m-1))``, ``"lambda"`` for entropy
+    memberships ``softmax(-lambda D_k.)``. The masker sets ``c`` and the
+    fuzzifier on a copy of the clusterer (``attrs.evolve``), so both must be
+    init fields (``None`` meaning "not set"); ``fit`` returns the centres in
+    the data's units."""
+
+    name: ClassVar[str]
+    fuzzifier_param: ClassVar[str]
+    c: int | None
 
     def fit(self, data: pd.DataFrame, context: PrivacyContext) -> Partition: ...
 
@@ -334,3 +396,146 @@ class Evaluator(Protocol):
 # ---------------------------------------------------------------------------
 # Helpers
 # ---------------------------------------------------------------------------
+
+
+# ---------------------------------------------------------------------------
+# Optional capabilities
+# ---------------------------------------------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class Capability:
+    """An optional member a component may have, which the host uses when it
+    is there (like scikit-learn's estimator tags, in one table:
+    :data:`CAPABILITIES`).
+
+    :ivar name: the member's name on the component class.
+    :ivar member: ``"method"`` or ``"class attribute"``.
+    :ivar signature: how it is called or what it holds.
+    :ivar kinds: the component kinds it applies to.
+    :ivar used_for: what the host does with it.
+    :ivar default: what the host assumes when a component does not have it.
+    """
+
+    name: str
+    member: str
+    signature: str
+    kinds: tuple[str, ...]
+    used_for: str
+    default: Any = None
+    problem: Callable[[Any, Any], str | None] = attrs.field(default=None, repr=False, eq=False)
+
+    def check(self, component: Any, n_columns: int = 1) -> str | None:
+        """What is wrong with the component's member (``None`` when it is
+        fine or absent): a method that raises or returns the wrong type, an
+        attribute of the wrong type."""
+        if not hasattr(type(component), self.name):
+            return None
+        value = getattr(component, self.name)
+        if self.member == "method":
+            if not callable(value):
+                return f"{self.name} must be a method {self.signature}; got {value!r}"
+            try:
+                value = value(n_columns) if self.name == "min_records" else value()
+            except Exception as err:  # noqa: BLE001 - reported to the plugin author
+                return f"{self.signature} raised {type(err).__name__}: {err}"
+        return self.problem(value, n_columns) if self.problem is not None else None
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float | np.integer | np.floating) and not isinstance(value, bool)
+
+
+def _cost_problem(value: Any, _: int) -> str | None:
+    if value is None:
+        return None
+    if (not isinstance(value, tuple | list) or len(value) != 2 or not all(_is_number(v) for v in value)
+            or any(not v >= 0 for v in value)):
+        return f"planned_cost() must return None or (epsilon, delta), two numbers >= 0; got {value!r}"
+    if not math.isfinite(float(value[0])):
+        return f"planned_cost() returned epsilon = {value[0]!r}; a step's privacy cost must be finite"
+    return None
+
+
+def _texts_problem(what: str) -> Callable[[Any, int], str | None]:
+    def problem(value: Any, _: int) -> str | None:
+        if value is None:
+            return None
+        if isinstance(value, str) or not isinstance(value, Sequence | set | frozenset | tuple):
+            return f"{what} must be a list of texts; got {value!r}"
+        bad = [v for v in value if not isinstance(v, str)]
+        return f"{what} must hold texts only; got {bad!r}" if bad else None
+    return problem
+
+
+def _min_records_problem(value: Any, n_columns: int) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, int | np.integer) or isinstance(value, bool) or value < 1:
+        return f"min_records({n_columns}) must return None or an integer >= 1; got {value!r}"
+    return None
+
+
+def _bool_problem(value: Any, _: int) -> str | None:
+    return None if isinstance(value, bool) else f"uses_constraints must be True or False; got {value!r}"
+
+
+def _leaks_problem(value: Any, _: int) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, str) or not isinstance(value, Sequence | tuple):
+        return f"data_leaks() must return a list of privclust.DataLeak; got {value!r}"
+    bad = [v for v in value if not isinstance(v, DataLeak)]
+    return f"data_leaks() must return privclust.DataLeak objects only; got {bad!r}" if bad else None
+
+
+_STEP_KINDS = ("clusterers", "maskers", "noise_mechanisms")
+
+#: The optional members of components, by name: the one place they are
+#: declared. The host reads them through :func:`capability`, and the
+#: conformance kit (``privclust.testing``, check ``optional_capabilities``)
+#: checks the ones a component has.
+CAPABILITIES: Mapping[str, Capability] = MappingProxyType({c.name: c for c in (
+    Capability(name="planned_cost", member="method", signature="planned_cost() -> (epsilon, delta) or None",
+               kinds=_STEP_KINDS, problem=_cost_problem,
+               used_for="the least budget the step will spend; a recipe whose steps ask for more than its "
+                        "[privacy] budget is refused when it is compiled"),
+    Capability(name="step_problems", member="method", signature="step_problems() -> list[str]",
+               kinds=_STEP_KINDS, problem=_texts_problem("step_problems()"), default=(),
+               used_for="checks that only matter when the component is a recipe step (a noise mechanism needs "
+                        "epsilon and bounds as a step, not when another component calls it)"),
+    Capability(name="min_records", member="method", signature="min_records(n_columns) -> int or None",
+               kinds=_STEP_KINDS, problem=_min_records_problem,
+               used_for="the run is refused with a DataError if the data (or a part of [privacy] partition_by) "
+                        "have fewer records"),
+    Capability(name="uses_constraints", member="class attribute", signature="uses_constraints: ClassVar[bool]",
+               kinds=_STEP_KINDS, problem=_bool_problem, default=True,
+               used_for="False if the component ignores edit rules, so a rule need not lie wholly inside or "
+                        "outside its columns (read for maskers: a clusterer or a noise step never has to)"),
+    Capability(name="data_leaks", member="method", signature="data_leaks() -> list[privclust.DataLeak]",
+               kinds=_STEP_KINDS, problem=_leaks_problem, default=(),
+               used_for="parameters the component would take from the data, read before any data are seen: the "
+                        "recipe is refused at compile time unless [privacy] allow_leaks names them"),
+    Capability(name="leak_names", member="class attribute", signature="leak_names: ClassVar[tuple[str, ...]]",
+               kinds=_STEP_KINDS, problem=_texts_problem("leak_names"), default=(),
+               used_for="leak names of its own (beyond privclust.KNOWN_LEAKS) that context.record_leak may use "
+                        "and [privacy] allow_leaks may name"),
+    Capability(name="disclosive_metrics", member="class attribute",
+               signature="disclosive_metrics: ClassVar[tuple[str, ...]]", kinds=("evaluators",),
+               problem=_texts_problem("disclosive_metrics"), default=(),
+               used_for="metrics (names or shell patterns) computed from original values, withheld from the "
+                        "public report"),
+)})
+
+
+def capability(component: Any, name: str) -> Any:
+    """A component's optional member ``name`` (one of :data:`CAPABILITIES`),
+    or the capability's default when the component does not have it: a
+    method comes back bound (call it), an attribute as its value."""
+    declared = CAPABILITIES[name]
+    value = getattr(component, name, None)
+    if value is None:
+        return None if declared.member == "method" else declared.default
+    if declared.member == "method" and not callable(value):
+        return None
+    return value

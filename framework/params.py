@@ -21,7 +21,7 @@ from typing import Any
 import attrs
 import numpy as np
 
-from .errors import ParameterError, Problem
+from .errors import DataError, ParameterError, Problem
 from .specs import (
     _META_DOC,
     _META_KIND,
@@ -34,8 +34,8 @@ from .specs import (
     to_component_value,
 )
 
-__all__ = ["NOTHING", "DataLeak", "declared_leaks", "leak_problems", "nested", "param", "param_name",
-           "public_bounds"]
+__all__ = ["NOTHING", "DataLeak", "column_bounds", "declared_leaks", "leak_problems", "nested", "param",
+           "param_name", "public_bounds"]
 
 #: Sentinel: the parameter is required (no default).
 NOTHING = attrs.NOTHING
@@ -222,6 +222,58 @@ def public_bounds(*, default: Any = None, doc: str = 'public bounds {column = [l
     check them alike."""
     return param((Mapping, str), default=default, converter=_to_bounds, check=_bounds_checker(dp), doc=doc,
                  _leak="bounds")
+
+
+def column_bounds(values: np.ndarray, columns: Sequence[str], bounds: Any, context: Any, *, who: str,
+                  statement: str = "", alternative: str = "", key: str = "bounds", constant: str = "unit",
+                  details: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """The ``(low, high)`` arrays, in column order, of a bounds parameter
+    (:func:`public_bounds`) for the ``(N, d)`` float matrix ``values``.
+
+    * A table ``{column: (low, high)}``: its pairs; a column it leaves out is
+      a :class:`~privclust.DataError` naming it, ``who`` and the parameter
+      ``key``, with the fix.
+    * ``"data"``: each column's minimum and maximum, recorded as the leak
+      ``"bounds"`` (``context.record_leak``) with ``statement`` (default: the
+      bounds were released exactly, outside the DP guarantee) and
+      ``alternative`` (default: give public bounds); with ``details`` the
+      bounds themselves go in the entry's details. The leak is refused unless
+      the recipe names it in ``[privacy] allow_leaks`` (the secure default,
+      checked at compile time by :func:`declared_leaks` and at run time by
+      the context). A constant column gets ``[v, v + 1]``
+      (``constant="unit"``) or a range of 2^-40 of its magnitude, at least
+      1, on the side that stays finite (``constant="tiny"``).
+
+    One helper for every component that reads such a parameter, so that
+    they resolve and record bounds alike."""
+    columns = [str(c) for c in columns]
+    if isinstance(bounds, str) and bounds == "data":
+        low, high = values.min(axis=0), values.max(axis=0)
+        if constant == "tiny":
+            pad = np.maximum(1.0, np.abs(low) * 2.0**-40)
+            flat = high <= low
+            up = flat & (low <= 0)
+            down = flat & (low > 0)
+            with np.errstate(over="ignore"):  # the side not taken may overflow
+                high = np.where(up, low + pad, high)
+                low = np.where(down, low - pad, low)
+        else:
+            high = np.where(high > low, high, low + 1.0)
+        text = statement or (f"the bounds of {', '.join(columns)} were taken from the data (their minimum and "
+                             "maximum are released exactly, outside the differential-privacy guarantee).")
+        extra = {"details": {"bounds": {c: [float(a), float(b)] for c, a, b in zip(columns, low, high, strict=True)}}
+                 } if details else {}
+        context.record_leak("bounds", text, alternative=alternative or "give public bounds from domain knowledge: "
+                            "bounds = { column = [low, high] }", **extra)
+        return low, high
+    table = bounds if isinstance(bounds, Mapping) else {}
+    missing = [c for c in columns if c not in table]
+    if missing:
+        raise DataError(f"{who}: no public {key} for column(s) {', '.join(missing)}; add them to '{key}' "
+                        f"(e.g. {key} = {{ {missing[0]} = [low, high] }})")
+    low = np.array([table[c][0] for c in columns], dtype=float)
+    high = np.array([table[c][1] for c in columns], dtype=float)
+    return low, high
 
 
 @attrs.frozen

@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 
 from .accounting import Budget, Ledger, PrivacyContext
-from .components import EvaluationInputs, Masked, Partition, component_params
+from .components import EvaluationInputs, Masked, Partition, capability, component_params
 from .constraints import ConstraintSet
 from .errors import DataError, PrivclustError, Problem, RecipeError
 from .params import leak_problems
@@ -145,8 +145,8 @@ class StepOutcome:
 
 def _planned_cost(component: Any) -> tuple[float, float]:
     """The least (epsilon, delta) a component will spend, as it declares."""
-    plan = getattr(component, "planned_cost", None)
-    if callable(plan):
+    plan = capability(component, "planned_cost")
+    if plan is not None:
         cost = plan()
         if cost:
             return float(cost[0]), float(cost[1])
@@ -191,8 +191,8 @@ def compile(recipe: Recipe | Mapping[str, Any] | str, registry: Registry | None 
         except RecipeError as err:
             problems.extend(err.problems)
             continue
-        check = getattr(component, "step_problems", None)
-        for text in (check() if callable(check) else ()) or ():
+        check = capability(component, "step_problems")
+        for text in (check() if check is not None else ()) or ():
             problems.append(Problem(where, str(text)))
         infinite = [f"{what} = {value:g}" for what, value in zip(("epsilon", "delta"), _planned_cost(component),
                                                                   strict=True) if not math.isfinite(value)]
@@ -254,7 +254,7 @@ def _changes_values_under_rules(cs: CompiledStep) -> bool:
     """A masker that uses edit rules must hold every rule it touches entirely;
     a clusterer only releases labels (its centres honour the rules that lie
     within its columns); noise mechanisms do not use rules."""
-    return cs.kind == "maskers" and getattr(cs.component, "uses_constraints", True)
+    return cs.kind == "maskers" and bool(capability(cs.component, "uses_constraints"))
 
 
 def _rule_sets(constraints: Sequence[Any]) -> list[tuple[int, int, str, frozenset[str]]]:
@@ -393,8 +393,8 @@ def check_data(compiled: CompiledRecipe, frame: pd.DataFrame) -> list[tuple[str,
             problems.append(f"steps[{cs.index}]: the data have no numeric columns; name the step's columns")
         step_columns.append(tuple(columns))
         problems.extend(_check_columns(frame, columns, f"steps[{cs.index}] ({cs.id})"))
-        minimum = getattr(cs.component, "min_records", None)
-        need = minimum(len(columns)) if callable(minimum) else None
+        minimum = capability(cs.component, "min_records")
+        need = minimum(len(columns)) if minimum is not None else None
         if need is not None and frame.shape[0] < need:
             problems.append(f"steps[{cs.index}] ({cs.id}): {type(cs.component).name} needs at least {need} records; "
                             f"the data have {frame.shape[0]}")
@@ -454,8 +454,8 @@ def _partition_parts(compiled: CompiledRecipe, frame: pd.DataFrame,
         raise DataError(f"[privacy] partition_by: two values of {column!r} print the same; convert it to text first")
     problems = []
     for cs, columns in zip(compiled.steps, step_columns, strict=True):
-        minimum = getattr(cs.component, "min_records", None)
-        need = minimum(len(columns)) if callable(minimum) else None
+        minimum = capability(cs.component, "min_records")
+        need = minimum(len(columns)) if minimum is not None else None
         for text, rows in parts:
             if need is not None and len(rows) < need:
                 problems.append(f"steps[{cs.index}] ({cs.id}): {type(cs.component).name} needs at least {need} "
@@ -738,7 +738,7 @@ def _evaluate(compiled: CompiledRecipe, original: pd.DataFrame, protected: pd.Da
                 raise DataError("; ".join(problems))
             inputs = EvaluationInputs(original=original, protected=protected, columns=tuple(columns), labels=labels,
                                       outcomes=tuple(outcomes), constraints=constraints, ledger=ledger,
-                                      rng=rng)
+                                      rng=rng, registry=compiled.registry)
             figures = ev.evaluator.evaluate(inputs)
             for metric, value in dict(figures).items():
                 try:

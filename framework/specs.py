@@ -23,7 +23,7 @@ import attrs
 from .errors import Problem, RecipeError
 
 __all__ = ["ComponentSpec", "FrozenMap", "component_params", "field_doc", "field_kind", "param_name",
-           "to_component_value"]
+           "stated_params", "to_component_value"]
 
 _META_DOC = "privclust_doc"
 _META_KIND = "privclust_kind"
@@ -152,6 +152,44 @@ def component_params(component: Any) -> dict[str, Any]:
             value = ComponentSpec.of(value)
         out[param_name(field.name)] = value
     return out
+
+
+def stated_params(component: Any, *, defaults: bool = True) -> dict[str, Any]:
+    """The parameters a component states, keyed by recipe name: for a
+    :class:`ComponentSpec`, those its table gives; for an instance, every
+    parameter whose value is not ``None``.
+
+    ``None`` is the one way to say "not set, let the surrounding component
+    decide" (a default of ``None``); any other value is in effect, whether the
+    caller gave it or it is the class's default. So a subclass's default is a
+    real default everywhere: ``fcm-warm``, a subclass of ``fcm`` whose ``m``
+    defaults to 1.3, runs with ``m = 1.3`` inside ``fuzzy-microaggregation``
+    (see docs/decisions.md, "Which parameters are set").
+
+    With ``defaults=False`` an instance's parameters equal to its class's
+    default are left out too: what the caller certainly gave. A component
+    that takes a value both on its own and from a nested component uses this
+    to tell a conflict (both given, different) from a default it overrides.
+    """
+    if isinstance(component, ComponentSpec):
+        return {k: v for k, v in component.params.items() if v is not None}
+    out = {k: v for k, v in component_params(component).items() if v is not None}
+    if not defaults:
+        for field in attrs.fields(type(component)):
+            key = param_name(field.name)
+            default = field.default
+            if isinstance(default, attrs.Factory):  # type: ignore[arg-type]
+                continue
+            if key in out and default is not attrs.NOTHING and _equal(out[key], default):
+                del out[key]
+    return out
+
+
+def _equal(a: Any, b: Any) -> bool:
+    try:
+        return bool(a == b)
+    except (TypeError, ValueError):  # e.g. arrays
+        return False
 
 
 def field_kind(attribute: attrs.Attribute) -> str | None:

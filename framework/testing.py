@@ -19,7 +19,9 @@ The checks (each raises ``AssertionError`` with a message saying what to fix):
     two runs with the same seed give identical results; different seeds
     are allowed to differ.
 ``never_mutates_input``
-    the data frame handed to the component is unchanged afterwards.
+    the data frame handed to the component is unchanged afterwards. Every
+    check gets its own fresh copy of the data, and this one compares with a
+    pristine copy taken before any check ran.
 ``spends_before_release``
     a component that records differential-privacy releases calls
     ``context.spend`` before it draws any randomness.
@@ -33,8 +35,18 @@ The checks (each raises ``AssertionError`` with a message saying what to fix):
     on 0 against 1 (300 runs each, float-support events included), and for
     any DP component, its run on neighbouring frames (200 runs each).
 
-Components that record no DP release pass the last three checks trivially,
+``optional_capabilities``
+    each optional member the component has (``planned_cost``,
+    ``min_records``, ``uses_constraints``... :data:`privclust.CAPABILITIES`)
+    has the declared form and applies to its kind; a near-miss name
+    (``min_record``) is reported.
+
+Components that record no DP release pass ``spends_before_release``,
+``refuses_exhausted_budget`` and ``privacy_audit`` trivially,
 and so do components whose ledger records a leak for ``privacy_audit``.
+Evaluators get the data as ``original`` and a release that differs from it
+as ``protected``. :func:`parametrize_components` names its tests
+``<name>-<check>`` (``rounding.2-<check>`` for a second instance).
 
 The empirical privacy auditor: :func:`audit_mechanism`,
 :func:`audit_component` and :func:`audit_recipe` run a mechanism, a
@@ -46,6 +58,7 @@ half of the runs); ``passed`` is false when it exceeds the epsilon charged.
 
 from __future__ import annotations
 
+import difflib
 import math
 import tomllib
 import warnings
@@ -57,7 +70,7 @@ import numpy as np
 import pandas as pd
 
 from .accounting import ADD_REMOVE, PrivacyContext, relation_kind
-from .components import KIND_METHODS, KINDS, EvaluationInputs, Masked, Partition, Sensitivity
+from .components import CAPABILITIES, KIND_METHODS, KINDS, EvaluationInputs, Masked, Partition, Sensitivity
 from .errors import BudgetExceededError, ParameterError, PrivclustError
 from .hookspecs import hookimpl
 from .recipe import Budget, ComponentSpec, dumps_toml
@@ -74,6 +87,7 @@ __all__ = [
     "audit_mechanism",
     "audit_recipe",
     "check_component",
+    "check_id",
     "clopper_pearson",
     "float_laplace_reachable",
     "neighbour_pairs",
@@ -132,13 +146,33 @@ def _execute(component: Any, kind: str, data: pd.DataFrame, context: PrivacyCont
         if kind == "noise_mechanisms":
             return component.perturb(data, context)
         if kind == "evaluators":
-            inputs = EvaluationInputs(original=data, protected=data.copy(), columns=tuple(data.columns),
-                                      labels=pd.DataFrame(index=data.index), rng=context.rng)
+            inputs = EvaluationInputs(original=data, protected=_protected_for_evaluation(data),
+                                      columns=tuple(data.columns), labels=pd.DataFrame(index=data.index),
+                                      rng=context.rng, registry=context.registry)
             return dict(component.evaluate(inputs))
         if kind == "constraint_handlers":
             bound = component.bind(tuple(data.columns))
             return bound.project(data.to_numpy(dtype=float))
     raise AssertionError(f"unknown kind {kind!r}")
+
+
+def _protected_for_evaluation(data: pd.DataFrame) -> pd.DataFrame:
+    """What the kit hands an evaluator as the release: the data with every
+    numeric value moved by a fixed, data-independent amount (a tenth of its
+    column's standard deviation, up or down by record), so that an evaluator
+    that confuses ``original`` and ``protected`` (or never looks at one of
+    them) is run on data where the difference shows. The shifts are drawn
+    from a fixed seed, not from the context, so they are the same in every
+    check."""
+    protected = data.copy(deep=True)
+    signs = np.where(np.random.default_rng(20261201).random(len(data)) < 0.5, -1.0, 1.0)
+    for column in data.columns:
+        values = data[column]
+        if pd.api.types.is_numeric_dtype(values) and not pd.api.types.is_bool_dtype(values):
+            numbers = values.to_numpy(dtype=float)
+            spread = float(np.nanstd(numbers)) if len(numbers) else 0.0
+            protected[column] = numbers + signs * (0.1 * spread if spread > 0 else 1.0)
+    return protected
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -256,10 +290,23 @@ def check_deterministic_under_seed(component: Any, data: pd.DataFrame, kind: str
     )
 
 
-def check_never_mutates_input(component: Any, data: pd.DataFrame, kind: str, registry: Registry) -> None:
+def check_never_mutates_input(component: Any, data: pd.DataFrame, kind: str, registry: Registry,
+                              pristine: pd.DataFrame | None = None) -> None:
+    # component_checks hands every check a fresh copy of the input and this
+    # one the pristine copy taken before any check ran too, so a modification
+    # made during another check cannot hide one made here.
+    reference = pristine if pristine is not None else data.copy(deep=True)
     given = data.copy(deep=True)
     _execute(component, kind, given, _context(registry, seed=7))
-    assert given.equals(data), f"{type(component).name}: the data frame was modified; work on copies"
+    assert _frames_identical(given, reference), (
+        f"{type(component).name}: the data frame was modified; work on copies (e.g. data.to_numpy(dtype=float, "
+        "copy=True) or data.copy())")
+
+
+def _frames_identical(a: pd.DataFrame, b: pd.DataFrame) -> bool:
+    """Same values, dtypes, index and columns (NaN equal to NaN)."""
+    return (a.shape == b.shape and list(a.columns) == list(b.columns) and a.index.equals(b.index)
+            and list(a.dtypes) == list(b.dtypes) and a.equals(b))
 
 
 def _is_dp(component: Any, data: pd.DataFrame, kind: str, registry: Registry) -> tuple[bool, _TracingContext]:
@@ -1083,6 +1130,35 @@ def check_privacy_audit(component: Any, data: pd.DataFrame, kind: str, registry:
         f"sensitivity and the noise scale\n{result}")
 
 
+def check_optional_capabilities(component: Any, data: pd.DataFrame, kind: str, registry: Registry) -> None:
+    """Each optional member the component has (:data:`privclust.CAPABILITIES`)
+    is of the declared form and applies to its kind; a public member whose
+    name is a near miss of one (``min_record``) is reported, since the host
+    would silently ignore it."""
+    cls = type(component)
+    name = getattr(cls, "name", cls.__qualname__)
+    problems = []
+    for declared in CAPABILITIES.values():
+        if not hasattr(cls, declared.name):
+            continue
+        if kind not in declared.kinds:
+            problems.append(f"{declared.name} applies to {', '.join(k.replace('_', ' ') for k in declared.kinds)}, "
+                            f"not to {kind.replace('_', ' ')}: the host never reads it here")
+            continue
+        problem = declared.check(component, data.shape[1])
+        if problem:
+            problems.append(problem)
+    fields = {f.name for f in attrs.fields(cls)} if attrs.has(cls) else set()
+    for member in dir(cls):
+        if member.startswith("_") or member in CAPABILITIES or member in fields:
+            continue
+        close = difflib.get_close_matches(member, list(CAPABILITIES), n=1, cutoff=0.85)
+        if close:
+            problems.append(f"{member!r} looks like the optional member {close[0]!r} "
+                            f"({CAPABILITIES[close[0]].signature}), which the host would use; rename it")
+    assert not problems, f"{name}: " + "; ".join(problems)
+
+
 #: Every check, by name.
 CHECKS: dict[str, Callable[[Any, pd.DataFrame, str, Registry], None]] = {
     "params_round_trip": check_params_round_trip,
@@ -1091,19 +1167,27 @@ CHECKS: dict[str, Callable[[Any, pd.DataFrame, str, Registry], None]] = {
     "spends_before_release": check_spends_before_release,
     "refuses_exhausted_budget": check_refuses_exhausted_budget,
     "privacy_audit": check_privacy_audit,
+    "optional_capabilities": check_optional_capabilities,
 }
 
 
 def component_checks(component: Any, data: pd.DataFrame | None = None, *, kind: str | None = None,
                      registry: Registry | None = None) -> Iterator[tuple[str, Callable[[Any], None]]]:
     """Yield ``(name, check)`` pairs; ``check(component)`` raises on failure."""
-    frame = example_frame() if data is None else data
+    # A pristine copy is taken now, before any check runs; each check gets a
+    # fresh copy of it, so no check sees what another let the component do
+    # to its input, and never_mutates_input compares against the pristine one.
+    pristine = (example_frame() if data is None else data).copy(deep=True)
     kind = kind or kind_of(component)
     assert kind in KINDS, f"unknown kind {kind!r}"
     reg = registry if registry is not None else get_registry()
     for name, fn in CHECKS.items():
         def check(c: Any, _fn: Any = fn) -> None:
-            _fn(c, frame, kind, reg)
+            fresh = pristine.copy(deep=True)
+            if _fn is check_never_mutates_input:
+                _fn(c, fresh, kind, reg, pristine=pristine)
+            else:
+                _fn(c, fresh, kind, reg)
 
         check.__name__ = name
         yield name, check
@@ -1123,7 +1207,20 @@ def parametrize_components(*components: Any, data: pd.DataFrame | None = None,
     import pytest  # only in a test session: privclust.testing is importable without pytest
 
     params = []
+    seen: dict[str, int] = {}
     for component in components:
+        label = check_id(component, seen)
         for name, check in component_checks(component, data, registry=registry):
-            params.append(pytest.param(component, check, id=f"{type(component).name}-{name}"))
+            params.append(pytest.param(component, check, id=f"{label}-{name}"))
     return pytest.mark.parametrize(("component", "check"), params)
+
+
+def check_id(component: Any, seen: dict[str, int] | None = None) -> str:
+    """The label of a component in the test ids of :func:`parametrize_components`:
+    its ``name`` (``rounding``), then ``rounding.2``, ``rounding.3``... for
+    further instances of the same component, counted in ``seen``."""
+    name = str(getattr(type(component), "name", type(component).__qualname__))
+    if seen is None:
+        return name
+    seen[name] = seen.get(name, 0) + 1
+    return name if seen[name] == 1 else f"{name}.{seen[name]}"

@@ -34,6 +34,7 @@ import numpy as np
 import pandas as pd
 
 from .accounting import HOST, Accountant, Ledger, LedgerEntry, NothingProtectedWarning, PrivacyContext
+from .components import capability
 from .errors import PrivclustError
 
 __all__ = ["snapshot", "verdict", "verify"]
@@ -355,7 +356,7 @@ def snapshot(registry: Any, outcomes: Sequence[Any], constraints: Sequence[Any],
             cls = registry.get("evaluators", name)
         except PrivclustError:
             continue
-        disclosive[str(name)] = [str(p) for p in getattr(cls, "disclosive_metrics", ())]
+        disclosive[str(name)] = [str(p) for p in capability(cls, "disclosive_metrics") or ()]
     return {
         "steps": [info(o.kind, type(o.component)) for o in outcomes],
         "constraints": [{"rules": list(h.describe()), **info("constraint_handlers", type(h))}

@@ -79,20 +79,7 @@ def _check_percent(value: Any) -> str | None:
 
 
 def _matrix(data: pd.DataFrame, name: str, k: int | None) -> np.ndarray:
-    if not isinstance(data, pd.DataFrame):
-        raise DataError(f"{name}: the data must be a pandas DataFrame; got {type(data).__name__}")
-    bad = [c for c in data.columns
-           if not pd.api.types.is_numeric_dtype(data[c]) or pd.api.types.is_bool_dtype(data[c])]
-    if bad:
-        raise DataError(
-            f"{name}: column(s) {', '.join(map(str, bad))} are not numeric; leave them out of the step's columns")
-    X = data.to_numpy(dtype=float, na_value=np.nan)
-    if X.ndim != 2 or X.shape[1] == 0:
-        raise DataError(f"{name}: the data have no columns")
-    if not np.all(np.isfinite(X)):
-        cols = [str(c) for c, ok in zip(data.columns, np.all(np.isfinite(X), axis=0), strict=True) if not ok]
-        raise DataError(
-            f"{name}: column(s) {', '.join(cols)} hold NaN or infinite values; impute or drop those records first")
+    X = privclust.data_matrix(data, name)
     if X.shape[0] < 3:
         raise DataError(f"{name} needs at least 3 records; the data have {X.shape[0]}")
     _check_spans(X, data.columns, name)
@@ -729,25 +716,17 @@ class DPDPCGrid(_DensityPeaks):
                       ) -> tuple[np.ndarray, np.ndarray, dict]:
         columns = [str(c) for c in data.columns]
         if self.bounds == "data":
-            lo, hi = X.min(axis=0), X.max(axis=0)
-            hi = np.where(hi > lo, hi, lo + 1.0)
-            context.record_leak(
-                "bounds",
-                f"the bounds of {', '.join(columns)} were taken from the data (their minimum and maximum place the "
-                "query points and are released exactly, outside the differential-privacy guarantee).",
+            lo, hi = privclust.column_bounds(
+                X, columns, "data", context, who="dp-dpc-grid", details=True,
+                statement=f"the bounds of {', '.join(columns)} were taken from the data (their minimum and maximum "
+                          "place the query points and are released exactly, outside the differential-privacy "
+                          "guarantee).",
                 alternative="give public bounds from domain knowledge: bounds = { column = [low, high] }, or "
-                            "bounds = \"dp\" with bounds_range and bounds_epsilon",
-                details={"bounds": {c: [float(a), float(b)] for c, a, b in zip(columns, lo, hi, strict=True)}},
-            )
+                            "bounds = \"dp\" with bounds_range and bounds_epsilon")
             return lo, hi, {"bounds_rule": "data"}
         table = self.bounds_range if self.bounds == "dp" else self.bounds
         key = "bounds_range" if self.bounds == "dp" else "bounds"
-        missing = [c for c in columns if c not in table]
-        if missing:
-            raise DataError(f"dp-dpc-grid: no public {key} for column(s) {', '.join(missing)}; add them to '{key}' "
-                            f"(e.g. {key} = {{ {missing[0]} = [low, high] }})")
-        lo = np.array([table[c][0] for c in columns])
-        hi = np.array([table[c][1] for c in columns])
+        lo, hi = privclust.column_bounds(X, columns, table, context, who="dp-dpc-grid", key=key)
         wide = [c for c, s in zip(columns, _span(lo, hi), strict=True) if not s <= MAX_SPAN]
         if wide:
             raise ParameterError(f"dp-dpc-grid: the {key} of column(s) {', '.join(wide)} span more than "

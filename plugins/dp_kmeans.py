@@ -195,30 +195,19 @@ class IDPKMeans:
         if problems:
             raise ParameterError(problems[0])
         columns = [str(c) for c in data.columns]
-        values = data.to_numpy(dtype=float)
-        if not np.all(np.isfinite(values)):
-            bad = [c for c, ok in zip(columns, np.isfinite(values).all(axis=0), strict=True) if not ok]
-            raise DataError(f"idp-kmeans: column(s) {', '.join(bad)} hold missing (NaN) or infinite values; "
-                            "impute or drop those records first")
+        values = privclust.data_matrix(data, "idp-kmeans")
         if self.bounds == "data":
-            low, high = values.min(axis=0), values.max(axis=0)
-            high = np.where(high > low, high, low + 1.0)
-            context.record_leak(
-                "bounds",
-                f"idp-kmeans took the bounds of {', '.join(columns)} from the data: their minimum and maximum are "
-                "released exactly (they fix the scaling of the released centres) and the sensitivity M + 1 "
-                "assumes bounds fixed in advance, so the epsilon stated for the centres does not fully hold.",
-                alternative="give public bounds from domain knowledge: bounds = { column = [low, high], ... }",
-            )
+            low, high = privclust.column_bounds(
+                values, columns, "data", context, who="idp-kmeans",
+                statement=f"idp-kmeans took the bounds of {', '.join(columns)} from the data: their minimum and "
+                          "maximum are released exactly (they fix the scaling of the released centres) and the "
+                          "sensitivity M + 1 assumes bounds fixed in advance, so the epsilon stated for the centres "
+                          "does not fully hold.",
+                alternative="give public bounds from domain knowledge: bounds = { column = [low, high], ... }")
         else:
             table = self.bounds_range if self.bounds == "dp" else self.bounds
             key = "bounds_range" if self.bounds == "dp" else "bounds"
-            missing = [c for c in columns if c not in table]
-            if missing:
-                raise DataError(f"idp-kmeans: no public {key} for column(s) {', '.join(missing)}; add them to "
-                                f"'{key}' (e.g. {key} = {{ {missing[0]} = [low, high] }})")
-            low = np.array([table[c][0] for c in columns])
-            high = np.array([table[c][1] for c in columns])
+            low, high = privclust.column_bounds(values, columns, table, context, who="idp-kmeans", key=key)
             if self.bounds == "dp":
                 assert self.bounds_epsilon is not None
                 low, high = _dpc.dp_bounds(context, values, columns, low, high, self.bounds_quantile,

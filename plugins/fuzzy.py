@@ -80,24 +80,8 @@ _PROGRESS_STEPS = 200
 
 
 def finite_values(data: pd.DataFrame, who: str) -> np.ndarray:
-    """The step's columns as a float array (a copy); NaN, infinite or
-    non-numeric columns are a :class:`~privclust.DataError` naming them."""
-    if not isinstance(data, pd.DataFrame):
-        raise DataError(f"{who}: the data must be a pandas DataFrame; got {type(data).__name__}")
-    if data.shape[0] == 0 or data.shape[1] == 0:
-        raise DataError(f"{who}: the data have no records or no columns")
-    bad = [str(c) for c in data.columns
-           if not pd.api.types.is_numeric_dtype(data[c]) or pd.api.types.is_bool_dtype(data[c])]
-    if bad:
-        raise DataError(f"{who}: column(s) {', '.join(bad)} are not numeric; convert them or leave them out "
-                        "of the step's columns")
-    values = data.to_numpy(dtype=float, na_value=np.nan, copy=True)
-    finite = np.isfinite(values)
-    if not finite.all():
-        cols = [str(data.columns[j]) for j in np.flatnonzero(~finite.all(axis=0))]
-        raise DataError(f"{who}: column(s) {', '.join(cols)} hold NaN or infinite values; impute or drop those "
-                        "records first")
-    return values
+    """The step's columns as a float array (a copy): :func:`privclust.data_matrix`."""
+    return privclust.data_matrix(data, who)
 
 
 @attrs.frozen
@@ -186,21 +170,6 @@ def _check_n_init(value: Any) -> str | None:
     if isinstance(value, str):
         return None if value == "auto" else 'must be an integer >= 1 or "auto"'
     return None if value >= 1 else 'must be an integer >= 1 or "auto"'
-
-
-class _Progress:
-    """Throttled progress reports (a few hundred at most)."""
-
-    def __init__(self, context: PrivacyContext, total: float):
-        self.context = context
-        self.total = float(max(total, 1))
-        self.last = -1
-
-    def __call__(self, done: float) -> None:
-        step = int(_PROGRESS_STEPS * min(done, self.total) / self.total)
-        if step != self.last:
-            self.last = step
-            self.context.progress(min(done, self.total), self.total)
 
 
 # ---------------------------------------------------------------------------
@@ -322,7 +291,7 @@ class _FuzzyClusterer:
             if callback is not None:
                 callback(it, project_original(constraints, std.to_original(vz), std.scale))
 
-        progress = _Progress(context, restarts * self.max_iter)
+        progress = privclust.ThrottledProgress(context, restarts * self.max_iter, steps=_PROGRESS_STEPS)
         best: _fcm.RunResult | None = None
         init_name = ""
         neighbours: int | None = None
@@ -564,6 +533,7 @@ class FCM(_FuzzyClusterer):
 
     name: ClassVar[str] = "fcm"
     kind: ClassVar[str] = "fcm"
+    fuzzifier_param: ClassVar[str] = "m"  # privclust.FuzzyClusterer
 
     m: float | None = param(float, default=None, gt=1,
                             doc="fuzzifier m > 1 (unset: 2.0, or the masker's m1 when nested)")
@@ -587,6 +557,7 @@ class EFCM(_FuzzyClusterer):
 
     name: ClassVar[str] = "efcm"
     kind: ClassVar[str] = "efcm"
+    fuzzifier_param: ClassVar[str] = "lambda"  # privclust.FuzzyClusterer
 
     lambda_: float | None = param(float, default=None, gt=0,
                                   doc="lambda > 0, smaller is fuzzier (unset: 1.0, or the masker's lambda1 when "

@@ -50,14 +50,8 @@ class MDAV:
 
     def fit(self, data: pd.DataFrame, context: PrivacyContext) -> Partition:
         columns = tuple(str(c) for c in data.columns)
-        X = data.to_numpy(dtype=float)
+        X = privclust.data_matrix(data, "mdav")
         n = X.shape[0]
-        if X.ndim != 2 or X.shape[1] == 0:
-            raise DataError("mdav: the data have no columns to group on")
-        if not np.all(np.isfinite(X)):
-            bad = [c for c, ok in zip(columns, np.all(np.isfinite(X), axis=0), strict=True) if not ok]
-            raise DataError(f"mdav: column(s) {', '.join(bad)} hold NaN or infinite values; impute or drop "
-                            "those records first")
         if n < 2 * self.k:
             raise DataError(f"mdav: k = {self.k} needs at least 2k = {2 * self.k} records; the data have N = {n} "
                             f"(with fewer, one group would replace every record by the mean); lower k or add records")

@@ -63,9 +63,7 @@ from privclust import (
 from . import _fcm
 from .fuzzy import (
     DEFAULT_LAMBDA,
-    EFCM,
     FCM,
-    _Progress,
     check_constraints,
     compute_memberships,
     finite_values,
@@ -103,37 +101,38 @@ _FCM_KEYS = ("m1", "m2")
 _EFCM_KEYS = ("lambda1", "lambda2")
 
 
-def _clusterer_view(value: Any) -> tuple[str | None, dict[str, Any]]:
-    """``(name, stated parameters)`` of a nested clusterer given as a spec or an instance."""
+def _clusterer_view(value: Any, *, defaults: bool = True) -> tuple[str | None, dict[str, Any]]:
+    """``(name, stated parameters)`` of a nested clusterer given as a spec or
+    an instance: its ``m``, ``lambda`` and ``c`` in effect (not ``None``; a
+    class's own default, e.g. a subclass's ``m = 1.3``, is in effect); with
+    ``defaults=False`` only those the caller gave (see
+    :func:`privclust.stated_params`)."""
     if value is None:
         return None, {}
-    if isinstance(value, ComponentSpec):
-        return value.use, {k: v for k, v in value.params.items() if v is not None}
-    name = getattr(type(value), "name", None)
-    stated = {}
-    for field in attrs.fields(type(value)):
-        key = field.name[:-1] if field.name.endswith("_") else field.name
-        v = getattr(value, field.name)
-        # an instance cannot say what was stated: a value equal to the default counts as unset
-        if v is not None and key in ("m", "lambda", "c") and not (field.default is not attrs.NOTHING
-                                                                 and v == field.default):
-            stated[key] = v
-    return name, stated
+    name = value.use if isinstance(value, ComponentSpec) else getattr(type(value), "name", None)
+    stated = privclust.stated_params(value, defaults=defaults)
+    return name, {k: v for k, v in stated.items() if k in ("m", "lambda", "c")}
 
 
 def _family(value: Any) -> str | None:
-    """``"fcm"`` when the clusterer takes ``m``, ``"efcm"`` when it takes
-    ``lambda``, ``None`` for another clusterer (or a spec not yet resolved)."""
+    """``"fcm"`` when the clusterer's fuzzifier is ``m``, ``"efcm"`` when it
+    is ``lambda`` (its ``fuzzifier_param``, :class:`privclust.FuzzyClusterer`),
+    ``None`` for another clusterer (or a spec not yet resolved, other than
+    the built-in names)."""
     if value is None:
         return None
     if isinstance(value, ComponentSpec):
         return {"fcm": "fcm", "efcm": "efcm"}.get(value.use)
-    names = {f.name for f in attrs.fields(type(value))}
-    if "m" in names:
-        return "fcm"
-    if "lambda_" in names:
-        return "efcm"
-    return None
+    return {"m": "fcm", "lambda": "efcm"}.get(getattr(type(value), "fuzzifier_param", None))
+
+
+def _fast_path(clusterer: Any) -> bool:
+    """Whether the clusterer offers the built-in fuzzy kernel's array fit
+    (``fit_arrays``, the fit on standardised records with a pilot run):
+    chosen by what the clusterer can do, not by its class, so a subclass of
+    ``fcm`` keeps it and any other :class:`privclust.FuzzyClusterer` runs
+    through its ``fit``."""
+    return _family(clusterer) is not None and callable(getattr(clusterer, "fit_arrays", None))
 
 
 #: A centre is a record "itself" when every value of the step's columns lies
@@ -269,7 +268,7 @@ def _step2(std: Any, centres: np.ndarray, fz: _fcm.Fuzzifier, k: int, *, budget_
         if full:
             mem = compute_memberships(std.z, cz, fz, budget_bytes=budget_bytes, mass_tol=mass_tol,
                                       max_neighbours=max_neighbours, rng=context.rng, draw=True,
-                                      progress=_Progress(context, 1.0))
+                                      progress=privclust.ThrottledProgress(context, 1.0))
             rows, own = self_centres(std.z, cz)
             expected = np.array(mem.expected_sizes, dtype=float)
             sub = None
@@ -540,7 +539,7 @@ class FuzzyMicroaggregation:
         if m_given and lam_given:
             problems.append(f"{who}: {', '.join(m_given)} belong to FCM and {', '.join(lam_given)} to EFCM; give "
                             "one pair (m1/m2 with clusterer \"fcm\", lambda1/lambda2 with clusterer \"efcm\")")
-        name, stated = _clusterer_view(self.clusterer)
+        name, stated = _clusterer_view(self.clusterer, defaults=False)  # conflicts: only what was given
         family = _family(self.clusterer)
         if family == "fcm" and lam_given:
             problems.append(f"{who}: {', '.join(lam_given)} are EFCM's parameters but the clusterer is {name!r}, "
@@ -649,7 +648,7 @@ class FuzzyMicroaggregation:
         base = context.component("clusterers", self.clusterer)
         clusterer, c, k, step1, step2 = self.resolve(base, n, values.shape[1])
         constraints = check_constraints(context.constraints, columns, who)
-        fuzzy = isinstance(clusterer, FCM | EFCM)
+        fuzzy = _fast_path(clusterer)
         std = standardise(values, columns, getattr(clusterer, "standardise", True), who)
         d = values.shape[1]
         budget = getattr(clusterer, "memory_budget", 256.0) * 1024.0 ** 2

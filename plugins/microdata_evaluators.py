@@ -48,7 +48,6 @@ import privclust
 from privclust import DataError, EvaluationInputs, Partition, param
 
 from . import _microdata_metrics as mm
-from .constraints import LinearConstraints
 
 __version__ = "0.1.0"
 
@@ -272,6 +271,8 @@ class EditViolations:
                                                       "tol * (1 + its largest |value|)")
     rules: tuple[str, ...] | None = param(tuple, default=None, doc="linear edit rules to check instead of the "
                                           "recipe's (e.g. to judge a release made without them)")
+    handler: str = param(str, default="linear", doc="the constraint handler that reads rules (resolved through "
+                                                     "the registry, so a blocked or swapped one is honoured)")
 
     def _values(self, frame: pd.DataFrame, columns: tuple[str, ...]) -> np.ndarray:
         out = np.zeros((frame.shape[0], len(columns)))
@@ -282,9 +283,18 @@ class EditViolations:
         return out
 
     def _own_rules(self, inputs: EvaluationInputs) -> Any:
-        """The ``rules`` parameter bound to the columns they use (the
-        built-in ``linear`` handler parses them)."""
-        handler = LinearConstraints(rules=self.rules)
+        """The ``rules`` parameter bound to the columns they use, parsed by
+        the constraint handler ``handler`` of the run's registry."""
+        registry = inputs.registry if inputs.registry is not None else privclust.get_registry()
+        try:
+            handler = registry.create("constraint_handlers", {"use": self.handler, "rules": list(self.rules or ())})
+        except (privclust.UnknownComponentError, privclust.RecipeError) as err:
+            if self.handler in registry.names("constraint_handlers"):
+                raise  # the handler is there: the rules themselves are wrong
+            raise privclust.ParameterError(
+                f"edit-violations: its 'rules' need the constraint handler {self.handler!r}, which this registry "
+                f"does not provide ({str(err).removeprefix('recipe: use: ')}); unblock the plugin that provides it (the built-in 'linear' is in the "
+                "plugin 'constraints'), or name an available one with handler = \"...\"") from None
         problems = handler.check(tuple(map(str, inputs.original.columns)))
         if problems:
             raise DataError(f"edit-violations: {'; '.join(map(str, problems))}")

@@ -100,32 +100,7 @@ class _StepMixin:
         if bad:
             raise DataError(f"{name}: column(s) {', '.join(bad)} hold missing or infinite values; "
                             "drop or impute them before adding noise")
-        if self.bounds == "data":
-            low, high = values.min(axis=0), values.max(axis=0)
-            # a constant column gets a range of 2^-40 of its magnitude (at least 1), on the side that stays finite
-            pad = np.maximum(1.0, np.abs(low) * 2.0**-40)
-            constant = high <= low
-            up = constant & (low <= 0)
-            down = constant & (low > 0)
-            with np.errstate(over="ignore"):  # the side not taken may overflow
-                high = np.where(up, low + pad, high)
-                low = np.where(down, low - pad, low)
-            context.record_leak(
-                "bounds",
-                f"the bounds of {', '.join(columns)} were taken from the data (their minimum and maximum are "
-                "released exactly, outside the differential-privacy guarantee).",
-                alternative="give public bounds from domain knowledge: bounds = { column = [low, high] }",
-            )
-            return low, high
-        missing = [c for c in columns if c not in self.bounds]
-        if missing:
-            raise DataError(
-                f"{name}: no public bounds for column(s) {', '.join(missing)}; add them to 'bounds' "
-                f"(e.g. bounds = {{ {missing[0]} = [low, high] }})"
-            )
-        low = np.array([self.bounds[c][0] for c in columns], dtype=float)
-        high = np.array([self.bounds[c][1] for c in columns], dtype=float)
-        return low, high
+        return privclust.column_bounds(values, columns, self.bounds, context, who=name, constant="tiny")
 
     def _covers(self, columns: list[str], norm: str | None = "L1") -> str:
         if norm is None:  # integer data: each column's own range is its sensitivity

@@ -405,3 +405,21 @@ def test_epsilons_that_overflow_are_refused(step):
 def test_paper_charge_overflow_is_a_clean_error():
     with pytest.raises(ParameterError, match="overflows"):
         DPDPCL(dc=1.0, radius=1.0, epsilon=1e300)._charge(10**9)  # epsilon x 2(n - 1) is not a float
+
+
+def test_column_bounds_resolves_a_table_or_the_data_with_its_leak():
+    import numpy as np
+
+    values = np.array([[1.0, 5.0], [3.0, 5.0]])
+    ctx = privclust.PrivacyContext(privclust.Budget(allow_leaks=["bounds"]))
+    with ctx.step(0, "s", "x"):
+        low, high = privclust.column_bounds(values, ["a", "b"], "data", ctx, who="x")
+    assert low.tolist() == [1.0, 5.0] and high.tolist() == [3.0, 6.0]  # a constant column gets [v, v + 1]
+    assert "the bounds of a, b were taken from the data" in ctx.ledger.of_kind("leak")[0].statement
+    low, high = privclust.column_bounds(values, ["a", "b"], {"a": (0.0, 4.0), "b": (0.0, 9.0)}, ctx, who="x")
+    assert high.tolist() == [4.0, 9.0]
+    with pytest.raises(privclust.DataError, match="x: no public bounds for column.*b.*bounds = { b = "):
+        privclust.column_bounds(values, ["a", "b"], {"a": (0.0, 4.0)}, ctx, who="x")
+    refusing = privclust.PrivacyContext()
+    with refusing.step(0, "s", "x"), pytest.raises(privclust.PrivclustError):
+        privclust.column_bounds(values, ["a", "b"], "data", refusing, who="x")

@@ -623,3 +623,76 @@ def test_the_issues_case_warns_m1_1_5_on_skewed_data_at_d_5():
         mask(FuzzyMicroaggregation(k=5, m1=1.5), frame)
     with _no_regime_warning():
         mask(FuzzyMicroaggregation(k=5, m1=1.25), frame)
+
+
+# ---------------------------------------------------------------------------
+# A subclass's default is a real default (issue 9: fcm-warm)
+# ---------------------------------------------------------------------------
+
+from typing import ClassVar  # noqa: E402
+
+
+@attrs.frozen(kw_only=True)
+class WarmFCM(FCM):
+    """fcm with a crisper default fuzzifier."""
+
+    name: ClassVar[str] = "fcm-warm"
+    m: float | None = privclust.param(float, default=1.3, gt=1, doc="fuzzifier (default 1.3)")
+
+
+class WarmPlugin:
+    @privclust.hookimpl
+    def privclust_register_clusterers(register):
+        register(WarmFCM)
+
+
+def test_a_subclass_default_is_used_inside_fuzzy_microaggregation_and_reported():
+    registry = privclust.Registry(plugins=[WarmPlugin], use_env=False)
+    recipe = {"steps": [{"use": "fuzzy-microaggregation", "k": 3, "clusterer": "fcm-warm"}]}
+    release = privclust.run(recipe, ds.table1(), seed=1, registry=registry)
+    step = release.report()["steps"][0]
+    assert step["parameters"]["clusterer"] == {**step["parameters"]["clusterer"], "use": "fcm-warm", "m": 1.3}
+    assert release.outcomes[0].diagnostics["m1"] == 1.3 and release.outcomes[0].diagnostics["m2"] == 1.3
+    assert "fcm-warm with m = 1.3" in release.ledger.of_kind("guarantee")[0].statement
+    # the masker's m1 overrides the subclass's default (no conflict: the default was not given) ...
+    _, _, _, s1, s2 = registry.create("maskers", FuzzyMicroaggregation(k=3, m1=1.5, clusterer=WarmFCM())).resolve(
+        WarmFCM(), 30, 3)
+    assert (s1.value, s2.value) == (1.5, 1.5)
+    # ... but a value given on both that differ is an error naming both
+    with pytest.raises(ParameterError, match="m1 = 1.5 but the clusterer's m = 1.4"):
+        FuzzyMicroaggregation(m1=1.5, clusterer=WarmFCM(m=1.4))
+
+
+@attrs.frozen(kw_only=True)
+class SwappedFCM:
+    """A third party's fcm (not a subclass): the FuzzyClusterer protocol only."""
+
+    name: ClassVar[str] = "fcm"
+    fuzzifier_param: ClassVar[str] = "m"
+    c: int | None = privclust.param(int, default=None, ge=1)
+    m: float | None = privclust.param(float, default=None, gt=1)
+
+    def fit(self, data, context):
+        values = data.to_numpy(dtype=float)
+        order = np.argsort(values[:, 0], kind="stable")
+        labels = np.empty(len(values), dtype=np.int64)
+        labels[order] = np.arange(len(values)) * self.c // len(values)
+        centres = np.vstack([values[labels == j].mean(axis=0) for j in range(self.c)])
+        return Partition(labels=labels, centres=centres, diagnostics={"m": self.m})
+
+
+class SwapPlugin:
+    @privclust.hookimpl
+    def privclust_register_clusterers(register):
+        register(SwappedFCM)
+
+
+def test_a_swapped_fcm_is_used_through_the_fuzzy_protocol():
+    assert isinstance(FCM(), privclust.FuzzyClusterer) and isinstance(SwappedFCM(), privclust.FuzzyClusterer)
+    registry = privclust.Registry(block=["fuzzy:fcm"], plugins=[SwapPlugin], use_env=False)
+    recipe = {"steps": [{"use": "fuzzy-microaggregation", "k": 3, "m1": 1.2}]}
+    release = privclust.run(recipe, ds.table1(), seed=1, registry=registry)
+    diagnostics = release.outcomes[0].diagnostics
+    assert diagnostics["step1"] == {"method": "fcm", "c": 4}  # its own fit, not the built-in kernel
+    assert diagnostics["m1"] == 1.2 and diagnostics["m2"] == 1.2
+    assert release.data.shape == ds.table1().shape

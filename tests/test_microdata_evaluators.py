@@ -364,3 +364,15 @@ def test_edit_violations_checks_its_own_rules_when_the_recipe_has_none():
     recipe["evaluate"] = [{"use": "edit-violations", "rules": ["totl = exp16"]}]
     with pytest.raises(privclust.DataError, match="did you mean 'total'"):
         privclust.run(recipe, table1(), seed=1)
+
+
+def test_edit_violations_resolves_its_rules_handler_through_the_registry():
+    frame = pd.DataFrame({"a": [1.0, 2.0, 3.0, 4.0], "b": [1.0, 2.0, 3.0, 5.0]})
+    recipe = {
+        "steps": [{"use": "microaggregation", "columns": ["a", "b"], "clusterer": {"use": "mdav", "k": 2}}],
+        "evaluate": [{"use": "edit-violations", "rules": ["b >= a"]}]}
+    release = privclust.run(recipe, frame, seed=1)
+    assert "b >= a: share violated" in set(release.evaluations["metric"])
+    blocked = privclust.Registry(block=["constraints"])
+    with pytest.raises(privclust.ParameterError, match="constraint handler 'linear'.*plugin 'constraints'"):
+        privclust.run(recipe, frame, seed=1, registry=blocked)

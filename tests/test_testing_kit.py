@@ -135,3 +135,105 @@ def test_kind_is_inferred_and_parametrize_builds_ids():
 
 def test_derived_state_that_is_not_init_is_fine():
     pt.check_component(DerivedField(k=3))
+
+
+@attrs.frozen(kw_only=True)
+class ZeroesFirstColumn:
+    """Sets the first column to 0 in place: idempotent, so a check handed a
+    frame an earlier check let it modify would see no change."""
+
+    name: ClassVar[str] = "zeroes"
+
+    def mask(self, data, context):
+        data.iloc[:, 0] = 0.0
+        return Masked(data=data.copy())
+
+
+def test_the_mutation_check_cannot_be_defeated_by_an_earlier_check():
+    frame = pt.example_frame()
+    original = frame.copy(deep=True)
+    checks = dict(pt.component_checks(ZeroesFirstColumn(), frame))
+    checks["deterministic_under_seed"](ZeroesFirstColumn())  # runs the component on its own copy
+    assert frame.equals(original)  # the caller's frame is never handed to the component
+    with pytest.raises(AssertionError, match="was modified"):
+        checks["never_mutates_input"](ZeroesFirstColumn())
+    with pytest.raises(AssertionError, match="was modified"):
+        pt.check_component(ZeroesFirstColumn(), frame)
+
+
+@attrs.frozen(kw_only=True)
+class SeesTheRelease:
+    """Fails unless the kit hands it a release that differs from the original."""
+
+    name: ClassVar[str] = "sees-the-release"
+
+    def evaluate(self, inputs):
+        assert inputs.original.shape == inputs.protected.shape
+        assert not inputs.original.equals(inputs.protected), "the kit handed the original as the release"
+        return {"mean_shift": float((inputs.protected - inputs.original).abs().to_numpy().mean())}
+
+
+def test_evaluators_are_run_on_a_release_that_differs_from_the_original():
+    pt.check_component(SeesTheRelease())
+
+
+def test_ids_are_the_documented_ones_even_for_repeated_components():
+    mark = pt.parametrize_components(Good(), Good(epsilon=2.0), DerivedField(k=3))
+    ids = [p.id for p in mark.args[1]]
+    n = len(pt.CHECKS)
+    assert ids[:n] == [f"good-{name}" for name in pt.CHECKS]
+    assert ids[n:2 * n] == [f"good.2-{name}" for name in pt.CHECKS]
+    assert ids[2 * n] == "derived-params_round_trip"
+    assert len(set(ids)) == len(ids)
+
+
+@attrs.frozen(kw_only=True)
+class BadCapabilities:
+    name: ClassVar[str] = "bad-capabilities"
+    uses_constraints: ClassVar[str] = "no"
+
+    def planned_cost(self):
+        return 1.0
+
+    def min_record(self, n_columns):  # a near miss: the host would never call it
+        return 10
+
+    def mask(self, data, context):
+        return Masked(data=data.copy())
+
+
+@attrs.frozen(kw_only=True)
+class GoodCapabilities:
+    name: ClassVar[str] = "good-capabilities"
+    uses_constraints: ClassVar[bool] = False
+    leak_names: ClassVar[tuple[str, ...]] = ("mine",)
+
+    def planned_cost(self):
+        return None
+
+    def min_records(self, n_columns):
+        return 2 * n_columns
+
+    def step_problems(self):
+        return []
+
+    def mask(self, data, context):
+        return Masked(data=data.copy())
+
+
+def test_optional_capabilities_are_declared_in_one_place_and_checked():
+    import privclust
+
+    assert set(privclust.CAPABILITIES) == {"planned_cost", "step_problems", "min_records", "uses_constraints",
+                                           "data_leaks", "leak_names", "disclosive_metrics"}
+    assert privclust.capability(Good(), "uses_constraints") is True  # the declared default
+    assert privclust.capability(GoodCapabilities(), "min_records")(3) == 6
+    assert privclust.capability(Good(), "planned_cost") is None
+    pt.check_component(GoodCapabilities())
+    checks = dict(pt.component_checks(BadCapabilities()))
+    with pytest.raises(AssertionError) as err:
+        checks["optional_capabilities"](BadCapabilities())
+    text = str(err.value)
+    assert "uses_constraints must be True or False" in text
+    assert "planned_cost() must return None or (epsilon, delta)" in text
+    assert "'min_record' looks like the optional member 'min_records'" in text
