@@ -35,6 +35,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Any
 from urllib.parse import urlsplit
 
+import attrs
 import numpy as np
 import pandas as pd
 from tqdm import tqdm
@@ -202,26 +203,30 @@ def _configure(recipe: Recipe, params: Mapping[str, Any]) -> Recipe:
 # One run (executed in a worker)
 # ---------------------------------------------------------------------------
 
-#: Set in the parent before local worker processes are forked, so that they
-#: inherit the data and the registry (with any in-session plugins).
-_WORKER_DATA: pd.DataFrame | None = None
-_WORKER_REGISTRY: Any = None
+#: What each running comparison hands its forked local workers, by a token
+#: the tasks carry: the data and the registry (with any in-session plugins).
+#: Keyed, so that comparisons running at the same time (threads) keep apart.
+_FORKED: dict[int, tuple[pd.DataFrame, Any]] = {}
+_TOKENS = itertools.count()
 
 
-def _worker_registry(spec: tuple[list[Any], list[str]] | None) -> Any:
+def _worker_registry(spec: tuple[list[Any], list[str]] | None, token: int | None) -> Any:
     if spec is not None:
         plugins, blocked = spec
         return Registry(plugins=plugins, block=blocked)
-    return _WORKER_REGISTRY if _WORKER_REGISTRY is not None else get_registry()
+    if token is not None and token in _FORKED:
+        return _FORKED[token][1]
+    return get_registry()
 
 
 def _run_one(recipe_dict: dict[str, Any], data: pd.DataFrame | None, seed: np.random.SeedSequence,
-             registry_spec: tuple[list[Any], list[str]] | None = None) -> dict[str, Any]:
-    """Run one configuration; never raises for a failure of the run itself."""
-    frame = data if data is not None else _WORKER_DATA
+             registry_spec: tuple[list[Any], list[str]] | None = None, token: int | None = None) -> dict[str, Any]:
+    """Run one configuration; never raises for a failure of the run itself.
+    ``data`` is ``None`` in a forked worker, which finds it under ``token``."""
+    frame = data if data is not None else _FORKED[token][0]  # type: ignore[index]
     start = time.perf_counter()
     try:
-        registry = _worker_registry(registry_spec)
+        registry = _worker_registry(registry_spec, token)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             release = run(Recipe.from_dict(recipe_dict), frame, seed=seed, registry=registry)
@@ -231,10 +236,12 @@ def _run_one(recipe_dict: dict[str, Any], data: pd.DataFrame | None, seed: np.ra
     except Exception as err:  # a bug in a plugin must not take the other runs down
         return {"error": f"{type(err).__name__} (unexpected): {err}", "seconds": time.perf_counter() - start}
     eps, delta = release.spent
-    claimed = [e.claimed_epsilon if e.claimed_epsilon is not None else e.epsilon
+    # The methods' own claims, composed by the run's accountant like the honest figures (parallel parts,
+    # relations), not summed: each DP entry with its epsilon replaced by its claim.
+    claimed = [attrs.evolve(e, epsilon=e.claimed_epsilon) if e.claimed_epsilon is not None else e
                for e in release.ledger.of_kind("dp")]
     row: dict[str, Any] = {"epsilon": eps, "delta": delta,
-                           "claimed_epsilon": float(sum(claimed)) if claimed else 0.0,
+                           "claimed_epsilon": float(release.accountant.total(claimed)[0]),
                            "seconds": time.perf_counter() - start, "error": None}
     for record in release.evaluations.itertuples(index=False):
         row[f"{record.evaluator}.{record.metric}"] = record.value
@@ -252,15 +259,15 @@ def _progress_bar(total: int, enabled: bool) -> Any:
 
 def _run_local(tasks: list[tuple[dict[str, Any], np.random.SeedSequence]], data: pd.DataFrame,
                processes: int | None, progress: bool, registry: Any) -> list[dict[str, Any]]:
-    global _WORKER_DATA, _WORKER_REGISTRY
     results: list[dict[str, Any] | None] = [None] * len(tasks)
     workers = min(processes or os.cpu_count() or 1, len(tasks))
     bar = _progress_bar(len(tasks), progress)
-    _WORKER_DATA, _WORKER_REGISTRY = data, registry
+    token = next(_TOKENS)
+    _FORKED[token] = (data, registry)
     try:
         if workers <= 1:
             for i, (recipe, seed) in enumerate(tasks):
-                results[i] = _run_one(recipe, data, seed)
+                results[i] = _run_one(recipe, data, seed, None, token)
                 bar.update()
         else:
             if "fork" in mp.get_all_start_methods():
@@ -270,7 +277,7 @@ def _run_local(tasks: list[tuple[dict[str, Any], np.random.SeedSequence]], data:
                 spec = (registry.session_plugins(), registry.blocked())
             pool = ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=worker_signals)
             try:
-                futures = {pool.submit(_run_one, recipe, shipped, seed, spec): i
+                futures = {pool.submit(_run_one, recipe, shipped, seed, spec, token): i
                            for i, (recipe, seed) in enumerate(tasks)}
                 for future in as_completed(futures):
                     results[futures[future]] = future.result()
@@ -280,7 +287,7 @@ def _run_local(tasks: list[tuple[dict[str, Any], np.random.SeedSequence]], data:
                 raise
             pool.shutdown(wait=True)
     finally:
-        _WORKER_DATA = _WORKER_REGISTRY = None
+        _FORKED.pop(token, None)
         bar.close()
     return [r for r in results if r is not None]
 
