@@ -42,7 +42,7 @@ import pluggy
 
 from . import accounting, building, hookspecs
 from .accounting import BasicAccountant
-from .components import KIND_METHODS, KINDS
+from .components import KIND_METHODS, KINDS, capability
 from .errors import (
     DuplicateComponentError,
     PluginError,
@@ -715,7 +715,7 @@ def known_leak_names(registry: Registry | None = None) -> tuple[str, ...]:
         registry = get_registry()
     extra: set[str] = set()
     for info in registry.components():
-        extra.update(getattr(info.cls, "leak_names", ()) or ())
+        extra.update(capability(info.cls, "leak_names") or ())
     return KNOWN_LEAKS + tuple(sorted(extra - set(KNOWN_LEAKS)))
 
 

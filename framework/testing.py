@@ -70,7 +70,16 @@ import numpy as np
 import pandas as pd
 
 from .accounting import ADD_REMOVE, PrivacyContext, relation_kind
-from .components import CAPABILITIES, KIND_METHODS, KINDS, EvaluationInputs, Masked, Partition, Sensitivity
+from .components import (
+    CAPABILITIES,
+    KIND_METHODS,
+    KINDS,
+    EvaluationInputs,
+    Masked,
+    Partition,
+    Sensitivity,
+    capability,
+)
 from .errors import BudgetExceededError, ParameterError, PrivclustError
 from .hookspecs import hookimpl
 from .recipe import Budget, ComponentSpec, dumps_toml
@@ -898,7 +907,7 @@ def _run_component(component: Any, kind: str, data: pd.DataFrame, reg: Registry,
                    ) -> tuple[Any, _AuditContext]:
     # The audit runs a component whose parameters come from the data too: its
     # leak entries are then noted (the release makes no DP claim), not refused.
-    leaks = (*known_leak_names(reg), *getattr(type(component), "leak_names", ()))
+    leaks = (*known_leak_names(reg), *(capability(type(component), "leak_names") or ()))
     context = _AuditContext(Budget(allow_leaks=leaks), seed=seed, registry=reg)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
