@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import sys
 import time
 from typing import ClassVar
@@ -408,18 +409,23 @@ def test_the_claimed_epsilon_is_composed_by_the_accountant_not_summed():
     assert table.loc[0, "epsilon"] > 1.0  # the honest figure of dp-dpcl
 
 
-def test_comparisons_running_at_once_in_threads_keep_their_data_apart():
-    from concurrent.futures import ThreadPoolExecutor
+def test_forked_workers_find_their_own_comparisons_data_by_token():
+    """Local workers forked by a comparison read the data and registry under that comparison's token, so two
+    comparisons set up at the same time keep apart (module globals were overwritten by the second)."""
+    compare_module = importlib.import_module("privclust.compare")  # the module (privclust.compare is the function)
 
+    recipe = {"steps": [{"use": "laplace", "epsilon": 1e9, "bounds": {"a": [0, 10]}}], "evaluate": ["sse-sst"]}
     # the first frame lies inside the bounds, the second is clipped to 10: the released error tells them apart
     frames = [pd.DataFrame({"a": base + np.arange(30) % 10}) for base in (0.0, 50.0)]
-    recipe = {"steps": [{"use": "laplace", "epsilon": 1e9, "bounds": {"a": [0, 10]}}], "evaluate": ["sse-sst"]}
-
-    def one(frame):
-        return privclust.compare({"r": recipe}, frame, repeats=4, seed=1, progress=False, processes=2)
-
-    with ThreadPoolExecutor(2) as pool:
-        tables = list(pool.map(one, frames))
-    sse = [t["sse-sst.sse"].to_numpy() for t in tables]
-    assert np.all(sse[0] < 1e-6)
-    assert np.all(sse[1] > 1000.0)
+    tokens = [next(compare_module._TOKENS) for _ in frames]
+    for token, frame in zip(tokens, frames, strict=True):
+        compare_module._FORKED[token] = (frame, privclust.get_registry())
+    try:
+        seed = np.random.SeedSequence(1)
+        rows = [compare_module._run_one(recipe, None, seed, None, token) for token in tokens]
+    finally:
+        for token in tokens:
+            compare_module._FORKED.pop(token, None)
+    assert rows[0]["error"] is None and rows[0]["sse-sst.sse"] < 1e-6
+    assert rows[1]["error"] is None and rows[1]["sse-sst.sse"] > 1000.0
+    assert not compare_module._FORKED  # nothing left behind
