@@ -120,7 +120,8 @@ def _read_stdin() -> pd.DataFrame:
     except DataError:
         raise
     except (UnicodeDecodeError, ValueError, csv.Error, pd.errors.ParserError) as err:
-        raise DataError(f"cannot read standard input as CSV: {' '.join(str(err).split())}") from err
+        raise DataError(f"cannot read standard input as CSV: {' '.join(str(err).split())}; pipe a UTF-8 CSV "
+                        "file with a header line (for Parquet, give the file's path instead of -)") from err
 
 
 def read_frame(path: str | Path) -> pd.DataFrame:

@@ -113,7 +113,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     to_stdout = args.output == STDIO
     output = Path(args.output)
     report = Path(args.report) if args.report else None
-    check_outputs({"--output": args.output, **_report_paths(report)}, {"--input": args.input, "the recipe": args.recipe})
+    check_outputs({"--output": args.output, **_report_paths(report)},
+                  {"--input": args.input, "the recipe": args.recipe})
     if not to_stdout:
         frame_writer(None, output)  # type: ignore[arg-type]  # checks the suffix before any work
     if report is not None and not report.name.lower().endswith((".json", ".html", ".htm")):
@@ -244,16 +245,10 @@ def _cmd_plugins(args: argparse.Namespace) -> int:
 def _figure_writer(table: Any, path: Path, risk: str | None, loss: str | None) -> Any:
     if path.suffix.lower() not in (".png", ".svg", ".pdf"):
         raise PrivclustError(f"{path}: a plot is written as .png, .svg or .pdf")
-    import matplotlib  # optional dependency (privclust[plots]): imported only when a figure is written
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # optional dependency, as above
-
-    ax = risk_utility_map(table, risk=risk, loss=loss)
+    ax = risk_utility_map(table, risk=risk, loss=loss, detached=True)  # no pyplot: nothing to close
 
     def write(tmp: Path) -> None:
         ax.figure.savefig(tmp, format=path.suffix.lower().lstrip("."), dpi=120, bbox_inches="tight")
-        plt.close(ax.figure)
 
     return write
 

@@ -41,12 +41,16 @@ import pandas as pd
 from tqdm import tqdm
 
 from ._io import worker_signals
+from ._optional import optional
 from .errors import PrivclustError, Problem, RecipeError
 from .recipe import Recipe
 from .registry import Registry, get_registry
 from .runner import _check_frame, compile, run
 
 __all__ = ["MAX_CONFIGURATIONS", "MAX_RUNS", "compare", "expand_grid", "grid_size", "parse_sweep", "summarize"]
+
+#: The message when a Dask engine is asked for without distributed installed.
+DASK = "running on a Dask cluster needs distributed: pip install 'privclust[distributed]'"
 
 #: The largest number of configurations (points of the grids, over every
 #: recipe) a comparison runs; a larger sweep is refused before anything is
@@ -342,11 +346,8 @@ def _stop_pool(pool: ProcessPoolExecutor) -> None:
 
 def _client(scheduler: Any, timeout: float) -> tuple[Any, list[Any] | None]:
     """A Dask client for ``scheduler``, and what this call opened and must close."""
-    try:
-        from distributed import Client, LocalCluster  # optional dependency (privclust[distributed])
-    except ImportError as err:
-        raise PrivclustError("running on a Dask cluster needs distributed: pip install 'privclust[distributed]'") \
-            from err
+    distributed = optional("distributed", DASK)
+    Client, LocalCluster = distributed.Client, distributed.LocalCluster
     if hasattr(scheduler, "submit") and hasattr(scheduler, "gather"):
         return scheduler, None
     if scheduler == "local":
@@ -385,8 +386,7 @@ def _probe(address: str, timeout: float) -> None:
 
 def _run_dask(tasks: list[tuple[dict[str, Any], np.random.SeedSequence]], data: pd.DataFrame, scheduler: Any,
               timeout: float, progress: bool, registry: Any) -> list[dict[str, Any]]:
-    from distributed import as_completed as dask_completed  # optional dependency (privclust[distributed])
-
+    dask_completed = optional("distributed", DASK).as_completed
     client, owned = _client(scheduler, timeout)
     try:
         shipped = client.scatter(data, broadcast=True)

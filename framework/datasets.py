@@ -37,6 +37,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ._optional import deferred, optional
 from .errors import DatasetUnavailableError
 
 __all__ = ["SHAPE_SETS", "SDC_FILES", "data_dir", "iris", "load", "names", "table1", "wdbc"]
@@ -102,9 +103,7 @@ def table1() -> pd.DataFrame:
 
 def iris() -> pd.DataFrame:
     """Fisher's Iris (150 x 4, 3 classes) from scikit-learn, with a categorical ``class`` column."""
-    from sklearn.datasets import load_iris  # heavy (all of sklearn.datasets): only when this set is loaded
-
-    bunch = load_iris()
+    bunch = deferred("sklearn.datasets").load_iris()  # heavy: imported when this set is first loaded
     frame = pd.DataFrame(bunch.data, columns=["sepal_length", "sepal_width", "petal_length", "petal_width"])
     frame["class"] = _classes(bunch.target)
     return frame
@@ -119,9 +118,7 @@ def _classes(labels: np.ndarray) -> pd.Categorical:
 def wdbc() -> pd.DataFrame:
     """Breast Cancer Wisconsin (Diagnostic), 569 x 30, 2 classes, from
     scikit-learn, with a categorical ``class`` column (0 = malignant, 1 = benign)."""
-    from sklearn.datasets import load_breast_cancer  # heavy: only when this set is loaded
-
-    bunch = load_breast_cancer()
+    bunch = deferred("sklearn.datasets").load_breast_cancer()  # heavy: imported when first loaded
     frame = pd.DataFrame(bunch.data, columns=[str(c).replace(" ", "_") for c in bunch.feature_names])
     frame["class"] = _classes(bunch.target)
     return frame
@@ -234,13 +231,8 @@ def load(name: str) -> pd.DataFrame:
             return pd.read_csv(path)
         cached = _cache_dir() / filename
         rda = _fetch(f"{_SDCMICRO_BASE}/{rdata}", _cache_dir() / rdata)
-        try:
-            import pyreadr  # optional dependency: only for the .rda data sets
-        except ImportError as err:
-            raise DatasetUnavailableError(
-                f"{name} is distributed as an R data file ({rda}); install pyreadr to read it "
-                f"(pip install pyreadr), or {_where_to_put(filename)}"
-            ) from err
+        pyreadr = optional("pyreadr", f"{name} is distributed as an R data file ({rda}); install pyreadr to read "
+                           f"it (pip install pyreadr), or {_where_to_put(filename)}", DatasetUnavailableError)
         frame = next(iter(pyreadr.read_r(str(rda)).values()))
         buffer = io.StringIO()
         frame.to_csv(buffer, index=False)

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ._optional import PLOTS, optional
 from .errors import PrivclustError
 
 __all__ = ["before_after", "metric_curve", "pareto_front", "risk_utility_map"]
@@ -30,33 +31,25 @@ LOSS_HINTS = ("sse", "il1", "loss", "moments", "ari", "pair")
 
 
 def _pyplot() -> Any:
-    try:
-        import matplotlib.pyplot as plt  # optional dependency (privclust[plots])
-    except ImportError as err:
-        raise PrivclustError("plots need matplotlib: pip install 'privclust[plots]'") from err
-    return plt
+    return optional("matplotlib.pyplot", PLOTS)
 
 
 def _ticks(n: int) -> Any:
-    from matplotlib.ticker import MaxNLocator  # optional dependency (privclust[plots])
-
-    return MaxNLocator(nbins=n)
+    return optional("matplotlib.ticker", PLOTS).MaxNLocator(nbins=n)
 
 
-def _figure_class() -> Any:
-    try:
-        from matplotlib.figure import Figure  # optional dependency (privclust[plots])
-    except ImportError as err:
-        raise PrivclustError("plots need matplotlib: pip install 'privclust[plots]'") from err
-    return Figure
+def _figure(detached: bool, **figure: Any) -> Any:
+    """A new figure: pyplot's, or with ``detached`` a plain ``Figure`` that
+    pyplot does not manage (no backend is chosen, nothing is shown)."""
+    if detached:
+        return optional("matplotlib.figure", PLOTS).Figure(**figure)
+    return _pyplot().figure(**figure)
 
 
-def _axes(ax: Any, **figure: Any) -> Any:
+def _axes(ax: Any, detached: bool = False, **figure: Any) -> Any:
     if ax is not None:
         return ax
-    plt = _pyplot()
-    _, ax = plt.subplots(**figure)
-    return ax
+    return _figure(detached, **figure).subplots()
 
 
 def _pick(table: pd.DataFrame, given: str | None, hints: Sequence[str], what: str) -> str:
@@ -117,7 +110,7 @@ def _aggregate(table: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
 
 
 def risk_utility_map(table: pd.DataFrame, *, risk: str | None = None, loss: str | None = None, ax: Any = None,
-                     annotate: bool = True, title: str | None = None) -> Any:
+                     annotate: bool = True, title: str | None = None, detached: bool = False) -> Any:
     """Disclosure risk (y) against information loss (x), one point per
     configuration (mean of its repeats, error bars one standard deviation),
     the Pareto front drawn as a line and its points ringed.
@@ -127,12 +120,14 @@ def risk_utility_map(table: pd.DataFrame, *, risk: str | None = None, loss: str 
         mentions linkage, interval disclosure or risk).
     :param loss: the loss figure's column (default: the first mentioning SSE
         or IL1).
+    :param detached: without ``ax``, draw on a plain ``Figure`` that pyplot
+        does not manage (no backend chosen, nothing shown; for writing files).
     :return: the matplotlib Axes.
     """
     risk = _pick(table, risk, RISK_HINTS, "risk")
     loss = _pick(table, loss, LOSS_HINTS, "information-loss")
     agg = _aggregate(table, [loss, risk])
-    ax = _axes(ax, figsize=(7, 5))
+    ax = _axes(ax, detached, figsize=(7, 5))
     x, y = agg[f"{loss} mean"].to_numpy(), agg[f"{risk} mean"].to_numpy()
     xerr, yerr = agg[f"{loss} std"].fillna(0).to_numpy(), agg[f"{risk} std"].fillna(0).to_numpy()
     recipes = list(dict.fromkeys(agg["recipe"]))
@@ -225,11 +220,8 @@ def before_after(release: Any, columns: Sequence[str] | None = None, *, bins: in
         ncols = min(3, n)
         nrows = int(np.ceil(n / ncols))
         size = (4 * ncols, 3 * nrows)
-        if detached:
-            figure = _figure_class()(figsize=size, layout="constrained")
-            axes = figure.subplots(nrows, ncols, squeeze=False)
-        else:  # constrained layout: titles, tick labels and a suptitle do not collide
-            _, axes = _pyplot().subplots(nrows, ncols, figsize=size, squeeze=False, layout="constrained")
+        # constrained layout: titles, tick labels and a suptitle do not collide
+        axes = _figure(detached, figsize=size, layout="constrained").subplots(nrows, ncols, squeeze=False)
         for extra in axes.ravel()[n:]:
             extra.set_visible(False)
     flat = np.asarray(axes).ravel()

@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import datetime as _dt
 import functools
+from fnmatch import fnmatchcase
 import io
 import importlib.metadata as metadata
 import importlib.util
@@ -245,8 +246,6 @@ class Release:
         """(evaluator, metric) pairs the evaluators declare as derived from
         individual original values: their class attribute
         ``disclosive_metrics`` holds metric names or shell-style patterns."""
-        from fnmatch import fnmatchcase
-
         out = set()
         patterns = self.snapshot.get("disclosive", {})
         for name, metric in zip(self.evaluations["evaluator"], self.evaluations["metric"], strict=True):

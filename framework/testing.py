@@ -69,6 +69,7 @@ import attrs
 import numpy as np
 import pandas as pd
 
+from ._optional import deferred, optional
 from .accounting import ADD_REMOVE, PrivacyContext, relation_kind
 from .components import (
     CAPABILITIES,
@@ -463,8 +464,7 @@ class AuditResult:
 def clopper_pearson(hits: int | np.ndarray, n: int, alpha: float) -> tuple[Any, Any]:
     """One-sided Clopper-Pearson bounds: ``(low, high)`` with
     ``P[p >= low] >= 1 - alpha`` and ``P[p <= high] >= 1 - alpha``."""
-    from scipy.stats import beta  # heavy (all of scipy.stats): only when an audit computes its bound
-
+    beta = deferred("scipy.stats").beta  # heavy: imported when an audit first computes a bound
     k = np.asarray(hits, dtype=float)
     with np.errstate(all="ignore"):
         low = np.where(k > 0, beta.ppf(alpha, k, n - k + 1), 0.0)
@@ -1213,8 +1213,7 @@ def parametrize_components(*components: Any, data: pd.DataFrame | None = None,
                            registry: Registry | None = None) -> Callable[[Callable[..., Any]], Any]:
     """A pytest decorator: one test per (component, check) pair, with ids
     like ``laplace-deterministic_under_seed``."""
-    import pytest  # only in a test session: privclust.testing is importable without pytest
-
+    pytest = optional("pytest", "parametrize_components needs pytest: pip install pytest")
     params = []
     seen: dict[str, int] = {}
     for component in components:

@@ -1,9 +1,9 @@
 """The layering of the host package (issue 9, item 1).
 
 Every intra-package import edge of ``framework/`` (imported as ``privclust``)
-is read with ``ast``: module-level imports must form no cycle, and a
-function-level import of a privclust module is allowed only when listed in
-``ALLOWED_FUNCTION_IMPORTS`` with the reason. The built-in plugins may import
+is read with ``ast``: module-level imports must form no cycle, and no
+module imports inside a function (optional and heavy dependencies go through
+``privclust._optional``). The built-in plugins may import
 only the public API: names of ``privclust.__all__``, the public submodules,
 and their own modules. docs/architecture.md draws the layers.
 """
@@ -14,17 +14,15 @@ import ast
 import collections
 from pathlib import Path
 
+import pytest
+
 import privclust
+from privclust import _optional
+from privclust.errors import DatasetUnavailableError, PrivclustError
 
 ROOT = Path(__file__).resolve().parent.parent
 HOST = ROOT / "framework"
 PLUGINS = ROOT / "plugins"
-
-#: (importing module, imported module) pairs that may be imported inside a
-#: function, each with the reason. Only genuinely optional dependencies
-#: belong here; none is needed today (matplotlib, dask/distributed, pyarrow,
-#: pyreadr are imported inside functions, but they are not privclust modules).
-ALLOWED_FUNCTION_IMPORTS: dict[tuple[str, str], str] = {}
 
 #: The public submodules a plugin may import (docs/api.md), besides ``privclust`` itself.
 PUBLIC_SUBMODULES = {"datasets", "plots", "sampling", "sklearn", "testing"}
@@ -33,6 +31,7 @@ PUBLIC_SUBMODULES = {"datasets", "plots", "sampling", "sklearn", "testing"}
 #: modules of its own layer or below, at module level.
 LAYERS: list[set[str]] = [
     {"errors", "hookspecs", "sampling"},
+    {"_optional"},
     {"specs", "_io", "plots", "datasets"},
     {"params"},
     {"components"},
@@ -139,10 +138,16 @@ def test_no_cycle_even_through_function_level_imports():
     assert cycles([e for e in import_edges() if e[2] in ("module", "function")]) == []
 
 
-def test_function_level_imports_of_privclust_modules_are_allow_listed():
-    found = sorted((a, b, line) for a, b, where, line in import_edges() if where == "function"
-                   and (a, b) not in ALLOWED_FUNCTION_IMPORTS)
-    assert found == [], "move these imports to the top of the module, or allow-list an optional dependency"
+def test_no_module_imports_inside_a_function():
+    """Not a privclust module, not a third-party library: optional and heavy
+    dependencies are imported on first use through privclust._optional."""
+    found = []
+    for path in sorted(HOST.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                found += [f"{path.name}:{n.lineno}" for n in ast.walk(node)
+                          if isinstance(n, ast.Import | ast.ImportFrom)]
+    assert found == [], "move these imports to the top of the module, or import through privclust._optional"
 
 
 def test_each_module_imports_only_its_layer_or_below():
@@ -173,3 +178,11 @@ def test_built_in_plugins_import_only_the_public_api():
                 if node.attr not in public:
                     violations.append(f"{where} privclust.{node.attr}")
     assert violations == []
+
+
+def test_a_missing_optional_dependency_says_what_to_install():
+    with pytest.raises(PrivclustError, match="pip install 'privclust\\[plots\\]'"):
+        _optional.optional("no_such_module_privclust", _optional.PLOTS)
+    with pytest.raises(DatasetUnavailableError, match="install it"):
+        _optional.optional("no_such_module_privclust", "install it", DatasetUnavailableError)
+    assert _optional.deferred("json").dumps([1]) == "[1]"
