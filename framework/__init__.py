@@ -67,7 +67,7 @@ from .errors import (
 )
 from .hookspecs import NAME, hookimpl
 from .params import DataLeak, column_bounds, declared_leaks, nested, param, public_bounds
-from .recipe import KNOWN_LEAKS, Budget, ComponentSpec, EvaluateSpec, Recipe, Step
+from .recipe import KNOWN_LEAKS, Budget, ComponentSpec, EvaluateSpec, Recipe, Roles, Step
 from .registry import (
     ComponentInfo,
     PluginInfo,
@@ -100,6 +100,7 @@ __all__ = [
     "BasicAccountant",
     "BoundConstraints",
     "Budget",
+    "Roles",
     "BudgetExceededError",
     "Capability",
     "Clusterer",

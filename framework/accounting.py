@@ -247,9 +247,9 @@ class BasicAccountant:
     (McSherry 2009, parallel composition). Groups and ungrouped entries add.
 
     Only the host sets ``partition`` on an entry: when the recipe declares
-    ``[privacy] partition_by = "<public column>"`` the runner runs each step
-    once per value of that column, on that part's records only, so the parts
-    are disjoint by construction. A ``partition`` a component passes to
+    strata (``[roles] strata = ["<public column>", ...]``) the runner runs each
+    step once per stratum, on that stratum's records only, so the parts are
+    disjoint by construction. A ``partition`` a component passes to
     ``context.spend`` is not checkable; the context records it in the entry's
     details and leaves ``partition`` empty, so it is charged sequentially.
 
@@ -743,8 +743,8 @@ class PrivacyContext:
             partition. The host cannot check that, so it charges the release
             sequentially and keeps the claim in the entry's details. Parallel
             composition is granted only inside a run whose recipe declares
-            ``[privacy] partition_by``: the runner then runs each step once
-            per part and tags every release of a part itself.
+            strata (``[roles] strata``): the runner then runs each step once
+            per stratum and tags every release of a stratum itself.
         :param noise: how the noise was drawn, for the statement (e.g. the
             lattice the values are released on and the sensitivity after
             rounding to it).

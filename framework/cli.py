@@ -108,8 +108,42 @@ def _report_targets(release: Any, path: Path, non_disclosive: bool) -> list[tupl
     raise PrivclustError(f"{path}: a report is written as .json or .html")
 
 
+def _add_role_flags(p: argparse.ArgumentParser) -> None:
+    """The flags that mirror a recipe's ``[roles]`` table (a flag replaces that role of the recipe)."""
+    g = p.add_argument_group("roles (as the recipe's [roles] table; a flag replaces that role of the recipe)")
+    g.add_argument("--ids", metavar="COLS", help="identifier columns, comma-separated (released unchanged)")
+    g.add_argument("--weight", metavar="COL", help="the sampling-weight column")
+    g.add_argument("--strata", metavar="COLS", help="public stratum columns, comma-separated: every step runs "
+                                                    "within each stratum alone")
+    g.add_argument("--keys", metavar="COLS", help="categorical key variables (quasi-identifiers), comma-separated")
+    g.add_argument("--small-strata", choices=("refuse", "merge"),
+                   help="what to do with a stratum smaller than a step needs (default: refuse)")
+
+
+def _with_roles(recipe: Recipe, args: argparse.Namespace) -> Recipe:
+    """The recipe with the roles given as flags (each replaces that role)."""
+    given = {}
+    for role in ("ids", "weight", "strata", "keys"):
+        text = getattr(args, role, None)
+        if text is not None:
+            columns = [c.strip() for c in text.split(",") if c.strip()]
+            if not columns:
+                raise PrivclustError(f"--{role}: name at least one column (comma-separated)")
+            given[role] = columns
+    if getattr(args, "small_strata", None):
+        given["small_strata"] = args.small_strata
+    if not given:
+        return recipe
+    table = {**recipe.to_dict(), "roles": {**recipe.roles.to_dict(), **given}}
+    return Recipe.from_dict(table, source=str(getattr(args, "recipe", "")) or None)
+
+
+def _load_recipe(args: argparse.Namespace) -> Recipe:
+    return _with_roles(Recipe.from_toml(Path(args.recipe)), args)
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
-    recipe = Recipe.from_toml(Path(args.recipe))
+    recipe = _load_recipe(args)
     to_stdout = args.output == STDIO
     output = Path(args.output)
     report = Path(args.report) if args.report else None
@@ -190,11 +224,19 @@ def _report_paths(report: Path | None) -> dict[str, Path]:
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
-    recipe = Recipe.from_toml(Path(args.recipe))
+    recipe = _load_recipe(args)
     compiled = compile(recipe)
+    roles = recipe.roles
     lines = [f"recipe {args.recipe}: OK against the installed plugins"]
+    for role in ("ids", "weight", "strata", "keys"):
+        if getattr(roles, role):
+            lines.append(f"  role {role}: {', '.join(getattr(roles, role))}")
+    if roles.strata:
+        lines.append(f"  strata: every step runs within each stratum of {', '.join(roles.strata)} alone; a stratum "
+                     f"smaller than a step needs is {'merged with its neighbour' if roles.small_strata == 'merge' else 'refused'}")
     for cs in compiled.steps:
-        cols = ", ".join(cs.step.columns) if cs.step.columns else "all numeric columns"
+        cols = ", ".join(cs.step.columns) if cs.step.columns else \
+            ("the numeric columns without a role" if roles else "all numeric columns")
         lines.append(f"  step {cs.index} {cs.id!r}: {cs.role} {cs.step.use} on {cols}")
     for spec in recipe.evaluate:
         lines.append(f"  evaluate: {spec.use}")
@@ -215,8 +257,13 @@ def _cmd_check(args: argparse.Namespace) -> int:
             else:
                 changed.update(columns)
                 lines.append(f"    step {cs.index} {cs.id!r} changes {', '.join(columns)}")
-        kept = [str(c) for c in checked.frame.columns if c not in changed]
+        role_of = roles.columns
+        kept = [f"{c} ({role_of[c]})" if c in role_of else str(c) for c in checked.frame.columns if c not in changed]
         lines.append(f"    released as in the data: {', '.join(kept) if kept else '(none)'}")
+        if checked.parts is not None:
+            sizes = [len(rows) for _, rows in checked.parts]
+            lines.append(f"    strata: {len(sizes)} (records per stratum: {min(sizes)} to {max(sizes)})"
+                         + (f"; merged: {', '.join(checked.merges)}" if checked.merges else ""))
     print("\n".join(lines))
     return 0
 
@@ -465,11 +512,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="read the seed from this file (keeps it out of the process list); the PRIVCLUST_SEED "
                         "environment variable does the same")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress output")
+    _add_role_flags(p)
     p.set_defaults(func=_cmd_run)
 
     p = sub.add_parser("check", help="validate a recipe against the installed plugins without running it")
     p.add_argument("recipe")
     p.add_argument("--input", "-i", help="also check that the data have the columns the recipe uses")
+    _add_role_flags(p)
     p.set_defaults(func=_cmd_check)
 
     p = sub.add_parser("plugins", help="list the installed plugins and their components")

@@ -265,6 +265,9 @@ class EvaluationInputs:
         needs another component (a constraint handler to parse rules of its
         own) resolves it through this one, so that a blocked or swapped
         component is honoured.
+    :ivar roles: the recipe's :class:`~privclust.Roles` (``None`` outside a
+        run): evaluators of key variables and weighted figures take the
+        ``keys`` and ``weight`` roles when their own parameters are not set.
     """
 
     original: pd.DataFrame
@@ -276,6 +279,7 @@ class EvaluationInputs:
     ledger: Ledger | None = None
     rng: np.random.Generator | None = None
     registry: Any = None
+    roles: Any = None
 
     def partitions(self) -> list[tuple[Any, Partition]]:
         """The (outcome, partition) pairs of the steps that produced one."""
@@ -506,7 +510,7 @@ CAPABILITIES: Mapping[str, Capability] = MappingProxyType({c.name: c for c in (
                         "epsilon and bounds as a step, not when another component calls it)"),
     Capability(name="min_records", member="method", signature="min_records(n_columns) -> int or None",
                kinds=_STEP_KINDS, problem=_min_records_problem,
-               used_for="the run is refused with a DataError if the data (or a part of [privacy] partition_by) "
+               used_for="the run is refused with a DataError if the data (or a stratum of [roles] strata) "
                         "have fewer records"),
     Capability(name="uses_constraints", member="class attribute", signature="uses_constraints: ClassVar[bool]",
                kinds=_STEP_KINDS, problem=_bool_problem, default=True,

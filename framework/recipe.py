@@ -36,6 +36,7 @@ __all__ = [
     "KNOWN_LEAKS",
     "EvaluateSpec",
     "Recipe",
+    "Roles",
     "Step",
     "to_component_value",
     "dumps_toml",
@@ -44,9 +45,15 @@ __all__ = [
 #: Keys of a step that belong to the step, not to its component.
 STEP_KEYS = ("use", "id", "columns", "output")
 #: Top-level keys of a recipe.
-RECIPE_KEYS = ("name", "description", "privacy", "constraints", "steps", "evaluate")
+RECIPE_KEYS = ("name", "description", "roles", "privacy", "constraints", "steps", "evaluate")
 #: Keys of the ``[privacy]`` table.
-PRIVACY_KEYS = ("epsilon", "delta", "allow_leaks", "partition_by")
+PRIVACY_KEYS = ("epsilon", "delta", "allow_leaks")
+#: The variable roles of the ``[roles]`` table (sdcMicro's ``createSdcObj``
+#: roles), and its one option.
+ROLE_NAMES = ("ids", "weight", "strata", "keys")
+ROLES_KEYS = (*ROLE_NAMES, "small_strata")
+#: What the runner does with a stratum smaller than a step needs.
+SMALL_STRATA = ("refuse", "merge")
 #: The names a recipe may list in ``[privacy] allow_leaks`` to accept a
 #: parameter taken from the data (outside the differential-privacy guarantee):
 #: ``bounds`` (``bounds = "data"``), ``scale`` (min-max scaling by the data's
@@ -158,11 +165,6 @@ class Budget:
         """Whether the recipe opted in to the leak named ``leak``."""
         return leak in self.allow_leaks
 
-    #: A public column: the runner runs every step once per value of it, on
-    #: that part's records only, and composes the parts in parallel.
-    partition_by: str | None = attrs.field(default=None, repr=False, validator=attrs.validators.optional(
-        attrs.validators.instance_of(str)))
-
     @property
     def limited(self) -> bool:
         return self.epsilon is not None
@@ -175,8 +177,6 @@ class Budget:
             out["delta"] = self.delta
         if self.allow_leaks:
             out["allow_leaks"] = list(self.allow_leaks)
-        if self.partition_by is not None:
-            out["partition_by"] = self.partition_by
         return out
 
 
@@ -186,6 +186,117 @@ def _columns(value: Any) -> tuple[str, ...] | None:
     if isinstance(value, str):
         return (value,)
     return tuple(value)
+
+
+def _role_columns(value: Any) -> Any:
+    if isinstance(value, str):
+        return (value,)
+    if isinstance(value, list | tuple):
+        return tuple(value)
+    return value
+
+
+def _check_role(inst: Any, attribute: attrs.Attribute, value: Any) -> None:
+    where = f"roles.{attribute.name}"
+    if not isinstance(value, tuple) or not all(isinstance(v, str) and v for v in value):
+        raise RecipeError([Problem(where, f"must be a column name or a list of column names; got {value!r}",
+                                   f'e.g. {attribute.name} = ["region"]')])
+    dup = sorted({v for v in value if value.count(v) > 1})
+    if dup:
+        raise RecipeError([Problem(where, f"names {', '.join(map(repr, dup))} more than once")])
+    if attribute.name == "weight" and len(value) > 1:
+        raise RecipeError([Problem(where, f"names {len(value)} columns; a file has one sampling-weight column",
+                                   'e.g. weight = "sampling_weight"')])
+
+
+def _check_small_strata(inst: Any, attribute: attrs.Attribute, value: Any) -> None:
+    if value not in SMALL_STRATA:
+        raise RecipeError([Problem("roles.small_strata", f"must be one of {', '.join(map(repr, SMALL_STRATA))}; "
+                                   f"got {value!r}", 'small_strata = "merge" joins a stratum smaller than a step '
+                                   "needs to its neighbour (in sorted order)")])
+
+
+@attrs.frozen(kw_only=True)
+class Roles:
+    """What each special column of the file is (sdcMicro's roles).
+
+    Role columns are never protected by default: a step without ``columns``
+    works on the numeric columns that have no role, and every role column is
+    released as it is in the data unless a step names it (only ``ids`` and
+    ``weight`` may be named by a step: ``strata`` must stay public and
+    ``keys`` are categorical).
+
+    :ivar ids: identifier columns (household, person): released unchanged.
+    :ivar weight: the sampling-weight column: weighted information-loss and
+        risk figures use it by default.
+    :ivar strata: public columns whose combinations split the file into
+        strata; every step runs within each stratum alone, and the strata
+        compose in parallel in the privacy accounting.
+    :ivar keys: the categorical quasi-identifiers: the key-variable risk
+        evaluators use them by default.
+    :ivar small_strata: ``"refuse"`` (default) a stratum smaller than a step
+        needs, naming it; or ``"merge"`` it with its neighbour in sorted order.
+    """
+
+    ids: tuple[str, ...] = attrs.field(default=(), converter=_role_columns, validator=_check_role)
+    weight: tuple[str, ...] = attrs.field(default=(), converter=_role_columns, validator=_check_role)
+    strata: tuple[str, ...] = attrs.field(default=(), converter=_role_columns, validator=_check_role)
+    keys: tuple[str, ...] = attrs.field(default=(), converter=_role_columns, validator=_check_role)
+    small_strata: str = attrs.field(default="refuse", validator=_check_small_strata)
+
+    def __attrs_post_init__(self) -> None:
+        seen: dict[str, str] = {}
+        problems = []
+        for role in ROLE_NAMES:
+            for column in getattr(self, role):
+                if column in seen:
+                    problems.append(Problem(f"roles.{role}", f"the column {column!r} also has the role "
+                                            f"{seen[column]!r}; a column has one role", "keep it in one of them"))
+                seen.setdefault(column, role)
+        if problems:
+            raise RecipeError(problems)
+
+    @property
+    def columns(self) -> dict[str, str]:
+        """Every role column and its role, in the order of :data:`ROLE_NAMES`."""
+        return {c: role for role in ROLE_NAMES for c in getattr(self, role)}
+
+    @property
+    def weight_column(self) -> str | None:
+        """The sampling-weight column, or ``None``."""
+        return self.weight[0] if self.weight else None
+
+    def __bool__(self) -> bool:
+        return bool(self.columns)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Roles:
+        """Roles from a ``[roles]`` table; every problem is raised together."""
+        if not isinstance(data, Mapping):
+            raise RecipeError([Problem("roles", "must be a table of roles", '[roles] strata = "region"')])
+        problems = [Problem(f"roles.{key}", "unknown role", _close(str(key), ROLES_KEYS))
+                    for key in data if key not in ROLES_KEYS]
+        kwargs = {}
+        for key in ROLES_KEYS:
+            if key in data:
+                try:
+                    cls(**{key: data[key]})
+                    kwargs[key] = data[key]
+                except RecipeError as err:
+                    problems.extend(err.problems)
+        if problems:
+            raise RecipeError(problems)
+        return cls(**kwargs)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for role in ROLE_NAMES:
+            value = getattr(self, role)
+            if value:
+                out[role] = value[0] if role == "weight" else list(value)
+        if self.small_strata != "refuse":
+            out["small_strata"] = self.small_strata
+        return out
 
 
 @attrs.frozen(kw_only=True)
@@ -315,6 +426,23 @@ def _structural_problems(steps: Sequence[Step], indices: Sequence[int] | None = 
     return problems
 
 
+def _role_problems(roles: Roles, steps: Sequence[Step], indices: Sequence[int] | None = None) -> list[Problem]:
+    """Steps that name a column a step may not change: a stratum (public by
+    declaration) or a categorical key (not numeric data for a numeric step)."""
+    problems = []
+    for i, s in zip(indices if indices is not None else range(len(steps)), steps, strict=True):
+        for c in s.columns or ():
+            if c in roles.strata:
+                problems.append(Problem(f"steps[{i}].columns", f"names the stratum column {c!r}; strata are public "
+                                        "and released unchanged", "leave it out of the step's columns"))
+            elif c in roles.keys:
+                problems.append(Problem(f"steps[{i}].columns", f"names the categorical key {c!r}; a numeric step "
+                                        "cannot protect a categorical key",
+                                        "leave it out of the step's columns, or take it out of [roles] keys if it "
+                                        "is a numeric variable"))
+    return problems
+
+
 @attrs.frozen(kw_only=True)
 class Recipe:
     """A protection recipe (see the module docstring)."""
@@ -323,6 +451,7 @@ class Recipe:
     constraints: tuple[ComponentSpec, ...] = attrs.field(default=(), converter=tuple)
     privacy: Budget = attrs.field(factory=Budget)
     evaluate: tuple[EvaluateSpec, ...] = attrs.field(default=(), converter=tuple)
+    roles: Roles = attrs.field(factory=Roles)
     name: str | None = None
     description: str | None = None
     step_ids: tuple[str, ...] = attrs.field(init=False)
@@ -334,6 +463,7 @@ class Recipe:
     def __attrs_post_init__(self) -> None:
         problems = [] if self.steps else [Problem("steps", "a recipe needs at least one step", "add a [[steps]] table")]
         problems += _structural_problems(self.steps)
+        problems += _role_problems(self.roles, self.steps)
         if problems:
             raise RecipeError(problems)
 
@@ -363,7 +493,12 @@ class Recipe:
                                     "[privacy] epsilon = 1.0"))
         else:
             for key in privacy:
-                if key not in PRIVACY_KEYS:
+                if key == "partition_by":
+                    problems.append(Problem("privacy.partition_by", "moved: the public columns that split the "
+                                            "file are the strata role now",
+                                            f'write [roles] strata = {privacy[key]!r} instead' if
+                                            isinstance(privacy[key], str) else 'write [roles] strata = "region"'))
+                elif key not in PRIVACY_KEYS:
                     problems.append(Problem(f"privacy.{key}", "unknown key", _close(str(key), PRIVACY_KEYS)))
             ok = True
             for kwargs in ({"epsilon": privacy.get("epsilon")}, {"delta": privacy.get("delta", 0.0)},
@@ -373,14 +508,15 @@ class Recipe:
                 except RecipeError as err:
                     problems.extend(err.problems)
                     ok = False
-            partition_by = privacy.get("partition_by")
-            if partition_by is not None and (not isinstance(partition_by, str) or not partition_by):
-                problems.append(Problem("privacy.partition_by", f"must be a column name; got {partition_by!r}",
-                                        'partition_by = "region"'))
-                ok = False
             if ok:
                 budget = Budget(epsilon=privacy.get("epsilon"), delta=privacy.get("delta", 0.0),
-                               allow_leaks=privacy.get("allow_leaks", ()), partition_by=partition_by)
+                                allow_leaks=privacy.get("allow_leaks", ()))
+
+        roles = Roles()
+        try:
+            roles = Roles.from_dict(data.get("roles", {}))
+        except RecipeError as err:
+            problems.extend(err.problems)
 
         steps: list[Step] = []
         positions: list[int] = []
@@ -457,6 +593,7 @@ class Recipe:
 
         if steps:
             problems += _structural_problems(steps, positions)
+            problems += _role_problems(roles, steps, positions)
         if problems:
             raise RecipeError(problems, source=source)
         return cls(
@@ -464,6 +601,7 @@ class Recipe:
             constraints=constraints,
             privacy=budget,
             evaluate=evaluate,
+            roles=roles,
             name=data.get("name"),
             description=data.get("description"),
         )
@@ -536,6 +674,9 @@ class Recipe:
             out["name"] = self.name
         if self.description is not None:
             out["description"] = self.description
+        roles = self.roles.to_dict()
+        if roles:
+            out["roles"] = roles
         privacy = self.privacy.to_dict()
         if privacy:
             out["privacy"] = privacy

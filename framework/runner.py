@@ -35,7 +35,7 @@ from .components import EvaluationInputs, Masked, Partition, capability, compone
 from .constraints import ConstraintSet
 from .errors import DataError, PrivclustError, Problem, RecipeError
 from .params import leak_problems
-from .recipe import DEFAULT_LABEL_COLUMN, EvaluateSpec, Recipe, Step, _thaw
+from .recipe import DEFAULT_LABEL_COLUMN, EvaluateSpec, Recipe, Roles, Step, _thaw
 from .registry import Registry, get_registry, unknown_leak_problems
 from .report import Release
 from .verify import snapshot, verdict, verify
@@ -53,6 +53,13 @@ def numeric_columns(frame: pd.DataFrame) -> tuple[str, ...]:
         c for c in frame.columns
         if pd.api.types.is_numeric_dtype(frame[c]) and not pd.api.types.is_bool_dtype(frame[c])
     )
+
+
+def default_step_columns(frame: pd.DataFrame, roles: Roles | None = None) -> tuple[str, ...]:
+    """The columns a step without ``columns`` works on: the numeric columns
+    that have no role in ``[roles]``, in order."""
+    taken = roles.columns if roles is not None else {}
+    return tuple(c for c in numeric_columns(frame) if c not in taken)
 
 
 @attrs.frozen
@@ -316,16 +323,22 @@ def _check_frame(data: Any) -> pd.DataFrame:
     return data
 
 
-def _check_columns(frame: pd.DataFrame, columns: Sequence[str], where: str) -> list[str]:
+def _not_in_data(frame: pd.DataFrame, columns: Sequence[str], where: str) -> list[str]:
+    """The columns absent from the data, each named with the closest column."""
     problems = []
-    missing = [c for c in columns if c not in frame.columns]
-    if missing:
-        names = [str(x) for x in frame.columns]
-        for c in missing:
-            close = [x for x in names if x.lower() == c.lower()] or difflib.get_close_matches(c, names, n=2,
-                                                                                               cutoff=0.6)
-            fix = ("did you mean " + " or ".join(repr(x) for x in close) + "?") if close else "check the column names"
-            problems.append(f"{where}: column {c!r} is not in the data ({fix})")
+    names = [str(x) for x in frame.columns]
+    for c in columns:
+        if c in frame.columns:
+            continue
+        close = [x for x in names if x.lower() == c.lower()] or difflib.get_close_matches(c, names, n=2, cutoff=0.6)
+        fix = ("did you mean " + " or ".join(repr(x) for x in close) + "?") if close else "check the column names"
+        problems.append(f"{where}: column {c!r} is not in the data ({fix})")
+    return problems
+
+
+def _check_columns(frame: pd.DataFrame, columns: Sequence[str], where: str) -> list[str]:
+    problems = _not_in_data(frame, columns, where)
+    if problems:
         return problems
     for c in columns:
         series = frame[c]
@@ -384,13 +397,15 @@ def check_data(compiled: CompiledRecipe, frame: pd.DataFrame) -> list[tuple[str,
     :raises DataError: with every data problem found.
     :raises RecipeError: for a rule straddling a masker's default columns.
     """
-    default_columns = numeric_columns(frame)
-    problems: list[str] = []
+    roles = compiled.recipe.roles
+    default_columns = default_step_columns(frame, roles)
+    problems = _role_problems(roles, frame)
     step_columns: list[tuple[str, ...]] = []
     for cs in compiled.steps:
         columns = cs.step.columns if cs.step.columns is not None else default_columns
         if not columns:
-            problems.append(f"steps[{cs.index}]: the data have no numeric columns; name the step's columns")
+            what = "numeric columns without a role" if roles else "numeric columns"
+            problems.append(f"steps[{cs.index}]: the data have no {what}; name the step's columns")
         step_columns.append(tuple(columns))
         problems.extend(_check_columns(frame, columns, f"steps[{cs.index}] ({cs.id})"))
         minimum = capability(cs.component, "min_records")
@@ -424,61 +439,115 @@ def check_data(compiled: CompiledRecipe, frame: pd.DataFrame) -> list[tuple[str,
     return step_columns
 
 
-def _partition_parts(compiled: CompiledRecipe, frame: pd.DataFrame,
-                     step_columns: Sequence[tuple[str, ...]]) -> list[tuple[str, np.ndarray]] | None:
-    """The parts of ``[privacy] partition_by``: (value as text, record positions),
-    checked before any step runs."""
-    column = compiled.budget.partition_by
-    if column is None:
-        return None
-    if column not in frame.columns:
-        raise DataError(f"[privacy] partition_by names the column {column!r}, which is not in the data; name a "
-                        "public column of the data")
-    users = [f"steps[{cs.index}] ({cs.id})" for cs, cols in zip(compiled.steps, step_columns, strict=True)
-             if column in cols]
-    if users:
-        raise DataError(f"[privacy] partition_by: the partition column {column!r} is one of the columns of "
-                        f"{', '.join(users)}; it must be public and left untouched (name the steps' columns "
-                        "without it)")
-    series = frame[column]
-    if series.isna().any():
-        raise DataError(f"[privacy] partition_by: the partition column {column!r} has {int(series.isna().sum())} "
-                        "missing values; every record needs a part")
-    try:
-        codes, uniques = pd.factorize(series, sort=True)
-    except TypeError:  # values of mixed types cannot be ordered: keep their order of appearance
-        codes, uniques = pd.factorize(series, sort=False)
-    parts = [(str(value), np.flatnonzero(codes == j)) for j, value in enumerate(uniques)]
-    texts = [t for t, _ in parts]
-    if len(set(texts)) != len(texts):
-        raise DataError(f"[privacy] partition_by: two values of {column!r} print the same; convert it to text first")
+def _role_problems(roles: Roles, frame: pd.DataFrame) -> list[str]:
+    """The ``[roles]`` columns against the data: present, a positive weight,
+    strata without missing values."""
     problems = []
+    for column, role in roles.columns.items():
+        found = _not_in_data(frame, [column], f"[roles] {role}")
+        if found:
+            problems.extend(found)  # absent: named with the closest column
+            continue
+        series = frame[column]
+        if role == "weight":
+            if not pd.api.types.is_numeric_dtype(series) or pd.api.types.is_bool_dtype(series):
+                problems.append(f"[roles] weight: the weight column {column!r} is not numeric (dtype "
+                                f"{series.dtype}); a sampling weight is a positive number")
+                continue
+            w = series.to_numpy(dtype=float, na_value=np.nan)
+            bad = ~np.isfinite(w) | (w <= 0)
+            if bad.any():
+                first = int(np.flatnonzero(bad)[0])
+                problems.append(f"[roles] weight: the weight column {column!r} has {int(bad.sum())} value(s) that "
+                                f"are missing, infinite or not positive (first at row {first}: {w[first]!r}); every "
+                                "sampling weight must be a positive number")
+        elif role == "strata" and series.isna().any():
+            problems.append(f"[roles] strata: the stratum column {column!r} has {int(series.isna().sum())} missing "
+                            "value(s); every record needs a stratum (recode them as a category of their own, e.g. "
+                            f"frame[{column!r}].fillna(\"missing\"))")
+    return problems
+
+
+def _strata_parts(compiled: CompiledRecipe, frame: pd.DataFrame,
+                  step_columns: Sequence[tuple[str, ...]]) -> tuple[list[tuple[str, np.ndarray]] | None, list[str]]:
+    """The strata of ``[roles] strata``: (stratum as text, record positions)
+    in sorted order, checked before any step runs; and the merges made under
+    ``small_strata = "merge"`` (as text)."""
+    roles = compiled.recipe.roles
+    strata = list(roles.strata)
+    if not strata:
+        return None, []
+    label = ", ".join(strata)
+    try:
+        codes = frame.groupby(strata, sort=True, dropna=False, observed=True).ngroup().to_numpy()
+    except TypeError:  # values of mixed types cannot be ordered: keep their order of appearance
+        codes = frame.groupby(strata, sort=False, dropna=False, observed=True).ngroup().to_numpy()
+    order = np.argsort(codes, kind="stable")
+    bounds = np.flatnonzero(np.diff(codes[order])) + 1
+    groups = np.split(order, bounds)
+    values = frame[strata].iloc[[int(g[0]) for g in groups]]
+    texts = [", ".join(str(v) for v in row) for row in values.itertuples(index=False, name=None)]
+    if len(set(texts)) != len(texts):
+        raise DataError(f"[roles] strata: two strata of {label} print the same; convert the column(s) to text first")
+    parts = list(zip(texts, groups, strict=True))
+    needs = []
     for cs, columns in zip(compiled.steps, step_columns, strict=True):
         minimum = capability(cs.component, "min_records")
         need = minimum(len(columns)) if minimum is not None else None
+        if need is not None:
+            needs.append((int(need), cs))
+    merges: list[str] = []
+    if needs and roles.small_strata == "merge":
+        need_all = max(n for n, _ in needs)
+        merged: list[tuple[str, np.ndarray]] = []
+        pending: list[tuple[str, np.ndarray]] = []
+        for part in parts:
+            pending.append(part)
+            if sum(len(r) for _, r in pending) >= need_all:
+                merged.append(_joined_parts(pending))
+                pending = []
+        if pending:  # the last strata are too small together: join them to the previous group
+            if merged:
+                last = merged.pop()
+                merged.append(_joined_parts([last, *pending]))
+            else:
+                merged.append(_joined_parts(pending))
+        merges = [text for text, _ in merged if " + " in text]
+        parts = merged
+    problems = []
+    for need, cs in needs:
         for text, rows in parts:
-            if need is not None and len(rows) < need:
+            if len(rows) < need:
                 problems.append(f"steps[{cs.index}] ({cs.id}): {type(cs.component).name} needs at least {need} "
-                                f"records; the part {column} = {text!r} has {len(rows)}")
+                                f"records; the stratum {label} = {text!r} has {len(rows)} (merge small strata "
+                                "with [roles] small_strata = \"merge\", or recode the stratum columns)")
     if problems:
         raise DataError("; ".join(problems))
-    return parts
+    return parts, merges
+
+
+def _joined_parts(parts: Sequence[tuple[str, np.ndarray]]) -> tuple[str, np.ndarray]:
+    if len(parts) == 1:
+        return parts[0]
+    return " + ".join(t for t, _ in parts), np.sort(np.concatenate([r for _, r in parts]))
 
 
 @attrs.frozen
 class Preflight:
-    """What :func:`preflight` found: the checked frame, each step's columns
-    and the parts of ``[privacy] partition_by`` (``None`` without it)."""
+    """What :func:`preflight` found: the checked frame, each step's columns,
+    the strata of ``[roles] strata`` (``None`` without them) and the merges of
+    small strata (as text)."""
 
     frame: pd.DataFrame
     step_columns: tuple[tuple[str, ...], ...]
     parts: list[tuple[str, np.ndarray]] | None
+    merges: tuple[str, ...] = ()
 
 
 def preflight(compiled: CompiledRecipe, data: Any) -> Preflight:
     """Every check :func:`run` makes on the data before its first step, and
-    nothing else: the frame itself, :func:`check_data` (columns, records,
-    label columns, rules) and the parts of ``[privacy] partition_by``.
+    nothing else: the frame itself, :func:`check_data` (roles, columns,
+    records, label columns, rules) and the strata of ``[roles] strata``.
     ``run`` and ``privclust check --input`` both call this, so ``check`` says
     OK exactly when ``run`` would start.
 
@@ -487,8 +556,8 @@ def preflight(compiled: CompiledRecipe, data: Any) -> Preflight:
     """
     frame = _check_frame(data)
     step_columns = check_data(compiled, frame)
-    parts = _partition_parts(compiled, frame, step_columns)
-    return Preflight(frame=frame, step_columns=tuple(step_columns), parts=parts)
+    parts, merges = _strata_parts(compiled, frame, step_columns)
+    return Preflight(frame=frame, step_columns=tuple(step_columns), parts=parts, merges=tuple(merges))
 
 
 def _finite_problem(values: Any) -> tuple[int, str] | None:
@@ -550,7 +619,7 @@ def _call_by_part(cs: CompiledStep, view: pd.DataFrame, context: PrivacyContext,
     for text, rows in parts:
         with context._in_part(column, text):
             results.append(_call_step(cs, view.iloc[rows], context))
-    diagnostics = {"partition_by": column,
+    diagnostics = {"strata": column,
                    "parts": {text: dict(getattr(r, "diagnostics", {})) for (text, _), r in zip(parts, results,
                                                                                                 strict=True)}}
     if cs.kind == "clusterers":
@@ -601,8 +670,9 @@ def run(
     registry = compiled.registry
     checked = preflight(compiled, data)
     frame, step_columns, parts = checked.frame, checked.step_columns, checked.parts
-    default_columns = numeric_columns(frame)
-    part_column = compiled.budget.partition_by
+    roles = compiled.recipe.roles
+    default_columns = default_step_columns(frame, roles)
+    part_column = ", ".join(roles.strata)
 
     context = PrivacyContext(compiled.budget, seed=seed, registry=registry)
     del seed
@@ -646,7 +716,7 @@ def run(
             if provider is not None:  # who provided the component: a replacing plugin is named here
                 details.update(plugin=provider.plugin, distribution=provider.distribution, version=provider.version)
             if parts is not None:
-                details["partition_by"] = part_column
+                details["strata"] = list(roles.strata)
                 details["parts"] = {text: int(len(rows)) for text, rows in parts}
             context._record_host("process", outcome.describe(), details=details)
         # Observers see a frozen outcome and a read-only view of the run.
@@ -656,11 +726,11 @@ def run(
     all_constraints = _all_rules(compiled.constraints, tuple(map(str, frame.columns)))
     _record_rules(context, all_constraints, current)
     if parts is not None:
-        context._record_host("verified", _partition_statement(part_column, parts, outcomes),
-                             details={"partition_by": part_column,
+        context._record_host("verified", _strata_statement(roles.strata, parts, checked.merges, outcomes),
+                             details={"strata": list(roles.strata), "merged": list(checked.merges),
                                       "parts": {text: int(len(rows)) for text, rows in parts}},
-                             mechanism="partition")
-    checks = verify(context, frame, current, outcomes, label_columns=tuple(labels.columns), partition_by=part_column)
+                             mechanism="strata")
+    checks = verify(context, frame, current, outcomes, label_columns=tuple(labels.columns), strata=roles.strata)
 
     changed = tuple(c for c in frame.columns if any(c in o.columns for o in outcomes if o.kind != "clusterers"))
     evaluations = _evaluate(compiled, frame, current, labels, outcomes, all_constraints, context,
@@ -678,21 +748,25 @@ def run(
         budget=compiled.budget,
         accountant=context.accountant,
         registry=registry,
-        verdict=verdict(ledger, context.accountant, outcomes, checks, partition_by=part_column),
+        verdict=verdict(ledger, context.accountant, outcomes, checks, strata=roles.strata),
         verification=checks,
         snapshot=snapshot(registry, outcomes, compiled.constraints, evaluations),
     )
 
 
-def _partition_statement(column: str | None, parts: list[tuple[str, np.ndarray]],
-                         outcomes: Sequence[StepOutcome]) -> str:
+def _strata_statement(strata: Sequence[str], parts: list[tuple[str, np.ndarray]], merges: Sequence[str],
+                      outcomes: Sequence[StepOutcome]) -> str:
     shown = ", ".join(f"{text!r} ({len(rows)} records)" for text, rows in parts[:12])
     more = f" and {len(parts) - 12} more" if len(parts) > 12 else ""
-    return (f"The host split the records by the public column {column!r} into {len(parts)} disjoint parts "
-            f"({shown}{more}) and ran each of the {len(outcomes)} step(s) on each part's records alone, so the "
-            "releases of different parts compose in parallel (the accountant charges the largest part's total). "
-            f"The values of {column!r} are treated as public: the guarantees hold between data sets that agree on "
-            "them, and the parts, their values and their sizes are not protected.")
+    columns = ", ".join(repr(c) for c in strata)
+    merged = (f" Strata smaller than a step needs were merged with their neighbours in sorted order, as the recipe "
+              f"asks (small_strata = \"merge\"): {', '.join(repr(m) for m in merges)}." if merges else "")
+    return (f"The host split the records by the public stratum column(s) {columns} into {len(parts)} disjoint "
+            f"strata ({shown}{more}) and ran each of the {len(outcomes)} step(s) on each stratum's records alone, so "
+            "every group a step forms lies within one stratum and the releases of different strata compose "
+            f"in parallel (the accountant charges the largest stratum's total).{merged} The values of {columns} are "
+            "treated as public: the guarantees hold between data sets that agree on them, and the strata, their "
+            "values and their sizes are not protected.")
 
 
 def _all_rules(constraints: Sequence[Any], columns: tuple[str, ...]) -> ConstraintSet | None:
@@ -738,7 +812,7 @@ def _evaluate(compiled: CompiledRecipe, original: pd.DataFrame, protected: pd.Da
                 raise DataError("; ".join(problems))
             inputs = EvaluationInputs(original=original, protected=protected, columns=tuple(columns), labels=labels,
                                       outcomes=tuple(outcomes), constraints=constraints, ledger=ledger,
-                                      rng=rng, registry=compiled.registry)
+                                      rng=rng, registry=compiled.registry, roles=compiled.recipe.roles)
             figures = ev.evaluator.evaluate(inputs)
             for metric, value in dict(figures).items():
                 try:

@@ -128,15 +128,15 @@ def _cols(columns: Sequence[str]) -> str:
 
 
 def verify(context: PrivacyContext, original: pd.DataFrame, released: pd.DataFrame, outcomes: Sequence[Any], *,
-           label_columns: Sequence[str] = (), partition_by: str | None = None) -> dict[str, Any]:
+           label_columns: Sequence[str] = (), strata: Sequence[str] = ()) -> dict[str, Any]:
     """Measure the release, write the host's ``verified`` entries, and settle
     the components' claims. Returns the measurements (also kept by the
     Release as ``release.verification``).
 
-    With ``partition_by``, the public partition column is released beside
-    every step's columns, so groups of identical rows are counted over the
-    step's columns *and* it (a combination is shared only within a part)."""
-    extra = (partition_by,) if partition_by is not None else ()
+    With ``strata``, the public stratum columns are released beside every
+    step's columns, so groups of identical rows are counted over the step's
+    columns *and* them (a combination is shared only within a stratum)."""
+    extra = tuple(strata)
     n = int(len(original))
     changed = [str(c) for c in original.columns
                if not _same(original, released, [c]).all()]
@@ -278,7 +278,7 @@ def _joined(items: Sequence[str]) -> str:
 
 
 def verdict(ledger: Ledger, accountant: Accountant, outcomes: Sequence[Any], checks: Mapping[str, Any], *,
-            partition_by: str | None = None) -> str:
+            strata: Sequence[str] = ()) -> str:
     """The release's verdict in one sentence (plus what the host verified)."""
     entries = ledger.entries
     dp = [e for e in entries if e.kind == "dp"]
@@ -325,15 +325,16 @@ def verdict(ledger: Ledger, accountant: Accountant, outcomes: Sequence[Any], che
         relation_of = getattr(accountant, "relation", None)
         relation = relation_of(entries) if callable(relation_of) else None
         relation = relation or _joined([e.relation or "" for e in dp]) or "the relation each entry states"
-        if partition_by:
-            relation += f" (with the public column {partition_by!r} fixed)"
+        if strata:
+            relation += f" (with the public stratum column(s) {_cols(strata)} fixed)"
         covers = _joined([e.covers or "" for e in dp])
         not_covered = [e.not_covered or "" for e in dp]
-        left = [c for c in checks.get("unchanged_columns", ()) if c != partition_by]
+        left = [c for c in checks.get("unchanged_columns", ()) if c not in strata]
         if left:
             not_covered.append(f"the columns released as in the original ({_cols(left)})")
-        if partition_by:
-            not_covered.append(f"the public column {partition_by!r}, its values and the size of each part")
+        if strata:
+            not_covered.append(f"the public stratum column(s) {_cols(strata)}, their values and the size of each "
+                               "stratum")
         text = (f"ε-differentially private (ε = {eps:.6g}, δ = {delta:.3g}) under {relation} for {covers}; "
                 f"not covered: {_joined(not_covered) or 'nothing else is released'}.")
     return " ".join(dict.fromkeys([text, *extras]))

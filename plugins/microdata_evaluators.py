@@ -76,7 +76,7 @@ def _arrays(inputs: EvaluationInputs, who: str) -> tuple[np.ndarray, np.ndarray]
 
 def _weight_param() -> Any:
     return param(str, default=None, doc="a sampling-weight column: every record counts as many times as its "
-                                        "weight (default: unweighted)")
+                                        "weight (default: the recipe's [roles] weight, else unweighted)")
 
 
 @attrs.frozen(kw_only=True)
@@ -92,7 +92,7 @@ class SseSst:
 
     def evaluate(self, inputs: EvaluationInputs) -> Mapping[str, float]:
         X, Y = _arrays(inputs, self.name)
-        value, sse, sst = mm.sse_sst(X, Y, _weights(inputs.original, self.weight, self.name))
+        value, sse, sst = mm.sse_sst(X, Y, _weights(inputs.original, _weight_role(self.weight, inputs), self.name))
         return {"sse_sst": value, "sse": sse, "sst": sst}
 
 
@@ -108,7 +108,7 @@ class IL1s:
 
     def evaluate(self, inputs: EvaluationInputs) -> Mapping[str, float]:
         X, Y = _arrays(inputs, self.name)
-        return {"il1s": mm.il1s(X, Y, _weights(inputs.original, self.weight, self.name))}
+        return {"il1s": mm.il1s(X, Y, _weights(inputs.original, _weight_role(self.weight, inputs), self.name))}
 
 
 @attrs.frozen(kw_only=True)
@@ -125,7 +125,7 @@ class Moments:
         X, Y = _arrays(inputs, self.name)
         if X.shape[0] < 2:
             raise DataError("moments: variances need at least 2 records")
-        return mm.moments(X, Y, _weights(inputs.original, self.weight, self.name))
+        return mm.moments(X, Y, _weights(inputs.original, _weight_role(self.weight, inputs), self.name))
 
 
 @attrs.frozen(kw_only=True)
@@ -324,10 +324,22 @@ class EditViolations:
 # ---------------------------------------------------------------------------
 
 
+def _key_role(keys: tuple[str, ...], inputs: EvaluationInputs) -> tuple[str, ...]:
+    """The evaluator's own ``keys``, else the recipe's ``[roles] keys``."""
+    roles = getattr(inputs, "roles", None)
+    return tuple(keys) or (tuple(roles.keys) if roles is not None else ())
+
+
+def _weight_role(weight: str | None, inputs: EvaluationInputs) -> str | None:
+    """The evaluator's own ``weight``, else the recipe's ``[roles] weight``."""
+    roles = getattr(inputs, "roles", None)
+    return weight if weight is not None else (roles.weight_column if roles is not None else None)
+
+
 def _keys(frame: pd.DataFrame, keys: tuple[str, ...], who: str, what: str) -> pd.DataFrame:
     if not keys:
         raise DataError(f"{who}: name the categorical key variables: {{ use = \"{who}\", keys = [\"sex\", "
-                        "\"region\"] }")
+                        "\"region\"] }, or give the recipe a [roles] keys = [...] table")
     missing = [c for c in keys if c not in frame.columns]
     if missing:
         raise DataError(f"{who}: key column(s) {', '.join(map(repr, missing))} are not in the {what} data; "
@@ -369,13 +381,14 @@ class KeyFrequencies:
 
     name: ClassVar[str] = "key-frequencies"
 
-    keys: tuple[str, ...] = param(tuple, default=(), doc="the categorical key variables (quasi-identifiers)")
+    keys: tuple[str, ...] = param(tuple, default=(), doc="the categorical key variables (quasi-identifiers; "
+                                                        "default: the recipe's [roles] keys)")
     k: int = param(int, default=3, ge=2, doc="a cell with fewer than k records breaks k-anonymity on the keys")
 
     def evaluate(self, inputs: EvaluationInputs) -> Mapping[str, float]:
         out: dict[str, float] = {}
         for suffix, frame, what in (("", inputs.protected, "protected"), ("_original", inputs.original, "original")):
-            _, sizes = mm.key_cells(_keys(frame, self.keys, self.name, what))
+            _, sizes = mm.key_cells(_keys(frame, _key_role(self.keys, inputs), self.name, what))
             out[f"combinations{suffix}"] = float(np.sum(1.0 / sizes))
             out[f"sample_uniques{suffix}"] = float(np.sum(sizes == 1))
             out[f"records_below_k{suffix}"] = float(np.sum(sizes < self.k))
@@ -397,15 +410,16 @@ class IndividualRisk:
 
     name: ClassVar[str] = "individual-risk"
 
-    keys: tuple[str, ...] = param(tuple, default=(), doc="the categorical key variables (quasi-identifiers)")
-    weight: str | None = param(str, default=None, doc="the sampling-weight column (default: the file is the "
-                                                      "population)")
+    keys: tuple[str, ...] = param(tuple, default=(), doc="the categorical key variables (quasi-identifiers; "
+                                                        "default: the recipe's [roles] keys)")
+    weight: str | None = param(str, default=None, doc="the sampling-weight column (default: the recipe's "
+                                                      "[roles] weight, else the file is the population)")
     threshold: float = param(float, default=0.1, gt=0, le=1, doc="a record is at risk above this individual risk")
 
     def evaluate(self, inputs: EvaluationInputs) -> Mapping[str, float]:
-        keys = _keys(inputs.protected, self.keys, self.name, "protected")
+        keys = _keys(inputs.protected, _key_role(self.keys, inputs), self.name, "protected")
         codes, sizes = mm.key_cells(keys)
-        weights = _weights(inputs.protected, self.weight, self.name)
+        weights = _weights(inputs.protected, _weight_role(self.weight, inputs), self.name)
         if weights is None:
             population = sizes.astype(float)
         else:
@@ -431,12 +445,13 @@ class KeyLinkage:
 
     name: ClassVar[str] = "key-linkage"
 
-    keys: tuple[str, ...] = param(tuple, default=(), doc="the categorical key variables (quasi-identifiers)")
+    keys: tuple[str, ...] = param(tuple, default=(), doc="the categorical key variables (quasi-identifiers; "
+                                                        "default: the recipe's [roles] keys)")
 
     def evaluate(self, inputs: EvaluationInputs) -> Mapping[str, float]:
         X, Y = _arrays(inputs, self.name)
-        cells_x, cells_y = _cells_of_both(_keys(inputs.original, self.keys, self.name, "original"),
-                                          _keys(inputs.protected, self.keys, self.name, "protected"))
+        cells_x, cells_y = _cells_of_both(_keys(inputs.original, _key_role(self.keys, inputs), self.name, "original"),
+                                          _keys(inputs.protected, _key_role(self.keys, inputs), self.name, "protected"))
         share, linked = mm.dbrl_within_cells(X, Y, cells_x, cells_y, workers=-1)
         return {"key_dbrl": share, "key_dbrl_linked_records": linked}
 

@@ -23,8 +23,8 @@ DRIFT = {
                                   DataError, "needs at least"),
     "label-column-clash": ('[[steps]]\nuse = "fcm"\nc = 2\ncolumns = ["a", "b"]\n',
                            DataError, "label column 'cluster' already exists"),
-    "partition-column-missing": ('[privacy]\npartition_by = "region"\n[[steps]]\nuse = "laplace"\nepsilon = 1.0\n'
-                                 'columns = ["a"]\nbounds = { a = [0, 10] }\n', DataError, "partition_by"),
+    "stratum-column-missing": ('[roles]\nstrata = "region"\n[[steps]]\nuse = "laplace"\nepsilon = 1.0\n'
+                               'columns = ["a"]\nbounds = { a = [0, 10] }\n', DataError, "strata: column 'region' is not"),
 }
 
 

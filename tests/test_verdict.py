@@ -257,20 +257,24 @@ def test_a_partition_a_plugin_declares_is_charged_sequentially(reg, data):
                       registry=reg)
 
 
-def test_partition_by_a_public_column_runs_each_part_alone_and_composes_in_parallel(reg, data):
+def test_strata_of_a_public_column_run_each_stratum_alone_and_compose_in_parallel(reg, data):
     frame = data.assign(region=np.repeat(["north", "south", "east"], 10))
     SplitSpender.seen.clear()
-    recipe = {"privacy": {"epsilon": 1.0, "partition_by": "region"},
+    recipe = {"privacy": {"epsilon": 1.0}, "roles": {"strata": "region"},
               "steps": [{"use": "split-spender", "epsilon": 0.5, "columns": ["a", "b"]}]}
     release = privclust.run(recipe, frame, registry=reg, seed=1)
     assert SplitSpender.seen == [10, 10, 10]  # each call saw one part only
     assert release.spent == (1.0, 0.0)  # 2 x 0.5 within a part, max over the 3 parts
     assert {e.partition for e in release.ledger.of_kind("dp")} == {("region", r) for r in ("north", "south", "east")}
     assert release.data["region"].equals(frame["region"])
-    assert "with the public column 'region' fixed" in release.verdict
-    assert any(e.mechanism == "partition" for e in release.ledger.of_kind("verified"))
-    with pytest.raises(privclust.DataError, match="partition column 'a'"):
-        privclust.run({"privacy": {"partition_by": "a"}, "steps": [{"use": "split-spender"}]}, frame, registry=reg)
+    assert "with the public stratum column(s) region fixed" in release.verdict
+    assert any(e.mechanism == "strata" for e in release.ledger.of_kind("verified"))
+    with pytest.raises(privclust.RecipeError, match="stratum column 'a'"):
+        privclust.run({"roles": {"strata": "a"}, "steps": [{"use": "split-spender", "columns": ["a"]}]}, frame,
+                      registry=reg)
+    with pytest.raises(privclust.RecipeError, match=r"\[roles\] strata = 'region'"):
+        privclust.run({"privacy": {"partition_by": "region"}, "steps": [{"use": "split-spender"}]}, frame,
+                      registry=reg)
 
 
 # ---------------------------------------------------------------------------
@@ -451,11 +455,11 @@ def test_missing_values_in_an_untouched_column_do_not_count_as_a_change():
     assert release.verification["unchanged_columns"] == ["name", "a", "b"]
 
 
-def test_with_partition_by_groups_are_counted_within_each_part(reg):
+def test_with_strata_groups_are_counted_within_each_stratum(reg):
     # two parts whose blocks of 3 share their means across parts: 6 records per combination overall,
     # but only 3 within a part, and the part is released beside them
     frame = pd.DataFrame({"a": np.tile([0.0, 0.25, 0.5, 1.0, 1.25, 1.5], 2), "region": np.repeat(["n", "s"], 6)})
-    release = privclust.run({"privacy": {"partition_by": "region"}, "steps": [{"use": "blocks", "k": 3}]}, frame,
+    release = privclust.run({"roles": {"strata": "region"}, "steps": [{"use": "blocks", "k": 3}]}, frame,
                             registry=reg)
     step = release.verification["steps"][0]
     assert step["min_group_size"] == 3 and step["groups"] == 4

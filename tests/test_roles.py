@@ -1,0 +1,174 @@
+"""Variable roles (``[roles]``: ids, weight, strata, keys) and strata: what
+a step works on by default, what is released unchanged, each step within each
+stratum alone, and every bad input refused by name before any step runs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import privclust
+from privclust import DataError, RecipeError
+from privclust.cli import main
+
+
+def _survey(n: int = 60, seed: int = 0) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    return pd.DataFrame({
+        "hid": np.arange(n) // 3 + 1,
+        "region": np.repeat(["north", "south", "east"], n // 3),
+        "sex": np.tile(["f", "m"], n // 2),
+        "income": rng.gamma(2.0, 1000.0, n),
+        "expend": rng.gamma(2.0, 800.0, n),
+        "w": rng.uniform(10, 200, n),
+    })
+
+
+MDAV = {"use": "microaggregation", "clusterer": {"use": "mdav", "k": 3}}
+ROLES = {"ids": "hid", "weight": "w", "strata": "region", "keys": ["sex"]}
+
+
+def test_role_columns_are_not_protected_by_default_and_are_released_unchanged():
+    frame = _survey()
+    release = privclust.run({"roles": ROLES, "steps": [MDAV]}, frame, seed=1)
+    assert release.outcomes[0].columns == ("income", "expend")  # numeric columns without a role
+    for c in ("hid", "region", "sex", "w"):
+        assert release.data[c].equals(frame[c])
+    assert not release.data["income"].equals(frame["income"])
+    assert release.data.index.equals(frame.index)
+
+
+def test_without_roles_every_numeric_column_is_a_step_column():
+    frame = _survey()
+    release = privclust.run({"steps": [MDAV]}, frame, seed=1)
+    assert release.outcomes[0].columns == ("hid", "income", "expend", "w")
+
+
+def test_each_step_runs_within_each_stratum_and_groups_never_cross_strata():
+    frame = _survey(90)
+    release = privclust.run({"roles": {"strata": "region"}, "steps": [MDAV]}, frame, seed=2)
+    out = release.data
+    for region, part in out.groupby("region"):
+        sizes = part.groupby(["income", "expend"]).size()
+        assert sizes.min() >= 3  # k-anonymity within the stratum
+        original = frame[frame["region"] == region]
+        # a stratum's centres are means of that stratum's records only: the stratum's mean is kept
+        assert np.isclose(part["income"].mean(), original["income"].mean())
+    assert release.verification["steps"][0]["min_group_size"] >= 3
+    strata = [e for e in release.ledger.of_kind("verified") if e.mechanism == "strata"]
+    assert len(strata) == 1 and "3 disjoint strata" in strata[0].statement
+    assert strata[0].details["parts"] == {"east": 30, "north": 30, "south": 30}
+
+
+def test_strata_of_several_columns():
+    frame = _survey(120)
+    release = privclust.run({"roles": {"strata": ["region", "sex"]}, "steps": [MDAV]}, frame, seed=3)
+    entry = next(e for e in release.ledger.of_kind("verified") if e.mechanism == "strata")
+    assert len(entry.details["parts"]) == 6 and "north, f" in entry.details["parts"]
+    for _, part in release.data.groupby(["region", "sex"]):
+        assert part.groupby(["income", "expend"]).size().min() >= 3
+
+
+def test_weighted_figures_and_key_risk_take_the_roles_by_default():
+    frame = _survey()
+    recipe = {"roles": ROLES, "steps": [MDAV], "evaluate": ["sse-sst", "individual-risk", "key-frequencies"]}
+    release = privclust.run(recipe, frame, seed=1)
+    ev = release.evaluations.set_index(["evaluator", "metric"])["value"]
+    plain = privclust.run({"roles": ROLES, "steps": [MDAV], "evaluate": [{"use": "sse-sst", "weight": "w"}]},
+                          frame, seed=1).evaluations.set_index(["evaluator", "metric"])["value"]
+    assert ev[("sse-sst", "sse_sst")] == pytest.approx(plain[("sse-sst", "sse_sst")])
+    assert ev[("key-frequencies", "combinations")] == pytest.approx(2.0)  # the key 'sex' has two categories
+    unweighted = privclust.run({"steps": [{**MDAV, "columns": ["income", "expend"]}], "evaluate": ["sse-sst"]},
+                               frame, seed=1).evaluations.set_index("metric")["value"]
+    assert unweighted["sse_sst"] != pytest.approx(ev[("sse-sst", "sse_sst")])
+
+
+def test_small_strata_are_refused_by_name_or_merged_where_asked():
+    frame = _survey(60)
+    frame.loc[:3, "region"] = "tiny"  # 4 records ...
+    frame.loc[0:1, "region"] = "wee"  # ... and 2 records
+    with pytest.raises(DataError, match=r"the stratum region = 'wee' has 2.*small_strata"):
+        privclust.run({"roles": {"strata": "region"}, "steps": [MDAV]}, frame)
+    release = privclust.run({"roles": {"strata": "region", "small_strata": "merge"}, "steps": [MDAV]}, frame, seed=1)
+    entry = next(e for e in release.ledger.of_kind("verified") if e.mechanism == "strata")
+    assert entry.details["merged"] == ["tiny + wee"] or any("wee" in m for m in entry.details["merged"])
+    assert sum(entry.details["parts"].values()) == len(frame)
+    assert min(entry.details["parts"].values()) >= 3
+    assert "merged" in entry.statement
+
+
+@pytest.mark.parametrize("roles, steps, error, message", [
+    ({"strata": "regoin"}, [MDAV], DataError, r"\[roles\] strata: column 'regoin' is not in the data \(did you mean "
+                                              r"'region'"),
+    ({"keys": "sex", "ids": "sex"}, [MDAV], RecipeError, "the column 'sex' also has the role"),
+    ({"weight": ["w", "hid"]}, [MDAV], RecipeError, "one sampling-weight column"),
+    ({"keys": "income"}, [{**MDAV, "columns": ["income", "expend"]}], RecipeError,
+     "names the categorical key 'income'"),
+    ({"strata": "region"}, [{**MDAV, "columns": ["region", "income"]}], RecipeError,
+     "names the stratum column 'region'"),
+    ({"roles_typo": "x"}, [MDAV], RecipeError, "unknown role"),
+    ({"small_strata": "drop"}, [MDAV], RecipeError, "small_strata"),
+])
+def test_bad_roles_are_refused_by_name(roles, steps, error, message):
+    if "roles_typo" in roles:
+        roles = {"stratum": "region"}
+    with pytest.raises(error, match=message):
+        privclust.run({"roles": roles, "steps": steps}, _survey())
+
+
+def test_bad_role_data_are_refused_before_any_step():
+    frame = _survey()
+    frame.loc[5, "region"] = None
+    with pytest.raises(DataError, match=r"stratum column 'region' has 1 missing value"):
+        privclust.run({"roles": {"strata": "region"}, "steps": [MDAV]}, frame)
+    frame = _survey()
+    frame.loc[7, "w"] = 0.0
+    with pytest.raises(DataError, match=r"weight column 'w' has 1 value.*not positive \(first at row 7"):
+        privclust.run({"roles": {"weight": "w"}, "steps": [MDAV]}, frame)
+    frame = _survey().astype({"w": str})
+    with pytest.raises(DataError, match="weight column 'w' is not numeric"):
+        privclust.run({"roles": {"weight": "w"}, "steps": [MDAV]}, frame)
+
+
+def test_partition_by_moved_to_the_strata_role():
+    with pytest.raises(RecipeError, match=r"write \[roles\] strata = 'region' instead"):
+        privclust.Recipe.from_dict({"privacy": {"partition_by": "region"}, "steps": [MDAV]})
+
+
+def test_roles_round_trip_through_toml():
+    recipe = privclust.Recipe.from_dict({"roles": {**ROLES, "small_strata": "merge"}, "steps": [MDAV]})
+    again = privclust.Recipe.from_toml(recipe.to_toml())
+    assert again == recipe and again.roles.weight_column == "w" and again.roles.keys == ("sex",)
+    assert "[roles]" in recipe.to_toml()
+
+
+def test_dp_steps_compose_in_parallel_over_strata():
+    frame = _survey(90)
+    recipe = {"privacy": {"epsilon": 1.0}, "roles": {"strata": "region"},
+              "steps": [{"use": "laplace", "epsilon": 1.0, "columns": ["income"], "bounds": {"income": [0, 20000]}}]}
+    release = privclust.run(recipe, frame, seed=1)
+    assert release.spent == (1.0, 0.0)  # three strata of epsilon 1, in parallel
+    assert "stratum column(s) region fixed" in release.verdict
+    assert "the public stratum column(s) region, their values and the size of each stratum" in release.verdict
+
+
+def test_cli_flags_mirror_the_roles_table(tmp_path, capsys):
+    data = tmp_path / "survey.csv"
+    _survey().to_csv(data, index=False)
+    recipe = tmp_path / "r.toml"
+    recipe.write_text('[[steps]]\nuse = "microaggregation"\nclusterer = { use = "mdav", k = 3 }\n')
+    assert main(["check", str(recipe), "-i", str(data), "--ids", "hid", "--weight", "w", "--strata", "region",
+                 "--keys", "sex"]) == 0
+    out = capsys.readouterr().out
+    assert "role strata: region" in out and "role keys: sex" in out
+    assert "changes income, expend" in out
+    assert "released as in the data: hid (ids), region (strata), sex (keys), w (weight)" in out
+    assert "strata: 3 (records per stratum: 20 to 20)" in out
+    target = tmp_path / "out.csv"
+    assert main(["run", str(recipe), "-i", str(data), "-o", str(target), "-q", "--seed", "1", "--strata", "region",
+                 "--ids", "hid", "--weight", "w", "--keys", "sex"]) == 0
+    out = pd.read_csv(target)
+    assert out["hid"].equals(_survey()["hid"]) and out["w"].round(6).equals(_survey()["w"].round(6))
+    assert main(["run", str(recipe), "-i", str(data), "-o", str(tmp_path / "o2.csv"), "-q", "--strata", " , "]) == 1
+    assert "--strata: name at least one column" in capsys.readouterr().err
