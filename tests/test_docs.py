@@ -27,6 +27,7 @@ RUNNABLE_PAGES = [
     "quickstart.md",
     "concepts.md",
     "recipes.md",
+    "roles.md",
     "accounting.md",
     "datasets.md",
     "hooks.md",
