@@ -655,8 +655,8 @@ class PrivacyContext:
 
     @contextmanager
     def _in_part(self, column: str, value: str) -> Iterator[None]:
-        """Host only: the releases inside use only the records of one part of
-        the public column the runner split the data by."""
+        """Host only: the releases inside use only the records of one stratum
+        of the public stratum columns the runner split the data by."""
         previous, self._part = self._part, (column, value)
         try:
             yield
@@ -779,9 +779,8 @@ class PrivacyContext:
         partition = None
         if self._part is not None:
             partition = self._part
-            statement += (f" It uses only the records whose public column {self._part[0]!r} is {self._part[1]!r} "
-                          "(the host ran the step on that part alone), so it composes in parallel with the other "
-                          "parts.")
+            statement += (f" It uses only the records of the stratum {self._part[0]} = {self._part[1]!r} (the host "
+                          "ran the step on that stratum alone), so it composes in parallel with the other strata.")
         entry = self._entry(
             "dp",
             statement,
@@ -861,6 +860,17 @@ class PrivacyContext:
         entry = self._entry(kind, statement, details=details, **fields)
         self.ledger._append(entry)
         return entry
+
+    def _adopt(self, entry: LedgerEntry) -> LedgerEntry:
+        """Host only (the runner): take over an entry a stratum's own context
+        recorded in a worker, numbered in this ledger. A DP entry keeps the
+        stratum its context tagged it with, and is checked against the
+        budget like any spend."""
+        adopted = attrs.evolve(entry, seq=len(self.ledger))
+        if adopted.kind == "dp":
+            self.accountant.check(self.ledger.entries, adopted)
+        self.ledger._append(adopted)
+        return adopted
 
     def view(self) -> ContextView:
         """A read-only view of the run so far (for observers)."""

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import copy
 import difflib
+import itertools
 import math
 import time
 from collections.abc import Mapping, Sequence
@@ -31,9 +32,16 @@ import numpy as np
 import pandas as pd
 
 from .accounting import Budget, Ledger, PrivacyContext
-from .components import EvaluationInputs, Masked, Partition, capability, component_params
+from .components import (
+    EvaluationInputs,
+    Masked,
+    Partition,
+    capability,
+    component_params,
+)
 from .constraints import ConstraintSet
-from .errors import DataError, PrivclustError, Problem, RecipeError
+from .engines import map_tasks
+from .errors import DataError, ParameterError, PrivclustError, Problem, RecipeError
 from .params import leak_problems
 from .recipe import DEFAULT_LABEL_COLUMN, EvaluateSpec, Recipe, Roles, Step, _thaw
 from .registry import Registry, get_registry, unknown_leak_problems
@@ -619,6 +627,13 @@ def _call_by_part(cs: CompiledStep, view: pd.DataFrame, context: PrivacyContext,
     for text, rows in parts:
         with context._in_part(column, text):
             results.append(_call_step(cs, view.iloc[rows], context))
+    return _combine_parts(cs, view, column, parts, results)
+
+
+def _combine_parts(cs: CompiledStep, view: pd.DataFrame, column: str, parts: list[tuple[str, np.ndarray]],
+                   results: Sequence[Any]) -> Any:
+    """One result of the step from its results on each stratum, in the
+    records' order: labels numbered stratum after stratum, centres stacked."""
     diagnostics = {"strata": column,
                    "parts": {text: dict(getattr(r, "diagnostics", {})) for (text, _), r in zip(parts, results,
                                                                                                 strict=True)}}
@@ -637,12 +652,86 @@ def _call_by_part(cs: CompiledStep, view: pd.DataFrame, context: PrivacyContext,
                          diagnostics=diagnostics)
     out = {}
     for c in view.columns:
-        pieces = [r.data[c].to_numpy() for r in results]
+        pieces = [np.asarray(r.data[c].to_numpy()) for r in results]
         column_values = np.empty(len(view), dtype=np.result_type(*pieces))
         for (_, rows), piece in zip(parts, pieces, strict=True):
             column_values[rows] = piece
         out[c] = column_values
     return Masked(data=pd.DataFrame(out, index=view.index, columns=view.columns), diagnostics=diagnostics)
+
+
+# ---------------------------------------------------------------------------
+# Strata as independent tasks (local processes or a Dask cluster)
+# ---------------------------------------------------------------------------
+
+#: The registries of runs whose strata go to forked local workers, by a token
+#: the tasks carry (a registry with in-session plugins need not pickle).
+_FORKED_REGISTRIES: dict[int, Registry] = {}
+_REGISTRY_TOKENS = itertools.count()
+
+
+@attrs.frozen
+class _StratumSteps:
+    """What a worker sends back for one stratum: each step's result and time,
+    and the ledger entries the stratum's context recorded, by step."""
+
+    results: tuple[Any, ...]
+    elapsed: tuple[float, ...]
+    entries: tuple[Any, ...]
+
+
+def _stratum_steps(recipe_dict: dict[str, Any], registry_spec: tuple[list[Any], list[str]] | None,
+                   token: int | None, frame: pd.DataFrame, label: str, text: str, seed: Any,
+                   step_columns: tuple[tuple[str, ...], ...]) -> _StratumSteps:
+    """Run every step of the recipe on one stratum's records (in a worker),
+    in a context of the stratum's own: same budget, a child seed of the run,
+    every DP release tagged with the stratum."""
+    if registry_spec is not None:
+        registry = Registry(plugins=registry_spec[0], block=registry_spec[1])
+    elif token is not None and token in _FORKED_REGISTRIES:
+        registry = _FORKED_REGISTRIES[token]
+    else:
+        registry = get_registry()
+    compiled = compile(Recipe.from_dict(recipe_dict), registry)
+    context = PrivacyContext(compiled.budget, seed=seed, registry=registry)
+    current = frame.copy(deep=True)
+    results, elapsed = [], []
+    with context._in_part(label, text):
+        for cs, columns in zip(compiled.steps, step_columns, strict=True):
+            view = current.loc[:, list(columns)].copy()
+            constraint_set = _bind_constraints(cs, compiled.constraints, columns)
+            start = time.perf_counter()
+            with context.step(cs.index, cs.id, type(cs.component).name, constraints=constraint_set):
+                result = _call_step(cs, view, context)
+            _check_finite(cs, result)
+            if cs.kind != "clusterers":
+                for c in columns:
+                    current[c] = result.data[c].to_numpy(copy=True)
+            results.append(result)
+            elapsed.append(time.perf_counter() - start)
+    return _StratumSteps(results=tuple(results), elapsed=tuple(elapsed), entries=tuple(context.ledger.entries))
+
+
+def _strata_remotely(compiled: CompiledRecipe, frame: pd.DataFrame, step_columns: tuple[tuple[str, ...], ...],
+                     parts: list[tuple[str, np.ndarray]], context: PrivacyContext, scheduler: Any,
+                     processes: int | None, timeout: float) -> list[_StratumSteps]:
+    """Every stratum's steps as an independent task on the engine; the results
+    in the order of the strata."""
+    registry = compiled.registry
+    label = ", ".join(compiled.recipe.roles.strata)
+    recipe_dict = compiled.recipe.to_dict()
+    seeds = context.spawn_seeds(len(parts))
+    token = next(_REGISTRY_TOKENS)
+    spec = None
+    if scheduler is not None:  # Dask workers start afresh: they rebuild the registry
+        spec = (registry.session_plugins(), registry.blocked())
+    _FORKED_REGISTRIES[token] = registry
+    try:
+        tasks = [(recipe_dict, spec, token, frame.iloc[rows], label, text, seed, step_columns)
+                 for (text, rows), seed in zip(parts, seeds, strict=True)]
+        return map_tasks(_stratum_steps, tasks, scheduler=scheduler, processes=processes, timeout=timeout)
+    finally:
+        _FORKED_REGISTRIES.pop(token, None)
 
 
 def run(
@@ -651,6 +740,9 @@ def run(
     seed: int | np.random.SeedSequence | None = None,
     *,
     registry: Registry | None = None,
+    scheduler: Any = None,
+    processes: int | None = None,
+    timeout: float = 10.0,
 ) -> Release:
     """Run a recipe on a DataFrame and return a :class:`~privclust.Release`.
 
@@ -663,6 +755,15 @@ def run(
         the run keeps no copy of it.
     :param registry: the registry to resolve components from (default: the
         session registry).
+    :param scheduler: with ``[roles] strata``, run the strata as independent
+        tasks on a Dask cluster: ``"local"`` (a LocalCluster for the call),
+        an address such as ``tcp://host:8786``, or a ``distributed.Client``.
+    :param processes: with ``[roles] strata`` and no ``scheduler``, run the
+        strata on this many local processes. Either way each stratum runs
+        every step in a context of its own, seeded from the run, and the host
+        combines the results, the ledger entries and the checks exactly as in
+        a single process (the random draws differ from a single-process run).
+    :param timeout: seconds to wait for a Dask scheduler.
     :raises PrivclustError: among others when a step releases a value that is
         not finite (nothing is returned).
     """
@@ -676,6 +777,12 @@ def run(
 
     context = PrivacyContext(compiled.budget, seed=seed, registry=registry)
     del seed
+    remote = None
+    if scheduler is not None or processes is not None:
+        if parts is None:
+            raise ParameterError("scheduler and processes run the strata of [roles] strata as independent tasks; "
+                                 "declare strata (e.g. [roles] strata = \"region\") or leave them out")
+        remote = _strata_remotely(compiled, frame, step_columns, parts, context, scheduler, processes, timeout)
     hooks = registry.hooks
     current = frame.copy(deep=True)
     labels = pd.DataFrame(index=frame.index)
@@ -693,10 +800,16 @@ def run(
         with context.step(cs.index, cs.id, type(cs.component).name, constraints=constraint_set,
                           on_progress=on_progress):
             output = None
-            if parts is None:
+            if remote is not None:
+                assert parts is not None
+                for stratum in remote:
+                    for entry in stratum.entries:
+                        if entry.step == cs.index:
+                            context._adopt(entry)
+                result = _combine_parts(cs, view, part_column, parts, [r.results[cs.index] for r in remote])
+            elif parts is None:
                 result = _call_step(cs, view, context)
             else:
-                assert part_column is not None
                 result = _call_by_part(cs, view, context, part_column, parts)
             _check_finite(cs, result)
             if cs.kind == "clusterers":
@@ -706,7 +819,7 @@ def run(
             else:
                 for c in columns:
                     current[c] = result.data[c].to_numpy(copy=True)  # observers cannot reach the release
-            elapsed = time.perf_counter() - start
+            elapsed = time.perf_counter() - start if remote is None else sum(r.elapsed[cs.index] for r in remote)
             outcome = StepOutcome(index=cs.index, id=cs.id, kind=cs.kind, component=cs.component,
                                   columns=tuple(columns), result=result, elapsed=elapsed,
                                   n_records=len(view), output=output)

@@ -33,6 +33,7 @@ LAYERS: list[set[str]] = [
     {"errors", "hookspecs", "sampling"},
     {"_optional"},
     {"specs", "_io", "plots", "datasets"},
+    {"engines"},
     {"params"},
     {"components"},
     {"recipe", "constraints", "building"},

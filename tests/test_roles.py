@@ -4,6 +4,9 @@ stratum alone, and every bad input refused by name before any step runs."""
 
 from __future__ import annotations
 
+from typing import ClassVar
+
+import attrs
 import numpy as np
 import pandas as pd
 import pytest
@@ -172,3 +175,62 @@ def test_cli_flags_mirror_the_roles_table(tmp_path, capsys):
     assert out["hid"].equals(_survey()["hid"]) and out["w"].round(6).equals(_survey()["w"].round(6))
     assert main(["run", str(recipe), "-i", str(data), "-o", str(tmp_path / "o2.csv"), "-q", "--strata", " , "]) == 1
     assert "--strata: name at least one column" in capsys.readouterr().err
+
+
+def test_strata_on_local_processes_give_the_same_kind_of_release(tmp_path):
+    frame = _survey(90)
+    recipe = {"privacy": {"epsilon": 1.0}, "roles": {"strata": "region"},
+              "steps": [{**MDAV, "columns": ["income", "expend"]}, {"use": "laplace", "epsilon": 1.0, "columns": ["w"], "bounds": {"w": [0, 300]}}]}
+    one = privclust.run(recipe, frame, seed=4)
+    two = privclust.run(recipe, frame, seed=4, processes=2)
+    again = privclust.run(recipe, frame, seed=4, processes=1)
+    assert two.spent == one.spent == (1.0, 0.0)
+    pd.testing.assert_frame_equal(two.data, again.data)  # the same draws whatever the number of processes
+    for region, part in two.data.groupby("region"):
+        assert part.groupby(["income", "expend"]).size().min() >= 3
+        assert np.isclose(part["income"].mean(), frame.loc[frame["region"] == region, "income"].mean())
+    assert [e.kind for e in two.ledger] == [e.kind for e in one.ledger]
+    assert {e.partition for e in two.ledger.of_kind("dp")} == {("region", r) for r in ("east", "north", "south")}
+    assert two.verdict == one.verdict
+    assert two.verification["steps"][0]["min_group_size"] >= 3
+    with pytest.raises(privclust.ParameterError, match="declare strata"):
+        privclust.run({"steps": [MDAV]}, frame, processes=2)
+
+
+@attrs.frozen(kw_only=True)
+class FailsOnOneStratum:
+    """A masker that refuses the stratum of 31 records (an in-session plugin: local workers find it)."""
+
+    name: ClassVar[str] = "fails-on-one-stratum"
+
+    def mask(self, data, context):
+        if len(data) == 31:
+            raise DataError("fails-on-one-stratum: this stratum is refused")
+        return privclust.Masked(data=data + 1.0)
+
+
+class SessionPlugin:
+    @privclust.hookimpl
+    def privclust_register_maskers(self, register):
+        register(FailsOnOneStratum)
+
+
+def test_a_failing_stratum_stops_the_run_and_names_the_problem():
+    frame = _survey(90)
+    frame.loc[0, "region"] = "south"  # north 29, south 31, east 30
+    registry = privclust.Registry(plugins=[SessionPlugin()], use_env=False)
+    recipe = {"roles": {"strata": "region"}, "steps": [{"use": "fails-on-one-stratum", "columns": ["income"]}]}
+    with pytest.raises(DataError, match="this stratum is refused"):
+        privclust.run(recipe, frame, processes=2, registry=registry)
+    ok = privclust.run({**recipe, "roles": {"strata": "sex"}}, frame, processes=2, registry=registry)
+    assert np.allclose(ok.data["income"], frame["income"] + 1.0)
+
+
+def test_strata_on_a_dask_local_cluster():
+    pytest.importorskip("distributed", reason="the Dask engine needs distributed (privclust[distributed])")
+    frame = _survey(60)
+    recipe = {"roles": {"strata": "region"}, "steps": [{**MDAV, "columns": ["income", "expend"]}]}
+    release = privclust.run(recipe, frame, seed=5, scheduler="local")
+    local = privclust.run(recipe, frame, seed=5, processes=2)
+    pd.testing.assert_frame_equal(release.data, local.data)  # one stream per stratum, whichever engine
+    assert release.verification["steps"][0]["min_group_size"] >= 3
