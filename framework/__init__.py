@@ -66,8 +66,23 @@ from .errors import (
     UnknownComponentError,
 )
 from .hookspecs import NAME, hookimpl
-from .params import DataLeak, column_bounds, declared_leaks, nested, param, public_bounds
-from .recipe import KNOWN_LEAKS, Budget, ComponentSpec, EvaluateSpec, Recipe, Roles, Step
+from .params import (
+    DataLeak,
+    column_bounds,
+    declared_leaks,
+    nested,
+    param,
+    public_bounds,
+)
+from .recipe import (
+    KNOWN_LEAKS,
+    Budget,
+    ComponentSpec,
+    EvaluateSpec,
+    Recipe,
+    Roles,
+    Step,
+)
 from .registry import (
     ComponentInfo,
     PluginInfo,
@@ -79,6 +94,7 @@ from .registry import (
 )
 from .report import Release
 from .runner import CompiledRecipe, StepOutcome, compile, numeric_columns, run
+from .strata import DatasetRelease, run_dataset
 
 
 def _version() -> str:
@@ -100,6 +116,7 @@ __all__ = [
     "BasicAccountant",
     "BoundConstraints",
     "Budget",
+    "DatasetRelease",
     "Roles",
     "BudgetExceededError",
     "Capability",
@@ -165,5 +182,6 @@ __all__ = [
     "register",
     "reset_registry",
     "run",
+    "run_dataset",
     "summarize",
 ]

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import ctypes
 import gzip
 import io
 import os
@@ -325,6 +326,7 @@ def write_atomically(targets: Sequence[tuple[Path, Callable[[Path], None]]]) -> 
         for tmp, _ in temps:
             os.chmod(tmp, mode)
         with _signals_held():
+            raise_if_stopped()  # a stop whose exception a finalizer swallowed still stops the renames
             clash = [str(t) for _, t in temps if t.is_dir()]
             if clash:
                 raise PrivclustError(f"cannot write {', '.join(clash)}: a folder of that name appeared meanwhile")
@@ -360,8 +362,23 @@ def _umask() -> int:
 # ---------------------------------------------------------------------------
 
 
+#: The stop signal received while :func:`handle_signals` is active (0: none).
+#: The handler also raises, but an exception raised inside a finalizer or a
+#: ``__del__`` is swallowed by Python: :func:`raise_if_stopped` is the check a
+#: commit makes before it renames anything into place.
+_STOPPED = [0]
+
+
 def _raise_interrupted(signum: int, frame: object) -> None:
+    _STOPPED[0] = signum
     raise Interrupted(signum)
+
+
+def raise_if_stopped() -> None:
+    """Raise :class:`Interrupted` if a stop signal arrived since
+    :func:`handle_signals` began, even one whose exception was swallowed."""
+    if _STOPPED[0]:
+        raise Interrupted(_STOPPED[0])
 
 
 @contextlib.contextmanager
@@ -376,6 +393,7 @@ def handle_signals() -> Iterator[None]:
         yield
         return
     previous = {}
+    _STOPPED[0] = 0
     for signum in STOP_SIGNALS:
         handler = signal.default_int_handler if signum == signal.SIGINT else _raise_interrupted
         try:
@@ -394,9 +412,25 @@ def handle_signals() -> Iterator[None]:
                 signal.signal(signum, handler)
 
 
-def worker_signals() -> None:
+#: prctl(PR_SET_PDEATHSIG) of Linux: a signal the kernel sends a process when its parent dies.
+_PR_SET_PDEATHSIG = 1
+
+
+def worker_signals(parent: int | None = None) -> None:
     """For a worker process forked by a command: the parent alone handles
-    Ctrl-C (and stops the workers), and SIGTERM/SIGHUP end a worker at once."""
+    Ctrl-C (and stops the workers), and SIGTERM/SIGHUP end a worker at once.
+
+    With ``parent`` (the pid of the process that made the pool), on Linux the
+    worker also ends when that process dies: a stop signal can end the
+    parent between a worker's fork and the moment its pool records it, and
+    such a worker would otherwise wait for work forever."""
     for signum in STOP_SIGNALS:
         with contextlib.suppress(OSError, ValueError):
             signal.signal(signum, signal.SIG_IGN if signum == signal.SIGINT else signal.SIG_DFL)
+    if hasattr(signal, "pthread_sigmask"):  # forked while the parent held the signals back
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+    if parent is not None and sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+        if os.getppid() != parent:  # the parent died before the request: end now
+            os._exit(1)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import sys
 import textwrap
@@ -38,8 +39,17 @@ import pandas as pd
 from tqdm import tqdm
 
 from . import __version__, testing
-from ._io import STDIO, Interrupted, check_outputs, committed, frame_writer, handle_signals, read_frame, text_writer, \
-    write_atomically
+from ._io import (
+    STDIO,
+    Interrupted,
+    check_outputs,
+    committed,
+    frame_writer,
+    handle_signals,
+    read_frame,
+    text_writer,
+    write_atomically,
+)
 from .compare import compare, parse_sweep, summarize
 from .constraints import ConstraintSet
 from .datasets import TABLE1_RULE, table1
@@ -49,6 +59,7 @@ from .plots import risk_utility_map
 from .recipe import DEFAULT_LABEL_COLUMN, Recipe
 from .registry import ENV_DISABLE, Registry, get_registry
 from .runner import compile, preflight, run
+from .strata import run_dataset
 
 __all__ = ["main"]
 
@@ -142,8 +153,37 @@ def _load_recipe(args: argparse.Namespace) -> Recipe:
     return _with_roles(Recipe.from_toml(Path(args.recipe)), args)
 
 
+def _cmd_run_dataset(args: argparse.Namespace, recipe: Recipe) -> int:
+    """``privclust run`` on a Parquet dataset (a folder): stratum by stratum."""
+    output = Path(args.output)
+    report = Path(args.report) if args.report else None
+    if args.output == STDIO:
+        raise PrivclustError("a dataset (a folder) is written to a folder: give --output a new folder, not -")
+    check_outputs(_report_paths(report), {"--input": args.input, "the recipe": args.recipe})
+    if report is not None and not report.name.lower().endswith((".json", ".html", ".htm")):
+        raise PrivclustError(f"{report}: a report is written as .json or .html")
+    if not args.quiet:
+        print(f"protecting {args.input} stratum by stratum on "
+              f"{args.scheduler or (str(args.processes) + ' local process(es)' if args.processes else 'local processes')}"
+              " ...", file=sys.stderr, flush=True)
+    release = run_dataset(recipe, args.input, output, seed=_run_seed(args), scheduler=args.scheduler,
+                          processes=args.processes, timeout=args.timeout)
+    try:
+        if report is not None:
+            write_atomically(_report_targets(release, report, args.non_disclosive))
+    except BaseException:  # all or nothing: without its report the dataset is not released either
+        shutil.rmtree(output, ignore_errors=True)
+        raise
+    if not args.quiet:
+        print(f"{release.verdict}\nwrote {output} ({release.records} records in {len(release.strata)} strata)"
+              + (f" and {report}" if report is not None else ""), file=sys.stderr)
+    return 0
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     recipe = _load_recipe(args)
+    if args.input != STDIO and Path(args.input).is_dir():
+        return _cmd_run_dataset(args, recipe)
     to_stdout = args.output == STDIO
     output = Path(args.output)
     report = Path(args.report) if args.report else None
@@ -154,9 +194,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if report is not None and not report.name.lower().endswith((".json", ".html", ".htm")):
         raise PrivclustError(f"{report}: a report is written as .json or .html")
     data = read_frame(args.input)
-    registry, _ = _registry_with_progress(args.quiet)
+    # Strata on a Dask cluster: the workers rebuild the registry, so the progress display (which writes
+    # to this terminal) is not registered; local processes and one process show it as the steps finish.
+    registry, _ = _registry_with_progress(args.quiet or args.scheduler is not None)
     try:
-        release = run(recipe, data, seed=_run_seed(args), registry=registry)
+        release = run(recipe, data, seed=_run_seed(args), registry=registry, scheduler=args.scheduler,
+                      processes=args.processes, timeout=args.timeout)
     finally:
         registry.unregister(ProgressDisplay.plugin_name)
     targets = [] if to_stdout else [(output, frame_writer(release.data, output))]
@@ -500,9 +543,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("run", help="run a recipe on a data file")
     p.add_argument("recipe", help="the recipe (a TOML file)")
     p.add_argument("--input", "-i", required=True,
-                   help="the data (.csv, .csv.gz, .tsv, .parquet; - reads CSV from standard input)")
+                   help="the data (.csv, .csv.gz, .tsv, .parquet; - reads CSV from standard input; a folder: a "
+                        "Parquet dataset protected stratum by stratum)")
     p.add_argument("--output", "-o", required=True,
-                   help="where to write the protected data (.csv or .parquet; - writes CSV to standard output)")
+                   help="where to write the protected data (.csv or .parquet; - writes CSV to standard output; "
+                        "for a dataset input, a new folder)")
     p.add_argument("--report", help="where to write the report (.json, or .html with the .json beside it)")
     p.add_argument("--non-disclosive", action="store_true",
                    help="leave out of the report everything derived from individual original values")
@@ -512,6 +557,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="read the seed from this file (keeps it out of the process list); the PRIVCLUST_SEED "
                         "environment variable does the same")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress output")
+    p.add_argument("--scheduler", help='run the strata as independent tasks on a Dask cluster: "local" for a '
+                                       "LocalCluster, or an address such as tcp://host:8786")
+    p.add_argument("--processes", type=int, help="run the strata as independent tasks on this many local processes")
+    p.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for the scheduler (default 10)")
     _add_role_flags(p)
     p.set_defaults(func=_cmd_run)
 

@@ -275,17 +275,18 @@ def _run_local(tasks: list[tuple[dict[str, Any], np.random.SeedSequence]], data:
             else:  # the children start afresh: send the data and rebuild the registry
                 context, shipped = mp.get_context("spawn"), data
                 spec = (registry.session_plugins(), registry.blocked())
-            pool = ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=worker_signals)
+            before = set(mp.active_children())
+            pool = ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=worker_signals, initargs=(os.getpid(),))
             try:
                 futures = {pool.submit(_run_one, recipe, shipped, seed, spec, token): i
                            for i, (recipe, seed) in enumerate(tasks)}
                 for future in as_completed(futures):
                     results[futures[future]] = future.result()
                     bar.update()
+                pool.shutdown(wait=True)
             except BaseException:  # Ctrl-C, SIGTERM, a broken worker: stop now, not after the queue
-                _stop_pool(pool)
+                _stop_pool(pool, before)
                 raise
-            pool.shutdown(wait=True)
     finally:
         _FORKED.pop(token, None)
         bar.close()

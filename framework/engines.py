@@ -19,11 +19,11 @@ import os
 import socket
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from typing import Any
 from urllib.parse import urlsplit
 
-from ._io import worker_signals
+from ._io import raise_if_stopped, worker_signals
 from ._optional import optional
 from .errors import PrivclustError
 
@@ -65,10 +65,15 @@ def _split_address(address: str) -> tuple[str, str | None, int | None]:
     return parts.scheme, parts.hostname, port
 
 
-def _stop_pool(pool: ProcessPoolExecutor) -> None:
+def _stop_pool(pool: ProcessPoolExecutor, before: set[Any] | None = None) -> None:
     """Cancel the queued runs and end the worker processes at once (a plain
-    shutdown would wait for every queued run to finish)."""
+    shutdown would wait for every queued run to finish). With ``before`` (the
+    children alive before the pool was made) every child started since is
+    ended too: a stop signal can arrive between a worker's fork and the
+    moment the pool records it."""
     processes = list((getattr(pool, "_processes", None) or {}).values())
+    if before is not None:
+        processes += [c for c in mp.active_children() if c not in before and c not in processes]
     pool.shutdown(wait=False, cancel_futures=True)
     for process in processes:
         if process.is_alive():
@@ -141,19 +146,24 @@ def map_tasks(fn: Callable[..., Any], tasks: Sequence[tuple[Any, ...]], *, sched
                     on_done(i, results[i])
             return results
         method = "fork" if "fork" in mp.get_all_start_methods() else "spawn"
+        before = set(mp.active_children())
         pool = ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context(method),
-                                   initializer=worker_signals)
+                                   initializer=worker_signals, initargs=(os.getpid(),))
         try:
             futures = {pool.submit(fn, *args): i for i, args in enumerate(tasks)}
-            for future in as_completed(futures):
-                i = futures[future]
-                results[i] = future.result()
-                if on_done is not None:
-                    on_done(i, results[i])
+            pending = set(futures)
+            while pending:
+                done, pending = wait(pending, timeout=0.25, return_when=FIRST_COMPLETED)
+                raise_if_stopped()  # a stop signal whose exception a finalizer swallowed stops the run here
+                for future in done:
+                    i = futures[future]
+                    results[i] = future.result()
+                    if on_done is not None:
+                        on_done(i, results[i])
+            pool.shutdown(wait=True)
         except BaseException:  # a failed task, Ctrl-C, SIGTERM: stop now, not after the queue
-            _stop_pool(pool)
+            _stop_pool(pool, before)
             raise
-        pool.shutdown(wait=True)
         return results
     dask_completed = optional("distributed", DASK).as_completed
     client, owned = _client(scheduler, timeout)

@@ -552,18 +552,25 @@ class Preflight:
     merges: tuple[str, ...] = ()
 
 
-def preflight(compiled: CompiledRecipe, data: Any) -> Preflight:
+def preflight(compiled: CompiledRecipe, data: Any, *, stratum: str | None = None) -> Preflight:
     """Every check :func:`run` makes on the data before its first step, and
     nothing else: the frame itself, :func:`check_data` (roles, columns,
     records, label columns, rules) and the strata of ``[roles] strata``.
     ``run`` and ``privclust check --input`` both call this, so ``check`` says
     OK exactly when ``run`` would start.
 
+    With ``stratum`` (for :func:`privclust.run_dataset`, which made the strata
+    itself), the data are the records of that one stratum, named so, and are
+    not split again.
+
     :raises DataError: for a problem of the data.
     :raises RecipeError: for a rule straddling a masker's default columns.
     """
     frame = _check_frame(data)
     step_columns = check_data(compiled, frame)
+    if stratum is not None and compiled.recipe.roles.strata:
+        return Preflight(frame=frame, step_columns=tuple(step_columns),
+                         parts=[(stratum, np.arange(len(frame)))], merges=())
     parts, merges = _strata_parts(compiled, frame, step_columns)
     return Preflight(frame=frame, step_columns=tuple(step_columns), parts=parts, merges=tuple(merges))
 
@@ -768,8 +775,14 @@ def run(
         not finite (nothing is returned).
     """
     compiled = recipe if isinstance(recipe, CompiledRecipe) else compile(recipe, registry)
+    return _run_checked(compiled, preflight(compiled, data), seed, scheduler=scheduler, processes=processes,
+                        timeout=timeout)
+
+
+def _run_checked(compiled: CompiledRecipe, checked: Preflight, seed: int | np.random.SeedSequence | None, *,
+                 scheduler: Any = None, processes: int | None = None, timeout: float = 10.0) -> Release:
+    """:func:`run` after the preflight checks."""
     registry = compiled.registry
-    checked = preflight(compiled, data)
     frame, step_columns, parts = checked.frame, checked.step_columns, checked.parts
     roles = compiled.recipe.roles
     default_columns = default_step_columns(frame, roles)

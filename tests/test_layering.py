@@ -41,7 +41,7 @@ LAYERS: list[set[str]] = [
     {"registry"},
     {"verify", "report"},
     {"runner"},
-    {"compare", "testing", "sklearn"},
+    {"compare", "testing", "sklearn", "strata"},
     {"cli"},
     {"__init__"},
 ]

@@ -1,0 +1,423 @@
+"""Protecting a partitioned Parquet dataset stratum by stratum.
+
+:func:`run_dataset` protects a file too large for one process: a Parquet
+dataset (a folder, ideally partitioned by the stratum columns in the Hive
+layout ``region=north/part-0.parquet``) is read one stratum at a time by
+independent tasks on local processes or a Dask cluster (the engines of
+:mod:`privclust.engines`). Each task runs the whole recipe on its stratum, as
+:func:`privclust.run` would on that stratum alone, and writes its released
+records into the output dataset (partitioned the same way); it sends back
+only its ledger, its checks and its figures. No process holds the whole
+file: the driver reads the stratum columns only.
+
+The host then writes one ledger and one verdict for the whole release: the
+strata are disjoint by construction, so the DP releases of different strata
+compose in parallel; the checks (records released verbatim, groups of
+identical rows, claims) are summed or minimised over the strata, since a group
+never crosses a stratum. Evaluation figures are per stratum (a figure of the
+whole file would need the whole file in one process).
+
+The output appears all at once: the tasks write into a temporary folder
+beside it, renamed to the output when every stratum is done; on any error
+(or Ctrl-C) the temporary folder is removed and nothing is written.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import json
+import os
+import shutil
+import uuid
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+import numpy as np
+import pandas as pd
+
+from ._io import _signals_held, raise_if_stopped
+from ._optional import optional
+from .accounting import Budget, Ledger, PrivacyContext
+from .engines import map_tasks
+from .errors import DataError, ParameterError, PrivclustError
+from .recipe import Recipe
+from .registry import Registry, get_registry
+from .report import (
+    _by_evaluator,
+    _jsonable,
+    _kind_title,
+    _templates,
+    counted,
+    environment,
+)
+from .runner import (
+    CompiledRecipe,
+    _run_checked,
+    _strata_parts,
+    _strata_statement,
+    compile,
+    default_step_columns,
+    preflight,
+)
+from .verify import verdict
+
+__all__ = ["DatasetRelease", "run_dataset"]
+
+#: What to install for Parquet datasets.
+PARQUET = "reading and writing Parquet datasets needs pyarrow: pip install 'privclust[parquet]'"
+
+
+@attrs.frozen(kw_only=True)
+class DatasetRelease:
+    """What :func:`run_dataset` released: the output dataset and, for the
+    whole release, the ledger, the verdict and the host's checks; the
+    evaluation figures of each stratum (column ``stratum``).
+
+    :ivar path: the output dataset (a folder of Parquet files, partitioned by
+        the stratum columns).
+    :ivar strata: each stratum (as text) and its number of records.
+    :ivar merged: the strata joined under ``small_strata = "merge"``.
+    """
+
+    path: Path
+    strata: Mapping[str, int]
+    merged: tuple[str, ...]
+    recipe: Recipe
+    budget: Budget
+    accountant: Any = attrs.field(repr=False)
+    ledger: Ledger = attrs.field(repr=False)
+    verification: Mapping[str, Any] = attrs.field(repr=False)
+    verdict: str
+    evaluations: pd.DataFrame = attrs.field(repr=False)
+    steps: tuple[dict[str, Any], ...] = attrs.field(repr=False)
+    seeded: bool = False
+    created: str = attrs.field(factory=lambda: _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"))
+
+    @property
+    def records(self) -> int:
+        return int(sum(self.strata.values()))
+
+    @property
+    def spent(self) -> tuple[float, float]:
+        """The (epsilon, delta) the accountant composes over every stratum."""
+        return self.accountant.total(self.ledger.entries)
+
+    def __repr__(self) -> str:
+        return (f"<DatasetRelease {counted(self.records, 'record')} in {_strata_count(len(self.strata))} "
+                f"written to {self.path}. {self.verdict}>")
+
+    def report(self, *, non_disclosive: bool = False) -> dict[str, Any]:
+        """The report as plain data (see :meth:`privclust.Release.report`)."""
+        eps, delta = self.spent
+        ledger = self.ledger.to_records()
+        if non_disclosive:
+            for entry in ledger:
+                entry.pop("details", None)
+        rep = {
+            "verdict": self.verdict,
+            "privclust_report": 1,
+            "created": self.created,
+            "non_disclosive": non_disclosive,
+            "recipe": self.recipe.to_dict(),
+            "data": {"records": self.records, "output": str(self.path), "strata": dict(self.strata),
+                     "merged": list(self.merged)},
+            "steps": list(self.steps),
+            "privacy": {
+                "budget": {"epsilon": self.budget.epsilon, "delta": self.budget.delta},
+                "spent": {"epsilon": eps, "delta": delta},
+                "accountant": getattr(self.accountant, "description", type(self.accountant).__name__),
+            },
+            "verification": dict(self.verification),
+            "ledger": ledger,
+            "evaluations": [] if non_disclosive else [
+                {k: (None if isinstance(v, float) and np.isnan(v) else v) for k, v in row.items()}
+                for row in self.evaluations.to_dict(orient="records")],
+            "seeded": self.seeded,
+            "environment": environment(),
+        }
+        if non_disclosive:
+            rep["left_out"] = ["the evaluation figures", "the details of ledger entries"]
+        return _jsonable(rep)
+
+    def to_json(self, *, non_disclosive: bool = False, **kwargs: Any) -> str:
+        return json.dumps(self.report(non_disclosive=non_disclosive), indent=2, **kwargs)
+
+    def to_html(self, *, non_disclosive: bool = False) -> str:
+        """The report as a standalone HTML page."""
+        report = self.report(non_disclosive=non_disclosive)
+        eps, delta = self.spent
+        has_dp = any(e.kind == "dp" for e in self.ledger)
+        by_stratum: dict[str, list[dict[str, Any]]] = {}
+        for row in report["evaluations"]:
+            by_stratum.setdefault(str(row["stratum"]), []).append(row)
+        context = {
+            "title": self.recipe.name or "privclust release",
+            "verdict": self.verdict,
+            "records_text": counted(self.records, "record"),
+            "strata_text": _strata_count(len(self.strata)),
+            "output": str(self.path),
+            "dp_text": (f"Differentially private releases cost epsilon {eps:.6g}, delta {delta:.3g} together"
+                        if has_dp else "No differentially private release"),
+            "budget_text": ("none declared" if self.budget.epsilon is None
+                            else f"epsilon {self.budget.epsilon:g}, delta {self.budget.delta:g}"),
+            "accountant": report["privacy"]["accountant"],
+            "seeded": "yes (the seed is not recorded)" if self.seeded else "no (entropy from the operating system)",
+            "created": self.created,
+            "non_disclosive": non_disclosive,
+            "strata": [{"stratum": k, "records": v} for k, v in self.strata.items()],
+            "merged": list(self.merged),
+            "steps": [{"step": c["step"], "id": c["id"], "component": c["component"],
+                       "columns": ", ".join(c["columns"]), "parameters": c["parameters"]} for c in self.steps],
+            "ledger": [{"title": _kind_title(kind),
+                        "entries": [{"step": e.step, "step_id": e.step_id or "", "statement": e.statement}
+                                    for e in self.ledger if e.kind == kind]}
+                       for kind in ("dp", "guarantee", "leak", "verified") if any(e.kind == kind for e in self.ledger)],
+            "evaluations": [{"stratum": k, "groups": _by_evaluator(v)} for k, v in by_stratum.items()],
+            "versions": ", ".join(f"{k} {v}" for k, v in report["environment"].items()),
+        }
+        body = _templates().get_template("dataset.html.j2").render(context)
+        page = _templates().get_template("page.html.j2")
+        return page.render(title=context["title"], body=body) + "\n"
+
+
+def _strata_count(n: int) -> str:
+    return f"{n:,} stratum" if n == 1 else f"{n:,} strata"
+
+
+# ---------------------------------------------------------------------------
+# One stratum (in a worker)
+# ---------------------------------------------------------------------------
+
+#: The registries of runs whose strata go to forked local workers, by token.
+_FORKED: dict[str, Registry] = {}
+
+
+def _filter(combos: Sequence[tuple[Any, ...]], strata: Sequence[str]) -> Any:
+    """The pyarrow filter of the records whose stratum columns take one of ``combos``."""
+    ds = optional("pyarrow.dataset", PARQUET)
+    expression = None
+    for combo in combos:
+        term = None
+        for column, value in zip(strata, combo, strict=True):
+            part = ds.field(column) == _scalar(value)
+            term = part if term is None else term & part
+        expression = term if expression is None else expression | term
+    return expression
+
+
+def _scalar(value: Any) -> Any:
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def _open(source: str) -> Any:
+    ds = optional("pyarrow.dataset", PARQUET)
+    return ds.dataset(source, format="parquet", partitioning="hive")
+
+
+def _plain(frame: pd.DataFrame) -> pd.DataFrame:
+    """Hive partition columns come back as categoricals: give them their values' dtype."""
+    for c in frame.columns:
+        if isinstance(frame[c].dtype, pd.CategoricalDtype):
+            frame[c] = frame[c].astype(frame[c].cat.categories.dtype)
+    return frame
+
+
+def _protect_stratum(recipe_dict: dict[str, Any], registry_spec: tuple[list[Any], list[str]] | None,
+                     token: str | None, source: str, combos: list[tuple[Any, ...]], text: str, seed: Any,
+                     folder: str, index: int) -> Any:
+    """Read one stratum, run the recipe on it, write its records; return the
+    release without its data (ledger, checks, figures, steps)."""
+    if registry_spec is not None:
+        registry = Registry(plugins=registry_spec[0], block=registry_spec[1])
+    else:
+        registry = _FORKED.get(token or "") or get_registry()
+    compiled = compile(Recipe.from_dict(recipe_dict), registry)
+    strata = list(compiled.recipe.roles.strata)
+    frame = _plain(_open(source).to_table(filter=_filter(combos, strata)).to_pandas())
+    release = _run_checked(compiled, preflight(compiled, frame, stratum=text), seed)
+    pa = optional("pyarrow", PARQUET)
+    pq = optional("pyarrow.parquet", PARQUET)
+    table = pa.Table.from_pandas(release.data, preserve_index=False)
+    pq.write_to_dataset(table, folder, partition_cols=strata, basename_template=f"part-{index}-{{i}}.parquet")
+    steps = tuple(release.components())
+    return attrs.evolve(release, data=release.data.iloc[:0], original=release.original.iloc[:0],
+                        labels=release.labels.iloc[:0],
+                        outcomes=tuple(attrs.evolve(o, result=None) for o in release.outcomes)), steps
+
+
+# ---------------------------------------------------------------------------
+# The whole dataset (the driver)
+# ---------------------------------------------------------------------------
+
+
+def _sum_checks(checks: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> dict[str, Any]:
+    """The host's checks of the whole release from those of each stratum:
+    counts add up, the smallest group is the smallest of any stratum (a
+    group never crosses a stratum), a claim holds only where it holds in
+    every stratum."""
+    changed = [c for c in columns if any(c in k["changed_columns"] for k in checks)]
+    first = checks[0]
+    out: dict[str, Any] = {
+        "records": sum(k["records"] for k in checks),
+        "changed_columns": changed,
+        "unchanged_columns": [c for c in columns if c not in changed],
+        "label_columns": list(first["label_columns"]),
+        "protected_columns": list(first["protected_columns"]),
+        "verbatim_records": sum(k["verbatim_records"] for k in checks),
+        "steps": [],
+        "claims": [],
+    }
+    for i, s in enumerate(first["steps"]):
+        each = [k["steps"][i] for k in checks]
+        out["steps"].append({**{key: s[key] for key in ("step", "id", "component", "columns")},
+                             **{key: sum(e[key] for e in each) for key in ("verbatim_by_step", "verbatim_released",
+                                                                          "groups", "unique_records")},
+                             "min_group_size": min(e["min_group_size"] for e in each)})
+    for i, c in enumerate(first["claims"]):
+        each = [k["claims"][i] for k in checks]
+        statuses = {e["status"] for e in each}
+        status = ("refuted" if "refuted" in statuses else "verified" if statuses == {"verified"}
+                  else "void" if statuses == {"void"} else "claimed")
+        merged = {**c, "status": status}
+        for key in ("records_in_small_groups", "verbatim_records"):
+            if key in c:
+                merged[key] = sum(e[key] for e in each)
+        if "min_group_size" in c:
+            merged["min_group_size"] = min(e["min_group_size"] for e in each)
+        out["claims"].append(merged)
+    return out
+
+
+def run_dataset(
+    recipe: Recipe | Mapping[str, Any] | str | CompiledRecipe,
+    source: str | os.PathLike[str],
+    output: str | os.PathLike[str],
+    seed: int | np.random.SeedSequence | None = None,
+    *,
+    registry: Registry | None = None,
+    scheduler: Any = None,
+    processes: int | None = None,
+    timeout: float = 10.0,
+) -> DatasetRelease:
+    """Protect a Parquet dataset stratum by stratum (see the module docstring).
+
+    :param recipe: a recipe with ``[roles] strata``.
+    :param source: the input Parquet dataset: a folder (Hive-partitioned by
+        the stratum columns for the least memory) or one Parquet file.
+    :param output: the output dataset, a folder that must not exist yet.
+    :param seed: for reproducible experiments (never recorded); each stratum
+        gets a child stream, whichever engine runs it.
+    :param scheduler: ``None`` for local processes, ``"local"`` for a Dask
+        LocalCluster, a scheduler address, or a ``distributed.Client``.
+    :param processes: local worker processes (default: one per core).
+    :raises ParameterError: without strata, or for a bad engine setting.
+    :raises DataError: for a problem of the data (a stratum column absent...).
+    """
+    compiled = recipe if isinstance(recipe, CompiledRecipe) else compile(recipe, registry)
+    roles = compiled.recipe.roles
+    strata = list(roles.strata)
+    if not strata:
+        raise ParameterError("run_dataset runs the strata of [roles] strata as independent tasks; declare strata "
+                             "(e.g. [roles] strata = \"region\")")
+    source_path, out = Path(source), Path(output)
+    if not source_path.exists():
+        raise DataError(f"{source_path}: no Parquet dataset there; give a folder of Parquet files or a .parquet file")
+    if out.exists():
+        raise PrivclustError(f"{out} already exists; the output dataset is written to a new folder (remove it or "
+                             "name another)")
+    if out.resolve() == source_path.resolve() or source_path.resolve() in out.resolve().parents:
+        raise PrivclustError(f"{out}: the output dataset cannot be inside the input {source_path}")
+    dataset = _open(str(source_path))
+    names = list(dataset.schema.names)
+    absent = [c for c in strata if c not in names]
+    if absent:
+        raise DataError(f"[roles] strata: column(s) {', '.join(map(repr, absent))} are not in the dataset "
+                        f"{source_path} (its columns: {', '.join(names)})")
+    keys = _plain(dataset.to_table(columns=strata).to_pandas())
+    if keys.empty:
+        raise DataError(f"{source_path}: the dataset has no records")
+    empty = _plain(dataset.schema.empty_table().to_pandas())
+    defaults = default_step_columns(empty, roles)
+    step_columns = [cs.step.columns if cs.step.columns is not None else defaults for cs in compiled.steps]
+    for column in strata:
+        if keys[column].isna().any():
+            raise DataError(f"[roles] strata: the stratum column {column!r} has {int(keys[column].isna().sum())} "
+                            "missing value(s); every record needs a stratum")
+    parts, merges = _strata_parts(compiled, keys, step_columns)
+    assert parts is not None
+    combos = [list(keys.iloc[rows].drop_duplicates().itertuples(index=False, name=None)) for _, rows in parts]
+    sizes = {text: int(len(rows)) for text, rows in parts}
+    del keys, parts
+
+    context = PrivacyContext(compiled.budget, seed=seed, registry=compiled.registry)
+    del seed
+    seeds = context.spawn_seeds(len(combos))
+    folder = out.parent / f".{out.name}.tmp-{uuid.uuid4().hex[:12]}"
+    token = uuid.uuid4().hex
+    spec = (compiled.registry.session_plugins(), compiled.registry.blocked()) if scheduler is not None else None
+    _FORKED[token] = compiled.registry
+    recipe_dict = compiled.recipe.to_dict()
+    tasks = [(recipe_dict, spec, token, str(source_path.resolve()), combo, text, s, str(folder.resolve()), i)
+             for i, (combo, text, s) in enumerate(zip(combos, sizes, seeds, strict=True))]
+    try:
+        folder.mkdir(parents=True)
+        results = _map(tasks, scheduler, processes, timeout)
+        with _signals_held():
+            raise_if_stopped()  # a stop whose exception a finalizer swallowed still stops the commit
+            os.replace(folder, out)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            shutil.rmtree(folder)
+        raise
+    finally:
+        _FORKED.pop(token, None)
+    return _combined(compiled, context, results, sizes, tuple(merges), names, out)
+
+
+def _map(tasks: list[tuple[Any, ...]], scheduler: Any, processes: int | None, timeout: float) -> list[Any]:
+    return map_tasks(_protect_stratum, tasks, scheduler=scheduler, processes=processes, timeout=timeout)
+
+
+def _combined(compiled: CompiledRecipe, context: PrivacyContext, results: Sequence[Any], sizes: Mapping[str, int],
+              merges: tuple[str, ...], columns: Sequence[str], out: Path) -> DatasetRelease:
+    """One ledger, one set of checks and one verdict from the strata's releases."""
+    label = ", ".join(compiled.recipe.roles.strata)
+    evaluations = []
+    for (release, _), text in zip(results, sizes, strict=True):
+        for entry in release.ledger:
+            if entry.kind == "verified" and entry.mechanism == "strata":
+                continue  # each task saw one stratum; the host states the split once, below
+            if entry.kind != "dp":  # a DP entry names its stratum already (the host tagged the release)
+                entry = attrs.evolve(entry, statement=f"Stratum {label} = {text!r}: {entry.statement}")
+            context._adopt(entry)
+        evaluations.append(release.evaluations.assign(stratum=text))
+    releases = [r for r, _ in results]
+    outcomes = releases[0].outcomes
+    context._record_host("verified", _strata_statement(compiled.recipe.roles.strata,
+                                                       [(t, range(n)) for t, n in sizes.items()], merges,
+                                                       outcomes),
+                         details={"strata": list(compiled.recipe.roles.strata), "merged": list(merges),
+                                  "parts": dict(sizes)}, mechanism="strata")
+    checks = _sum_checks([r.verification for r in releases], columns)
+    context._record_host(
+        "verified",
+        f"Host check of the whole release (the sum over the {_strata_count(len(sizes))} of each stratum's check): "
+        f"columns changed: {', '.join(checks['changed_columns']) or '(none)'}; columns released as in the original: "
+        f"{', '.join(checks['unchanged_columns']) or '(none)'}. {checks['verbatim_records']} of {checks['records']} "
+        "records keep all their original values of the columns the steps worked on; "
+        + "; ".join(f"step {s['step']} ({s['id']}): the smallest group of identical released rows (within a "
+                    f"stratum) has {s['min_group_size']} record(s), {s['unique_records']} unique"
+                    for s in checks["steps"]) + ".",
+        mechanism="release check",
+        details={k: v for k, v in checks.items() if k not in ("steps", "claims")})
+    table = pd.concat(evaluations, ignore_index=True) if evaluations else pd.DataFrame()
+    if "stratum" in table.columns:
+        table = table[["stratum", *[c for c in table.columns if c != "stratum"]]]
+    return DatasetRelease(
+        path=out, strata=dict(sizes), merged=merges, recipe=compiled.recipe, budget=compiled.budget,
+        accountant=context.accountant, ledger=context.ledger, verification=checks,
+        verdict=verdict(context.ledger, context.accountant, outcomes, checks, strata=compiled.recipe.roles.strata),
+        evaluations=table, steps=results[0][1], seeded=context.seeded)

@@ -1,0 +1,164 @@
+"""A partitioned Parquet dataset protected stratum by stratum: no process
+holds the whole file, the output appears all at once, and the ledger, the
+checks and the verdict speak for the whole release."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import privclust
+from privclust import DataError, ParameterError, PrivclustError
+from privclust.cli import main
+
+pytest.importorskip("pyarrow", reason="Parquet datasets need pyarrow (privclust[parquet])")
+
+MDAV = {"use": "microaggregation", "clusterer": {"use": "mdav", "k": 3}}
+
+
+def _frame(n: int = 600, seed: int = 0) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    return pd.DataFrame({"region": rng.choice(["a", "b", "c"], n), "sex": rng.choice(["f", "m"], n),
+                         "x": rng.normal(size=n), "y": rng.normal(size=n), "w": rng.uniform(1, 5, n)})
+
+
+@pytest.fixture
+def dataset(tmp_path):
+    frame = _frame()
+    frame.to_parquet(tmp_path / "in", partition_cols=["region"])
+    return frame, tmp_path / "in"
+
+
+def test_each_stratum_is_protected_alone_and_written_partitioned(dataset, tmp_path):
+    frame, source = dataset
+    recipe = {"roles": {"strata": "region", "weight": "w", "keys": ["sex"]}, "steps": [MDAV],
+              "evaluate": ["sse-sst"]}
+    release = privclust.run_dataset(recipe, source, tmp_path / "out", seed=1, processes=2)
+    back = pd.read_parquet(tmp_path / "out")
+    assert len(back) == len(frame) == release.records
+    assert sorted((tmp_path / "out").iterdir())[0].name == "region=a"
+    for region, part in back.groupby("region", observed=True):
+        original = frame[frame["region"] == region]
+        assert len(part) == len(original)
+        assert part.groupby(["x", "y"]).size().min() >= 3  # k-anonymity within the stratum
+        assert np.isclose(part["x"].mean(), original["x"].mean())  # centres of the stratum's records only
+        assert sorted(part["w"].round(9)) == sorted(original["w"].round(9))  # the weight is released as it is
+    assert release.verification["records"] == len(frame)
+    assert release.verification["steps"][0]["min_group_size"] >= 3
+    assert "Verified by the host: k-anonymity with k = 3" in release.verdict
+    assert set(release.evaluations["stratum"]) == {"a", "b", "c"}
+    strata = [e for e in release.ledger.of_kind("verified") if e.mechanism == "strata"]
+    assert len(strata) == 1 and "3 disjoint strata" in strata[0].statement
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".out.tmp")]
+
+
+def test_dp_over_strata_composes_in_parallel_and_is_reproducible(dataset, tmp_path):
+    _, source = dataset
+    recipe = {"privacy": {"epsilon": 1.0}, "roles": {"strata": "region"},
+              "steps": [{"use": "laplace", "epsilon": 1.0, "columns": ["x"], "bounds": {"x": [-5, 5]}}]}
+    one = privclust.run_dataset(recipe, source, tmp_path / "o1", seed=3, processes=1)
+    two = privclust.run_dataset(recipe, source, tmp_path / "o2", seed=3, processes=2)
+    assert one.spent == two.spent == (1.0, 0.0)
+    assert {e.partition for e in two.ledger.of_kind("dp")} == {("region", r) for r in "abc"}
+    a = pd.read_parquet(tmp_path / "o1").sort_values(["region", "y"]).reset_index(drop=True)
+    b = pd.read_parquet(tmp_path / "o2").sort_values(["region", "y"]).reset_index(drop=True)
+    pd.testing.assert_frame_equal(a, b)
+    assert "with the public stratum column(s) region fixed" in two.verdict
+    assert json.loads(two.to_json())["data"]["strata"] == dict(two.strata)
+    assert "Verdict:" in two.to_html()
+
+
+def test_a_failing_stratum_writes_nothing(tmp_path):
+    frame = _frame()
+    frame.loc[frame["region"] == "b", "x"] = np.nan  # stratum b cannot be masked
+    frame.to_parquet(tmp_path / "in", partition_cols=["region"])
+    recipe = {"roles": {"strata": "region"},
+              "steps": [{"use": "laplace", "epsilon": 1.0, "columns": ["x"], "bounds": {"x": [-5, 5]}}]}
+    with pytest.raises(DataError, match="'x'"):
+        privclust.run_dataset(recipe, tmp_path / "in", tmp_path / "out", processes=2)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in"]
+
+
+def test_bad_calls_are_refused_before_any_work(dataset, tmp_path):
+    _, source = dataset
+    with pytest.raises(ParameterError, match="declare strata"):
+        privclust.run_dataset({"steps": [MDAV]}, source, tmp_path / "out")
+    with pytest.raises(DataError, match=r"column\(s\) 'regoin' are not in the dataset"):
+        privclust.run_dataset({"roles": {"strata": "regoin"}, "steps": [MDAV]}, source, tmp_path / "out")
+    (tmp_path / "exists").mkdir()
+    with pytest.raises(PrivclustError, match="already exists"):
+        privclust.run_dataset({"roles": {"strata": "region"}, "steps": [MDAV]}, source, tmp_path / "exists")
+    with pytest.raises(PrivclustError, match="inside the input"):
+        privclust.run_dataset({"roles": {"strata": "region"}, "steps": [MDAV]}, source, source / "out")
+
+
+def test_small_strata_are_merged_before_the_tasks(tmp_path):
+    frame = _frame(300)
+    frame.loc[:1, "region"] = "z"
+    frame.to_parquet(tmp_path / "in", partition_cols=["region"])
+    recipe = {"roles": {"strata": "region", "small_strata": "merge"}, "steps": [MDAV]}
+    release = privclust.run_dataset(recipe, tmp_path / "in", tmp_path / "out", seed=1, processes=2)
+    assert release.merged == ("c + z",)
+    back = pd.read_parquet(tmp_path / "out")
+    assert len(back) == 300 and (back["region"] == "z").sum() == 2
+    assert back.groupby(["x", "y"]).size().min() >= 3
+
+
+def test_cli_runs_a_dataset_folder(dataset, tmp_path, capsys):
+    _, source = dataset
+    recipe = tmp_path / "r.toml"
+    recipe.write_text('[roles]\nstrata = "region"\n[[steps]]\nuse = "microaggregation"\n'
+                      'clusterer = { use = "mdav", k = 3 }\n')
+    out = tmp_path / "out"
+    assert main(["run", str(recipe), "-i", str(source), "-o", str(out), "--processes", "2",
+                 "--report", str(tmp_path / "r.html"), "--seed", "1"]) == 0
+    err = capsys.readouterr().err
+    assert "wrote" in err and "in 3 strata" in err
+    assert len(pd.read_parquet(out)) == 600
+    assert json.loads((tmp_path / "r.json").read_text())["verification"]["records"] == 600
+    assert main(["run", str(recipe), "-i", str(source), "-o", str(out)]) == 1  # the folder exists now
+    assert "already exists" in capsys.readouterr().err
+
+
+def test_interrupted_dataset_run_leaves_nothing(tmp_path):
+    """SIGTERM during the tasks: the temporary folder is removed, no output appears."""
+    frame = _frame(30000)
+    frame.to_parquet(tmp_path / "in", partition_cols=["region"])
+    recipe = tmp_path / "r.toml"
+    recipe.write_text('[roles]\nstrata = "region"\n[[steps]]\nuse = "fuzzy-microaggregation"\nk = 3\n')
+    proc = subprocess.Popen([sys.executable, "-m", "privclust.cli", "run", str(recipe), "-i", str(tmp_path / "in"),
+                             "-o", str(tmp_path / "out"), "--processes", "2", "-q"],
+                            stderr=subprocess.PIPE, cwd=tmp_path)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not [p for p in tmp_path.iterdir() if p.name.startswith(".out.tmp")]:
+        time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGTERM)
+    proc.wait(timeout=60)
+    assert proc.returncode != 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in", "r.toml"]
+    if sys.platform.startswith("linux"):  # no worker outlives the command (one forked as the signal came)
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and _processes_naming(tmp_path):
+            time.sleep(0.1)
+        assert not _processes_naming(tmp_path)
+
+
+def _processes_naming(path) -> list[int]:
+    found = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                if str(path).encode() in (proc / "cmdline").read_bytes():
+                    found.append(int(proc.name))
+            except OSError:
+                continue
+    return found
