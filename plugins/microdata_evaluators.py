@@ -24,7 +24,10 @@ name                     figures
 
 Every evaluator judges ``inputs.columns`` of ``inputs.original`` against the
 same columns of ``inputs.protected`` (row ``i`` against row ``i``). See
-``docs/microdata-evaluators.md`` for the formulas.
+``docs/microdata-evaluators.md`` for the formulas. Missing values (NaN) are
+left out: the figures are computed over the cells observed in both files
+(record linkage over the observed coordinates, as the masking; see
+``docs/missing-values.md``).
 
 >>> import numpy as np, pandas as pd, privclust
 >>> from privclust_plugins.microdata_evaluators import SseSst
@@ -69,8 +72,13 @@ def _arrays(inputs: EvaluationInputs, who: str) -> tuple[np.ndarray, np.ndarray]
                         "record-level measures need the same records in the same order")
     if X.shape[0] == 0:
         raise DataError(f"{who}: there are no records to evaluate")
-    if not (np.all(np.isfinite(X)) and np.all(np.isfinite(Y))):
-        raise DataError(f"{who}: the columns {columns} hold NaN or infinite values")
+    if np.isinf(X).any() or np.isinf(Y).any():
+        raise DataError(f"{who}: the columns {columns} hold infinite values")
+    both = ~np.isnan(X) & ~np.isnan(Y)
+    empty = [c for c, ok in zip(columns, both.any(axis=0), strict=True) if not ok]
+    if empty:  # missing values are evaluated over the observed cells; a column needs some
+        raise DataError(f"{who}: column(s) {', '.join(empty)} have no record observed in both the original and the "
+                        "protected data; leave them out of the evaluation's columns")
     return X, Y
 
 
