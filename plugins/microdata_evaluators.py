@@ -268,7 +268,9 @@ class TransparencyRisk:
 class EditViolations:
     """For each edit rule of the recipe, the largest violation and the share
     of records violating it (beyond ``tol`` relative to the record's
-    largest value), in the protected file and in the original."""
+    largest value), in the protected file and in the original. A rule is
+    judged on the records that have all its columns; where some miss one,
+    their count is reported as ``records not evaluable``."""
 
     name: ClassVar[str] = "edit-violations"
     #: The largest violation in the original file is one record's value: a
@@ -316,15 +318,35 @@ class EditViolations:
             return {"rules": 0.0}
         columns = tuple(rules.columns)
         out: dict[str, float] = {"rules": float(len(rules.rules))}
+        involved = _rule_columns(rules, len(columns))
         for label, frame in (("", inputs.protected), (" (original)", inputs.original)):
             values = self._values(frame, columns)
-            viol = rules.violations(values)
-            bound = self.tol * (1.0 + np.nanmax(np.abs(values), axis=1, initial=0.0))
+            nan = np.isnan(values)
+            filled = np.where(nan, 0.0, values)
+            viol = rules.violations(filled)
+            bound = self.tol * (1.0 + np.max(np.abs(filled), axis=1, initial=0.0))
             for r, text in enumerate(rules.rules):
-                v = viol[:, r]
-                out[f"{text}: max violation{label}"] = float(np.nanmax(v, initial=0.0))
-                out[f"{text}: share violated{label}"] = float(np.mean(v > bound))
+                # a rule cannot be evaluated on a record that misses one of its columns
+                evaluable = ~nan[:, involved[r]].any(axis=1)
+                v = viol[evaluable, r]
+                out[f"{text}: max violation{label}"] = float(np.max(v, initial=0.0))
+                out[f"{text}: share violated{label}"] = float(np.mean(v > bound[evaluable])) if v.size else \
+                    float("nan")
+                if not evaluable.all():
+                    out[f"{text}: records not evaluable{label}"] = float((~evaluable).sum())
         return out
+
+
+def _rule_columns(rules: Any, n_columns: int) -> np.ndarray:
+    """``(n_rules, n_columns)``: which columns each bound rule uses, found by
+    probing: a rule over column ``j`` is violated differently at ``0`` and
+    at ``+T e_j`` or ``-T e_j`` (a linear rule with a coefficient on ``j``
+    is; one without it cannot tell these points apart)."""
+    big = 1e6
+    probes = np.vstack([np.zeros((1, n_columns)), big * np.eye(n_columns), -big * np.eye(n_columns)])
+    v = np.asarray(rules.violations(probes), dtype=float)
+    base = v[0]
+    return ((v[1:n_columns + 1] != base) | (v[n_columns + 1:] != base)).T
 
 
 # ---------------------------------------------------------------------------
