@@ -368,6 +368,11 @@ def _missing_policy(cs: CompiledStep) -> str | None:
 
 def _refusal(cs: CompiledStep) -> str:
     """Why a step refuses missing values, said in the host's words."""
+    if getattr(cs.component, "missing", None) == "refuse":
+        return f"{type(cs.component).name} refuses them (missing = \"refuse\")"
+    inner = getattr(cs.component, "clusterer", None)
+    if getattr(inner, "missing", None) == "refuse":
+        return f"its clusterer {type(inner).name} refuses them (missing = \"refuse\")"
     if cs.kind == "noise_mechanisms" or _planned_cost(cs.component) != (0.0, 0.0):
         return ("its differential-privacy guarantee (the sensitivity analysis) assumes complete records, so "
                 "missing values are refused")

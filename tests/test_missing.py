@@ -355,3 +355,14 @@ def test_dbrl_with_missing_values_is_the_brute_force_linkage_of_sdcmicros_distan
         credit += 1.0 / near.sum() if near[i] else 0.0
     assert linked == pytest.approx(credit)
     assert share == pytest.approx(credit / len(Z))
+
+
+# ---------------------------------------------------------------------------
+# The docs page
+# ---------------------------------------------------------------------------
+
+
+def test_the_missing_values_page_runs_as_documented(tmp_path):
+    from _docblocks import run_page
+
+    assert run_page("missing-values.md", tmp_path) >= 2
