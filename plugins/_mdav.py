@@ -238,15 +238,18 @@ class _MissingState(_State):
     sdcMicro's distance (:func:`missing_sq`):
 
     * the centroid is the mean of the observed values of each variable;
-    * farthest-point searches scan the same shells, ordered by the exact
-      distance to ``c0``: its square root is a metric, so the triangle bound
-      holds as before; chunks are evaluated exactly (no screening);
+    * farthest-point searches scan one shell per missingness pattern (see
+      :meth:`farthest`), chunks screened with one matrix-vector product of
+      the expanded distance and the candidates compared exactly;
     * nearest neighbours come from a KD-tree over an embedding whose
       Euclidean distance never exceeds the exact one: a missing value of
-      variable ``j`` sits at the middle of its range, plus ``sqrt(3)/2``
-      times the range on a coordinate of its own (so it is at most the range
-      from any observed value, and 0 from another missing value); candidates
-      are re-ranked by their exact distance, and the query widens until no
+      variable ``j`` sits at the middle of its range, and one extra
+      coordinate holds ``sqrt(sum of 3/4 R_j^2)`` over the variables the
+      record misses (per variable missing on one side the embedded part is
+      at most ``R_j^2 / 4`` there plus, by the reverse triangle inequality,
+      at most ``3/4 R_j^2`` on the extra coordinate: at most ``R_j^2``; two
+      missing values of the same variable cost nothing); candidates are
+      re-ranked by their exact distance, and the query widens until no
       record outside it can be nearer (its embedded distance, a lower bound,
       already exceeds the k-th exact one).
 
@@ -263,9 +266,10 @@ class _MissingState(_State):
         self.R2 = rng ** 2
         holes = np.flatnonzero(nan.any(axis=0))
         mid = np.where(np.isfinite(lo + hi), (lo + hi) / 2.0, 0.0)
-        self.E = np.ascontiguousarray(np.hstack([np.where(nan, mid, Z),
-                                                 (np.sqrt(3.0) / 2.0) * rng[holes] * nan[:, holes]]))
+        lift = np.sqrt(((0.75 * rng[holes] ** 2) * nan[:, holes]).sum(axis=1))
+        self.E = np.ascontiguousarray(np.column_stack([np.where(nan, mid, Z), lift]))
         self.count = self.W.sum(axis=0).astype(float)
+        self.complete = self.W.all(axis=1)
         self.Z = Z
         self.k = k
         n = Z.shape[0]
@@ -281,12 +285,24 @@ class _MissingState(_State):
         return missing_sq(self.Zf[rows], self.W[rows], p, self.R2)
 
     def _refresh_order(self, c0: np.ndarray) -> None:
+        """Shells per missingness pattern: the remaining records grouped by
+        pattern, each group in decreasing order of ``e(x)``, the Euclidean
+        distance to ``c0`` over the variables ``x`` observes (``c0`` is
+        observed wherever a remaining record is)."""
         idx = np.flatnonzero(self.alive)
-        D = np.sqrt(self._sq(idx, c0))
-        order = np.argsort(-D, kind="stable")
+        c0w = ~np.isnan(c0)
+        diff = np.where(self.W[idx] & c0w, self.Zf[idx] - np.where(c0w, c0, 0.0), 0.0)
+        e = np.sqrt(np.einsum("ij,ij->i", diff, diff))
+        patterns, of = np.unique(self.W[idx], axis=0, return_inverse=True)
+        of = np.asarray(of).ravel()
+        order = np.lexsort((-e, of))
         self.c0 = c0
         self.order = idx[order]
-        self.D = D[order]
+        self.D = e[order]
+        self.patterns = patterns
+        counts = np.bincount(of, minlength=len(patterns))
+        self.ends = np.cumsum(counts)
+        self.heads = self.ends - counts
         self.Zs = np.ascontiguousarray(self.Zf[self.order])
         self.Ws = np.ascontiguousarray(self.W[self.order])
         # the expanded form of missing_sq, for one matrix-vector product per chunk
@@ -295,42 +311,67 @@ class _MissingState(_State):
         self.alive_s = np.ones(self.order.size, dtype=bool)
         self.pos_of = np.full(self.Z.shape[0], -1, dtype=np.int64)
         self.pos_of[self.order] = np.arange(self.order.size)
-        self.head = 0
         self.n_at_refresh = self.n_alive
 
+    def _block_head(self, g: int) -> int:
+        """The first remaining record of pattern ``g``'s shell (its end if none)."""
+        h, end, alive_s = int(self.heads[g]), int(self.ends[g]), self.alive_s
+        while h < end:
+            window = alive_s[h:min(end, h + 512)]
+            if window.any():
+                h += int(window.argmax())
+                break
+            h += window.size
+        self.heads[g] = min(h, end)
+        return int(self.heads[g])
+
     def farthest(self, p: np.ndarray) -> int:
-        """The remaining record farthest from ``p`` (lowest index on ties)."""
-        c0 = self.c0
-        off = float(np.sqrt(missing_sq(np.where(np.isnan(c0), 0.0, c0)[None, :], ~np.isnan(c0)[None, :], p,
-                                       self.R2)[0]))
-        if not self.alive_s[self.head]:
-            self._advance_head()
-        D, order = self.D, self.order
+        """The remaining record farthest from ``p`` (lowest index on ties).
+
+        For a record ``x`` of pattern ``g``, ``d(x, p) <= (e(x) + off)^2 +
+        pen_g`` (triangle inequality over the variables both observe, plus
+        the range penalty of the variables one of them misses, a constant of
+        the pattern): patterns are visited in decreasing order of that bound
+        for their first record, and each shell is scanned until the bound
+        falls below the best exact distance found."""
         pw = ~np.isnan(p)
         pf = np.where(pw, p, 0.0)
+        c0 = self.c0
+        both = pw & ~np.isnan(c0)
+        off = float(np.sqrt(np.sum((np.where(both, c0, 0.0) - np.where(both, pf, 0.0)) ** 2)))
+        pen = (self.patterns ^ pw) @ self.R2
+        heads, ends, D = self.heads, self.ends, self.D
+        top = np.where(heads < ends, D[np.minimum(heads, len(D) - 1)], -np.inf)
+        upper = np.where(top > -np.inf, (top + off) ** 2 + pen, -np.inf)
         # missing_sq = [Zf^2 | Zf | W] @ v + const, screened chunk by chunk;
         # the few records within rounding of a chunk's maximum are compared exactly
         v = np.concatenate([pw.astype(float), -2.0 * pf, pf * pf + self.R2 * (1.0 - 2.0 * pw)])
         margin = 1e-10 * (self.row_max * (1.0 + float(np.abs(v).max(initial=0.0)))) + 1e-300
+        order = self.order
         best_sq, best = -1.0, -1
-        pos, size, n = self.head, 1024, order.size
-        while pos < n:
-            if best >= 0 and (D[pos] + off) * (1.0 + 1e-9) + 1e-300 < np.sqrt(best_sq):
+        slack = 1.0 + 1e-9
+        for g in np.argsort(-upper, kind="stable"):
+            if upper[g] == -np.inf or (best >= 0 and upper[g] * slack + 1e-300 < best_sq):
                 break
-            stop = min(n, pos + size)
-            approx = self.Ms[pos:stop] @ v
-            approx[~self.alive_s[pos:stop]] = -np.inf
-            top = approx.max()
-            if top > -np.inf:
-                near = np.flatnonzero(approx >= top - margin) + pos
-                exact = missing_sq(self.Zs[near], self.Ws[near], p, self.R2)
-                m = exact.max()
-                if m >= best_sq:
-                    cand = int(order[near[exact == m]].min())
-                    best = cand if (m > best_sq or best < 0) else min(best, cand)
-                    best_sq = m
-            pos = stop
-            size = min(size * 2, 1 << 16)
+            pos, end, size = self._block_head(int(g)), int(ends[g]), 1024
+            pen_g = float(pen[g])
+            while pos < end:
+                if best >= 0 and ((D[pos] + off) * slack) ** 2 + pen_g * slack + 1e-300 < best_sq:
+                    break
+                stop = min(end, pos + size)
+                approx = self.Ms[pos:stop] @ v
+                approx[~self.alive_s[pos:stop]] = -np.inf
+                high = approx.max()
+                if high > -np.inf:
+                    near = np.flatnonzero(approx >= high - margin) + pos
+                    exact = missing_sq(self.Zs[near], self.Ws[near], p, self.R2)
+                    m = exact.max()
+                    if m >= best_sq:
+                        cand = int(order[near[exact == m]].min())
+                        best = cand if (m > best_sq or best < 0) else min(best, cand)
+                        best_sq = m
+                pos = stop
+                size = min(size * 2, 1 << 16)
         return best
 
     def _build_tree(self) -> None:
@@ -350,6 +391,12 @@ class _MissingState(_State):
             ok = self.alive[gidx] & (gidx != centre)
             if ok.sum() >= need:
                 cand = gidx[ok]
+                dd = dist[ok]
+                if self.complete[centre] and self.complete[cand[:need]].all() and dd.size > need \
+                        and dd[need] > dd[need - 1] * (1.0 + 1e-9) + 1e-12:
+                    # complete records: embedded distance = exact distance, and a clear gap after the
+                    # k-1 nearest; any other record is at least its (lower-bound) embedded distance away
+                    return np.concatenate(([centre], cand[:need]))
                 d = self._sq(cand, p)
                 t = float(np.sqrt(np.partition(d, need - 1)[need - 1])) * (1.0 + 1e-9) + 1e-12
                 # a record outside the query is at least dist[-1] away (a lower bound)
@@ -361,6 +408,17 @@ class _MissingState(_State):
             if q >= size:  # pragma: no cover - fewer than k records remain; callers prevent it
                 raise AssertionError("MDAV asked for a group larger than the remaining records")
             q = min(size, q * 4)
+            if q > self.BRUTE_FORCE:
+                # the lower bound is loose here (a record whose missing values cost a whole range):
+                # exact distances to every remaining record cost less than a query that large
+                cand = np.flatnonzero(self.alive)
+                cand = cand[cand != centre]
+                d = self._sq(cand, p)
+                chosen = cand[np.lexsort((cand, d))[:need]]
+                return np.concatenate(([centre], chosen))
+
+    #: A KD-tree query for more neighbours than this gives way to one exact pass.
+    BRUTE_FORCE = 2048
 
     def remove(self, members: np.ndarray) -> None:
         self.alive[members] = False
