@@ -366,3 +366,30 @@ def test_the_missing_values_page_runs_as_documented(tmp_path):
     from _docblocks import run_page
 
     assert run_page("missing-values.md", tmp_path) >= 2
+
+
+# ---------------------------------------------------------------------------
+# The example plugin's maskers: a missing value stays missing
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("step", [
+    {"use": "top-bottom-coding", "top": {"a": 300.0}, "bottom": {"b": 50.0}},
+    {"use": "top-bottom-coding", "top": {"a": 300.0}, "replacement": "mean"},
+])
+def test_top_bottom_coding_releases_missing_values_missing(data, step):
+    pytest.importorskip("privclust_example_plugin")
+    release = run({"privacy": {"allow_leaks": ["replacement"]}, "steps": [step]}, data)
+    np.testing.assert_array_equal(release.data[list(data.columns)].isna().to_numpy(), data.isna().to_numpy())
+    assert (release.data["a"].dropna() <= 300.0 + 1e-9).all() or step.get("replacement") == "mean"
+    entry = next(e for e in release.ledger.entries if e.mechanism == "missing values")
+    assert entry.details["missing"]["values"] == int(data.isna().sum().sum())
+
+
+def test_rounding_releases_missing_values_missing(data):
+    pytest.importorskip("privclust_example_plugin")
+    release = run({"steps": [{"use": "rounding", "base": 10.0}]}, data)
+    np.testing.assert_array_equal(release.data[list(data.columns)].isna().to_numpy(), data.isna().to_numpy())
+    observed = release.data[list(data.columns)].to_numpy()
+    observed = observed[~np.isnan(observed)]
+    np.testing.assert_allclose(observed, np.round(observed / 10.0) * 10.0)
