@@ -393,3 +393,32 @@ def test_rounding_releases_missing_values_missing(data):
     observed = release.data[list(data.columns)].to_numpy()
     observed = observed[~np.isnan(observed)]
     np.testing.assert_allclose(observed, np.round(observed / 10.0) * 10.0)
+
+
+# ---------------------------------------------------------------------------
+# The command line and public partitions
+# ---------------------------------------------------------------------------
+
+
+def test_privclust_check_refuses_up_front_naming_the_step_column_and_count(tmp_path, capsys, data):
+    from privclust.cli import main
+
+    data.to_csv(tmp_path / "in.csv", index=False)
+    (tmp_path / "dp.toml").write_text('[privacy]\nepsilon = 1.0\n\n[[steps]]\nuse = "laplace"\nepsilon = 1.0\n'
+                                      'columns = ["a"]\nbounds = { a = [0, 1000] }\n')
+    (tmp_path / "mdav.toml").write_text('[[steps]]\nuse = "microaggregation"\nclusterer = { use = "mdav", k = 3 }\n')
+    assert main(["check", str(tmp_path / "dp.toml"), "--input", str(tmp_path / "in.csv")]) == 1
+    err = capsys.readouterr().err
+    assert f"column 'a' has {int(data['a'].isna().sum())} missing (NaN) values" in err
+    assert "steps[0]" in err and "differential-privacy guarantee" in err
+    assert main(["check", str(tmp_path / "mdav.toml"), "--input", str(tmp_path / "in.csv")]) == 0
+
+
+def test_microaggregation_with_missing_values_per_public_part(data):
+    frame = data.assign(region=np.where(np.arange(len(data)) % 2 == 0, "north", "south"))
+    release = run({"privacy": {"partition_by": "region"},
+                   "steps": [{"use": "microaggregation", "clusterer": {"use": "mdav", "k": 3},
+                              "columns": ["a", "b", "c", "d"]}]}, frame)
+    np.testing.assert_array_equal(release.data[list(data.columns)].isna().to_numpy(), data.isna().to_numpy())
+    claims = [c for c in release.verification["claims"] if c["guarantee"] == "k-anonymity"]
+    assert claims and all(c["status"] == "verified" and c["min_group_size"] >= 3 for c in claims)
