@@ -319,9 +319,9 @@ def _check_frame(data: Any) -> pd.DataFrame:
 def _check_columns(frame: pd.DataFrame, columns: Sequence[str], where: str, *,
                    missing: str | None = None) -> list[str]:
     """Problems of ``columns`` for a step (or an evaluation): absent, not
-    numeric, infinite, or missing (NaN) values where ``missing`` is ``None``
-    (the step refuses them; ``missing`` is the refusal's reason and fix
-    otherwise given by the caller as ``""``)."""
+    numeric, infinite values, a column with no observed value, and missing
+    (NaN) values when ``missing`` (the step's missing-value policy) is
+    ``None``: the step refuses them (the caller names why)."""
     problems = []
     absent = [c for c in columns if c not in frame.columns]
     if absent:

@@ -422,3 +422,18 @@ def test_microaggregation_with_missing_values_per_public_part(data):
     np.testing.assert_array_equal(release.data[list(data.columns)].isna().to_numpy(), data.isna().to_numpy())
     claims = [c for c in release.verification["claims"] if c["guarantee"] == "k-anonymity"]
     assert claims and all(c["status"] == "verified" and c["min_group_size"] >= 3 for c in claims)
+
+
+def test_a_step_that_fills_a_missing_value_is_stopped(data):
+    @attrs.frozen(kw_only=True)
+    class Filler:
+        name: ClassVar[str] = "filler"
+
+        def missing_values(self):
+            return "claims to release missing values missing"
+
+        def mask(self, data, context):
+            return Masked(data=data.fillna(0.0) + 1.0)
+
+    with pytest.raises(privclust.PrivclustError, match="where the original is missing; a missing value must stay"):
+        run({"steps": [{"use": "filler"}]}, data, registry=_registry_with(Filler))
