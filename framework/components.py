@@ -20,7 +20,10 @@ evaluators             ``evaluate(inputs) -> Mapping[str, float]``
 =====================  =================================================
 
 ``data`` is a :class:`pandas.DataFrame` holding only the step's columns, all
-numeric and finite (the runner checks this before any component sees it).
+numeric and finite (the runner checks this before any component sees it);
+a step whose component declares a missing-value policy (the
+``missing_values`` capability) may also receive missing values (NaN), never
+infinite ones.
 """
 
 from __future__ import annotations
@@ -77,7 +80,7 @@ KIND_METHODS: dict[str, tuple[str, ...]] = {
 }
 
 
-def data_matrix(data: pd.DataFrame, who: str) -> np.ndarray:
+def data_matrix(data: pd.DataFrame, who: str, *, missing: bool = False) -> np.ndarray:
     """The step's data as a float matrix, a fresh copy (``(N, d)``, the
     columns in order): what a component computes on.
 
@@ -85,7 +88,12 @@ def data_matrix(data: pd.DataFrame, who: str) -> np.ndarray:
     frame of numeric, finite columns with records; this makes the same
     checks, so a component used on its own fails the same way, with a
     :class:`~privclust.DataError` naming ``who`` and the columns at fault.
-    One helper for every component instead of a validation of its own."""
+    One helper for every component instead of a validation of its own.
+
+    :param missing: ``True`` for a component that handles missing values
+        itself: NaN passes through (infinite values are still refused, and so
+        is a column with no observed value at all); ``False``: any NaN is
+        refused."""
     if not isinstance(data, pd.DataFrame):
         raise DataError(f"{who}: the data must be a pandas DataFrame; got {type(data).__name__}")
     if data.shape[0] == 0 or data.shape[1] == 0:
@@ -97,11 +105,24 @@ def data_matrix(data: pd.DataFrame, who: str) -> np.ndarray:
                         "of the step's columns")
     values = data.to_numpy(dtype=float, na_value=np.nan, copy=True)
     finite = np.isfinite(values)
-    if not finite.all():
-        cols = [str(data.columns[j]) for j in np.flatnonzero(~finite.all(axis=0))]
-        raise DataError(f"{who}: column(s) {', '.join(cols)} hold NaN or infinite values; impute or drop those "
-                        "records first")
-    return values
+    if finite.all():
+        return values
+    nan = np.isnan(values)
+    if missing:
+        infinite = [str(data.columns[j]) for j in np.flatnonzero((~finite & ~nan).any(axis=0))]
+        if infinite:
+            raise DataError(f"{who}: column(s) {', '.join(infinite)} hold infinite values; replace them (e.g. by "
+                            "NaN, a missing value) or drop those records")
+        empty = [str(data.columns[j]) for j in np.flatnonzero(nan.all(axis=0))]
+        if empty:
+            raise DataError(f"{who}: column(s) {', '.join(empty)} have no observed value at all (every value is "
+                            "missing); leave them out of the step's columns")
+        return values
+    cols = [str(data.columns[j]) for j in np.flatnonzero(~finite.all(axis=0))]
+    counts = ", ".join(f"{c!r}: {int(nan[:, list(map(str, data.columns)).index(c)].sum())} missing" for c in cols)
+    raise DataError(f"{who}: column(s) {', '.join(cols)} hold NaN or infinite values ({counts}) and {who} computes "
+                    "on complete records only; impute or drop those records first, or leave those columns out of "
+                    "its columns")
 
 
 def readonly(array: Any) -> Any:
@@ -484,6 +505,12 @@ def _bool_problem(value: Any, _: int) -> str | None:
     return None if isinstance(value, bool) else f"uses_constraints must be True or False; got {value!r}"
 
 
+def _missing_problem(value: Any, _: int) -> str | None:
+    if value is None or (isinstance(value, str) and value.strip()):
+        return None
+    return f"missing_values() must return None (missing values refused) or a non-empty text; got {value!r}"
+
+
 def _leaks_problem(value: Any, _: int) -> str | None:
     if value is None:
         return None
@@ -524,6 +551,13 @@ CAPABILITIES: Mapping[str, Capability] = MappingProxyType({c.name: c for c in (
                kinds=_STEP_KINDS, problem=_texts_problem("leak_names"), default=(),
                used_for="leak names of its own (beyond privclust.KNOWN_LEAKS) that context.record_leak may use "
                         "and [privacy] allow_leaks may name"),
+    Capability(name="missing_values", member="method", signature="missing_values() -> str or None",
+               kinds=_STEP_KINDS, problem=_missing_problem,
+               used_for="the step's missing-value policy: None (or no such method) and the run is refused before any "
+                        "step runs if the step's columns hold a missing value (NaN), naming the step, the columns and "
+                        "the counts; a text (what the step does with them, e.g. 'distances over the observed "
+                        "variables; missing values released missing') and the step receives NaN, released NaN in the "
+                        "same cells, and the host writes the counts and the text in the ledger"),
     Capability(name="disclosive_metrics", member="class attribute",
                signature="disclosive_metrics: ClassVar[tuple[str, ...]]", kinds=("evaluators",),
                problem=_texts_problem("disclosive_metrics"), default=(),

@@ -344,10 +344,17 @@ def _not_in_data(frame: pd.DataFrame, columns: Sequence[str], where: str) -> lis
     return problems
 
 
-def _check_columns(frame: pd.DataFrame, columns: Sequence[str], where: str) -> list[str]:
+def _check_columns(frame: pd.DataFrame, columns: Sequence[str], where: str, *,
+                   missing: str | None = None) -> list[str]:
+    """Problems of ``columns`` for a step (or an evaluation): absent, not
+    numeric, infinite values, a column with no observed value, and missing
+    (NaN) values when ``missing`` (the step's missing-value policy) is
+    ``None``: the step refuses them (the caller names why)."""
     problems = _not_in_data(frame, columns, where)
     if problems:
         return problems
+    refused: list[str] = []
+    n_rows = np.zeros(len(frame), dtype=bool)
     for c in columns:
         series = frame[c]
         if not pd.api.types.is_numeric_dtype(series) or pd.api.types.is_bool_dtype(series):
@@ -355,13 +362,49 @@ def _check_columns(frame: pd.DataFrame, columns: Sequence[str], where: str) -> l
                             "out of the step's columns")
             continue
         values = series.to_numpy(dtype=float, na_value=np.nan)
-        n_nan = int(np.isnan(values).sum())
+        nan = np.isnan(values)
+        n_nan = int(nan.sum())
         n_inf = int(np.isinf(values).sum())
-        if n_nan or n_inf:
-            what = " and ".join(x for x in (f"{n_nan} missing (NaN)" if n_nan else "",
-                                             f"{n_inf} infinite" if n_inf else "") if x)
-            problems.append(f"{where}: column {c!r} has {what} values; impute or drop those records first")
+        if n_inf:
+            problems.append(f"{where}: column {c!r} has {n_inf} infinite values; replace them (by NaN, a missing "
+                            "value, where the step accepts missing values) or drop those records")
+        if n_nan and missing is None:
+            refused.append(f"column {c!r} has {n_nan} missing (NaN) values")
+            n_rows |= nan
+        elif n_nan == len(values) and missing is not None:
+            problems.append(f"{where}: column {c!r} has no observed value at all; leave it out of the step's "
+                            "columns")
+    if refused:
+        problems.append(f"{where}: {', '.join(refused)} ({int(n_rows.sum())} record(s) in all) and this step refuses "
+                        "them; impute or drop those records first, or give the step columns without missing values")
     return problems
+
+
+def _missing_policy(cs: CompiledStep) -> str | None:
+    """The step's missing-value policy text, ``None`` if it refuses missing values."""
+    policy = capability(cs.component, "missing_values")
+    text = policy() if policy is not None else None
+    return str(text) if text else None
+
+
+def _refusal(cs: CompiledStep) -> str:
+    """Why a step refuses missing values, said in the host's words."""
+    if getattr(cs.component, "missing", None) == "refuse":
+        return f"{type(cs.component).name} refuses them (missing = \"refuse\")"
+    inner = getattr(cs.component, "clusterer", None)
+    if getattr(inner, "missing", None) == "refuse":
+        return f"its clusterer {type(inner).name} refuses them (missing = \"refuse\")"
+    if cs.kind == "noise_mechanisms" or _planned_cost(cs.component) != (0.0, 0.0):
+        return ("its differential-privacy guarantee (the sensitivity analysis) assumes complete records, so "
+                "missing values are refused")
+    return f"{type(cs.component).name} declares no missing-value policy (it computes on complete records only)"
+
+
+def _missing_counts(view: pd.DataFrame) -> dict[str, Any]:
+    """Records and values with missing values in a step's columns."""
+    nan = view.isna().to_numpy()
+    per_column = {str(c): int(n) for c, n in zip(view.columns, nan.sum(axis=0), strict=True) if n}
+    return {"records": int(nan.any(axis=1).sum()), "values": int(nan.sum()), "columns": per_column}
 
 
 # ---------------------------------------------------------------------------
@@ -415,7 +458,9 @@ def check_data(compiled: CompiledRecipe, frame: pd.DataFrame) -> list[tuple[str,
             what = "numeric columns without a role" if roles else "numeric columns"
             problems.append(f"steps[{cs.index}]: the data have no {what}; name the step's columns")
         step_columns.append(tuple(columns))
-        problems.extend(_check_columns(frame, columns, f"steps[{cs.index}] ({cs.id})"))
+        policy = _missing_policy(cs)
+        found = _check_columns(frame, columns, f"steps[{cs.index}] ({cs.id})", missing=policy)
+        problems.extend(p.replace("and this step refuses them", "and " + _refusal(cs)) for p in found)
         minimum = capability(cs.component, "min_records")
         need = minimum(len(columns)) if minimum is not None else None
         if need is not None and frame.shape[0] < need:
@@ -589,15 +634,27 @@ def _finite_problem(values: Any) -> tuple[int, str] | None:
     return None
 
 
-def _check_finite(cs: CompiledStep, result: Any) -> None:
-    """Refuse a release that is not finite, before anything is returned or written."""
+def _check_finite(cs: CompiledStep, result: Any, view: pd.DataFrame | None = None) -> None:
+    """Refuse a release that is not finite, before anything is returned or
+    written. A missing value the step was given may stay missing (in the
+    same cell, and in a centre's column); any other NaN is refused, and so
+    is a value released where the original was missing."""
     name = type(cs.component).name
     where = f"step {cs.index} ({cs.id!r}, {name})"
     fix = ("nothing was returned or written; check the step's parameters (bounds, epsilon, scale) against the "
            "size of the data, or report the bug to the plugin's authors")
+    given = view.isna().to_numpy() if view is not None else None
     if isinstance(result, Masked):
-        for c in result.data.columns:
-            found = _finite_problem(result.data[c].to_numpy())
+        for j, c in enumerate(result.data.columns):
+            values = result.data[c].to_numpy()
+            if given is not None and given[:, j].any():
+                released = np.asarray(values, dtype=float)
+                filled = int((~np.isnan(released[given[:, j]])).sum())
+                if filled:
+                    raise PrivclustError(f"{where} released {filled} value(s) in column {c!r} where the original is "
+                                         f"missing; a missing value must stay missing; {fix}")
+                values = released[~given[:, j]]
+            found = _finite_problem(values)
             if found:
                 raise PrivclustError(f"{where} released {found[1]} values in column {c!r}; {fix}")
         partition = result.partition
@@ -611,6 +668,9 @@ def _check_finite(cs: CompiledStep, result: Any) -> None:
             raise PrivclustError(f"{where} released labels that are not whole numbers; {fix}")
     if partition is not None and partition.centres is not None:
         centres = np.asarray(partition.centres)
+        if given is not None and given.any() and centres.ndim == 2 and centres.shape[1] == given.shape[1]:
+            # a group whose records all miss a column has no centre value there
+            centres = np.where(np.isnan(np.asarray(centres, dtype=float)) & given.any(axis=0), 0.0, centres)
         found = _finite_problem(centres)
         if found:
             cols = list(partition.columns)
@@ -710,7 +770,7 @@ def _stratum_steps(recipe_dict: dict[str, Any], registry_spec: tuple[list[Any], 
             start = time.perf_counter()
             with context.step(cs.index, cs.id, type(cs.component).name, constraints=constraint_set):
                 result = _call_step(cs, view, context)
-            _check_finite(cs, result)
+            _check_finite(cs, result, view)
             if cs.kind != "clusterers":
                 for c in columns:
                     current[c] = result.data[c].to_numpy(copy=True)
@@ -824,7 +884,7 @@ def _run_checked(compiled: CompiledRecipe, checked: Preflight, seed: int | np.ra
                 result = _call_step(cs, view, context)
             else:
                 result = _call_by_part(cs, view, context, part_column, parts)
-            _check_finite(cs, result)
+            _check_finite(cs, result, view)
             if cs.kind == "clusterers":
                 output = cs.step.output or DEFAULT_LABEL_COLUMN
                 current[output] = np.asarray(result.labels)
@@ -841,16 +901,24 @@ def _run_checked(compiled: CompiledRecipe, checked: Preflight, seed: int | np.ra
             provider = registry.provider(cs.kind, type(cs.component))
             if provider is not None:  # who provided the component: a replacing plugin is named here
                 details.update(plugin=provider.plugin, distribution=provider.distribution, version=provider.version)
+            missing = _missing_counts(view)
+            if missing["values"]:
+                policy = _missing_policy(cs) or ""
+                details["missing"] = {**missing, "policy": policy}
             if parts is not None:
                 details["strata"] = list(roles.strata)
                 details["parts"] = {text: int(len(rows)) for text, rows in parts}
             context._record_host("process", outcome.describe(), details=details)
+            if missing["values"]:
+                context._record_host("process", _missing_statement(cs, missing, details["missing"]["policy"]),
+                                     details={"missing": details["missing"]}, mechanism="missing values")
         # Observers see a frozen outcome and a read-only view of the run.
         hooks.step_finished(step=cs.step, index=cs.index, outcome=outcome, context=context.view())
         outcomes.append(outcome)
 
     all_constraints = _all_rules(compiled.constraints, tuple(map(str, frame.columns)))
-    _record_rules(context, all_constraints, current)
+    _record_rules(context, all_constraints, current,
+                  [frozenset(v) for h in compiled.constraints for v in h.variables()])
     if parts is not None:
         context._record_host("verified", _strata_statement(roles.strata, parts, checked.merges, outcomes),
                              details={"strata": list(roles.strata), "merged": list(checked.merges),
@@ -880,6 +948,14 @@ def _run_checked(compiled: CompiledRecipe, checked: Preflight, seed: int | np.ra
     )
 
 
+def _missing_statement(cs: CompiledStep, missing: Mapping[str, Any], policy: str) -> str:
+    per_column = ", ".join(f"{c} ({n})" for c, n in missing["columns"].items())
+    return (f"{cs.role} {type(cs.component).name!r} was given {missing['records']} record(s) with "
+            f"{missing['values']} missing value(s) in column(s) {per_column}; what it does with them, as it states: "
+            f"{policy.rstrip('.')}. The host checked that every missing value is released missing; which values are "
+            "missing (the missingness pattern) is released as in the original and is not protected.")
+
+
 def _strata_statement(strata: Sequence[str], parts: list[tuple[str, np.ndarray]], merges: Sequence[str],
                       outcomes: Sequence[StepOutcome]) -> str:
     shown = ", ".join(f"{text!r} ({len(rows)} records)" for text, rows in parts[:12])
@@ -904,24 +980,42 @@ def _all_rules(constraints: Sequence[Any], columns: tuple[str, ...]) -> Constrai
     return ConstraintSet(ordered, [h.bind(ordered) for h in constraints])
 
 
-def _record_rules(context: PrivacyContext, rules: ConstraintSet | None, frame: pd.DataFrame) -> None:
-    """Record, for each edit rule, whether the released file satisfies it."""
+def _record_rules(context: PrivacyContext, rules: ConstraintSet | None, frame: pd.DataFrame,
+                  variables: Sequence[frozenset[str]] = ()) -> None:
+    """Record, for each edit rule, whether the released file satisfies it. A
+    rule cannot be evaluated on a record that misses one of its columns:
+    such records are counted as not evaluable, neither violations nor
+    satisfied."""
     if rules is None or not rules.rules:
         return
-    values = frame.loc[:, list(rules.columns)].to_numpy(dtype=float)
-    violations = rules.violations(values)
-    scale = 1.0 + np.max(np.abs(values), axis=1)
+    values = frame.loc[:, list(rules.columns)].to_numpy(dtype=float, na_value=np.nan)
+    nan = np.isnan(values)
+    index = {c: j for j, c in enumerate(rules.columns)}
+    complete = np.where(nan, 0.0, values)  # rules are evaluated where all their columns are observed
+    violations = rules.violations(complete)
+    scale = 1.0 + np.max(np.abs(complete), axis=1)
     for r, text in enumerate(rules.rules):
-        bad = violations[:, r] > 1e-6 * scale
+        used = [index[c] for c in variables[r] if c in index] if len(variables) == len(rules.rules) \
+            else list(range(len(index)))
+        skipped = nan[:, used].any(axis=1) if used else np.zeros(len(values), dtype=bool)
+        counted = ~skipped
+        viol = np.where(counted, violations[:, r], 0.0)
+        bad = (viol > 1e-6 * scale) & counted
+        largest = float(viol.max()) if counted.any() else 0.0
+        n_skip = int(skipped.sum())
+        not_evaluable = (f" It cannot be evaluated on {n_skip} record(s) that miss a value of its columns "
+                         "(neither satisfied nor violated there)." if n_skip else "")
         if not bad.any():
-            statement = f"edit rule {text!r} holds on every released record (largest deviation " \
-                        f"{violations[:, r].max():.3g}, float rounding)."
+            where = "every released record" if not n_skip else f"every one of the {int(counted.sum())} released " \
+                "records with all its columns observed"
+            statement = f"edit rule {text!r} holds on {where} (largest deviation {largest:.3g}, float " \
+                        f"rounding).{not_evaluable}"
         else:
-            statement = f"edit rule {text!r} is violated by {int(bad.sum())} of {len(bad)} released records " \
-                        f"(largest violation {violations[:, r].max():.6g})."
+            statement = f"edit rule {text!r} is violated by {int(bad.sum())} of {int(counted.sum())} released " \
+                        f"records (largest violation {largest:.6g}).{not_evaluable}"
         context._record_host("guarantee", statement, mechanism="edit rule", status="verified",
                              details={"rule": text, "violated_records": int(bad.sum()),
-                                      "max_violation": float(violations[:, r].max())})
+                                      "not_evaluable_records": n_skip, "max_violation": largest})
 
 
 def _evaluate(compiled: CompiledRecipe, original: pd.DataFrame, protected: pd.DataFrame, labels: pd.DataFrame,
@@ -933,7 +1027,7 @@ def _evaluate(compiled: CompiledRecipe, original: pd.DataFrame, protected: pd.Da
         rng = context.rng
         for i, ev in enumerate(compiled.evaluations):
             columns = ev.spec.columns if ev.spec.columns is not None else tuple(default_columns)
-            problems = _check_columns(original, columns, f"evaluate[{i}] ({ev.spec.use})")
+            problems = _check_columns(original, columns, f"evaluate[{i}] ({ev.spec.use})", missing="observed")
             if problems:
                 raise DataError("; ".join(problems))
             inputs = EvaluationInputs(original=original, protected=protected, columns=tuple(columns), labels=labels,

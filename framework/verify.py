@@ -43,7 +43,7 @@ _K_RE = re.compile(r"\bk\s*=\s*(\d+)")
 
 
 def _values(frame: pd.DataFrame, columns: Sequence[str]) -> np.ndarray:
-    return frame.loc[:, list(columns)].to_numpy(dtype=float) + 0.0  # -0.0 and 0.0 print alike: one value
+    return frame.loc[:, list(columns)].to_numpy(dtype=float, na_value=np.nan) + 0.0  # -0.0 and 0.0: one value
 
 
 def _same(original: pd.DataFrame, released: pd.DataFrame, columns: Sequence[str]) -> np.ndarray:
@@ -73,12 +73,59 @@ def _is_object(values: Any) -> bool:
     return not pd.api.types.is_numeric_dtype(getattr(values, "dtype", np.asarray(values).dtype))
 
 
+def _keys(values: np.ndarray) -> np.ndarray:
+    """Rows as comparable keys: a missing value is a value of its own (equal
+    to another missing value, whatever NaN's bits), not equal to anything
+    else."""
+    nan = np.isnan(values)
+    if not nan.any():
+        return values
+    return np.hstack([np.where(nan, 0.0, values), nan.astype(float)])
+
+
 def _groups(released: pd.DataFrame, columns: Sequence[str]) -> tuple[np.ndarray, int]:
     """Per record, how many released records share its combination of
-    ``columns``; and the number of distinct combinations."""
-    values = _values(released, columns)
+    ``columns`` (identical rows; a missing value equals a missing value);
+    and the number of distinct combinations."""
+    values = _keys(_values(released, columns))
     _, inverse, counts = np.unique(values, axis=0, return_inverse=True, return_counts=True)
     return counts[np.asarray(inverse).ravel()], int(len(counts))
+
+
+#: Above this many missingness patterns the matching count is not computed.
+_MAX_PATTERNS = 64
+
+
+def _matching(released: pd.DataFrame, columns: Sequence[str], extra: Sequence[str]) -> np.ndarray | None:
+    """Per record, how many released records *match* it on ``columns`` with
+    a missing value counted as matching any value (sdcMicro's convention for
+    k-anonymity): records that agree on every column both observe (within
+    the same value of the public ``extra`` columns). ``None`` when there are
+    more than :data:`_MAX_PATTERNS` missingness patterns (not computed)."""
+    values = _values(released, columns)
+    if extra:
+        codes = pd.factorize(pd.MultiIndex.from_frame(released.loc[:, list(extra)].astype(str)))[0] \
+            if len(extra) > 1 else pd.factorize(released[extra[0]].astype(str))[0]
+        values = np.hstack([values, codes.astype(float)[:, None]])
+    observed = ~np.isnan(values)
+    patterns, of = np.unique(observed, axis=0, return_inverse=True)
+    of = np.asarray(of).ravel()
+    if len(patterns) > _MAX_PATTERNS:
+        return None
+    sizes = np.zeros(len(values), dtype=np.int64)
+    rows = [np.flatnonzero(of == a) for a in range(len(patterns))]
+    for a, pa in enumerate(patterns):
+        for b, pb in enumerate(patterns):
+            common = pa & pb
+            if not common.any():
+                sizes[rows[a]] += len(rows[b])
+                continue
+            ka, kb = values[np.ix_(rows[a], common)], values[np.ix_(rows[b], common)]
+            _, inverse = np.unique(np.vstack([kb, ka]), axis=0, return_inverse=True)
+            inverse = np.asarray(inverse).ravel()
+            counts = np.bincount(inverse[:len(kb)], minlength=int(inverse.max()) + 1)
+            sizes[rows[a]] += counts[inverse[len(kb):]]
+    return sizes
 
 
 def _groups_of(released: pd.DataFrame, columns: Sequence[str], extra: Sequence[str]) -> tuple[np.ndarray, int]:
@@ -173,6 +220,7 @@ def verify(context: PrivacyContext, original: pd.DataFrame, released: pd.DataFra
         "label_columns": [str(c) for c in label_columns],
         "protected_columns": protected,
         "verbatim_records": int(overall_same.sum()) if protected else n,
+        "missing_values": int(released.loc[:, protected].isna().to_numpy().sum()) if protected else 0,
         "steps": steps,
         "claims": [],
     }
@@ -197,7 +245,10 @@ def verify(context: PrivacyContext, original: pd.DataFrame, released: pd.DataFra
         "verified",
         f"Host check of the release: columns changed: {_cols(changed)}; columns released as in the original: "
         f"{_cols(unchanged)}{added}. {checks['verbatim_records']} of {n} records keep all their original values of "
-        f"the columns the steps worked on ({_cols(protected)}).",
+        f"the columns the steps worked on ({_cols(protected)})."
+        + (f" {checks['missing_values']} values of these columns are released missing (a missing value that stays "
+           "missing counts as kept); which values are missing is released as in the original and is not protected."
+           if checks["missing_values"] else ""),
         mechanism="release check",
         details={k: v for k, v in checks.items() if k not in ("steps", "claims")},
     )
@@ -234,11 +285,32 @@ def verify(context: PrivacyContext, original: pd.DataFrame, released: pd.DataFra
             verbatim = int(_same(original, released, columns).sum())
             record.update(k=k, columns=list(columns), min_group_size=smallest, records_in_small_groups=small,
                           verbatim_records=verbatim)
+            holes = int(released.loc[:, list(columns)].isna().to_numpy().sum())
+            matching = None
+            if holes and _kind_of_claim(entry.mechanism) == "k-anonymity" and k is not None and smallest < k:
+                # identical rows keep the missingness pattern apart; sdcMicro counts a missing value as
+                # matching any value: the host checks that convention too, and says which one holds
+                found = _matching(released, columns, extra)
+                if found is not None:
+                    matching = int(found.min())
+                    record.update(identical_min_group_size=smallest, min_matching_records=matching,
+                                  records_with_few_matches=int((found < k).sum()), missing_values=holes)
             if _kind_of_claim(entry.mechanism) == "k-anonymity":
-                if k is not None and smallest >= k:
+                if matching is not None and k is not None and matching >= k:
+                    status = "verified"
+                    record.update(min_group_size=matching, records_in_small_groups=int((found < k).sum()))
+                    text = (f"{who} claims: {claim} Verified by the host with a missing value counted as matching "
+                            f"any value (sdcMicro's convention; {holes} values of {_cols(columns)} are released "
+                            f"missing): every released record agrees, on the columns both observe, with at least "
+                            f"{matching} released records (k = {k}). Counting identical rows only (the missingness "
+                            f"pattern as part of the row), the smallest group has {smallest} record(s): the "
+                            "missingness pattern is released as in the original and is not protected.")
+                elif k is not None and smallest >= k:
                     status = "verified"
                     text = (f"{who} claims: {claim} Verified by the host: every released combination of "
-                            f"{_cols(columns)} is shared by at least {smallest} records (k = {k}).")
+                            f"{_cols(columns)} is shared by at least {smallest} records (k = {k})"
+                            + (f", a missing value counted as a value of its own ({holes} are released missing)"
+                               if holes else "") + ".")
                 elif k is None:
                     status = "refuted"
                     text = (f"Claimed by {who}, not verified: the k-anonymity claim names no k the host can check "
@@ -249,7 +321,10 @@ def verify(context: PrivacyContext, original: pd.DataFrame, released: pd.DataFra
                     status = "refuted"
                     text = (f"Claimed by {who}, does NOT hold: k-anonymity with k = {k} of {_cols(columns)}. On "
                             f"the released data {small} of {n} records share their combination of these columns "
-                            f"with fewer than {k - 1} other record(s) (the smallest group has {smallest}); "
+                            f"with fewer than {k - 1} other record(s) (the smallest group has {smallest}"
+                            + (f"; with a missing value counted as matching any value, "
+                               f"{record['records_with_few_matches']} records match fewer than {k}, the fewest "
+                               f"{matching}" if matching is not None else "") + "); "
                             f"{verbatim} records are released verbatim. The claim was: {claim}")
             else:
                 status = "claimed"
@@ -301,7 +376,13 @@ def verdict(ledger: Ledger, accountant: Accountant, outcomes: Sequence[Any], che
             reasons.append(f"step {o.index} ({o.id}, {o.name}) released {what} without differential privacy")
     extras = []
     for claim in checks.get("claims", ()):
-        if claim.get("guarantee") == "k-anonymity" and claim.get("status") == "verified":
+        if claim.get("guarantee") == "k-anonymity" and claim.get("status") == "verified" \
+                and "min_matching_records" in claim:
+            extras.append(f"Verified by the host: k-anonymity with k = {claim['k']} of {_cols(claim['columns'])} "
+                          f"with a missing value counted as matching any value (sdcMicro's convention: every released "
+                          f"record matches at least {claim['min_matching_records']} records; identical rows, the "
+                          f"missingness pattern included, form groups of {claim['identical_min_group_size']} or more).")
+        elif claim.get("guarantee") == "k-anonymity" and claim.get("status") == "verified":
             extras.append(f"Verified by the host: k-anonymity with k = {claim['k']} of {_cols(claim['columns'])} "
                           f"(every released combination is shared by at least {claim['min_group_size']} records).")
         elif claim.get("guarantee") == "k-anonymity" and claim.get("status") == "refuted" and claim.get("k") is None:
@@ -318,6 +399,9 @@ def verdict(ledger: Ledger, accountant: Accountant, outcomes: Sequence[Any], che
             and checks.get("verbatim_records") not in stated:
         extras.append(f"{checks['verbatim_records']} of {checks['records']} records keep all their original values "
                       f"of the columns the steps worked on.")
+    if checks.get("missing_values"):
+        extras.append(f"{checks['missing_values']} values are released missing as in the original: the missingness "
+                      "pattern is not protected.")
     if reasons:
         text = "No differential-privacy guarantee: " + "; ".join(reasons) + "."
     else:

@@ -46,21 +46,46 @@ from collections.abc import Callable
 import numpy as np
 from scipy.spatial import cKDTree
 
-__all__ = ["mdav", "standardise"]
+__all__ = ["mdav", "missing_sq", "standardise"]
 
 
 def standardise(X: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """``(Z, mean, scale, constant)``: columns centred and divided by their
     population standard deviation; a constant column (sd 0) is divided by 1,
-    so it becomes all zeros and plays no part in any distance."""
+    so it becomes all zeros and plays no part in any distance. With missing
+    values (NaN) the mean and standard deviation are those of the observed
+    values of each column, and a missing value stays NaN in ``Z``."""
     X = np.asarray(X, dtype=float)
-    mean = X.mean(axis=0)
-    sd = X.std(axis=0)
+    nan = np.isnan(X)
+    if nan.any():
+        mean = np.nanmean(X, axis=0)
+        sd = np.nanstd(X, axis=0)
+    else:
+        mean = X.mean(axis=0)
+        sd = X.std(axis=0)
     constant = ~(sd > 1e-12 * np.maximum(1.0, np.abs(mean)))
     scale = np.where(constant, 1.0, sd)
     Z = np.ascontiguousarray((X - mean) / scale)
     Z[:, constant] = 0.0
+    if nan.any():
+        Z[nan] = np.nan
     return Z, mean, scale, constant
+
+
+def missing_sq(Zf: np.ndarray, W: np.ndarray, p: np.ndarray, R2: np.ndarray) -> np.ndarray:
+    """sdcMicro's MDAV distance with missing values (``src/Mdav.h``), per row
+    of ``Zf``: over the variables observed on both sides the squared
+    difference; a variable missing on exactly one side adds ``R2`` (the
+    variable's squared range, the largest difference its observed values
+    can have); missing on both adds nothing. ``Zf`` holds the records with
+    missing values set to 0 and ``W`` says which are observed; ``p`` is a
+    point with NaN where it is missing. Its square root is a metric (each
+    variable's part is one, as no observed difference exceeds the range)."""
+    pw = ~np.isnan(p)
+    pf = np.where(pw, p, 0.0)
+    diff = Zf - pf
+    both = W & pw
+    return np.einsum("ij,ij->i", np.where(both, diff, 0.0), diff) + (W ^ pw) @ R2
 
 
 def _sq(Z: np.ndarray, p: np.ndarray) -> np.ndarray:
@@ -208,10 +233,212 @@ class _State:
         return self.total / self.n_alive
 
 
+class _MissingState(_State):
+    """:class:`_State` for records with missing values (NaN in ``Z``), with
+    sdcMicro's distance (:func:`missing_sq`):
+
+    * the centroid is the mean of the observed values of each variable;
+    * farthest-point searches scan one shell per missingness pattern (see
+      :meth:`farthest`), chunks screened with one matrix-vector product of
+      the expanded distance and the candidates compared exactly;
+    * nearest neighbours come from a KD-tree over an embedding whose
+      Euclidean distance never exceeds the exact one: a missing value of
+      variable ``j`` sits at the middle of its range, and one extra
+      coordinate holds ``sqrt(sum of 3/4 R_j^2)`` over the variables the
+      record misses (per variable missing on one side the embedded part is
+      at most ``R_j^2 / 4`` there plus, by the reverse triangle inequality,
+      at most ``3/4 R_j^2`` on the extra coordinate: at most ``R_j^2``; two
+      missing values of the same variable cost nothing); candidates are
+      re-ranked by their exact distance, and the query widens until no
+      record outside it can be nearer (its embedded distance, a lower bound,
+      already exceeds the k-th exact one).
+
+    The groups are those of the textbook loop with the same distance and the
+    same tie rule (lowest index)."""
+
+    def __init__(self, Z: np.ndarray, k: int):
+        nan = np.isnan(Z)
+        self.W = ~nan
+        self.Zf = np.where(nan, 0.0, Z)
+        lo = np.where(nan, np.inf, Z).min(axis=0)
+        hi = np.where(nan, -np.inf, Z).max(axis=0)
+        rng = np.where(np.isfinite(hi - lo), hi - lo, 0.0)
+        self.R2 = rng ** 2
+        holes = np.flatnonzero(nan.any(axis=0))
+        mid = np.where(np.isfinite(lo + hi), (lo + hi) / 2.0, 0.0)
+        lift = np.sqrt(((0.75 * rng[holes] ** 2) * nan[:, holes]).sum(axis=1))
+        self.E = np.ascontiguousarray(np.column_stack([np.where(nan, mid, Z), lift]))
+        self.count = self.W.sum(axis=0).astype(float)
+        self.complete = self.W.all(axis=1)
+        self.Z = Z
+        self.k = k
+        n = Z.shape[0]
+        self.alive = np.ones(n, dtype=bool)
+        self.n_alive = n
+        self.total = self.Zf.sum(axis=0)
+        self._refresh_order(self.centroid())
+        self._build_tree()
+
+    def _sq(self, rows: np.ndarray | slice, p: np.ndarray, sorted_copy: bool = False) -> np.ndarray:
+        if sorted_copy:
+            return missing_sq(self.Zs[rows], self.Ws[rows], p, self.R2)
+        return missing_sq(self.Zf[rows], self.W[rows], p, self.R2)
+
+    def _refresh_order(self, c0: np.ndarray) -> None:
+        """Shells per missingness pattern: the remaining records grouped by
+        pattern, each group in decreasing order of ``e(x)``, the Euclidean
+        distance to ``c0`` over the variables ``x`` observes (``c0`` is
+        observed wherever a remaining record is)."""
+        idx = np.flatnonzero(self.alive)
+        c0w = ~np.isnan(c0)
+        diff = np.where(self.W[idx] & c0w, self.Zf[idx] - np.where(c0w, c0, 0.0), 0.0)
+        e = np.sqrt(np.einsum("ij,ij->i", diff, diff))
+        patterns, of = np.unique(self.W[idx], axis=0, return_inverse=True)
+        of = np.asarray(of).ravel()
+        order = np.lexsort((-e, of))
+        self.c0 = c0
+        self.order = idx[order]
+        self.D = e[order]
+        self.patterns = patterns
+        counts = np.bincount(of, minlength=len(patterns))
+        self.ends = np.cumsum(counts)
+        self.heads = self.ends - counts
+        self.Zs = np.ascontiguousarray(self.Zf[self.order])
+        self.Ws = np.ascontiguousarray(self.W[self.order])
+        # the expanded form of missing_sq, for one matrix-vector product per chunk
+        self.Ms = np.ascontiguousarray(np.hstack([self.Zs ** 2, self.Zs, self.Ws.astype(float)]))
+        self.row_max = float(np.abs(self.Ms).sum(axis=1).max(initial=0.0))
+        self.alive_s = np.ones(self.order.size, dtype=bool)
+        self.pos_of = np.full(self.Z.shape[0], -1, dtype=np.int64)
+        self.pos_of[self.order] = np.arange(self.order.size)
+        self.n_at_refresh = self.n_alive
+
+    def _block_head(self, g: int) -> int:
+        """The first remaining record of pattern ``g``'s shell (its end if none)."""
+        h, end, alive_s = int(self.heads[g]), int(self.ends[g]), self.alive_s
+        while h < end:
+            window = alive_s[h:min(end, h + 512)]
+            if window.any():
+                h += int(window.argmax())
+                break
+            h += window.size
+        self.heads[g] = min(h, end)
+        return int(self.heads[g])
+
+    def farthest(self, p: np.ndarray) -> int:
+        """The remaining record farthest from ``p`` (lowest index on ties).
+
+        For a record ``x`` of pattern ``g``, ``d(x, p) <= (e(x) + off)^2 +
+        pen_g`` (triangle inequality over the variables both observe, plus
+        the range penalty of the variables one of them misses, a constant of
+        the pattern): patterns are visited in decreasing order of that bound
+        for their first record, and each shell is scanned until the bound
+        falls below the best exact distance found."""
+        pw = ~np.isnan(p)
+        pf = np.where(pw, p, 0.0)
+        c0 = self.c0
+        both = pw & ~np.isnan(c0)
+        off = float(np.sqrt(np.sum((np.where(both, c0, 0.0) - np.where(both, pf, 0.0)) ** 2)))
+        pen = (self.patterns ^ pw) @ self.R2
+        heads, ends, D = self.heads, self.ends, self.D
+        top = np.where(heads < ends, D[np.minimum(heads, len(D) - 1)], -np.inf)
+        upper = np.where(top > -np.inf, (top + off) ** 2 + pen, -np.inf)
+        # missing_sq = [Zf^2 | Zf | W] @ v + const, screened chunk by chunk;
+        # the few records within rounding of a chunk's maximum are compared exactly
+        v = np.concatenate([pw.astype(float), -2.0 * pf, pf * pf + self.R2 * (1.0 - 2.0 * pw)])
+        margin = 1e-10 * (self.row_max * (1.0 + float(np.abs(v).max(initial=0.0)))) + 1e-300
+        order = self.order
+        best_sq, best = -1.0, -1
+        slack = 1.0 + 1e-9
+        for g in np.argsort(-upper, kind="stable"):
+            if upper[g] == -np.inf or (best >= 0 and upper[g] * slack + 1e-300 < best_sq):
+                break
+            pos, end, size = self._block_head(int(g)), int(ends[g]), 1024
+            pen_g = float(pen[g])
+            while pos < end:
+                if best >= 0 and ((D[pos] + off) * slack) ** 2 + pen_g * slack + 1e-300 < best_sq:
+                    break
+                stop = min(end, pos + size)
+                approx = self.Ms[pos:stop] @ v
+                approx[~self.alive_s[pos:stop]] = -np.inf
+                high = approx.max()
+                if high > -np.inf:
+                    near = np.flatnonzero(approx >= high - margin) + pos
+                    exact = missing_sq(self.Zs[near], self.Ws[near], p, self.R2)
+                    m = exact.max()
+                    if m >= best_sq:
+                        cand = int(order[near[exact == m]].min())
+                        best = cand if (m > best_sq or best < 0) else min(best, cand)
+                        best_sq = m
+                pos = stop
+                size = min(size * 2, 1 << 16)
+        return best
+
+    def _build_tree(self) -> None:
+        self.tree_index = np.flatnonzero(self.alive)
+        self.tree = cKDTree(self.E[self.tree_index])
+
+    def _group_from_tree(self, centre: int, need: int) -> np.ndarray:
+        if self.n_alive < self.TREE_REBUILD * self.tree_index.size:
+            self._build_tree()
+        size = self.tree_index.size
+        q = min(size, 2 * self.k + 6)
+        p = self.Z[centre]
+        while True:
+            dist, loc = self.tree.query(self.E[centre], k=q)
+            dist, loc = np.atleast_1d(dist), np.atleast_1d(loc)
+            gidx = self.tree_index[loc]
+            ok = self.alive[gidx] & (gidx != centre)
+            if ok.sum() >= need:
+                cand = gidx[ok]
+                dd = dist[ok]
+                if self.complete[centre] and self.complete[cand[:need]].all() and dd.size > need \
+                        and dd[need] > dd[need - 1] * (1.0 + 1e-9) + 1e-12:
+                    # complete records: embedded distance = exact distance, and a clear gap after the
+                    # k-1 nearest; any other record is at least its (lower-bound) embedded distance away
+                    return np.concatenate(([centre], cand[:need]))
+                d = self._sq(cand, p)
+                t = float(np.sqrt(np.partition(d, need - 1)[need - 1])) * (1.0 + 1e-9) + 1e-12
+                # a record outside the query is at least dist[-1] away (a lower bound)
+                if q >= size or dist[-1] > t:
+                    keep = np.sqrt(d) <= t
+                    cand, d = cand[keep], d[keep]
+                    chosen = cand[np.lexsort((cand, d))[:need]]
+                    return np.concatenate(([centre], chosen))
+            if q >= size:  # pragma: no cover - fewer than k records remain; callers prevent it
+                raise AssertionError("MDAV asked for a group larger than the remaining records")
+            q = min(size, q * 4)
+            if q > self.BRUTE_FORCE:
+                # the lower bound is loose here (a record whose missing values cost a whole range):
+                # exact distances to every remaining record cost less than a query that large
+                cand = np.flatnonzero(self.alive)
+                cand = cand[cand != centre]
+                d = self._sq(cand, p)
+                chosen = cand[np.lexsort((cand, d))[:need]]
+                return np.concatenate(([centre], chosen))
+
+    #: A KD-tree query for more neighbours than this gives way to one exact pass.
+    BRUTE_FORCE = 2048
+
+    def remove(self, members: np.ndarray) -> None:
+        self.alive[members] = False
+        self.alive_s[self.pos_of[members]] = False
+        self.n_alive -= members.size
+        self.count = self.count - self.W[members].sum(axis=0)
+        self.total = self.total - self.Zf[members].sum(axis=0)
+        if self.n_alive and self.n_alive < 0.75 * self.n_at_refresh:
+            self._refresh_order(self.centroid())
+
+    def centroid(self) -> np.ndarray:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(self.count > 0, self.total / np.maximum(self.count, 1.0), np.nan)
+
+
 def mdav(Z: np.ndarray, k: int, *, progress: Callable[[int, int], None] | None = None) -> np.ndarray:
     """MDAV groups of the rows of ``Z`` (see the module docstring).
 
-    :param Z: ``(N, d)`` standardised records, ``N >= 2k``.
+    :param Z: ``(N, d)`` standardised records, ``N >= 2k``; NaN marks a
+        missing value (sdcMicro's distance, :class:`_MissingState`).
     :param k: the minimum group size (``>= 1``).
     :param progress: called now and then with ``(records grouped, N)``.
     :return: ``(N,)`` labels ``0..g-1`` in the order the groups were formed;
@@ -224,7 +451,7 @@ def mdav(Z: np.ndarray, k: int, *, progress: Callable[[int, int], None] | None =
     labels = np.full(n, -1, dtype=np.int64)
     if n == 0:
         return labels
-    state = _State(Z, k)
+    state = _MissingState(Z, k) if np.isnan(Z).any() else _State(Z, k)
     group = 0
     every = max(1, n // 200)
     next_report = every
@@ -251,3 +478,43 @@ def mdav(Z: np.ndarray, k: int, *, progress: Callable[[int, int], None] | None =
     if progress is not None:
         progress(n, n)
     return labels
+
+
+# ---------------------------------------------------------------------------
+# Group means and their projection with missing values
+# ---------------------------------------------------------------------------
+
+
+def group_means(X: np.ndarray, labels: np.ndarray, n_groups: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(means, sizes)``: each group's mean of the observed values of each
+    column (NaN where every member misses the column) and its size."""
+    sizes = np.bincount(labels, minlength=n_groups)
+    observed = ~np.isnan(X)
+    if observed.all():
+        sums = np.column_stack([np.bincount(labels, weights=X[:, j], minlength=n_groups)
+                                for j in range(X.shape[1])])
+        return sums / sizes[:, None], sizes
+    filled = np.where(observed, X, 0.0)
+    sums = np.column_stack([np.bincount(labels, weights=filled[:, j], minlength=n_groups)
+                            for j in range(X.shape[1])])
+    counts = np.column_stack([np.bincount(labels, weights=observed[:, j], minlength=n_groups)
+                              for j in range(X.shape[1])])
+    with np.errstate(invalid="ignore", divide="ignore"):
+        means = np.where(counts > 0, sums / np.maximum(counts, 1.0), np.nan)
+    return means, sizes
+
+
+def project_centres(rules, centres: np.ndarray, scale: np.ndarray, fill: np.ndarray) -> np.ndarray:
+    """Centres projected onto the edit rules (a copy). A centre with no
+    value in a column (every member of its group misses it) is projected
+    with that column held at ``fill`` (the column's mean), a placeholder
+    that is never released: its cell stays NaN, and so does every member's.
+    Rules over the observed columns of the centre hold exactly; a rule over
+    the missing column cannot be evaluated on those records."""
+    centres = np.asarray(centres, dtype=float)
+    hole = np.isnan(centres)
+    if not hole.any():
+        return np.asarray(rules.project(centres, scale=scale), dtype=float)
+    projected = np.asarray(rules.project(np.where(hole, fill, centres), scale=scale), dtype=float)
+    projected[hole] = np.nan
+    return projected

@@ -9,6 +9,8 @@ partition and name the figures.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 from scipy import special
@@ -27,23 +29,34 @@ __all__ = [
 
 
 def _weighted_mean(X: np.ndarray, w: np.ndarray | None) -> np.ndarray:
-    return X.mean(axis=0) if w is None else (w @ X) / w.sum()
+    observed = ~np.isnan(X)
+    if observed.all():
+        return X.mean(axis=0) if w is None else (w @ X) / w.sum()
+    weights = np.ones(X.shape[0]) if w is None else w
+    filled = np.where(observed, X, 0.0)
+    return (weights @ filled) / (weights @ observed)  # each column over its observed values
 
 
 def _varying(X: np.ndarray, ddof: int = 0, w: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Means, standard deviations and the mask of non-constant columns. With
     sampling weights ``w`` (each record stands for ``w_i`` population units)
     the mean is ``sum w x / sum w`` and the variance
-    ``sum w (x - mean)^2 / (sum w - ddof)``."""
+    ``sum w (x - mean)^2 / (sum w - ddof)``. Missing values (NaN) are left
+    out: each column's figures are those of its observed values."""
     mean = _weighted_mean(X, w)
-    if w is None:
-        sd = X.std(axis=0, ddof=ddof) if X.shape[0] > ddof else np.zeros(X.shape[1])
-    else:
-        total = w.sum()
-        sd = np.sqrt(np.maximum(w @ (X - mean) ** 2, 0.0) / (total - ddof)) if total > ddof else \
-            np.zeros(X.shape[1])
+    observed = ~np.isnan(X)
+    weights = np.ones(X.shape[0]) if w is None else w
+    total = weights @ observed  # per column
+    centred = np.where(observed, X - mean, 0.0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        sd = np.where(total > ddof, np.sqrt(np.maximum(weights @ centred ** 2, 0.0) / (total - ddof)), 0.0)
     varying = sd > 1e-12 * np.maximum(1.0, np.abs(mean))
     return mean, sd, varying
+
+
+def _compared(X: np.ndarray, Y: np.ndarray) -> np.ndarray:
+    """The cells observed in both files (the cells a figure compares)."""
+    return ~np.isnan(X) & ~np.isnan(Y)
 
 
 def sse_sst(X: np.ndarray, Y: np.ndarray, w: np.ndarray | None = None) -> tuple[float, float, float]:
@@ -51,12 +64,14 @@ def sse_sst(X: np.ndarray, Y: np.ndarray, w: np.ndarray | None = None) -> tuple[
     original's mean and population s.d.: ``SSE = sum (z - z')^2``,
     ``SST = sum (z - mean z)^2`` (= N times the number of non-constant
     columns). Constant columns are left out. With sampling weights ``w``
-    every record's terms count ``w_i`` times (weighted mean and s.d.)."""
+    every record's terms count ``w_i`` times (weighted mean and s.d.).
+    With missing values both sums run over the cells observed in both files."""
     mean, sd, varying = _varying(X, w=w)
     if not varying.any():
         return float("nan"), 0.0, 0.0
-    Z = (X[:, varying] - mean[varying]) / sd[varying]
-    Zp = (Y[:, varying] - mean[varying]) / sd[varying]
+    both = _compared(X, Y)[:, varying]
+    Z = np.where(both, (X[:, varying] - mean[varying]) / sd[varying], 0.0)
+    Zp = np.where(both, (Y[:, varying] - mean[varying]) / sd[varying], 0.0)
     weights = np.ones(X.shape[0]) if w is None else w
     sse = float(weights @ np.sum((Z - Zp) ** 2, axis=1))
     sst = float(weights @ np.sum(Z ** 2, axis=1))
@@ -68,24 +83,47 @@ def il1s(X: np.ndarray, Y: np.ndarray, w: np.ndarray | None = None) -> float:
     ``1/(N p) sum_i sum_j |x_ij - y_ij| / (sqrt(2) s_j)`` with ``s_j`` the
     sample standard deviation (``ddof = 1``) of original column ``j``;
     constant columns are left out. With sampling weights, the weighted mean
-    over records and the weighted s.d."""
+    over records and the weighted s.d. With missing values, the mean over
+    the cells observed in both files."""
     _, sd, varying = _varying(X, ddof=1, w=w)
     if not varying.any():
         return float("nan")
-    per_record = np.mean(np.abs(X[:, varying] - Y[:, varying]) / (np.sqrt(2.0) * sd[varying]), axis=1)
-    return float(per_record.mean() if w is None else (w @ per_record) / w.sum())
+    both = _compared(X, Y)[:, varying]
+    terms = np.where(both, np.abs(X[:, varying] - Y[:, varying]) / (np.sqrt(2.0) * sd[varying]), 0.0)
+    weights = np.ones(X.shape[0]) if w is None else w
+    if both.all():
+        per_record = terms.mean(axis=1)
+        return float(per_record.mean() if w is None else (w @ per_record) / w.sum())
+    return float((weights @ terms.sum(axis=1)) / (weights @ both.sum(axis=1)))
 
 
 def _cov(X: np.ndarray, w: np.ndarray | None) -> np.ndarray:
-    if w is None:
-        return np.atleast_2d(np.cov(X, rowvar=False, ddof=1))
-    centred = X - _weighted_mean(X, w)
-    return np.atleast_2d((centred * w[:, None]).T @ centred / (w.sum() - 1.0))
+    """Covariances (``ddof = 1``); with missing values each pair over the
+    records observing both (pairwise complete)."""
+    observed = ~np.isnan(X)
+    if observed.all():
+        if w is None:
+            return np.atleast_2d(np.cov(X, rowvar=False, ddof=1))
+        centred = X - _weighted_mean(X, w)
+        return np.atleast_2d((centred * w[:, None]).T @ centred / (w.sum() - 1.0))
+    weights = np.ones(X.shape[0]) if w is None else w
+    p = X.shape[1]
+    out = np.full((p, p), np.nan)
+    for j in range(p):  # a loop over pairs of variables, never over records
+        for m in range(j, p):
+            rows = observed[:, j] & observed[:, m]
+            ww = weights[rows]
+            if ww.sum() <= 1.0:
+                continue
+            a, b = X[rows, j], X[rows, m]
+            ca, cb = a - (ww @ a) / ww.sum(), b - (ww @ b) / ww.sum()
+            out[j, m] = out[m, j] = (ww * ca) @ cb / (ww.sum() - 1.0)
+    return out
 
 
 def _rel(a: np.ndarray, b: np.ndarray, floor: np.ndarray) -> float:
     """Mean of ``|b - a| / |a|`` over the entries where ``|a| > floor``."""
-    keep = np.abs(a) > floor
+    keep = (np.abs(a) > floor) & np.isfinite(a) & np.isfinite(b)
     if not keep.any():
         return float("nan")
     return float(np.mean(np.abs(b[keep] - a[keep]) / np.abs(a[keep])))
@@ -96,10 +134,15 @@ def moments(X: np.ndarray, Y: np.ndarray, w: np.ndarray | None = None) -> dict[s
     variables or pairs of ``|new - old| / |old|``, leaving out entries whose
     original value is 0), and the mean and maximum absolute change of the
     correlations (pairs ``j < l``). Variances and covariances with
-    ``ddof = 1``; with sampling weights, the weighted estimates of both files."""
+    ``ddof = 1``; with sampling weights, the weighted estimates of both files.
+    With missing values both files are compared over the cells observed in
+    both; covariances over the records observing both variables."""
     p = X.shape[1]
+    both = _compared(X, Y)
+    if not both.all():  # both files over the same cells: those observed in both
+        X, Y = np.where(both, X, np.nan), np.where(both, Y, np.nan)
     mx, my = _weighted_mean(X, w), _weighted_mean(Y, w)
-    scale = np.maximum(np.abs(X).max(axis=0), 1e-300)
+    scale = np.maximum(np.nanmax(np.abs(X), axis=0), 1e-300)
     out = {"mean_rel_change": _rel(mx, my, 1e-12 * scale)}
     cx = _cov(X, w)
     cy = _cov(Y, w)
@@ -109,7 +152,8 @@ def moments(X: np.ndarray, Y: np.ndarray, w: np.ndarray | None = None) -> dict[s
     if p > 1:
         out["cov_rel_change"] = _rel(cx[iu], cy[iu], 1e-12 * np.sqrt(np.outer(np.diag(cx), np.diag(cx))[iu]) + 1e-300)
         sx, sy = np.sqrt(np.diag(cx)), np.sqrt(np.diag(cy))
-        ok = (sx[iu[0]] > 0) & (sx[iu[1]] > 0) & (sy[iu[0]] > 0) & (sy[iu[1]] > 0)
+        ok = (sx[iu[0]] > 0) & (sx[iu[1]] > 0) & (sy[iu[0]] > 0) & (sy[iu[1]] > 0) & np.isfinite(cx[iu]) \
+            & np.isfinite(cy[iu])
         if ok.any():
             rx = cx[iu][ok] / (sx[iu[0]][ok] * sx[iu[1]][ok])
             ry = cy[iu][ok] / (sy[iu[0]][ok] * sy[iu[1]][ok])
@@ -130,13 +174,80 @@ def dbrl(X: np.ndarray, Y: np.ndarray, *, workers: int = 1) -> tuple[float, floa
     its own original is among the ``t`` tied nearest, else 0.
 
     Returns ``(share, expected number linked)``. Uses a KD-tree over the
-    originals (scipy's ``cKDTree``); memory is O(N).
+    originals (scipy's ``cKDTree``); memory is O(N). With missing values,
+    distances over the observed coordinates as MDAV's (sdcMicro's rule,
+    :func:`_linkage_missing`).
     """
     mean, sd, varying = _varying(X)
     scale = np.where(varying, sd, 1.0)
     Z = (X - mean) / scale  # a constant column is divided by 1: it adds only where protection changed it
     Zp = (Y - mean) / scale
+    if np.isnan(Z).any() or np.isnan(Zp).any():
+        return _linkage_missing(Z, Zp, None, workers)
     return _linkage(Z, Zp, None, workers)
+
+
+def _linkage_missing(Z: np.ndarray, Zp: np.ndarray, allowed: np.ndarray | None,
+                     workers: int) -> tuple[float, float]:
+    """:func:`_linkage` with missing values, in the distance MDAV groups by
+    (sdcMicro's): squared differences over the coordinates observed on both
+    records, a coordinate's squared range (of the originals) where one of the
+    two misses it, nothing where both do. Exact: the records of each pair of
+    missingness patterns are compared with a KD-tree over their common
+    observed coordinates (the rest of the distance is a constant for the
+    pair)."""
+    n = Z.shape[0]
+    R2 = np.nan_to_num((np.nanmax(Z, axis=0) - np.nanmin(Z, axis=0)) ** 2)
+    ox, op = ~np.isnan(Z), ~np.isnan(Zp)
+    px, of_x = np.unique(ox, axis=0, return_inverse=True)
+    pp, of_p = np.unique(op, axis=0, return_inverse=True)
+    of_x, of_p = np.asarray(of_x).ravel(), np.asarray(of_p).ravel()
+    rows_x = [np.flatnonzero(of_x == a) for a in range(len(px))]
+    rows_p = [np.flatnonzero(of_p == b) for b in range(len(pp))]
+    both = ox & op
+    diff = np.where(both, np.nan_to_num(Zp) - np.nan_to_num(Z), 0.0)
+    own = np.sum(diff ** 2, axis=1) + (ox ^ op) @ R2  # each protected record against its own original
+    nearest = np.full(n, np.inf)
+    trees: dict[tuple[int, bytes], Any] = {}
+
+    def tree(a: int, common: np.ndarray) -> Any:
+        key = (a, common.tobytes())
+        if key not in trees:
+            trees[key] = cKDTree(Z[np.ix_(rows_x[a], common)])
+        return trees[key]
+
+    for b, pb in enumerate(pp):
+        for a, pa in enumerate(px):
+            const = float(R2[pa ^ pb].sum())
+            common = pa & pb
+            if not common.any():
+                nearest[rows_p[b]] = np.minimum(nearest[rows_p[b]], const)
+                continue
+            d, _ = tree(a, common).query(Zp[np.ix_(rows_p[b], common)], k=1, workers=workers)
+            nearest[rows_p[b]] = np.minimum(nearest[rows_p[b]], d ** 2 + const)
+    radius = nearest * (1.0 + 1e-9) + 1e-12
+    linked = own <= radius if allowed is None else (own <= radius) & allowed
+    credit = np.zeros(n)
+    counts = np.zeros(n)
+    for b, pb in enumerate(pp):
+        rows = rows_p[b][linked[rows_p[b]]]
+        if not rows.size:
+            continue
+        for a, pa in enumerate(px):
+            const = float(R2[pa ^ pb].sum())
+            room = radius[rows] - const
+            ok = room >= 0
+            if not ok.any():
+                continue
+            common = pa & pb
+            if not common.any():
+                counts[rows[ok]] += len(rows_x[a])
+                continue
+            found = tree(a, common).query_ball_point(Zp[np.ix_(rows[ok], common)], r=np.sqrt(room[ok]),
+                                                     return_length=True, workers=workers)
+            counts[rows[ok]] += np.asarray(found, dtype=float)
+    credit[linked] = 1.0 / np.maximum(counts[linked], 1.0)
+    return float(credit.mean()), float(credit.sum())
 
 
 def _linkage(Z: np.ndarray, Zp: np.ndarray, allowed: np.ndarray | None, workers: int) -> tuple[float, float]:
@@ -161,11 +272,21 @@ def interval_disclosure(X: np.ndarray, Y: np.ndarray, width: float) -> tuple[flo
     protected value ``y_ij`` the interval ``y_ij -/+ width * s'_j`` with
     ``s'_j`` the sample s.d. of protected column ``j``. Returns ``(share of
     records whose every original value lies in its interval (dRisk), share of
-    single values inside)``."""
-    sd = Y.std(axis=0, ddof=1) if Y.shape[0] > 1 else np.zeros(Y.shape[1])
+    single values inside)``. With missing values, over the cells observed in
+    both files (a record with none is left out)."""
+    both = _compared(X, Y)
+    if both.all():
+        sd = Y.std(axis=0, ddof=1) if Y.shape[0] > 1 else np.zeros(Y.shape[1])
+        half = width * sd
+        inside = (X >= Y - half) & (X <= Y + half)
+        return float(np.mean(np.all(inside, axis=1))), float(np.mean(inside))
+    # missing values: over the cells observed in both; a record counts if it has one such cell
+    _, sd, _ = _varying(np.where(both, Y, np.nan), ddof=1)
     half = width * sd
-    inside = (X >= Y - half) & (X <= Y + half)
-    return float(np.mean(np.all(inside, axis=1))), float(np.mean(inside))
+    inside = (X >= Y - half) & (X <= Y + half) & both
+    rows = both.any(axis=1)
+    records = np.all(inside | ~both, axis=1)[rows]
+    return float(records.mean()) if rows.any() else float("nan"), float(inside.sum() / both.sum())
 
 
 def realised_sizes(labels: np.ndarray) -> np.ndarray:
@@ -286,7 +407,10 @@ def dbrl_within_cells(X: np.ndarray, Y: np.ndarray, cells_x: np.ndarray, cells_y
     Z = (X - mean) / scale
     Zp = (Y - mean) / scale
     both = np.vstack([Z, Zp])
-    span = float(np.sqrt(np.sum((both.max(axis=0) - both.min(axis=0)) ** 2))) if both.size else 0.0
+    span = float(np.sqrt(np.nansum((np.nanmax(both, axis=0) - np.nanmin(both, axis=0)) ** 2))) if both.size else 0.0
     gap = 2.0 * span + 1.0
+    if np.isnan(both).any():  # missing values: the same distance as dbrl's (the cell axis always observed)
+        return _linkage_missing(np.column_stack([Z, cells_x * gap]), np.column_stack([Zp, cells_y * gap]),
+                                cells_x == cells_y, workers)
     return _linkage(np.column_stack([Z, cells_x * gap]), np.column_stack([Zp, cells_y * gap]), cells_x == cells_y,
                     workers)

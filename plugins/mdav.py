@@ -33,6 +33,15 @@ from . import _mdav
 
 __version__ = "0.1.0"
 
+#: The values of the ``missing`` parameter, the same in every built-in that accepts missing values.
+MISSING_CHOICES = ("observed", "refuse")
+
+#: What ``mdav`` (and ``microaggregation`` on its groups) does with missing values.
+MISSING_POLICY = ("groups formed with sdcMicro's MDAV distance: squared standardised differences over the variables "
+                  "observed on both records, the variable's squared standardised range where one of the two misses "
+                  "it, nothing where both do; standardisation and group means over the observed values of each "
+                  "column; missing values released missing")
+
 
 @attrs.frozen(kw_only=True)
 class MDAV:
@@ -42,6 +51,13 @@ class MDAV:
     name: ClassVar[str] = "mdav"
 
     k: int = param(int, default=3, ge=2, doc="minimum group size (k-anonymity level), k >= 2")
+    missing: str = param(str, default="observed", choices=MISSING_CHOICES,
+                         doc='missing values (NaN): "observed" groups records on the variables they have (sdcMicro\'s '
+                             'rule) and centres are means of the observed values; "refuse" refuses them')
+
+    def missing_values(self) -> str | None:
+        """The missing-value policy (``None``: refused), see :data:`MISSING_POLICY`."""
+        return MISSING_POLICY if self.missing == "observed" else None
 
     def min_records(self, n_columns: int) -> int:
         """MDAV needs at least ``2k`` records (with fewer, one group would
@@ -50,7 +66,8 @@ class MDAV:
 
     def fit(self, data: pd.DataFrame, context: PrivacyContext) -> Partition:
         columns = tuple(str(c) for c in data.columns)
-        X = privclust.data_matrix(data, "mdav")
+        X = privclust.data_matrix(data, "mdav", missing=self.missing == "observed")
+        missing = np.isnan(X)
         n = X.shape[0]
         if n < 2 * self.k:
             raise DataError(f"mdav: k = {self.k} needs at least 2k = {2 * self.k} records; the data have N = {n} "
@@ -58,14 +75,11 @@ class MDAV:
         Z, mean, scale, constant = _mdav.standardise(X)
         labels = _mdav.mdav(Z, self.k, progress=lambda done, total: context.progress(done, total))
         n_groups = int(labels.max()) + 1
-        sizes = np.bincount(labels, minlength=n_groups)
-        sums = np.column_stack([np.bincount(labels, weights=X[:, j], minlength=n_groups)
-                                for j in range(X.shape[1])])
-        centres = sums / sizes[:, None]
+        centres, sizes = _mdav.group_means(X, labels, n_groups)
         rules = context.constraints
         projected = False
         if rules:
-            centres = rules.project(centres, scale=scale)
+            centres = _mdav.project_centres(rules, centres, scale, mean)
             projected = True
         constant_columns = [c for c, flag in zip(columns, constant, strict=True) if flag]
         counts = {int(s): int(c) for s, c in zip(*np.unique(sizes, return_counts=True), strict=True)}
@@ -79,7 +93,10 @@ class MDAV:
             guarantee="k-anonymity",
             details={"k": self.k, "groups": n_groups, "min_group_size": int(sizes.min()),
                      "max_group_size": int(sizes.max()), "columns": list(columns),
-                     "centres_projected_on_rules": projected},
+                     "centres_projected_on_rules": projected,
+                     **({"missing": "records with missing values are grouped on the variables they have; a group "
+                                    "releases its centre on each record's observed columns and leaves its missing "
+                                    "values missing"} if missing.any() else {})},
         )
         return Partition(
             labels=labels,
@@ -94,6 +111,8 @@ class MDAV:
                 "standardised": "each column centred and divided by its population standard deviation",
                 "constant_columns": constant_columns,
                 "centres_projected": projected,
+                "missing_values": int(missing.sum()),
+                "records_with_missing_values": int(missing.any(axis=1).sum()),
             },
         )
 

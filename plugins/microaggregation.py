@@ -60,7 +60,8 @@ from privclust import (
     param,
 )
 
-from . import _fcm
+from . import _fcm, _mdav
+from .mdav import MISSING_CHOICES
 from .fuzzy import (
     DEFAULT_LAMBDA,
     FCM,
@@ -794,6 +795,26 @@ class Microaggregation:
 
     clusterer: Any = nested("clusterers", default="mdav",
                             doc="the clusterer that forms the groups (mdav, or any that labels every record)")
+    missing: str = param(str, default="observed", choices=MISSING_CHOICES,
+                         doc='missing values (NaN): "observed" (if the clusterer accepts them) replaces each record\'s '
+                             'observed values by its group\'s means of the observed values and releases missing values '
+                             'missing; "refuse" refuses them')
+
+    def missing_values(self) -> str | None:
+        """The missing-value policy: ``None`` (refused) with ``missing =
+        "refuse"`` or a clusterer that refuses them; else the clusterer's
+        grouping, means over the observed values, missing released missing."""
+        if self.missing != "observed":
+            return None
+        inner = self.clusterer
+        if isinstance(inner, ComponentSpec) or inner is None:
+            return None
+        policy = privclust.capability(inner, "missing_values")
+        grouping = policy() if policy is not None else None
+        if not grouping:
+            return None
+        return (f"{type(inner).name}: {grouping.rstrip('.')}; each record's observed values replaced by its group's "
+                "means of the observed values (projected onto the edit rules), its missing values released missing")
 
     def min_records(self, n_columns: int) -> int | None:
         inner = self.clusterer
@@ -807,10 +828,15 @@ class Microaggregation:
     def mask(self, data: pd.DataFrame, context: PrivacyContext) -> Masked:
         """Group with the clusterer, replace each record by its group's (projected) mean."""
         who = self.name
-        values = finite_values(data, who)
+        values = privclust.data_matrix(data, who, missing=self.missing == "observed")
+        missing = np.isnan(values)
         columns = tuple(str(col) for col in data.columns)
         n, d = values.shape
         clusterer = context.component("clusterers", self.clusterer)
+        if missing.any() and privclust.capability(clusterer, "missing_values") is None:
+            raise DataError(f"{who}: the data have {int(missing.sum())} missing values and the clusterer "
+                            f"{type(clusterer).name!r} does not accept missing values; use clusterer = \"mdav\", or "
+                            "impute or drop those records first")
         constraints = check_constraints(context.constraints, columns, who)
         part = clusterer.fit(data, context)
         labels = np.asarray(part.labels, dtype=np.int64)
@@ -823,15 +849,15 @@ class Microaggregation:
                             "or a clusterer that assigns every record)")
         groups, labels = np.unique(labels, return_inverse=True)
         g = groups.size
-        sizes = np.bincount(labels, minlength=g)
-        sums = np.empty((g, d))
-        for j in range(d):
-            sums[:, j] = np.bincount(labels, weights=values[:, j], minlength=g)
-        means = sums / sizes[:, None]
-        sd = values.std(axis=0)
+        means, sizes = _mdav.group_means(values, labels, g)
+        sd = np.nanstd(values, axis=0) if missing.any() else values.std(axis=0)
         scale = np.where(sd > 0, sd, 1.0)
-        centres = project_original(constraints, means, scale)
+        if missing.any() and constraints is not None:
+            centres = _mdav.project_centres(constraints, means, scale, np.nanmean(values, axis=0))
+        else:
+            centres = project_original(constraints, means, scale)
         protected = centres[labels]
+        protected[missing] = np.nan  # a missing value stays missing
         k_param = getattr(clusterer, "k", None)
         k = int(k_param) if isinstance(k_param, int | np.integer) and not isinstance(k_param, bool) else int(
             sizes.min())
@@ -844,6 +870,8 @@ class Microaggregation:
             "clusterer": type(clusterer).name,
             "constrained": constraints is not None,
             "rules": list(constraints.rules) if constraints is not None else [],
+            "missing_values": int(missing.sum()),
+            "records_with_missing_values": int(missing.any(axis=1).sum()),
         }
         rules = (f" Group means were projected onto the edit rules {', '.join(repr(r) for r in constraints.rules)}, "
                  "so every released record satisfies them." if constraints is not None else "")
@@ -857,6 +885,12 @@ class Microaggregation:
             "It says nothing about the other columns (a combination with them may be unique), does not protect "
             "against attribute disclosure within a homogeneous group, and is not differential privacy."
         )
+        if missing.any():
+            statement += (f" {int(missing.any(axis=1).sum())} records have {int(missing.sum())} missing values, "
+                          "released missing: within a group every record releases the same centre on the columns "
+                          "it has, so with a missing value counted as matching any value (sdcMicro's convention) "
+                          "each released record matches at least the records of its group; the missingness pattern "
+                          "itself is released as in the original.")
         context.record(statement, guarantee="k-anonymity", details=diagnostics)
         partition = Partition(labels=labels, centres=centres, memberships=None, columns=columns,
                               diagnostics=diagnostics)

@@ -24,7 +24,10 @@ name                     figures
 
 Every evaluator judges ``inputs.columns`` of ``inputs.original`` against the
 same columns of ``inputs.protected`` (row ``i`` against row ``i``). See
-``docs/microdata-evaluators.md`` for the formulas.
+``docs/microdata-evaluators.md`` for the formulas. Missing values (NaN) are
+left out: the figures are computed over the cells observed in both files
+(record linkage over the observed coordinates, as the masking; see
+``docs/missing-values.md``).
 
 >>> import numpy as np, pandas as pd, privclust
 >>> from privclust_plugins.microdata_evaluators import SseSst
@@ -69,8 +72,13 @@ def _arrays(inputs: EvaluationInputs, who: str) -> tuple[np.ndarray, np.ndarray]
                         "record-level measures need the same records in the same order")
     if X.shape[0] == 0:
         raise DataError(f"{who}: there are no records to evaluate")
-    if not (np.all(np.isfinite(X)) and np.all(np.isfinite(Y))):
-        raise DataError(f"{who}: the columns {columns} hold NaN or infinite values")
+    if np.isinf(X).any() or np.isinf(Y).any():
+        raise DataError(f"{who}: the columns {columns} hold infinite values")
+    both = ~np.isnan(X) & ~np.isnan(Y)
+    empty = [c for c, ok in zip(columns, both.any(axis=0), strict=True) if not ok]
+    if empty:  # missing values are evaluated over the observed cells; a column needs some
+        raise DataError(f"{who}: column(s) {', '.join(empty)} have no record observed in both the original and the "
+                        "protected data; leave them out of the evaluation's columns")
     return X, Y
 
 
@@ -260,7 +268,9 @@ class TransparencyRisk:
 class EditViolations:
     """For each edit rule of the recipe, the largest violation and the share
     of records violating it (beyond ``tol`` relative to the record's
-    largest value), in the protected file and in the original."""
+    largest value), in the protected file and in the original. A rule is
+    judged on the records that have all its columns; where some miss one,
+    their count is reported as ``records not evaluable``."""
 
     name: ClassVar[str] = "edit-violations"
     #: The largest violation in the original file is one record's value: a
@@ -308,15 +318,35 @@ class EditViolations:
             return {"rules": 0.0}
         columns = tuple(rules.columns)
         out: dict[str, float] = {"rules": float(len(rules.rules))}
+        involved = _rule_columns(rules, len(columns))
         for label, frame in (("", inputs.protected), (" (original)", inputs.original)):
             values = self._values(frame, columns)
-            viol = rules.violations(values)
-            bound = self.tol * (1.0 + np.nanmax(np.abs(values), axis=1, initial=0.0))
+            nan = np.isnan(values)
+            filled = np.where(nan, 0.0, values)
+            viol = rules.violations(filled)
+            bound = self.tol * (1.0 + np.max(np.abs(filled), axis=1, initial=0.0))
             for r, text in enumerate(rules.rules):
-                v = viol[:, r]
-                out[f"{text}: max violation{label}"] = float(np.nanmax(v, initial=0.0))
-                out[f"{text}: share violated{label}"] = float(np.mean(v > bound))
+                # a rule cannot be evaluated on a record that misses one of its columns
+                evaluable = ~nan[:, involved[r]].any(axis=1)
+                v = viol[evaluable, r]
+                out[f"{text}: max violation{label}"] = float(np.max(v, initial=0.0))
+                out[f"{text}: share violated{label}"] = float(np.mean(v > bound[evaluable])) if v.size else \
+                    float("nan")
+                if not evaluable.all():
+                    out[f"{text}: records not evaluable{label}"] = float((~evaluable).sum())
         return out
+
+
+def _rule_columns(rules: Any, n_columns: int) -> np.ndarray:
+    """``(n_rules, n_columns)``: which columns each bound rule uses, found by
+    probing: a rule over column ``j`` is violated differently at ``0`` and
+    at ``+T e_j`` or ``-T e_j`` (a linear rule with a coefficient on ``j``
+    is; one without it cannot tell these points apart)."""
+    big = 1e6
+    probes = np.vstack([np.zeros((1, n_columns)), big * np.eye(n_columns), -big * np.eye(n_columns)])
+    v = np.asarray(rules.violations(probes), dtype=float)
+    base = v[0]
+    return ((v[1:n_columns + 1] != base) | (v[n_columns + 1:] != base)).T
 
 
 # ---------------------------------------------------------------------------

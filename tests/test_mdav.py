@@ -164,11 +164,12 @@ def test_too_few_records_is_a_data_error_naming_k_and_n(frame):
     assert MDAV(k=4).min_records(3) == 8
 
 
-def test_nan_is_a_data_error(frame):
+def test_nan_is_a_data_error_with_missing_refuse(frame):
     bad = frame.copy()
     bad.iloc[3, 1] = np.nan
     with pytest.raises(DataError, match="'?b'? hold NaN|b hold NaN"):
-        MDAV(k=3).fit(bad, PrivacyContext(seed=0))
+        MDAV(k=3, missing="refuse").fit(bad, PrivacyContext(seed=0))
+    MDAV(k=3).fit(bad, PrivacyContext(seed=0))  # the default groups on the observed variables
 
 
 def test_the_runner_refuses_too_few_records(registry):

@@ -116,6 +116,10 @@ class Rounding:
     method: str = param(str, default="nearest", choices=("nearest", "random"),
                         doc='"nearest" multiple, or unbiased "random" rounding')
 
+    def missing_values(self) -> str:
+        """Missing values are accepted: a missing value rounds to a missing value."""
+        return "each value rounded on its own; missing values released missing"
+
     def mask(self, data: pd.DataFrame, context: PrivacyContext) -> Masked:
         columns = list(data.columns)
         base = _per_column(self.base, columns, "base", self.name)
@@ -175,6 +179,11 @@ class TopBottomCoding:
                                                doc="{column = threshold}: values below it are coded")
     replacement: str = param(str, default="threshold", choices=("threshold", "mean"),
                              doc='what a coded value becomes: the "threshold" or the "mean" of its group')
+
+    def missing_values(self) -> str:
+        """Missing values are accepted: a missing value is above or below no threshold."""
+        return "each value coded on its own (a missing value is above or below no threshold); missing values " \
+               "released missing"
 
     def __attrs_post_init__(self) -> None:
         if self.top is None and self.bottom is None:
