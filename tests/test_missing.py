@@ -414,9 +414,9 @@ def test_privclust_check_refuses_up_front_naming_the_step_column_and_count(tmp_p
     assert main(["check", str(tmp_path / "mdav.toml"), "--input", str(tmp_path / "in.csv")]) == 0
 
 
-def test_microaggregation_with_missing_values_per_public_part(data):
+def test_microaggregation_with_missing_values_per_stratum(data):
     frame = data.assign(region=np.where(np.arange(len(data)) % 2 == 0, "north", "south"))
-    release = run({"privacy": {"partition_by": "region"},
+    release = run({"roles": {"strata": "region"},
                    "steps": [{"use": "microaggregation", "clusterer": {"use": "mdav", "k": 3},
                               "columns": ["a", "b", "c", "d"]}]}, frame)
     np.testing.assert_array_equal(release.data[list(data.columns)].isna().to_numpy(), data.isna().to_numpy())
