@@ -301,21 +301,21 @@ class Clusterer(Protocol):
 
 @runtime_checkable
 class FuzzyClusterer(Protocol):
-    """A clusterer of ``c`` clusters whose :class:`Partition` has centres and
+    """A clusterer of ``n_clusters`` clusters whose :class:`Partition` has centres and
     memberships set by a fuzzifier: the protocol a fuzzy masker
     (``fuzzy-microaggregation``) needs of its clusterer, whatever its class.
 
     ``fuzzifier_param`` is the recipe key of the fuzzifier and says which
     memberships it governs: ``"m"`` for fuzzy c-means memberships
     ``u_ki = 1 / sum_j (D_ki / D_kj)^(1/(m-1))``, ``"lambda"`` for entropy
-    memberships ``softmax(-lambda D_k.)``. The masker sets ``c`` and the
-    fuzzifier on a copy of the clusterer (``attrs.evolve``), so both must be
+    memberships ``softmax(-lambda D_k.)``. The masker sets ``n_clusters`` and
+    the fuzzifier on a copy of the clusterer (``attrs.evolve``), so both must be
     init fields (``None`` meaning "not set"); ``fit`` returns the centres in
     the data's units."""
 
     name: ClassVar[str]
     fuzzifier_param: ClassVar[str]
-    c: int | None
+    n_clusters: int | None
 
     def fit(self, data: pd.DataFrame, context: PrivacyContext) -> Partition: ...
 
