@@ -512,8 +512,8 @@ class FuzzyMicroaggregation:
     renamed_params: ClassVar[Mapping[str, str]] = {"c": "n_clusters"}
 
     k: int | None = param(int, default=None, ge=2,
-                          doc=f"minimum expected group size (probabilistic k-anonymity): floor(N / k) clusters "
-                              f"(default {DEFAULT_K} unless n_clusters is given)")
+                          doc=f"minimum group size, in expectation (probabilistic k-anonymity): floor(N / k) "
+                              f"clusters (default {DEFAULT_K} unless n_clusters is given)")
     n_clusters: int | None = param(int, default=None, ge=1,
                                    doc="the number of clusters directly (the paper's c), instead of k")
     m1: float | None = param(float, default=None, gt=1,
