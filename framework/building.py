@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 import attrs
 
+from .components import capability
 from .errors import ParameterError, PrivclustError, Problem, RecipeError, UnknownComponentError
 from .specs import ComponentSpec, field_doc, field_kind, param_name
 
@@ -107,8 +108,9 @@ def _create(registry: ComponentTables, kind: str, value: Any, extra: Mapping[str
 
 def renamed_to(cls: type, key: str) -> str | None:
     """The new name of ``key`` when ``cls`` lists it in its ``renamed_params``
-    (``{old recipe key: new recipe key}``, a class attribute), else ``None``."""
-    renamed = getattr(cls, "renamed_params", None)
+    (``{old recipe key: new recipe key}``, a class attribute declared in
+    :data:`~privclust.CAPABILITIES`), else ``None``."""
+    renamed = capability(cls, "renamed_params")
     new = renamed.get(key) if isinstance(renamed, Mapping) else None
     return new if isinstance(new, str) else None
 

@@ -489,6 +489,14 @@ def _leaks_problem(value: Any, _: int) -> str | None:
     return f"data_leaks() must return privclust.DataLeak objects only; got {bad!r}" if bad else None
 
 
+def _renamed_problem(value: Any, _: int) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, Mapping) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+        return f"renamed_params must be a table {{old name: new name}} of texts; got {value!r}"
+    return None
+
+
 _STEP_KINDS = ("clusterers", "maskers", "noise_mechanisms")
 
 #: The optional members of components, by name: the one place they are
@@ -525,6 +533,11 @@ CAPABILITIES: Mapping[str, Capability] = MappingProxyType({c.name: c for c in (
                problem=_texts_problem("disclosive_metrics"), default=(),
                used_for="metrics (names or shell patterns) computed from original values, withheld from the "
                         "public report"),
+    Capability(name="renamed_params", member="class attribute",
+               signature="renamed_params: ClassVar[Mapping[str, str]]", kinds=KINDS,
+               problem=_renamed_problem, default=MappingProxyType({}),
+               used_for="parameters renamed in a new version, {old recipe key: new key}: a recipe that still "
+                        "writes an old key is refused with an error naming the new one"),
 )})
 
 

@@ -195,7 +195,8 @@ class GroupSizes:
 
     step: str | None = param(str, default=None, doc="id of the step whose partition to judge (default: the last "
                                                     "one over these columns)")
-    k: int | None = param(int, default=None, ge=1, doc="the minimum group size k to compare with (default: the step's own k)")
+    k: int | None = param(int, default=None, ge=1,
+                          doc="the minimum group size k to compare with (default: the step's own k)")
 
     def evaluate(self, inputs: EvaluationInputs) -> Mapping[str, float]:
         outcome, part = _find_partition(inputs, self.step, self.name)

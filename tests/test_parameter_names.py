@@ -106,9 +106,11 @@ def test_an_old_name_in_a_nested_component_and_in_a_sweep_names_the_new_key():
 def test_a_misspelt_sweep_key_suggests_close_names():
     data = privclust.datasets.iris().drop(columns="class")
     recipe = {"steps": [{"id": "mask", "use": "microaggregation"}]}
-    with pytest.raises(privclust.RecipeError, match=r"mask\.kk: microaggregation has no parameter 'kk' \(did you mean 'k'\?\)"):
+    with pytest.raises(privclust.RecipeError,
+                       match=r"mask\.kk: microaggregation has no parameter 'kk' \(did you mean 'k'\?\)"):
         privclust.compare(recipe, data, grid={"mask.kk": [3]}, progress=False)
-    with pytest.raises(privclust.RecipeError, match=r"mask\.clusterer\.kk: mdav has no parameter 'kk' \(did you mean 'k'\?\)"):
+    with pytest.raises(privclust.RecipeError,
+                       match=r"mask\.clusterer\.kk: mdav has no parameter 'kk' \(did you mean 'k'\?\)"):
         privclust.compare(recipe, data, grid={"mask.clusterer.kk": [3]}, progress=False)
     with pytest.raises(privclust.RecipeError, match=r"did you mean mask\.clusterer\?"):
         privclust.compare(recipe, data, grid={"mask.clusterr.k": [3]}, progress=False)
