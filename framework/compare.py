@@ -205,6 +205,22 @@ def _step_path(text: str | None, recipe: Recipe) -> str | None:
                   if int(m.group(1)) < len(recipe.step_ids) else m.group(0), text)
 
 
+def _own_key(where: str | None, problem: Problem, recipe: Recipe, registry: Any) -> str | None:
+    """For ``mask.clusterer.k`` refused by a clusterer that has no ``k``: the
+    step's own key (``mask.k``) when the step's component takes that
+    parameter, else ``None``."""
+    parts = (where or "").split(".")
+    unknown = re.search(r"has no parameter '([^']+)'", problem.message)
+    if len(parts) < 3 or unknown is None or parts[-1] != unknown.group(1) or parts[0] not in recipe.step_ids:
+        return None
+    use = recipe.steps[recipe.step_index(parts[0])].use
+    for kind in registry.kind_of(use) if registry is not None else ():
+        cls = registry.get(kind, use)
+        if attrs.has(cls) and parts[-1] in {param_name(f.name) for f in attrs.fields(cls) if f.init}:
+            return f"did you mean {parts[0]}.{parts[-1]}? ({use}'s own {parts[-1]!r})"
+    return None
+
+
 def _set(recipe_dict: dict[str, Any], recipe: Recipe, key: str, value: Any, registry: Any = None) -> None:
     head, _, rest = key.partition(".")
     if head == "privacy":
@@ -560,7 +576,8 @@ def compare(
                 compile(configured, registry)
             except RecipeError as err:
                 problems.extend(Problem(f"{name} [{label}] {_step_path(p.where, recipe)}".strip(), p.message,
-                                        _step_path(p.fix, recipe))
+                                        _own_key(_step_path(p.where, recipe), p, recipe, registry)
+                                        or _step_path(p.fix, recipe))
                                 for p in err.problems)
                 continue
             planned.append((name, c, params, configured))

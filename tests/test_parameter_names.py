@@ -116,6 +116,14 @@ def test_a_misspelt_sweep_key_suggests_close_names():
         privclust.compare(recipe, data, grid={"mask.clusterr.k": [3]}, progress=False)
 
 
+def test_a_nested_key_the_step_itself_takes_suggests_the_steps_key():
+    data = privclust.datasets.iris().drop(columns="class")
+    recipe = {"steps": [{"id": "mask", "use": "fuzzy-microaggregation"}]}
+    with pytest.raises(privclust.RecipeError) as err:
+        privclust.compare(recipe, data, grid={"mask.clusterer.k": [3]}, progress=False)
+    assert "mask.clusterer.k: fcm has no parameter 'k' (did you mean mask.k?" in str(err.value)
+
+
 def test_a_defaulted_nested_component_can_be_swept():
     data = privclust.datasets.iris().drop(columns="class")
     recipe = {"steps": [{"id": "mask", "use": "microaggregation"}], "evaluate": ["group-sizes"]}
