@@ -167,7 +167,8 @@ def run_dpc_grid(dataset: str, n: int, epsilons: list[float], seed: int = 1) -> 
     span = max(b[1] - b[0] for b in bounds.values())
     out = []
     for eps in epsilons:
-        comp = registry.create("clusterers", "dp-dpc-grid", epsilon=eps, bounds=bounds, dc=0.02 * span, k=true_k(y))
+        comp = registry.create("clusterers", "dp-dpc-grid", epsilon=eps, bounds=bounds, dc=0.02 * span,
+                               n_clusters=true_k(y))
         context = privclust.PrivacyContext(seed=seed, registry=registry)
         start = time.perf_counter()
         with warnings.catch_warnings(), context.step(0, "bench", "dp-dpc-grid"):

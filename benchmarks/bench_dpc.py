@@ -81,23 +81,23 @@ def main(quick: bool = False) -> str:
     for n in sizes:
         dc = measure(_dc, n).value
         peer = measure(run_pydpc, n, dc)
-        ours = measure(run_privclust, "dpc", n, {"dc": dc, "k": 20})
-        exact = measure(run_privclust, "dpc", n, {"dc": dc, "k": 20, "truncate": 0.0})
+        ours = measure(run_privclust, "dpc", n, {"dc": dc, "n_clusters": 20})
+        exact = measure(run_privclust, "dpc", n, {"dc": dc, "n_clusters": 20, "truncate": 0.0})
         rows.append([f"{n:,}", f"{dc:.4g}", peer.time_text(), peer.memory_text(), ours.time_text(), ours.memory_text(),
                      ratio(peer, ours), ratio(peer, ours, "peak_mb"), exact.time_text(), ratio(peer, exact)])
     if not quick:
         n = 50_000
         dc = measure(_dc, n).value
         peer = measure(run_pydpc, n, dc, mem_limit_gb=8.0)
-        ours = measure(run_privclust, "dpc", n, {"dc": dc, "k": 20})
-        exact = measure(run_privclust, "dpc", n, {"dc": dc, "k": 20, "truncate": 0.0})
+        ours = measure(run_privclust, "dpc", n, {"dc": dc, "n_clusters": 20})
+        exact = measure(run_privclust, "dpc", n, {"dc": dc, "n_clusters": 20, "truncate": 0.0})
         rows.append([f"{n:,}", f"{dc:.4g}", peer.time_text() + " (8 GB limit)", peer.memory_text(), ours.time_text(),
                      ours.memory_text(), ratio(peer, ours), ratio(peer, ours, "peak_mb"), exact.time_text(),
                      ratio(peer, exact)])
     head = ["n", "d_c", "pydpc time", "pydpc peak", "dpc time", "dpc peak", "speed-up", "memory ratio",
             "dpc exact time", "exact speed-up"]
     text = [f"Measured {_dt.date.today().isoformat()} on {machine()}. Other jobs on the machine slow every figure down.",
-            "", "### pydpc and privclust dpc, Gaussian kernel, same absolute d_c (about 50 neighbours), k = 20", "",
+            "", "### pydpc and privclust dpc, Gaussian kernel, same absolute d_c (about 50 neighbours), n_clusters = 20", "",
             table(head, rows)]
 
     scale_sizes = [20_000, 100_000] if quick else [100_000, 1_000_000]
@@ -106,8 +106,8 @@ def main(quick: bool = False) -> str:
         t = 100.0 * NEIGHBOURS / (n - 1)
         e = t / 5.0
         runs = [
-            ("dpc", "gaussian", {"dc_percent": t, "k": 20}),
-            ("dpc", "cutoff", {"dc_percent": t, "k": 20, "kernel": "cutoff"}),
+            ("dpc", "gaussian", {"dc_percent": t, "n_clusters": 20}),
+            ("dpc", "cutoff", {"dc_percent": t, "n_clusters": 20, "kernel": "cutoff"}),
             ("dp-dpcl", "gaussian", {"dc_percent": t, "radius_percent": e, "epsilon": 1.0}),
             ("dp-dpcl", "cutoff", {"dc_percent": t, "radius_percent": e, "epsilon": 1.0, "kernel": "cutoff"}),
         ]

@@ -48,7 +48,7 @@ def run_ours(n: int, d: int, c: int, iterations: int, threads: str) -> float:
     frame = pd.DataFrame(_data(n, d), columns=[f"x{j}" for j in range(d)])
     context = privclust.PrivacyContext(seed=0)
     start = time.perf_counter()
-    part = FCM(c=c, m=M, max_iter=iterations, tol=0.0, n_init=1).fit(frame, context)
+    part = FCM(n_clusters=c, m=M, max_iter=iterations, tol=0.0, n_init=1).fit(frame, context)
     seconds = time.perf_counter() - start
     done = part.diagnostics["iterations"]
     assert done == iterations, f"converged after {done} of {iterations} iterations; use harder data"

@@ -20,10 +20,11 @@ from typing import Any, Protocol
 
 import attrs
 
+from .components import capability
 from .errors import ParameterError, PrivclustError, Problem, RecipeError, UnknownComponentError
-from .specs import ComponentSpec, field_kind, param_name
+from .specs import ComponentSpec, field_doc, field_kind, param_name
 
-__all__ = ["ComponentTables", "create"]
+__all__ = ["ComponentTables", "create", "renamed_to", "unknown_parameter"]
 
 
 class ComponentTables(Protocol):
@@ -79,10 +80,7 @@ def _create(registry: ComponentTables, kind: str, value: Any, extra: Mapping[str
     for key, val in spec.params.items():
         field = fields.get(key)
         if field is None:
-            close = difflib.get_close_matches(key, list(fields), n=2, cutoff=0.6)
-            fix = ("did you mean " + " or ".join(repr(c) for c in close) + "?") if close else (
-                f"{spec.use} takes: {', '.join(fields) or 'no parameters'}")
-            problems.append(Problem(f"{prefix}{key}", f"{spec.use} has no parameter {key!r}", fix))
+            problems.append(unknown_parameter(cls, spec.use, key, fields, f"{prefix}{key}"))
             ok = False
             continue
         sub_kind = field_kind(field)
@@ -106,6 +104,30 @@ def _create(registry: ComponentTables, kind: str, value: Any, extra: Mapping[str
         problems.append(Problem(where, f"{spec.use}: {err}"))
         return None
     return _resolve_nested(registry, kind, instance, where, problems)
+
+
+def renamed_to(cls: type, key: str) -> str | None:
+    """The new name of ``key`` when ``cls`` lists it in its ``renamed_params``
+    (``{old recipe key: new recipe key}``, a class attribute declared in
+    :data:`~privclust.CAPABILITIES`), else ``None``."""
+    renamed = capability(cls, "renamed_params")
+    new = renamed.get(key) if isinstance(renamed, Mapping) else None
+    return new if isinstance(new, str) else None
+
+
+def unknown_parameter(cls: type, use: str, key: str, fields: Mapping[str, attrs.Attribute], where: str) -> Problem:
+    """The problem for a parameter ``key`` that ``cls`` does not take: a
+    renamed one names its new name; otherwise the close names, or the list."""
+    new = renamed_to(cls, key)
+    if new is not None and new in fields:
+        doc = field_doc(fields[new])
+        new_where = where[: len(where) - len(key)] + new if where.endswith(key) else new
+        return Problem(where, f"{use}: parameter {key!r} was renamed {new!r}",
+                       f"write {new} instead ({new_where})" + (f"; {new}: {doc}" if doc else ""))
+    close = difflib.get_close_matches(key, list(fields), n=2, cutoff=0.6)
+    fix = ("did you mean " + " or ".join(repr(c) for c in close) + "?") if close else (
+        f"{use} takes: {', '.join(fields) or 'no parameters'}")
+    return Problem(where, f"{use} has no parameter {key!r}", fix)
 
 
 def _resolve_nested(registry: ComponentTables, kind: str, instance: Any, where: str,
@@ -161,7 +183,8 @@ def _field_kwargs(cls: type, params: Mapping[str, Any]) -> dict[str, Any]:
     out = {}
     for key, value in params.items():
         if key not in fields:
-            raise RecipeError([Problem(key, f"{cls.name} has no parameter {key!r}")])  # type: ignore[attr-defined]
+            known = {param_name(f.name): f for f in attrs.fields(cls) if f.init}
+            raise RecipeError([unknown_parameter(cls, cls.name, key, known, key)])  # type: ignore[attr-defined]
         out[fields[key]] = value
     return out
 

@@ -26,6 +26,7 @@ import itertools
 import math
 import multiprocessing as mp
 import os
+import re
 import time
 import tomllib
 import warnings
@@ -45,6 +46,7 @@ from .errors import PrivclustError, Problem, RecipeError
 from .recipe import Recipe
 from .registry import Registry, get_registry
 from .runner import _check_frame, compile, run
+from .specs import ComponentSpec, field_kind, param_name
 
 __all__ = ["MAX_CONFIGURATIONS", "MAX_RUNS", "compare", "expand_grid", "grid_size", "parse_sweep", "summarize"]
 
@@ -165,7 +167,57 @@ def _too_many(size: int) -> str:
             "sweep fewer values (a coarser step) or split the comparison")
 
 
-def _set(recipe_dict: dict[str, Any], recipe: Recipe, key: str, value: Any) -> None:
+def _nested_default(registry: Any, table: Mapping[str, Any], part: str, key: str, head: str) -> dict[str, Any]:
+    """The table of the nested component ``part`` that a step leaves at its
+    default (so ``mask.clusterer.k`` sweeps the default clusterer's ``k``);
+    an error naming the step's nested components when ``part`` is none of them."""
+    use = table.get("use")
+    cls = None
+    if registry is not None and isinstance(use, str):
+        for kind in registry.kind_of(use):
+            cls = registry.get(kind, use)
+            break
+    if cls is None or not attrs.has(cls):
+        raise RecipeError([Problem(key, f"{part!r} is not a nested component of step {head!r}",
+                                   "sweep a nested parameter as <step>.<component field>.<parameter>")])
+    fields = {param_name(f.name): f for f in attrs.fields(cls) if f.init}
+    field = fields.get(part)
+    if field is not None and field_kind(field) is not None and isinstance(field.default, ComponentSpec):
+        return field.default.to_dict()
+    nests = [n for n, f in fields.items() if field_kind(f) is not None]
+    close = difflib.get_close_matches(part, nests, n=1)
+    fix = (f"did you mean {head}.{close[0]}?" if close else
+           f"the nested components of {use} are: {', '.join(nests)}" if nests else f"{use} has no nested component")
+    if field is not None and field_kind(field) is not None:
+        fix = f"write the {part} in step {head!r} of the recipe to sweep its parameters"
+    raise RecipeError([Problem(key, f"{part!r} is not a nested component of step {head!r} ({use})", fix)])
+
+
+def _step_path(text: str | None, recipe: Recipe) -> str | None:
+    """``steps[1].clusterer.m`` written with the step's id (``mask.clusterer.m``), as a sweep key is."""
+    if not text:
+        return text
+    return re.sub(r"steps\[(\d+)\]", lambda m: recipe.step_ids[int(m.group(1))]
+                  if int(m.group(1)) < len(recipe.step_ids) else m.group(0), text)
+
+
+def _own_key(where: str | None, problem: Problem, recipe: Recipe, registry: Any) -> str | None:
+    """For ``mask.clusterer.k`` refused by a clusterer that has no ``k``: the
+    step's own key (``mask.k``) when the step's component takes that
+    parameter, else ``None``."""
+    parts = (where or "").split(".")
+    unknown = re.search(r"has no parameter '([^']+)'", problem.message)
+    if len(parts) < 3 or unknown is None or parts[-1] != unknown.group(1) or parts[0] not in recipe.step_ids:
+        return None
+    use = recipe.steps[recipe.step_index(parts[0])].use
+    for kind in registry.kind_of(use) if registry is not None else ():
+        cls = registry.get(kind, use)
+        if attrs.has(cls) and parts[-1] in {param_name(f.name) for f in attrs.fields(cls) if f.init}:
+            return f"did you mean {parts[0]}.{parts[-1]}? ({use}'s own {parts[-1]!r})"
+    return None
+
+
+def _set(recipe_dict: dict[str, Any], recipe: Recipe, key: str, value: Any, registry: Any = None) -> None:
     head, _, rest = key.partition(".")
     if head == "privacy":
         if rest not in ("epsilon", "delta"):
@@ -182,6 +234,8 @@ def _set(recipe_dict: dict[str, Any], recipe: Recipe, key: str, value: Any) -> N
         inner = table.get(part)
         if isinstance(inner, str):
             inner = {"use": inner}
+        if inner is None and part not in table:
+            inner = _nested_default(registry, table, part, key, head)
         if not isinstance(inner, dict):
             inner = None
         if inner is None:
@@ -192,10 +246,10 @@ def _set(recipe_dict: dict[str, Any], recipe: Recipe, key: str, value: Any) -> N
     table[path[-1]] = value
 
 
-def _configure(recipe: Recipe, params: Mapping[str, Any]) -> Recipe:
+def _configure(recipe: Recipe, params: Mapping[str, Any], registry: Any = None) -> Recipe:
     data = recipe.to_dict()
     for key, value in params.items():
-        _set(data, recipe, key, value)
+        _set(data, recipe, key, value, registry)
     return Recipe.from_dict(data, source=recipe.name)
 
 
@@ -427,10 +481,12 @@ def compare(
         for c, params in enumerate(configurations):
             label = ", ".join(f"{k}={v}" for k, v in params.items()) or "as written"
             try:
-                configured = _configure(recipe, params)
+                configured = _configure(recipe, params, registry)
                 compile(configured, registry)
             except RecipeError as err:
-                problems.extend(Problem(f"{name} [{label}] {p.where}".strip(), p.message, p.fix)
+                problems.extend(Problem(f"{name} [{label}] {_step_path(p.where, recipe)}".strip(), p.message,
+                                        _own_key(_step_path(p.where, recipe), p, recipe, registry)
+                                        or _step_path(p.fix, recipe))
                                 for p in err.problems)
                 continue
             planned.append((name, c, params, configured))

@@ -326,21 +326,21 @@ class Clusterer(Protocol):
 
 @runtime_checkable
 class FuzzyClusterer(Protocol):
-    """A clusterer of ``c`` clusters whose :class:`Partition` has centres and
+    """A clusterer of ``n_clusters`` clusters whose :class:`Partition` has centres and
     memberships set by a fuzzifier: the protocol a fuzzy masker
     (``fuzzy-microaggregation``) needs of its clusterer, whatever its class.
 
     ``fuzzifier_param`` is the recipe key of the fuzzifier and says which
     memberships it governs: ``"m"`` for fuzzy c-means memberships
     ``u_ki = 1 / sum_j (D_ki / D_kj)^(1/(m-1))``, ``"lambda"`` for entropy
-    memberships ``softmax(-lambda D_k.)``. The masker sets ``c`` and the
-    fuzzifier on a copy of the clusterer (``attrs.evolve``), so both must be
+    memberships ``softmax(-lambda D_k.)``. The masker sets ``n_clusters`` and
+    the fuzzifier on a copy of the clusterer (``attrs.evolve``), so both must be
     init fields (``None`` meaning "not set"); ``fit`` returns the centres in
     the data's units."""
 
     name: ClassVar[str]
     fuzzifier_param: ClassVar[str]
-    c: int | None
+    n_clusters: int | None
 
     def fit(self, data: pd.DataFrame, context: PrivacyContext) -> Partition: ...
 
@@ -520,6 +520,14 @@ def _leaks_problem(value: Any, _: int) -> str | None:
     return f"data_leaks() must return privclust.DataLeak objects only; got {bad!r}" if bad else None
 
 
+def _renamed_problem(value: Any, _: int) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, Mapping) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+        return f"renamed_params must be a table {{old name: new name}} of texts; got {value!r}"
+    return None
+
+
 _STEP_KINDS = ("clusterers", "maskers", "noise_mechanisms")
 
 #: The optional members of components, by name: the one place they are
@@ -563,6 +571,11 @@ CAPABILITIES: Mapping[str, Capability] = MappingProxyType({c.name: c for c in (
                problem=_texts_problem("disclosive_metrics"), default=(),
                used_for="metrics (names or shell patterns) computed from original values, withheld from the "
                         "public report"),
+    Capability(name="renamed_params", member="class attribute",
+               signature="renamed_params: ClassVar[Mapping[str, str]]", kinds=KINDS,
+               problem=_renamed_problem, default=MappingProxyType({}),
+               used_for="parameters renamed in a new version, {old recipe key: new key}: a recipe that still "
+                        "writes an old key is refused with an error naming the new one"),
 )})
 
 

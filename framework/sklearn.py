@@ -3,7 +3,7 @@
 >>> from privclust import sklearn as pcs                         # doctest: +SKIP
 >>> mask = pcs.masker("microaggregation", clusterer={"use": "mdav", "k": 3}, random_state=0)
 >>> protected = mask.fit_transform(X)                            # doctest: +SKIP
->>> km = pcs.clusterer("idp-kmeans", k=3, epsilon=1.0, bounds=..., random_state=0)
+>>> km = pcs.clusterer("idp-kmeans", n_clusters=3, epsilon=1.0, bounds=..., random_state=0)
 >>> labels = km.fit_predict(X)                                   # doctest: +SKIP
 
 Each call builds an estimator whose constructor parameters are the
@@ -50,6 +50,7 @@ import pandas as pd
 from sklearn.base import BaseEstimator, ClusterMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from .building import renamed_to
 from .errors import ParameterError
 from .params import param_name
 from .recipe import Budget
@@ -222,8 +223,9 @@ def estimator_class(kind: str, name: str) -> type:
     def __init__(self: Any, **params: Any) -> None:
         unknown = sorted(set(params) - set(names))
         if unknown:
-            raise TypeError(f"{name}: unexpected parameter(s) {', '.join(unknown)}; the parameters are "
-                            f"{', '.join(names)}")
+            moved = [f"{old!r} was renamed {renamed_to(cls, old)!r}" for old in unknown if renamed_to(cls, old)]
+            raise TypeError(f"{name}: unexpected parameter(s) {', '.join(unknown)}; "
+                            + (f"{'; '.join(moved)}; " if moved else "") + f"the parameters are {', '.join(names)}")
         for p in names:
             setattr(self, p, params.get(p, signature.parameters[p].default))
 

@@ -85,7 +85,7 @@ def _matrix(data: pd.DataFrame, name: str, k: int | None) -> np.ndarray:
     _check_spans(X, data.columns, name)
     if k is not None and k > X.shape[0]:
         raise ParameterError(
-            f"The 'k' parameter of {name} must be at most the number of records ({X.shape[0]}); got {k}.")
+            f"The 'n_clusters' parameter of {name} must be at most the number of records ({X.shape[0]}); got {k}.")
     return X
 
 
@@ -126,6 +126,8 @@ class _DensityPeaks:
     private: ClassVar[bool] = False
     #: Whether the automatic (AdDPC) choice of centres exists.
     automatic: ClassVar[bool] = False
+    #: Old recipe keys and their new names (the error for an old key names the new one).
+    renamed_params: ClassVar[Mapping[str, str]] = {"k": "n_clusters"}
 
     kernel: str = param(str, default="gaussian", choices=("gaussian", "cutoff"),
                         doc='density kernel: "gaussian" exp(-(d/d_c)^2) or "cutoff" 1[d < d_c]')
@@ -133,8 +135,9 @@ class _DensityPeaks:
                                      doc="d_c as the t-th percentage of the sorted pairwise distances "
                                          "(default 2.0 when dc is not given; derived from the data, so it leaks)")
     dc: float | None = param(float, default=None, gt=0, doc="absolute, public d_c (overrides the percentage rule)")
-    k: int | None = param(int, default=None, ge=1,
-                          doc="fixed number of clusters (top-k decision values); absent: the automatic choice")
+    n_clusters: int | None = param(int, default=None, ge=1,
+                                   doc="fixed number of clusters (the papers' k: the top-k decision values); "
+                                       "absent: the automatic choice")
     scale: str = param(str, default="none", choices=("none", "minmax"),
                        doc='"minmax" rescales each column to [0, 1] with its data range first (leaks the range)')
     truncate: float | None = param(float, default=3.0, ge=0, optional=True,
@@ -170,7 +173,7 @@ class _DensityPeaks:
 
     def _prepare(self, data: pd.DataFrame, context: PrivacyContext, X: np.ndarray | None = None
                  ) -> tuple[np.ndarray, np.ndarray, dict]:
-        X = _matrix(data, self.name, self.k) if X is None else X
+        X = _matrix(data, self.name, self.n_clusters) if X is None else X
         info: dict[str, Any] = {"scale": self.scale}
         if self.scale == "minmax":
             lo, hi = X.min(axis=0), X.max(axis=0)
@@ -236,8 +239,8 @@ class _DensityPeaks:
         """AdDPC choice (or top-k of gamma* in the fixed-k mode)."""
         gamma = _dpc.normalised_gamma(rho, delta)
         extra: dict[str, Any] = {}
-        if self.k is not None:
-            centres = _dpc.top_k_centres(gamma, self.k, int(order[0]))
+        if self.n_clusters is not None:
+            centres = _dpc.top_k_centres(gamma, self.n_clusters, int(order[0]))
         else:
             m, kappa, g_order = _dpc.addpc_boundary(gamma, eta, i_max)
             centres = _dpc.top_k_centres(gamma, m, int(order[0]))
@@ -291,11 +294,12 @@ class DPC(_DensityPeaks):
         if thresholds[0] != thresholds[1]:
             raise ParameterError(
                 "dpc: give both 'rho_min' and 'delta_min' (the decision-graph thresholds), or neither.")
-        if self.k is None and not thresholds[0]:
-            raise ParameterError("dpc: choose the centres with 'k' (the k largest gamma) or with 'rho_min' and "
+        if self.n_clusters is None and not thresholds[0]:
+            raise ParameterError("dpc: choose the centres with 'n_clusters' (the n_clusters largest gamma) or with "
+                                 "'rho_min' and "
                                  "'delta_min' (decision-graph thresholds); for an automatic choice use addpc.")
-        if self.k is not None and thresholds[0]:
-            raise ParameterError("dpc: give either 'k' or the thresholds 'rho_min'/'delta_min', not both.")
+        if self.n_clusters is not None and thresholds[0]:
+            raise ParameterError("dpc: give either 'n_clusters' or the thresholds 'rho_min'/'delta_min', not both.")
 
     def fit(self, data: pd.DataFrame, context: PrivacyContext) -> Partition:
         X, Xs, info = self._prepare(data, context)
@@ -306,8 +310,8 @@ class DPC(_DensityPeaks):
         delta, parent, order = _dpc.delta_parent(Xs, rho, index=index, unique=unique)
         context.progress(2, 4)
         gamma = rho * delta
-        if self.k is not None:
-            centres = _dpc.top_k_centres(gamma, self.k, int(order[0]))
+        if self.n_clusters is not None:
+            centres = _dpc.top_k_centres(gamma, self.n_clusters, int(order[0]))
         else:
             centres = _dpc.threshold_centres(rho, delta, gamma, self.rho_min, self.delta_min)
             if centres.size == 0:
@@ -474,7 +478,7 @@ class _NoisyDensityPeaks(_DensityPeaks):
         return np.asarray(noisy, dtype=float), details
 
     def fit(self, data: pd.DataFrame, context: PrivacyContext) -> Partition:
-        X = _matrix(data, self.name, self.k)
+        X = _matrix(data, self.name, self.n_clusters)
         _charge_check(context, self.name, self._charge(X.shape[0])[1])
         X, Xs, info = self._prepare(data, context, X)
         e_percent = self._radius_percent() if self.merges != "none" else None
@@ -571,11 +575,12 @@ class DPrcCFSFDP(_MergingDensityPeaks):
     name: ClassVar[str] = "dp-rccfsfdp"
     merges: ClassVar[str] = "centres"
 
-    k: int = param(int, ge=1, doc="number of centres (top-k gamma); required (the method has no automatic choice)")
+    n_clusters: int = param(int, ge=1, doc="number of centres (the paper's k: top-k gamma); required (the method "
+                                           "has no automatic choice)")
 
     def _choose(self, rho: np.ndarray, delta: np.ndarray, order: np.ndarray) -> tuple[np.ndarray, np.ndarray, dict]:
         gamma = rho * delta
-        return _dpc.top_k_centres(gamma, self.k, int(order[0])), gamma, {}
+        return _dpc.top_k_centres(gamma, self.n_clusters, int(order[0])), gamma, {}
 
 
 # ---------------------------------------------------------------------------
@@ -846,7 +851,7 @@ class DPDPCGrid(_DensityPeaks):
         threshold = 3.0 * scale if self.density_threshold is None else self.density_threshold
         support = np.flatnonzero(noisy > threshold)
         if support.size < 3:
-            support = np.argsort(-noisy, kind="stable")[:max(3, self.k or 0)]
+            support = np.argsort(-noisy, kind="stable")[:max(3, self.n_clusters or 0)]
             support.sort()
         S = nodes[support]
         rho_s = noisy[support]
@@ -854,7 +859,7 @@ class DPDPCGrid(_DensityPeaks):
         cell = float(np.min(spacings)) if mode == "grid" else dc
         index = _dpc.PairIndex(unique[0], cell / 2.0)
         delta_s, parent_s, order_s = _dpc.delta_parent(S, rho_s, index=index, unique=unique, radius=max(cell, dc))
-        k = None if self.k is None else min(self.k, support.size)
+        k = None if self.n_clusters is None else min(self.n_clusters, support.size)
         gamma_s = _dpc.normalised_gamma(rho_s, delta_s)
         extra: dict[str, Any] = {}
         if k is not None:

@@ -15,13 +15,14 @@ et al. 2016):
    unless the recipe accepts the leak (``[privacy] allow_leaks =
    ["bounds"]``), and the ledger says so.
 2. Initial centres: rank the records by their attribute sum, cut them into
-   ``m`` consecutive equal blocks (default ``m = k``), release every block's
-   coordinate sums and its count with Laplace noise, and take the noisy
-   means. With ``m > k`` the ``k`` noisy block centres farthest apart are
+   ``n_blocks`` consecutive equal blocks (default ``n_blocks = n_clusters``;
+   the paper's ``m``), release every block's coordinate sums and its count
+   with Laplace noise, and take the noisy means. With ``n_blocks >
+   n_clusters`` the ``n_clusters`` noisy block centres farthest apart are
    kept (farthest-first, starting from the block with the largest noisy
    count).
 3. Lloyd rounds: assign each record to its nearest current centre, release
-   the coordinate sums and counts of all ``k`` clusters at once with Laplace
+   the coordinate sums and counts of all ``n_clusters`` clusters at once with Laplace
    noise, and move each centre to its noisy mean (clipped to the cube).
 4. Each record's label is its nearest final centre.
 
@@ -29,9 +30,10 @@ et al. 2016):
 released, so a record sits in exactly one cluster: adding or removing it
 moves that cluster's sum by at most ``M`` (L1, unit cube) and its count by
 1, so ``Delta = M + 1``, the paper's figure. The initial blocks are defined
-by rank, so one record also shifts the ``m - 1`` block boundaries by up to
-one position each: that release has ``Delta = (2m - 1) M + 1`` (equal to
-``M + 1`` only when ``m = 1``), and its noise is calibrated to it.
+by rank, so one record also shifts the ``m - 1`` block boundaries (``m =
+n_blocks``) by up to one position each: that release has ``Delta = (2m - 1)
+M + 1`` (equal to ``M + 1`` only when ``m = 1``), and its noise is
+calibrated to it.
 
 **Budget.** ``schedule = "halving"`` (default) gives release t (t = 0 is the
 initialisation) ``epsilon / 2^(t+1)``, so any number of rounds up to
@@ -112,7 +114,10 @@ class IDPKMeans:
     name: ClassVar[str] = "idp-kmeans"
     uses_constraints: ClassVar[bool] = False
 
-    k: int = param(int, ge=1, doc="number of clusters")
+    #: Old recipe keys and their new names (the error for an old key names the new one).
+    renamed_params: ClassVar[Mapping[str, str]] = {"k": "n_clusters", "m": "n_blocks"}
+
+    n_clusters: int = param(int, ge=1, doc="number of clusters (the paper's k)")
     epsilon: float = param(float, gt=0, check=_check_finite,
                            doc="total privacy budget of the step (all rounds together); finite")
     bounds: Any = public_bounds(default=None, dp=True,
@@ -127,8 +132,9 @@ class IDPKMeans:
                                              'epsilon, split over 2 quantiles per column)')
     bounds_quantile: float = param(float, default=0.02, check=_check_quantile,
                                    doc='with bounds = "dp": the bounds are the q and 1 - q quantiles of each column')
-    m: int | None = param(int, default=None, ge=1,
-                          doc="number of equal attribute-sum blocks for the initial centres (default k; >= k)")
+    n_blocks: int | None = param(int, default=None, ge=1,
+                                 doc="number of equal attribute-sum blocks for the initial centres (the paper's m; "
+                                     "default n_clusters; >= n_clusters)")
     schedule: str = param(str, default="halving", choices=("halving", "uniform"),
                           doc="budget per release: 'halving' (epsilon/2^(t+1)) or 'uniform' (epsilon/(rounds+1))")
     rounds: int = param(int, default=5, ge=1, doc="number of Lloyd rounds T of the uniform schedule")
@@ -139,9 +145,9 @@ class IDPKMeans:
                         doc="noise mechanism of the releases (L1 sensitivity, pure epsilon)")
 
     def __attrs_post_init__(self) -> None:
-        if self.m is not None and self.m < self.k:
-            raise ParameterError(f"The 'm' parameter of idp-kmeans must be >= k = {self.k} (the initial blocks "
-                                 f"must provide k centres); got {self.m}.")
+        if self.n_blocks is not None and self.n_blocks < self.n_clusters:
+            raise ParameterError(f"The 'n_blocks' parameter of idp-kmeans must be >= n_clusters = {self.n_clusters} "
+                                 f"(the initial blocks must provide n_clusters centres); got {self.n_blocks}.")
         if self.bounds == "dp":
             if not isinstance(self.bounds_range, Mapping):
                 raise ParameterError(
@@ -178,11 +184,12 @@ class IDPKMeans:
         return []
 
     def min_records(self, n_columns: int) -> int:
-        return max(3, self.k, self.m or 0)
+        return max(3, self.n_clusters, self.n_blocks or 0)
 
     @property
-    def n_blocks(self) -> int:
-        return self.k if self.m is None else self.m
+    def blocks(self) -> int:
+        """The number of initial blocks in effect (``n_blocks``, else ``n_clusters``)."""
+        return self.n_clusters if self.n_blocks is None else self.n_blocks
 
     def epsilons(self) -> list[float]:
         """The epsilon of the initial release and of each possible round."""
@@ -229,11 +236,12 @@ class IDPKMeans:
             raise DataError(f"idp-kmeans needs at least 3 records; got {n}")
         if n_cols == 0:
             raise DataError("idp-kmeans needs at least one column")
-        if self.k > n:
-            raise DataError(f"idp-kmeans: k = {self.k} is larger than the number of records ({n}); lower 'k'")
-        if self.n_blocks > n:
-            raise DataError(f"idp-kmeans: m = {self.n_blocks} blocks is more than the number of records ({n}); "
-                            "lower 'm'")
+        if self.n_clusters > n:
+            raise DataError(f"idp-kmeans: n_clusters = {self.n_clusters} is larger than the number of records ({n}); "
+                            "lower 'n_clusters'")
+        if self.blocks > n:
+            raise DataError(f"idp-kmeans: n_blocks = {self.blocks} blocks is more than the number of records ({n}); "
+                            "lower 'n_blocks'")
         epsilons = self.epsilons()
         total = _kmeans.total_epsilon(epsilons) + (self.bounds_epsilon or 0.0)
         if not context.can_spend(total):
@@ -243,7 +251,7 @@ class IDPKMeans:
             )
         unit, low, high, clipped = self._unit(data, context)
 
-        k, m, d = self.k, self.n_blocks, n_cols
+        k, m, d = self.n_clusters, self.blocks, n_cols
         mech = context.mechanism(self.noise)
         l1_init, l2_init = _kmeans.init_sensitivity(d, m)
         l1_round, l2_round = _kmeans.round_sensitivity(d)

@@ -17,11 +17,11 @@ centre update is the projection of the weighted mean onto the feasible set
 actually clustered (the standardised one), so the centres are optimal for the
 objective minimised and satisfy the rules in the original units.
 
-**Standardisation.** With ``standardise = true`` (the default) the records are
-clustered as ``z = (x - mean) / sd`` (population sd); centres are reported in
-the original units. A constant column cannot be standardised: it is an error
-that names the column (leave it out of the step, or set ``standardise =
-false``).
+**Standardisation.** With ``scale = "standard"`` (the default) the records
+are clustered as ``z = (x - mean) / sd`` (population sd); centres are reported
+in the original units; ``scale = "none"`` clusters the raw values. A constant
+column cannot be standardised: it is an error that names the column (leave it
+out of the step, or set ``scale = "none"``).
 
 **Scale.** Memberships are computed in row blocks, never as an ``N x c``
 matrix beyond ``memory_budget``. With many centres (``c > 1024``) each record
@@ -34,7 +34,7 @@ reaches it, every pass is exact (blocked) and the diagnostics say so. See
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
 import attrs
@@ -113,7 +113,7 @@ def standardise(values: np.ndarray, columns: Sequence[str], enabled: bool, who: 
         cols = [f"{columns[j]!r} (every value {values[0, j]:g})" for j in np.flatnonzero(constant)]
         raise DataError(
             f"{who}: column(s) {', '.join(cols)} are constant, so they cannot be standardised and need no "
-            "masking; leave them out of the step's columns, or set standardise = false"
+            "masking; leave them out of the step's columns, or set scale = \"none\""
         )
     return Standardised((values - mean) / sd, mean, sd, True)
 
@@ -200,17 +200,21 @@ class _FuzzyClusterer:
     """Parameters and fit shared by ``fcm`` and ``efcm``."""
 
     kind: ClassVar[str] = ""
+    #: Old recipe keys and their new names (the error for an old key names the new one).
+    renamed_params: ClassVar[Mapping[str, str]] = {"c": "n_clusters", "standardise": "scale"}
 
-    c: int | None = param(int, default=None, ge=1,
-                          doc="number of clusters (set by the fuzzy-microaggregation masker when nested)")
+    n_clusters: int | None = param(int, default=None, ge=1,
+                                   doc="number of clusters (the papers' c; set by the fuzzy-microaggregation masker "
+                                       "when nested)")
     tol: float = param(float, default=1e-4, ge=0,
                        doc="stop when the objective falls by at most this fraction from one iteration to the next")
     max_iter: int = param(int, default=300, ge=1, doc="iteration cap per restart")
     n_init: Any = param((int, str), default="auto", check=_check_n_init,
                         doc='restarts from independent k-means++ seeds, best objective kept ("auto": 3 for '
                             "small problems, else 1)")
-    standardise: bool = param(bool, default=True,
-                              doc="cluster on (x - mean) / sd (population sd); centres reported in original units")
+    scale: str = param(str, default="standard", choices=("standard", "none"),
+                       doc='"standard" clusters on (x - mean) / sd (population sd), centres reported in original '
+                           'units; "none" on the raw values')
     memory_budget: float = param(float, default=256.0, gt=0,
                                  doc="MB: the largest N x c membership matrix returned dense; bounds work arrays")
     mass_tol: float = param(float, default=1e-3, gt=0, lt=1,
@@ -224,11 +228,12 @@ class _FuzzyClusterer:
         raise NotImplementedError
 
     def min_records(self, n_columns: int) -> int:
-        return max(2, self.c or 2)
+        return max(2, self.n_clusters or 2)
 
     def step_problems(self) -> list[str]:
-        if self.c is None:
-            return [f"{self.name} needs the number of clusters 'c' when it is a recipe step (e.g. c = 4)"]
+        if self.n_clusters is None:
+            return [f"{self.name} needs the number of clusters 'n_clusters' when it is a recipe step "
+                    "(e.g. n_clusters = 4)"]
         return []
 
     def _restarts(self, n: int, c: int) -> int:
@@ -247,12 +252,13 @@ class _FuzzyClusterer:
         who = self.name
         values = finite_values(data, who)
         columns = tuple(str(c) for c in data.columns)
-        if self.c is None:
-            raise ParameterError(f"{who} needs the number of clusters 'c' (e.g. {who}(c=4), or c = 4 in a recipe)")
-        std = standardise(values, columns, self.standardise, who)
+        if self.n_clusters is None:
+            raise ParameterError(f"{who} needs the number of clusters 'n_clusters' (e.g. {who}(n_clusters=4), or "
+                                 "n_clusters = 4 in a recipe)")
+        std = standardise(values, columns, self.scale == "standard", who)
         constraints = check_constraints(context.constraints, columns, who)
         with single_threaded_blas():
-            fit = self.fit_arrays(std, self.c, context, constraints=constraints)
+            fit = self.fit_arrays(std, self.n_clusters, context, constraints=constraints)
             return self._partition(std, fit, columns, context, constraints)
 
     def fit_arrays(self, std: Standardised, c: int, context: PrivacyContext, *, constraints: Any = None,
@@ -273,11 +279,11 @@ class _FuzzyClusterer:
         z = std.z
         n = z.shape[0]
         if c > n:
-            raise DataError(f"{who}: c = {c} clusters but only {n} records; lower c (at most {n})")
+            raise DataError(f"{who}: n_clusters = {c} clusters but only {n} records; lower n_clusters (at most {n})")
         distinct = _fcm.distinct_rows(z)
         if len(distinct) < c:
-            raise DataError(f"{who}: the data have only {len(distinct)} distinct records, fewer than c = {c} "
-                            f"clusters; lower c to at most {len(distinct)}")
+            raise DataError(f"{who}: the data have only {len(distinct)} distinct records, fewer than n_clusters = "
+                            f"{c} clusters; lower n_clusters to at most {len(distinct)}")
         fz = self.fuzzifier()
         project = z_projector(constraints, std)
         budget = self._budget_bytes
@@ -377,7 +383,7 @@ def fit_diagnostics(clusterer: Any, fit: FuzzyFit) -> dict[str, Any]:
         "restarts": fit.restarts,
         "init": fit.init,
         "relocated_centres": fit.relocated,
-        "standardised": clusterer.standardise,
+        "standardised": clusterer.scale == "standard",
         "iteration_path": fit.path,
         "iteration_neighbours": fit.neighbours,
         "iteration_audit_max_dropped": fit.audit_max_dropped,
@@ -526,7 +532,7 @@ class FCM(_FuzzyClusterer):
     >>> import privclust, privclust.datasets
     >>> from privclust_plugins.fuzzy import FCM
     >>> context = privclust.PrivacyContext(seed=1)
-    >>> part = FCM(c=4, m=1.5).fit(privclust.datasets.table1(), context)
+    >>> part = FCM(n_clusters=4, m=1.5).fit(privclust.datasets.table1(), context)
     >>> part.centres.shape, part.memberships.shape
     ((4, 3), (12, 4))
     """
@@ -550,7 +556,7 @@ class EFCM(_FuzzyClusterer):
 
     >>> import privclust, privclust.datasets
     >>> from privclust_plugins.fuzzy import EFCM
-    >>> part = EFCM(c=4, lambda_=2.0).fit(privclust.datasets.table1(), privclust.PrivacyContext(seed=1))
+    >>> part = EFCM(n_clusters=4, lambda_=2.0).fit(privclust.datasets.table1(), privclust.PrivacyContext(seed=1))
     >>> part.centres.shape
     (4, 3)
     """

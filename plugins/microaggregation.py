@@ -16,9 +16,10 @@
   released combination of them is shared by at least the smallest group
   size records).
 
-Parameter names follow the paper: the masker takes ``k`` (or ``c``), ``m1``
-and ``m2`` (FCM) or ``lambda1`` and ``lambda2`` (EFCM); the nested clusterer
-takes ``m`` or ``lambda``. ``m1`` *is* the nested clusterer's ``m``, so a
+Parameter names follow the paper: the masker takes ``k`` (or the number of
+clusters ``n_clusters``, the paper's ``c``), ``m1`` and ``m2`` (FCM) or
+``lambda1`` and ``lambda2`` (EFCM); the nested clusterer takes ``m`` or
+``lambda``. ``m1`` *is* the nested clusterer's ``m``, so a
 recipe states it once:
 
 * ``m1`` given, the clusterer's ``m`` unset: the clusterer runs with ``m1``;
@@ -40,6 +41,7 @@ clusterer that takes them: ``clusterer = "efcm"``).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import attrs
@@ -87,7 +89,7 @@ __all__ = [
     "default_m1",
 ]
 
-#: k when neither ``k`` nor ``c`` is given (sdcMicro's default aggregation level).
+#: k when neither ``k`` nor ``n_clusters`` is given (sdcMicro's default aggregation level).
 DEFAULT_K = 3
 
 
@@ -104,7 +106,7 @@ _EFCM_KEYS = ("lambda1", "lambda2")
 
 def _clusterer_view(value: Any, *, defaults: bool = True) -> tuple[str | None, dict[str, Any]]:
     """``(name, stated parameters)`` of a nested clusterer given as a spec or
-    an instance: its ``m``, ``lambda`` and ``c`` in effect (not ``None``; a
+    an instance: its ``m``, ``lambda`` and ``n_clusters`` in effect (not ``None``; a
     class's own default, e.g. a subclass's ``m = 1.3``, is in effect); with
     ``defaults=False`` only those the caller gave (see
     :func:`privclust.stated_params`)."""
@@ -112,7 +114,7 @@ def _clusterer_view(value: Any, *, defaults: bool = True) -> tuple[str | None, d
         return None, {}
     name = value.use if isinstance(value, ComponentSpec) else getattr(type(value), "name", None)
     stated = privclust.stated_params(value, defaults=defaults)
-    return name, {k: v for k, v in stated.items() if k in ("m", "lambda", "c")}
+    return name, {k: v for k, v in stated.items() if k in ("m", "lambda", "n_clusters")}
 
 
 def _family(value: Any) -> str | None:
@@ -138,7 +140,7 @@ def _fast_path(clusterer: Any) -> bool:
 
 #: A centre is a record "itself" when every value of the step's columns lies
 #: within this many standard deviations of the record's (exact equality
-#: included; in the clustering metric, raw units with standardise = false).
+#: included; in the clustering metric, raw units with scale = "none").
 SELF_TOL = 1e-9
 #: Rounds of the mass rule in which a light centre next to one that just
 #: merged waits to be re-measured; later rounds merge every light centre
@@ -507,11 +509,14 @@ class FuzzyMicroaggregation:
     """
 
     name: ClassVar[str] = "fuzzy-microaggregation"
+    #: Old recipe keys and their new names (the error for an old key names the new one).
+    renamed_params: ClassVar[Mapping[str, str]] = {"c": "n_clusters"}
 
     k: int | None = param(int, default=None, ge=2,
-                          doc=f"expected cluster size: c = floor(N / k) clusters (default {DEFAULT_K} unless c is "
-                              "given)")
-    c: int | None = param(int, default=None, ge=1, doc="the number of clusters directly, instead of k")
+                          doc=f"minimum group size, in expectation (probabilistic k-anonymity): floor(N / k) "
+                              f"clusters (default {DEFAULT_K} unless n_clusters is given)")
+    n_clusters: int | None = param(int, default=None, ge=1,
+                                   doc="the number of clusters directly (the paper's c), instead of k")
     m1: float | None = param(float, default=None, gt=1,
                              doc="FCM fuzzifier of Step 1 = the clusterer's m (unset: the clusterer's m, else "
                                  "1 + 1/(4d) for d columns)")
@@ -533,8 +538,9 @@ class FuzzyMicroaggregation:
     def _problems(self) -> list[str]:
         problems = []
         who = self.name
-        if self.k is not None and self.c is not None:
-            problems.append(f"{who}: give k (c = floor(N / k)) or c, not both; got k = {self.k}, c = {self.c}")
+        if self.k is not None and self.n_clusters is not None:
+            problems.append(f"{who}: give k (n_clusters = floor(N / k)) or n_clusters, not both; got k = {self.k}, "
+                            f"n_clusters = {self.n_clusters}")
         m_given = [k for k in _FCM_KEYS if getattr(self, k) is not None]
         lam_given = [k for k in _EFCM_KEYS if getattr(self, k) is not None]
         if m_given and lam_given:
@@ -558,21 +564,21 @@ class FuzzyMicroaggregation:
                 one = "m1" if key == "m" else "lambda1"
                 problems.append(f"{who}: {one} = {mine:g} but the clusterer's {key} = {theirs:g}; {one} is the "
                                 f"clusterer's {key}, so state it once (drop one of them)")
-        if stated.get("c") is not None and (self.k is not None or self.c is not None):
-            mine = f"k = {self.k}" if self.k is not None else f"c = {self.c}"
-            if self.c is None or int(self.c) != int(stated["c"]):
-                problems.append(f"{who}: the clusterer's c = {stated['c']} and the masker's {mine} both set the "
-                                "number of clusters; state it once (on the masker)")
+        if stated.get("n_clusters") is not None and (self.k is not None or self.n_clusters is not None):
+            mine = f"k = {self.k}" if self.k is not None else f"n_clusters = {self.n_clusters}"
+            if self.n_clusters is None or int(self.n_clusters) != int(stated["n_clusters"]):
+                problems.append(f"{who}: the clusterer's n_clusters = {stated['n_clusters']} and the masker's {mine} "
+                                "both set the number of clusters; state it once (on the masker)")
         return problems
 
     # -- the runner's checks ---------------------------------------------------------
 
     def min_records(self, n_columns: int) -> int:
-        if self.c is not None:
-            return int(self.c)
+        if self.n_clusters is not None:
+            return int(self.n_clusters)
         _, stated = _clusterer_view(self.clusterer)
-        if stated.get("c") is not None:
-            return int(stated["c"])
+        if stated.get("n_clusters") is not None:
+            return int(stated["n_clusters"])
         return 2 * self._k()
 
     def _k(self) -> int:
@@ -582,12 +588,13 @@ class FuzzyMicroaggregation:
 
     def resolve(self, clusterer: Any, n: int, d: int) -> tuple[Any, int, int, _fcm.Fuzzifier | None,
                                                              _fcm.Fuzzifier]:
-        """The clusterer to run (with c and m1/lambda1 set), ``c``, the
+        """The clusterer to run (with n_clusters and m1/lambda1 set), ``c``, the
         reported ``k``, the Step 1 and the Step 2 fuzzifiers."""
         who = self.name
         family = _family(clusterer)
         _, stated = _clusterer_view(clusterer)
-        direct = self.c if self.c is not None else (stated.get("c") if self.k is None else None)
+        direct = self.n_clusters if self.n_clusters is not None else (
+            stated.get("n_clusters") if self.k is None else None)
         if direct is not None:
             c = int(direct)
             k_report = max(1, n // c)
@@ -597,18 +604,19 @@ class FuzzyMicroaggregation:
                 raise DataError(f"{who}: k = {k} but the data have only {n} records; lower k")
             if n < 2 * k:
                 raise DataError(f"{who}: k = {k} needs at least 2k = {2 * k} records to form two clusters of "
-                                f"about k; the data have {n} (lower k, or give c = 1 to replace every record by "
-                                "the mean)")
+                                f"about k; the data have {n} (lower k, or give n_clusters = 1 to replace every "
+                                "record by the mean)")
             c = n // k
             k_report = k
         if c > n:
-            raise DataError(f"{who}: c = {c} clusters but only {n} records; lower c")
+            raise DataError(f"{who}: n_clusters = {c} clusters but only {n} records; lower n_clusters")
         changes: dict[str, Any] = {}
-        if "c" in {f.name for f in attrs.fields(type(clusterer))}:
-            changes["c"] = c
+        if "n_clusters" in {f.name for f in attrs.fields(type(clusterer))}:
+            changes["n_clusters"] = c
         elif family is None:
-            raise ParameterError(f"{who}: the clusterer {type(clusterer).name!r} has no parameter 'c'; fuzzy "
-                                 "microaggregation needs a clusterer with c clusters and centres (fcm, efcm, ...)")
+            raise ParameterError(f"{who}: the clusterer {type(clusterer).name!r} has no parameter 'n_clusters'; "
+                                 "fuzzy microaggregation needs a clusterer with n_clusters clusters and centres "
+                                 "(fcm, efcm, ...)")
         if family == "fcm":
             m1 = self.m1 if self.m1 is not None else (stated.get("m") if stated.get("m") is not None
                                                       else default_m1(d))
@@ -650,7 +658,8 @@ class FuzzyMicroaggregation:
         clusterer, c, k, step1, step2 = self.resolve(base, n, values.shape[1])
         constraints = check_constraints(context.constraints, columns, who)
         fuzzy = _fast_path(clusterer)
-        std = standardise(values, columns, getattr(clusterer, "standardise", True), who)
+        std = standardise(values, columns, getattr(clusterer, "scale", "standard") == "standard"
+                          if _family(clusterer) is not None else True, who)
         d = values.shape[1]
         budget = getattr(clusterer, "memory_budget", 256.0) * 1024.0 ** 2
         regime_args = dict(n=n, c=c, k=k, d=d, step1=step1, step2=step2)
@@ -734,8 +743,8 @@ class FuzzyMicroaggregation:
         default = _fcm.Fuzzifier("fcm", default_m1(d))
         default_loss = None
         if (args["step1"], args["step2"]) != (default, default):
-            base = FCM(c=c, m=default.value, memory_budget=clusterer.memory_budget, mass_tol=clusterer.mass_tol,
-                       max_neighbours=clusterer.max_neighbours, standardise=clusterer.standardise,
+            base = FCM(n_clusters=c, m=default.value, memory_budget=clusterer.memory_budget,
+                       mass_tol=clusterer.mass_tol, max_neighbours=clusterer.max_neighbours, scale=clusterer.scale,
                        tol=clusterer.tol)
             default_loss = _pilot(std, rows, base, c, k, default, rng, budget, constraints).loss
         found = _regime_warnings(self.name, regime, **args, default_loss=default_loss)
@@ -789,10 +798,19 @@ class FuzzyMicroaggregation:
 class Microaggregation:
     """Crisp microaggregation: each record is replaced by its group's mean
     (projected onto the step's edit rules); groups from any clusterer that
-    yields labels (default ``mdav``: groups of k to 2k - 1 records)."""
+    yields labels (default ``mdav``: groups of k to 2k - 1 records).
+
+    ``k``, the minimum group size, is the clusterer's ``k``: the masker
+    passes it on, so ``mask.k`` sweeps crisp and fuzzy microaggregation
+    alike. Stated on both with different values, or given with a clusterer
+    that has no ``k``, it is a :class:`~privclust.ParameterError`.
+    """
 
     name: ClassVar[str] = "microaggregation"
 
+    k: int | None = param(int, default=None, ge=2,
+                          doc="minimum group size (k-anonymity level), passed to the clusterer as its k (unset: the "
+                              "clusterer's own, mdav's 3)")
     clusterer: Any = nested("clusterers", default="mdav",
                             doc="the clusterer that forms the groups (mdav, or any that labels every record)")
     missing: str = param(str, default="observed", choices=MISSING_CHOICES,
@@ -816,11 +834,41 @@ class Microaggregation:
         return (f"{type(inner).name}: {grouping.rstrip('.')}; each record's observed values replaced by its group's "
                 "means of the observed values (projected onto the edit rules), its missing values released missing")
 
+    def __attrs_post_init__(self) -> None:
+        if self.k is not None and not isinstance(self.clusterer, ComponentSpec):
+            self._with_k(self.clusterer)  # raises for a conflict or a clusterer without k
+        elif self.k is not None and self.clusterer is not None:
+            given = privclust.stated_params(self.clusterer).get("k")
+            if given is not None and given != self.k:
+                raise ParameterError(self._conflict(self.clusterer.use, given))
+
+    def _conflict(self, name: str, given: Any) -> str:
+        return (f"{self.name}: k = {self.k} but the clusterer {name!r} has k = {given}; k is the clusterer's "
+                "minimum group size, so state it once (on the masker, e.g. k = "
+                f"{self.k}, which a sweep of mask.k sets)")
+
+    def _with_k(self, clusterer: Any) -> Any:
+        """The clusterer with the masker's ``k`` (the clusterer itself when ``k`` is unset)."""
+        if self.k is None:
+            return clusterer
+        cls = type(clusterer)
+        name = getattr(cls, "name", cls.__name__)
+        if "k" not in {f.name for f in attrs.fields(cls) if f.init}:
+            raise ParameterError(f"{self.name}: k = {self.k} is the minimum group size the clusterer forms, but "
+                                 f"{name!r} has no parameter 'k'; leave k out (the groups are those {name!r} "
+                                 "forms) or use a clusterer with a minimum group size (mdav)")
+        given = privclust.stated_params(clusterer, defaults=False).get("k")
+        if given is not None and given != self.k:
+            raise ParameterError(self._conflict(name, given))
+        return attrs.evolve(clusterer, k=self.k)
+
     def min_records(self, n_columns: int) -> int | None:
         inner = self.clusterer
         fn = getattr(inner, "min_records", None)
         if callable(fn) and not isinstance(inner, ComponentSpec):
-            return fn(n_columns)
+            return self._with_k(inner).min_records(n_columns)
+        if self.k is not None:
+            return int(self.k)
         if isinstance(inner, ComponentSpec) and isinstance(inner.params.get("k"), int):
             return int(inner.params["k"])
         return 2
@@ -832,7 +880,7 @@ class Microaggregation:
         missing = np.isnan(values)
         columns = tuple(str(col) for col in data.columns)
         n, d = values.shape
-        clusterer = context.component("clusterers", self.clusterer)
+        clusterer = self._with_k(context.component("clusterers", self.clusterer))
         if missing.any() and privclust.capability(clusterer, "missing_values") is None:
             raise DataError(f"{who}: the data have {int(missing.sum())} missing values and the clusterer "
                             f"{type(clusterer).name!r} does not accept missing values; use clusterer = \"mdav\", or "

@@ -203,7 +203,8 @@ class GroupSizes:
 
     step: str | None = param(str, default=None, doc="id of the step whose partition to judge (default: the last "
                                                     "one over these columns)")
-    k: int | None = param(int, default=None, ge=1, doc="the k to compare with (default: the step's own k)")
+    k: int | None = param(int, default=None, ge=1,
+                          doc="the minimum group size k to compare with (default: the step's own k)")
 
     def evaluate(self, inputs: EvaluationInputs) -> Mapping[str, float]:
         outcome, part = _find_partition(inputs, self.step, self.name)
@@ -413,7 +414,8 @@ class KeyFrequencies:
 
     keys: tuple[str, ...] = param(tuple, default=(), doc="the categorical key variables (quasi-identifiers; "
                                                         "default: the recipe's [roles] keys)")
-    k: int = param(int, default=3, ge=2, doc="a cell with fewer than k records breaks k-anonymity on the keys")
+    k: int = param(int, default=3, ge=2,
+                   doc="the minimum group size: a cell with fewer than k records breaks k-anonymity on the keys")
 
     def evaluate(self, inputs: EvaluationInputs) -> Mapping[str, float]:
         out: dict[str, float] = {}

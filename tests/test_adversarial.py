@@ -109,7 +109,7 @@ FIXED_RECIPES = {
     "mdav": lambda cols: [{"use": "microaggregation", "clusterer": {"use": "mdav", "k": 2}, "columns": cols}],
     "fuzzy": lambda cols: [{"use": "fuzzy-microaggregation", "k": 2, "columns": cols,
                             "clusterer": {"use": "fcm", "n_init": 1, "max_iter": 20}}],
-    "dpc": lambda cols: [{"use": "dpc", "k": 2, "dc": 1.0, "columns": cols}],
+    "dpc": lambda cols: [{"use": "dpc", "n_clusters": 2, "dc": 1.0, "columns": cols}],
 }
 
 
@@ -307,11 +307,11 @@ PINNED = [
                  PLAIN, id="laplace-epsilon-1e-320"),
     pytest.param({"steps": [{"use": "microaggregation", "clusterer": {"use": "mdav", "k": 3}}]},
                  AT_LIMIT, id="mdav-on-data-at-1e308"),
-    pytest.param({"steps": [{"use": "idp-kmeans", "k": 2, "epsilon": math.inf,
+    pytest.param({"steps": [{"use": "idp-kmeans", "n_clusters": 2, "epsilon": math.inf,
                              "bounds": {"a": [0, 10], "b": [0, 10]}}]},
                  PLAIN, id="idp-kmeans-epsilon-inf"),
-    pytest.param({"steps": [{"use": "dpc", "k": 2, "dc": 1.0}]}, AT_LIMIT, id="dpc-on-data-at-1e308"),
-    pytest.param({"steps": [{"use": "dp-dpcl", "k": 2, "dc": 1.0, "radius": 1.0, "epsilon": 1.0}]}, AT_LIMIT,
+    pytest.param({"steps": [{"use": "dpc", "n_clusters": 2, "dc": 1.0}]}, AT_LIMIT, id="dpc-on-data-at-1e308"),
+    pytest.param({"steps": [{"use": "dp-dpcl", "n_clusters": 2, "dc": 1.0, "radius": 1.0, "epsilon": 1.0}]}, AT_LIMIT,
                  id="dp-dpcl-on-data-at-1e308"),
 ]
 

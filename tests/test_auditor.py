@@ -221,9 +221,9 @@ def _components():
                      id="gaussian-step"),
         pytest.param("clusterers", {"use": "dp-dpcl", "epsilon": 0.1, "dc": 1.0, "radius": 1.0}, id="dp-dpcl"),
         pytest.param("clusterers", {"use": "addpc-rdp", "epsilon": 0.1, "dc": 1.0}, id="addpc-rdp"),
-        pytest.param("clusterers", {"use": "dp-rccfsfdp", "epsilon": 0.1, "dc": 1.0, "radius": 1.0, "k": 3},
+        pytest.param("clusterers", {"use": "dp-rccfsfdp", "epsilon": 0.1, "dc": 1.0, "radius": 1.0, "n_clusters": 3},
                      id="dp-rccfsfdp"),
-        pytest.param("clusterers", {"use": "idp-kmeans", "epsilon": 1.0, "k": 3, "bounds": BOUNDS}, id="idp-kmeans"),
+        pytest.param("clusterers", {"use": "idp-kmeans", "epsilon": 1.0, "n_clusters": 3, "bounds": BOUNDS}, id="idp-kmeans"),
         pytest.param("clusterers", {"use": "dp-dpc-grid", "epsilon": 1.0, "dc": 1.0, "bounds": BOUNDS,
                                     "points_per_dim": 8}, id="dp-dpc-grid"),
         pytest.param("clusterers", {"use": "dp-density", "epsilon": 1.0, "bounds": BOUNDS, "max_nodes": 4096},
@@ -244,7 +244,7 @@ def test_builtin_components_stay_within_their_charge(registry, kind, spec):
 
 
 def test_what_is_audited_and_under_which_relation(registry):
-    kmeans = registry.create("clusterers", "idp-kmeans", epsilon=1.0, k=2, bounds=BOUNDS)
+    kmeans = registry.create("clusterers", "idp-kmeans", epsilon=1.0, n_clusters=2, bounds=BOUNDS)
     result = pt.audit_component(kmeans, _frame("x"), trials=40, seed=1, registry=registry)
     assert "add/remove" in result.neighbours and "noise mechanisms" in result.audited
     step = registry.create("noise_mechanisms", "laplace", epsilon=1.0, bounds=BOUNDS)

@@ -21,7 +21,7 @@ DRIFT = {
                             RecipeError, "must be a finite number"),
     "mdav-fewer-records-than-k": ('[[steps]]\nuse = "mdav"\nk = 5\ncolumns = ["a", "b"]\noutput = "group"\n',
                                   DataError, "needs at least"),
-    "label-column-clash": ('[[steps]]\nuse = "fcm"\nc = 2\ncolumns = ["a", "b"]\n',
+    "label-column-clash": ('[[steps]]\nuse = "fcm"\nn_clusters = 2\ncolumns = ["a", "b"]\n',
                            DataError, "label column 'cluster' already exists"),
     "stratum-column-missing": ('[roles]\nstrata = "region"\n[[steps]]\nuse = "laplace"\nepsilon = 1.0\n'
                                'columns = ["a"]\nbounds = { a = [0, 10] }\n', DataError, "strata: column 'region' is not"),

@@ -332,7 +332,7 @@ def test_registered_and_used_in_a_recipe(registry, frame):
     truth = np.argmin(((frame.to_numpy()[:, None, :2] - np.array([[0, 0], [5, 5], [0, 6]])[None]) ** 2).sum(-1), 1)
     data["class"] = pd.Categorical(truth)
     recipe = {
-        "steps": [{"use": "idp-kmeans", "k": 3, "epsilon": 1000.0, "bounds": {c: [-3, 9] for c in "abc"},
+        "steps": [{"use": "idp-kmeans", "n_clusters": 3, "epsilon": 1000.0, "bounds": {c: [-3, 9] for c in "abc"},
                    "columns": ["a", "b", "c"]}],
         "evaluate": [{"use": "ari"}, {"use": "pair-f"}, {"use": "nmi"}, {"use": "n-clusters"}],
     }

@@ -403,7 +403,8 @@ def test_the_claimed_epsilon_is_composed_by_the_accountant_not_summed():
     frame = pd.DataFrame(rng.normal(size=(300, 2)), columns=["x", "y"])
     frame["g"] = np.repeat([0, 1, 2], 100)
     recipe = {"roles": {"strata": "g"},
-              "steps": [{"use": "dp-dpcl", "epsilon": 1.0, "dc": 0.5, "radius": 0.5, "k": 2, "columns": ["x", "y"]}]}
+              "steps": [{"use": "dp-dpcl", "epsilon": 1.0, "dc": 0.5, "radius": 0.5, "n_clusters": 2,
+                         "columns": ["x", "y"]}]}
     table = privclust.compare({"a": recipe}, frame, repeats=1, seed=1, progress=False, processes=1)
     assert table.loc[0, "claimed_epsilon"] == 1.0  # three parts of 1.0 each, in parallel (a sum would say 3)
     assert table.loc[0, "epsilon"] > 1.0  # the honest figure of dp-dpcl

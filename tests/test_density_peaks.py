@@ -213,7 +213,7 @@ def test_matches_pydpc_on_rho_and_delta(name):
     frame = privclust.datasets.load(name)
     X = np.ascontiguousarray(features(frame).to_numpy())
     oracle = pydpc.Cluster(X, fraction=0.02, autoplot=False)
-    part, _ = fit(DPC(dc=float(oracle.kernel_size), k=2, truncate=None), features(frame))
+    part, _ = fit(DPC(dc=float(oracle.kernel_size), n_clusters=2, truncate=None), features(frame))
     np.testing.assert_allclose(part.diagnostics["rho"], oracle.density, rtol=0, atol=1e-12)
     np.testing.assert_allclose(part.diagnostics["delta"], oracle.delta, rtol=0, atol=1e-12)
     # pydpc's d_c is one position later than MATLAB's: the percentage rule differs by that position only
@@ -225,7 +225,7 @@ def test_matches_pydpc_on_iris_except_the_duplicate_tie(iris):
     pydpc = pytest.importorskip("pydpc")
     X = np.ascontiguousarray(features(iris).to_numpy())
     oracle = pydpc.Cluster(X, fraction=0.025, autoplot=False)
-    part, _ = fit(DPC(dc_percent=2.5, k=3, truncate=None), features(iris))
+    part, _ = fit(DPC(dc_percent=2.5, n_clusters=3, truncate=None), features(iris))
     assert part.diagnostics["dc"] == pytest.approx(oracle.kernel_size, abs=1e-15)
     np.testing.assert_allclose(part.diagnostics["rho"], oracle.density, rtol=0, atol=1e-12)
     # rows 101 and 142 are identical: the spec orders them by index (pydpc does not)
@@ -253,17 +253,17 @@ def test_noiseless_sanity_table(name, t, k, ari, dc):
     else:
         require_dataset(f"{name}.data.gz")
         frame = privclust.datasets.load(name)
-    part, _ = fit(DPC(dc_percent=t, k=k), features(frame))
+    part, _ = fit(DPC(dc_percent=t, n_clusters=k), features(frame))
     assert part.diagnostics["dc"] == pytest.approx(dc, rel=5e-4)
     assert adjusted_rand_score(frame["class"], part.labels) == pytest.approx(ari, abs=5e-5)
 
 
 def test_cutoff_kernel_and_minmax_sanity(iris, aggregation):
-    part, _ = fit(DPC(dc_percent=2.5, k=3, kernel="cutoff"), features(iris))
+    part, _ = fit(DPC(dc_percent=2.5, n_clusters=3, kernel="cutoff"), features(iris))
     assert adjusted_rand_score(iris["class"], part.labels) == pytest.approx(0.6056, abs=5e-5)
-    part, _ = fit(DPC(dc_percent=2.5, k=7, kernel="cutoff"), features(aggregation))
+    part, _ = fit(DPC(dc_percent=2.5, n_clusters=7, kernel="cutoff"), features(aggregation))
     assert adjusted_rand_score(aggregation["class"], part.labels) == pytest.approx(0.6895, abs=5e-5)
-    part, _ = fit(DPC(dc_percent=2.5, k=3, scale="minmax"), features(iris))
+    part, _ = fit(DPC(dc_percent=2.5, n_clusters=3, scale="minmax"), features(iris))
     assert adjusted_rand_score(iris["class"], part.labels) == pytest.approx(0.7196, abs=5e-5)
 
 
@@ -279,7 +279,7 @@ def test_addpc_numbers_of_centres(name, t, m):
 
 
 def test_reachability_merge_repairs_flame(flame):
-    comp = DPDPCL(dc_percent=2.5, radius_percent=1.0, scale="minmax", k=2, epsilon=1e12)
+    comp = DPDPCL(dc_percent=2.5, radius_percent=1.0, scale="minmax", n_clusters=2, epsilon=1e12)
     part, _ = fit(comp, features(flame))
     assert part.diagnostics["n_components"] == 41
     assert part.diagnostics["radius"] == pytest.approx(0.0525, abs=5e-5)
@@ -290,13 +290,13 @@ def test_reachability_merge_repairs_flame(flame):
 
 @pytest.mark.parametrize(("e", "components", "after"), [(0.5, 21, 0.800), (0.4, 48, 0.887)])
 def test_merge_table_on_aggregation(aggregation, e, components, after):
-    part, _ = fit(DPDPCL(dc_percent=2.5, radius_percent=e, k=7, epsilon=1e12), features(aggregation))
+    part, _ = fit(DPDPCL(dc_percent=2.5, radius_percent=e, n_clusters=7, epsilon=1e12), features(aggregation))
     assert part.diagnostics["n_components"] == components
     assert adjusted_rand_score(aggregation["class"], part.labels) == pytest.approx(after, abs=5e-4)
 
 
 def test_halo_marks_border_points(aggregation):
-    part, _ = fit(DPC(dc_percent=2.0, k=7, halo=True), features(aggregation))
+    part, _ = fit(DPC(dc_percent=2.0, n_clusters=7, halo=True), features(aggregation))
     halo = part.diagnostics["halo"]
     assert 0 < halo.sum() < len(halo)
     assert np.all(part.labels[halo] == -1) and np.all(part.labels[~halo] >= 0)
@@ -309,7 +309,7 @@ def test_halo_marks_border_points(aggregation):
 
 
 def test_decision_graph_thresholds(aggregation):
-    base, _ = fit(DPC(dc_percent=2.0, k=7), features(aggregation))
+    base, _ = fit(DPC(dc_percent=2.0, n_clusters=7), features(aggregation))
     rho, delta = base.diagnostics["rho"], base.diagnostics["delta"]
     part, _ = fit(DPC(dc_percent=2.0, rho_min=float(np.median(rho)), delta_min=2.0), features(aggregation))
     chosen = part.diagnostics["centre_indices"]
@@ -325,7 +325,7 @@ def test_decision_graph_thresholds(aggregation):
 
 
 @pytest.mark.parametrize("component", [
-    DPC(k=3), AdDPC(), DPDPCL(dc_percent=2.5, radius_percent=2.2), AdDPCrDP(), DPrcCFSFDP(k=3),
+    DPC(n_clusters=3), AdDPC(), DPDPCL(dc_percent=2.5, radius_percent=2.2), AdDPCrDP(), DPrcCFSFDP(n_clusters=3),
 ])
 def test_diagnostics_contract(iris, component):
     part, _ = fit(component, features(iris))
@@ -339,7 +339,7 @@ def test_diagnostics_contract(iris, component):
     assert part.centres.shape == (part.n_clusters, 4)
     np.testing.assert_array_equal(part.centres, iris.iloc[d["cluster_centre_indices"], :4].to_numpy())
     assert set(np.unique(part.labels)) == set(range(part.n_clusters))
-    if component.automatic and component.k is None:
+    if component.automatic and component.n_clusters is None:
         assert d["boundary"] == d["n_centres"] and "kappa" in d
     if component.name in ("dp-dpcl", "dp-rccfsfdp"):
         assert d["labels_before_merge"].shape == (n,) and d["radius"] > 0
@@ -439,7 +439,7 @@ def test_grid_variant_is_dp_with_n_free_sensitivity(aggregation):
 
 def test_grid_random_queries_in_higher_dimensions(iris):
     bounds = {c: [0.0, 8.0] for c in iris.columns[:4]}
-    comp = DPDPCGrid(dc=0.8, epsilon=1.0, bounds=bounds, query="random", n_points=2000, k=3)
+    comp = DPDPCGrid(dc=0.8, epsilon=1.0, bounds=bounds, query="random", n_points=2000, n_clusters=3)
     part, ctx = fit(comp, features(iris))
     assert part.diagnostics["grid_points"].shape == (2000, 4)
     assert ctx.ledger.of_kind("dp")[0].details["query"] == "random"
@@ -468,13 +468,13 @@ def test_seeded_runs_repeat_and_differ_across_seeds(iris):
 
 
 @pytest.mark.parametrize(("cls", "kwargs", "match"), [
-    (DPC, {"k": 2, "dc_percent": 0.0}, "dc_percent"),
-    (DPC, {"k": 2, "dc_percent": 100.0}, "dc_percent"),
-    (DPC, {"k": 2, "dc": -1.0}, "dc"),
-    (DPC, {"k": 2, "dc": 1.0, "dc_percent": 2.0}, "not both"),
+    (DPC, {"n_clusters": 2, "dc_percent": 0.0}, "dc_percent"),
+    (DPC, {"n_clusters": 2, "dc_percent": 100.0}, "dc_percent"),
+    (DPC, {"n_clusters": 2, "dc": -1.0}, "dc"),
+    (DPC, {"n_clusters": 2, "dc": 1.0, "dc_percent": 2.0}, "not both"),
     (DPC, {}, "choose the centres"),
     (DPC, {"rho_min": 1.0}, "both"),
-    (DPC, {"k": 0}, "'k'"),
+    (DPC, {"n_clusters": 0}, "'n_clusters'"),
     (DPDPCL, {"epsilon": 0.0}, "epsilon"),
     (DPDPCL, {"radius": 0.0}, "radius"),
     (DPDPCL, {"radius_percent": 120.0}, "radius_percent"),
@@ -491,9 +491,9 @@ def test_bad_parameters(cls, kwargs, match):
 
 def test_bad_data(frame):
     with pytest.raises(ParameterError, match="at most the number of records"):
-        fit(DPC(k=500), frame)
+        fit(DPC(n_clusters=500), frame)
     with pytest.raises(DataError, match="at least 3 records"):
-        fit(DPC(k=1), frame.iloc[:2])
+        fit(DPC(n_clusters=1), frame.iloc[:2])
     bad = frame.copy()
     bad.iloc[3, 1] = np.nan
     with pytest.raises(DataError, match="NaN"):
@@ -515,7 +515,7 @@ def test_duplicate_heavy_and_constant_data_never_crash():
     for group in range(5):  # identical records share a cluster
         assert np.unique(part.labels[group * 40:(group + 1) * 40]).size == 1
     constant = pd.DataFrame({"a": np.zeros(30), "b": np.zeros(30)})
-    part, _ = fit(DPC(dc=1.0, k=1), constant)
+    part, _ = fit(DPC(dc=1.0, n_clusters=1), constant)
     assert np.all(part.labels == 0)
     part, _ = fit(DPDPCL(dc=1.0, radius=0.5), constant)
     assert part.labels.shape == (30,) and part.n_clusters == 1  # one E-component: the merge joins everything
@@ -527,9 +527,9 @@ def test_duplicate_heavy_and_constant_data_never_crash():
 
 
 @pytest.mark.parametrize("component", [
-    DPC(k=3), DPC(dc_percent=5.0, rho_min=1.0, delta_min=1.0, halo=True), AdDPC(kernel="cutoff", dc_percent=5.0),
-    DPDPCL(dc=0.6, radius=0.5), AdDPCrDP(k=3, calibration="vector", dc=0.6),
-    DPrcCFSFDP(k=3, radius=0.5, dc=0.6), DPDPCGrid(dc=1.0, points_per_dim=12, k=3, bounds={c: [-2, 8] for c in "abc"}),
+    DPC(n_clusters=3), DPC(dc_percent=5.0, rho_min=1.0, delta_min=1.0, halo=True), AdDPC(kernel="cutoff", dc_percent=5.0),
+    DPDPCL(dc=0.6, radius=0.5), AdDPCrDP(n_clusters=3, calibration="vector", dc=0.6),
+    DPrcCFSFDP(n_clusters=3, radius=0.5, dc=0.6), DPDPCGrid(dc=1.0, points_per_dim=12, n_clusters=3, bounds={c: [-2, 8] for c in "abc"}),
 ], ids=lambda c: c.name)
 def test_conformance(component, frame):
     with warnings.catch_warnings():

@@ -126,7 +126,7 @@ def test_from_a_release(registry):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", PrivacyLeakWarning)
         release = privclust.run({"privacy": {"allow_leaks": ["bounds"]},
-                                 "steps": [{"use": "idp-kmeans", "k": 2, "epsilon": 100.0, "bounds": "data",
+                                 "steps": [{"use": "idp-kmeans", "n_clusters": 2, "epsilon": 100.0, "bounds": "data",
                                             "id": "km"}]}, frame, seed=0, registry=registry)
     ax = plot_clusters(release)
     assert ax.get_xlabel() == "u" and "idp-kmeans (km)" in ax.get_title()
@@ -144,7 +144,7 @@ def test_a_release_plots_the_values_the_clusterer_saw(registry):
         warnings.simplefilter("ignore", PrivacyLeakWarning)
         release = privclust.run({"privacy": {"allow_leaks": ["bounds"]},
                                  "steps": [{"use": "laplace", "epsilon": 0.5, "bounds": "data"},
-                                           {"use": "idp-kmeans", "k": 2, "epsilon": 1.0, "bounds": "data"}]},
+                                           {"use": "idp-kmeans", "n_clusters": 2, "epsilon": 1.0, "bounds": "data"}]},
                                 frame, seed=1, registry=registry)
     ax = plot_clusters(release, centres=False)
     drawn = np.vstack(offsets(ax))
@@ -185,11 +185,11 @@ def test_missing_matplotlib_names_the_extra(handmade, monkeypatch):
 # -- real partitions of the density-peak clusterers -----------------------------------------------
 
 REAL = [
-    {"use": "dpc", "k": 2, "dc_percent": 2.5},
+    {"use": "dpc", "n_clusters": 2, "dc_percent": 2.5},
     {"use": "addpc", "dc_percent": 3.0},
     {"use": "dp-dpcl", "dc_percent": 2.5, "radius_percent": 1.0, "scale": "minmax", "epsilon": 2.0},
     {"use": "addpc-rdp", "dc_percent": 2.5, "epsilon": 1.0},
-    {"use": "dp-rccfsfdp", "k": 2, "dc_percent": 2.5, "radius_percent": 1.0, "epsilon": 1.0},
+    {"use": "dp-rccfsfdp", "n_clusters": 2, "dc_percent": 2.5, "radius_percent": 1.0, "epsilon": 1.0},
     {"use": "dp-dpc-grid", "epsilon": 1.0, "bounds": {"x0": [0, 16], "x1": [12, 30]}, "points_per_dim": 30},
 ]
 #: The paper's percentage rules take d_c, E and the scaling from the data: the test opts in by name.

@@ -146,7 +146,7 @@ def test_farthest_first():
 
 def test_recovers_well_separated_clusters_with_a_large_epsilon():
     data, truth = blobs()
-    partition, _ = fit(IDPKMeans(k=3, epsilon=1e4, bounds={"x": [-3, 9], "y": [-3, 10]}), data)
+    partition, _ = fit(IDPKMeans(n_clusters=3, epsilon=1e4, bounds={"x": [-3, 9], "y": [-3, 10]}), data)
     assert adjusted_rand_score(truth, partition.labels) > 0.98
     assert partition.centres.shape == (3, 2)
     true_centres = np.array([[0.0, 0.0], [6.0, 1.0], [2.0, 7.0]])
@@ -177,7 +177,7 @@ def test_without_noise_it_is_lloyd_from_the_block_initialisation():
     data, _ = blobs(seed=4)
     bounds = {"x": [-3, 9], "y": [-3, 10]}
     mech = NoNoise()
-    partition, context = fit(IDPKMeans(k=3, epsilon=1e6, bounds=bounds, noise=mech), data)
+    partition, context = fit(IDPKMeans(n_clusters=3, epsilon=1e6, bounds=bounds, noise=mech), data)
     assert partition.diagnostics["stopped"].startswith("converged")
     unit, _ = _kmeans.to_unit(data.to_numpy(), np.array([-3.0, -3.0]), np.array([9.0, 10.0]))
     blocks = _kmeans.block_labels(unit, 3)
@@ -199,7 +199,7 @@ def test_mechanism_swapped_by_name_through_a_registry():
 
     registry = privclust.Registry(plugins=[Plugin()], use_env=False).load()
     data, _ = blobs()
-    partition, context = fit(IDPKMeans(k=3, epsilon=1.0, bounds={"x": [-3, 9], "y": [-3, 10]}, noise="no-noise"),
+    partition, context = fit(IDPKMeans(n_clusters=3, epsilon=1.0, bounds={"x": [-3, 9], "y": [-3, 10]}, noise="no-noise"),
                              data, registry=registry)
     assert {e.mechanism for e in context.ledger.of_kind("dp")} == {"no-noise"}
 
@@ -208,7 +208,7 @@ def test_mechanism_swapped_by_name_through_a_registry():
 def test_ledger_is_honest(schedule):
     data, _ = blobs()
     eps = 0.8
-    partition, context = fit(IDPKMeans(k=3, epsilon=eps, bounds={"x": [-3, 9], "y": [-3, 10]}, schedule=schedule),
+    partition, context = fit(IDPKMeans(n_clusters=3, epsilon=eps, bounds={"x": [-3, 9], "y": [-3, 10]}, schedule=schedule),
                              data, budget=Budget(epsilon=eps))
     dp = context.ledger.of_kind("dp")
     assert len(dp) == 1 + partition.diagnostics["rounds"]
@@ -230,7 +230,7 @@ def test_ledger_is_honest(schedule):
 def test_data_bounds_leak_and_say_so():
     data, _ = blobs()
     with pytest.warns(PrivacyLeakWarning, match="bounds"):
-        _, context = fit(IDPKMeans(k=3, epsilon=1.0, bounds="data"), data)
+        _, context = fit(IDPKMeans(n_clusters=3, epsilon=1.0, bounds="data"), data)
     leaks = context.ledger.of_kind("leak")
     assert len(leaks) == 1 and "x, y" in leaks[0].statement
     assert "range" in context.ledger.of_kind("guarantee")[0].statement
@@ -240,17 +240,17 @@ def test_refused_before_any_noise_when_the_budget_is_short():
     data, _ = blobs()
     context = pt._TracingContext(Budget(epsilon=0.5), seed=1)
     with context.step(0, "km", "idp-kmeans"), pytest.raises(BudgetExceededError, match="no noise was drawn"):
-        IDPKMeans(k=3, epsilon=0.6, bounds={"x": [-3, 9], "y": [-3, 10]}).fit(data, context)
+        IDPKMeans(n_clusters=3, epsilon=0.6, bounds={"x": [-3, 9], "y": [-3, 10]}).fit(data, context)
     assert len(context.ledger) == 0  # not even a leak entry
     assert "rng" not in context.events
     with context.step(0, "km", "idp-kmeans"), pytest.raises(BudgetExceededError):
-        IDPKMeans(k=3, epsilon=0.6, bounds="data").fit(data, context)
+        IDPKMeans(n_clusters=3, epsilon=0.6, bounds="data").fit(data, context)
     assert len(context.ledger) == 0
 
 
 def test_recipe_budget_is_checked_at_compile_time(registry):
     recipe = {"privacy": {"epsilon": 0.5},
-              "steps": [{"use": "idp-kmeans", "k": 3, "epsilon": 1.0, "bounds": "data"}]}
+              "steps": [{"use": "idp-kmeans", "n_clusters": 3, "epsilon": 1.0, "bounds": "data"}]}
     with pytest.raises(RecipeError, match="the budget is 0.5"):
         privclust.compile(recipe, registry)
 
@@ -258,14 +258,14 @@ def test_recipe_budget_is_checked_at_compile_time(registry):
 def test_public_bounds_clip_outliers():
     data, _ = blobs()
     data.loc[0, "x"] = 100.0
-    partition, _ = fit(IDPKMeans(k=3, epsilon=1.0, bounds={"x": [-3, 9], "y": [-3, 10]}), data)
+    partition, _ = fit(IDPKMeans(n_clusters=3, epsilon=1.0, bounds={"x": [-3, 9], "y": [-3, 10]}), data)
     assert partition.diagnostics["clipped_values"] == 1
     assert np.all(partition.centres[:, 0] <= 9.0)
 
 
 def test_more_blocks_than_clusters():
     data, truth = blobs()
-    partition, context = fit(IDPKMeans(k=3, m=6, epsilon=1e4, bounds={"x": [-3, 9], "y": [-3, 10]}), data)
+    partition, context = fit(IDPKMeans(n_clusters=3, n_blocks=6, epsilon=1e4, bounds={"x": [-3, 9], "y": [-3, 10]}), data)
     assert context.ledger.of_kind("dp")[0].sensitivity == (2 * 6 - 1) * 2 + 1
     assert len(np.unique(partition.labels)) == 3
     assert adjusted_rand_score(truth, partition.labels) > 0.95
@@ -273,7 +273,7 @@ def test_more_blocks_than_clusters():
 
 def test_seeded_runs_repeat_and_seeds_differ():
     data, _ = blobs()
-    component = IDPKMeans(k=3, epsilon=0.5, bounds={"x": [-3, 9], "y": [-3, 10]})
+    component = IDPKMeans(n_clusters=3, epsilon=0.5, bounds={"x": [-3, 9], "y": [-3, 10]})
     a, _ = fit(component, data, seed=11)
     b, _ = fit(component, data, seed=11)
     c, _ = fit(component, data, seed=12)
@@ -286,7 +286,7 @@ def test_in_a_recipe_through_the_runner(registry):
     data["class"] = pd.Categorical(truth)
     release = privclust.run({
         "privacy": {"epsilon": 1.0},
-        "steps": [{"use": "idp-kmeans", "k": 3, "epsilon": 1.0, "schedule": "uniform", "rounds": 3,
+        "steps": [{"use": "idp-kmeans", "n_clusters": 3, "epsilon": 1.0, "schedule": "uniform", "rounds": 3,
                    "bounds": {"x": [-3, 9], "y": [-3, 10]}}],
         "evaluate": [{"use": "ari"}],
     }, data, seed=2, registry=registry)
@@ -300,58 +300,58 @@ def test_in_a_recipe_through_the_runner(registry):
 
 def test_bad_parameters():
     with pytest.raises(ParameterError, match="'epsilon'.*> 0"):
-        IDPKMeans(k=3, epsilon=0.0, bounds="data")
+        IDPKMeans(n_clusters=3, epsilon=0.0, bounds="data")
     with pytest.raises(ParameterError, match="'epsilon'.*> 0"):
-        IDPKMeans(k=3, epsilon=-1.0, bounds="data")
-    with pytest.raises(ParameterError, match="'m'.*>= k = 3"):
-        IDPKMeans(k=3, m=2, epsilon=1.0, bounds="data")
+        IDPKMeans(n_clusters=3, epsilon=-1.0, bounds="data")
+    with pytest.raises(ParameterError, match="'n_blocks'.*>= n_clusters = 3"):
+        IDPKMeans(n_clusters=3, n_blocks=2, epsilon=1.0, bounds="data")
     with pytest.raises(ParameterError, match="'schedule'"):
-        IDPKMeans(k=3, epsilon=1.0, bounds="data", schedule="geometric")
+        IDPKMeans(n_clusters=3, epsilon=1.0, bounds="data", schedule="geometric")
     with pytest.raises(ParameterError, match="'bounds'"):
-        IDPKMeans(k=3, epsilon=1.0, bounds="minmax")
+        IDPKMeans(n_clusters=3, epsilon=1.0, bounds="minmax")
     with pytest.raises(ParameterError, match="low < high"):
-        IDPKMeans(k=3, epsilon=1.0, bounds={"x": [1, 1]})
-    with pytest.raises(ParameterError, match="'k'"):
-        IDPKMeans(k=0, epsilon=1.0, bounds="data")
+        IDPKMeans(n_clusters=3, epsilon=1.0, bounds={"x": [1, 1]})
+    with pytest.raises(ParameterError, match="'n_clusters'"):
+        IDPKMeans(n_clusters=0, epsilon=1.0, bounds="data")
 
 
 def test_bad_data():
     data, _ = blobs(n=20)
     bounds = {"x": [-3, 9], "y": [-3, 10]}
-    with pytest.raises(DataError, match="k = 25 is larger than the number of records"):
-        fit(IDPKMeans(k=25, epsilon=1.0, bounds=bounds), data)
+    with pytest.raises(DataError, match="n_clusters = 25 is larger than the number of records"):
+        fit(IDPKMeans(n_clusters=25, epsilon=1.0, bounds=bounds), data)
     with pytest.raises(DataError, match="at least 3 records"):
-        fit(IDPKMeans(k=1, epsilon=1.0, bounds=bounds), data.iloc[:2])
+        fit(IDPKMeans(n_clusters=1, epsilon=1.0, bounds=bounds), data.iloc[:2])
     bad = data.copy()
     bad.loc[3, "y"] = np.nan
     with pytest.raises(DataError, match="column.*y.*NaN"):
-        fit(IDPKMeans(k=2, epsilon=1.0, bounds=bounds), bad)
+        fit(IDPKMeans(n_clusters=2, epsilon=1.0, bounds=bounds), bad)
     with pytest.raises(DataError, match="no public bounds for column.*y"):
-        fit(IDPKMeans(k=2, epsilon=1.0, bounds={"x": [0, 1]}), data)
+        fit(IDPKMeans(n_clusters=2, epsilon=1.0, bounds={"x": [0, 1]}), data)
     with pytest.raises(ParameterError, match="needs public 'bounds'"):
-        fit(IDPKMeans(k=2, epsilon=1.0), data)
+        fit(IDPKMeans(n_clusters=2, epsilon=1.0), data)
 
 
 def test_bad_input_through_the_runner(registry):
     data, _ = blobs(n=20)
     with pytest.raises(RecipeError, match="needs public 'bounds'"):
-        privclust.run({"steps": [{"use": "idp-kmeans", "k": 2, "epsilon": 1.0}]}, data, registry=registry)
+        privclust.run({"steps": [{"use": "idp-kmeans", "n_clusters": 2, "epsilon": 1.0}]}, data, registry=registry)
     with pytest.raises(DataError, match="needs at least 25 records"):
         privclust.run({"privacy": {"allow_leaks": ["bounds"]},
-                       "steps": [{"use": "idp-kmeans", "k": 25, "epsilon": 1.0, "bounds": "data"}]}, data,
+                       "steps": [{"use": "idp-kmeans", "n_clusters": 25, "epsilon": 1.0, "bounds": "data"}]}, data,
                       registry=registry)
     bad = data.copy()
     bad.loc[0, "x"] = np.nan
     with pytest.raises(DataError, match="NaN"):
         privclust.run({"privacy": {"allow_leaks": ["bounds"]},
-                       "steps": [{"use": "idp-kmeans", "k": 2, "epsilon": 1.0, "bounds": "data"}]}, bad,
+                       "steps": [{"use": "idp-kmeans", "n_clusters": 2, "epsilon": 1.0, "bounds": "data"}]}, bad,
                       registry=registry)
 
 
 @pytest.mark.parametrize("component", [
-    IDPKMeans(k=3, epsilon=1.0, bounds=BOUNDS),
-    IDPKMeans(k=2, m=4, epsilon=0.5, bounds=BOUNDS, schedule="uniform", rounds=3),
-    IDPKMeans(k=3, epsilon=2.0, bounds="dp", bounds_range=BOUNDS, bounds_epsilon=0.5, noise={"use": "laplace"}),
+    IDPKMeans(n_clusters=3, epsilon=1.0, bounds=BOUNDS),
+    IDPKMeans(n_clusters=2, n_blocks=4, epsilon=0.5, bounds=BOUNDS, schedule="uniform", rounds=3),
+    IDPKMeans(n_clusters=3, epsilon=2.0, bounds="dp", bounds_range=BOUNDS, bounds_epsilon=0.5, noise={"use": "laplace"}),
 ], ids=["halving", "uniform-m4", "dp-bounds"])
 def test_conformance(component, registry, frame):
     with warnings.catch_warnings():
@@ -367,5 +367,5 @@ def test_real_data_sanity():
     frame = iris()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", PrivacyLeakWarning)
-        partition, _ = fit(IDPKMeans(k=3, epsilon=1e6, bounds="data"), frame.drop(columns="class"))
+        partition, _ = fit(IDPKMeans(n_clusters=3, epsilon=1e6, bounds="data"), frame.drop(columns="class"))
     assert adjusted_rand_score(frame["class"], partition.labels) == pytest.approx(0.716, abs=0.01)

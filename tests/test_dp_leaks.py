@@ -99,14 +99,14 @@ def test_a_plugin_declares_its_own_leak_names():
 
 @pytest.mark.parametrize(("step", "where", "leak"), [
     ({"use": "laplace", "epsilon": 1.0, "bounds": "data"}, "steps[0].bounds", "bounds"),
-    ({"use": "idp-kmeans", "k": 2, "epsilon": 1.0, "bounds": "data"}, "steps[0].bounds", "bounds"),
+    ({"use": "idp-kmeans", "n_clusters": 2, "epsilon": 1.0, "bounds": "data"}, "steps[0].bounds", "bounds"),
     ({"use": "dp-dpc-grid", "epsilon": 1.0, "bounds": "data", "dc": 1.0}, "steps[0].bounds", "bounds"),
     ({"use": "dp-dpc-grid", "epsilon": 1.0, "bounds": {"a": [0, 1]}}, "steps[0].dc", "dc_percent"),
     ({"use": "dp-dpc-grid", "epsilon": 1.0, "bounds": {"a": [0, 1]}, "dc_percent": 3.0}, "steps[0].dc_percent",
      "dc_percent"),
     ({"use": "dp-dpcl", "radius": 1.0}, "steps[0].dc", "dc_percent"),
     ({"use": "dp-dpcl", "dc": 1.0}, "steps[0].radius", "radius_percent"),
-    ({"use": "dp-rccfsfdp", "k": 2, "dc": 1.0, "radius_percent": 2.0}, "steps[0].radius_percent", "radius_percent"),
+    ({"use": "dp-rccfsfdp", "n_clusters": 2, "dc": 1.0, "radius_percent": 2.0}, "steps[0].radius_percent", "radius_percent"),
     ({"use": "addpc-rdp", "dc": 1.0, "scale": "minmax"}, "steps[0].scale", "scale"),
 ])
 def test_data_derived_parameters_are_refused_at_compile_time(step, where, leak):
@@ -124,7 +124,7 @@ def test_data_derived_parameters_are_refused_at_compile_time(step, where, leak):
 
 
 def test_non_private_components_need_no_opt_in():
-    privclust.compile({"steps": [{"use": "dpc", "k": 2}, {"use": "addpc", "scale": "minmax"}]})
+    privclust.compile({"steps": [{"use": "dpc", "n_clusters": 2}, {"use": "addpc", "scale": "minmax"}]})
 
 
 def test_a_leak_in_a_nested_component_is_found():
@@ -138,7 +138,7 @@ def test_a_leak_in_a_nested_component_is_found():
 
 def test_opted_in_run_writes_the_leak_entries(frame):
     recipe = {"privacy": {"epsilon": 2.0, "allow_leaks": ["bounds"]},
-              "steps": [{"use": "idp-kmeans", "k": 3, "epsilon": 1.0, "bounds": "data"}]}
+              "steps": [{"use": "idp-kmeans", "n_clusters": 3, "epsilon": 1.0, "bounds": "data"}]}
     with pytest.warns(PrivacyLeakWarning, match="bounds"):
         release = privclust.run(recipe, frame, seed=1)
     leaks = release.ledger.of_kind("leak")
@@ -149,13 +149,13 @@ def test_record_leak_is_the_backstop_outside_a_recipe(frame):
     data = frame[["a", "b"]]
     context = PrivacyContext(Budget(epsilon=5.0), seed=1)
     with context.step(0, "km", "idp-kmeans"), pytest.raises(ParameterError) as info:
-        IDPKMeans(k=3, epsilon=1.0, bounds="data").fit(data, context)
+        IDPKMeans(n_clusters=3, epsilon=1.0, bounds="data").fit(data, context)
     text = str(info.value)
     assert "'km' (idp-kmeans)" in text and "'bounds'" in text
     assert 'allow_leaks = ["bounds"]' in text and "public bounds" in text
     assert len(context.ledger) == 0 and context.spent == (0.0, 0.0)  # nothing recorded, nothing spent
     # the same component with the opt-in runs and records the leak
-    _, ctx = fit(IDPKMeans(k=3, epsilon=1.0, bounds="data"), data, budget=Budget(epsilon=5.0, allow_leaks=["bounds"]))
+    _, ctx = fit(IDPKMeans(n_clusters=3, epsilon=1.0, bounds="data"), data, budget=Budget(epsilon=5.0, allow_leaks=["bounds"]))
     assert [e.mechanism for e in ctx.ledger.of_kind("leak")] == ["bounds"]
     # a paper mechanism with the percentage rules needs both names
     with pytest.raises(ParameterError, match="'radius_percent'"):
@@ -205,10 +205,10 @@ def test_pairings_bound_each_records_share():
 
 
 @pytest.mark.parametrize("component", [
-    DPDPCGrid(epsilon=1.0, k=3, points_per_dim=12, bounds="dp", bounds_range={c: [-20, 20] for c in "abc"},
+    DPDPCGrid(epsilon=1.0, n_clusters=3, points_per_dim=12, bounds="dp", bounds_range={c: [-20, 20] for c in "abc"},
               bounds_epsilon=0.5, dc="dp", dc_epsilon=0.5),
-    DPDPCGrid(epsilon=1.0, k=3, points_per_dim=12, bounds={c: [-2, 8] for c in "abc"}, dc="dp", dc_epsilon=0.5),
-    IDPKMeans(k=3, epsilon=1.0, bounds="dp", bounds_range={c: [-20, 20] for c in "abc"}, bounds_epsilon=0.5),
+    DPDPCGrid(epsilon=1.0, n_clusters=3, points_per_dim=12, bounds={c: [-2, 8] for c in "abc"}, dc="dp", dc_epsilon=0.5),
+    IDPKMeans(n_clusters=3, epsilon=1.0, bounds="dp", bounds_range={c: [-20, 20] for c in "abc"}, bounds_epsilon=0.5),
 ], ids=["grid-dp-bounds-and-dc", "grid-dp-dc", "kmeans-dp-bounds"])
 def test_conformance_of_the_dp_alternatives(component, frame):
     from privclust import testing as pt
@@ -227,7 +227,7 @@ def test_grid_with_dp_bounds_and_dp_dc_is_charged_and_planned():
     from sklearn.metrics import adjusted_rand_score
 
     data, truth = blobs()
-    step = {"use": "dp-dpc-grid", "epsilon": 1.0, "k": 3, "points_per_dim": 60,
+    step = {"use": "dp-dpc-grid", "epsilon": 1.0, "n_clusters": 3, "points_per_dim": 60,
             "bounds": "dp", "bounds_range": {"x": [-100, 100], "y": [-100, 100]}, "bounds_epsilon": 1.0,
             "dc": "dp", "dc_percent": 2.0, "dc_epsilon": 0.2}
     # the planned cost includes both estimates
@@ -263,13 +263,13 @@ def test_dp_alternatives_need_their_public_inputs(kwargs, match):
 
 def test_idp_kmeans_with_dp_bounds():
     data, truth = blobs()
-    part, ctx = fit(IDPKMeans(k=3, epsilon=2.0, bounds="dp", bounds_range={"x": [-50, 50], "y": [-50, 50]},
+    part, ctx = fit(IDPKMeans(n_clusters=3, epsilon=2.0, bounds="dp", bounds_range={"x": [-50, 50], "y": [-50, 50]},
                               bounds_epsilon=0.5), data, budget=Budget(epsilon=2.5))
     dp = ctx.ledger.of_kind("dp")
     assert dp[0].epsilon == 0.5 and "quantile" in dp[0].covers and "add/remove" in dp[0].relation
     assert ctx.spent[0] <= 2.5 and not ctx.ledger.of_kind("leak")
     assert "further epsilon = 0.5" in ctx.ledger.of_kind("guarantee")[0].statement
-    assert IDPKMeans(k=3, epsilon=2.0, bounds="dp", bounds_range={"x": [0, 1]}, bounds_epsilon=0.5
+    assert IDPKMeans(n_clusters=3, epsilon=2.0, bounds="dp", bounds_range={"x": [0, 1]}, bounds_epsilon=0.5
                      ).planned_cost() == (2.5, 0.0)
 
 
@@ -322,16 +322,16 @@ def test_grid_labels_of_other_records_ignore_where_one_record_moves():
 @pytest.mark.parametrize("epsilon", [float("inf"), float("nan"), 1e-320])
 def test_idp_kmeans_needs_a_finite_usable_epsilon(epsilon):
     with pytest.raises(RecipeError, match="'epsilon'"):
-        privclust.compile({"steps": [{"use": "idp-kmeans", "k": 2, "epsilon": epsilon, "bounds": BOUNDS}]})
+        privclust.compile({"steps": [{"use": "idp-kmeans", "n_clusters": 2, "epsilon": epsilon, "bounds": BOUNDS}]})
     with pytest.raises(ParameterError, match="'epsilon'"):
-        IDPKMeans(k=2, epsilon=epsilon, bounds=BOUNDS)
+        IDPKMeans(n_clusters=2, epsilon=epsilon, bounds=BOUNDS)
 
 
 @pytest.mark.parametrize("step", [
-    {"use": "idp-kmeans", "k": 2, "epsilon": 1.0, "bounds": BOUNDS},
+    {"use": "idp-kmeans", "n_clusters": 2, "epsilon": 1.0, "bounds": BOUNDS},
     {"use": "dp-dpcl", "dc": 1.0, "radius": 1.0},
     {"use": "addpc-rdp", "dc": 1.0},
-    {"use": "dp-rccfsfdp", "k": 2, "dc": 1.0, "radius": 1.0},
+    {"use": "dp-rccfsfdp", "n_clusters": 2, "dc": 1.0, "radius": 1.0},
     {"use": "dp-dpc-grid", "dc": 1.0, "bounds": BOUNDS},
 ])
 @pytest.mark.parametrize("noise", [{"use": "laplace", "epsilon": 100.0},
@@ -344,8 +344,8 @@ def test_a_nested_noise_parameter_that_cannot_take_effect_is_refused(step, noise
 
 
 @pytest.mark.parametrize("component", [
-    privclust.get_registry().create("clusterers", {"use": "dpc", "k": 2, "dc": 1.0}),
-    privclust.get_registry().create("clusterers", {"use": "dpc", "k": 2}),
+    privclust.get_registry().create("clusterers", {"use": "dpc", "n_clusters": 2, "dc": 1.0}),
+    privclust.get_registry().create("clusterers", {"use": "dpc", "n_clusters": 2}),
     DPDPCL(dc=1.0, radius=1.0),
 ])
 def test_data_near_the_float_limit_is_refused_naming_the_column(component):
@@ -365,7 +365,7 @@ def test_constant_column_at_the_float_limit_runs():
 
 
 @pytest.mark.parametrize("component", [
-    IDPKMeans(k=2, epsilon=1.0, bounds={"a": [-1e308, 1e308], "b": [0, 1]}),
+    IDPKMeans(n_clusters=2, epsilon=1.0, bounds={"a": [-1e308, 1e308], "b": [0, 1]}),
     DPDPCGrid(dc=1.0, epsilon=1.0, bounds={"a": [-1e308, 1e308], "b": [0, 1]}),
 ])
 def test_bounds_near_the_float_limit_are_refused(component):
@@ -376,7 +376,7 @@ def test_bounds_near_the_float_limit_are_refused(component):
 
 def test_minmax_scaling_near_the_float_limit_is_refused_not_overflowed():
     data = pd.DataFrame({"a": [-1e308, 0.0, 1e308, 5.0], "b": [0.0, 1.0, 2.0, 3.0]})
-    comp = privclust.get_registry().create("clusterers", {"use": "dpc", "k": 2, "dc": 0.1, "scale": "minmax"})
+    comp = privclust.get_registry().create("clusterers", {"use": "dpc", "n_clusters": 2, "dc": 0.1, "scale": "minmax"})
     with pytest.raises(DataError, match="column.*a"):
         fit(comp, data)
 
@@ -384,7 +384,7 @@ def test_minmax_scaling_near_the_float_limit_is_refused_not_overflowed():
 def test_grid_with_only_epsilon_and_k_is_refused():
     """Issue item: dp-dpc-grid with only epsilon and k took its bounds and d_c from the data."""
     with pytest.raises(RecipeError) as info:
-        privclust.compile({"privacy": {"epsilon": 1.0}, "steps": [{"use": "dp-dpc-grid", "epsilon": 1.0, "k": 3}]})
+        privclust.compile({"privacy": {"epsilon": 1.0}, "steps": [{"use": "dp-dpc-grid", "epsilon": 1.0, "n_clusters": 3}]})
     where = {p.where for p in info.value.problems}
     assert where == {"steps[0]", "steps[0].dc"}
     text = str(info.value)

@@ -274,9 +274,9 @@ def test_candidate_pass_equals_truncated_pass_on_fresh_lists():
 def test_truncated_fit_stays_close_to_the_exact_fit(monkeypatch):
     X = clustered(900, 2, 8, centres=30)
     frame = pd.DataFrame(X, columns=["a", "b"])
-    exact = fit(FCM(c=150, m=1.1, n_init=1), frame, seed=3)
+    exact = fit(FCM(n_clusters=150, m=1.1, n_init=1), frame, seed=3)
     monkeypatch.setattr(fuzzy, "EXACT_MAX_CENTRES", 16)
-    trunc = fit(FCM(c=150, m=1.1, n_init=1, mass_tol=1e-6), frame, seed=3)
+    trunc = fit(FCM(n_clusters=150, m=1.1, n_init=1, mass_tol=1e-6), frame, seed=3)
     assert exact.diagnostics["iteration_path"] == "exact"
     assert trunc.diagnostics["iteration_path"] == "truncated"
     assert trunc.diagnostics["membership_path"] == "dense"  # 900 x 150 fits the budget
@@ -294,7 +294,7 @@ def test_top_memberships_beyond_the_budget(monkeypatch):
     X = clustered(800, 2, 9, centres=25)
     frame = pd.DataFrame(X, columns=["a", "b"])
     monkeypatch.setattr(fuzzy, "EXACT_MAX_CENTRES", 16)
-    part = fit(FCM(c=100, m=1.15, n_init=1, memory_budget=0.1), frame, seed=2)  # 800 x 100 x 8 > 0.1 MB
+    part = fit(FCM(n_clusters=100, m=1.15, n_init=1, memory_budget=0.1), frame, seed=2)  # 800 x 100 x 8 > 0.1 MB
     top = part.memberships
     assert isinstance(top, TopMemberships)
     assert part.diagnostics["membership_path"] == "truncated"
@@ -315,7 +315,7 @@ def test_exact_fallback_when_no_affordable_truncation(monkeypatch):
     X = clustered(600, 3, 10, centres=20)
     frame = pd.DataFrame(X, columns=["a", "b", "c"])
     monkeypatch.setattr(fuzzy, "EXACT_MAX_CENTRES", 16)
-    part = fit(FCM(c=60, m=3.0, n_init=1, max_neighbours=4, memory_budget=0.05, max_iter=5), frame, seed=1)
+    part = fit(FCM(n_clusters=60, m=3.0, n_init=1, max_neighbours=4, memory_budget=0.05, max_iter=5), frame, seed=1)
     dg = part.diagnostics
     assert dg["iteration_fallback_exact"] is True and dg["iteration_path"] == "exact"
     assert dg["membership_fallback_exact"] is True and dg["membership_path"] == "exact"
@@ -347,14 +347,14 @@ def test_exact_draw_follows_the_memberships():
 # ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("component", [FCM(c=3, m=1.5), EFCM(c=3, lambda_=2.0), FCM(c=2)])
+@pytest.mark.parametrize("component", [FCM(n_clusters=3, m=1.5), EFCM(n_clusters=3, lambda_=2.0), FCM(n_clusters=2)])
 def test_conformance(component):
     pt.check_component(component, ds.table1())
 
 
 def test_partition_contents():
     frame = ds.table1()
-    part = fit(FCM(c=4, m=1.5), frame)
+    part = fit(FCM(n_clusters=4, m=1.5), frame)
     assert part.centres.shape == (4, 3) and part.memberships.shape == (12, 4)
     np.testing.assert_allclose(part.memberships.sum(1), 1.0)
     np.testing.assert_array_equal(part.labels, part.memberships.argmax(1))
@@ -368,18 +368,18 @@ def test_partition_contents():
 
 def test_standardise_false_clusters_raw_units():
     frame = pd.DataFrame({"big": [0.0, 1.0, 100.0, 101.0], "small": [0.0, 0.5, 0.0, 0.5]})
-    part = fit(FCM(c=2, m=1.5, standardise=False), frame)
+    part = fit(FCM(n_clusters=2, m=1.5, scale="none"), frame)
     assert part.labels[0] == part.labels[1] != part.labels[2] == part.labels[3]
     # standardised, "small" weighs as much as "big": same partition here, but different centres metric
-    assert not fit(FCM(c=2, m=1.5), frame).diagnostics["objective"] == part.diagnostics["objective"]
+    assert not fit(FCM(n_clusters=2, m=1.5), frame).diagnostics["objective"] == part.diagnostics["objective"]
 
 
 def test_defaults_of_m_and_lambda():
-    assert FCM(c=2).fuzzifier().value == fuzzy.DEFAULT_M == 2.0
-    assert EFCM(c=2).fuzzifier().value == fuzzy.DEFAULT_LAMBDA == 1.0
+    assert FCM(n_clusters=2).fuzzifier().value == fuzzy.DEFAULT_M == 2.0
+    assert EFCM(n_clusters=2).fuzzifier().value == fuzzy.DEFAULT_LAMBDA == 1.0
 
 
-@pytest.mark.parametrize("kwargs", [{"m": 1.0}, {"m": 0.5}, {"c": 0}, {"tol": -1.0}, {"max_iter": 0},
+@pytest.mark.parametrize("kwargs", [{"m": 1.0}, {"m": 0.5}, {"n_clusters": 0}, {"tol": -1.0}, {"max_iter": 0},
                                     {"n_init": 0}, {"n_init": "best"}, {"memory_budget": 0}, {"mass_tol": 1.0},
                                     {"max_neighbours": -1}, {"m": "2"}])
 def test_bad_fcm_parameters(kwargs):
@@ -390,42 +390,42 @@ def test_bad_fcm_parameters(kwargs):
 @pytest.mark.parametrize("lam", [0.0, -1.0])
 def test_bad_lambda(lam):
     with pytest.raises(ParameterError, match="'lambda'"):
-        EFCM(c=2, lambda_=lam)
+        EFCM(n_clusters=2, lambda_=lam)
 
 
 def test_bad_data():
     frame = ds.table1()
-    with pytest.raises(DataError, match="c = 13 clusters but only 12 records"):
-        fit(FCM(c=13), frame)
-    with pytest.raises(ParameterError, match="needs the number of clusters 'c'"):
+    with pytest.raises(DataError, match="n_clusters = 13 clusters but only 12 records"):
+        fit(FCM(n_clusters=13), frame)
+    with pytest.raises(ParameterError, match="needs the number of clusters 'n_clusters'"):
         fit(FCM(), frame)
     const = frame.assign(k=7.0)
     with pytest.raises(DataError, match=r"'k' \(every value 7\) are constant"):
-        fit(FCM(c=2), const)
-    np.testing.assert_allclose(fit(FCM(c=2, standardise=False), const).centres[:, 3], 7.0, rtol=1e-14)
+        fit(FCM(n_clusters=2), const)
+    np.testing.assert_allclose(fit(FCM(n_clusters=2, scale="none"), const).centres[:, 3], 7.0, rtol=1e-14)
     nan = frame.copy()
     nan.loc[3, "exp7"] = np.nan
     with pytest.raises(DataError, match="exp7"):
-        fit(FCM(c=2), nan)
+        fit(FCM(n_clusters=2), nan)
     dup = pd.DataFrame({"a": [1.0, 1.0, 1.0, 2.0], "b": [0.0, 0.0, 0.0, 1.0]})
     with pytest.raises(DataError, match="only 2 distinct records"):
-        fit(FCM(c=3), dup)
+        fit(FCM(n_clusters=3), dup)
 
 
 def test_rules_bound_to_other_columns_are_an_error():
     context, _ = rules_context(["exp16", "exp7", "total", "x"], [TABLE1_RULE, "x >= 0"])
     with pytest.raises(privclust.ConstraintError, match="bound to columns"):
-        fit(FCM(c=2), ds.table1(), context)
+        fit(FCM(n_clusters=2), ds.table1(), context)
 
 
 def test_recipe_step_releases_labels():
     recipe = {"constraints": [{"use": "linear", "rules": [TABLE1_RULE]}],
-              "steps": [{"use": "efcm", "c": 3, "lambda": 2.0, "output": "group"}]}
+              "steps": [{"use": "efcm", "n_clusters": 3, "lambda": 2.0, "output": "group"}]}
     release = privclust.run(recipe, ds.table1(), seed=4)
     assert release.data["group"].between(0, 2).all()
     part = release.outcomes[0].partition
     assert np.abs(part.centres @ np.array([1.16, 1.07, -1.0])).max() < 1e-9
-    with pytest.raises(privclust.RecipeError, match="needs the number of clusters 'c'"):
+    with pytest.raises(privclust.RecipeError, match="needs the number of clusters 'n_clusters'"):
         privclust.compile({"steps": [{"use": "fcm"}]})
 
 
@@ -433,7 +433,7 @@ def test_progress_is_reported_and_throttled():
     calls = []
     context = PrivacyContext(seed=0)
     with context.step(0, "fit", "fcm", on_progress=lambda done, total: calls.append((done, total))):
-        FCM(c=3, m=1.5, tol=0.0, max_iter=500, n_init=2).fit(pd.DataFrame(clustered(60, 2)), context)
+        FCM(n_clusters=3, m=1.5, tol=0.0, max_iter=500, n_init=2).fit(pd.DataFrame(clustered(60, 2)), context)
     assert 3 <= len(calls) <= 202
     assert calls[-1][0] == calls[-1][1] == 1000
     done = [c[0] for c in calls]
@@ -443,11 +443,11 @@ def test_progress_is_reported_and_throttled():
 def test_restarts_keep_the_best_objective():
     X = clustered(150, 2, 11, centres=6)
     frame = pd.DataFrame(X, columns=["a", "b"])
-    best = fit(FCM(c=6, m=1.3, n_init=5), frame, seed=5)
+    best = fit(FCM(n_clusters=6, m=1.3, n_init=5), frame, seed=5)
     context = PrivacyContext(seed=5)
     with context.step(0, "fit", "fcm"):
         std = fuzzy.standardise(X, ["a", "b"], True, "t")
-        singles = [FCM(c=6, m=1.3, n_init=1).fit_arrays(std, 6, context).objective for _ in range(5)]
+        singles = [FCM(n_clusters=6, m=1.3, n_init=1).fit_arrays(std, 6, context).objective for _ in range(5)]
     assert best.diagnostics["objective"] <= max(singles)
     assert best.diagnostics["restarts"] == 5
 
@@ -466,7 +466,7 @@ def test_constrained_centres_satisfy_the_rules_after_every_iteration(seed, m, la
     X = base + rng.normal(0, noise, base.shape)
     frame = pd.DataFrame(X, columns=["exp16", "exp7", "total"])
     context, cs = rules_context(list(frame.columns), [TABLE1_RULE, "exp16 >= 14", "total <= 300"])
-    component = EFCM(c=c, lambda_=lam, max_iter=25) if efcm else FCM(c=c, m=m, max_iter=25)
+    component = EFCM(n_clusters=c, lambda_=lam, max_iter=25) if efcm else FCM(n_clusters=c, m=m, max_iter=25)
     seen = []
     with context.step(0, "fit", component.name, constraints=cs):
         std = fuzzy.standardise(X, list(frame.columns), True, "t")
@@ -477,7 +477,7 @@ def test_constrained_centres_satisfy_the_rules_after_every_iteration(seed, m, la
         assert cs.satisfied(centres, tol=1e-9).all(), cs.violations(centres)
 
 
-@pytest.mark.parametrize("component", [FCM(c=4, m=1.5, n_init=1), EFCM(c=4, lambda_=3.0, n_init=1)])
+@pytest.mark.parametrize("component", [FCM(n_clusters=4, m=1.5, n_init=1), EFCM(n_clusters=4, lambda_=3.0, n_init=1)])
 def test_data_satisfying_the_rules_give_the_unconstrained_centres(component):
     X = ds.table1().to_numpy()[:-1]  # the last record violates the rule; the others satisfy it
     frame = pd.DataFrame(X, columns=["exp16", "exp7", "total"])

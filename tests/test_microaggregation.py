@@ -55,7 +55,7 @@ def residual(frame):
 
 
 @pytest.mark.parametrize("masker", [FuzzyMicroaggregation(k=3, m1=1.5),
-                                    FuzzyMicroaggregation(c=4, clusterer=EFCM(lambda_=2.0)),
+                                    FuzzyMicroaggregation(n_clusters=4, clusterer=EFCM(lambda_=2.0)),
                                     Microaggregation(clusterer=MDAV(k=3))])
 def test_conformance(masker):
     pt.check_component(masker, ds.table1())
@@ -214,26 +214,26 @@ def test_recipe_states_each_value_once_or_fails_clearly():
 
 
 def test_k_and_c():
-    _, c, k, _, _ = resolved(FuzzyMicroaggregation(c=7), n=30)
+    _, c, k, _, _ = resolved(FuzzyMicroaggregation(n_clusters=7), n=30)
     assert (c, k) == (7, 4)
     _, c, k, _, _ = resolved(FuzzyMicroaggregation(), n=30)
     assert (c, k) == (10, 3)
-    _, c, _, _, _ = resolved(FuzzyMicroaggregation(clusterer={"use": "fcm", "c": 5}), n=30)
+    _, c, _, _, _ = resolved(FuzzyMicroaggregation(clusterer={"use": "fcm", "n_clusters": 5}), n=30)
     assert c == 5
     with pytest.raises(ParameterError, match="not both"):
-        FuzzyMicroaggregation(k=3, c=4)
+        FuzzyMicroaggregation(k=3, n_clusters=4)
     with pytest.raises(ParameterError, match="state it once"):
-        FuzzyMicroaggregation(k=3, clusterer={"use": "fcm", "c": 4})
+        FuzzyMicroaggregation(k=3, clusterer={"use": "fcm", "n_clusters": 4})
     with pytest.raises(ParameterError, match="'k'"):
         FuzzyMicroaggregation(k=1)
-    with pytest.raises(ParameterError, match="'c'"):
-        FuzzyMicroaggregation(c=0)
+    with pytest.raises(ParameterError, match="'n_clusters'"):
+        FuzzyMicroaggregation(n_clusters=0)
 
 
 @pytest.mark.parametrize(("masker", "message"), [
     (FuzzyMicroaggregation(k=13), "only 12 records"),
     (FuzzyMicroaggregation(k=7), "at least 2k = 14 records"),
-    (FuzzyMicroaggregation(c=13), "c = 13 clusters but only 12 records"),
+    (FuzzyMicroaggregation(n_clusters=13), "n_clusters = 13 clusters but only 12 records"),
 ])
 def test_bad_sizes(masker, message):
     with pytest.raises(DataError, match=message):
@@ -267,7 +267,7 @@ def test_input_is_never_mutated():
 
 def test_other_clusterers():
     frame = ds.table1()
-    crisp, _ = mask(Microaggregation(clusterer=FCM(c=4, m=1.5)), frame, [RULE])
+    crisp, _ = mask(Microaggregation(clusterer=FCM(n_clusters=4, m=1.5)), frame, [RULE])
     assert np.unique(crisp.data.to_numpy(), axis=0).shape[0] <= 4
     assert np.abs(residual(crisp.data)).max() < 1e-9
 
@@ -282,25 +282,25 @@ def test_other_clusterers():
 
     with pytest.raises(DataError, match="without a group"):
         mask(Microaggregation(clusterer=HalfNoise()), frame)
-    with pytest.raises(ParameterError, match="has no parameter 'c'"):
-        mask(FuzzyMicroaggregation(c=4, clusterer=MDAV(k=3)), frame)
+    with pytest.raises(ParameterError, match="has no parameter 'n_clusters'"):
+        mask(FuzzyMicroaggregation(n_clusters=4, clusterer=MDAV(k=3)), frame)
 
     @attrs.frozen(kw_only=True)
     class FirstRecords:
-        """A clusterer with c and centres but no m or lambda."""
+        """A clusterer with n_clusters and centres but no m or lambda."""
 
         name = "first-records"
-        c: int = 2
+        n_clusters: int = 2
 
         def fit(self, data, context):
             values = data.to_numpy()
-            return Partition(labels=np.zeros(len(data), dtype=np.int64), centres=values[: self.c])
+            return Partition(labels=np.zeros(len(data), dtype=np.int64), centres=values[: self.n_clusters])
 
     with pytest.raises(ParameterError, match="m2 \\(FCM memberships\\) or lambda2"):
-        mask(FuzzyMicroaggregation(c=4, clusterer=FirstRecords()), frame)
+        mask(FuzzyMicroaggregation(n_clusters=4, clusterer=FirstRecords()), frame)
     with pytest.raises(ParameterError, match="has no m or lambda"):
-        FuzzyMicroaggregation(c=4, m1=1.5, clusterer=FirstRecords())
-    out, _ = mask(FuzzyMicroaggregation(c=4, m2=1.5, clusterer=FirstRecords()), frame, [RULE])
+        FuzzyMicroaggregation(n_clusters=4, m1=1.5, clusterer=FirstRecords())
+    out, _ = mask(FuzzyMicroaggregation(n_clusters=4, m2=1.5, clusterer=FirstRecords()), frame, [RULE])
     assert np.abs(out.partition.centres @ ALPHA).max() < 1e-9  # the masker projects foreign centres
     assert out.diagnostics["m2"] == 1.5 and out.diagnostics["m1"] is None
 
@@ -333,13 +333,13 @@ def test_information_loss_grows_with_m2_and_with_k():
 def test_extremes_c_equals_n_and_c_equals_one():
     frame = ds.table1()
     # c = N: the centres end on the records, so each record draws another centre (the self rule)
-    same, context = mask(FuzzyMicroaggregation(c=12, m1=1.01), frame)
+    same, context = mask(FuzzyMicroaggregation(n_clusters=12, m1=1.01), frame)
     X, released = frame.to_numpy(), same.data.to_numpy()
     assert not (released == X).all(axis=1).any()
     on = same.diagnostics["records_on_a_centre"]
     assert on >= 1 and same.diagnostics["verbatim_records"] == 0
     assert f"{on} records had such a centre" in context.ledger.entries[-1].statement
-    one, _ = mask(FuzzyMicroaggregation(c=1), frame, [RULE])
+    one, _ = mask(FuzzyMicroaggregation(n_clusters=1), frame, [RULE])
     mean = frame.to_numpy().mean(0)
     assert np.unique(one.data.to_numpy(), axis=0).shape[0] == 1
     # the projection of the mean onto the rule (in the standardised metric)
@@ -541,7 +541,7 @@ def test_self_rule_on_the_truncated_path(monkeypatch):
     rng = np.random.default_rng(2)
     X = rng.gamma(2.0, 10.0, size=(1500, 2))
     frame = pd.DataFrame(X, columns=["a", "b"])
-    masker = FuzzyMicroaggregation(c=1500, m1=1.05, clusterer=FCM(memory_budget=0.2))
+    masker = FuzzyMicroaggregation(n_clusters=1500, m1=1.05, clusterer=FCM(memory_budget=0.2))
     out, context = mask(masker, frame)  # every centre ends on its record
     dg = out.diagnostics
     assert dg["membership_path"] == "truncated" and dg["records_on_a_centre"] > 0
@@ -669,15 +669,15 @@ class SwappedFCM:
 
     name: ClassVar[str] = "fcm"
     fuzzifier_param: ClassVar[str] = "m"
-    c: int | None = privclust.param(int, default=None, ge=1)
+    n_clusters: int | None = privclust.param(int, default=None, ge=1)
     m: float | None = privclust.param(float, default=None, gt=1)
 
     def fit(self, data, context):
         values = data.to_numpy(dtype=float)
         order = np.argsort(values[:, 0], kind="stable")
         labels = np.empty(len(values), dtype=np.int64)
-        labels[order] = np.arange(len(values)) * self.c // len(values)
-        centres = np.vstack([values[labels == j].mean(axis=0) for j in range(self.c)])
+        labels[order] = np.arange(len(values)) * self.n_clusters // len(values)
+        centres = np.vstack([values[labels == j].mean(axis=0) for j in range(self.n_clusters)])
         return Partition(labels=labels, centres=centres, diagnostics={"m": self.m})
 
 

@@ -37,9 +37,9 @@ _EXPECTED = {
 def _estimators():
     return [
         pcs.masker("microaggregation", clusterer={"use": "mdav", "k": 3}, random_state=0),
-        pcs.masker("fuzzy-microaggregation", k=3, random_state=0),
+        pcs.masker("fuzzy-microaggregation", random_state=0),  # k = 3 by default; sklearn sets n_clusters
         pcs.clusterer("mdav", k=3, random_state=0),
-        pcs.clusterer("fcm", c=3, random_state=0),
+        pcs.clusterer("fcm", n_clusters=3, random_state=0),
     ]
 
 
@@ -101,7 +101,7 @@ def test_pandas_output_keeps_columns_and_index(X):
 
 
 def test_clusterer_gives_labels_centres_and_fit_predict(X):
-    fcm = pcs.clusterer("fcm", c=3, random_state=0)
+    fcm = pcs.clusterer("fcm", n_clusters=3, random_state=0)
     labels = fcm.fit_predict(X)
     assert labels.shape == (90,)
     assert set(np.unique(labels)) == {0, 1, 2}
@@ -115,7 +115,7 @@ def test_clusterer_gives_labels_centres_and_fit_predict(X):
 
 def test_a_dp_clusterer_spends_within_its_budget_and_refuses_more(X):
     bounds = {"x0": [-3.0, 10.0], "x1": [-3.0, 10.0]}
-    km = pcs.clusterer("idp-kmeans", k=3, epsilon=1.0, bounds=bounds, budget=1.0, random_state=0)
+    km = pcs.clusterer("idp-kmeans", n_clusters=3, epsilon=1.0, bounds=bounds, budget=1.0, random_state=0)
     km.fit(X)
     assert 0 < km.release_.spent[0] <= 1.0
     assert set(np.unique(km.labels_)) <= {0, 1, 2}

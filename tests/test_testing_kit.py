@@ -191,6 +191,7 @@ def test_ids_are_the_documented_ones_even_for_repeated_components():
 class BadCapabilities:
     name: ClassVar[str] = "bad-capabilities"
     uses_constraints: ClassVar[str] = "no"
+    renamed_params: ClassVar[list] = ["c"]
 
     def planned_cost(self):
         return 1.0
@@ -225,7 +226,8 @@ def test_optional_capabilities_are_declared_in_one_place_and_checked():
     import privclust
 
     assert set(privclust.CAPABILITIES) == {"planned_cost", "step_problems", "min_records", "uses_constraints",
-                                           "data_leaks", "leak_names", "disclosive_metrics", "missing_values"}
+                                           "data_leaks", "leak_names", "disclosive_metrics", "missing_values",
+                                           "renamed_params"}
     assert privclust.capability(Good(), "uses_constraints") is True  # the declared default
     assert privclust.capability(GoodCapabilities(), "min_records")(3) == 6
     assert privclust.capability(Good(), "planned_cost") is None
@@ -237,3 +239,4 @@ def test_optional_capabilities_are_declared_in_one_place_and_checked():
     assert "uses_constraints must be True or False" in text
     assert "planned_cost() must return None or (epsilon, delta)" in text
     assert "'min_record' looks like the optional member 'min_records'" in text
+    assert "renamed_params must be a table {old name: new name}" in text
