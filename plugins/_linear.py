@@ -46,6 +46,8 @@ __all__ = [
     "project_polyhedron",
     "equality_problems",
     "infeasible_subset",
+    "rounding_plan",
+    "controlled_rounding",
 ]
 
 
@@ -596,3 +598,216 @@ def project_polyhedron(Z: np.ndarray, E: np.ndarray, f: np.ndarray, A: np.ndarra
     if E.shape[0]:
         viol = max(viol, float(np.max(np.abs(out @ E.T - f), initial=0.0)))
     return out, ProjectionStats(stats.method, stats.iterations, viol)
+
+
+# ---------------------------------------------------------------------------
+# Controlled rounding of integer columns
+# ---------------------------------------------------------------------------
+
+#: A rule "held" on a record before rounding when its violation is at most
+#: this, relative to 1 + the largest absolute value of the record's columns
+#: (the tolerance with which the host records whether a released file
+#: satisfies a rule).
+HELD_RTOL = 1e-6
+
+
+@dataclass(frozen=True)
+class RoundingPlan:
+    """How the equalities are kept through rounding, decided once from the
+    rules' structure (never from the data).
+
+    ``order`` lists ``(rule, candidate pivot columns)`` in the order the
+    equalities are solved; ``unsolved`` the equalities that have no pivot
+    (with the reason), kept only where plain rounding happens to keep them."""
+
+    order: tuple[tuple[int, tuple[int, ...]], ...]
+    unsolved: tuple[tuple[int, str], ...]
+
+
+def _integral(values: np.ndarray) -> bool:
+    return bool(np.all(np.isfinite(values)) and np.all(values == np.round(values))
+                and np.all(np.abs(values) < 2.0**53))
+
+
+def rounding_plan(M: np.ndarray, rhs: np.ndarray, is_eq: np.ndarray, integer: np.ndarray,
+                  fixed: np.ndarray) -> RoundingPlan:
+    """Choose, for each equality, the columns that may be solved for.
+
+    * An equality with a column that is neither integer nor fixed is solved
+      for such a column (any coefficient): the equality then holds to float
+      rounding whatever the integers became.
+    * An equality over integer columns only, with integer coefficients and
+      constant, is divided by the gcd of its coefficients; it can be solved
+      exactly on the integers for a movable integer column whose coefficient
+      is then +1 or -1 (``2*t = 2*a + 2*b`` is ``t = a + b``). If the constant
+      is not a multiple of the gcd no integer record satisfies it at all.
+    * Any other equality (a non-integer coefficient on an integer column, no
+      coefficient +-1, every column fixed) has no pivot.
+
+    Equalities are solved one after the other, and a column that appears in
+    an equality solved earlier is never a pivot again (changing it would
+    break that equality); the order is greedy: next comes the equality with
+    the fewest pivots still available (ties by rule order).
+    """
+    movable_int = integer & ~fixed
+    movable_float = ~integer & ~fixed
+    candidates: dict[int, tuple[int, ...]] = {}
+    unsolved: list[tuple[int, str]] = []
+    for i in np.flatnonzero(is_eq):
+        row = M[i]
+        cols = np.flatnonzero(row != 0.0)
+        floats = cols[movable_float[cols]]
+        if floats.size:
+            candidates[int(i)] = tuple(int(j) for j in floats)
+            continue
+        if not integer[cols].all():
+            unsolved.append((int(i), "a column of the rule is neither an integer column nor changed by a step"))
+            continue
+        if not (_integral(row[cols]) and _integral(np.array([rhs[i]]))):
+            unsolved.append((int(i), "a coefficient or the constant is not an integer"))
+            continue
+        g = float(np.gcd.reduce(np.abs(row[cols]).astype(np.int64)))
+        if rhs[i] % g != 0.0:
+            unsolved.append((int(i), f"no integer record satisfies it (the constant is not a multiple of {g:g}, "
+                                     "the gcd of the coefficients)"))
+            continue
+        unit = cols[(np.abs(row[cols]) == g) & movable_int[cols]]
+        if not unit.size:
+            unsolved.append((int(i), "no column changed by a step has coefficient +1 or -1 once the coefficients "
+                                     "are divided by their gcd"))
+            continue
+        candidates[int(i)] = tuple(int(j) for j in unit)
+    order: list[tuple[int, tuple[int, ...]]] = []
+    used: set[int] = set()
+    left = dict(candidates)
+    while left:
+        eligible = {i: tuple(j for j in c if j not in used) for i, c in left.items()}
+        ready = [i for i, c in eligible.items() if c]
+        if not ready:
+            for i in sorted(left):
+                unsolved.append((i, "every column it could be solved for is in an equality solved before it"))
+            break
+        i = min(ready, key=lambda r: (len(eligible[r]), r))
+        order.append((i, eligible[i]))
+        used.update(int(j) for j in np.flatnonzero(M[i] != 0.0))
+        del left[i]
+    return RoundingPlan(tuple(order), tuple(sorted(unsolved)))
+
+
+def controlled_rounding(X: np.ndarray, M: np.ndarray, rhs: np.ndarray, is_eq: np.ndarray, integer: np.ndarray,
+                        fixed: np.ndarray, plan: RoundingPlan | None = None) -> np.ndarray:
+    """Round the integer columns of every row of ``X`` so that the rules that
+    held on a row still hold, wherever the rules' structure allows.
+
+    :param X: ``(n, d)`` values (NaN for a missing value, which stays missing).
+    :param M, rhs, is_eq: the rules ``M x (= or <=) rhs``.
+    :param integer: ``(d,)`` the columns to release as whole numbers.
+    :param fixed: ``(d,)`` the columns that must not change at all.
+    :returns: a new ``(n, d)`` array. Columns that are neither integer nor
+        fixed change only where they are solved for to keep an equality.
+
+    Steps, each vectorised over the rows (loops run over rules and
+    candidate columns only):
+
+    1. every movable integer value is rounded to the nearest integer
+       (``numpy.rint``, halves to even): a deterministic function of the
+       value, so identical records stay identical;
+    2. each inequality (bounds included) that held on a row and that the
+       rounding broke is repaired on that row by rounding each of its
+       movable integer columns towards the side that keeps it (down where the
+       coefficient is positive, up where it is negative), which keeps it
+       whenever its other columns are unchanged, since then ``a.r <= a.x <=
+       b``; two passes over the inequalities (one repair can undo another
+       that shares a column with the opposite sign);
+    3. each equality of ``plan`` (see :func:`rounding_plan`) that held on a
+       row is solved on that row for one of its pivot columns, chosen per row
+       as the one whose solved value breaks the fewest inequalities that held,
+       then moves least from its value before rounding.
+
+    Rules that held and still fail afterwards are left for the caller to
+    report; rules that were already broken are only rounded.
+    """
+    X = np.asarray(X, dtype=float)
+    integer = np.asarray(integer, dtype=bool)
+    fixed = np.asarray(fixed, dtype=bool)
+    plan = plan if plan is not None else rounding_plan(M, rhs, is_eq, integer, fixed)
+    out = np.empty_like(X)
+    for start in range(0, X.shape[0], ROUNDING_BLOCK):  # blocks of rows keep the temporaries small
+        block = slice(start, start + ROUNDING_BLOCK)
+        out[block] = _round_block(np.asfortranarray(X[block]), M, rhs, is_eq, integer, fixed, plan)
+    return out
+
+
+#: Rows rounded at once by :func:`controlled_rounding` (every row is rounded
+#: on its own; blocks only bound the size of the temporary arrays).
+ROUNDING_BLOCK = 1 << 15
+
+
+def _round_block(X: np.ndarray, M: np.ndarray, rhs: np.ndarray, is_eq: np.ndarray, integer: np.ndarray,
+                 fixed: np.ndarray, plan: RoundingPlan) -> np.ndarray:
+    """:func:`controlled_rounding` of a block of rows (Fortran order: every
+    operation runs on contiguous columns)."""
+    movable_int = integer & ~fixed
+    n = X.shape[0]
+    Y = X.copy(order="F")
+    for j in np.flatnonzero(movable_int):
+        np.rint(X[:, j], out=Y[:, j])
+    if M.shape[0] == 0 or n == 0:
+        return Y
+    variables = [np.flatnonzero(M[i] != 0.0) for i in range(M.shape[0])]
+
+    def lhs(values: np.ndarray, i: int) -> np.ndarray:  # only the rule's own columns: a NaN elsewhere is no matter
+        out = np.zeros(n)
+        for j in variables[i]:
+            out += M[i, j] * values[:, j]
+        return out
+
+    magnitude = np.zeros(n)
+    for j in range(X.shape[1]):
+        np.fmax(magnitude, np.abs(X[:, j]), out=magnitude)  # fmax ignores a NaN
+    tol = HELD_RTOL * (1.0 + magnitude)
+    held = np.zeros((M.shape[0], n), dtype=bool)
+    with np.errstate(invalid="ignore"):
+        for i in range(M.shape[0]):
+            resid = lhs(X, i) - rhs[i]
+            held[i] = (np.abs(resid) if is_eq[i] else resid) <= tol  # NaN (a missing value): not held
+
+        ineq = np.flatnonzero(~is_eq)
+        for _ in range(2):
+            repaired = False
+            for i in ineq:
+                cols = variables[i][movable_int[variables[i]]]
+                if not cols.size or not held[i].any():
+                    continue
+                broken = held[i] & (lhs(Y, i) - rhs[i] > tol)
+                if not broken.any():
+                    continue
+                for j in cols:
+                    Y[:, j] = np.where(broken, np.floor(X[:, j]) if M[i, j] > 0 else np.ceil(X[:, j]), Y[:, j])
+                repaired = True
+            if not repaired:
+                break
+
+        for i, pivots in plan.order:
+            rows = held[i]
+            if not rows.any():
+                continue
+            others = lhs(Y, i)
+            values = np.empty((len(pivots), n))
+            key = np.zeros((len(pivots), n))
+            for c, p in enumerate(pivots):
+                a = M[i, p]
+                v = (rhs[i] - (others - a * Y[:, p])) / a
+                if integer[p]:
+                    v = np.rint(v)  # exact already (integers below 2^53); removes a -0.0
+                values[c] = v
+                for k in ineq:
+                    if M[k, p] != 0.0 and held[k].any():
+                        after = lhs(Y, k) + M[k, p] * (v - Y[:, p])
+                        key[c] += held[k] & (after - rhs[k] > tol)  # inequalities the solved value would break
+            moved = np.where(rows, np.abs(values - X[:, list(pivots)].T), 0.0)
+            key = key * (1.0 + moved.max()) + moved  # fewest broken inequalities, then the least move
+            best = np.argmin(key, axis=0) if len(pivots) > 1 else np.zeros(n, dtype=np.intp)
+            for c, p in enumerate(pivots):
+                Y[:, p] = np.where(rows & (best == c), values[c], Y[:, p])
+    return Y
