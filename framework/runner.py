@@ -922,7 +922,8 @@ def release_integers(context: PrivacyContext, frame: pd.DataFrame, current: pd.D
         parts.append("Rules of handlers without controlled rounding (rounded to the nearest integer, then "
                      "checked): " + ", ".join(repr(t) for t in plain_rules) + ".")
     if broken is not None:
-        parts.append("Each edit rule's check below says on how many records the rounding broke it.")
+        parts.append("Each edit rule's check below says on how many records the rounding broke it; the steps' own "
+                     "statements about edit rules describe their values before this rounding.")
     if notes:
         parts.append("Dtypes: " + "; ".join(notes) + ".")
     parts.append("Rounding is post-processing: a deterministic function of the released values alone (no original "
