@@ -907,11 +907,11 @@ def release_integers(context: PrivacyContext, frame: pd.DataFrame, current: pd.D
         parts.append("Already whole numbers (values unchanged, dtype restored): " + ", ".join(c for c, _ in whole)
                      + ".")
     if kept_by:
-        parts.append(f"Columns in edit rules were rounded by controlled rounding ({', '.join(kept_by)}: each "
-                     "equality over integer columns with integer coefficients is solved exactly for one of its "
-                     "columns with coefficient +-1, chosen per record; inequalities and bounds broken by rounding "
-                     "to the nearest integer are repaired by rounding down or up), keeping each rule on the "
-                     "records where it held before.")
+        parts.append(f"Columns in edit rules were rounded by controlled rounding ({', '.join(kept_by)}: "
+                     "equalities over integer columns with integer coefficients are solved exactly on the integers "
+                     "for some of their columns, chosen per record; inequalities and bounds broken by rounding to "
+                     "the nearest integer are repaired by rounding down or up), keeping each rule on the records "
+                     "where it held before.")
     if adjusted:
         parts.append(f"Non-integer column(s) {', '.join(adjusted)} adjusted to keep an equality with rounded "
                      "integers.")

@@ -616,12 +616,20 @@ class RoundingPlan:
     """How the equalities are kept through rounding, decided once from the
     rules' structure (never from the data).
 
-    ``order`` lists ``(rule, candidate pivot columns)`` in the order the
-    equalities are solved; ``unsolved`` the equalities that have no pivot
-    (with the reason), kept only where plain rounding happens to keep them."""
+    ``order`` lists ``(rules, pivot sets)`` in the order they are solved:
+    the rules (row numbers) solved together and the candidate sets of
+    columns to solve them for (one column per rule; each record takes one
+    set). ``unsolved`` lists the equalities that have no pivot, with the
+    reason; they are kept only where plain rounding happens to keep them."""
 
-    order: tuple[tuple[int, tuple[int, ...]], ...]
+    order: tuple[tuple[tuple[int, ...], tuple[tuple[int, ...], ...]], ...]
     unsolved: tuple[tuple[int, str], ...]
+
+
+#: The most column sets :func:`rounding_plan` tries for one group of integer
+#: equalities, and the most it keeps as candidates.
+MAX_PIVOT_SEARCH = 4096
+MAX_PIVOT_SETS = 16
 
 
 def _integral(values: np.ndarray) -> bool:
@@ -629,69 +637,151 @@ def _integral(values: np.ndarray) -> bool:
                 and np.all(np.abs(values) < 2.0**53))
 
 
+def _integral_sets(E: np.ndarray, f: np.ndarray, columns: list[int]) -> list[tuple[int, ...]]:
+    """Sets ``P`` of ``columns`` (one per row of ``E``) for which solving
+    ``E x = f`` for ``x_P`` gives integers whatever integers the other columns
+    hold: ``E[:, P]`` is invertible and ``E[:, P]^-1 [E f]`` is an integer
+    matrix (so ``x_P = T f - T_N x_N``). A determinant of +-1 is enough; a
+    single equality needs a coefficient +-1 (after dividing by the gcd)."""
+    m = E.shape[0]
+    if len(columns) < m or math.comb(len(columns), m) > MAX_PIVOT_SEARCH:
+        return []
+    both = np.column_stack([E, f])
+    found = []
+    for P in itertools.combinations(columns, m):
+        EP = E[:, list(P)]
+        if abs(np.linalg.det(EP)) < 0.5:  # integer matrices: a non-zero determinant is at least 1
+            continue
+        T = np.linalg.solve(EP, both)
+        if np.all(np.abs(T - np.round(T)) < 1e-9):
+            found.append(tuple(int(j) for j in P))
+            if len(found) >= MAX_PIVOT_SETS:
+                break
+    return found
+
+
 def rounding_plan(M: np.ndarray, rhs: np.ndarray, is_eq: np.ndarray, integer: np.ndarray,
                   fixed: np.ndarray) -> RoundingPlan:
-    """Choose, for each equality, the columns that may be solved for.
+    """Choose which columns each equality is solved for.
 
-    * An equality with a column that is neither integer nor fixed is solved
-      for such a column (any coefficient): the equality then holds to float
-      rounding whatever the integers became.
     * An equality over integer columns only, with integer coefficients and
-      constant, is divided by the gcd of its coefficients; it can be solved
-      exactly on the integers for a movable integer column whose coefficient
-      is then +1 or -1 (``2*t = 2*a + 2*b`` is ``t = a + b``). If the constant
-      is not a multiple of the gcd no integer record satisfies it at all.
+      constant, is first divided by the gcd of its coefficients
+      (``2*t = 2*a + 2*b`` is ``t = a + b``; if the constant is not a
+      multiple of the gcd, no integer record satisfies it). Such equalities
+      that share columns are solved **together**, as one small integer
+      system per record, for a set ``P`` of movable integer columns (one per
+      equality) whose solution is an integer combination of the other
+      columns and the constants (``E_P^-1 [E f]`` is an integer matrix, e.g.
+      a determinant of +-1; for a single equality, a column with coefficient
+      +-1): it is then an integer for any rounded values of the other
+      columns. Up to :data:`MAX_PIVOT_SETS` such sets are candidates. Where no set exists (or
+      the search would exceed :data:`MAX_PIVOT_SEARCH` sets), the equalities
+      of the group are solved one after the other instead, each for a column
+      with coefficient +-1 that no equality solved before it uses.
+    * An equality with a column that is neither integer nor fixed is solved,
+      after the integer equalities, for such a column (any coefficient): it
+      then holds to float rounding whatever the integers became. Several of
+      them are solved one after the other, never for a column of one solved
+      before.
     * Any other equality (a non-integer coefficient on an integer column, no
-      coefficient +-1, every column fixed) has no pivot.
-
-    Equalities are solved one after the other, and a column that appears in
-    an equality solved earlier is never a pivot again (changing it would
-    break that equality); the order is greedy: next comes the equality with
-    the fewest pivots still available (ties by rule order).
+      usable pivot, every column fixed) is not solved.
     """
     movable_int = integer & ~fixed
     movable_float = ~integer & ~fixed
-    candidates: dict[int, tuple[int, ...]] = {}
     unsolved: list[tuple[int, str]] = []
+    ints: dict[int, np.ndarray] = {}  # integer equalities, each divided by its gcd
+    floats: dict[int, tuple[int, ...]] = {}
     for i in np.flatnonzero(is_eq):
+        i = int(i)
         row = M[i]
         cols = np.flatnonzero(row != 0.0)
-        floats = cols[movable_float[cols]]
-        if floats.size:
-            candidates[int(i)] = tuple(int(j) for j in floats)
+        float_cols = cols[movable_float[cols]]
+        if float_cols.size:
+            floats[i] = tuple(int(j) for j in float_cols)
             continue
         if not integer[cols].all():
-            unsolved.append((int(i), "a column of the rule is neither an integer column nor changed by a step"))
+            unsolved.append((i, "a column of the rule is neither an integer column nor changed by a step"))
             continue
         if not (_integral(row[cols]) and _integral(np.array([rhs[i]]))):
-            unsolved.append((int(i), "a coefficient or the constant is not an integer"))
+            unsolved.append((i, "a coefficient or the constant is not an integer"))
             continue
         g = float(np.gcd.reduce(np.abs(row[cols]).astype(np.int64)))
         if rhs[i] % g != 0.0:
-            unsolved.append((int(i), f"no integer record satisfies it (the constant is not a multiple of {g:g}, "
-                                     "the gcd of the coefficients)"))
+            unsolved.append((i, f"no integer record satisfies it (the constant is not a multiple of {g:g}, "
+                                "the gcd of the coefficients)"))
             continue
-        unit = cols[(np.abs(row[cols]) == g) & movable_int[cols]]
-        if not unit.size:
-            unsolved.append((int(i), "no column changed by a step has coefficient +1 or -1 once the coefficients "
-                                     "are divided by their gcd"))
+        if not movable_int[cols].any():
+            unsolved.append((i, "no column of the rule was changed by a step"))
             continue
-        candidates[int(i)] = tuple(int(j) for j in unit)
-    order: list[tuple[int, tuple[int, ...]]] = []
-    used: set[int] = set()
+        ints[i] = np.append(row / g, rhs[i] / g)  # the coefficients and the constant
+
+    order: list[tuple[tuple[int, ...], tuple[tuple[int, ...], ...]]] = []
+    ints_rows = {i: r[:-1] for i, r in ints.items()}
+    for group in _groups(ints_rows):  # integer equalities that share columns
+        E = np.array([ints[i][:-1] for i in group])
+        f = np.array([ints[i][-1] for i in group])
+        cols = [int(j) for j in np.flatnonzero(np.any(E != 0.0, axis=0) & movable_int)]
+        sets = _integral_sets(E, f, cols)
+        if sets:
+            order.append((tuple(group), tuple(sets)))
+            continue
+        candidates = {i: tuple(j for j in cols if abs(ints[i][j]) == 1.0) for i in group}
+        solved, left = _one_by_one(candidates, {i: ints_rows[i] for i in group}, set())
+        order.extend(((i,), tuple((p,) for p in pivots)) for i, pivots in solved)
+        unsolved.extend((i, "no column changed by a step has coefficient +1 or -1 once the coefficients are "
+                            "divided by their gcd" if len(group) == 1 else
+                            "the integer equalities sharing its columns have no set of columns to solve for that "
+                            "always gives integers, and it has no column with coefficient +-1 left")
+                        for i in left)
+    used = {int(j) for i in ints for j in np.flatnonzero(M[i] != 0.0)}
+    solved, left = _one_by_one(floats, {i: M[i] for i in floats}, used)
+    order.extend(((i,), tuple((p,) for p in pivots)) for i, pivots in solved)
+    unsolved.extend((i, "every column it could be solved for is in an equality solved before it") for i in left)
+    return RoundingPlan(tuple(order), tuple(sorted(unsolved)))
+
+
+def _groups(rows: dict[int, np.ndarray]) -> list[list[int]]:
+    """The rules of ``rows`` in groups that share columns (connected
+    components), each in rule order."""
+    parent = {i: i for i in rows}
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            i = parent[i]
+        return i
+
+    owner: dict[int, int] = {}
+    for i, row in rows.items():
+        for j in np.flatnonzero(row != 0.0):
+            if int(j) in owner:
+                parent[root(i)] = root(owner[int(j)])
+            else:
+                owner[int(j)] = i
+    groups: dict[int, list[int]] = {}
+    for i in sorted(rows):
+        groups.setdefault(root(i), []).append(i)
+    return list(groups.values())
+
+
+def _one_by_one(candidates: dict[int, tuple[int, ...]], rows: dict[int, np.ndarray], used: set[int]
+                ) -> tuple[list[tuple[int, tuple[int, ...]]], list[int]]:
+    """Equalities solved one after the other, each for a column that no
+    equality solved before it uses; next comes the one with the fewest
+    columns still available (ties by rule order). Returns the solved ones
+    with their columns and the rules left."""
+    used = set(used)
     left = dict(candidates)
+    solved = []
     while left:
         eligible = {i: tuple(j for j in c if j not in used) for i, c in left.items()}
         ready = [i for i, c in eligible.items() if c]
         if not ready:
-            for i in sorted(left):
-                unsolved.append((i, "every column it could be solved for is in an equality solved before it"))
             break
         i = min(ready, key=lambda r: (len(eligible[r]), r))
-        order.append((i, eligible[i]))
-        used.update(int(j) for j in np.flatnonzero(M[i] != 0.0))
+        solved.append((i, eligible[i]))
+        used.update(int(j) for j in np.flatnonzero(rows[i] != 0.0))
         del left[i]
-    return RoundingPlan(tuple(order), tuple(sorted(unsolved)))
+    return solved, sorted(left)
 
 
 def controlled_rounding(X: np.ndarray, M: np.ndarray, rhs: np.ndarray, is_eq: np.ndarray, integer: np.ndarray,
@@ -719,10 +809,11 @@ def controlled_rounding(X: np.ndarray, M: np.ndarray, rhs: np.ndarray, is_eq: np
        whenever its other columns are unchanged, since then ``a.r <= a.x <=
        b``; two passes over the inequalities (one repair can undo another
        that shares a column with the opposite sign);
-    3. each equality of ``plan`` (see :func:`rounding_plan`) that held on a
-       row is solved on that row for one of its pivot columns, chosen per row
-       as the one whose solved value breaks the fewest inequalities that held,
-       then moves least from its value before rounding.
+    3. each group of equalities of ``plan`` (see :func:`rounding_plan`)
+       that all held on a row is solved on that row for one of its candidate
+       column sets (a small linear system, exact on the integers), chosen per
+       row as the one whose solved values break the fewest inequalities that
+       held, then move least from the values before rounding.
 
     Rules that held and still fail afterwards are left for the caller to
     report; rules that were already broken are only rounded.
@@ -788,26 +879,42 @@ def _round_block(X: np.ndarray, M: np.ndarray, rhs: np.ndarray, is_eq: np.ndarra
             if not repaired:
                 break
 
-        for i, pivots in plan.order:
-            rows = held[i]
+        for group, sets in plan.order:
+            rows = np.all(held[list(group)], axis=0)  # every equality of the group held on the record
             if not rows.any():
                 continue
-            others = lhs(Y, i)
-            values = np.empty((len(pivots), n))
-            key = np.zeros((len(pivots), n))
-            for c, p in enumerate(pivots):
-                a = M[i, p]
-                v = (rhs[i] - (others - a * Y[:, p])) / a
-                if integer[p]:
-                    v = np.rint(v)  # exact already (integers below 2^53); removes a -0.0
+            E = M[list(group)]
+            f = rhs[list(group)]
+            lhs_all = [lhs(Y, i) for i in group]
+            values = np.empty((len(sets), n, len(group)))
+            key = np.zeros((len(sets), n))  # inequalities the solved values would break
+            moved = np.zeros((len(sets), n))  # how far the solved values are from the values before rounding
+            for c, P in enumerate(sets):
+                EP = E[:, list(P)]
+                rest = np.empty((n, len(group)))  # what the pivot columns must make up
+                for r in range(len(group)):
+                    rest[:, r] = f[r] - lhs_all[r]
+                    for q, p in enumerate(P):
+                        rest[:, r] += EP[r, q] * Y[:, p]
+                v = np.linalg.solve(EP, rest.T).T if len(P) > 1 else rest / EP[0, 0]
+                for q, p in enumerate(P):
+                    if integer[p]:
+                        v[:, q] = np.rint(v[:, q])  # exact already (integers below 2^53); removes a -0.0
                 values[c] = v
+                for q, p in enumerate(P):
+                    moved[c] += np.abs(v[:, q] - X[:, p])
                 for k in ineq:
-                    if M[k, p] != 0.0 and held[k].any():
-                        after = lhs(Y, k) + M[k, p] * (v - Y[:, p])
-                        key[c] += held[k] & (after - rhs[k] > tol)  # inequalities the solved value would break
-            moved = np.where(rows, np.abs(values - X[:, list(pivots)].T), 0.0)
-            key = key * (1.0 + moved.max()) + moved  # fewest broken inequalities, then the least move
-            best = np.argmin(key, axis=0) if len(pivots) > 1 else np.zeros(n, dtype=np.intp)
-            for c, p in enumerate(pivots):
-                Y[:, p] = np.where(rows & (best == c), values[c], Y[:, p])
+                    touched = [q for q, p in enumerate(P) if M[k, p] != 0.0]
+                    if touched and held[k].any():
+                        after = lhs(Y, k)
+                        for q in touched:
+                            after = after + M[k, P[q]] * (v[:, q] - Y[:, P[q]])
+                        key[c] += held[k] & (after - rhs[k] > tol)
+            moved = np.where(rows, moved, 0.0)
+            key += moved / (1.0 + moved.max())  # fewest broken inequalities, then the least move
+            best = np.argmin(key, axis=0) if len(sets) > 1 else np.zeros(n, dtype=np.intp)
+            for c, P in enumerate(sets):
+                chosen = rows & (best == c)
+                for q, p in enumerate(P):
+                    Y[:, p] = np.where(chosen, values[c, :, q], Y[:, p])
     return Y

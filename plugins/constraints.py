@@ -295,14 +295,16 @@ class BoundLinear:
             numbers.
         :param fixed: ``(d,)`` booleans, the columns that must not change
             (``None``: none).
-        :returns: a new float array. An equality over integer columns with
-            integer coefficients is solved exactly on the integers for a
-            column whose coefficient is +-1 (after dividing by the gcd of the
-            coefficients); an equality with a non-integer column that may
-            change is solved for that column; inequalities and bounds broken
-            by the rounding are repaired by rounding down or up instead. What
-            still fails is for the caller to report. See
-            :func:`privclust_plugins._linear.controlled_rounding`.
+        :returns: a new float array. Equalities over integer columns with
+            integer coefficients are solved exactly on the integers (together
+            where they share columns) for columns whose solution is always an
+            integer, e.g. a column with coefficient +-1 after dividing by the
+            gcd of the coefficients; an equality with a non-integer column
+            that may change is solved for that column; inequalities and bounds
+            broken by the rounding are repaired by rounding down or up
+            instead. What still fails is for the caller to report. See
+            :func:`privclust_plugins._linear.controlled_rounding` and
+            :meth:`rounding_plan`.
         """
         X = self._points(values)
         d = len(self.columns)
