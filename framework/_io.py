@@ -109,6 +109,30 @@ def _check_header(header: Sequence[str], where: str) -> None:
         raise DataError(f"{where}: the header names a column more than once: {which}; give every column its own name")
 
 
+def _read_csv(source: Path | bytes, sep: str = ",") -> pd.DataFrame:
+    """A CSV file as a DataFrame, its integer columns kept integer.
+
+    pandas reads a column of whole numbers as ``int64``, but as ``float64``
+    as soon as one value is missing. Such a column (every value written
+    without a decimal point or exponent, some missing) is read as the
+    nullable ``Int64`` instead, so that it is released as integers with its
+    missing values kept; a column written as ``1.0, 2.0`` stays ``float64``.
+    """
+    def read(**options: object) -> pd.DataFrame:
+        return pd.read_csv(io.BytesIO(source) if isinstance(source, bytes) else source, sep=sep,
+                           **options)  # type: ignore[call-overload]
+
+    frame = read()
+    gaps = [c for c in frame.columns if frame[c].dtype == float and frame[c].isna().any() and frame[c].notna().any()
+            and frame[c].dropna().eq(frame[c].dropna().round()).all()]
+    if gaps:
+        typed = read(usecols=gaps, dtype_backend="numpy_nullable")
+        for c in gaps:
+            if pd.api.types.is_integer_dtype(typed[c]):
+                frame[c] = typed[c]
+    return frame
+
+
 def _read_stdin() -> pd.DataFrame:
     """CSV from standard input (read whole, then parsed: the same checks as a file)."""
     raw = sys.stdin.buffer.read()
@@ -117,7 +141,7 @@ def _read_stdin() -> pd.DataFrame:
     try:
         first = raw.split(b"\n", 1)[0].decode("utf-8")
         _check_header(next(csv.reader([first])), "standard input")
-        return pd.read_csv(io.BytesIO(raw))
+        return _read_csv(raw)
     except DataError:
         raise
     except (UnicodeDecodeError, ValueError, csv.Error, pd.errors.ParserError) as err:
@@ -127,7 +151,9 @@ def _read_stdin() -> pd.DataFrame:
 
 def read_frame(path: str | Path) -> pd.DataFrame:
     """Read a CSV or Parquet file into a DataFrame; ``"-"`` reads CSV from
-    standard input.
+    standard input. A CSV column of whole numbers is ``int64``, or the
+    nullable ``Int64`` when some of its values are missing (see
+    :func:`_read_csv`); Parquet keeps the dtypes it stores.
 
     :raises DataError: for a missing or unreadable file, and for a CSV header
         that names a column more than once (pandas would rename the copies).
@@ -144,7 +170,7 @@ def read_frame(path: str | Path) -> pd.DataFrame:
     try:
         if kind == "csv":
             _check_header(_csv_header(path, sep), str(path))
-            return pd.read_csv(path, sep=sep)
+            return _read_csv(path, sep)
         return pd.read_parquet(path)
     except DataError:
         raise
@@ -226,7 +252,9 @@ def check_outputs(outputs: Mapping[str, Path | str | None], inputs: Mapping[str,
 
 
 def frame_writer(frame: pd.DataFrame, path: Path) -> Callable[[Path], None]:
-    """A function writing ``frame`` in the format ``path``'s suffix names."""
+    """A function writing ``frame`` in the format ``path``'s suffix names.
+    CSV writes integer columns (``int64``, ``Int64``...) without decimals and
+    a missing value as an empty field; Parquet keeps every dtype."""
     kind = _kind(path)
 
     def write(tmp: Path) -> None:

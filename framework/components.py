@@ -440,6 +440,9 @@ class Capability:
     :ivar kinds: the component kinds it applies to.
     :ivar used_for: what the host does with it.
     :ivar default: what the host assumes when a component does not have it.
+    :ivar bound: the member belongs to the object a constraint handler's
+        ``bind()`` returns (its rules over named columns), not to the
+        handler itself.
     """
 
     name: str
@@ -449,17 +452,21 @@ class Capability:
     used_for: str
     default: Any = None
     problem: Callable[[Any, Any], str | None] = attrs.field(default=None, repr=False, eq=False)
+    bound: bool = False
 
     def check(self, component: Any, n_columns: int = 1) -> str | None:
         """What is wrong with the component's member (``None`` when it is
         fine or absent): a method that raises or returns the wrong type, an
-        attribute of the wrong type."""
+        attribute of the wrong type. For a ``bound`` member, ``component`` is
+        the object ``bind()`` returned."""
         if not hasattr(type(component), self.name):
             return None
         value = getattr(component, self.name)
         if self.member == "method":
             if not callable(value):
                 return f"{self.name} must be a method {self.signature}; got {value!r}"
+            if self.name == "round_integers":
+                return _rounding_problem(component, value)
             try:
                 value = value(n_columns) if self.name == "min_records" else value()
             except Exception as err:  # noqa: BLE001 - reported to the plugin author
@@ -528,6 +535,36 @@ def _renamed_problem(value: Any, _: int) -> str | None:
     return None
 
 
+def _rounding_problem(bound: Any, method: Callable[..., Any]) -> str | None:
+    """``round_integers`` on a few non-integer rows (one value missing):
+    the same shape back, whole numbers in the integer columns, the missing
+    value still missing, the fixed column unchanged."""
+    d = len(getattr(bound, "columns", ()))
+    if d == 0:
+        return None
+    values = np.linspace(0.3, 7.7, 5 * d).reshape(5, d)
+    values[1, 0] = np.nan
+    integer = np.ones(d, dtype=bool)
+    fixed = np.zeros(d, dtype=bool)
+    if d > 1:
+        integer[-1] = False
+        fixed[-1] = True
+    try:
+        out = np.asarray(method(values.copy(), integer, fixed), dtype=float)
+    except Exception as err:  # noqa: BLE001 - reported to the plugin author
+        return f"round_integers(values, integer, fixed) raised {type(err).__name__}: {err}"
+    if out.shape != values.shape:
+        return f"round_integers must return an array of the values' shape {values.shape}; got {out.shape}"
+    if not np.isnan(out[1, 0]):
+        return "round_integers must leave a missing value (NaN) missing"
+    whole = out[:, integer]
+    if not np.all(np.isnan(whole) | (whole == np.round(whole))):
+        return "round_integers left non-integer values in a column marked integer"
+    if not np.array_equal(out[:, fixed], values[:, fixed], equal_nan=True):
+        return "round_integers changed a column marked fixed"
+    return None
+
+
 _STEP_KINDS = ("clusterers", "maskers", "noise_mechanisms")
 
 #: The optional members of components, by name: the one place they are
@@ -566,6 +603,11 @@ CAPABILITIES: Mapping[str, Capability] = MappingProxyType({c.name: c for c in (
                         "the counts; a text (what the step does with them, e.g. 'distances over the observed "
                         "variables; missing values released missing') and the step receives NaN, released NaN in the "
                         "same cells, and the host writes the counts and the text in the ledger"),
+    Capability(name="round_integers", member="method", bound=True,
+               signature="round_integers(values, integer, fixed) -> values", kinds=("constraint_handlers",),
+               used_for="(a method of the rules bind() returns) controlled rounding of the integer columns after "
+                        "the steps, keeping the rules that held; without it the host rounds each value to the "
+                        "nearest integer and reports the rules the rounding broke"),
     Capability(name="disclosive_metrics", member="class attribute",
                signature="disclosive_metrics: ClassVar[tuple[str, ...]]", kinds=("evaluators",),
                problem=_texts_problem("disclosive_metrics"), default=(),

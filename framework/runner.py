@@ -31,14 +31,8 @@ import attrs
 import numpy as np
 import pandas as pd
 
-from .accounting import Budget, Ledger, PrivacyContext
-from .components import (
-    EvaluationInputs,
-    Masked,
-    Partition,
-    capability,
-    component_params,
-)
+from .accounting import HOST, Budget, Ledger, PrivacyContext
+from .components import EvaluationInputs, Masked, Partition, capability, component_params
 from .constraints import ConstraintSet
 from .engines import map_tasks
 from .errors import DataError, ParameterError, PrivclustError, Problem, RecipeError
@@ -917,8 +911,9 @@ def _run_checked(compiled: CompiledRecipe, checked: Preflight, seed: int | np.ra
         outcomes.append(outcome)
 
     all_constraints = _all_rules(compiled.constraints, tuple(map(str, frame.columns)))
+    rounding = release_integers(context, frame, current, outcomes, compiled.constraints, all_constraints)
     _record_rules(context, all_constraints, current,
-                  [frozenset(v) for h in compiled.constraints for v in h.variables()])
+                  [frozenset(v) for h in compiled.constraints for v in h.variables()], rounding)
     if parts is not None:
         context._record_host("verified", _strata_statement(roles.strata, parts, checked.merges, outcomes),
                              details={"strata": list(roles.strata), "merged": list(checked.merges),
@@ -981,11 +976,15 @@ def _all_rules(constraints: Sequence[Any], columns: tuple[str, ...]) -> Constrai
 
 
 def _record_rules(context: PrivacyContext, rules: ConstraintSet | None, frame: pd.DataFrame,
-                  variables: Sequence[frozenset[str]] = ()) -> None:
+                  variables: Sequence[frozenset[str]] = (), rounding: Mapping[int, int] | None = None) -> None:
     """Record, for each edit rule, whether the released file satisfies it. A
     rule cannot be evaluated on a record that misses one of its columns:
     such records are counted as not evaluable, neither violations nor
-    satisfied."""
+    satisfied.
+
+    ``rounding`` (from :func:`release_integers`): for each rule over a column
+    the host rounded, on how many records it held before the rounding and
+    not after."""
     if rules is None or not rules.rules:
         return
     values = frame.loc[:, list(rules.columns)].to_numpy(dtype=float, na_value=np.nan)
@@ -1013,9 +1012,16 @@ def _record_rules(context: PrivacyContext, rules: ConstraintSet | None, frame: p
         else:
             statement = f"edit rule {text!r} is violated by {int(bad.sum())} of {int(counted.sum())} released " \
                         f"records (largest violation {largest:.6g}).{not_evaluable}"
-        context._record_host("guarantee", statement, mechanism="edit rule", status="verified",
-                             details={"rule": text, "violated_records": int(bad.sum()),
-                                      "not_evaluable_records": n_skip, "max_violation": largest})
+        details = {"rule": text, "violated_records": int(bad.sum()), "not_evaluable_records": n_skip,
+                   "max_violation": largest}
+        if rounding is not None and r in rounding:
+            broken = int(rounding[r])
+            details["broken_by_rounding"] = broken
+            statement += (" The host's rounding of the integer columns kept it on every record where it held "
+                          "before." if not broken else
+                          f" Of these, {broken} held before the host rounded the integer columns: the rounding "
+                          "could not keep the rule on them.")
+        context._record_host("guarantee", statement, mechanism="edit rule", status="verified", details=details)
 
 
 def _evaluate(compiled: CompiledRecipe, original: pd.DataFrame, protected: pd.DataFrame, labels: pd.DataFrame,

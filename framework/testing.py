@@ -38,7 +38,9 @@ The checks (each raises ``AssertionError`` with a message saying what to fix):
 ``optional_capabilities``
     each optional member the component has (``planned_cost``,
     ``min_records``, ``uses_constraints``... :data:`privclust.CAPABILITIES`)
-    has the declared form and applies to its kind; a near-miss name
+    has the declared form and applies to its kind (for a constraint handler,
+    ``round_integers`` of the rules it binds to the data's columns is run on
+    a few rows); a near-miss name
     (``min_record``) is reported.
 
 Components that record no DP release pass ``spends_before_release``,
@@ -1148,6 +1150,12 @@ def check_optional_capabilities(component: Any, data: pd.DataFrame, kind: str, r
     name = getattr(cls, "name", cls.__qualname__)
     problems = []
     for declared in CAPABILITIES.values():
+        if declared.bound:  # a member of the rules bind() returns
+            if kind == "constraint_handlers":
+                problem = declared.check(component.bind(tuple(data.columns)), data.shape[1])
+                if problem:
+                    problems.append(problem)
+            continue
         if not hasattr(cls, declared.name):
             continue
         if kind not in declared.kinds:

@@ -284,6 +284,48 @@ class BoundLinear:
                 out[rows, j] = np.minimum(col, limit) if upper else np.maximum(col, limit)
         return out if np.ndim(points) == 2 else out[0]
 
+    def round_integers(self, values: Any, integer: Any, fixed: Any = None) -> np.ndarray:
+        """Controlled rounding (the ``round_integers`` capability): each row
+        with its ``integer`` columns rounded to whole numbers, keeping every
+        rule that held on the row wherever the rules' structure allows.
+
+        :param values: ``(n, d)`` values in the order of :attr:`columns`; NaN
+            for a missing value, which stays missing.
+        :param integer: ``(d,)`` booleans, the columns to release as whole
+            numbers.
+        :param fixed: ``(d,)`` booleans, the columns that must not change
+            (``None``: none).
+        :returns: a new float array. Equalities over integer columns with
+            integer coefficients are solved exactly on the integers (together
+            where they share columns) for columns whose solution is always an
+            integer, e.g. a column with coefficient +-1 after dividing by the
+            gcd of the coefficients; an equality with a non-integer column
+            that may change is solved for that column; inequalities and bounds
+            broken by the rounding are repaired by rounding down or up
+            instead. What still fails is for the caller to report. See
+            :func:`privclust_plugins._linear.controlled_rounding` and
+            :meth:`rounding_plan`.
+        """
+        X = self._points(values)
+        d = len(self.columns)
+        integer = np.asarray(integer, dtype=bool).reshape(-1)
+        fixed = np.zeros(d, dtype=bool) if fixed is None else np.asarray(fixed, dtype=bool).reshape(-1)
+        if integer.shape != (d,) or fixed.shape != (d,):
+            raise ConstraintError(f"linear: integer and fixed must hold {d} booleans, one per column "
+                                  f"({', '.join(self.columns)})")
+        plan = self.rounding_plan(integer, fixed)
+        out = _linear.controlled_rounding(X, self._matrix, self._rhs, self._kinds, integer, fixed, plan)
+        return out if np.ndim(values) == 2 else out[0]
+
+    def rounding_plan(self, integer: Any, fixed: Any = None) -> _linear.RoundingPlan:
+        """Which equality is solved for which columns, and which equalities
+        cannot be kept exactly (with the reason), for these integer and
+        fixed columns; decided from the rules alone."""
+        d = len(self.columns)
+        integer = np.asarray(integer, dtype=bool).reshape(-1)
+        fixed = np.zeros(d, dtype=bool) if fixed is None else np.asarray(fixed, dtype=bool).reshape(-1)
+        return _linear.rounding_plan(self._matrix, self._rhs, self._kinds, integer, fixed)
+
     def satisfied(self, points: Any, *, tol: float = 1e-9) -> np.ndarray:
         """Per row, whether every rule holds to ``tol`` relative to the size of its terms."""
         X = self._points(points)
