@@ -1024,6 +1024,214 @@ def _record_rules(context: PrivacyContext, rules: ConstraintSet | None, frame: p
         context._record_host("guarantee", statement, mechanism="edit rule", status="verified", details=details)
 
 
+# ---------------------------------------------------------------------------
+# Integer columns
+# ---------------------------------------------------------------------------
+
+
+def integer_columns(frame: pd.DataFrame) -> tuple[str, ...]:
+    """The columns of ``frame`` with an integer dtype: numpy ``int*`` and
+    ``uint*``, pandas nullable ``Int*`` and ``UInt*`` (not boolean)."""
+    return tuple(c for c in frame.columns
+                 if pd.api.types.is_integer_dtype(frame[c]) and not pd.api.types.is_bool_dtype(frame[c]))
+
+
+def _violated(rules: ConstraintSet, values: np.ndarray) -> np.ndarray:
+    """``(n, n_rules)``: which records violate which rule, with the tolerance of
+    :func:`_record_rules` (a record with a missing value violates nothing)."""
+    scale = np.zeros(values.shape[0])
+    buffer = np.empty(values.shape[0])
+    for j in range(values.shape[1]):  # column by column: no temporary of the whole matrix
+        np.fmax(scale, np.abs(values[:, j], out=buffer), out=scale)  # fmax passes over a NaN
+    scale += 1.0
+    scale *= 1e-6
+    with np.errstate(invalid="ignore"):
+        return rules.violations(values) > scale[:, None]
+
+
+def _integer_dtype(dtype: Any, values: np.ndarray) -> tuple[Any, str | None]:
+    """The dtype to release whole ``values`` in: the input's integer dtype,
+    its nullable counterpart when a value is missing, int64 (Int64) when the
+    values do not fit it, float64 beyond int64; and a note when it is not the
+    input's dtype."""
+    floating = values.dtype.kind == "f"
+    missing = bool(floating and np.isnan(values).any())
+    base = np.dtype(getattr(dtype, "numpy_dtype", dtype))
+    nullable = isinstance(dtype, pd.api.extensions.ExtensionDtype)
+    if floating:  # fmin and fmax pass over a missing value (NaN only when every value is missing)
+        lo, hi = (np.fmin.reduce(values).item(), np.fmax.reduce(values).item()) if values.size else (0, 0)
+        lo, hi = (0, 0) if np.isnan(lo) else (lo, hi)
+    else:
+        lo, hi = (values.min().item(), values.max().item()) if values.size else (0, 0)
+
+    def fits(kind: np.dtype) -> bool:  # Python compares ints and floats exactly
+        info = np.iinfo(kind)
+        return bool(info.min <= lo and hi <= info.max)
+
+    if fits(base):
+        if missing and not nullable:
+            name = base.name.capitalize().replace("Uint", "UInt")
+            return pd.api.types.pandas_dtype(name), f"missing values kept, so released as the nullable {name}"
+        return dtype, None
+    if fits(np.dtype(np.int64)):
+        wide = "Int64" if missing or nullable else "int64"
+        return pd.api.types.pandas_dtype(wide), f"values from {lo:.0f} to {hi:.0f} do not fit {base.name}, so " \
+                                                f"released as {wide}"
+    return np.dtype(float), "values beyond the int64 range, so released as float64 (whole numbers)"
+
+
+#: Integers from here on are not all exact as doubles: such a column is never
+#: moved by controlled rounding (it is held fixed), and its values never pass
+#: through a double.
+EXACT_INTEGERS = 2.0**53
+
+
+def release_integers(context: PrivacyContext, frame: pd.DataFrame, current: pd.DataFrame,
+                     outcomes: Sequence[StepOutcome], handlers: Sequence[Any],
+                     rules: ConstraintSet | None) -> dict[int, int] | None:
+    """Release the integer columns of the input as integers (in ``current``,
+    in place): post-processing of the steps' output, after the last step.
+
+    The integer columns a masker or noise step changed are rounded; with
+    edit rules over them, each constraint handler's ``round_integers``
+    capability (on the rules it binds) does it so that the rules that held
+    still hold where it can; a handler without it gets every value rounded to
+    the nearest integer. The host then makes sure itself that the integer
+    columns hold whole numbers and that the columns no step changed are as
+    they were, casts each integer column back to its input dtype, and
+    records a ``process`` entry. A column a step already released with an
+    integer dtype (the ``geometric`` mechanism) keeps its values, exactly.
+    Returns, per rule index, on how many records the rule held before the
+    rounding and not after (``None`` without integer columns to round)."""
+    changed = {c for o in outcomes if o.kind != "clusterers" for c in o.columns}
+    integers = integer_columns(frame)
+    targets = [c for c in integers if c in changed]
+    if not targets:
+        return None
+    exact = {c for c in targets if pd.api.types.is_integer_dtype(current[c])}  # a step released integers
+    before: dict[str, np.ndarray] = {}  # the values before rounding, of the columns rounded here
+    after: dict[str, np.ndarray] = {}
+    adjusted: dict[str, np.ndarray] = {}
+    kept_by: list[str] = []
+    plain_rules: list[str] = []
+    unsolved: list[tuple[str, str]] = []
+    broken: dict[int, int] | None = None
+    if rules is not None and rules.rules and set(targets) & set(rules.columns):
+        columns = list(rules.columns)
+        X = current.loc[:, columns].to_numpy(dtype=float, na_value=np.nan)
+        held_before = ~_violated(rules, X)
+        X.flags.writeable = False  # a handler returns new values; it never changes these
+        integer = np.array([c in integers for c in columns])
+        huge = np.array([c in exact and bool(np.any(np.abs(current[c].to_numpy()) >= EXACT_INTEGERS))
+                         for c in columns])
+        fixed = np.array([c not in changed for c in columns]) | huge
+        Y = X
+        done = np.zeros(len(columns), dtype=bool)  # columns an earlier handler's rules already settled
+        for handler, part in zip(handlers, rules.parts, strict=True):
+            name = type(handler).name
+            involved = np.array([any(c in v for v in handler.variables()) for c in columns])
+            method = capability(part, "round_integers")
+            if method is None:
+                Y = Y.copy() if not Y.flags.writeable else Y
+                for j in np.flatnonzero(integer & ~fixed & ~done & involved):
+                    Y[:, j] = np.rint(Y[:, j])
+                plain_rules.extend(part.rules)
+            else:
+                out = np.asarray(method(Y, integer, fixed | done), dtype=float)
+                if out.shape != Y.shape:
+                    raise PrivclustError(f"constraint handler {name!r}: round_integers returned shape {out.shape} "
+                                         f"for values of shape {Y.shape} (a bug in its plugin)")
+                if not out.flags.writeable or np.shares_memory(out, Y):
+                    out = out.copy()
+                for j in np.flatnonzero(fixed | done):  # the host's own guarantee: these do not change
+                    out[:, j] = Y[:, j]
+                Y = out
+                kept_by.append(name)
+                plan = getattr(part, "rounding_plan", None)
+                if callable(plan):
+                    for i, why in plan(integer, fixed | done).unsolved:
+                        unsolved.append((part.rules[i], why))
+            done |= involved
+        Y = Y.copy() if not Y.flags.writeable else Y
+        for j, c in enumerate(columns):
+            if integer[j] and not fixed[j]:
+                np.rint(Y[:, j], out=Y[:, j])  # the host's own guarantee: whole numbers
+                if c in exact and np.array_equal(Y[:, j], X[:, j]):
+                    continue  # a step released these integers: kept as they are, exactly
+                before[c], after[c] = X[:, j], Y[:, j]
+            elif not fixed[j] and not np.array_equal(Y[:, j], X[:, j], equal_nan=True):
+                adjusted[c] = Y[:, j]
+        broken_rows = held_before & _violated(rules, Y)
+        involved_rules = [r for r, p in enumerate(_rule_columns(handlers)) if p & set(targets)]
+        broken = {r: int(np.count_nonzero(broken_rows[:, r])) for r in involved_rules}
+    for c in targets:
+        if c not in after and c not in exact:
+            before[c] = current[c].to_numpy(dtype=float, na_value=np.nan)
+            after[c] = np.rint(before[c])
+
+    notes = []
+    rounded, whole = [], []
+    for c in targets:
+        if c in after:
+            values = after[c]
+            n_changed = int(np.count_nonzero(values != before[c])) - int(np.count_nonzero(np.isnan(values)))
+        else:
+            values, n_changed = current[c].to_numpy(), 0
+        (rounded if n_changed else whole).append((c, n_changed))
+        dtype, note = _integer_dtype(frame[c].dtype, values)
+        if note:
+            notes.append(f"{c}: {note}")
+        if isinstance(dtype, pd.api.extensions.ExtensionDtype):
+            current[c] = pd.array(values, dtype=dtype)
+        elif current[c].dtype != dtype or c in after:
+            current[c] = values.astype(dtype)
+    for c, values in adjusted.items():
+        current[c] = values
+
+    parts = [f"The host released the integer columns {', '.join(targets)} as integers, after the last step."]
+    if rounded:
+        parts.append("Rounded: " + ", ".join(f"{c} ({n} value{'s' if n != 1 else ''})" for c, n in rounded) + ".")
+    if whole:
+        parts.append("Already whole numbers (values unchanged, dtype restored): " + ", ".join(c for c, _ in whole)
+                     + ".")
+    if kept_by:
+        parts.append(f"Columns in edit rules were rounded by controlled rounding ({', '.join(kept_by)}: "
+                     "equalities over integer columns with integer coefficients are solved exactly on the integers "
+                     "for some of their columns, chosen per record; inequalities and bounds broken by rounding to "
+                     "the nearest integer are repaired by rounding down or up), keeping each rule on the records "
+                     "where it held before.")
+    if adjusted:
+        parts.append(f"Non-integer column(s) {', '.join(adjusted)} adjusted to keep an equality with rounded "
+                     "integers.")
+    if unsolved:
+        parts.append("Rules that cannot be kept exactly (rounded to the nearest integer, then checked): "
+                     + "; ".join(f"{text!r} ({why})" for text, why in unsolved) + ".")
+    if plain_rules:
+        parts.append("Rules of handlers without controlled rounding (rounded to the nearest integer, then "
+                     "checked): " + ", ".join(repr(t) for t in plain_rules) + ".")
+    if broken is not None:
+        parts.append("Each edit rule's check below says on how many records the rounding broke it; the steps' own "
+                     "statements about edit rules describe their values before this rounding.")
+    if notes:
+        parts.append("Dtypes: " + "; ".join(notes) + ".")
+    parts.append("Rounding is post-processing: a deterministic function of the released values alone (no original "
+                 "value the release does not show, no randomness), so it changes no differential-privacy guarantee; "
+                 "identical released records stay identical, and the host's checks below (k-anonymity, records "
+                 "released verbatim, edit rules) are made on the rounded file.")
+    context._record_host(
+        "process", " ".join(parts), component=HOST, mechanism="integer rounding",
+        details={"columns": list(targets), "rounded": dict(rounded), "already_whole": [c for c, _ in whole],
+                 "controlled_rounding": kept_by, "adjusted_columns": list(adjusted),
+                 "rules_not_kept_exactly": [t for t, _ in unsolved] + list(plain_rules),
+                 "dtypes": {c: str(current[c].dtype) for c in targets}})
+    return broken
+
+
+def _rule_columns(handlers: Sequence[Any]) -> list[set[str]]:
+    """The columns of every rule, in the order of :func:`_all_rules`."""
+    return [set(v) for h in handlers for v in h.variables()]
+
+
 def _evaluate(compiled: CompiledRecipe, original: pd.DataFrame, protected: pd.DataFrame, labels: pd.DataFrame,
               outcomes: Sequence[StepOutcome], constraints: ConstraintSet | None, context: PrivacyContext,
               default_columns: Sequence[str]) -> pd.DataFrame:
