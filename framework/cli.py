@@ -58,7 +58,7 @@ from .hookspecs import hookimpl
 from .plots import risk_utility_map
 from .recipe import DEFAULT_LABEL_COLUMN, Recipe
 from .registry import ENV_DISABLE, Registry, get_registry
-from .runner import compile, preflight, run
+from .runner import compile, integer_columns, preflight, run
 from .strata import run_dataset
 
 __all__ = ["main"]
@@ -300,6 +300,10 @@ def _cmd_check(args: argparse.Namespace) -> int:
             else:
                 changed.update(columns)
                 lines.append(f"    step {cs.index} {cs.id!r} changes {', '.join(columns)}")
+        rounded = [c for c in integer_columns(checked.frame) if c in changed]
+        if rounded:
+            lines.append(f"    integer columns, rounded by the host after the steps and released as integers: "
+                         f"{', '.join(rounded)}")
         role_of = roles.columns
         kept = [f"{c} ({role_of[c]})" if c in role_of else str(c) for c in checked.frame.columns if c not in changed]
         lines.append(f"    released as in the data: {', '.join(kept) if kept else '(none)'}")

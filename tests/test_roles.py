@@ -168,6 +168,12 @@ def test_cli_flags_mirror_the_roles_table(tmp_path, capsys):
     assert "changes income, expend" in out
     assert "released as in the data: hid (ids), region (strata), sex (keys), w (weight)" in out
     assert "strata: 3 (records per stratum: 20 to 20)" in out
+    assert "integer columns" not in out  # income and expend are floats here
+    _survey().assign(income=lambda f: f["income"].round().astype("int64")).to_csv(data, index=False)
+    assert main(["check", str(recipe), "-i", str(data), "--strata", "region", "--ids", "hid", "--weight", "w",
+                 "--keys", "sex"]) == 0
+    assert "rounded by the host after the steps and released as integers: income" in capsys.readouterr().out
+    _survey().to_csv(data, index=False)
     target = tmp_path / "out.csv"
     assert main(["run", str(recipe), "-i", str(data), "-o", str(target), "-q", "--seed", "1", "--strata", "region",
                  "--ids", "hid", "--weight", "w", "--keys", "sex"]) == 0
