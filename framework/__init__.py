@@ -24,6 +24,7 @@ from .accounting import (
     NothingProtectedWarning,
     PrivacyContext,
     PrivacyLeakWarning,
+    RecordProgress,
     Stash,
     StashKey,
     ThrottledProgress,
@@ -77,7 +78,7 @@ from .registry import (
     register,
     reset_registry,
 )
-from .report import Release
+from .report import EFFECTIVE_PARAMS, EFFECTIVE_PARAMS_FROM_DATA, Release
 from .runner import CompiledRecipe, StepOutcome, compile, numeric_columns, run
 
 
@@ -93,6 +94,8 @@ __version__ = _version()
 
 __all__ = [
     "CAPABILITIES",
+    "EFFECTIVE_PARAMS",
+    "EFFECTIVE_PARAMS_FROM_DATA",
     "KINDS",
     "KNOWN_LEAKS",
     "NAME",
@@ -135,6 +138,7 @@ __all__ = [
     "Problem",
     "Recipe",
     "RecipeError",
+    "RecordProgress",
     "Registry",
     "Release",
     "Sensitivity",

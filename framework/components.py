@@ -489,6 +489,18 @@ def _leaks_problem(value: Any, _: int) -> str | None:
     return f"data_leaks() must return privclust.DataLeak objects only; got {bad!r}" if bad else None
 
 
+def _descriptions_problem(value: Any, _: int) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        return ("metric_descriptions must map a metric name (or shell pattern) to (explanation, unit); got "
+                f"{value!r}")
+    bad = {k: v for k, v in value.items() if not isinstance(k, str) or not isinstance(v, tuple | list)
+           or len(v) != 2 or not all(isinstance(x, str) for x in v)}
+    return (f"metric_descriptions must map texts to (explanation, unit), two texts (unit \"\" for a plain "
+            f"number); got {bad!r}") if bad else None
+
+
 _STEP_KINDS = ("clusterers", "maskers", "noise_mechanisms")
 
 #: The optional members of components, by name: the one place they are
@@ -525,6 +537,11 @@ CAPABILITIES: Mapping[str, Capability] = MappingProxyType({c.name: c for c in (
                problem=_texts_problem("disclosive_metrics"), default=(),
                used_for="metrics (names or shell patterns) computed from original values, withheld from the "
                         "public report"),
+    Capability(name="metric_descriptions", member="class attribute",
+               signature="metric_descriptions: ClassVar[Mapping[str, tuple[str, str]]]", kinds=("evaluators",),
+               problem=_descriptions_problem, default=MappingProxyType({}),
+               used_for="metric (name or shell pattern) -> (one-line explanation, unit): the report shows them "
+                        "beside each figure"),
 )})
 
 

@@ -225,7 +225,8 @@ def test_optional_capabilities_are_declared_in_one_place_and_checked():
     import privclust
 
     assert set(privclust.CAPABILITIES) == {"planned_cost", "step_problems", "min_records", "uses_constraints",
-                                           "data_leaks", "leak_names", "disclosive_metrics"}
+                                           "data_leaks", "leak_names", "disclosive_metrics",
+                                           "metric_descriptions"}
     assert privclust.capability(Good(), "uses_constraints") is True  # the declared default
     assert privclust.capability(GoodCapabilities(), "min_records")(3) == 6
     assert privclust.capability(Good(), "planned_cost") is None
