@@ -721,8 +721,10 @@ class FuzzyMicroaggregation:
             **mem.diagnostics(),
         }
         # the values in use where the recipe left them unset (the report shows them beside the stated ones)
-        effective: dict[str, Any] = {"k": k, "c": int(c),
-                                     "clusterer": privclust.ComponentSpec.of(clusterer).to_dict()}
+        built = privclust.ComponentSpec.of(clusterer).to_dict()
+        if fuzzy and built.get("n_init") == "auto":
+            built["n_init"] = fit.restarts  # the restarts "auto" chose
+        effective: dict[str, Any] = {"k": k, "c": int(c), "clusterer": built}
         for key, fz in (("1", step1), ("2", step2)):
             if fz is not None:
                 effective[("m" if fz.kind == "fcm" else "lambda") + key] = fz.value
