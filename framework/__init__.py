@@ -24,6 +24,7 @@ from .accounting import (
     NothingProtectedWarning,
     PrivacyContext,
     PrivacyLeakWarning,
+    RecordProgress,
     Stash,
     StashKey,
     ThrottledProgress,
@@ -92,7 +93,7 @@ from .registry import (
     register,
     reset_registry,
 )
-from .report import Release
+from .report import EFFECTIVE_PARAMS, EFFECTIVE_PARAMS_FROM_DATA, Release
 from .runner import CompiledRecipe, StepOutcome, compile, numeric_columns, run
 from .strata import DatasetRelease, run_dataset
 
@@ -109,6 +110,8 @@ __version__ = _version()
 
 __all__ = [
     "CAPABILITIES",
+    "EFFECTIVE_PARAMS",
+    "EFFECTIVE_PARAMS_FROM_DATA",
     "KINDS",
     "KNOWN_LEAKS",
     "NAME",
@@ -153,6 +156,7 @@ __all__ = [
     "Problem",
     "Recipe",
     "RecipeError",
+    "RecordProgress",
     "Registry",
     "Release",
     "Sensitivity",

@@ -85,7 +85,10 @@ class ProgressDisplay:
         if self.quiet:
             return
         if self._bar is None:
-            self._bar = tqdm(total=total, file=self.stream, desc=f"  {step.use}", leave=False, disable=None)
+            # components report whole records done (privclust.RecordProgress), so the bar counts records
+            self._bar = tqdm(total=total, file=self.stream, desc=f"  {step.use}", leave=False, disable=None,
+                             unit=" records", bar_format="{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} "
+                                                         "records [{elapsed}<{remaining}]")
         if total is not None and self._bar.total != total:
             self._bar.total = total
         self._bar.n = done
@@ -213,7 +216,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
         files = [str(t[0]) for t in targets[0 if to_stdout else 1:]]
         where = "standard output" if to_stdout else str(output)
         # The summary opens with the host's verdict (the report's first field too).
-        print(f"{release.verdict}\nwrote {where} ({release.data.shape[0]} records)"
+        print(f"{release.verdict}\n" + (f"{release.used_text()}\n" if release.effective_changes() else "")
+              + f"wrote {where} ({release.data.shape[0]} records)"
               + (f" and {' and '.join(files)}" if files else ""), file=sys.stderr)
     return 0
 

@@ -565,6 +565,18 @@ def _rounding_problem(bound: Any, method: Callable[..., Any]) -> str | None:
     return None
 
 
+def _descriptions_problem(value: Any, _: int) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        return ("metric_descriptions must map a metric name (or shell pattern) to (explanation, unit); got "
+                f"{value!r}")
+    bad = {k: v for k, v in value.items() if not isinstance(k, str) or not isinstance(v, tuple | list)
+           or len(v) != 2 or not all(isinstance(x, str) for x in v)}
+    return (f"metric_descriptions must map texts to (explanation, unit), two texts (unit \"\" for a plain "
+            f"number); got {bad!r}") if bad else None
+
+
 _STEP_KINDS = ("clusterers", "maskers", "noise_mechanisms")
 
 #: The optional members of components, by name: the one place they are
@@ -618,6 +630,11 @@ CAPABILITIES: Mapping[str, Capability] = MappingProxyType({c.name: c for c in (
                problem=_renamed_problem, default=MappingProxyType({}),
                used_for="parameters renamed in a new version, {old recipe key: new key}: a recipe that still "
                         "writes an old key is refused with an error naming the new one"),
+    Capability(name="metric_descriptions", member="class attribute",
+               signature="metric_descriptions: ClassVar[Mapping[str, tuple[str, str]]]", kinds=("evaluators",),
+               problem=_descriptions_problem, default=MappingProxyType({}),
+               used_for="metric (name or shell pattern) -> (one-line explanation, unit): the report shows them "
+                        "beside each figure"),
 )})
 
 

@@ -227,8 +227,10 @@ def privclust_step_progress(step: Step, index: int, done: float, total: float | 
 
     :param step: the recipe step that is running.
     :param index: its 0-based position in the recipe.
-    :param done: units of work done so far.
-    :param total: total units of work, or ``None`` if unknown.
+    :param done: records done so far, a whole number that never decreases
+        (the built-ins report through :class:`privclust.RecordProgress`; the
+        command line's bar counts records).
+    :param total: the step's number of records, or ``None`` if unknown.
     :return: nothing; the return value is ignored.
     """
 

@@ -35,7 +35,22 @@ from .errors import PrivclustError
 from .plots import before_after
 from .recipe import Recipe, _thaw
 
-__all__ = ["Release", "environment"]
+__all__ = ["EFFECTIVE_PARAMS", "EFFECTIVE_PARAMS_FROM_DATA", "Release", "environment"]
+
+#: The key of a step result's ``diagnostics`` under which a component reports
+#: the parameter values it actually used, where they differ from what the
+#: recipe states (a default derived when the run starts, a value chosen by the
+#: component, the nested clusterer it built): ``{name: value}``, a nested
+#: component's parameters as a table (``{"clusterer": {"use": "fcm", "m": 1.5}}``)
+#: or as dotted names (``"clusterer.m"``). The report shows them beside the
+#: stated values.
+EFFECTIVE_PARAMS = "effective_params"
+"""The diagnostics key of the parameter values a step used (see above)."""
+#: The same for values derived from individual original values (bounds taken
+#: from the data, a distance quantile): left out of a non-disclosive report.
+EFFECTIVE_PARAMS_FROM_DATA = "effective_params_from_data"
+"""The diagnostics key of values in use derived from individual original
+values, left out of a non-disclosive report."""
 
 _LIBRARIES = ("numpy", "scipy", "pandas", "scikit-learn", "attrs", "pluggy")
 
@@ -49,6 +64,78 @@ def environment() -> dict[str, str]:
         except metadata.PackageNotFoundError:
             out[name] = "not installed"
     return out
+
+
+def _flat(params: Any, prefix: str = "") -> dict[str, Any]:
+    """A parameter table with nested components as dotted names: the
+    component's name under its own key, its parameters under
+    ``key.parameter``."""
+    out: dict[str, Any] = {}
+    if not isinstance(params, Mapping):
+        return out
+    for key, value in params.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping) and "use" in value:
+            out[name] = value["use"]
+            out.update(_flat({k: v for k, v in value.items() if k != "use"}, name + "."))
+        elif isinstance(value, Mapping):
+            out.update(_flat(value, name + "."))
+        else:
+            out[name] = value
+    return out
+
+
+def _same(a: Any, b: Any) -> bool:
+    try:
+        return bool(_jsonable(a) == _jsonable(b))
+    except (TypeError, ValueError):
+        return False
+
+
+def _shown(value: Any) -> str:
+    """A parameter value as the report prints it (numbers to 6 significant digits)."""
+    value = _jsonable(value)
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    if isinstance(value, list):
+        return "[" + ", ".join(_shown(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {_shown(v)}" for k, v in value.items()) + "}"
+    return str(value)
+
+
+def parameter_rows(stated: Mapping[str, Any], effective: Mapping[str, Any]) -> list[dict[str, str]]:
+    """One row per parameter, ``{"name", "value", "note"}``: the effective
+    value where the component reported one, else the stated value; the note
+    says where they differ ("stated: 3", "not set; derived by the
+    component") and marks a parameter left unset whose value the component
+    did not report ("not set: the component's default applies"), so the
+    report never shows a bare null. Reported values the stated table does not
+    hold (a threshold the component chose, a nested component's parameter it
+    set) come last."""
+    flat_stated = _flat(stated)
+    flat_effective = _flat(effective)
+    rows = []
+    for name, value in flat_stated.items():
+        if name in flat_effective and not _same(flat_effective[name], value):
+            used = flat_effective[name]
+            note = "not set; derived by the component" if value is None else f"stated: {_shown(value)}"
+            rows.append({"name": name, "value": _shown(used), "note": note})
+        elif value is None:
+            rows.append({"name": name, "value": "not set", "note": "the component's default applies"})
+        else:
+            rows.append({"name": name, "value": _shown(value), "note": ""})
+    for name, value in flat_effective.items():
+        if name in flat_stated or value is None:
+            continue
+        row = {"name": name, "value": _shown(value), "note": "not stated; set by the component"}
+        # beside the parameters of the same nested component (after the last row sharing its prefix)
+        prefix = name.rpartition(".")[0]
+        at = max((i for i, r in enumerate(rows) if prefix and (r["name"] == prefix
+                                                                or r["name"].startswith(prefix + "."))),
+                 default=len(rows) - 1)
+        rows.insert(at + 1, row)
+    return rows
 
 
 def counted(n: int, noun: str) -> str:
@@ -155,8 +242,16 @@ class Release:
 
     # -- the report -----------------------------------------------------------------------
 
-    def components(self) -> list[dict[str, Any]]:
-        """Every component applied, with every parameter and its provenance."""
+    def components(self, *, non_disclosive: bool = False) -> list[dict[str, Any]]:
+        """Every component applied, with every parameter and its provenance.
+
+        ``parameters`` are the stated values (the recipe's, and every default
+        of the component's class); ``effective_parameters`` the values the
+        component reported using (under the diagnostics key
+        :data:`EFFECTIVE_PARAMS`, and :data:`EFFECTIVE_PARAMS_FROM_DATA`
+        unless ``non_disclosive``); ``clusters`` the number of clusters (or
+        groups) of the step's partition.
+        """
         out = []
         for o in self.outcomes:
             cls = type(o.component)
@@ -166,13 +261,40 @@ class Release:
                 "role": o.kind,
                 "component": cls.name,
                 "parameters": _thaw(o.params),
+                "effective_parameters": self._effective(o, non_disclosive),
                 "columns": list(o.columns),
                 "elapsed_seconds": round(o.elapsed, 6),
             }
             if o.output:
                 entry["output"] = o.output
+            partition = o.partition
+            if partition is not None:
+                entry["clusters"] = int(partition.n_clusters)
             entry.update(self._provenance(o.index))
             out.append(entry)
+        return out
+
+    @staticmethod
+    def _effective(outcome: Any, non_disclosive: bool) -> dict[str, Any]:
+        """The parameter values a step reported using (see :data:`EFFECTIVE_PARAMS`)."""
+        diagnostics = outcome.diagnostics or {}
+        out: dict[str, Any] = {}
+        keys = (EFFECTIVE_PARAMS,) if non_disclosive else (EFFECTIVE_PARAMS, EFFECTIVE_PARAMS_FROM_DATA)
+        for key in keys:
+            reported = diagnostics.get(key)
+            if isinstance(reported, Mapping):
+                out.update(_jsonable(_thaw(reported)))
+        return out
+
+    def effective_changes(self) -> list[tuple[Any, list[dict[str, str]]]]:
+        """Per step, the parameters whose value in use differs from the
+        stated one (defaults derived or chosen by the component)."""
+        out = []
+        for o in self.outcomes:
+            rows = [r for r in parameter_rows(_thaw(o.params), self._effective(o, False)) if r["note"]
+                    and r["value"] != "not set"]
+            if rows:
+                out.append((o, rows))
         return out
 
     def _provenance(self, index: int) -> dict[str, str]:
@@ -198,6 +320,10 @@ class Release:
             {k: (None if isinstance(v, float) and np.isnan(v) else v) for k, v in row.items()}
             for row in self.evaluations.to_dict(orient="records")
         ]
+        for row in evaluations:
+            described = self.metric_description(row["evaluator"], row["metric"])
+            if described is not None:
+                row["explanation"], row["unit"] = described
         left_out: list[str] = []
         if non_disclosive:
             for entry in ledger:
@@ -217,7 +343,7 @@ class Release:
             "recipe": self.recipe.to_dict(),
             "data": {"records": int(self.data.shape[0]), "columns": [str(c) for c in self.original.columns],
                      "label_columns": [str(c) for c in self.labels.columns]},
-            "steps": self.components(),
+            "steps": self.components(non_disclosive=non_disclosive),
             "constraints": [dict(c) for c in self.snapshot.get("constraints", ())],
             "privacy": {
                 "budget": {"epsilon": self.budget.epsilon, "delta": self.budget.delta},
@@ -242,6 +368,18 @@ class Release:
         relation = getattr(self.accountant, "relation", None)
         return relation(self.ledger.entries) if callable(relation) else None
 
+    def metric_description(self, evaluator: str, metric: str) -> tuple[str, str] | None:
+        """``(explanation, unit)`` of one figure, as its evaluator declares
+        it (class attribute ``metric_descriptions``: metric names or
+        shell-style patterns; the first match wins), or ``None``."""
+        declared = self.snapshot.get("metric_descriptions", {}).get(evaluator, {})
+        if metric in declared:
+            return tuple(declared[metric])  # type: ignore[return-value]
+        for pattern, described in declared.items():
+            if fnmatchcase(metric, pattern):
+                return tuple(described)  # type: ignore[return-value]
+        return None
+
     def _disclosive_metrics(self) -> set[tuple[str, str]]:
         """(evaluator, metric) pairs the evaluators declare as derived from
         individual original values: their class attribute
@@ -258,10 +396,17 @@ class Release:
 
     # -- notebook view -----------------------------------------------------------------------
 
+    def used_text(self) -> str:
+        """One sentence per step whose values in use differ from the stated
+        ones: ``"Step 0 (fuzzy-microaggregation) used c = 4, m1 = 1.5."``
+        (the repr and the summary of ``privclust run`` show it)."""
+        return " ".join(f"Step {o.index} ({o.name}) used {_used(rows)}." for o, rows in self.effective_changes())
+
     def __repr__(self) -> str:
+        used = self.used_text() + " " if self.effective_changes() else ""
         return (f"<Release {counted(self.data.shape[0], 'record')} x {counted(self.data.shape[1], 'column')}, "
                 f"{counted(len(self.outcomes), 'step')}, {counted(len(self.evaluations), 'evaluation')}. "
-                f"{self.verdict}>")
+                f"{used}{self.verdict}>")
 
     def _repr_html_(self) -> str:
         """The notebook view: the same content as the standalone report."""
@@ -278,6 +423,12 @@ class Release:
         body = render_html(self, non_disclosive=non_disclosive, plots=plots)
         page = _templates().get_template("page.html.j2")
         return page.render(title=self.recipe.name or "privclust release", body=Markup(body)) + "\n"
+
+
+def _used(rows: list[dict[str, str]], most: int = 6) -> str:
+    """``"c = 4, clusterer.m = 1.5"`` (at most ``most`` values, then how many more)."""
+    text = ", ".join(f"{r['name']} = {r['value']}" for r in rows[:most])
+    return text + (f" and {len(rows) - most} more" if len(rows) > most else "")
 
 
 def _restore_release(values: dict[str, Any]) -> Release:
@@ -335,7 +486,8 @@ def _by_evaluator(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         columns = ", ".join(columns) if isinstance(columns, list | tuple) else (columns or "")
         if not groups or (groups[-1]["evaluator"], groups[-1]["columns"]) != (row["evaluator"], columns):
             groups.append({"evaluator": row["evaluator"], "columns": columns, "rows": []})
-        groups[-1]["rows"].append({"metric": row["metric"], "value": row["value"]})
+        groups[-1]["rows"].append({"metric": row["metric"], "value": row["value"], "unit": row.get("unit", ""),
+                                   "explanation": row.get("explanation", "")})
     return groups
 
 
@@ -352,6 +504,7 @@ def render_html(release: Release, *, non_disclosive: bool = False, plots: bool =
     eps, delta = release.spent
     budget = release.budget
     has_dp = any(e.kind == "dp" for e in release.ledger)
+    groups = _by_evaluator(report["evaluations"])
     context = {
         "title": release.recipe.name or "privclust release",
         "verdict": release.verdict,
@@ -369,15 +522,20 @@ def render_html(release: Release, *, non_disclosive: bool = False, plots: bool =
         "left_out": report.get("left_out", []) + ["the data preview and the distribution plots"],
         "steps": [{"step": c["step"], "id": c["id"], "component": c["component"],
                    "role": c["role"].rstrip("s").replace("_", " "), "columns": ", ".join(c["columns"]),
-                   "parameters": c["parameters"], "plugin": f"{c['plugin']} ({c['distribution']} {c['version']})",
-                   "seconds": c["elapsed_seconds"]} for c in report["steps"]],
+                   "parameters": parameter_rows(c["parameters"], c["effective_parameters"]),
+                   "clusters": c.get("clusters"),
+                   "plugin": f"plugin {c['plugin']} ({c['distribution']} {c['version']})",
+                   "seconds": f"{c['elapsed_seconds']:.3g}"} for c in report["steps"]],
         "rules": [r for c in report["constraints"] for r in c["rules"]],
         "ledger": [{"title": _kind_title(kind),
                     "entries": [{"step": e.step, "step_id": e.step_id or "", "statement": e.statement}
                                 for e in release.ledger if e.kind == kind]}
                    for kind in ("dp", "guarantee", "leak", "verified") if any(e.kind == kind for e in release.ledger)],
         "has_dp": has_dp,
-        "evaluations": _by_evaluator(report["evaluations"]),
+        "evaluations": groups,
+        # the columns once, above the table, when every evaluator judged the same ones
+        "evaluation_columns": (groups[0]["columns"] if len(groups) > 1 and groups[0]["columns"]
+                               and all(g["columns"] == groups[0]["columns"] for g in groups) else ""),
         "plots": _plots(release) if plots and not non_disclosive else None,
         # pandas escapes the labels and values it writes; the frame's markup is kept as is
         "preview": (None if non_disclosive

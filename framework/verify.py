@@ -428,7 +428,8 @@ def snapshot(registry: Any, outcomes: Sequence[Any], constraints: Sequence[Any],
              evaluations: pd.DataFrame) -> dict[str, Any]:
     """Provenance at run time: which plugin, distribution and version provided
     each component, the installed plugins, each evaluator's disclosive
-    metrics. The Release reports these, never the live registry."""
+    metrics and the explanations and units of their figures. The Release
+    reports these, never the live registry."""
     def info(kind: str, cls: type) -> dict[str, str]:
         found = registry.provider(kind, cls)  # by class: a replaced component chosen back is credited rightly
         if found is None:
@@ -436,18 +437,24 @@ def snapshot(registry: Any, outcomes: Sequence[Any], constraints: Sequence[Any],
         return {"plugin": found.plugin, "distribution": found.distribution, "version": found.version}
 
     disclosive: dict[str, list[str]] = {}
+    descriptions: dict[str, dict[str, list[str]]] = {}
     for name in dict.fromkeys(evaluations["evaluator"]) if len(evaluations) else ():
         try:
             cls = registry.get("evaluators", name)
         except PrivclustError:
             continue
         disclosive[str(name)] = [str(p) for p in capability(cls, "disclosive_metrics") or ()]
+        described = capability(cls, "metric_descriptions") or {}
+        if isinstance(described, Mapping):
+            descriptions[str(name)] = {str(k): [str(x) for x in v] for k, v in described.items()
+                                       if isinstance(v, tuple | list) and len(v) == 2}
     return {
         "steps": [info(o.kind, type(o.component)) for o in outcomes],
         "constraints": [{"rules": list(h.describe()), **info("constraint_handlers", type(h))}
                         for h in constraints],
         "plugins": [attrs.asdict(p) for p in registry.plugins()],
         "disclosive": disclosive,
+        "metric_descriptions": descriptions,
         "host": HOST,
     }
 

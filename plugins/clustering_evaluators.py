@@ -201,6 +201,9 @@ class AdjustedRandIndex(_WithUnassigned):
     ``adjusted_rand_score``)."""
 
     name: ClassVar[str] = "ari"
+    metric_descriptions: ClassVar[Mapping[str, tuple[str, str]]] = {
+        "ari": ("adjusted Rand index against the true classes; 1 = identical, about 0 = chance", "index"),
+    }
 
     def evaluate(self, inputs: EvaluationInputs) -> Mapping[str, float]:
         from sklearn.metrics import adjusted_rand_score
@@ -217,6 +220,11 @@ class PairFMeasure(_WithUnassigned):
     with its precision and recall."""
 
     name: ClassVar[str] = "pair-f"
+    metric_descriptions: ClassVar[Mapping[str, tuple[str, str]]] = {
+        "f": ("pair-counting F-measure against the true classes; 1 = identical", "index (0-1)"),
+        "precision": ("share of pairs put together that belong together", "share (0-1)"),
+        "recall": ("share of pairs that belong together and were put together", "share (0-1)"),
+    }
 
     beta: float = param(float, default=1.0, gt=0, doc="weight of recall against precision (F_beta); 1 gives F_1")
 
@@ -238,6 +246,10 @@ class NormalizedMutualInformation(_WithUnassigned):
     (scikit-learn's ``normalized_mutual_info_score``)."""
 
     name: ClassVar[str] = "nmi"
+    metric_descriptions: ClassVar[Mapping[str, tuple[str, str]]] = {
+        "nmi": ("normalised mutual information with the true classes; 1 = identical, 0 = independent",
+                "index (0-1)"),
+    }
 
     average_method: str = param(str, default="arithmetic", choices=("arithmetic", "geometric", "min", "max"),
                                 doc="how the two entropies are averaged in the normaliser")
@@ -257,6 +269,11 @@ class NClusters(_AgainstTruth):
     classes, and the number of records left unassigned (label -1)."""
 
     name: ClassVar[str] = "n-clusters"
+    metric_descriptions: ClassVar[Mapping[str, tuple[str, str]]] = {
+        "n_clusters": ("clusters found (distinct labels, noise left out)", "clusters"),
+        "n_classes": ("true classes", "classes"),
+        "n_unassigned": ("records left unassigned (label -1)", "records"),
+    }
 
     def evaluate(self, inputs: EvaluationInputs) -> Mapping[str, float]:
         truth, labels, unassigned = self._columns(inputs)

@@ -247,12 +247,26 @@ class _DensityPeaks:
             extra = {"kappa": kappa, "boundary": m}
         return centres, gamma, extra
 
+    def _effective(self, diagnostics: dict, n_centres: int) -> dict[str, Any]:
+        """The parameters in use that the recipe left unset, for the report
+        (privclust.EFFECTIVE_PARAMS): the number of centres chosen
+        automatically, the d_c percentage; d_c itself, a quantile of the
+        data's distances, goes under privclust.EFFECTIVE_PARAMS_FROM_DATA."""
+        public: dict[str, Any] = {}
+        from_data: dict[str, Any] = {}
+        if self.n_clusters is None:
+            public["n_clusters"] = int(n_centres)
+        if self.dc is None:
+            public["dc_percent"] = 2.0 if self.dc_percent is None else float(self.dc_percent)
+            from_data["dc"] = float(diagnostics["dc"])
+        return {privclust.EFFECTIVE_PARAMS: public, privclust.EFFECTIVE_PARAMS_FROM_DATA: from_data}
+
     def _partition(self, X: np.ndarray, data: pd.DataFrame, labels: np.ndarray, centres: np.ndarray,
                    diagnostics: dict) -> Partition:
         final, kept = _dpc.compress_labels(labels)
         cluster_centres = centres[kept]
         diagnostics = {**diagnostics, "centre_indices": centres, "n_centres": int(centres.size),
-                       "cluster_centre_indices": cluster_centres}
+                       "cluster_centre_indices": cluster_centres, **self._effective(diagnostics, centres.size)}
         return Partition(labels=final, centres=X[cluster_centres], columns=tuple(map(str, data.columns)),
                          diagnostics=diagnostics)
 
@@ -303,12 +317,12 @@ class DPC(_DensityPeaks):
 
     def fit(self, data: pd.DataFrame, context: PrivacyContext) -> Partition:
         X, Xs, info = self._prepare(data, context)
-        context.progress(0, 4)
+        privclust.RecordProgress(context, data.shape[0]).stage(0, 4)
         dc, _, dc_info = self._dc(Xs, context)
         rho, unique, index = self._densities(Xs, dc)
-        context.progress(1, 4)
+        privclust.RecordProgress(context, data.shape[0]).stage(1, 4)
         delta, parent, order = _dpc.delta_parent(Xs, rho, index=index, unique=unique)
-        context.progress(2, 4)
+        privclust.RecordProgress(context, data.shape[0]).stage(2, 4)
         gamma = rho * delta
         if self.n_clusters is not None:
             centres = _dpc.top_k_centres(gamma, self.n_clusters, int(order[0]))
@@ -323,7 +337,7 @@ class DPC(_DensityPeaks):
                                        "kernel": self.kernel, "dc_rule": dc_info, **info}
         if self.halo:
             labels = _mark_halo(Xs, rho, labels, dc, diagnostics)
-        context.progress(4, 4)
+        privclust.RecordProgress(context, data.shape[0]).stage(4, 4)
         return self._partition(X, data, labels, centres, diagnostics)
 
 
@@ -353,16 +367,16 @@ class AdDPC(_DensityPeaks):
         X, Xs, info = self._prepare(data, context)
         dc, _, dc_info = self._dc(Xs, context)
         rho, unique, index = self._densities(Xs, dc)
-        context.progress(1, 3)
+        privclust.RecordProgress(context, data.shape[0]).stage(1, 3)
         delta, parent, order = _dpc.delta_parent(Xs, rho, index=index, unique=unique)
-        context.progress(2, 3)
+        privclust.RecordProgress(context, data.shape[0]).stage(2, 3)
         centres, gamma, extra = self._centres_auto(rho, delta, order, self.eta, self.i_max)
         labels = _dpc.assign(parent, centres)
         diagnostics = {"rho": rho, "delta": delta, "gamma": gamma, "parent": parent, "dc": dc, "kernel": self.kernel,
                        "dc_rule": dc_info, **extra, **info}
         if self.halo:
             labels = _mark_halo(Xs, rho, labels, dc, diagnostics)
-        context.progress(3, 3)
+        privclust.RecordProgress(context, data.shape[0]).stage(3, 3)
         return self._partition(X, data, labels, centres, diagnostics)
 
 
@@ -484,11 +498,11 @@ class _NoisyDensityPeaks(_DensityPeaks):
         e_percent = self._radius_percent() if self.merges != "none" else None
         dc, e_value, dc_info = self._dc(Xs, context, e_percent)
         rho, unique, index = self._densities(Xs, dc)
-        context.progress(1, 5)
+        privclust.RecordProgress(context, data.shape[0]).stage(1, 5)
         noisy, accounting = self._release(rho, context)
-        context.progress(2, 5)
+        privclust.RecordProgress(context, data.shape[0]).stage(2, 5)
         delta, parent, order = _dpc.delta_parent(Xs, noisy, index=index, unique=unique)
-        context.progress(3, 5)
+        privclust.RecordProgress(context, data.shape[0]).stage(3, 5)
         centres, gamma, extra = self._choose(noisy, delta, order)
         labels = _dpc.assign(parent, centres)
         diagnostics: dict[str, Any] = {"rho": noisy, "delta": delta, "gamma": gamma, "parent": parent, "dc": dc,
@@ -505,7 +519,7 @@ class _NoisyDensityPeaks(_DensityPeaks):
             else:
                 labels = _dpc.merge_centres(labels, centres, comp, rank)
             diagnostics.update(radius=radius, n_components=int(comp.max()) + 1, **rinfo)
-        context.progress(5, 5)
+        privclust.RecordProgress(context, data.shape[0]).stage(5, 5)
         return self._partition(X, data, labels, centres, diagnostics)
 
     def _choose(self, rho: np.ndarray, delta: np.ndarray, order: np.ndarray) -> tuple[np.ndarray, np.ndarray, dict]:
@@ -822,9 +836,9 @@ class DPDPCGrid(_DensityPeaks):
         if not (math.isfinite(sens) and sens > 0):
             raise ParameterError(f"dp-dpc-grid: the density sensitivity is not a finite positive number ({sens!r}) "
                                  f"for d_c = {dc:.6g} and this grid; use a larger spacing or a smaller dc")
-        context.progress(1, 4)
+        privclust.RecordProgress(context, data.shape[0]).stage(1, 4)
         rho_nodes = _dpc.cross_densities(nodes, Xs, dc, self.kernel, self.truncate or None)
-        context.progress(2, 4)
+        privclust.RecordProgress(context, data.shape[0]).stage(2, 4)
         worst = 2.0 * sens
         scale = worst / self.epsilon
         if not math.isfinite(scale):
@@ -869,7 +883,7 @@ class DPDPCGrid(_DensityPeaks):
             centres_s = _dpc.top_k_centres(gamma_s, m, int(order_s[0]))
             extra = {"kappa": kappa, "boundary": m}
         lab_s = _dpc.assign(parent_s, centres_s)
-        context.progress(3, 4)
+        privclust.RecordProgress(context, data.shape[0]).stage(3, 4)
         G = nodes.shape[0]
         before = None
         radius = self.radius
@@ -908,6 +922,7 @@ class DPDPCGrid(_DensityPeaks):
             "node_labels": node_labels, "support": np.isin(np.arange(G), support), "density_threshold": threshold,
             "dc": dc, "kernel": self.kernel, "dc_rule": dc_info, "accounting": details, "scale": self.scale, **extra,
         }
+        diagnostics.update(self._effective(diagnostics, centres.size))
         if before is not None:
             rec_before = before[nearest]
             if lost.any():
@@ -915,7 +930,7 @@ class DPDPCGrid(_DensityPeaks):
             diagnostics["labels_before_merge"] = rec_before
             diagnostics["node_labels_before_merge"] = before
             diagnostics["radius"] = float(radius)
-        context.progress(4, 4)
+        privclust.RecordProgress(context, data.shape[0]).stage(4, 4)
         return Partition(labels=labels, centres=grid_points[centres[kept]], columns=tuple(map(str, data.columns)),
                          diagnostics=diagnostics)
 

@@ -220,7 +220,7 @@ class DPDensity:
             covers="the noisy number of records (it sets the tree's depth limit and the smallest cluster mass)",
             not_covered=NOT_COVERED, details={"release": "count", "noise_scale": 1.0 / eps_n}), dtype=float)[0])
         n_est = max(n_noisy, 1.0)
-        context.progress(1, 5)
+        privclust.RecordProgress(context, data.shape[0]).stage(1, 5)
 
         # 2. PrivTree
         lam = 3.0 / eps_tree  # (2 beta - 1) / (beta - 1) / eps_tree with beta = 2
@@ -240,7 +240,7 @@ class DPDensity:
                      "max_depth": max_depth, "max_nodes": self.max_nodes}), dtype=float)
         tree = _privtree.privtree(unit, pool, theta=self.theta, delta=delta, max_depth=max_depth)
         del pool
-        context.progress(2, 5)
+        privclust.RecordProgress(context, data.shape[0]).stage(2, 5)
 
         # 3. the leaf counts
         L = tree.lo.shape[0]
@@ -249,18 +249,18 @@ class DPDensity:
             covers=f"the record counts of the {L} leaves of the released partition (disjoint cells: L1 sensitivity 1)",
             not_covered=NOT_COVERED, details={"release": "leaves", "leaves": L, "noise_scale": 1.0 / eps_leaf}),
             dtype=float)
-        context.progress(3, 5)
+        privclust.RecordProgress(context, data.shape[0]).stage(3, 5)
 
         # 4. post-processing of the map only
         cmap = cluster_map(tree.lo, tree.hi, tree.depth, noisy, n_est=n_est, eps_leaf=eps_leaf,
                            false_peak=self.false_peak, min_fraction=self.min_cluster_fraction,
                            n_clusters=self.n_clusters, valley=self.valley)
-        context.progress(4, 5)
+        privclust.RecordProgress(context, data.shape[0]).stage(4, 5)
 
         # 5. labels: the map applied to each record
         leaf = _privtree.leaf_of(unit, tree)
         labels = cmap["leaf_labels"][leaf]
-        context.progress(5, 5)
+        privclust.RecordProgress(context, data.shape[0]).stage(5, 5)
 
         span = high - low
         context.record(
@@ -300,6 +300,15 @@ class DPDensity:
             "automatic": self.n_clusters is None,
             "clipped_values": n_clipped,
         }
+        # the settings in use that the step derived (from its parameters and the DP releases only)
+        effective: dict[str, Any] = {
+            "epsilon_count": eps_n, "epsilon_tree": eps_tree, "epsilon_leaves": eps_leaf,
+            "privtree_lambda": lam, "privtree_delta": delta, "max_depth": max_depth, "leaves": L,
+            "peak_z": cmap["z"], "min_mass": cmap["min_mass"],
+        }
+        if self.n_clusters is None:
+            effective["n_clusters"] = int(np.asarray(centres).shape[0])
+        diagnostics[privclust.EFFECTIVE_PARAMS] = effective
         return Partition(labels=labels, centres=centres, columns=columns, diagnostics=diagnostics)
 
 

@@ -287,7 +287,7 @@ class IDPKMeans:
             counts = noisy_counts[chosen]
         else:
             centres, counts = block_centres, noisy_counts
-        context.progress(1, rounds_possible + 1)
+        privclust.RecordProgress(context, data.shape[0]).stage(1, rounds_possible + 1)
 
         stopped = "max_iter" if self.schedule == "halving" else "rounds"
         history = [float(epsilons[0])]
@@ -304,7 +304,7 @@ class IDPKMeans:
             scale = l1_round / epsilons[t]
             new, updated = _kmeans.update_centres(noisy_sums, noisy_counts, centres, max(1.0, scale))
             moves = np.sqrt(np.sum((new - centres) ** 2, axis=1))
-            context.progress(t + 1, rounds_possible + 1)
+            privclust.RecordProgress(context, data.shape[0]).stage(t + 1, rounds_possible + 1)
             if not updated.any():
                 stopped = "no cluster update (every noisy count below the noise scale)"
                 break
@@ -334,6 +334,14 @@ class IDPKMeans:
                      "bounds_epsilon": dp_bounds},
         )
         centres_out = low + centres * (high - low)
+        privclust.RecordProgress(context, n).finish()
+        columns = [str(c) for c in data.columns]
+        used_bounds = {c: [float(a), float(b)] for c, a, b in zip(columns, low, high, strict=True)}
+        effective: dict[str, Any] = {"epsilon_per_release": history, "rounds_run": rounds_run}
+        if self.m is None:
+            effective["m"] = int(m)
+        if self.bounds == "dp":  # DP quantiles: a differentially private release, public
+            effective["bounds"] = used_bounds
         return Partition(
             labels=labels,
             centres=centres_out,
@@ -350,6 +358,9 @@ class IDPKMeans:
                 "centres_unit": centres,
                 "clipped_values": clipped,
                 "n_blocks": m,
+                privclust.EFFECTIVE_PARAMS: effective,
+                # bounds = "data": each column's range, taken from the data (left out of a non-disclosive report)
+                privclust.EFFECTIVE_PARAMS_FROM_DATA: {"bounds": used_bounds} if self.bounds == "data" else {},
             },
         )
 

@@ -34,6 +34,7 @@ reaches it, every pass is exact (blocked) and the diagnostics say so. See
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
@@ -72,6 +73,10 @@ AUDIT_SIZE = 1000
 AUTO_RESTARTS_WORK = 1_000_000
 #: At most this many progress reports per fit.
 _PROGRESS_STEPS = 200
+#: Share of a clusterer step's progress (in records) given to the fit; the final memberships take the rest.
+_FIT_SHARE = 0.9
+#: The progress of one restart fills as ``1 - exp(-iteration / this)``.
+_ITERATIONS_SCALE = 25.0
 
 
 # ---------------------------------------------------------------------------
@@ -257,12 +262,18 @@ class _FuzzyClusterer:
                                  "n_clusters = 4 in a recipe)")
         std = standardise(values, columns, self.scale == "standard", who)
         constraints = check_constraints(context.constraints, columns, who)
+        progress = privclust.RecordProgress(context, values.shape[0])
         with single_threaded_blas():
-            fit = self.fit_arrays(std, self.n_clusters, context, constraints=constraints)
-            return self._partition(std, fit, columns, context, constraints)
+            fit = self.fit_arrays(std, self.n_clusters, context, constraints=constraints,
+                                  progress=progress.phase(0.0, _FIT_SHARE))
+            partition = self._partition(std, fit, columns, context, constraints,
+                                        progress=progress.phase(_FIT_SHARE, 1.0))
+        progress.finish()
+        return partition
 
     def fit_arrays(self, std: Standardised, c: int, context: PrivacyContext, *, constraints: Any = None,
-                   callback: Callable[[int, np.ndarray], None] | None = None, seed_group: int = 1) -> FuzzyFit:
+                   callback: Callable[[int, np.ndarray], None] | None = None, seed_group: int = 1,
+                   progress: Callable[[float], None] | None = None) -> FuzzyFit:
         """The alternating optimisation on standardised records.
 
         :param callback: called after every centre update with
@@ -274,6 +285,9 @@ class _FuzzyClusterer:
             replaced by the mean of its ``g`` nearest records
             (:func:`_fcm.group_seeds`), so that no centre starts on a record
             (the fuzzy-microaggregation masker passes ``k``).
+        :param progress: called with the share (0 to 1) of the fit done (a
+            :meth:`privclust.RecordProgress.phase`); by default the fit
+            reports the step's records itself.
         """
         who = self.name
         z = std.z
@@ -297,7 +311,13 @@ class _FuzzyClusterer:
             if callback is not None:
                 callback(it, project_original(constraints, std.to_original(vz), std.scale))
 
-        progress = privclust.ThrottledProgress(context, restarts * self.max_iter, steps=_PROGRESS_STEPS)
+        if progress is None:
+            progress = privclust.RecordProgress(context, n, steps=_PROGRESS_STEPS).phase(0.0, 1.0)
+
+        def done_in(r: int, it: int) -> None:
+            # restart r of R owns the share [r/R, (r+1)/R]; the iterations it takes are not known in advance,
+            # so its share fills as 1 - exp(-it / _ITERATIONS_SCALE) (most fits converge within ~100 iterations)
+            progress((r + 1.0 - math.exp(-it / _ITERATIONS_SCALE)) / restarts)
         best: _fcm.RunResult | None = None
         init_name = ""
         neighbours: int | None = None
@@ -316,15 +336,14 @@ class _FuzzyClusterer:
             if r == 0:
                 init_name = method
                 neighbours, audit_max, fallback = self._choose_path(data, v0, fz, rngs[-1])
-            offset = r * self.max_iter
             result = _fcm.run(data.X, v0, fz, tol=self.tol, max_iter=self.max_iter, budget_bytes=budget,
                               project=project, neighbours=neighbours,
                               callback=on_update if callback is not None else None,
-                              progress=lambda it, _o=offset: progress(_o + it), data=data)
+                              progress=lambda it, _r=r: done_in(_r, it), data=data)
+            progress((r + 1.0) / restarts)
             if best is None or result.objective < best.objective:
                 best = result
         assert best is not None
-        progress(restarts * self.max_iter)
         centres = project_original(constraints, std.to_original(best.centres), std.scale)
         return FuzzyFit(centres=centres, centres_z=std.to_z(centres), objective=best.objective,
                         iterations=best.iterations, converged=best.converged, restarts=restarts, init=init_name,
@@ -359,13 +378,18 @@ class _FuzzyClusterer:
                                    rng=rng if rng is not None else context.rng, draw=draw, progress=progress)
 
     def _partition(self, std: Standardised, fit: FuzzyFit, columns: tuple[str, ...], context: PrivacyContext,
-                   constraints: Any) -> Partition:
-        mem = self.memberships(std, fit.centres_z, self.fuzzifier(), context)
+                   constraints: Any, progress: Callable[[float], None] | None = None) -> Partition:
+        fz = self.fuzzifier()
+        mem = self.memberships(std, fit.centres_z, fz, context, progress=progress)
+        effective: dict[str, Any] = {("m" if fz.kind == "fcm" else "lambda"): fz.value}
+        if self.n_init == "auto":
+            effective["n_init"] = fit.restarts
         diagnostics = {
             **fit_diagnostics(self, fit),
             **mem.diagnostics(),
             "constrained": constraints is not None,
             "rules": list(constraints.rules) if constraints is not None else [],
+            privclust.EFFECTIVE_PARAMS: effective,
         }
         return Partition(labels=mem.nearest, centres=fit.centres, memberships=mem.memberships, columns=columns,
                          diagnostics=diagnostics)

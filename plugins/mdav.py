@@ -73,7 +73,7 @@ class MDAV:
             raise DataError(f"mdav: k = {self.k} needs at least 2k = {2 * self.k} records; the data have N = {n} "
                             f"(with fewer, one group would replace every record by the mean); lower k or add records")
         Z, mean, scale, constant = _mdav.standardise(X)
-        labels = _mdav.mdav(Z, self.k, progress=lambda done, total: context.progress(done, total))
+        labels = _mdav.mdav(Z, self.k, progress=lambda done, total: context.progress(int(done), int(total)))
         n_groups = int(labels.max()) + 1
         centres, sizes = _mdav.group_means(X, labels, n_groups)
         rules = context.constraints

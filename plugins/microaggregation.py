@@ -41,7 +41,7 @@ clusterer that takes them: ``clusterer = "efcm"``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 import attrs
@@ -244,7 +244,8 @@ def _refresh_rows(z: np.ndarray, cz: np.ndarray, fz: _fcm.Fuzzifier, idx: np.nda
 
 
 def _step2(std: Any, centres: np.ndarray, fz: _fcm.Fuzzifier, k: int, *, budget_bytes: float, mass_tol: float,
-           max_neighbours: int, context: PrivacyContext, project: Any = None) -> _Step2:
+           max_neighbours: int, context: PrivacyContext, project: Any = None,
+           progress: Callable[[float], None] | None = None) -> _Step2:
     """Step 2 and the draw, under two rules checked on the final memberships:
 
     * **mass**: every centre's expected cluster size (the sum over records of
@@ -271,7 +272,7 @@ def _step2(std: Any, centres: np.ndarray, fz: _fcm.Fuzzifier, k: int, *, budget_
         if full:
             mem = compute_memberships(std.z, cz, fz, budget_bytes=budget_bytes, mass_tol=mass_tol,
                                       max_neighbours=max_neighbours, rng=context.rng, draw=True,
-                                      progress=privclust.ThrottledProgress(context, 1.0))
+                                      progress=progress)
             rows, own = self_centres(std.z, cz)
             expected = np.array(mem.expected_sizes, dtype=float)
             sub = None
@@ -363,6 +364,8 @@ class UniformMembershipsWarning(FuzzyRegimeWarning):
 #: Records in the pilot run on data of more than twice as many records (a uniform
 #: random subsample); smaller data are measured on the run itself.
 PILOT_SIZE = 1000
+#: Share of the step's progress (in records) given to Step 1; Step 2 and the draw take the rest.
+_FIT_SHARE = 0.8
 #: A centre "sits on a record" when it is closer to one than this fraction of
 #: the median nearest-neighbour distance between records.
 ON_RECORD = 1e-3
@@ -671,8 +674,10 @@ class FuzzyMicroaggregation:
             c_pilot = int(min(PILOT_SIZE, max(1, round(c * PILOT_SIZE / n))))
             regime = _pilot(std, rows, clusterer, c_pilot, k, step2, rng, budget, constraints)
             warned = self._warn(regime, std, rows, clusterer, c_pilot, k, rng, budget, constraints, regime_args)
+        progress = privclust.RecordProgress(context, n)
         if fuzzy:
-            fit = clusterer.fit_arrays(std, c, context, constraints=constraints, seed_group=max(k, 1))
+            fit = clusterer.fit_arrays(std, c, context, constraints=constraints, seed_group=max(k, 1),
+                                       progress=progress.phase(0.0, _FIT_SHARE))
             centres = fit.centres
             step1_info = fit_diagnostics(clusterer, fit)
         else:
@@ -685,12 +690,15 @@ class FuzzyMicroaggregation:
         step2_run = _step2(std, centres, step2, k, budget_bytes=budget,
                            mass_tol=getattr(clusterer, "mass_tol", 1e-3),
                            max_neighbours=getattr(clusterer, "max_neighbours", 256), context=context,
+                           # a clusterer of its own reported its records already: Step 2 then adds no progress
+                           progress=progress.phase(_FIT_SHARE, 1.0) if fuzzy else None,
                            project=None if constraints is None else (
                                lambda v: project_original(constraints, v, std.scale)))
         if fuzzy and not warned and n <= 2 * PILOT_SIZE:
             regime = _measure(std.z, std.to_z(centres), step2_run, std, pilot=False)
             rows = np.arange(n)
             self._warn(regime, std, rows, clusterer, c, k, context.spawn(1)[0], budget, constraints, regime_args)
+        progress.finish()
         mem, centres, labels = step2_run.mem, step2_run.centres, step2_run.labels
         protected = centres[labels]
         verbatim = int(np.count_nonzero((protected == values).all(axis=1)))
@@ -721,12 +729,22 @@ class FuzzyMicroaggregation:
             "rules": list(constraints.rules) if constraints is not None else [],
             **mem.diagnostics(),
         }
+        # the values in use where the recipe left them unset (the report shows them beside the stated ones)
+        built = privclust.ComponentSpec.of(clusterer).to_dict()
+        if fuzzy and built.get("n_init") == "auto":
+            built["n_init"] = fit.restarts  # the restarts "auto" chose
+        effective: dict[str, Any] = {"k": k, "n_clusters": int(c), "clusterer": built}
+        for key, fz in (("1", step1), ("2", step2)):
+            if fz is not None:
+                effective[("m" if fz.kind == "fcm" else "lambda") + key] = fz.value
+        diagnostics[privclust.EFFECTIVE_PARAMS] = effective
         partition = Partition(labels=labels, centres=centres, memberships=step2_run.memberships, columns=columns,
                               diagnostics=diagnostics)
         context.record(self._statement(columns, n, k, step1, step2, clusterer, mem, small_share, constraints,
                                        diagnostics, expected),
                        guarantee="probabilistic k-anonymity",
-                       details={key: diagnostics[key] for key in diagnostics if key != "step1"})
+                       details={key: diagnostics[key] for key in diagnostics
+                                if key not in ("step1", privclust.EFFECTIVE_PARAMS)})
         frame = pd.DataFrame(protected, index=data.index, columns=data.columns)
         return Masked(data=frame, partition=partition, diagnostics=diagnostics)
 

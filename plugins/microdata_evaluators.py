@@ -95,6 +95,13 @@ class SseSst:
     by the mean). Weighted by a sampling-weight column when ``weight`` is set."""
 
     name: ClassVar[str] = "sse-sst"
+    metric_descriptions: ClassVar[Mapping[str, tuple[str, str]]] = {
+        "sse_sst": ("share of the total variance lost (100 SSE/SST); 0 = no loss, 100 = every record replaced "
+                    "by the mean", "%"),
+        "sse": ("sum of squared changes of the standardised values", "standardised units²"),
+        "sst": ("sum of squares of the standardised original values (records x varying columns)",
+                "standardised units²"),
+    }
 
     weight: str | None = _weight_param()
 
@@ -111,6 +118,10 @@ class IL1s:
     Weighted by a sampling-weight column when ``weight`` is set."""
 
     name: ClassVar[str] = "il1s"
+    metric_descriptions: ClassVar[Mapping[str, tuple[str, str]]] = {
+        "il1s": ("mean absolute change per value, in original standard deviations (x sqrt 2); 0 = no loss",
+                 "sd units"),
+    }
 
     weight: str | None = _weight_param()
 
@@ -126,6 +137,13 @@ class Moments:
     Weighted estimates when ``weight`` names a sampling-weight column."""
 
     name: ClassVar[str] = "moments"
+    metric_descriptions: ClassVar[Mapping[str, tuple[str, str]]] = {
+        "mean_rel_change": ("mean relative change of the column means; 0 = unchanged", "ratio"),
+        "var_rel_change": ("mean relative change of the column variances; 0 = unchanged", "ratio"),
+        "cov_rel_change": ("mean relative change of the covariances; 0 = unchanged", "ratio"),
+        "corr_abs_change": ("mean absolute change of the correlations; 0 = unchanged", "correlation"),
+        "corr_max_abs_change": ("largest absolute change of a correlation; 0 = unchanged", "correlation"),
+    }
 
     weight: str | None = _weight_param()
 
@@ -143,6 +161,11 @@ class DBRL:
     ties share the credit."""
 
     name: ClassVar[str] = "dbrl"
+    metric_descriptions: ClassVar[Mapping[str, tuple[str, str]]] = {
+        "dbrl": ("share of protected records whose nearest original record is their own (re-identification "
+                 "risk); 0 = none linked", "share (0-1)"),
+        "dbrl_linked_records": ("records linked to their own original by nearest distance", "records"),
+    }
 
     def evaluate(self, inputs: EvaluationInputs) -> Mapping[str, float]:
         X, Y = _arrays(inputs, self.name)
@@ -157,6 +180,12 @@ class IntervalDisclosure:
     the protected column) of their protected values."""
 
     name: ClassVar[str] = "interval-disclosure"
+    metric_descriptions: ClassVar[Mapping[str, tuple[str, str]]] = {
+        "drisk": ("share of records whose original values all lie within the interval around their protected "
+                  "values (disclosure risk)", "share (0-1)"),
+        "values_inside": ("share of values whose original lies within the interval around the protected value",
+                          "share (0-1)"),
+    }
 
     width: float = param(float, default=0.05, gt=0,
                          doc="half-width of the interval, as a fraction of the protected column's s.d. (sdcMicro's k)")
@@ -200,6 +229,21 @@ class GroupSizes:
     (column sums of the replacement memberships)."""
 
     name: ClassVar[str] = "group-sizes"
+    metric_descriptions: ClassVar[Mapping[str, tuple[str, str]]] = {
+        "k": ("the k the groups are judged against", "records"),
+        "groups": ("groups of records replaced by the same centre", "groups"),
+        "min_size": ("smallest realised group; k-anonymity needs at least k", "records"),
+        "mean_size": ("mean realised group size", "records"),
+        "max_size": ("largest realised group", "records"),
+        "share_records_in_groups_below_k": ("share of records in a group smaller than k", "share (0-1)"),
+        "groups_below_k": ("realised groups smaller than k", "groups"),
+        "clusters": ("centres of the fuzzy partition", "clusters"),
+        "empty_realised_clusters": ("centres no record drew", "clusters"),
+        "expected_min_size": ("smallest expected cluster size (sum of memberships)", "records"),
+        "expected_mean_size": ("mean expected cluster size", "records"),
+        "expected_max_size": ("largest expected cluster size", "records"),
+        "share_clusters_expected_below_k": ("share of centres whose expected size is below k", "share (0-1)"),
+    }
 
     step: str | None = param(str, default=None, doc="id of the step whose partition to judge (default: the last "
                                                     "one over these columns)")
@@ -251,6 +295,13 @@ class TransparencyRisk:
     microaggregation)."""
 
     name: ClassVar[str] = "transparency-risk"
+    metric_descriptions: ClassVar[Mapping[str, tuple[str, str]]] = {
+        "mean_posterior": ("mean probability an intruder who knows the method gives the true record "
+                           "(1/group size for crisp groups)", "probability"),
+        "max_posterior": ("largest such probability over records", "probability"),
+        "share_posterior_above_half": ("share of records the intruder's best guess identifies with "
+                                       "probability above 1/2", "share (0-1)"),
+    }
 
     step: str | None = param(str, default=None, doc="id of the masking step (default: the last one over these "
                                                     "columns)")
@@ -277,6 +328,14 @@ class EditViolations:
     #: The largest violation in the original file is one record's value: a
     #: non-disclosive report (``report(non_disclosive=True)``) leaves it out.
     disclosive_metrics: ClassVar[tuple[str, ...]] = ("*: max violation (original)",)
+    metric_descriptions: ClassVar[Mapping[str, tuple[str, str]]] = {
+        "rules": ("edit rules checked", "rules"),
+        "*: max violation (original)": ("largest violation of the rule in the original file", "column units"),
+        "*: share violated (original)": ("share of original records breaking the rule", "share (0-1)"),
+        "*: max violation": ("largest violation of the rule in the released file; 0 = satisfied",
+                             "column units"),
+        "*: share violated": ("share of released records breaking the rule", "share (0-1)"),
+    }
 
     tol: float = param(float, default=1e-6, gt=0, doc="a record violates a rule when the violation exceeds "
                                                       "tol * (1 + its largest |value|)")
@@ -411,6 +470,13 @@ class KeyFrequencies:
     original. A missing key value is a category of its own."""
 
     name: ClassVar[str] = "key-frequencies"
+    metric_descriptions: ClassVar[Mapping[str, tuple[str, str]]] = {
+        "combinations*": ("distinct combinations of the key variables", "combinations"),
+        "sample_uniques*": ("records alone with their key combination", "records"),
+        "records_below_k*": ("records in a key cell smaller than k", "records"),
+        "share_below_k*": ("share of records in a key cell smaller than k", "share (0-1)"),
+        "min_cell_size*": ("smallest key cell", "records"),
+    }
 
     keys: tuple[str, ...] = param(tuple, default=(), doc="the categorical key variables (quasi-identifiers; "
                                                         "default: the recipe's [roles] keys)")
@@ -441,6 +507,13 @@ class IndividualRisk:
     risk exceeds ``threshold``."""
 
     name: ClassVar[str] = "individual-risk"
+    metric_descriptions: ClassVar[Mapping[str, tuple[str, str]]] = {
+        "mean_risk": ("mean individual re-identification risk through the key combination", "probability"),
+        "max_risk": ("largest individual risk", "probability"),
+        "expected_reidentifications": ("expected number of re-identifications (sum of the risks)", "records"),
+        "records_above_threshold": ("records whose risk exceeds the threshold", "records"),
+        "share_above_threshold": ("share of records whose risk exceeds the threshold", "share (0-1)"),
+    }
 
     keys: tuple[str, ...] = param(tuple, default=(), doc="the categorical key variables (quasi-identifiers; "
                                                         "default: the recipe's [roles] keys)")
@@ -476,6 +549,11 @@ class KeyLinkage:
     combination changed is not linked."""
 
     name: ClassVar[str] = "key-linkage"
+    metric_descriptions: ClassVar[Mapping[str, tuple[str, str]]] = {
+        "key_dbrl": ("share of protected records linked to their own original among those with the same key "
+                     "combination; 0 = none linked", "share (0-1)"),
+        "key_dbrl_linked_records": ("records so linked", "records"),
+    }
 
     keys: tuple[str, ...] = param(tuple, default=(), doc="the categorical key variables (quasi-identifiers; "
                                                         "default: the recipe's [roles] keys)")

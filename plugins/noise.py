@@ -284,7 +284,21 @@ class LaplaceMechanism(_StepMixin):
             out[:, j] = _release_on_lattice(context.rng, clipped[:, j], plan, "laplace")
         frame = pd.DataFrame(out, index=data.index, columns=columns)
         return Masked(data=frame, diagnostics={"clipped_values": int((clipped != values).sum()),
-                                               "noise_scale": [p.scale for p in plans]})
+                                               "noise_scale": [p.scale for p in plans],
+                                               **_effective(self.bounds, columns, low, high,
+                                                            [p.scale for p in plans])})
+
+
+def _effective(bounds: Any, columns: list[str], low: Any, high: Any, scales: list[float]) -> dict[str, Any]:
+    """The bounds and noise scales a step used, for the report
+    (privclust.EFFECTIVE_PARAMS); with ``bounds = "data"`` both come from
+    each column's range, so they go under
+    privclust.EFFECTIVE_PARAMS_FROM_DATA (left out of a non-disclosive report)."""
+    used = {"bounds": {str(c): [float(lo), float(hi)] for c, lo, hi in zip(columns, low, high, strict=True)},
+            "noise_scale": {str(c): float(s) for c, s in zip(columns, scales, strict=True)}}
+    if isinstance(bounds, str) and bounds == "data":
+        return {privclust.EFFECTIVE_PARAMS: {}, privclust.EFFECTIVE_PARAMS_FROM_DATA: used}
+    return {privclust.EFFECTIVE_PARAMS: {"noise_scale": used["noise_scale"]}}
 
 
 def _fmt_map(columns: list[str], numbers: list[Any]) -> str:
@@ -376,7 +390,9 @@ class GeometricMechanism(_StepMixin):
             if d else np.zeros((len(data), 0), dtype=np.int64)
         out = pd.DataFrame(as_int + noise, index=data.index, columns=columns)
         return Masked(data=out, diagnostics={"clipped_values": clipped_values,
-                                             "noise_scale": [float(u) for u in scales]})
+                                             "noise_scale": [float(u) for u in scales],
+                                             **_effective(self.bounds, columns, lows, highs,
+                                                          [float(u) for u in scales])})
 
 
 def _integers(name: str, values: Any) -> np.ndarray:
@@ -480,7 +496,9 @@ class GaussianMechanism(_StepMixin):
             out[:, j] = _release_on_lattice(context.rng, clipped[:, j], plan, "gaussian")
         frame = pd.DataFrame(out, index=data.index, columns=columns)
         return Masked(data=frame, diagnostics={"clipped_values": int((clipped != values).sum()),
-                                               "noise_scale": [p.scale for p in plans]})
+                                               "noise_scale": [p.scale for p in plans],
+                                               **_effective(self.bounds, columns, low, high,
+                                                            [p.scale for p in plans])})
 
 
 def _check_release(name: str, sensitivity: float, epsilon: float) -> None:

@@ -192,5 +192,118 @@ def test_the_html_report_names_each_evaluators_columns_once():
                              "steps": [{"use": "laplace", "epsilon": 1.0,
                                         "bounds": {"alpha": [0, 20], "beta": [0, 200]}}]}, frame, seed=1)
     html = release.to_html()
-    assert html.count("on alpha, beta") == 2  # one list per evaluator, not one per metric (sse-sst has 3)
-    assert '<td rowspan="3"><b>sse-sst</b>' in html
+    # every evaluator judged the same columns: they are named once, above the table
+    assert "on alpha, beta" not in html and html.count("Every figure is computed on the columns alpha, beta.") == 1
+    assert '<td rowspan="3"><b>sse-sst</b></td>' in html
+    apart = privclust.run({"evaluate": ["sse-sst", {"use": "dbrl", "columns": ["alpha"]}],
+                           "steps": [{"use": "laplace", "epsilon": 1.0,
+                                      "bounds": {"alpha": [0, 20], "beta": [0, 200]}}]}, frame, seed=1).to_html()
+    assert apart.count("on alpha, beta") == 1  # one list per evaluator, not one per metric (sse-sst has 3)
+    assert '<td rowspan="3"><b>sse-sst</b><br><small>on alpha, beta</small>' in apart
+
+
+def test_parameter_rows_show_the_value_used_beside_the_stated_one_and_never_a_bare_null():
+    from privclust.report import parameter_rows
+
+    rows = parameter_rows({"k": 3, "c": None, "lambda1": None, "n_init": "auto",
+                           "clusterer": {"use": "fcm", "tol": 0.0001}},
+                          {"c": 4, "n_init": 3, "clusterer": {"use": "fcm", "m": 1.5}, "chosen": 0.25})
+    shown = {r["name"]: (r["value"], r["note"]) for r in rows}
+    assert shown["k"] == ("3", "")
+    assert shown["c"] == ("4", "not set; derived by the component")
+    assert shown["n_init"] == ("3", "stated: auto")
+    assert shown["lambda1"] == ("not set", "the component's default applies")
+    assert shown["clusterer.m"] == ("1.5", "not stated; set by the component")
+    assert shown["chosen"] == ("0.25", "not stated; set by the component")
+    names = [r["name"] for r in rows]
+    assert names.index("clusterer.m") == names.index("clusterer.tol") + 1  # beside its component's parameters
+    assert not any(r["value"] in ("None", "null", "") for r in rows)
+
+
+@attrs.frozen(kw_only=True)
+class Shift:
+    """Adds a shift: stated, or (unset) the column's range / 10, taken from the data."""
+
+    name: ClassVar[str] = "shift"
+    by: float | None = privclust.param(float, default=None, doc="the shift (default: the range / 10)")
+
+    def mask(self, data, context):
+        by = self.by if self.by is not None else float((data.max() - data.min()).max()) / 10
+        return privclust.Masked(data=data + by, diagnostics={
+            privclust.EFFECTIVE_PARAMS: {"rounds": 1},
+            privclust.EFFECTIVE_PARAMS_FROM_DATA: {} if self.by is not None else {"by": by}})
+
+
+@attrs.frozen(kw_only=True)
+class Plain:
+    """A third-party evaluator that explains nothing."""
+
+    name: ClassVar[str] = "plain"
+
+    def evaluate(self, inputs):
+        return {"anything": 1.5}
+
+
+class ShiftPlugin:
+    @hookimpl
+    def privclust_register_maskers(self, register):
+        register(Shift)
+
+    @hookimpl
+    def privclust_register_evaluators(self, register):
+        register(Plain)
+
+
+def test_values_taken_from_the_data_stay_out_of_a_non_disclosive_report():
+    frame = pd.DataFrame({"a": [0.0, 10.0, 20.0, 37.5]})
+    registry = Registry(plugins=[ShiftPlugin()], use_env=False)
+    release = privclust.run({"steps": [{"use": "shift"}], "evaluate": ["plain", "sse-sst"]}, frame, seed=1,
+                            registry=registry)
+    full = release.report()["steps"][0]
+    assert full["parameters"] == {"by": None} and full["effective_parameters"] == {"rounds": 1, "by": 3.75}
+    assert "Step 0 (shift) used by = 3.75, rounds = 1." in repr(release)
+    public = release.report(non_disclosive=True)["steps"][0]
+    assert public["effective_parameters"] == {"rounds": 1}
+    assert "3.75" not in release.to_html(non_disclosive=True, plots=False)
+    assert "<td><code>by</code></td><td>3.75</td>" in release.to_html(plots=False)
+    # an evaluator without explanations still renders; the built-in one has its unit
+    rows = {r["metric"]: r for r in release.report()["evaluations"]}
+    assert "unit" not in rows["anything"] and rows["sse_sst"]["unit"] == "%"
+    assert "<td>anything</td><td class=\"num\">1.5</td><td class=\"unit\"><small></small></td>" in \
+        release.to_html(plots=False)
+
+
+def test_a_malformed_metric_description_is_reported_to_the_plugin_author():
+    @attrs.frozen(kw_only=True)
+    class Bad:
+        name: ClassVar[str] = "bad"
+        metric_descriptions: ClassVar[dict] = {"x": "no unit"}
+
+        def evaluate(self, inputs):
+            return {"x": 1.0}
+
+    problem = privclust.CAPABILITIES["metric_descriptions"].check(Bad())
+    assert problem is not None and "(explanation, unit)" in problem
+
+
+@pytest.mark.filterwarnings("ignore::privclust.PrivclustWarning")
+def test_every_built_in_evaluator_explains_every_figure_it_computes():
+    rng = np.random.default_rng(4)
+    frame = pd.DataFrame({"x": rng.normal(size=60), "y": rng.normal(size=60),
+                          "region": rng.choice(["n", "s"], size=60), "class": rng.choice([0, 1], size=60)})
+    frame["z"] = frame["x"] + frame["y"]
+    keys = {"keys": ["region"]}
+    microdata = privclust.run({
+        "constraints": [{"use": "linear", "rules": ["z = x + y"]}],
+        "steps": [{"use": "fuzzy-microaggregation", "k": 3, "columns": ["x", "y", "z"]}],
+        "evaluate": [{"use": name, "columns": ["x", "y", "z"]} for name in (
+            "sse-sst", "il1s", "moments", "dbrl", "interval-disclosure", "group-sizes", "transparency-risk",
+            "edit-violations")] + [{"use": "key-frequencies", **keys}, {"use": "individual-risk", **keys},
+                                   {"use": "key-linkage", "columns": ["x", "y"], **keys}]}, frame, seed=1)
+    clustering = privclust.run({"steps": [{"use": "mdav", "k": 5, "columns": ["x", "y"]}],
+                                "evaluate": ["ari", "pair-f", "nmi", "n-clusters"]}, frame, seed=1)
+    for release in (microdata, clustering):
+        rows = release.report()["evaluations"]
+        assert len({r["evaluator"] for r in rows}) >= 4
+        missing = [f"{r['evaluator']}.{r['metric']}" for r in rows if not (r.get("unit") and r.get("explanation"))]
+        assert not missing

@@ -72,3 +72,30 @@ def test_the_screenshot_shows_the_page_and_its_plot(report, tmp_path):
                       encoding="utf-8")
     _chromium("--window-size=1200,4000", f"--screenshot={shot}", public.as_uri())
     assert _orange_pixels(shot) < 50  # the check tells a page without the plot apart
+
+
+@pytest.fixture(scope="module")
+def fuzzy_report(tmp_path_factory):
+    rng = np.random.default_rng(1)
+    frame = pd.DataFrame(rng.uniform(0, 100, size=(120, 2)), columns=["a", "b"])
+    release = privclust.run({"name": "Effective parameters", "evaluate": ["sse-sst", "dbrl"],
+                             "steps": [{"use": "fuzzy-microaggregation", "k": 4}]}, frame, seed=1)
+    path = tmp_path_factory.mktemp("fuzzy") / "report.html"
+    path.write_text(release.to_html(), encoding="utf-8")
+    return path, release
+
+
+def test_the_rendered_page_shows_the_values_used_and_explains_every_figure(fuzzy_report):
+    path, release = fuzzy_report
+    dom = _chromium("--dump-dom", path.as_uri()).stdout
+    used = release.report()["steps"][0]["effective_parameters"]
+    # m1 and c were left unset: the page shows the values the step derived, not a bare null
+    assert f"<td><code>m1</code></td><td>{used['m1']:.6g}</td><td><small>not set; derived by the component" in dom
+    assert f"<td><code>c</code></td><td>{used['c']}</td>" in dom
+    assert "<td>None</td>" not in dom and "<td>null</td>" not in dom and "<td></td><td><small>" not in dom
+    # every figure has its unit and its explanation; SSE/SST in %
+    rows = release.report()["evaluations"]
+    assert rows and all(r["explanation"] and r["unit"] for r in rows)
+    for row in rows:
+        assert row["explanation"] in dom, row["metric"]
+    assert '<td class="unit"><small>%</small></td><td><small>share of the total variance lost' in dom
