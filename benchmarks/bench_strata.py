@@ -92,46 +92,59 @@ def _single(step: dict, source: str, strata: int) -> dict:
     return {"records": len(release.data), "min_group": release.verification["steps"][0]["min_group_size"]}
 
 
-def main(quick: bool = False) -> str:
+HEADERS = ["method", "records", "strata", "wall time (2 workers)", "peak memory per worker", "driver peak",
+           "smallest group", "single-process records", "single-process time", "single-process peak",
+           "time ratio (10x the records)"]
+
+
+def _report(rows: list[list[str]], strata: int, per: int, size_mb: float, written: float) -> str:
+    return "\n".join([
+        f"Machine: {machine()}; {strata} strata x {per:,} records, 6 numeric + 3 key columns; the input "
+        f"dataset: {size_mb:,.0f} MB of Parquet, written stratum by stratum in {written:.0f} s.",
+        "",
+        table(HEADERS, rows),
+        "",
+        "The driver reads only the stratum column; each worker holds one stratum at a time. The time ratio "
+        "compares 10x the records on 2 workers with 1x the records in one process: 5 means linear scaling "
+        "in the records with a perfect 2x from the workers.",
+    ])
+
+
+def main(quick: bool = False, methods: list[str] | None = None) -> str:
+    """Each method's row is saved as soon as it is measured (a long run that is
+    stopped keeps the rows it finished)."""
     strata, per, base = (10, 10_000, 1) if quick else (100, 100_000, 10)
+    chosen = {k: v for k, v in RECIPES.items() if not methods or any(m in k for m in methods)}
     work = Path(tempfile.mkdtemp(prefix="privclust-strata-"))
+    name = "strata_quick" if quick else "strata"
     try:
         source = work / "in"
         start = time.perf_counter()
         _write_dataset(source, strata, per)
         written = time.perf_counter() - start
         size_mb = sum(p.stat().st_size for p in source.rglob("*.parquet")) / 1024**2
-        rows = []
-        for name, step in RECIPES.items():
+        rows: list[list[str]] = []
+        text = ""
+        for method, step in chosen.items():
             dist = measure(_distributed, step, str(source), str(work / f"out-{len(rows)}"), timeout=7200)
             one = measure(_single, step, str(source), base, timeout=3600)
             if dist.ok:
                 v = dist.value
                 peaks = ", ".join(f"{p:,.0f}" for p in v["worker_peaks_mb"])
-                rows.append([name, f"{v['records']:,}", f"{strata}", f"{v['seconds']:.0f} s",
+                rows.append([method, f"{v['records']:,}", f"{strata}", f"{v['seconds']:.0f} s",
                              f"{peaks} MB", dist.memory_text(), f"{v['min_group']}",
                              f"{base * per:,}", one.time_text(), one.memory_text(),
                              f"{(v['seconds'] / one.seconds):.1f}x" if one.ok else "-"])
             else:
-                rows.append([name, f"{strata * per:,}", f"{strata}", dist.time_text(), "-", "-", "-",
+                rows.append([method, f"{strata * per:,}", f"{strata}", dist.time_text(), "-", "-", "-",
                              f"{base * per:,}", one.time_text(), one.memory_text(), "-"])
-        headers = ["method", "records", "strata", "wall time (2 workers)", "peak memory per worker",
-                   "driver peak", "smallest group", "single-process records", "single-process time",
-                   "single-process peak", "time ratio (10x the records)"]
-        text = "\n".join([
-            f"Machine: {machine()}; {strata} strata x {per:,} records, 6 numeric + 3 key columns; the input "
-            f"dataset: {size_mb:,.0f} MB of Parquet, written stratum by stratum in {written:.0f} s.",
-            "",
-            table(headers, rows),
-            "",
-            "The driver reads only the stratum column; each worker holds one stratum at a time. The time ratio "
-            "compares 10x the records on 2 workers with 1x the records in one process: 5 means linear scaling "
-            "in the records with a perfect 2x from the workers.",
-        ])
-        return save("strata_quick" if quick else "strata", text)
+            text = _report(rows, strata, per, size_mb, written)
+            save(name, text)
+            shutil.rmtree(work / f"out-{len(rows) - 1}", ignore_errors=True)
+        return text
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":
-    main(quick="--quick" in sys.argv)
+    main(quick="--quick" in sys.argv, methods=[a for a in sys.argv[1:] if not a.startswith("--")])
