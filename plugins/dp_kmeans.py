@@ -338,8 +338,8 @@ class IDPKMeans:
         columns = [str(c) for c in data.columns]
         used_bounds = {c: [float(a), float(b)] for c, a, b in zip(columns, low, high, strict=True)}
         effective: dict[str, Any] = {"epsilon_per_release": history, "rounds_run": rounds_run}
-        if self.m is None:
-            effective["m"] = int(m)
+        if self.n_blocks is None:
+            effective["n_blocks"] = int(m)
         if self.bounds == "dp":  # DP quantiles: a differentially private release, public
             effective["bounds"] = used_bounds
         return Partition(
