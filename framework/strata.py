@@ -336,7 +336,7 @@ def run_dataset(
     if absent:
         raise DataError(f"[roles] strata: column(s) {', '.join(map(repr, absent))} are not in the dataset "
                         f"{source_path} (its columns: {', '.join(names)})")
-    keys = _plain(dataset.to_table(columns=strata).to_pandas())
+    keys = dataset.to_table(columns=strata).to_pandas()  # Hive keys stay categorical: small codes
     if keys.empty:
         raise DataError(f"{source_path}: the dataset has no records")
     empty = _plain(dataset.schema.empty_table().to_pandas())

@@ -162,3 +162,17 @@ def _processes_naming(path) -> list[int]:
             except OSError:
                 continue
     return found
+
+
+def test_strata_of_several_columns_from_one_parquet_file(tmp_path):
+    frame = _frame(600)
+    frame.to_parquet(tmp_path / "survey.parquet", index=False)
+    recipe = {"roles": {"strata": ["region", "sex"]}, "steps": [MDAV]}
+    release = privclust.run_dataset(recipe, tmp_path / "survey.parquet", tmp_path / "out", seed=2, processes=2)
+    assert len(release.strata) == 6 and release.records == 600
+    back = pd.read_parquet(tmp_path / "out")
+    assert len(back) == 600
+    for (region, sex), part in back.groupby(["region", "sex"], observed=True):
+        original = frame[(frame["region"] == region) & (frame["sex"] == sex)]
+        assert len(part) == len(original)
+        assert np.isclose(part["x"].mean(), original["x"].mean())
