@@ -467,6 +467,8 @@ class Capability:
                 return f"{self.name} must be a method {self.signature}; got {value!r}"
             if self.name == "round_integers":
                 return _rounding_problem(component, value)
+            if self.name == "evaluated_on":  # needs a run's inputs: the runner checks what it returns
+                return None
             try:
                 value = value(n_columns) if self.name == "min_records" else value()
             except Exception as err:  # noqa: BLE001 - reported to the plugin author
@@ -635,6 +637,11 @@ CAPABILITIES: Mapping[str, Capability] = MappingProxyType({c.name: c for c in (
                problem=_descriptions_problem, default=MappingProxyType({}),
                used_for="metric (name or shell pattern) -> (one-line explanation, unit): the report shows them "
                         "beside each figure"),
+    Capability(name="evaluated_on", member="method",
+               signature="evaluated_on(inputs) -> {'columns': [...], 'weight': str or None}", kinds=("evaluators",),
+               used_for="the columns (and the sampling weight) the figures are actually computed on, when they are "
+                        "not the evaluation's columns (key variables, a weight): the evaluation table and the report "
+                        "name them beside the figures"),
 )})
 
 

@@ -14,14 +14,14 @@ from __future__ import annotations
 import base64
 import datetime as _dt
 import functools
-from fnmatch import fnmatchcase
-import io
 import importlib.metadata as metadata
 import importlib.util
+import io
 import json
 import pickle
 import platform
 from collections.abc import Mapping
+from fnmatch import fnmatchcase
 from typing import Any
 
 import attrs
@@ -491,6 +491,19 @@ def _by_evaluator(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return groups
 
 
+def _ledger_sections() -> list[tuple[str, Any]]:
+    """The report's sections of the ledger: a title and which entries it
+    shows. Each step's own process entry is in the table of processes; what
+    the host did besides (rounding integer columns, missing values) is listed
+    with the host's other statements."""
+    sections: list[tuple[str, Any]] = [(_kind_title(kind), lambda e, kind=kind: e.kind == kind)
+                                       for kind in ("dp", "guarantee", "leak")]
+    sections.append(("Processing by the host (after or around the steps)",
+                     lambda e: e.kind == "process" and e.mechanism is not None))
+    sections.append((_kind_title("verified"), lambda e: e.kind == "verified"))
+    return sections
+
+
 def _kind_title(kind: str) -> str:
     return {"dp": "Differential privacy", "guarantee": "Other guarantees (claims, and the host's check)",
             "leak": "Weaknesses (leaks)", "process": "Processes applied",
@@ -527,10 +540,12 @@ def render_html(release: Release, *, non_disclosive: bool = False, plots: bool =
                    "plugin": f"plugin {c['plugin']} ({c['distribution']} {c['version']})",
                    "seconds": f"{c['elapsed_seconds']:.3g}"} for c in report["steps"]],
         "rules": [r for c in report["constraints"] for r in c["rules"]],
-        "ledger": [{"title": _kind_title(kind),
+        "ledger": [{"title": title,
                     "entries": [{"step": e.step, "step_id": e.step_id or "", "statement": e.statement}
-                                for e in release.ledger if e.kind == kind]}
-                   for kind in ("dp", "guarantee", "leak", "verified") if any(e.kind == kind for e in release.ledger)],
+                                for e in release.ledger if shown(e)]}
+                   for title, shown in _ledger_sections() if any(shown(e) for e in release.ledger)],
+        "roles": [(role, ", ".join(getattr(release.recipe.roles, role)))
+                  for role in ("ids", "weight", "strata", "keys") if getattr(release.recipe.roles, role)],
         "has_dp": has_dp,
         "evaluations": groups,
         # the columns once, above the table, when every evaluator judged the same ones

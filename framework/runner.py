@@ -39,7 +39,7 @@ from .errors import DataError, ParameterError, PrivclustError, Problem, RecipeEr
 from .params import leak_problems
 from .recipe import DEFAULT_LABEL_COLUMN, EvaluateSpec, Recipe, Roles, Step, _thaw
 from .registry import Registry, get_registry, unknown_leak_problems
-from .report import Release
+from .report import EFFECTIVE_PARAMS, EFFECTIVE_PARAMS_FROM_DATA, Release
 from .verify import snapshot, verdict, verify
 
 __all__ = ["CompiledRecipe", "CompiledStep", "StepOutcome", "compile", "run", "numeric_columns"]
@@ -691,13 +691,35 @@ def _call_by_part(cs: CompiledStep, view: pd.DataFrame, context: PrivacyContext,
     return _combine_parts(cs, view, column, parts, results)
 
 
+def _across_strata(values: Sequence[Any]) -> Any:
+    """One effective value of a step run per stratum: the value when every
+    stratum used the same, else the range (numbers) or the distinct values."""
+    first = values[0]
+    if all(v == first for v in values):
+        return first
+    if all(isinstance(v, Mapping) for v in values):  # a nested component's values, name by name
+        return {name: _across_strata([v.get(name) for v in values])
+                for name in dict.fromkeys(n for v in values for n in v)}
+    numbers = [v for v in values if isinstance(v, int | float) and not isinstance(v, bool)]
+    if len(numbers) == len(values):
+        return f"{min(numbers):g} to {max(numbers):g} across the strata"
+    distinct = list(dict.fromkeys(repr(v) for v in values))
+    shown = ", ".join(distinct[:4]) + (f" and {len(distinct) - 4} more" if len(distinct) > 4 else "")
+    return f"by stratum: {shown}"
+
+
 def _combine_parts(cs: CompiledStep, view: pd.DataFrame, column: str, parts: list[tuple[str, np.ndarray]],
                    results: Sequence[Any]) -> Any:
     """One result of the step from its results on each stratum, in the
     records' order: labels numbered stratum after stratum, centres stacked."""
-    diagnostics = {"strata": column,
-                   "parts": {text: dict(getattr(r, "diagnostics", {})) for (text, _), r in zip(parts, results,
-                                                                                                strict=True)}}
+    diagnostics: dict[str, Any] = {
+        "strata": column,
+        "parts": {text: dict(getattr(r, "diagnostics", {})) for (text, _), r in zip(parts, results, strict=True)}}
+    for key in (EFFECTIVE_PARAMS, EFFECTIVE_PARAMS_FROM_DATA):  # the values in use, for the whole step
+        each = [dict(getattr(r, "diagnostics", {}).get(key) or {}) for r in results]
+        if any(each):
+            diagnostics[key] = {name: _across_strata([e.get(name) for e in each])
+                                for name in dict.fromkeys(n for e in each for n in e)}
     if cs.kind == "clusterers":
         labels = np.full(len(view), -1, dtype=np.int64)
         offset = 0
@@ -1248,6 +1270,7 @@ def _evaluate(compiled: CompiledRecipe, original: pd.DataFrame, protected: pd.Da
                                       outcomes=tuple(outcomes), constraints=constraints, ledger=ledger,
                                       rng=rng, registry=compiled.registry, roles=compiled.recipe.roles)
             figures = ev.evaluator.evaluate(inputs)
+            on = _evaluated_on(ev, inputs)
             for metric, value in dict(figures).items():
                 try:
                     number = float(value)
@@ -1255,6 +1278,22 @@ def _evaluate(compiled: CompiledRecipe, original: pd.DataFrame, protected: pd.Da
                     raise PrivclustError(f"evaluator {ev.spec.use!r} returned a non-numeric value for "
                                          f"{metric!r}: {value!r} (a bug in its plugin)") from None
                 rows.append({"evaluator": ev.spec.use, "metric": str(metric),
-                             "value": number if math.isfinite(number) else np.nan,
-                             "columns": ", ".join(columns)})
+                             "value": number if math.isfinite(number) else np.nan, "columns": on})
     return pd.DataFrame(rows, columns=["evaluator", "metric", "value", "columns"])
+
+
+def _evaluated_on(ev: Any, inputs: EvaluationInputs) -> str:
+    """What an evaluator's figures are computed on, as the evaluation table
+    names it: the evaluation's columns, or what the evaluator's
+    ``evaluated_on`` says (its key variables, its sampling weight)."""
+    method = capability(ev.evaluator, "evaluated_on")
+    if method is None:
+        return ", ".join(inputs.columns)
+    said = method(inputs)
+    columns = said.get("columns") if isinstance(said, Mapping) else None
+    weight = said.get("weight") if isinstance(said, Mapping) else None
+    if not isinstance(columns, Sequence) or isinstance(columns, str) or not all(isinstance(c, str) for c in columns) \
+            or (weight is not None and not isinstance(weight, str)):
+        raise PrivclustError(f"evaluator {ev.spec.use!r}: evaluated_on() must return {{'columns': [column names], "
+                             f"'weight': a column name or None}}; got {said!r} (a bug in its plugin)")
+    return ", ".join(columns) + (f"; weighted by {weight}" if weight else "")

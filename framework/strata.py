@@ -48,7 +48,7 @@ from .registry import Registry, get_registry
 from .report import (
     _by_evaluator,
     _jsonable,
-    _kind_title,
+    _ledger_sections,
     _templates,
     counted,
     environment,
@@ -171,10 +171,10 @@ class DatasetRelease:
             "merged": list(self.merged),
             "steps": [{"step": c["step"], "id": c["id"], "component": c["component"],
                        "columns": ", ".join(c["columns"]), "parameters": c["parameters"]} for c in self.steps],
-            "ledger": [{"title": _kind_title(kind),
+            "ledger": [{"title": title,
                         "entries": [{"step": e.step, "step_id": e.step_id or "", "statement": e.statement}
-                                    for e in self.ledger if e.kind == kind]}
-                       for kind in ("dp", "guarantee", "leak", "verified") if any(e.kind == kind for e in self.ledger)],
+                                    for e in self.ledger if shown(e)]}
+                       for title, shown in _ledger_sections() if any(shown(e) for e in self.ledger)],
             "evaluations": [{"stratum": k, "groups": _by_evaluator(v)} for k, v in by_stratum.items()],
             "versions": ", ".join(f"{k} {v}" for k, v in report["environment"].items()),
         }

@@ -105,6 +105,9 @@ class SseSst:
 
     weight: str | None = _weight_param()
 
+    def evaluated_on(self, inputs: EvaluationInputs) -> Mapping[str, Any]:
+        return {"columns": list(inputs.columns), "weight": _weight_role(self.weight, inputs)}
+
     def evaluate(self, inputs: EvaluationInputs) -> Mapping[str, float]:
         X, Y = _arrays(inputs, self.name)
         value, sse, sst = mm.sse_sst(X, Y, _weights(inputs.original, _weight_role(self.weight, inputs), self.name))
@@ -124,6 +127,9 @@ class IL1s:
     }
 
     weight: str | None = _weight_param()
+
+    def evaluated_on(self, inputs: EvaluationInputs) -> Mapping[str, Any]:
+        return {"columns": list(inputs.columns), "weight": _weight_role(self.weight, inputs)}
 
     def evaluate(self, inputs: EvaluationInputs) -> Mapping[str, float]:
         X, Y = _arrays(inputs, self.name)
@@ -146,6 +152,9 @@ class Moments:
     }
 
     weight: str | None = _weight_param()
+
+    def evaluated_on(self, inputs: EvaluationInputs) -> Mapping[str, Any]:
+        return {"columns": list(inputs.columns), "weight": _weight_role(self.weight, inputs)}
 
     def evaluate(self, inputs: EvaluationInputs) -> Mapping[str, float]:
         X, Y = _arrays(inputs, self.name)
@@ -483,11 +492,14 @@ class KeyFrequencies:
     k: int = param(int, default=3, ge=2,
                    doc="the minimum group size: a cell with fewer than k records breaks k-anonymity on the keys")
 
+    def evaluated_on(self, inputs: EvaluationInputs) -> Mapping[str, Any]:
+        return {"columns": list(_key_role(self.keys, inputs))}
+
     def evaluate(self, inputs: EvaluationInputs) -> Mapping[str, float]:
         out: dict[str, float] = {}
         for suffix, frame, what in (("", inputs.protected, "protected"), ("_original", inputs.original, "original")):
-            _, sizes = mm.key_cells(_keys(frame, _key_role(self.keys, inputs), self.name, what))
-            out[f"combinations{suffix}"] = float(np.sum(1.0 / sizes))
+            codes, sizes = mm.key_cells(_keys(frame, _key_role(self.keys, inputs), self.name, what))
+            out[f"combinations{suffix}"] = float(len(np.unique(codes)))
             out[f"sample_uniques{suffix}"] = float(np.sum(sizes == 1))
             out[f"records_below_k{suffix}"] = float(np.sum(sizes < self.k))
             out[f"share_below_k{suffix}"] = float(np.mean(sizes < self.k))
@@ -520,6 +532,9 @@ class IndividualRisk:
     weight: str | None = param(str, default=None, doc="the sampling-weight column (default: the recipe's "
                                                       "[roles] weight, else the file is the population)")
     threshold: float = param(float, default=0.1, gt=0, le=1, doc="a record is at risk above this individual risk")
+
+    def evaluated_on(self, inputs: EvaluationInputs) -> Mapping[str, Any]:
+        return {"columns": list(_key_role(self.keys, inputs)), "weight": _weight_role(self.weight, inputs)}
 
     def evaluate(self, inputs: EvaluationInputs) -> Mapping[str, float]:
         keys = _keys(inputs.protected, _key_role(self.keys, inputs), self.name, "protected")
@@ -557,6 +572,10 @@ class KeyLinkage:
 
     keys: tuple[str, ...] = param(tuple, default=(), doc="the categorical key variables (quasi-identifiers; "
                                                         "default: the recipe's [roles] keys)")
+
+    def evaluated_on(self, inputs: EvaluationInputs) -> Mapping[str, Any]:
+        keys = [k for k in _key_role(self.keys, inputs) if k not in inputs.columns]
+        return {"columns": [*inputs.columns, *keys]}
 
     def evaluate(self, inputs: EvaluationInputs) -> Mapping[str, float]:
         X, Y = _arrays(inputs, self.name)

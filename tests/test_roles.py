@@ -240,3 +240,31 @@ def test_strata_on_a_dask_local_cluster():
     local = privclust.run(recipe, frame, seed=5, processes=2)
     pd.testing.assert_frame_equal(release.data, local.data)  # one stream per stratum, whichever engine
     assert release.verification["steps"][0]["min_group_size"] >= 3
+
+
+def test_the_evaluation_table_names_what_each_figure_is_computed_on():
+    frame = _survey(90)
+    recipe = {"roles": ROLES, "steps": [MDAV],
+              "evaluate": ["sse-sst", "dbrl", "key-frequencies", "individual-risk", "key-linkage"]}
+    release = privclust.run(recipe, frame, seed=1)
+    on = release.evaluations.drop_duplicates("evaluator").set_index("evaluator")["columns"]
+    assert on["sse-sst"] == "income, expend; weighted by w"
+    assert on["dbrl"] == "income, expend"
+    assert on["key-frequencies"] == "sex"
+    assert on["individual-risk"] == "sex; weighted by w"
+    assert on["key-linkage"] == "income, expend, sex"
+    combos = release.evaluations.query("metric == 'combinations'")["value"].iloc[0]
+    assert combos == 2.0  # a count, exactly
+    page = release.to_html(plots=False)
+    assert "Roles of the columns: ids: hid; weight: w; strata: region; keys: sex." in page
+    assert "Every figure is computed on the columns" not in page  # the evaluators differ
+
+
+def test_effective_values_of_a_step_run_per_stratum():
+    frame = _survey(90)
+    release = privclust.run({"roles": {"strata": "region"}, "steps": [{"use": "fuzzy-microaggregation", "k": 3,
+                                                                       "columns": ["income", "expend"]}]},
+                            frame, seed=1)
+    used = release.report()["steps"][0]["effective_parameters"]
+    assert used["k"] == 3 and isinstance(used["m1"], float)  # the same in every stratum: the value itself
+    assert used["clusterer"]["use"] == "fcm"
