@@ -198,7 +198,7 @@ def test_differentially_private_steps_refuse_missing_values_and_say_why(data, st
     assert "impute or drop those records first, or give the step columns without missing values" in text
 
 
-@pytest.mark.parametrize("step", [{"use": "dpc", "k": 2, "dc": 1.0}, {"use": "fuzzy-microaggregation", "k": 3}])
+@pytest.mark.parametrize("step", [{"use": "dpc", "n_clusters": 2, "dc": 1.0}, {"use": "fuzzy-microaggregation", "k": 3}])
 def test_steps_without_a_missing_value_policy_refuse_up_front(data, step):
     with pytest.raises(DataError, match=r"declares no missing-value policy .*column 'a' has|column 'a' has .*"
                                         r"declares no missing-value policy"):

@@ -30,8 +30,8 @@ def frame():
 
 @pytest.mark.filterwarnings("ignore::privclust.PrivclustWarning")
 @pytest.mark.parametrize("step", [
-    {"use": "fcm", "c": 3},
-    {"use": "efcm", "c": 3},
+    {"use": "fcm", "n_clusters": 3},
+    {"use": "efcm", "n_clusters": 3},
     {"use": "mdav", "k": 5},
     {"use": "microaggregation", "clusterer": {"use": "mdav", "k": 5}},
     {"use": "fuzzy-microaggregation", "k": 10},

@@ -89,9 +89,9 @@ def test_the_rendered_page_shows_the_values_used_and_explains_every_figure(fuzzy
     path, release = fuzzy_report
     dom = _chromium("--dump-dom", path.as_uri()).stdout
     used = release.report()["steps"][0]["effective_parameters"]
-    # m1 and c were left unset: the page shows the values the step derived, not a bare null
+    # m1 and n_clusters were left unset: the page shows the values the step derived, not a bare null
     assert f"<td><code>m1</code></td><td>{used['m1']:.6g}</td><td><small>not set; derived by the component" in dom
-    assert f"<td><code>c</code></td><td>{used['c']}</td>" in dom
+    assert f"<td><code>n_clusters</code></td><td>{used['n_clusters']}</td>" in dom
     assert "<td>None</td>" not in dom and "<td>null</td>" not in dom and "<td></td><td><small>" not in dom
     # every figure has its unit and its explanation; SSE/SST in %
     rows = release.report()["evaluations"]

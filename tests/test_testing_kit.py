@@ -228,7 +228,7 @@ def test_optional_capabilities_are_declared_in_one_place_and_checked():
     assert set(privclust.CAPABILITIES) == {"planned_cost", "step_problems", "min_records", "uses_constraints",
                                            "data_leaks", "leak_names", "disclosive_metrics", "missing_values",
                                            "renamed_params", "round_integers",
-                                           "metric_descriptions"}
+                                           "metric_descriptions", "evaluated_on"}
     assert privclust.capability(Good(), "uses_constraints") is True  # the declared default
     assert privclust.capability(GoodCapabilities(), "min_records")(3) == 6
     assert privclust.capability(Good(), "planned_cost") is None
