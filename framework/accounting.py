@@ -265,8 +265,8 @@ class BasicAccountant:
     budget: Budget
     description: str = (
         "basic sequential composition (epsilons and deltas add up), parallel composition "
-        "(maximum over the parts of a public column the host split the records by); add/remove releases count "
-        "twice under replace-one"
+        "(maximum over the strata of the public stratum columns the host split the records by); add/remove "
+        "releases count twice under replace-one"
     )
 
     def relation(self, entries: Sequence[LedgerEntry]) -> str | None:
