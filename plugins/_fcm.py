@@ -983,15 +983,14 @@ class SubsetRows:
 
 def subset_rows(X: np.ndarray, V: np.ndarray, fz: Fuzzifier, exclude: list[np.ndarray], *, p: int | None,
                 width: int, budget_bytes: float, rng: np.random.Generator | None = None,
-                tree: cKDTree | None = None, range2: np.ndarray | None = None) -> SubsetRows:
+                tree: cKDTree | None = None) -> SubsetRows:
     """Memberships of the records ``X`` (few) to the centres ``V`` with the
     centres ``exclude[r]`` left out of record ``r``'s row (renormalised over
     the others): exactly over every centre (``p = None``, in row blocks
     within ``budget_bytes``) or over the ``p`` nearest non-excluded centres
-    (the truncated path). Records with missing values (``range2`` given:
-    the columns' squared ranges) take the exact path with the missing-value
-    distance (:func:`missing_sq`)."""
-    md = _Missing(X, range2) if range2 is not None else None
+    (the truncated path). Records with missing values (NaN in ``X``) take
+    the exact path with the missing-value distance (:func:`missing_sq`)."""
+    md = _Missing(X) if np.isnan(X).any() else None
     if md is not None:
         p = None
     r, c = X.shape[0], V.shape[0]
@@ -1077,15 +1076,15 @@ def _rows(D: np.ndarray, fz: Fuzzifier) -> np.ndarray:
 # ---------------------------------------------------------------------------
 #
 # The distance of a record with missing values to a (complete) centre is
-# sdcMicro's MDAV distance read from record to centre: the squared
-# differences over the record's observed variables plus, for each variable it
-# misses, the variable's squared range (``range2``). The second term is the
-# same for every centre (a per-record constant ``R``), so the nearest centres
-# are those of the observed coordinates, EFCM memberships are those of the
-# observed coordinates, and FCM memberships are fuzzier the more a record
-# misses. Such records cannot be queried in a KD-tree over all dimensions:
-# they go through exact passes in row blocks (memory-bounded), the complete
-# records keep the fast paths.
+# the partial distance of Hathaway & Bezdek (2001): the squared differences
+# over the record's observed variables, scaled by ``d / d_observed`` (a
+# per-record factor ``F``, the same for every centre). The nearest centres are
+# those of the observed coordinates (the ranking sdcMicro's MDAV distance
+# gives too), FCM memberships are those of the observed coordinates, and
+# the centre update weighs each column over the records that observe it.
+# Such records cannot be queried in a KD-tree over all dimensions: they go
+# through exact passes in row blocks (memory-bounded), the complete records
+# keep the fast paths.
 
 
 class MissingCentreColumn(ValueError):
@@ -1097,17 +1096,10 @@ class MissingCentreColumn(ValueError):
         self.column = column
 
 
-def squared_ranges(X: np.ndarray) -> np.ndarray:
-    """Each column's squared range over its observed values (``(d,)``)."""
-    with np.errstate(invalid="ignore"):
-        r = np.nanmax(X, axis=0) - np.nanmin(X, axis=0)
-    return np.nan_to_num(r * r)
-
-
 class _Missing:
     """Records with missing values in the layouts the missing-value passes need."""
 
-    def __init__(self, X: np.ndarray, range2: np.ndarray):
+    def __init__(self, X: np.ndarray):
         X = np.asarray(X, dtype=float)
         obs = ~np.isnan(X)
         self.n, self.d = X.shape
@@ -1116,17 +1108,18 @@ class _Missing:
         # [x with NaN -> 0, observed mask]: one product with [-2v, v^2] gives the observed part
         self.A = np.ascontiguousarray(np.hstack([self.X0, self.O]))
         self.xx = np.einsum("ij,ij->i", self.X0, self.X0)
-        self.R = (~obs).astype(float) @ np.asarray(range2, dtype=float)
+        # d / d_observed (a record with no observed value is at distance 0 from every centre)
+        self.F = self.d / np.maximum(obs.sum(axis=1), 1).astype(float)
 
 
 def missing_sq(md: _Missing, s: int, e: int, V: np.ndarray) -> np.ndarray:
     """Squared distances ``(e - s, c)`` of the records ``s:e`` of ``md`` to the
-    centres: over each record's observed coordinates, plus its constant ``R``."""
+    centres: over each record's observed coordinates, times ``d / d_observed``."""
     B = np.vstack([-2.0 * V.T, (V * V).T])
     D = md.A[s:e] @ B
     D += md.xx[s:e, None]
     np.maximum(D, 0.0, out=D)
-    D += md.R[s:e, None]
+    D *= md.F[s:e, None]
     return D
 
 
@@ -1191,7 +1184,12 @@ def missing_pass(md: _Missing, V: np.ndarray, fz: Fuzzifier, *, budget_bytes: fl
             if dense:
                 res.dense[s:e] = U
             if top is not None:
-                order = np.argsort(-U, axis=1, kind="stable")[:, :top]
+                if top < c:  # the top memberships (a partition), then sorted, largest first
+                    part = np.argpartition(-U, top - 1, axis=1)[:, :top]
+                    first = np.argsort(-np.take_along_axis(U, part, axis=1), axis=1, kind="stable")
+                    order = np.take_along_axis(part, first, axis=1)
+                else:
+                    order = np.argsort(-U, axis=1, kind="stable")
                 vals = np.take_along_axis(U, order, axis=1)
                 kept = vals.sum(axis=1)
                 res.top_indices[s:e] = order

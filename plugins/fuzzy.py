@@ -75,11 +75,11 @@ AUTO_RESTARTS_WORK = 1_000_000
 _PROGRESS_STEPS = 200
 
 #: What ``fcm`` and ``efcm`` do with missing values (``missing = "observed"``).
-MISSING_POLICY = ("distances from a record to a centre with sdcMicro's MDAV rule: squared standardised differences "
-                  "over the record's observed variables plus the variable's squared standardised range for each "
-                  "one it misses (the same for every centre); standardisation over the observed values of each "
-                  "column; centres the membership-weighted means of the observed values of each column; records "
-                  "with missing values computed exactly (no KD-tree truncation)")
+MISSING_POLICY = ("distances from a record to a centre by the partial distance strategy (Hathaway & Bezdek 2001): "
+                  "squared standardised differences over the record's observed variables, scaled by p / p_observed; "
+                  "standardisation over the observed values of each column; centres the membership-weighted means "
+                  "of the observed values of each column; records with missing values computed exactly (no "
+                  "KD-tree truncation)")
 
 
 # ---------------------------------------------------------------------------
@@ -101,9 +101,6 @@ class Standardised:
     mean: np.ndarray
     scale: np.ndarray
     enabled: bool
-    #: each column's squared range over its observed values, in the clustered
-    #: metric (the cost of a missing value); ``None`` for complete data
-    range2: np.ndarray | None = None
 
     def to_original(self, z: np.ndarray) -> np.ndarray:
         return self.mean + z * self.scale
@@ -118,8 +115,7 @@ def standardise(values: np.ndarray, columns: Sequence[str], enabled: bool, who: 
     d = values.shape[1]
     incomplete = bool(np.isnan(values).any())
     if not enabled:
-        return Standardised(values, np.zeros(d), np.ones(d), False,
-                            _fcm.squared_ranges(values) if incomplete else None)
+        return Standardised(values, np.zeros(d), np.ones(d), False)
     # with missing values: mean and sd over the observed values of each column
     mean = np.nanmean(values, axis=0) if incomplete else values.mean(axis=0)
     sd = np.nanstd(values, axis=0) if incomplete else values.std(axis=0)
@@ -130,13 +126,7 @@ def standardise(values: np.ndarray, columns: Sequence[str], enabled: bool, who: 
             f"{who}: column(s) {', '.join(cols)} are constant, so they cannot be standardised and need no "
             "masking; leave them out of the step's columns, or set scale = \"none\""
         )
-    z = (values - mean) / sd
-    return Standardised(z, mean, sd, True, _fcm.squared_ranges(z) if incomplete else None)
-
-
-def _range2(std: Standardised) -> np.ndarray:
-    """The squared ranges of ``std`` (computed when it carries none)."""
-    return std.range2 if std.range2 is not None else _fcm.squared_ranges(std.z)
+    return Standardised((values - mean) / sd, mean, sd, True)
 
 
 def check_constraints(constraints: Any, columns: Sequence[str], who: str) -> Any:
@@ -244,8 +234,8 @@ class _FuzzyClusterer:
                                 doc="most centres a record keeps when truncating (0: never truncate)")
     missing: str = param(str, default="observed", choices=MISSING_CHOICES,
                          doc='missing values (NaN): "observed" measures each record on the variables it has '
-                             '(sdcMicro\'s rule, a missing variable costing its range) and centres are weighted '
-                             'means of the observed values; "refuse" refuses them')
+                             '(partial distance, scaled by p / p_observed) and centres are weighted means of the '
+                             'observed values; "refuse" refuses them')
 
     # -- parameters ---------------------------------------------------------------
 
@@ -306,8 +296,8 @@ class _FuzzyClusterer:
             (the fuzzy-microaggregation masker passes ``k``).
         :param columns: the columns' names, for errors.
 
-        Records with missing values (NaN in ``std.z``) are measured with
-        sdcMicro's rule (:data:`MISSING_POLICY`) in an exact blocked pass of
+        Records with missing values (NaN in ``std.z``) are measured with the
+        partial distance (:data:`MISSING_POLICY`) in an exact blocked pass of
         their own; the complete records keep the fast paths.
         """
         who = self.name
@@ -334,7 +324,7 @@ class _FuzzyClusterer:
         if incomplete.any():
             # records with missing values: an exact pass of their own; the complete ones keep the fast paths.
             # Seeds are drawn from the records with each missing value at its column's mean (seeds only).
-            missing = _fcm._Missing(z[incomplete], _range2(std))
+            missing = _fcm._Missing(z[incomplete])
             seeds_from = np.where(np.isnan(z), np.nanmean(z, axis=0)[None, :], z)
             z = z[~incomplete]
         else:
@@ -413,8 +403,7 @@ class _FuzzyClusterer:
         drawn per record (Step 3)."""
         return compute_memberships(std.z, centres_z, fz, budget_bytes=self._budget_bytes,
                                    mass_tol=self.mass_tol, max_neighbours=self.max_neighbours,
-                                   rng=rng if rng is not None else context.rng, draw=draw, progress=progress,
-                                   range2=std.range2)
+                                   rng=rng if rng is not None else context.rng, draw=draw, progress=progress)
 
     def _partition(self, std: Standardised, fit: FuzzyFit, columns: tuple[str, ...], context: PrivacyContext,
                    constraints: Any) -> Partition:
@@ -501,8 +490,7 @@ class Memberships:
 
 def compute_memberships(z: np.ndarray, centres_z: np.ndarray, fz: _fcm.Fuzzifier, *, budget_bytes: float,
                         mass_tol: float, max_neighbours: int, rng: np.random.Generator, draw: bool = False,
-                        progress: Callable[[float], None] | None = None,
-                        range2: np.ndarray | None = None) -> Memberships:
+                        progress: Callable[[float], None] | None = None) -> Memberships:
     """Memberships of the records ``z`` to the centres, memory-bounded.
 
     * ``N x c`` fits ``budget_bytes``: one exact pass returns the dense matrix.
@@ -515,9 +503,8 @@ def compute_memberships(z: np.ndarray, centres_z: np.ndarray, fz: _fcm.Fuzzifier
       renormalised top-``p`` distribution, within total-variation distance
       ``dropped`` of the exact one.
 
-    Records with missing values (NaN in ``z``) are measured with sdcMicro's
-    rule (``range2``: each column's squared range, the cost of missing it)
-    in an exact blocked pass of their own (:func:`_fcm.missing_pass`): their
+    Records with missing values (NaN in ``z``) are measured with the partial
+    distance (:data:`MISSING_POLICY`) in an exact blocked pass of their own (:func:`_fcm.missing_pass`): their
     rows are exact, dense or their top memberships with the exact dropped
     mass; the complete records take the paths above.
     """
@@ -525,16 +512,14 @@ def compute_memberships(z: np.ndarray, centres_z: np.ndarray, fz: _fcm.Fuzzifier
     if incomplete.any():
         return _memberships_with_missing(z, incomplete, centres_z, fz, budget_bytes=budget_bytes,
                                          mass_tol=mass_tol, max_neighbours=max_neighbours, rng=rng, draw=draw,
-                                         progress=progress,
-                                         range2=range2 if range2 is not None else _fcm.squared_ranges(z))
+                                         progress=progress)
     return _complete_memberships(z, centres_z, fz, budget_bytes=budget_bytes, mass_tol=mass_tol,
                                  max_neighbours=max_neighbours, rng=rng, draw=draw, progress=progress)
 
 
 def _memberships_with_missing(z: np.ndarray, incomplete: np.ndarray, centres_z: np.ndarray, fz: _fcm.Fuzzifier, *,
                               budget_bytes: float, mass_tol: float, max_neighbours: int, rng: np.random.Generator,
-                              draw: bool, progress: Callable[[float], None] | None,
-                              range2: np.ndarray) -> Memberships:
+                              draw: bool, progress: Callable[[float], None] | None) -> Memberships:
     """:func:`compute_memberships` when some records miss values: the
     complete ones on their usual path, the others exactly, merged."""
     n, c = z.shape[0], centres_z.shape[0]
@@ -549,7 +534,7 @@ def _memberships_with_missing(z: np.ndarray, incomplete: np.ndarray, centres_z: 
         width = int(part.memberships.indices.shape[1])
     else:
         width = int(max(1, min(c, max(max_neighbours, 1), budget_bytes // (12 * n))))
-    md = _fcm._Missing(z[ii], range2)
+    md = _fcm._Missing(z[ii])
     res = _fcm.missing_pass(md, centres_z, fz, budget_bytes=budget_bytes, dense=dense, top=width,
                             draw=rng if draw else None, colsum=True)
     assert res.colsum is not None and res.nearest is not None

@@ -250,8 +250,7 @@ def _merge_light(cz: np.ndarray, mass: np.ndarray, k: float, *,
 
 
 def _refresh_rows(z: np.ndarray, cz: np.ndarray, fz: _fcm.Fuzzifier, idx: np.ndarray, val: np.ndarray,
-                  p: int, range2: np.ndarray | None = None,
-                  budget_bytes: float = 256.0 * 1024.0 ** 2) -> tuple[np.ndarray, np.ndarray]:
+                  p: int, budget_bytes: float = 256.0 * 1024.0 ** 2) -> tuple[np.ndarray, np.ndarray]:
     """The truncated rows after a merge round: rows marked ``-1`` (they held a
     merged or moved centre) are computed again over their ``p`` nearest
     centres; the others keep their values (an estimate: a moved centre may
@@ -263,9 +262,7 @@ def _refresh_rows(z: np.ndarray, cz: np.ndarray, fz: _fcm.Fuzzifier, idx: np.nda
         rows = redo[gaps]
         redo = redo[~gaps]
         q = int(min(p, cz.shape[0]))
-        near, values = _fcm.missing_nearest(_fcm._Missing(z[rows], range2 if range2 is not None
-                                                          else _fcm.squared_ranges(z)), cz, q, fz,
-                                            budget_bytes=budget_bytes)
+        near, values = _fcm.missing_nearest(_fcm._Missing(z[rows]), cz, q, fz, budget_bytes=budget_bytes)
         width = idx.shape[1]
         if q < width:
             near = np.hstack([near, np.zeros((rows.size, width - q), dtype=np.int64)])
@@ -312,8 +309,7 @@ def _step2(std: Any, centres: np.ndarray, fz: _fcm.Fuzzifier, k: int, *, budget_
         if full:
             mem = compute_memberships(std.z, cz, fz, budget_bytes=budget_bytes, mass_tol=mass_tol,
                                       max_neighbours=max_neighbours, rng=context.rng, draw=True,
-                                      progress=privclust.ThrottledProgress(context, 1.0),
-                                      range2=getattr(std, "range2", None))
+                                      progress=privclust.ThrottledProgress(context, 1.0))
             rows, own = self_centres(std.z, cz)
             expected = np.array(mem.expected_sizes, dtype=float)
             sub = None
@@ -328,8 +324,7 @@ def _step2(std: Any, centres: np.ndarray, fz: _fcm.Fuzzifier, k: int, *, budget_
         else:
             # between verified passes: only the records that kept a merged or moved centre are recomputed
             assert top_idx is not None and top_val is not None and mem.neighbours is not None
-            top_idx, top_val = _refresh_rows(std.z, cz, fz, top_idx, top_val, mem.neighbours,
-                                             getattr(std, "range2", None), budget_bytes)
+            top_idx, top_val = _refresh_rows(std.z, cz, fz, top_idx, top_val, mem.neighbours, budget_bytes)
             expected = np.bincount(top_idx.ravel(), weights=top_val.ravel(), minlength=cz.shape[0])
         light = expected < k
         if keep.size == 1 or not light.any():
@@ -391,10 +386,8 @@ def _self_rows(std: Any, rows: np.ndarray, own: list[np.ndarray], cz: np.ndarray
     first, second = np.flatnonzero(~gaps), np.flatnonzero(gaps)
     a = _fcm.subset_rows(std.z[rows[first]], cz, fz, [own[i] for i in first], p=p, width=width,
                          budget_bytes=budget_bytes, rng=rng)
-    range2 = getattr(std, "range2", None)
     b = _fcm.subset_rows(std.z[rows[second]], cz, fz, [own[i] for i in second], p=None, width=width,
-                         budget_bytes=budget_bytes, rng=rng,
-                         range2=range2 if range2 is not None else _fcm.squared_ranges(std.z))
+                         budget_bytes=budget_bytes, rng=rng)
     w = min(a.indices.shape[1], b.indices.shape[1]) if first.size else b.indices.shape[1]
     if first.size and b.indices.shape[1] > w:  # same width as the complete rows (renormalised over them)
         b.values = b.values[:, :w] / b.values[:, :w].sum(axis=1, keepdims=True)
@@ -526,7 +519,7 @@ def _pilot(std: Any, rows: np.ndarray, clusterer: Any, c: int, k: int, fz: _fcm.
     most 100 iterations), measured."""
     from .fuzzy import Standardised
 
-    sub = Standardised(std.z[rows], std.mean, std.scale, std.enabled, getattr(std, "range2", None))
+    sub = Standardised(std.z[rows], std.mean, std.scale, std.enabled)
     ctx = _PilotContext(rng)
     quick = attrs.evolve(clusterer, n_init=1, max_iter=min(int(clusterer.max_iter), _PILOT_ITER))
     fit = quick.fit_arrays(sub, c, ctx, constraints=constraints, seed_group=max(k, 1))
@@ -903,9 +896,9 @@ class FuzzyMicroaggregation:
         )
         if dg.get("missing_values"):
             text += (f" {dg['records_with_missing_values']} records have {dg['missing_values']} missing values, "
-                     "released missing: their memberships were computed on the variables they have (a missing "
-                     "variable costs its range, sdcMicro's rule), exactly, and each released its drawn centre on "
-                     "the columns it has; the missingness pattern itself is released as in the original.")
+                     "released missing: their memberships were computed exactly on the variables they have "
+                     "(partial distance, scaled by p / p_observed), and each released its drawn centre on the "
+                     "columns it has; the missingness pattern itself is released as in the original.")
         if mem.path == "truncated":
             text += (f" Memberships were truncated to each record's {mem.neighbours} nearest centres; on an exact "
                      f"audit of {mem.audit_size} random records the dropped probability mass was at most "

@@ -230,12 +230,12 @@ def test_the_capability_says_what_each_component_does():
     registry = privclust.get_registry()
     assert privclust.capability(registry.create("maskers", {"use": "microaggregation"}), "missing_values")()
     for use in ("fcm", "efcm"):
-        assert "squared standardised range" in privclust.capability(registry.create("clusterers", {"use": use}),
+        assert "p / p_observed" in privclust.capability(registry.create("clusterers", {"use": use}),
                                                                     "missing_values")()
         assert privclust.capability(registry.create("clusterers", {"use": use, "missing": "refuse"}),
                                     "missing_values")() is None
     fuzzy = privclust.capability(registry.create("maskers", {"use": "fuzzy-microaggregation"}), "missing_values")
-    assert "released missing" in fuzzy() and "squared standardised range" in fuzzy()
+    assert "released missing" in fuzzy() and "p / p_observed" in fuzzy()
     assert privclust.capability(registry.create("maskers", {"use": "fuzzy-microaggregation", "missing": "refuse"}),
                                 "missing_values")() is None
     inner_refuses = {"use": "fuzzy-microaggregation", "clusterer": {"use": "efcm", "missing": "refuse"}}
@@ -500,33 +500,31 @@ def test_fcm_and_efcm_fit_records_with_missing_values(data, cls):
     np.testing.assert_array_equal(part.labels, U.argmax(axis=1))
 
 
-def test_the_distance_to_a_centre_adds_the_squared_range_of_each_missing_variable():
-    Z = np.array([[0.0, 1.0, 2.0], [np.nan, 3.0, 1.0], [np.nan, np.nan, np.nan], [2.0, np.nan, 0.0]])
+def test_the_distance_to_a_centre_is_the_partial_distance():
+    """Hathaway & Bezdek's partial distance: observed squared differences times p / p_observed."""
+    Z = np.array([[0.0, 1.0, 2.0], [np.nan, 3.0, 1.0], [np.nan, np.nan, np.nan], [2.0, np.nan, np.nan]])
     V = np.array([[1.0, 1.0, 1.0], [0.0, 2.0, -1.0]])
-    R2 = np.array([4.0, 9.0, 1.0])
     expected = np.empty((4, 2))
     for r, x in enumerate(Z):
+        seen = ~np.isnan(x)
         for i, v in enumerate(V):
-            expected[r, i] = sum((x[j] - v[j]) ** 2 if not np.isnan(x[j]) else R2[j] for j in range(3))
-    md = _fcm._Missing(Z, R2)
-    np.testing.assert_allclose(_fcm.missing_sq(md, 0, 4, V), expected, rtol=1e-12, atol=1e-12)
-    np.testing.assert_allclose(_fcm.squared_ranges(Z), [4.0, 4.0, 4.0])
+            expected[r, i] = ((x[seen] - v[seen]) ** 2).sum() * 3 / max(seen.sum(), 1)
+    np.testing.assert_allclose(_fcm.missing_sq(_fcm._Missing(Z), 0, 4, V), expected, rtol=1e-12, atol=1e-12)
+    assert expected[2].tolist() == [0.0, 0.0]  # nothing observed: every centre alike
 
 
-def test_efcm_memberships_of_a_record_with_missing_values_are_those_of_its_observed_variables():
+def test_memberships_of_a_record_with_missing_values_come_from_its_observed_variables():
     rng = np.random.default_rng(3)
     V = rng.normal(size=(6, 3))
     x = np.array([[0.3, np.nan, -0.2]])
-    fz = _fcm.Fuzzifier("efcm", 1.7)
-    res = _fcm.missing_pass(_fcm._Missing(x, np.array([5.0, 7.0, 11.0])), V, fz, budget_bytes=1e6, dense=True)
     d = ((x[:, [0, 2]] - V[:, [0, 2]]) ** 2).sum(axis=1)
-    u = np.exp(-1.7 * (d - d.min()))
+    # FCM: the scale cancels, the memberships are those of the observed variables
+    res = _fcm.missing_pass(_fcm._Missing(x), V, _fcm.Fuzzifier("fcm", 2.0), budget_bytes=1e6, dense=True)
+    np.testing.assert_allclose(res.dense[0], (1 / d) / (1 / d).sum(), rtol=1e-12)
+    # EFCM: softmax of -lambda * (3/2) d
+    res = _fcm.missing_pass(_fcm._Missing(x), V, _fcm.Fuzzifier("efcm", 1.7), budget_bytes=1e6, dense=True)
+    u = np.exp(-1.7 * 1.5 * (d - d.min()))
     np.testing.assert_allclose(res.dense[0], u / u.sum(), rtol=1e-12)
-    # FCM: the range of the missing variable is added to every centre's distance (fuzzier memberships)
-    fz = _fcm.Fuzzifier("fcm", 2.0)
-    res = _fcm.missing_pass(_fcm._Missing(x, np.array([5.0, 7.0, 11.0])), V, fz, budget_bytes=1e6, dense=True)
-    w = 1.0 / (d + 7.0)
-    np.testing.assert_allclose(res.dense[0], w / w.sum(), rtol=1e-12)
 
 
 def test_centres_are_weighted_means_of_the_observed_values():
@@ -536,16 +534,15 @@ def test_centres_are_weighted_means_of_the_observed_values():
     X[rng.random(X.shape) < 0.2] = np.nan
     X[0] = 0.5
     V = rng.normal(size=(3, 3))
-    R2 = _fcm.squared_ranges(X)
     fz = _fcm.Fuzzifier("fcm", 1.5)
     incomplete = np.isnan(X).any(axis=1)
     run_ = _fcm.run(X[~incomplete], V, fz, tol=0.0, max_iter=1, budget_bytes=1e6,
-                    missing=_fcm._Missing(X[incomplete], R2))
-    D = np.array([[np.nansum((x - v) ** 2) + np.sum(R2[np.isnan(x)]) for v in V] for x in X])
+                    missing=_fcm._Missing(X[incomplete]))
+    obs = ~np.isnan(X)
+    D = np.array([[np.nansum((x - v) ** 2) * 3 / (~np.isnan(x)).sum() for v in V] for x in X])
     U = D ** (-1 / (fz.value - 1))
     U /= U.sum(axis=1, keepdims=True)
     W = U ** fz.value
-    obs = ~np.isnan(X)
     expected = (W.T @ np.where(obs, X, 0.0)) / (W.T @ obs)
     np.testing.assert_allclose(run_.centres, expected, rtol=1e-10)
 
@@ -602,7 +599,7 @@ def test_the_ledger_counts_the_missing_values_of_a_fuzzy_step(data):
     assert missing["records"] == int(data.isna().any(axis=1).sum())
     assert missing["values"] == int(data.isna().sum().sum())
     assert missing["columns"] == {c: int(n) for c, n in data.isna().sum().items() if n}
-    assert "squared standardised range" in missing["policy"]
+    assert "partial distance" in missing["policy"]
     assert "not protected" in release.verdict
 
 
