@@ -643,3 +643,11 @@ def test_complete_data_give_the_same_release_as_before_the_missing_value_path(st
     np.testing.assert_allclose(release.data[["a", "b", "c"]].to_numpy().sum(axis=0), sums, rtol=1e-12)
     np.testing.assert_allclose(float(np.asarray(part.centres).sum()), centres, rtol=1e-12)
     assert int(np.asarray(part.labels).sum()) == labels
+
+
+def test_the_regime_warnings_still_work_with_missing_values(data):
+    from privclust_plugins.microaggregation import UniformMembershipsWarning
+
+    with pytest.warns(UniformMembershipsWarning, match="near-uniform memberships"):
+        release = privclust.run({"steps": [{"use": "fuzzy-microaggregation", "k": 3, "m1": 10.0}]}, data, seed=3)
+    np.testing.assert_array_equal(release.data.isna().to_numpy(), data.isna().to_numpy())
