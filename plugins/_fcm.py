@@ -880,7 +880,7 @@ def run(X: np.ndarray, V0: np.ndarray, fz: Fuzzifier, *, tol: float, max_iter: i
         project: Callable[[np.ndarray], np.ndarray] | None = None, neighbours: int | None = None,
         callback: Callable[[int, np.ndarray], None] | None = None,
         progress: Callable[[int], None] | None = None, workers: int = -1,
-        data: _Data | None = None) -> RunResult:
+        data: _Data | None = None, missing: _Missing | None = None) -> RunResult:
     """Alternate memberships and (projected) centre updates from ``V0``.
 
     :param neighbours: ``None`` for exact passes, else the ``p`` nearest
@@ -891,6 +891,10 @@ def run(X: np.ndarray, V0: np.ndarray, fz: Fuzzifier, *, tol: float, max_iter: i
     :param tol: stop when the objective decreases by at most ``tol`` times
         its value from one pass to the next (the centres are then updated
         once more from the last memberships).
+    :param missing: the records with missing values (``X`` and ``data`` hold
+        the complete ones, possibly none): an exact pass of their own
+        (:func:`missing_pass`) adds their share of each centre column's
+        update, over the records that observe the column.
     """
     data = data if data is not None else _Data(X)
     V = np.array(V0, dtype=float, copy=True)  # seeds need no projection: every update is projected
@@ -902,15 +906,35 @@ def run(X: np.ndarray, V0: np.ndarray, fz: Fuzzifier, *, tol: float, max_iter: i
     it = 0
     cand = Candidates(data, neighbours, V.shape[0], workers) if neighbours is not None else None
     for it in range(1, max_iter + 1):
-        if cand is None:
+        if data.n == 0:  # every record misses a value
+            res = PassResult(num=np.zeros(V.shape), den=np.zeros(V.shape[0]), dmin=np.empty(0))
+        elif cand is None:
             res = update_pass(data, V, fz, budget_bytes=budget_bytes)
         else:
             res = candidate_pass(cand, V, fz)
         assert res.num is not None and res.den is not None
-        objective = res.objective
-        safe = np.where(res.den > 0, res.den, 1.0)
-        new = res.num / safe[:, None]
-        relocated += _relocate(new, res.den, res.dmin, data.X, V)
+        if missing is None:
+            objective = res.objective
+            safe = np.where(res.den > 0, res.den, 1.0)
+            new = res.num / safe[:, None]
+            relocated += _relocate(new, res.den, res.dmin, data.X, V)
+        else:
+            extra = missing_pass(missing, V, fz, budget_bytes=budget_bytes, update=True)
+            assert extra.num is not None and extra.den is not None
+            objective = res.objective + extra.objective
+            den = res.den[:, None] + extra.den  # (c, d): per column, the records observing it
+            total = res.den + extra.den.max(axis=1)
+            safe = np.where(den > 0, den, 1.0)
+            new = (res.num + extra.num) / safe
+            weighed = total > 0
+            hole = np.argwhere(weighed[:, None] & ~(den > 0))
+            if hole.size:
+                raise MissingCentreColumn(int(hole[0, 0]), int(hole[0, 1]))
+            if data.n:
+                relocated += _relocate(new, total, res.dmin, data.X, V)
+            else:
+                filled = np.where(missing.O > 0, missing.X0, V.mean(axis=0)[None, :])
+                relocated += _relocate(new, total, extra.dmin, filled, V)
         if project is not None:
             new = project(new)
         shift = float(np.sqrt(np.max(np.einsum("ij,ij->i", new - V, new - V), initial=0.0)))
@@ -964,7 +988,11 @@ def subset_rows(X: np.ndarray, V: np.ndarray, fz: Fuzzifier, exclude: list[np.nd
     centres ``exclude[r]`` left out of record ``r``'s row (renormalised over
     the others): exactly over every centre (``p = None``, in row blocks
     within ``budget_bytes``) or over the ``p`` nearest non-excluded centres
-    (the truncated path)."""
+    (the truncated path). Records with missing values (NaN in ``X``) take
+    the exact path with the missing-value distance (:func:`missing_sq`)."""
+    md = _Missing(X) if np.isnan(X).any() else None
+    if md is not None:
+        p = None
     r, c = X.shape[0], V.shape[0]
     width = int(min(max(width, 1), c if p is None else min(p, c)))
     old = np.zeros(c)
@@ -980,7 +1008,10 @@ def subset_rows(X: np.ndarray, V: np.ndarray, fz: Fuzzifier, exclude: list[np.nd
         b = int(max(1, min(r, budget_bytes // (8 * 4 * max(c, 1)))))
         for s in range(0, r, b):
             e = min(r, s + b)
-            D = gather_distances(V, np.broadcast_to(np.arange(c), (e - s, c)), X[s:e])
+            if md is not None:
+                D = missing_sq(md, s, e, V)
+            else:
+                D = gather_distances(V, np.broadcast_to(np.arange(c), (e - s, c)), X[s:e])
             U_old = _rows(D.copy(), fz)
             old += U_old.sum(axis=0)
             for j in range(e - s):
@@ -1038,3 +1069,140 @@ def _rows(D: np.ndarray, fz: Fuzzifier) -> np.ndarray:
     dmin = D.min(axis=1, keepdims=True)
     w, _, S = weights(D, dmin, fz, 1, np.empty_like(D))
     return w / S[:, None]
+
+
+# ---------------------------------------------------------------------------
+# Records with missing values (NaN): an exact blocked path of their own
+# ---------------------------------------------------------------------------
+#
+# The distance of a record with missing values to a (complete) centre is
+# the partial distance of Hathaway & Bezdek (2001): the squared differences
+# over the record's observed variables, scaled by ``d / d_observed`` (a
+# per-record factor ``F``, the same for every centre). The nearest centres are
+# those of the observed coordinates (the ranking sdcMicro's MDAV distance
+# gives too), FCM memberships are those of the observed coordinates, and
+# the centre update weighs each column over the records that observe it.
+# Such records cannot be queried in a KD-tree over all dimensions: they go
+# through exact passes in row blocks (memory-bounded), the complete records
+# keep the fast paths.
+
+
+class MissingCentreColumn(ValueError):
+    """A centre got no observed weight on a column (every record weighing on it misses the column)."""
+
+    def __init__(self, centre: int, column: int):
+        super().__init__(f"centre {centre} has no observed value of column {column}")
+        self.centre = centre
+        self.column = column
+
+
+class _Missing:
+    """Records with missing values in the layouts the missing-value passes need."""
+
+    def __init__(self, X: np.ndarray):
+        X = np.asarray(X, dtype=float)
+        obs = ~np.isnan(X)
+        self.n, self.d = X.shape
+        self.X0 = np.where(obs, X, 0.0)
+        self.O = obs.astype(float)
+        # [x with NaN -> 0, observed mask]: one product with [-2v, v^2] gives the observed part
+        self.A = np.ascontiguousarray(np.hstack([self.X0, self.O]))
+        self.xx = np.einsum("ij,ij->i", self.X0, self.X0)
+        # d / d_observed (a record with no observed value is at distance 0 from every centre)
+        self.F = self.d / np.maximum(obs.sum(axis=1), 1).astype(float)
+
+
+def missing_sq(md: _Missing, s: int, e: int, V: np.ndarray) -> np.ndarray:
+    """Squared distances ``(e - s, c)`` of the records ``s:e`` of ``md`` to the
+    centres: over each record's observed coordinates, times ``d / d_observed``."""
+    B = np.vstack([-2.0 * V.T, (V * V).T])
+    D = md.A[s:e] @ B
+    D += md.xx[s:e, None]
+    np.maximum(D, 0.0, out=D)
+    D *= md.F[s:e, None]
+    return D
+
+
+def missing_rows_per_block(n_centres: int, budget_bytes: float) -> int:
+    """Rows per block of the missing-value passes (about 5 ``(b, c)`` arrays alive)."""
+    return int(max(1, min(16384, budget_bytes // (8 * 5 * max(n_centres, 1)))))
+
+
+def missing_pass(md: _Missing, V: np.ndarray, fz: Fuzzifier, *, budget_bytes: float, update: bool = False,
+                 dense: bool = False, top: int | None = None, draw: np.random.Generator | None = None,
+                 colsum: bool = False) -> PassResult:
+    """One exact pass over the records with missing values, in row blocks.
+
+    :param update: the centre update per column: ``num`` ``(c, d)`` sums of
+        ``u^m x`` over the observed values, ``den`` ``(c, d)`` sums of ``u^m``
+        over the records observing the column, and the objective.
+    :param dense: the ``(n, c)`` memberships.
+    :param top: the ``top`` largest memberships per record (``top_indices``,
+        ``top_values`` renormalised over them, ``kept_mass`` their exact share).
+    """
+    V = np.ascontiguousarray(V, dtype=float)
+    c, d = V.shape
+    n = md.n
+    b = missing_rows_per_block(c, budget_bytes)
+    res = PassResult(dmin=np.empty(n), S=np.empty(n), nearest=np.empty(n, dtype=np.int64))
+    if update:
+        res.num = np.zeros((c, d))
+        res.den = np.zeros((c, d))
+    if colsum:
+        res.colsum = np.zeros(c)
+    if dense:
+        res.dense = np.empty((n, c))
+    if top is not None:
+        top = int(min(max(top, 1), c))
+        res.top_indices = np.empty((n, top), dtype=np.int64)
+        res.top_values = np.empty((n, top))
+        res.kept_mass = np.empty(n)
+    if draw is not None:
+        res.labels = np.empty(n, dtype=np.int64)
+    objective = 0.0
+    for s in range(0, n, b):
+        e = min(n, s + b)
+        D = missing_sq(md, s, e, V)
+        dmin = D.min(axis=1)
+        res.dmin[s:e] = dmin
+        res.nearest[s:e] = np.argmin(D, axis=1)
+        W, WM, S = weights(D, dmin[:, None], fz, 1, np.empty_like(D))
+        res.S[s:e] = S
+        if update:
+            U = WM * (S ** -fz.update_power)[:, None]
+            res.num += U.T @ md.X0[s:e]
+            res.den += U.T @ md.O[s:e]
+            objective += float(record_objective(dmin, S, fz).sum())
+        if draw is not None:
+            cum = np.cumsum(W, axis=1)
+            r = draw.random(e - s) * S
+            res.labels[s:e] = np.minimum((cum < r[:, None]).sum(axis=1), c - 1)
+        if colsum or dense or top is not None:
+            U = W / S[:, None]
+            if colsum:
+                res.colsum += U.sum(axis=0)
+            if dense:
+                res.dense[s:e] = U
+            if top is not None:
+                if top < c:  # the top memberships (a partition), then sorted, largest first
+                    part = np.argpartition(-U, top - 1, axis=1)[:, :top]
+                    first = np.argsort(-np.take_along_axis(U, part, axis=1), axis=1, kind="stable")
+                    order = np.take_along_axis(part, first, axis=1)
+                else:
+                    order = np.argsort(-U, axis=1, kind="stable")
+                vals = np.take_along_axis(U, order, axis=1)
+                kept = vals.sum(axis=1)
+                res.top_indices[s:e] = order
+                res.top_values[s:e] = vals / kept[:, None]
+                res.kept_mass[s:e] = kept
+    res.objective = objective
+    return res
+
+
+def missing_nearest(md: _Missing, V: np.ndarray, p: int, fz: Fuzzifier, *,
+                    budget_bytes: float) -> tuple[np.ndarray, np.ndarray]:
+    """``(indices, values)``: each record's ``p`` nearest centres (exact, in row
+    blocks) and its memberships renormalised over them."""
+    res = missing_pass(md, V, fz, budget_bytes=budget_bytes, top=p)
+    assert res.top_indices is not None and res.top_values is not None
+    return res.top_indices, res.top_values

@@ -41,9 +41,6 @@ from typing import Any, ClassVar
 import attrs
 import numpy as np
 import pandas as pd
-from scipy.spatial import cKDTree
-from threadpoolctl import threadpool_limits
-
 import privclust
 from privclust import (
     ConstraintError,
@@ -54,8 +51,11 @@ from privclust import (
     TopMemberships,
     param,
 )
+from scipy.spatial import cKDTree
+from threadpoolctl import threadpool_limits
 
 from . import _fcm
+from .mdav import MISSING_CHOICES
 
 __version__ = "0.1.0"
 
@@ -78,15 +78,23 @@ _FIT_SHARE = 0.9
 #: The progress of one restart fills as ``1 - exp(-iteration / this)``.
 _ITERATIONS_SCALE = 25.0
 
+#: What ``fcm`` and ``efcm`` do with missing values (``missing = "observed"``).
+MISSING_POLICY = ("distances from a record to a centre by the partial distance strategy (Hathaway & Bezdek 2001): "
+                  "squared standardised differences over the record's observed variables, scaled by p / p_observed; "
+                  "standardisation over the observed values of each column; centres the membership-weighted means "
+                  "of the observed values of each column; records with missing values computed exactly (no "
+                  "KD-tree truncation)")
+
 
 # ---------------------------------------------------------------------------
 # Shared helpers (also used by the microaggregation maskers)
 # ---------------------------------------------------------------------------
 
 
-def finite_values(data: pd.DataFrame, who: str) -> np.ndarray:
-    """The step's columns as a float array (a copy): :func:`privclust.data_matrix`."""
-    return privclust.data_matrix(data, who)
+def finite_values(data: pd.DataFrame, who: str, *, missing: bool = False) -> np.ndarray:
+    """The step's columns as a float array (a copy): :func:`privclust.data_matrix`
+    (``missing``: NaN passes through)."""
+    return privclust.data_matrix(data, who, missing=missing)
 
 
 @attrs.frozen
@@ -109,13 +117,15 @@ def standardise(values: np.ndarray, columns: Sequence[str], enabled: bool, who: 
     """Standardise with the population standard deviation; a constant column
     is a :class:`~privclust.DataError` (it cannot be standardised)."""
     d = values.shape[1]
+    incomplete = bool(np.isnan(values).any())
     if not enabled:
         return Standardised(values, np.zeros(d), np.ones(d), False)
-    mean = values.mean(axis=0)
-    sd = values.std(axis=0)
+    # with missing values: mean and sd over the observed values of each column
+    mean = np.nanmean(values, axis=0) if incomplete else values.mean(axis=0)
+    sd = np.nanstd(values, axis=0) if incomplete else values.std(axis=0)
     constant = ~(sd > 1e-12 * np.maximum(1.0, np.abs(mean)))
     if constant.any():
-        cols = [f"{columns[j]!r} (every value {values[0, j]:g})" for j in np.flatnonzero(constant)]
+        cols = [f"{columns[j]!r} (every value {np.nanmin(values[:, j]):g})" for j in np.flatnonzero(constant)]
         raise DataError(
             f"{who}: column(s) {', '.join(cols)} are constant, so they cannot be standardised and need no "
             "masking; leave them out of the step's columns, or set scale = \"none\""
@@ -226,8 +236,16 @@ class _FuzzyClusterer:
                             doc="largest membership mass a record may lose when only its nearest centres are kept")
     max_neighbours: int = param(int, default=256, ge=0,
                                 doc="most centres a record keeps when truncating (0: never truncate)")
+    missing: str = param(str, default="observed", choices=MISSING_CHOICES,
+                         doc='missing values (NaN): "observed" measures each record on the variables it has '
+                             '(partial distance, scaled by p / p_observed) and centres are weighted means of the '
+                             'observed values; "refuse" refuses them')
 
     # -- parameters ---------------------------------------------------------------
+
+    def missing_values(self) -> str | None:
+        """The missing-value policy (``None``: refused), see :data:`MISSING_POLICY`."""
+        return MISSING_POLICY if self.missing == "observed" else None
 
     def fuzzifier(self) -> _fcm.Fuzzifier:  # pragma: no cover - overridden
         raise NotImplementedError
@@ -255,7 +273,7 @@ class _FuzzyClusterer:
     def fit(self, data: pd.DataFrame, context: PrivacyContext) -> Partition:
         """Cluster the step's columns; centres projected onto the step's rules."""
         who = self.name
-        values = finite_values(data, who)
+        values = finite_values(data, who, missing=self.missing == "observed")
         columns = tuple(str(c) for c in data.columns)
         if self.n_clusters is None:
             raise ParameterError(f"{who} needs the number of clusters 'n_clusters' (e.g. {who}(n_clusters=4), or "
@@ -264,7 +282,7 @@ class _FuzzyClusterer:
         constraints = check_constraints(context.constraints, columns, who)
         progress = privclust.RecordProgress(context, values.shape[0])
         with single_threaded_blas():
-            fit = self.fit_arrays(std, self.n_clusters, context, constraints=constraints,
+            fit = self.fit_arrays(std, self.n_clusters, context, constraints=constraints, columns=columns,
                                   progress=progress.phase(0.0, _FIT_SHARE))
             partition = self._partition(std, fit, columns, context, constraints,
                                         progress=progress.phase(_FIT_SHARE, 1.0))
@@ -273,7 +291,8 @@ class _FuzzyClusterer:
 
     def fit_arrays(self, std: Standardised, c: int, context: PrivacyContext, *, constraints: Any = None,
                    callback: Callable[[int, np.ndarray], None] | None = None, seed_group: int = 1,
-                   progress: Callable[[float], None] | None = None) -> FuzzyFit:
+                   progress: Callable[[float], None] | None = None,
+                   columns: Sequence[str] | None = None) -> FuzzyFit:
         """The alternating optimisation on standardised records.
 
         :param callback: called after every centre update with
@@ -288,6 +307,11 @@ class _FuzzyClusterer:
         :param progress: called with the share (0 to 1) of the fit done (a
             :meth:`privclust.RecordProgress.phase`); by default the fit
             reports the step's records itself.
+        :param columns: the columns' names, for errors.
+
+        Records with missing values (NaN in ``std.z``) are measured with the
+        partial distance (:data:`MISSING_POLICY`) in an exact blocked pass of
+        their own; the complete records keep the fast paths.
         """
         who = self.name
         z = std.z
@@ -304,8 +328,22 @@ class _FuzzyClusterer:
         restarts = self._restarts(n, c)
         rngs = context.spawn(restarts + 1)
         many = c > EXACT_MAX_CENTRES
+        incomplete = np.isnan(z).any(axis=1)
+        missing: _fcm._Missing | None = None
+        if incomplete.any() and self.missing != "observed":
+            raise DataError(f"{who}: {int(incomplete.sum())} records have missing (NaN) values and {who} refuses "
+                            "them (missing = \"refuse\"); impute or drop those records first, or set missing = "
+                            "\"observed\"")
+        if incomplete.any():
+            # records with missing values: an exact pass of their own; the complete ones keep the fast paths.
+            # Seeds are drawn from the records with each missing value at its column's mean (seeds only).
+            missing = _fcm._Missing(z[incomplete])
+            seeds_from = np.where(np.isnan(z), np.nanmean(z, axis=0)[None, :], z)
+            z = z[~incomplete]
+        else:
+            seeds_from = z
         # with many centres, records (and centres) in KD-tree leaf order: cache-friendly queries and sums
-        data = _fcm._Data(z[_fcm.spatial_order(z)] if many else z)
+        data = _fcm._Data(z[_fcm.spatial_order(z)] if many and z.shape[0] else z)
 
         def on_update(it: int, vz: np.ndarray) -> None:
             if callback is not None:
@@ -326,20 +364,28 @@ class _FuzzyClusterer:
         for r in range(restarts):
             if seed_group > 1:
                 # density-following seeds (k-means++ favours outliers, which end as centres of one record)
-                v0, _ = _fcm.init_centres(z, c, rngs[r], distinct=distinct, max_work=0)
-                v0 = _fcm.group_seeds(z, v0, seed_group)
+                v0, _ = _fcm.init_centres(seeds_from, c, rngs[r], distinct=distinct, max_work=0)
+                v0 = _fcm.group_seeds(seeds_from, v0, seed_group)
                 method = f"means of the {seed_group} nearest records of random distinct records"
             else:
-                v0, method = _fcm.init_centres(z, c, rngs[r], distinct=distinct)
+                v0, method = _fcm.init_centres(seeds_from, c, rngs[r], distinct=distinct)
             if many:
                 v0 = v0[_fcm.spatial_order(v0)]
             if r == 0:
                 init_name = method
-                neighbours, audit_max, fallback = self._choose_path(data, v0, fz, rngs[-1])
-            result = _fcm.run(data.X, v0, fz, tol=self.tol, max_iter=self.max_iter, budget_bytes=budget,
-                              project=project, neighbours=neighbours,
-                              callback=on_update if callback is not None else None,
-                              progress=lambda it, _r=r: done_in(_r, it), data=data)
+                neighbours, audit_max, fallback = (self._choose_path(data, v0, fz, rngs[-1]) if data.n
+                                                   else (None, None, False))
+            try:
+                result = _fcm.run(data.X, v0, fz, tol=self.tol, max_iter=self.max_iter, budget_bytes=budget,
+                                  project=project, neighbours=neighbours,
+                                  callback=on_update if callback is not None else None,
+                                  progress=lambda it, _r=r: done_in(_r, it), data=data, missing=missing)
+            except _fcm.MissingCentreColumn as err:
+                name = columns[err.column] if columns is not None else f"number {err.column}"
+                raise DataError(
+                    f"{who}: centre {err.centre} gets no observed value of column {name!r}: every record that "
+                    "weighs on it misses that column, so its centre value there is undefined; impute or drop the "
+                    "records missing it, lower n_clusters, or leave the column out of the step") from None
             progress((r + 1.0) / restarts)
             if best is None or result.objective < best.objective:
                 best = result
@@ -448,9 +494,11 @@ class Memberships:
     audit_size: int | None
     fallback: bool
     exact_draw: bool
+    #: records with missing values, whose memberships were computed exactly (blocked)
+    incomplete: int = 0
 
     def diagnostics(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "membership_path": self.path,
             "membership_neighbours": self.neighbours,
             "dropped_mass_max": self.dropped_max,
@@ -458,6 +506,9 @@ class Memberships:
             "dropped_mass_audit_records": self.audit_size,
             "membership_fallback_exact": self.fallback,
         }
+        if self.incomplete:
+            out["membership_records_with_missing_values_exact"] = self.incomplete
+        return out
 
 
 def compute_memberships(z: np.ndarray, centres_z: np.ndarray, fz: _fcm.Fuzzifier, *, budget_bytes: float,
@@ -474,12 +525,96 @@ def compute_memberships(z: np.ndarray, centres_z: np.ndarray, fz: _fcm.Fuzzifier
     * Else each record keeps its ``p`` nearest centres; the draw follows the
       renormalised top-``p`` distribution, within total-variation distance
       ``dropped`` of the exact one.
+
+    Records with missing values (NaN in ``z``) are measured with the partial
+    distance (:data:`MISSING_POLICY`) in an exact blocked pass of their own (:func:`_fcm.missing_pass`): their
+    rows are exact, dense or their top memberships with the exact dropped
+    mass; the complete records take the paths above.
     """
+    incomplete = np.isnan(z).any(axis=1)
+    if incomplete.any():
+        return _memberships_with_missing(z, incomplete, centres_z, fz, budget_bytes=budget_bytes,
+                                         mass_tol=mass_tol, max_neighbours=max_neighbours, rng=rng, draw=draw,
+                                         progress=progress)
+    return _complete_memberships(z, centres_z, fz, budget_bytes=budget_bytes, mass_tol=mass_tol,
+                                 max_neighbours=max_neighbours, rng=rng, draw=draw, progress=progress)
+
+
+def _memberships_with_missing(z: np.ndarray, incomplete: np.ndarray, centres_z: np.ndarray, fz: _fcm.Fuzzifier, *,
+                              budget_bytes: float, mass_tol: float, max_neighbours: int, rng: np.random.Generator,
+                              draw: bool, progress: Callable[[float], None] | None) -> Memberships:
+    """:func:`compute_memberships` when some records miss values: the
+    complete ones on their usual path, the others exactly, merged."""
+    n, c = z.shape[0], centres_z.shape[0]
+    ci, ii = np.flatnonzero(~incomplete), np.flatnonzero(incomplete)
+    dense = n * c * 8 <= budget_bytes
+    part = (_complete_memberships(z[ci], centres_z, fz, budget_bytes=budget_bytes, mass_tol=mass_tol,
+                                  max_neighbours=max_neighbours, rng=rng, draw=draw, progress=progress,
+                                  dense_ok=dense) if ci.size else None)
+    if dense:
+        width = None
+    elif part is not None:
+        width = int(part.memberships.indices.shape[1])
+    else:
+        width = int(max(1, min(c, max(max_neighbours, 1), budget_bytes // (12 * n))))
+    md = _fcm._Missing(z[ii])
+    res = _fcm.missing_pass(md, centres_z, fz, budget_bytes=budget_bytes, dense=dense, top=width,
+                            draw=rng if draw else None, colsum=True)
+    assert res.colsum is not None and res.nearest is not None
+    nearest = np.empty(n, dtype=np.int64)
+    nearest[ii] = res.nearest
+    expected = np.array(res.colsum, copy=True)
+    labels = None
+    if draw:
+        labels = np.empty(n, dtype=np.int64)
+        labels[ii] = res.labels
+    if part is not None:
+        nearest[ci] = part.nearest
+        expected += part.expected_sizes
+        if labels is not None:
+            labels[ci] = part.labels
+    if dense:
+        memberships: Any = np.empty((n, c))
+        memberships[ii] = res.dense
+        if part is not None:
+            memberships[ci] = part.memberships
+        return Memberships(memberships=memberships, nearest=nearest, expected_sizes=expected, labels=labels,
+                           path="dense", neighbours=None, dropped_max=0.0, dropped_mean=0.0, audit_size=None,
+                           fallback=False, exact_draw=True, incomplete=int(ii.size))
+    assert res.top_indices is not None and res.top_values is not None and res.kept_mass is not None
+    idx_type = np.int32 if c < 2**31 else np.int64
+    indices = np.empty((n, int(res.top_indices.shape[1])), dtype=idx_type)
+    values = np.empty(indices.shape)
+    dropped = np.empty(n)
+    indices[ii] = res.top_indices
+    values[ii] = res.top_values
+    dropped[ii] = np.clip(1.0 - res.kept_mass, 0.0, 1.0)
+    if part is not None:
+        top = part.memberships
+        indices[ci] = top.indices
+        values[ci] = top.values
+        dropped[ci] = top.dropped
+    top_all = TopMemberships(indices=indices, values=values, dropped=dropped, n_centres=c)
+    if part is not None and part.path == "truncated":  # the audited figures of the truncated records
+        dmax, dmean = part.dropped_max, part.dropped_mean
+    else:
+        dmax, dmean = float(dropped.max()), float(dropped.mean())
+    return Memberships(memberships=top_all, nearest=nearest, expected_sizes=expected, labels=labels,
+                       path=part.path if part is not None else "exact", neighbours=indices.shape[1],
+                       dropped_max=dmax, dropped_mean=dmean, audit_size=part.audit_size if part else None,
+                       fallback=part.fallback if part else False, exact_draw=part.exact_draw if part else True,
+                       incomplete=int(ii.size))
+
+
+def _complete_memberships(z: np.ndarray, centres_z: np.ndarray, fz: _fcm.Fuzzifier, *, budget_bytes: float,
+                          mass_tol: float, max_neighbours: int, rng: np.random.Generator, draw: bool = False,
+                          progress: Callable[[float], None] | None = None, dense_ok: bool = True) -> Memberships:
+    """:func:`compute_memberships` of complete records (``dense_ok``: the dense path may be taken)."""
     n = z.shape[0]
     c = centres_z.shape[0]
     data = _fcm._Data(z)
     draw_rng = rng if draw else None
-    if n * c * 8 <= budget_bytes:
+    if dense_ok and n * c * 8 <= budget_bytes:
         res = _fcm.exact_pass(data, centres_z, fz, budget_bytes=budget_bytes, update=False, dense=True,
                               draw=draw_rng, colsum=True, nearest=True, progress=progress)
         assert res.dense is not None and res.colsum is not None and res.nearest is not None

@@ -47,8 +47,6 @@ from typing import Any, ClassVar
 import attrs
 import numpy as np
 import pandas as pd
-from scipy.spatial import cKDTree
-
 import privclust
 from privclust import (
     ComponentSpec,
@@ -61,9 +59,9 @@ from privclust import (
     nested,
     param,
 )
+from scipy.spatial import cKDTree
 
 from . import _fcm, _mdav
-from .mdav import MISSING_CHOICES
 from .fuzzy import (
     DEFAULT_LAMBDA,
     FCM,
@@ -75,6 +73,7 @@ from .fuzzy import (
     single_threaded_blas,
     standardise,
 )
+from .mdav import MISSING_CHOICES
 
 __version__ = "0.1.0"
 
@@ -167,7 +166,13 @@ class _Step2:
 def self_centres(z: np.ndarray, centres_z: np.ndarray, tol: float = SELF_TOL) -> tuple[np.ndarray, list[np.ndarray]]:
     """``(rows, centres)``: the records that have a centre equal to
     themselves within ``tol`` on every (standardised) column, and those
-    centres (a KD-tree query in the maximum norm)."""
+    centres (a KD-tree query in the maximum norm). A record with missing
+    values is compared on the columns it has (they are what it releases;
+    one KD-tree per missingness pattern, over those columns); a record with
+    no observed value releases nothing and has no such centre."""
+    nan = np.isnan(z)
+    if nan.any():
+        return _self_centres_missing(z, nan, centres_z, tol)
     tree = cKDTree(centres_z)
     dist, _ = tree.query(z, k=1, p=np.inf, distance_upper_bound=tol, workers=-1)
     rows = np.flatnonzero(np.isfinite(dist))
@@ -175,6 +180,25 @@ def self_centres(z: np.ndarray, centres_z: np.ndarray, tol: float = SELF_TOL) ->
         return rows, []
     found = tree.query_ball_point(z[rows], r=tol, p=np.inf)
     return rows, [np.asarray(sorted(f), dtype=np.int64) for f in found]
+
+
+def _self_centres_missing(z: np.ndarray, nan: np.ndarray, centres_z: np.ndarray,
+                          tol: float) -> tuple[np.ndarray, list[np.ndarray]]:
+    found: dict[int, np.ndarray] = {}
+    patterns, inverse = np.unique(nan, axis=0, return_inverse=True)
+    inverse = np.ravel(inverse)
+    for g, pattern in enumerate(patterns):
+        seen = ~pattern
+        if not seen.any():
+            continue
+        members = np.flatnonzero(inverse == g)
+        tree = cKDTree(centres_z[:, seen])
+        near = tree.query_ball_point(z[np.ix_(members, seen)], r=tol, p=np.inf)
+        for row, hits in zip(members, near, strict=True):
+            if hits:
+                found[int(row)] = np.asarray(sorted(hits), dtype=np.int64)
+    rows = np.array(sorted(found), dtype=np.int64)
+    return rows, [found[int(r)] for r in rows]
 
 
 def _merge_light(cz: np.ndarray, mass: np.ndarray, k: float, *,
@@ -225,12 +249,25 @@ def _merge_light(cz: np.ndarray, mass: np.ndarray, k: float, *,
 
 
 def _refresh_rows(z: np.ndarray, cz: np.ndarray, fz: _fcm.Fuzzifier, idx: np.ndarray, val: np.ndarray,
-                  p: int) -> tuple[np.ndarray, np.ndarray]:
+                  p: int, budget_bytes: float = 256.0 * 1024.0 ** 2) -> tuple[np.ndarray, np.ndarray]:
     """The truncated rows after a merge round: rows marked ``-1`` (they held a
     merged or moved centre) are computed again over their ``p`` nearest
     centres; the others keep their values (an estimate: a moved centre may
-    have come among their nearest, which the next full pass measures)."""
+    have come among their nearest, which the next full pass measures).
+    Records with missing values find their nearest centres exactly."""
     redo = np.flatnonzero(idx[:, 0] < 0)
+    gaps = np.isnan(z[redo]).any(axis=1) if redo.size else np.zeros(0, dtype=bool)
+    if gaps.any():
+        rows = redo[gaps]
+        redo = redo[~gaps]
+        q = int(min(p, cz.shape[0]))
+        near, values = _fcm.missing_nearest(_fcm._Missing(z[rows]), cz, q, fz, budget_bytes=budget_bytes)
+        width = idx.shape[1]
+        if q < width:
+            near = np.hstack([near, np.zeros((rows.size, width - q), dtype=np.int64)])
+            values = np.hstack([values, np.zeros((rows.size, width - q))])
+        idx[rows] = near[:, :width]
+        val[rows] = values[:, :width] / values[:, :width].sum(axis=1, keepdims=True)
     if redo.size:
         p = int(min(p, cz.shape[0]))
         D, near = _fcm.query(cKDTree(cz), z[redo], p, -1)
@@ -278,9 +315,8 @@ def _step2(std: Any, centres: np.ndarray, fz: _fcm.Fuzzifier, k: int, *, budget_
             sub = None
             if rows.size:
                 width = cz.shape[0] if mem.path == "dense" else mem.memberships.indices.shape[1]
-                sub = _fcm.subset_rows(std.z[rows], cz, fz, own,
-                                       p=mem.neighbours if mem.path == "truncated" else None,
-                                       width=width, budget_bytes=budget_bytes, rng=context.rng)
+                rows, own, sub = _self_rows(std, rows, own, cz, fz, width=width, budget_bytes=budget_bytes,
+                                            p=mem.neighbours if mem.path == "truncated" else None, rng=context.rng)
                 expected += sub.colsum_new - sub.colsum_old
             if mem.path == "truncated":
                 top_idx = np.array(mem.memberships.indices, dtype=np.int64)
@@ -288,7 +324,7 @@ def _step2(std: Any, centres: np.ndarray, fz: _fcm.Fuzzifier, k: int, *, budget_
         else:
             # between verified passes: only the records that kept a merged or moved centre are recomputed
             assert top_idx is not None and top_val is not None and mem.neighbours is not None
-            top_idx, top_val = _refresh_rows(std.z, cz, fz, top_idx, top_val, mem.neighbours)
+            top_idx, top_val = _refresh_rows(std.z, cz, fz, top_idx, top_val, mem.neighbours, budget_bytes)
             expected = np.bincount(top_idx.ravel(), weights=top_val.ravel(), minlength=cz.shape[0])
         light = expected < k
         if keep.size == 1 or not light.any():
@@ -336,6 +372,34 @@ def _step2(std: Any, centres: np.ndarray, fz: _fcm.Fuzzifier, k: int, *, budget_
             memberships = TopMemberships(indices=indices, values=values, dropped=dropped, n_centres=cz.shape[0])
     return _Step2(mem=mem, centres=centres[keep], labels=labels, memberships=memberships, expected=expected,
                   rounds=rounds, on_centre=int(rows.size), stuck=stuck)
+
+
+def _self_rows(std: Any, rows: np.ndarray, own: list[np.ndarray], cz: np.ndarray, fz: _fcm.Fuzzifier, *,
+               width: int, budget_bytes: float, p: int | None,
+               rng: np.random.Generator) -> tuple[np.ndarray, list[np.ndarray], _fcm.SubsetRows]:
+    """The self rule's rows (:func:`_fcm.subset_rows`); records with missing
+    values computed exactly with their own distance, after the complete ones."""
+    gaps = np.isnan(std.z[rows]).any(axis=1)
+    if not gaps.any():
+        return rows, own, _fcm.subset_rows(std.z[rows], cz, fz, own, p=p, width=width,
+                                           budget_bytes=budget_bytes, rng=rng)
+    first, second = np.flatnonzero(~gaps), np.flatnonzero(gaps)
+    a = _fcm.subset_rows(std.z[rows[first]], cz, fz, [own[i] for i in first], p=p, width=width,
+                         budget_bytes=budget_bytes, rng=rng)
+    b = _fcm.subset_rows(std.z[rows[second]], cz, fz, [own[i] for i in second], p=None, width=width,
+                         budget_bytes=budget_bytes, rng=rng)
+    w = min(a.indices.shape[1], b.indices.shape[1]) if first.size else b.indices.shape[1]
+    if first.size and b.indices.shape[1] > w:  # same width as the complete rows (renormalised over them)
+        b.values = b.values[:, :w] / b.values[:, :w].sum(axis=1, keepdims=True)
+        b.indices = b.indices[:, :w]
+    merged = _fcm.SubsetRows(
+        colsum_old=a.colsum_old + b.colsum_old, colsum_new=a.colsum_new + b.colsum_new,
+        indices=np.vstack([a.indices, b.indices]), values=np.vstack([a.values, b.values]),
+        dropped=np.concatenate([a.dropped, b.dropped]),
+        labels=None if a.labels is None else np.concatenate([a.labels, b.labels]),
+        stuck=np.concatenate([a.stuck, b.stuck]))
+    order = np.concatenate([first, second])
+    return rows[order], [own[i] for i in order], merged
 
 
 # ---------------------------------------------------------------------------
@@ -428,13 +492,24 @@ def _largest_membership(memberships: Any) -> float:
 
 
 def _measure(z: np.ndarray, step1_z: np.ndarray, run: _Step2, std: Any, pilot: bool) -> _Regime:
-    tree = cKDTree(z)
-    near = tree.query(z, k=2, workers=-1)[0][:, 1] if z.shape[0] > 1 else np.ones(1)
+    nan = np.isnan(z)
+    if nan.any():  # the records' distances and the loss over the observed values
+        zc = z[~nan.any(axis=1)]
+        if zc.shape[0] < 2:
+            zc = np.where(nan, np.nanmean(z, axis=0)[None, :], z)
+        tree = cKDTree(zc)
+        near = tree.query(zc, k=2, workers=-1)[0][:, 1] if zc.shape[0] > 1 else np.ones(1)
+        released = std.to_z(run.centres)[run.labels]
+        sst = float(np.nansum((z - np.nanmean(z, axis=0)) ** 2))
+        loss = float(np.nansum((released - z) ** 2)) / sst if sst > 0 else 0.0
+    else:
+        tree = cKDTree(z)
+        near = tree.query(z, k=2, workers=-1)[0][:, 1] if z.shape[0] > 1 else np.ones(1)
+        released = std.to_z(run.centres)[run.labels]
+        sst = float(((z - z.mean(axis=0)) ** 2).sum())
+        loss = float(((released - z) ** 2).sum()) / sst if sst > 0 else 0.0
     scale = float(np.median(near)) or 1.0
     on = tree.query(step1_z, k=1, workers=-1)[0] < ON_RECORD * scale
-    released = std.to_z(run.centres)[run.labels]
-    sst = float(((z - z.mean(axis=0)) ** 2).sum())
-    loss = float(((released - z) ** 2).sum()) / sst if sst > 0 else 0.0
     return _Regime(on_records=float(on.mean()), max_membership=_largest_membership(run.memberships), loss=loss,
                    c_initial=int(step1_z.shape[0]), c_final=int(run.centres.shape[0]), n=int(z.shape[0]),
                    pilot=pilot)
@@ -532,6 +607,28 @@ class FuzzyMicroaggregation:
                                   doc="EFCM lambda of the Step 2 replacement probabilities (unset: lambda1)")
     clusterer: Any = nested("clusterers", default="fcm",
                             doc="Step 1 clusterer: fcm (m1, m2), efcm (lambda1, lambda2) or any with centres")
+    missing: str = param(str, default="observed", choices=MISSING_CHOICES,
+                         doc='missing values (NaN): "observed" (if the clusterer accepts them) measures each record '
+                             'on the variables it has, replaces its observed values by the drawn centre\'s and '
+                             'releases missing values missing; "refuse" refuses them')
+
+    def missing_values(self) -> str | None:
+        """The missing-value policy: ``None`` (refused) with ``missing =
+        "refuse"`` or a clusterer that refuses them; else the clusterer's
+        distance and centres, the draw's memberships from the observed
+        values, missing values released missing."""
+        if self.missing != "observed":
+            return None
+        inner = self.clusterer
+        if isinstance(inner, ComponentSpec) or inner is None:
+            return None
+        policy = privclust.capability(inner, "missing_values")
+        clustering = policy() if policy is not None else None
+        if not clustering:
+            return None
+        return (f"{type(inner).name}: {clustering.rstrip('.')}; Step 2 memberships with the same distance; each "
+                "record's observed values replaced by the drawn centre's (projected onto the edit rules), its "
+                "missing values released missing")
 
     def __attrs_post_init__(self) -> None:
         problems = self._problems()
@@ -654,11 +751,19 @@ class FuzzyMicroaggregation:
 
     def _mask(self, data: pd.DataFrame, context: PrivacyContext) -> Masked:
         who = self.name
-        values = finite_values(data, who)
+        values = finite_values(data, who, missing=self.missing == "observed")
+        missing = np.isnan(values)
         columns = tuple(str(col) for col in data.columns)
         n = values.shape[0]
         base = context.component("clusterers", self.clusterer)
         clusterer, c, k, step1, step2 = self.resolve(base, n, values.shape[1])
+        policy = privclust.capability(clusterer, "missing_values")
+        if missing.any() and (policy is None or policy() is None):
+            counts = ", ".join(f"column {col!r} has {int(missing[:, j].sum())} missing (NaN) values"
+                               for j, col in enumerate(columns) if missing[:, j].any())
+            raise DataError(f"{who}: {counts} and the clusterer {type(clusterer).name!r} does not accept missing "
+                            "values; use clusterer = \"fcm\" or \"efcm\" (missing = \"observed\"), or impute or "
+                            "drop those records first")
         constraints = check_constraints(context.constraints, columns, who)
         fuzzy = _fast_path(clusterer)
         std = standardise(values, columns, getattr(clusterer, "scale", "standard") == "standard"
@@ -677,7 +782,8 @@ class FuzzyMicroaggregation:
         progress = privclust.RecordProgress(context, n)
         if fuzzy:
             fit = clusterer.fit_arrays(std, c, context, constraints=constraints, seed_group=max(k, 1),
-                                       progress=progress.phase(0.0, _FIT_SHARE))
+                                       progress=progress.phase(0.0, _FIT_SHARE),
+                                       **({"columns": columns} if missing.any() else {}))
             centres = fit.centres
             step1_info = fit_diagnostics(clusterer, fit)
         else:
@@ -701,7 +807,8 @@ class FuzzyMicroaggregation:
         progress.finish()
         mem, centres, labels = step2_run.mem, step2_run.centres, step2_run.labels
         protected = centres[labels]
-        verbatim = int(np.count_nonzero((protected == values).all(axis=1)))
+        protected[missing] = np.nan  # a missing value stays missing
+        verbatim = int(np.count_nonzero(((protected == values) | missing).all(axis=1)))
         realised = np.bincount(labels, minlength=centres.shape[0])
         small_share = float(np.mean(realised[labels] < k))
         expected = step2_run.expected
@@ -729,6 +836,9 @@ class FuzzyMicroaggregation:
             "rules": list(constraints.rules) if constraints is not None else [],
             **mem.diagnostics(),
         }
+        if missing.any():
+            diagnostics["missing_values"] = int(missing.sum())
+            diagnostics["records_with_missing_values"] = int(missing.any(axis=1).sum())
         # the values in use where the recipe left them unset (the report shows them beside the stated ones)
         built = privclust.ComponentSpec.of(clusterer).to_dict()
         if fuzzy and built.get("n_init") == "auto":
@@ -801,6 +911,11 @@ class FuzzyMicroaggregation:
             "records). This is not k-anonymity: a released record may be unique. It covers these columns only, "
             "and it is not differential privacy."
         )
+        if dg.get("missing_values"):
+            text += (f" {dg['records_with_missing_values']} records have {dg['missing_values']} missing values, "
+                     "released missing: their memberships were computed exactly on the variables they have "
+                     "(partial distance, scaled by p / p_observed), and each released its drawn centre on the "
+                     "columns it has; the missingness pattern itself is released as in the original.")
         if mem.path == "truncated":
             text += (f" Memberships were truncated to each record's {mem.neighbours} nearest centres; on an exact "
                      f"audit of {mem.audit_size} random records the dropped probability mass was at most "

@@ -406,7 +406,10 @@ def test_bad_data():
     nan = frame.copy()
     nan.loc[3, "exp7"] = np.nan
     with pytest.raises(DataError, match="exp7"):
-        fit(FCM(n_clusters=2), nan)
+        fit(FCM(n_clusters=2, missing="refuse"), nan)
+    assert np.isfinite(fit(FCM(n_clusters=2), nan).centres).all()  # missing = "observed", the default
+    with pytest.raises(DataError, match="exp7"):
+        fit(FCM(n_clusters=2), frame.assign(exp7=np.inf))
     dup = pd.DataFrame({"a": [1.0, 1.0, 1.0, 2.0], "b": [0.0, 0.0, 0.0, 1.0]})
     with pytest.raises(DataError, match="only 2 distinct records"):
         fit(FCM(n_clusters=3), dup)

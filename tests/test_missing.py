@@ -198,7 +198,7 @@ def test_differentially_private_steps_refuse_missing_values_and_say_why(data, st
     assert "impute or drop those records first, or give the step columns without missing values" in text
 
 
-@pytest.mark.parametrize("step", [{"use": "dpc", "n_clusters": 2, "dc": 1.0}, {"use": "fuzzy-microaggregation", "k": 3}])
+@pytest.mark.parametrize("step", [{"use": "dpc", "n_clusters": 2, "dc": 1.0}])
 def test_steps_without_a_missing_value_policy_refuse_up_front(data, step):
     with pytest.raises(DataError, match=r"declares no missing-value policy .*column 'a' has|column 'a' has .*"
                                         r"declares no missing-value policy"):
@@ -229,8 +229,17 @@ def test_the_capability_says_what_each_component_does():
     assert privclust.capability(MDAV(missing="refuse"), "missing_values")() is None
     registry = privclust.get_registry()
     assert privclust.capability(registry.create("maskers", {"use": "microaggregation"}), "missing_values")()
-    assert privclust.capability(registry.create("maskers", {"use": "fuzzy-microaggregation"}),
-                                "missing_values") is None
+    for use in ("fcm", "efcm"):
+        assert "p / p_observed" in privclust.capability(registry.create("clusterers", {"use": use}),
+                                                                    "missing_values")()
+        assert privclust.capability(registry.create("clusterers", {"use": use, "missing": "refuse"}),
+                                    "missing_values")() is None
+    fuzzy = privclust.capability(registry.create("maskers", {"use": "fuzzy-microaggregation"}), "missing_values")
+    assert "released missing" in fuzzy() and "p / p_observed" in fuzzy()
+    assert privclust.capability(registry.create("maskers", {"use": "fuzzy-microaggregation", "missing": "refuse"}),
+                                "missing_values")() is None
+    inner_refuses = {"use": "fuzzy-microaggregation", "clusterer": {"use": "efcm", "missing": "refuse"}}
+    assert privclust.capability(registry.create("maskers", inner_refuses), "missing_values")() is None
 
 
 # ---------------------------------------------------------------------------
@@ -437,3 +446,208 @@ def test_a_step_that_fills_a_missing_value_is_stopped(data):
 
     with pytest.raises(privclust.PrivclustError, match="where the original is missing; a missing value must stay"):
         run({"steps": [{"use": "filler"}]}, data, registry=_registry_with(Filler))
+
+
+# ---------------------------------------------------------------------------
+# fcm, efcm and fuzzy-microaggregation: sdcMicro's distance from record to centre
+# ---------------------------------------------------------------------------
+
+from privclust_plugins import _fcm  # noqa: E402
+from privclust_plugins.fuzzy import EFCM, FCM  # noqa: E402
+from privclust_plugins.microaggregation import self_centres  # noqa: E402
+
+FUZZY_STEPS = [
+    {"use": "fuzzy-microaggregation", "k": 3},
+    {"use": "fuzzy-microaggregation", "k": 3, "clusterer": "efcm"},
+    {"use": "fuzzy-microaggregation", "k": 4, "clusterer": {"use": "fcm", "memory_budget": 0.01}},  # blocked path
+]
+
+
+def memberships_dense(memberships) -> np.ndarray:
+    if isinstance(memberships, privclust.TopMemberships):
+        rows = np.asarray(memberships.values) * (1.0 - np.asarray(memberships.dropped))[:, None]
+        return rows.sum(axis=1) + np.asarray(memberships.dropped)
+    return np.asarray(memberships).sum(axis=1)
+
+
+@pytest.mark.parametrize("step", FUZZY_STEPS)
+def test_fuzzy_microaggregation_releases_missing_values_missing_and_nothing_else(data, step):
+    release = run({"steps": [step]}, data)
+    released = release.data[list(data.columns)]
+    np.testing.assert_array_equal(released.isna().to_numpy(), data.isna().to_numpy())
+    part = release.outcomes[0].partition
+    centres = np.asarray(part.centres)
+    assert np.isfinite(centres).all()
+    np.testing.assert_allclose(memberships_dense(part.memberships), 1.0, atol=1e-9)
+    # every record releases its drawn centre on the columns it has
+    labels = np.asarray(part.labels)
+    X = data.to_numpy()
+    expected = centres[labels]
+    seen = ~np.isnan(X)
+    np.testing.assert_array_equal(released.to_numpy()[seen], expected[seen])
+    details = release.outcomes[0].masked.diagnostics if hasattr(release.outcomes[0], "masked") else part.diagnostics
+    assert details["expected_size_min"] >= step["k"] - 1e-9  # the mass rule holds with missing values
+    assert details["missing_values"] == int(data.isna().sum().sum())
+
+
+@pytest.mark.parametrize("cls", [FCM, EFCM])
+def test_fcm_and_efcm_fit_records_with_missing_values(data, cls):
+    part = cls(n_clusters=5).fit(data, privclust.PrivacyContext(seed=0))
+    assert np.isfinite(part.centres).all()
+    U = np.asarray(part.memberships)
+    assert U.shape == (len(data), 5) and np.isfinite(U).all()
+    np.testing.assert_allclose(U.sum(axis=1), 1.0, atol=1e-12)
+    np.testing.assert_array_equal(part.labels, U.argmax(axis=1))
+
+
+def test_the_distance_to_a_centre_is_the_partial_distance():
+    """Hathaway & Bezdek's partial distance: observed squared differences times p / p_observed."""
+    Z = np.array([[0.0, 1.0, 2.0], [np.nan, 3.0, 1.0], [np.nan, np.nan, np.nan], [2.0, np.nan, np.nan]])
+    V = np.array([[1.0, 1.0, 1.0], [0.0, 2.0, -1.0]])
+    expected = np.empty((4, 2))
+    for r, x in enumerate(Z):
+        seen = ~np.isnan(x)
+        for i, v in enumerate(V):
+            expected[r, i] = ((x[seen] - v[seen]) ** 2).sum() * 3 / max(seen.sum(), 1)
+    np.testing.assert_allclose(_fcm.missing_sq(_fcm._Missing(Z), 0, 4, V), expected, rtol=1e-12, atol=1e-12)
+    assert expected[2].tolist() == [0.0, 0.0]  # nothing observed: every centre alike
+
+
+def test_memberships_of_a_record_with_missing_values_come_from_its_observed_variables():
+    rng = np.random.default_rng(3)
+    V = rng.normal(size=(6, 3))
+    x = np.array([[0.3, np.nan, -0.2]])
+    d = ((x[:, [0, 2]] - V[:, [0, 2]]) ** 2).sum(axis=1)
+    # FCM: the scale cancels, the memberships are those of the observed variables
+    res = _fcm.missing_pass(_fcm._Missing(x), V, _fcm.Fuzzifier("fcm", 2.0), budget_bytes=1e6, dense=True)
+    np.testing.assert_allclose(res.dense[0], (1 / d) / (1 / d).sum(), rtol=1e-12)
+    # EFCM: softmax of -lambda * (3/2) d
+    res = _fcm.missing_pass(_fcm._Missing(x), V, _fcm.Fuzzifier("efcm", 1.7), budget_bytes=1e6, dense=True)
+    u = np.exp(-1.7 * 1.5 * (d - d.min()))
+    np.testing.assert_allclose(res.dense[0], u / u.sum(), rtol=1e-12)
+
+
+def test_centres_are_weighted_means_of_the_observed_values():
+    """One update of the alternating optimisation: per column, the weights of the records observing it."""
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(40, 3))
+    X[rng.random(X.shape) < 0.2] = np.nan
+    X[0] = 0.5
+    V = rng.normal(size=(3, 3))
+    fz = _fcm.Fuzzifier("fcm", 1.5)
+    incomplete = np.isnan(X).any(axis=1)
+    run_ = _fcm.run(X[~incomplete], V, fz, tol=0.0, max_iter=1, budget_bytes=1e6,
+                    missing=_fcm._Missing(X[incomplete]))
+    obs = ~np.isnan(X)
+    D = np.array([[np.nansum((x - v) ** 2) * 3 / (~np.isnan(x)).sum() for v in V] for x in X])
+    U = D ** (-1 / (fz.value - 1))
+    U /= U.sum(axis=1, keepdims=True)
+    W = U ** fz.value
+    expected = (W.T @ np.where(obs, X, 0.0)) / (W.T @ obs)
+    np.testing.assert_allclose(run_.centres, expected, rtol=1e-10)
+
+
+def test_self_rule_compares_a_record_with_missing_values_on_the_columns_it_has():
+    centres = np.array([[0.0, 0.0], [1.0, 2.0], [1.0, 5.0]])
+    z = np.array([[1.0, np.nan], [np.nan, np.nan], [0.0, 0.0], [3.0, np.nan]])
+    rows, own = self_centres(z, centres)
+    assert rows.tolist() == [0, 2]
+    assert [o.tolist() for o in own] == [[1, 2], [0]]
+
+
+def test_fuzzy_edit_rules_hold_on_records_that_have_every_rule_column():
+    rng = np.random.default_rng(5)
+    a, b = rng.lognormal(size=300) * 100, rng.lognormal(size=300) * 50
+    frame = holes(pd.DataFrame({"a": a, "b": b, "total": a + b}), 0.05, 2)
+    recipe = {"constraints": [{"use": "linear", "rules": ["total = a + b"]}],
+              "steps": [{"use": "fuzzy-microaggregation", "k": 3}]}
+    release = run(recipe, frame)
+    out = release.data
+    np.testing.assert_array_equal(out[["a", "b", "total"]].isna().to_numpy(), frame.isna().to_numpy())
+    whole = out[["a", "b", "total"]].notna().all(axis=1)
+    assert whole.sum() > 200
+    np.testing.assert_allclose(out.loc[whole, "total"], out.loc[whole, "a"] + out.loc[whole, "b"], rtol=1e-9)
+    centres = np.asarray(release.outcomes[0].partition.centres)
+    np.testing.assert_allclose(centres[:, 2], centres[:, 0] + centres[:, 1], rtol=1e-9)
+
+
+@pytest.mark.parametrize("step", [{"use": "fcm", "n_clusters": 3, "missing": "refuse"},
+                                  {"use": "efcm", "n_clusters": 3, "missing": "refuse"},
+                                  {"use": "fuzzy-microaggregation", "k": 3, "missing": "refuse"},
+                                  {"use": "fuzzy-microaggregation", "k": 3,
+                                   "clusterer": {"use": "efcm", "missing": "refuse"}}])
+def test_fuzzy_components_with_missing_refuse_name_the_columns_and_counts(data, step):
+    with pytest.raises(DataError) as err:
+        preflight(compile({"steps": [step]}), data)
+    text = str(err.value)
+    assert f"column 'a' has {int(data['a'].isna().sum())} missing (NaN) values" in text
+    assert 'missing = "refuse"' in text
+    with pytest.raises(DataError, match="'a'"):
+        if step["use"] == "fuzzy-microaggregation":
+            context = privclust.PrivacyContext(seed=0)
+            masker = privclust.get_registry().create("maskers", step)
+            with context.step(0, "fuzzy", masker.name):
+                masker.mask(data, context)
+        else:
+            privclust.get_registry().create("clusterers", step).fit(data, privclust.PrivacyContext(seed=0))
+
+
+def test_the_ledger_counts_the_missing_values_of_a_fuzzy_step(data):
+    release = run({"steps": [{"use": "fuzzy-microaggregation", "k": 3}]}, data)
+    entry = next(e for e in release.ledger.entries if e.kind == "process" and e.mechanism == "missing values")
+    missing = entry.details["missing"]
+    assert missing["records"] == int(data.isna().any(axis=1).sum())
+    assert missing["values"] == int(data.isna().sum().sum())
+    assert missing["columns"] == {c: int(n) for c, n in data.isna().sum().items() if n}
+    assert "partial distance" in missing["policy"]
+    assert "not protected" in release.verdict
+
+
+def test_fuzzy_microaggregation_with_missing_values_on_the_truncated_path():
+    rng = np.random.default_rng(6)
+    frame = holes(pd.DataFrame(rng.normal(size=(2200, 2)), columns=["a", "b"]), 0.05, 3)
+    step = {"use": "fuzzy-microaggregation", "k": 2, "clusterer": {"use": "fcm", "memory_budget": 1.0}}
+    release = run({"steps": [step]}, frame)
+    np.testing.assert_array_equal(release.data.isna().to_numpy(), frame.isna().to_numpy())
+    part = release.outcomes[0].partition
+    dg = part.diagnostics
+    assert dg["c_initial"] > 1024 and dg["membership_path"] in ("truncated", "exact")
+    assert dg["membership_records_with_missing_values_exact"] == int(frame.isna().any(axis=1).sum())
+    assert dg["expected_size_min"] >= 2 - 1e-9
+    np.testing.assert_allclose(memberships_dense(part.memberships), 1.0, atol=1e-9)
+
+
+def gold_frame() -> pd.DataFrame:
+    rng = np.random.default_rng(11)
+    return pd.DataFrame(rng.lognormal(size=(300, 3)) * 100, columns=["a", "b", "c"])
+
+
+#: Released column sums, sum of the centres and of the labels on complete data, computed before the
+#: missing-value path existed (same seed): the complete records' paths are unchanged.
+GOLD = [
+    ({"use": "fuzzy-microaggregation", "k": 3},
+     [53864.28835980866, 43976.96788331578, 48443.76531928606], 30419.95031191009, 9054),
+    ({"use": "fuzzy-microaggregation", "k": 3, "clusterer": {"use": "fcm", "memory_budget": 0.01}},
+     [53864.28835980866, 43976.96788331577, 48443.76531928606], 30419.950311910085, 9054),
+    ({"use": "fuzzy-microaggregation", "k": 4, "clusterer": "efcm"},
+     [55617.0113583813, 44873.10447272273, 50318.99198050554], 33421.08632551601, 10622),
+    ({"use": "fcm", "n_clusters": 4},
+     [56666.15574412809, 45738.573180589556, 49806.20122742935], 2798.86994538812, 624),
+]
+
+
+@pytest.mark.parametrize(("step", "sums", "centres", "labels"), GOLD)
+def test_complete_data_give_the_same_release_as_before_the_missing_value_path(step, sums, centres, labels):
+    release = privclust.run({"steps": [step]}, gold_frame(), seed=2)
+    part = release.outcomes[0].partition
+    np.testing.assert_allclose(release.data[["a", "b", "c"]].to_numpy().sum(axis=0), sums, rtol=1e-12)
+    np.testing.assert_allclose(float(np.asarray(part.centres).sum()), centres, rtol=1e-12)
+    assert int(np.asarray(part.labels).sum()) == labels
+
+
+def test_the_regime_warnings_still_work_with_missing_values(data):
+    from privclust_plugins.microaggregation import UniformMembershipsWarning
+
+    with pytest.warns(UniformMembershipsWarning, match="near-uniform memberships"):
+        release = privclust.run({"steps": [{"use": "fuzzy-microaggregation", "k": 3, "m1": 10.0}]}, data, seed=3)
+    np.testing.assert_array_equal(release.data.isna().to_numpy(), data.isna().to_numpy())
