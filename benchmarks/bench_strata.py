@@ -71,7 +71,7 @@ def _distributed(step: dict, source: str, output: str) -> dict:
     import privclust
     from distributed import Client, LocalCluster
 
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster, \
             Client(cluster) as client:
         start = time.perf_counter()
         release = privclust.run_dataset(_recipe(step, True), source, output, seed=1, scheduler=client)

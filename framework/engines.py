@@ -94,7 +94,7 @@ def _client(scheduler: Any, timeout: float) -> tuple[Any, list[Any] | None]:
         return scheduler, None
     if scheduler == "local":
         cluster = LocalCluster(n_workers=os.cpu_count() or 1, threads_per_worker=1, processes=True,
-                               dashboard_address=None)
+                               dashboard_address=":0")
         client = Client(cluster)
         return client, [client, cluster]
     address = str(getattr(scheduler, "scheduler_address", scheduler))

@@ -149,7 +149,7 @@ def test_a_dask_local_cluster_gives_the_same_table(data, reg):
     cloudpickle.register_pickle_by_value(sys.modules[__name__])
     kwargs = {"grid": {"noise.epsilon": [0.5, 1.0]}, "repeats": 2, "seed": 5, "registry": reg, "progress": False}
     local = privclust.compare(noise_recipe(), data, processes=2, **kwargs)
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None,
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=":0",
                                   processes=True) as cluster:
         remote = privclust.compare(noise_recipe(), data, scheduler=cluster.scheduler_address, **kwargs)
     figures = ["recipe", "noise.epsilon", "repeat", "mean-shift.loss", "mean-shift.risk", "epsilon"]
