@@ -112,7 +112,9 @@ def _check_delta(inst: Any, attribute: attrs.Attribute, value: float) -> None:
         )
 
 
-def _to_leaks(value: Any) -> Any:
+def _as_names(value: Any) -> Any:
+    """A name or a list of names as a tuple (leak names, role columns);
+    anything else is left for the validator to refuse."""
     if isinstance(value, str):
         return (value,)
     if isinstance(value, list | tuple):
@@ -159,7 +161,7 @@ class Budget:
 
     epsilon: float | None = attrs.field(default=None, converter=_to_float, validator=_check_epsilon)
     delta: float = attrs.field(default=0.0, converter=_to_float, validator=_check_delta)
-    allow_leaks: tuple[str, ...] = attrs.field(default=(), converter=_to_leaks, validator=_check_leaks)
+    allow_leaks: tuple[str, ...] = attrs.field(default=(), converter=_as_names, validator=_check_leaks)
 
     def allows(self, leak: str) -> bool:
         """Whether the recipe opted in to the leak named ``leak``."""
@@ -186,14 +188,6 @@ def _columns(value: Any) -> tuple[str, ...] | None:
     if isinstance(value, str):
         return (value,)
     return tuple(value)
-
-
-def _role_columns(value: Any) -> Any:
-    if isinstance(value, str):
-        return (value,)
-    if isinstance(value, list | tuple):
-        return tuple(value)
-    return value
 
 
 def _check_role(inst: Any, attribute: attrs.Attribute, value: Any) -> None:
@@ -238,10 +232,10 @@ class Roles:
         needs, naming it; or ``"merge"`` it with its neighbour in sorted order.
     """
 
-    ids: tuple[str, ...] = attrs.field(default=(), converter=_role_columns, validator=_check_role)
-    weight: tuple[str, ...] = attrs.field(default=(), converter=_role_columns, validator=_check_role)
-    strata: tuple[str, ...] = attrs.field(default=(), converter=_role_columns, validator=_check_role)
-    keys: tuple[str, ...] = attrs.field(default=(), converter=_role_columns, validator=_check_role)
+    ids: tuple[str, ...] = attrs.field(default=(), converter=_as_names, validator=_check_role)
+    weight: tuple[str, ...] = attrs.field(default=(), converter=_as_names, validator=_check_role)
+    strata: tuple[str, ...] = attrs.field(default=(), converter=_as_names, validator=_check_role)
+    keys: tuple[str, ...] = attrs.field(default=(), converter=_as_names, validator=_check_role)
     small_strata: str = attrs.field(default="refuse", validator=_check_small_strata)
 
     def __attrs_post_init__(self) -> None:

@@ -407,6 +407,22 @@ def _self_rows(std: Any, rows: np.ndarray, own: list[np.ndarray], cz: np.ndarray
 # ---------------------------------------------------------------------------
 
 
+def _nested_policy(masker: Any, what: str) -> str | None:
+    """A masker's missing-value policy over its nested clusterer: ``None``
+    (refused) with ``missing = "refuse"`` or a clusterer that refuses them;
+    else the clusterer's policy followed by what the masker does (``what``)."""
+    if masker.missing != "observed":
+        return None
+    inner = masker.clusterer
+    if isinstance(inner, ComponentSpec) or inner is None:
+        return None
+    policy = privclust.capability(inner, "missing_values")
+    text = policy() if policy is not None else None
+    if not text:
+        return None
+    return f"{type(inner).name}: {text.rstrip('.')}; {what}"
+
+
 class FuzzyRegimeWarning(privclust.PrivclustWarning):
     """The fuzzifiers of fuzzy microaggregation are in a degenerate regime
     (the message gives the expected group sizes, the information loss and
@@ -617,18 +633,9 @@ class FuzzyMicroaggregation:
         "refuse"`` or a clusterer that refuses them; else the clusterer's
         distance and centres, the draw's memberships from the observed
         values, missing values released missing."""
-        if self.missing != "observed":
-            return None
-        inner = self.clusterer
-        if isinstance(inner, ComponentSpec) or inner is None:
-            return None
-        policy = privclust.capability(inner, "missing_values")
-        clustering = policy() if policy is not None else None
-        if not clustering:
-            return None
-        return (f"{type(inner).name}: {clustering.rstrip('.')}; Step 2 memberships with the same distance; each "
-                "record's observed values replaced by the drawn centre's (projected onto the edit rules), its "
-                "missing values released missing")
+        return _nested_policy(self, "Step 2 memberships with the same distance; each record's observed values "
+                                    "replaced by the drawn centre's (projected onto the edit rules), its missing "
+                                    "values released missing")
 
     def __attrs_post_init__(self) -> None:
         problems = self._problems()
@@ -955,17 +962,8 @@ class Microaggregation:
         """The missing-value policy: ``None`` (refused) with ``missing =
         "refuse"`` or a clusterer that refuses them; else the clusterer's
         grouping, means over the observed values, missing released missing."""
-        if self.missing != "observed":
-            return None
-        inner = self.clusterer
-        if isinstance(inner, ComponentSpec) or inner is None:
-            return None
-        policy = privclust.capability(inner, "missing_values")
-        grouping = policy() if policy is not None else None
-        if not grouping:
-            return None
-        return (f"{type(inner).name}: {grouping.rstrip('.')}; each record's observed values replaced by its group's "
-                "means of the observed values (projected onto the edit rules), its missing values released missing")
+        return _nested_policy(self, "each record's observed values replaced by its group's means of the observed "
+                                    "values (projected onto the edit rules), its missing values released missing")
 
     def __attrs_post_init__(self) -> None:
         if self.k is not None and not isinstance(self.clusterer, ComponentSpec):
