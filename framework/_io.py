@@ -27,6 +27,7 @@ import tempfile
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -399,14 +400,33 @@ _STOPPED = [0]
 
 def _raise_interrupted(signum: int, frame: object) -> None:
     _STOPPED[0] = signum
+    if signum == signal.SIGINT:
+        raise KeyboardInterrupt
     raise Interrupted(signum)
 
 
 def raise_if_stopped() -> None:
-    """Raise :class:`Interrupted` if a stop signal arrived since
-    :func:`handle_signals` began, even one whose exception was swallowed."""
+    """Raise :class:`Interrupted` (:class:`KeyboardInterrupt` for Ctrl-C) if
+    a stop signal arrived since :func:`handle_signals` began, even one whose
+    exception was swallowed."""
+    if _STOPPED[0] == signal.SIGINT:
+        raise KeyboardInterrupt
     if _STOPPED[0]:
         raise Interrupted(_STOPPED[0])
+
+
+def _quiet_unraisable(previous: Callable[[Any], None]) -> Callable[[Any], None]:
+    """An ``sys.unraisablehook`` that says nothing about a stop signal raised
+    inside a finalizer (Python cannot propagate it there; the flag that
+    :func:`raise_if_stopped` reads stops the run instead) and passes every
+    other unraisable exception on."""
+
+    def hook(unraisable: Any) -> None:
+        if isinstance(unraisable.exc_value, KeyboardInterrupt) and _STOPPED[0]:
+            return
+        previous(unraisable)
+
+    return hook
 
 
 @contextlib.contextmanager
@@ -422,8 +442,10 @@ def handle_signals() -> Iterator[None]:
         return
     previous = {}
     _STOPPED[0] = 0
+    unraisable = sys.unraisablehook
+    sys.unraisablehook = _quiet_unraisable(unraisable)
     for signum in STOP_SIGNALS:
-        handler = signal.default_int_handler if signum == signal.SIGINT else _raise_interrupted
+        handler = _raise_interrupted
         try:
             if signal.getsignal(signum) is signal.SIG_IGN:  # e.g. SIGHUP under nohup: stays ignored
                 continue
@@ -436,6 +458,7 @@ def handle_signals() -> Iterator[None]:
         try:
             remove_temporaries()
         finally:
+            sys.unraisablehook = unraisable
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
 
