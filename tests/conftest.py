@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 
 import numpy as np
@@ -56,3 +57,12 @@ def frame() -> pd.DataFrame:
     centres = np.array([[0.0, 0.0, 0.0], [5.0, 5.0, 1.0], [0.0, 6.0, 3.0]])
     values = centres[rng.integers(0, 3, 90)] + rng.normal(0, 0.4, (90, 3))
     return pd.DataFrame(values, columns=["a", "b", "c"])
+
+
+def default_stop_signals() -> None:
+    """``preexec_fn`` of a child a test sends stop signals to: SIGINT, SIGHUP
+    and SIGTERM at their defaults, even when the test run itself was started
+    with them ignored (``nohup``, a background job of a non-interactive
+    shell), which the command line would otherwise keep ignored by design."""
+    for signum in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM):
+        signal.signal(signum, signal.SIG_DFL)

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-
+from conftest import default_stop_signals
 from privclust.cli import main
 
 RECIPE = """
@@ -384,7 +384,8 @@ def test_a_signal_while_writing_removes_the_temporaries(files, signame):
     (folder / "driver.py").write_text(DRIVER)
     (folder / "out.csv").write_text("old output\n")
     process = subprocess.Popen([sys.executable, "driver.py", "run", "recipe.toml", "-i", "in.csv", "-o", "out.csv",
-                                "--report", "r.html", "-q"], cwd=folder, stderr=subprocess.PIPE, text=True)
+                                "--report", "r.html", "-q"], cwd=folder, stderr=subprocess.PIPE, text=True,
+                               preexec_fn=default_stop_signals)
     try:
         for _ in range(1200):
             if (folder / "writing").exists() or process.poll() is not None:

@@ -10,9 +10,9 @@ from typing import ClassVar
 import attrs
 import numpy as np
 import pandas as pd
-import pytest
-
 import privclust
+import pytest
+from conftest import default_stop_signals
 from privclust import PrivclustError, RecipeError, Registry, hookimpl
 from privclust.cli import main
 from privclust.compare import expand_grid, parse_sweep
@@ -331,7 +331,7 @@ def test_an_interrupted_comparison_stops_its_workers_and_writes_nothing(tmp_path
     (tmp_path / "slow.toml").write_text('[[steps]]\nuse = "sleepy"\ncolumns = ["a"]\n')
     process = subprocess.Popen([sys.executable, "driver.py", "compare", "slow.toml", "-i", "in.csv", "-o", "o.csv",
                                 "--repeats", "8", "--processes", "2", "-q"], cwd=tmp_path, stderr=subprocess.PIPE,
-                               text=True, start_new_session=True)
+                               text=True, start_new_session=True, preexec_fn=default_stop_signals)
     try:
         for _ in range(1200):
             if len(list(tmp_path.glob("worker-*"))) >= 2 or process.poll() is not None:

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import pytest
-
 import privclust
+import pytest
+from conftest import default_stop_signals
 from privclust import DataError, ParameterError, PrivclustError
 from privclust.cli import main
 
@@ -137,7 +137,7 @@ def test_interrupted_dataset_run_leaves_nothing(tmp_path):
     recipe.write_text('[roles]\nstrata = "region"\n[[steps]]\nuse = "fuzzy-microaggregation"\nk = 3\n')
     proc = subprocess.Popen([sys.executable, "-m", "privclust.cli", "run", str(recipe), "-i", str(tmp_path / "in"),
                              "-o", str(tmp_path / "out"), "--processes", "2", "-q"],
-                            stderr=subprocess.PIPE, cwd=tmp_path)
+                            stderr=subprocess.PIPE, cwd=tmp_path, preexec_fn=default_stop_signals)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and not [p for p in tmp_path.iterdir() if p.name.startswith(".out.tmp")]:
         time.sleep(0.05)
