@@ -336,11 +336,7 @@ class Release:
             evaluations = kept
             left_out.append("the details of ledger entries (they may hold values taken from the data)")
         rep = {
-            "verdict": self.verdict,
-            "privclust_report": 1,
-            "created": self.created,
-            "non_disclosive": non_disclosive,
-            "recipe": self.recipe.to_dict(),
+            **report_head(self, non_disclosive),
             "data": {"records": int(self.data.shape[0]), "columns": [str(c) for c in self.original.columns],
                      "label_columns": [str(c) for c in self.labels.columns]},
             "steps": self.components(non_disclosive=non_disclosive),
@@ -429,6 +425,13 @@ def _used(rows: list[dict[str, str]], most: int = 6) -> str:
     """``"c = 4, clusterer.m = 1.5"`` (at most ``most`` values, then how many more)."""
     text = ", ".join(f"{r['name']} = {r['value']}" for r in rows[:most])
     return text + (f" and {len(rows) - most} more" if len(rows) > most else "")
+
+
+def report_head(release: Any, non_disclosive: bool) -> dict[str, Any]:
+    """The fields every report opens with (a :class:`Release`'s, a dataset
+    release's): the verdict first, the report format, when, and the recipe."""
+    return {"verdict": release.verdict, "privclust_report": 1, "created": release.created,
+            "non_disclosive": non_disclosive, "recipe": release.recipe.to_dict()}
 
 
 def _restore_release(values: dict[str, Any]) -> Release:

@@ -19,12 +19,14 @@ The input frame is never modified. Evaluators run last.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import difflib
-import itertools
 import math
+import multiprocessing as mp
 import time
-from collections.abc import Mapping, Sequence
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -32,7 +34,13 @@ import numpy as np
 import pandas as pd
 
 from .accounting import HOST, Budget, Ledger, PrivacyContext
-from .components import EvaluationInputs, Masked, Partition, capability, component_params
+from .components import (
+    EvaluationInputs,
+    Masked,
+    Partition,
+    capability,
+    component_params,
+)
 from .constraints import ConstraintSet
 from .engines import map_tasks
 from .errors import DataError, ParameterError, PrivclustError, Problem, RecipeError
@@ -747,10 +755,40 @@ def _combine_parts(cs: CompiledStep, view: pd.DataFrame, column: str, parts: lis
 # Strata as independent tasks (local processes or a Dask cluster)
 # ---------------------------------------------------------------------------
 
-#: The registries of runs whose strata go to forked local workers, by a token
-#: the tasks carry (a registry with in-session plugins need not pickle).
-_FORKED_REGISTRIES: dict[int, Registry] = {}
-_REGISTRY_TOKENS = itertools.count()
+#: What a run hands the tasks it sends to forked local workers, by a token the
+#: tasks carry: the registry (in-session plugins need not pickle) and the data
+#: (a forked worker reads its stratum from the copy it inherited).
+_HANDED: dict[str, tuple[Registry, pd.DataFrame | None]] = {}
+
+
+def _forks(scheduler: Any) -> bool:
+    """Whether the tasks run in forked local processes, which inherit
+    :data:`_HANDED` (a Dask cluster, or a platform without fork, starts its
+    workers afresh: they need the registry's plugins and the data shipped)."""
+    return scheduler is None and "fork" in mp.get_all_start_methods()
+
+
+@contextlib.contextmanager
+def _handed(registry: Registry, scheduler: Any, data: pd.DataFrame | None = None
+            ) -> Iterator[tuple[tuple[list[Any], list[str]] | None, str]]:
+    """``(spec, token)`` for the tasks of one run: ``spec`` (the session
+    plugins and the blocked names, for workers that start afresh) or ``None``,
+    and the token under which forked workers find the registry and the data."""
+    token = uuid.uuid4().hex
+    spec = None if _forks(scheduler) else (registry.session_plugins(), registry.blocked())
+    _HANDED[token] = (registry, data)
+    try:
+        yield spec, token
+    finally:
+        _HANDED.pop(token, None)
+
+
+def _worker_registry(spec: tuple[list[Any], list[str]] | None, token: str) -> Registry:
+    """The registry of a task: rebuilt from ``spec``, else the one its run handed over."""
+    if spec is not None:
+        return Registry(plugins=spec[0], block=spec[1])
+    handed = _HANDED.get(token)
+    return handed[0] if handed is not None else get_registry()
 
 
 @attrs.frozen
@@ -764,20 +802,17 @@ class _StratumSteps:
 
 
 def _stratum_steps(recipe_dict: dict[str, Any], registry_spec: tuple[list[Any], list[str]] | None,
-                   token: int | None, frame: pd.DataFrame, label: str, text: str, seed: Any,
+                   token: str, part: pd.DataFrame | None, rows: np.ndarray, label: str, text: str, seed: Any,
                    step_columns: tuple[tuple[str, ...], ...]) -> _StratumSteps:
     """Run every step of the recipe on one stratum's records (in a worker),
     in a context of the stratum's own: same budget, a child seed of the run,
-    every DP release tagged with the stratum."""
-    if registry_spec is not None:
-        registry = Registry(plugins=registry_spec[0], block=registry_spec[1])
-    elif token is not None and token in _FORKED_REGISTRIES:
-        registry = _FORKED_REGISTRIES[token]
-    else:
-        registry = get_registry()
+    every DP release tagged with the stratum. ``part`` is the stratum's
+    records, or ``None`` in a forked worker, which takes ``rows`` of the data
+    its run handed over."""
+    registry = _worker_registry(registry_spec, token)
     compiled = compile(Recipe.from_dict(recipe_dict), registry)
     context = PrivacyContext(compiled.budget, seed=seed, registry=registry)
-    current = frame.copy(deep=True)
+    current = (part if part is not None else _HANDED[token][1].iloc[rows]).copy(deep=True)  # type: ignore[union-attr]
     results, elapsed = [], []
     with context._in_part(label, text):
         for cs, columns in zip(compiled.steps, step_columns, strict=True):
@@ -800,21 +835,15 @@ def _strata_remotely(compiled: CompiledRecipe, frame: pd.DataFrame, step_columns
                      processes: int | None, timeout: float) -> list[_StratumSteps]:
     """Every stratum's steps as an independent task on the engine; the results
     in the order of the strata."""
-    registry = compiled.registry
     label = ", ".join(compiled.recipe.roles.strata)
     recipe_dict = compiled.recipe.to_dict()
     seeds = context.spawn_seeds(len(parts))
-    token = next(_REGISTRY_TOKENS)
-    spec = None
-    if scheduler is not None:  # Dask workers start afresh: they rebuild the registry
-        spec = (registry.session_plugins(), registry.blocked())
-    _FORKED_REGISTRIES[token] = registry
-    try:
-        tasks = [(recipe_dict, spec, token, frame.iloc[rows], label, text, seed, step_columns)
-                 for (text, rows), seed in zip(parts, seeds, strict=True)]
+    forked = _forks(scheduler)
+    with _handed(compiled.registry, scheduler, frame if forked else None) as (spec, token):
+        # forked workers read their stratum from the data they inherit: the tasks carry row positions only
+        tasks = [(recipe_dict, spec, token, None if forked else frame.iloc[rows], rows, label, text, seed,
+                  step_columns) for (text, rows), seed in zip(parts, seeds, strict=True)]
         return map_tasks(_stratum_steps, tasks, scheduler=scheduler, processes=processes, timeout=timeout)
-    finally:
-        _FORKED_REGISTRIES.pop(token, None)
 
 
 def run(

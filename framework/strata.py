@@ -44,7 +44,7 @@ from .accounting import Budget, Ledger, PrivacyContext
 from .engines import map_tasks
 from .errors import DataError, ParameterError, PrivclustError
 from .recipe import Recipe
-from .registry import Registry, get_registry
+from .registry import Registry
 from .report import (
     _by_evaluator,
     _jsonable,
@@ -52,12 +52,15 @@ from .report import (
     _templates,
     counted,
     environment,
+    report_head,
 )
 from .runner import (
     CompiledRecipe,
+    _handed,
     _run_checked,
     _strata_parts,
     _strata_statement,
+    _worker_registry,
     compile,
     default_step_columns,
     preflight,
@@ -117,11 +120,7 @@ class DatasetRelease:
             for entry in ledger:
                 entry.pop("details", None)
         rep = {
-            "verdict": self.verdict,
-            "privclust_report": 1,
-            "created": self.created,
-            "non_disclosive": non_disclosive,
-            "recipe": self.recipe.to_dict(),
+            **report_head(self, non_disclosive),
             "data": {"records": self.records, "output": str(self.path), "strata": dict(self.strata),
                      "merged": list(self.merged)},
             "steps": list(self.steps),
@@ -191,10 +190,6 @@ def _strata_count(n: int) -> str:
 # One stratum (in a worker)
 # ---------------------------------------------------------------------------
 
-#: The registries of runs whose strata go to forked local workers, by token.
-_FORKED: dict[str, Registry] = {}
-
-
 def _filter(combos: Sequence[tuple[Any, ...]], strata: Sequence[str]) -> Any:
     """The pyarrow filter of the records whose stratum columns take one of ``combos``."""
     ds = optional("pyarrow.dataset", PARQUET)
@@ -226,14 +221,11 @@ def _plain(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def _protect_stratum(recipe_dict: dict[str, Any], registry_spec: tuple[list[Any], list[str]] | None,
-                     token: str | None, source: str, combos: list[tuple[Any, ...]], text: str, seed: Any,
+                     token: str, source: str, combos: list[tuple[Any, ...]], text: str, seed: Any,
                      folder: str, index: int) -> Any:
     """Read one stratum, run the recipe on it, write its records; return the
     release without its data (ledger, checks, figures, steps)."""
-    if registry_spec is not None:
-        registry = Registry(plugins=registry_spec[0], block=registry_spec[1])
-    else:
-        registry = _FORKED.get(token or "") or get_registry()
+    registry = _worker_registry(registry_spec, token)
     compiled = compile(Recipe.from_dict(recipe_dict), registry)
     strata = list(compiled.recipe.roles.strata)
     frame = _plain(_open(source).to_table(filter=_filter(combos, strata)).to_pandas())
@@ -356,29 +348,21 @@ def run_dataset(
     del seed
     seeds = context.spawn_seeds(len(combos))
     folder = out.parent / f".{out.name}.tmp-{uuid.uuid4().hex[:12]}"
-    token = uuid.uuid4().hex
-    spec = (compiled.registry.session_plugins(), compiled.registry.blocked()) if scheduler is not None else None
-    _FORKED[token] = compiled.registry
     recipe_dict = compiled.recipe.to_dict()
-    tasks = [(recipe_dict, spec, token, str(source_path.resolve()), combo, text, s, str(folder.resolve()), i)
-             for i, (combo, text, s) in enumerate(zip(combos, sizes, seeds, strict=True))]
-    try:
-        folder.mkdir(parents=True)
-        results = _map(tasks, scheduler, processes, timeout)
-        with _signals_held():
-            raise_if_stopped()  # a stop whose exception a finalizer swallowed still stops the commit
-            os.replace(folder, out)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            shutil.rmtree(folder)
-        raise
-    finally:
-        _FORKED.pop(token, None)
+    with _handed(compiled.registry, scheduler) as (spec, token):
+        tasks = [(recipe_dict, spec, token, str(source_path.resolve()), combo, text, s, str(folder.resolve()), i)
+                 for i, (combo, text, s) in enumerate(zip(combos, sizes, seeds, strict=True))]
+        try:
+            folder.mkdir(parents=True)
+            results = map_tasks(_protect_stratum, tasks, scheduler=scheduler, processes=processes, timeout=timeout)
+            with _signals_held():
+                raise_if_stopped()  # a stop whose exception a finalizer swallowed still stops the commit
+                os.replace(folder, out)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                shutil.rmtree(folder)
+            raise
     return _combined(compiled, context, results, sizes, tuple(merges), names, out)
-
-
-def _map(tasks: list[tuple[Any, ...]], scheduler: Any, processes: int | None, timeout: float) -> list[Any]:
-    return map_tasks(_protect_stratum, tasks, scheduler=scheduler, processes=processes, timeout=timeout)
 
 
 def _combined(compiled: CompiledRecipe, context: PrivacyContext, results: Sequence[Any], sizes: Mapping[str, int],

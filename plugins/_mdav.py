@@ -93,6 +93,16 @@ def _sq(Z: np.ndarray, p: np.ndarray) -> np.ndarray:
     return np.einsum("ij,ij->i", diff, diff)
 
 
+def _farther(order: np.ndarray, near: np.ndarray, exact: np.ndarray, best: int, best_sq: float) -> tuple[int, float]:
+    """The farthest record so far after a block's candidates ``near`` with
+    their exact squared distances: ties go to the lowest original index."""
+    m = exact.max()
+    if m < best_sq:
+        return best, best_sq
+    cand = int(order[near[exact == m]].min())
+    return (cand if (m > best_sq or best < 0) else min(best, cand)), m
+
+
 # ---------------------------------------------------------------------------
 # The fast path
 # ---------------------------------------------------------------------------
@@ -168,12 +178,7 @@ class _State:
             if top > -np.inf:
                 margin = 1e-12 * (abs(top) + 2.0 * pp + self.sqn_max) + 1e-300
                 near = np.flatnonzero(approx >= top - margin) + pos
-                exact = _sq(Zs[near], p)
-                m = exact.max()
-                if m >= best_sq:
-                    cand = int(order[near[exact == m]].min())
-                    best = cand if (m > best_sq or best < 0) else min(best, cand)
-                    best_sq = m
+                best, best_sq = _farther(order, near, _sq(Zs[near], p), best, best_sq)
             pos = stop
             size = min(size * 2, 1 << 16)
         return best
@@ -364,12 +369,8 @@ class _MissingState(_State):
                 high = approx.max()
                 if high > -np.inf:
                     near = np.flatnonzero(approx >= high - margin) + pos
-                    exact = missing_sq(self.Zs[near], self.Ws[near], p, self.R2)
-                    m = exact.max()
-                    if m >= best_sq:
-                        cand = int(order[near[exact == m]].min())
-                        best = cand if (m > best_sq or best < 0) else min(best, cand)
-                        best_sq = m
+                    best, best_sq = _farther(order, near, missing_sq(self.Zs[near], self.Ws[near], p, self.R2),
+                                             best, best_sq)
                 pos = stop
                 size = min(size * 2, 1 << 16)
         return best
