@@ -120,7 +120,8 @@ def run_dp_density(dataset: str, n: int, epsilons: list[float], with_k: bool, se
         out.append({"eps": eps, "ari": _ari(y, part.labels), "seconds": seconds, "clusters": part.n_clusters,
                     "n_noisy": round(float(dg["n_noisy"])), "leaves": int(dg["leaves"]),
                     "depth": list(dg["depth_range"]), "max_depth": int(dg["max_depth"]), "z": float(dg["z"]),
-                    "min_mass": float(dg["min_mass"]), "lambda": float(dg["lambda"]), "delta": float(dg["delta"])})
+                    "min_mass": float(dg["min_mass"]), "lambda": float(dg["lambda"]), "delta": float(dg["delta"]),
+                    "bandwidth": float(dg["bandwidth"])})
     return out
 
 
@@ -303,7 +304,7 @@ def main(quick: bool = False) -> str:
             if a_row and eps == 1.0:
                 chosen.append([name, f"{a_row['n_noisy']:,}", a_row["leaves"], f"{a_row['depth'][0]}-{a_row['depth'][1]}",
                                a_row["max_depth"], f"{a_row['lambda']:.3g}", f"{a_row['delta']:.3g}",
-                               f"{a_row['z']:.2f}", f"{a_row['min_mass']:.0f}", a_row["clusters"]])
+                               f"{a_row['z']:.2f}", f"{a_row['min_mass']:.0f}", f"{a_row['bandwidth']:.4f}", a_row["clusters"]])
         if db.ok:
             rows_a.append([name, k, "DBSCAN", f"eps={db.value['radius']}", f"min_samples={db.value['min_samples']}",
                            f"{db.value['clusters']} clusters", f"{db.value['seconds']:.2f} s", "", "", "", "", ""])
@@ -315,7 +316,7 @@ def main(quick: bool = False) -> str:
                     "non-convex (convex cells > 0.05 below neighbours)"], rows_ref), "",
              "### What dp-density chose (epsilon = 1)", "",
              table(["data", "noisy n", "leaves", "leaf depths", "depth limit", "lambda", "delta", "z", "min mass",
-                    "clusters"], chosen)]
+                    "bandwidth (of the range)", "clusters"], chosen)]
 
     # B. ARI against n (epsilon 1 and 0.5) on two sets
     sizes = [5_000, 20_000] if quick else [10_000, 1_000_000]

@@ -322,8 +322,9 @@ def test_level_tree_order_lists_children_before_parents():
     depth = np.rint(-np.log2(np.prod(uhi - ulo, axis=1))).astype(int)
     tree = _privtree.Tree(lo=ulo, hi=uhi, depth=depth, counts=dg["leaf_noisy_counts"], nodes=0, truncated=False)
     pairs = _privtree.adjacency(tree)
-    f, sigma = _privtree.smoothed_density(dg["leaf_noisy_counts"], np.prod(uhi - ulo, axis=1), pairs,
-                                          1.0 / dg["epsilon_leaves"])
+    f, sigma = _privtree.box_density(ulo, uhi, depth, dg["leaf_noisy_counts"], 1.0 / dg["epsilon_leaves"],
+                                     dg["bandwidth"])
+    np.testing.assert_allclose(f, dg["leaf_density"] * np.prod(hi - lo))  # the density the component used
     level = _privtree.level_set_tree(f, sigma, dg["leaf_noisy_counts"], pairs, z=dg["z"], min_mass=dg["min_mass"],
                                      valley=1.0)
     position = {int(c): i for i, c in enumerate(level.order)}
