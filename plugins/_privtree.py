@@ -167,35 +167,39 @@ def adjacency(tree: Tree) -> tuple[np.ndarray, np.ndarray]:
 
 
 def bandwidth(n_est: float, d: int) -> float:
-    """The smallest half-width of the density kernel, as a fraction of each
-    column's public range: Silverman's rate ``(4 / (d + 2))^(1 / (d + 4))
-    n^(-1 / (d + 4))`` (the records resolve finer structure as they grow)
-    times :data:`BANDWIDTH_SCALE`. A public function of the noisy count and
-    the number of columns."""
+    """The half-width of the density kernel, as a fraction of each column's
+    public range: Silverman's rate ``(4 / (d + 2))^(1 / (d + 4))
+    n^(-1 / (d + 4))`` (more records resolve finer structure) times
+    :data:`BANDWIDTH_SCALE`. A public function of the noisy count and the
+    number of columns; it does not depend on epsilon."""
     n = max(float(n_est), 1.0)
     return BANDWIDTH_SCALE * (4.0 / (d + 2)) ** (1.0 / (d + 4)) * n ** (-1.0 / (d + 4))
 
 
-#: The scale of :func:`bandwidth` (0.01 of the range at 1e5 records in 2 columns). Silverman's own
-#: factor would be sqrt(3) times the data's standard deviation for a box kernel; this constant was set
-#: on the shape sets of the benchmark (a public constant, never read from the data of a run).
-BANDWIDTH_SCALE = 0.0681
+#: The scale of :func:`bandwidth`: 0.0147 of the range at 1e5 records in 2 columns. Silverman's own factor
+#: for a box kernel would be sqrt(3) times the data's standard deviation; this public constant was set on the
+#: shape sets of the benchmark (never read from the data of a run).
+BANDWIDTH_SCALE = 0.1
 
 
 def box_density(lo: np.ndarray, hi: np.ndarray, depth: np.ndarray, noisy: np.ndarray, noise_scale: float,
                 h: float) -> tuple[np.ndarray, np.ndarray]:
-    """The density of every leaf, smoothed by a box kernel: the noisy mass in
-    the leaf's box widened by ``h`` on every side (clipped to the unit cube),
-    each leaf's mass taken as uniform in its box, over the widened box's
-    volume. A leaf wider than the kernel keeps about its own density (the
-    partition already averages there); a fine leaf is averaged over its
-    neighbours out to ``h``. Returns the density and its noise standard
-    deviation (Laplace noise of scale ``noise_scale`` on every count,
-    independent: ``sqrt(2) b sqrt(sum of squared weights) / volume``)."""
+    """The density at every leaf, by a box kernel: the noisy mass in the box
+    centred on the leaf with half-width ``max(h, the leaf's half-width)`` in
+    every column (clipped to the unit cube), each leaf's mass taken as uniform
+    in its box, over that box's volume. A leaf finer than the kernel is
+    averaged with its neighbours out to ``h``, so once PrivTree's leaves are
+    finer than ``h`` (large epsilon) the estimate no longer depends on them; a
+    leaf coarser than the kernel keeps its own density (the partition already
+    averages there). Returns the density and its noise standard deviation
+    (Laplace noise of scale ``noise_scale`` on every count, independent:
+    ``sqrt(2) b sqrt(sum of squared weights) / volume``)."""
     L = noisy.size
     volume = np.prod(hi - lo, axis=1)
+    centre = 0.5 * (lo + hi)
+    half = np.maximum(h, 0.5 * (hi - lo))
+    qlo, qhi = np.clip(centre - half, 0.0, 1.0), np.clip(centre + half, 0.0, 1.0)
     i, j = _overlapping(lo, hi, depth, h)
-    qlo, qhi = np.clip(lo - h, 0.0, 1.0), np.clip(hi + h, 0.0, 1.0)
     inter = np.prod(np.clip(np.minimum(qhi[i], hi[j]) - np.maximum(qlo[i], lo[j]), 0.0, None), axis=1)
     weight = inter / volume[j]
     qvol = np.prod(qhi - qlo, axis=1)
@@ -206,10 +210,10 @@ def box_density(lo: np.ndarray, hi: np.ndarray, depth: np.ndarray, noisy: np.nda
 
 def _overlapping(lo: np.ndarray, hi: np.ndarray, depth: np.ndarray, h: float) -> tuple[np.ndarray, np.ndarray]:
     """Pairs ``(i, j)`` (both orders, and ``(i, i)``) where leaf ``j``'s box
-    meets the interior of leaf ``i``'s box widened by ``h``. As in
-    :func:`adjacency`, leaves of one depth have one shape, so for each pair of
-    depth classes the test is a Chebyshev distance of the centres, scaled per
-    dimension by the sum of the half-widths plus ``h``, below 1."""
+    meets the interior of leaf ``i``'s kernel box (:func:`box_density`). As
+    in :func:`adjacency`, leaves of one depth have one shape, so for each pair
+    of depth classes the test is a Chebyshev distance of the centres, scaled
+    per column by the sum of the two half-widths, below 1."""
     centres = 0.5 * (lo + hi)
     classes = [int(k) for k in np.unique(depth)]
     members = {k: np.flatnonzero(depth == k) for k in classes}
@@ -217,7 +221,7 @@ def _overlapping(lo: np.ndarray, hi: np.ndarray, depth: np.ndarray, h: float) ->
     rows, cols = [], []
     for a in classes:
         for b in classes:
-            scale = half[a] + half[b] + h
+            scale = np.maximum(h, half[a]) + half[b]
             ta = cKDTree(centres[members[a]] / scale)
             tb = ta if a == b else cKDTree(centres[members[b]] / scale)
             found = ta.sparse_distance_matrix(tb, 1.0 - 1e-12, p=np.inf, output_type="ndarray")
