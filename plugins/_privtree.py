@@ -11,6 +11,7 @@ everything after them reads the released leaves only.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -102,7 +103,7 @@ def leaf_of(unit: np.ndarray, tree: Tree, block: int = 500_000) -> np.ndarray:
     shape and sit on the dyadic grid of that depth, so a record's cell at
     that depth is ``floor(x * 2^s)`` per column (exact in floating point) and
     a sorted search among that depth's leaves finds it, if it is a leaf."""
-    n, d = unit.shape
+    n = unit.shape[0]
     out = np.full(n, -1, dtype=np.int64)
     for k in np.unique(tree.depth):
         members = np.flatnonzero(tree.depth == k)
@@ -182,8 +183,27 @@ def bandwidth(n_est: float, d: int) -> float:
 BANDWIDTH_SCALE = 0.1
 
 
+#: Budget of kernel pairs per leaf that sets the finest useful leaf (:func:`finest_splits`).
+PAIRS_PER_LEAF = 100
+
+
+def finest_splits(h: float, d: int) -> int:
+    """The most splits per column worth making: a leaf narrower than
+    ``h / m`` changes the kernel's estimate little (it averages over ``2 h``)
+    and costs pairs, so the tree stops there, with ``m`` the largest integer
+    for which a leaf meets at most about :data:`PAIRS_PER_LEAF` others
+    (``(2 m + 2)^d <= PAIRS_PER_LEAF``; at least 1): 49 in one column, 4 in
+    two, 1 from three on. A public function of ``h`` and ``d``."""
+    m = max(1, math.floor((PAIRS_PER_LEAF ** (1.0 / d) - 2.0) / 2.0))
+    return max(1, math.ceil(math.log2(m / h)))
+
+
+#: Largest number of (leaf, leaf) pairs :func:`box_density` holds at once (a bound on its memory).
+MAX_PAIRS = 1 << 22
+
+
 def box_density(lo: np.ndarray, hi: np.ndarray, depth: np.ndarray, noisy: np.ndarray, noise_scale: float,
-                h: float) -> tuple[np.ndarray, np.ndarray]:
+                h: float, max_pairs: int = MAX_PAIRS) -> tuple[np.ndarray, np.ndarray]:
     """The density at every leaf, by a box kernel: the noisy mass in the box
     centred on the leaf with half-width ``max(h, the leaf's half-width)`` in
     every column (clipped to the unit cube), each leaf's mass taken as uniform
@@ -193,42 +213,49 @@ def box_density(lo: np.ndarray, hi: np.ndarray, depth: np.ndarray, noisy: np.nda
     leaf coarser than the kernel keeps its own density (the partition already
     averages there). Returns the density and its noise standard deviation
     (Laplace noise of scale ``noise_scale`` on every count, independent:
-    ``sqrt(2) b sqrt(sum of squared weights) / volume``)."""
+    ``sqrt(2) b sqrt(sum of squared weights) / volume``). The overlapping
+    pairs are visited in blocks of at most about ``max_pairs``."""
     L = noisy.size
     volume = np.prod(hi - lo, axis=1)
     centre = 0.5 * (lo + hi)
     half = np.maximum(h, 0.5 * (hi - lo))
     qlo, qhi = np.clip(centre - half, 0.0, 1.0), np.clip(centre + half, 0.0, 1.0)
-    i, j = _overlapping(lo, hi, depth, h)
-    inter = np.prod(np.clip(np.minimum(qhi[i], hi[j]) - np.maximum(qlo[i], lo[j]), 0.0, None), axis=1)
-    weight = inter / volume[j]
+    num, var = np.zeros(L), np.zeros(L)
+    for i, j in _overlapping(lo, hi, depth, h, max_pairs):
+        inter = np.prod(np.clip(np.minimum(qhi[i], hi[j]) - np.maximum(qlo[i], lo[j]), 0.0, None), axis=1)
+        weight = inter / volume[j]
+        np.add.at(num, i, weight * noisy[j])
+        np.add.at(var, i, weight * weight)
     qvol = np.prod(qhi - qlo, axis=1)
-    num = np.bincount(i, weights=weight * noisy[j], minlength=L)
-    var = np.bincount(i, weights=weight * weight, minlength=L)
     return num / qvol, math.sqrt(2.0) * noise_scale * np.sqrt(var) / qvol
 
 
-def _overlapping(lo: np.ndarray, hi: np.ndarray, depth: np.ndarray, h: float) -> tuple[np.ndarray, np.ndarray]:
-    """Pairs ``(i, j)`` (both orders, and ``(i, i)``) where leaf ``j``'s box
-    meets the interior of leaf ``i``'s kernel box (:func:`box_density`). As
-    in :func:`adjacency`, leaves of one depth have one shape, so for each pair
-    of depth classes the test is a Chebyshev distance of the centres, scaled
-    per column by the sum of the two half-widths, below 1."""
+def _overlapping(lo: np.ndarray, hi: np.ndarray, depth: np.ndarray, h: float,
+                 max_pairs: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """Blocks of pairs ``(i, j)`` (both orders, and ``(i, i)``) where leaf
+    ``j``'s box meets the interior of leaf ``i``'s kernel box
+    (:func:`box_density`). As in :func:`adjacency`, leaves of one depth have
+    one shape, so for each pair of depth classes the test is a Chebyshev
+    distance of the centres, scaled per column by the sum of the two
+    half-widths, below 1; a leaf of class ``a`` meets at most
+    ``prod(scale / half_b + 1)`` leaves of class ``b``, which sets the block
+    size."""
     centres = 0.5 * (lo + hi)
     classes = [int(k) for k in np.unique(depth)]
     members = {k: np.flatnonzero(depth == k) for k in classes}
     half = {k: 0.5 * (hi[m[0]] - lo[m[0]]) for k, m in members.items()}
-    rows, cols = [], []
     for a in classes:
         for b in classes:
             scale = np.maximum(h, half[a]) + half[b]
-            ta = cKDTree(centres[members[a]] / scale)
-            tb = ta if a == b else cKDTree(centres[members[b]] / scale)
-            found = ta.sparse_distance_matrix(tb, 1.0 - 1e-12, p=np.inf, output_type="ndarray")
-            if found.size:
-                rows.append(members[a][found["i"]])
-                cols.append(members[b][found["j"]])
-    return np.concatenate(rows), np.concatenate(cols)
+            tb = cKDTree(centres[members[b]] / scale)
+            per_leaf = float(np.prod(np.ceil(scale / half[b]) + 1.0))
+            block = int(max(1, min(members[a].size, max_pairs // per_leaf)))
+            for start in range(0, members[a].size, block):
+                rows = members[a][start:start + block]
+                found = cKDTree(centres[rows] / scale).sparse_distance_matrix(
+                    tb, 1.0 - 1e-12, p=np.inf, output_type="ndarray")
+                if found.size:
+                    yield rows[found["i"]], members[b][found["j"]]
 
 
 @dataclass(frozen=True)
@@ -442,7 +469,6 @@ def _best_k(tree: LevelTree, children: list[list[int]], roots: list[int], k: int
     """``k`` nodes, none above another, of largest total stability (the
     excess-of-mass rule constrained to ``k`` clusters; a dynamic programme
     over the tree). Fewer when the tree has fewer than ``k`` leaves."""
-    K = tree.parent.size
     table: dict[int, dict[int, tuple[float, list[int]]]] = {}
     for c in tree.order:  # children before parents
         c = int(c)

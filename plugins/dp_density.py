@@ -8,7 +8,8 @@ Given only ``epsilon``, public ``bounds`` and optionally ``n_clusters``:
    Yang & Li, ICDE 2013: the finest useful cell holds about ``c / epsilon``
    records, so about ``N~ epsilon / c`` cells; the tree may go one level
    finer than that grid in every column, two above two columns, and at
-   least three splits per column) and the smallest cluster mass
+   least three splits per column, but never finer than the kernel of step 4
+   can use, see ``_privtree.finest_splits``) and the smallest cluster mass
    ``min_cluster_fraction * N~``.
 2. **PrivTree** (Zhang, Xiao & Xie, SIGMOD 2016) over the public bounds
    rescaled to the unit cube, binary midpoint splits along the columns in
@@ -232,6 +233,8 @@ class DPDensity:
         cells = max(2.0, n_est * eps_leaf / QARDAJI_C)
         # splits per column: the Qardaji grid's, plus one (two above two columns), at least three
         per_dim = max(3, math.ceil(math.log2(cells) / d) + (1 if d <= 2 else 2))
+        # no finer than the kernel can use (a bound on its cost at large epsilon)
+        per_dim = min(per_dim, max(3, _privtree.finest_splits(_privtree.bandwidth(n_est, d), d)))
         max_depth = int(min(per_dim * d, 60))
         pool = np.asarray(mech.release(
             np.zeros(self.max_nodes), sensitivity=3.0, epsilon=eps_tree, context=context, relation=RELATION,

@@ -421,3 +421,34 @@ def test_jitter_around_scattered_points_does_not_split_a_shape():
             part, _ = fit(DPDensity(epsilon=eps, bounds={"x": [0, 26], "y": [0, 20]}), data, seed=seed)
             assert part.n_clusters == 2, (eps, seed)
             assert adjusted_rand_score(truth, part.labels) > 0.99
+
+
+def test_box_density_is_the_same_in_small_blocks_of_pairs():
+    """The kernel visits the overlapping leaves in blocks of at most about
+    ``max_pairs`` pairs (its memory bound); the block size changes nothing."""
+    rng = np.random.default_rng(1)
+    unit = np.clip(np.vstack([rng.normal(0.3, 0.05, (6_000, 2)), rng.normal(0.7, 0.1, (6_000, 2))]), 0, 1)
+    tree = _privtree.privtree(unit, rng.laplace(0, 2, 20_000), theta=0.0, delta=1.0, max_depth=14)
+    noisy = tree.counts + rng.laplace(0, 2, tree.counts.size)
+    whole = _privtree.box_density(tree.lo, tree.hi, tree.depth, noisy, 2.0, 0.03)
+    blocks = _privtree.box_density(tree.lo, tree.hi, tree.depth, noisy, 2.0, 0.03, max_pairs=50)
+    np.testing.assert_allclose(blocks[0], whole[0], rtol=1e-12)
+    np.testing.assert_allclose(blocks[1], whole[1], rtol=1e-12)
+    assert tree.counts.size > 200  # enough leaves that 50 pairs make many blocks
+
+
+def test_the_tree_stops_where_the_kernel_stops_using_finer_leaves():
+    """At a huge epsilon PrivTree would split down to single records; leaves
+    narrower than h / m add nothing to the kernel's estimate and cost pairs
+    (one column, 10,000 records, epsilon = 1e6: millions of kernel pairs
+    before this bound), so the depth limit stops at ``finest_splits``."""
+    assert _privtree.finest_splits(0.0147, 2) == 9  # m = 4 in two columns: leaves of at least h / 4
+    assert _privtree.finest_splits(0.0168, 1) == 12  # m = 49 in one column
+    assert _privtree.finest_splits(0.0355, 8) == 5  # m = 1 from three columns on: leaves of at least h
+    rng = np.random.default_rng(0)
+    data = pd.DataFrame({"x": np.r_[rng.normal(2, 0.3, 5_000), rng.normal(8, 0.3, 5_000)]})
+    part, _ = fit(DPDensity(epsilon=1e6, bounds={"x": [0, 10]}), data)
+    dg = part.diagnostics
+    assert dg["max_depth"] == _privtree.finest_splits(dg["bandwidth"], 1)
+    assert dg["depth_range"][1] <= dg["max_depth"] and dg["leaves"] < 2 ** dg["max_depth"]
+    assert part.n_clusters == 2
