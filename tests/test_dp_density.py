@@ -440,8 +440,9 @@ def test_box_density_is_the_same_in_small_blocks_of_pairs():
 def test_the_tree_stops_where_the_kernel_stops_using_finer_leaves():
     """At a huge epsilon PrivTree would split down to single records; leaves
     narrower than h / m add nothing to the kernel's estimate and cost pairs
-    (one column, 10,000 records, epsilon = 1e6: millions of kernel pairs
-    before this bound), so the depth limit stops at ``finest_splits``."""
+    (one column, 10,000 records, epsilon = 1e6: the kernel had not finished
+    after a minute before this bound), so the depth limit stops at
+    ``finest_splits``."""
     assert _privtree.finest_splits(0.0147, 2) == 9  # m = 4 in two columns: leaves of at least h / 4
     assert _privtree.finest_splits(0.0168, 1) == 12  # m = 49 in one column
     assert _privtree.finest_splits(0.0355, 8) == 5  # m = 1 from three columns on: leaves of at least h
