@@ -191,9 +191,11 @@ def finest_splits(h: float, d: int) -> int:
     """The most splits per column worth making: a leaf narrower than
     ``h / m`` changes the kernel's estimate little (it averages over ``2 h``)
     and costs pairs, so the tree stops there, with ``m`` the largest integer
-    for which a leaf meets at most about :data:`PAIRS_PER_LEAF` others
-    (``(2 m + 2)^d <= PAIRS_PER_LEAF``; at least 1): 49 in one column, 4 in
-    two, 1 from three on. A public function of ``h`` and ``d``."""
+    for which a leaf's kernel meets at most about :data:`PAIRS_PER_LEAF`
+    leaves (``(2 m + 2)^d <= PAIRS_PER_LEAF``), but at least 1: 49 in one
+    column, 4 in two, 1 from three on (where the bound is ``4^d`` instead,
+    as many as the touching leaves of the level-set graph). A public function
+    of ``h`` and ``d``."""
     m = max(1, math.floor((PAIRS_PER_LEAF ** (1.0 / d) - 2.0) / 2.0))
     return max(1, math.ceil(math.log2(m / h)))
 
