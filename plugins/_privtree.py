@@ -131,22 +131,29 @@ def leaf_of(unit: np.ndarray, tree: Tree, block: int = 500_000) -> np.ndarray:
     return out
 
 
+def _depth_classes(lo: np.ndarray, hi: np.ndarray,
+                   depth: np.ndarray) -> tuple[np.ndarray, dict[int, np.ndarray], dict[int, np.ndarray]]:
+    """The leaves' centres, the leaves of each depth (ascending), and each
+    depth's half-widths per column: leaves of one depth have one shape."""
+    members = {int(k): np.flatnonzero(depth == k) for k in np.unique(depth)}
+    half = {k: 0.5 * (hi[m[0]] - lo[m[0]]) for k, m in members.items()}
+    return 0.5 * (lo + hi), members, half
+
+
 def adjacency(tree: Tree) -> tuple[np.ndarray, np.ndarray]:
     """Pairs ``(i, j)``, ``i < j``, of leaves whose closed boxes touch (share
     a face, an edge or a corner). Leaves of the same depth have the same
     shape, so for each pair of depth classes two boxes touch exactly when the
     Chebyshev distance of their centres, scaled per dimension by the sum of
     their half-widths, is at most 1."""
-    centres = 0.5 * (tree.lo + tree.hi)
-    classes = np.unique(tree.depth)
-    members = {int(k): np.flatnonzero(tree.depth == k) for k in classes}
-    half = {int(k): 0.5 * (tree.hi[m[0]] - tree.lo[m[0]]) for k, m in members.items()}
+    centres, members, half = _depth_classes(tree.lo, tree.hi, tree.depth)
+    classes = list(members)
     rows, cols = [], []
     for a_i, a in enumerate(classes):
-        ma = members[int(a)]
+        ma = members[a]
         for b in classes[a_i:]:
-            mb = members[int(b)]
-            scale = half[int(a)] + half[int(b)]
+            mb = members[b]
+            scale = half[a] + half[b]
             ta = cKDTree(centres[ma] / scale)
             if a == b:
                 pairs = ta.query_pairs(1.0 + 1e-9, p=np.inf, output_type="ndarray")
@@ -242,12 +249,9 @@ def _overlapping(lo: np.ndarray, hi: np.ndarray, depth: np.ndarray, h: float,
     half-widths, below 1; a leaf of class ``a`` meets at most
     ``prod(scale / half_b + 1)`` leaves of class ``b``, which sets the block
     size."""
-    centres = 0.5 * (lo + hi)
-    classes = [int(k) for k in np.unique(depth)]
-    members = {k: np.flatnonzero(depth == k) for k in classes}
-    half = {k: 0.5 * (hi[m[0]] - lo[m[0]]) for k, m in members.items()}
-    for a in classes:
-        for b in classes:
+    centres, members, half = _depth_classes(lo, hi, depth)
+    for a in members:
+        for b in members:
             scale = np.maximum(h, half[a]) + half[b]
             tb = cKDTree(centres[members[b]] / scale)
             per_leaf = float(np.prod(np.ceil(scale / half[b]) + 1.0))

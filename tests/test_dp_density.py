@@ -393,6 +393,7 @@ def test_box_density_is_exact_on_a_uniform_map_and_plain_without_a_kernel():
     lo, hi = np.array([[0.0, 0.0], [0.5, 0.0]]), np.array([[0.5, 1.0], [1.0, 1.0]])
     f2, s2 = _privtree.box_density(lo, hi, np.array([1, 1]), np.array([10.0, 30.0]), 1.0, 0.25)
     np.testing.assert_allclose(f2, [10.0 / 0.5, 30.0 / 0.5])  # each leaf is wider than the kernel in x
+    np.testing.assert_allclose(s2, math.sqrt(2.0) / 0.5)  # the noise of its own count only
     f3, s3 = _privtree.box_density(lo, hi, np.array([1, 1]), np.array([10.0, 30.0]), 1.0, 0.375)
     # box [0.25 - 0.375, 0.25 + 0.375] x [0, 1] clipped to [0, 0.625]: all of leaf 0 and a quarter of leaf 1
     np.testing.assert_allclose(f3[0], (10.0 + 0.25 * 30.0) / 0.625)
@@ -448,8 +449,11 @@ def test_the_tree_stops_where_the_kernel_stops_using_finer_leaves():
     assert _privtree.finest_splits(0.0355, 8) == 5  # m = 1 from three columns on: leaves of at least h
     rng = np.random.default_rng(0)
     data = pd.DataFrame({"x": np.r_[rng.normal(2, 0.3, 5_000), rng.normal(8, 0.3, 5_000)]})
-    part, _ = fit(DPDensity(epsilon=1e6, bounds={"x": [0, 10]}), data)
+    part, context = fit(DPDensity(epsilon=1e6, bounds={"x": [0, 10]}), data)
     dg = part.diagnostics
     assert dg["max_depth"] == _privtree.finest_splits(dg["bandwidth"], 1)
+    # the tree's ledger entry states the depth limit the tree was built with
+    tree_entry, = [e for e in context.ledger.of_kind("dp") if e.details.get("release") == "tree"]
+    assert tree_entry.details["max_depth"] == dg["max_depth"]
     assert dg["depth_range"][1] <= dg["max_depth"] and dg["leaves"] < 2 ** dg["max_depth"]
     assert part.n_clusters == 2
