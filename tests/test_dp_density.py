@@ -112,13 +112,63 @@ def test_refused_before_any_noise_when_the_budget_is_short():
     assert len(context.ledger) == 0
 
 
-def test_noise_mechanism_must_be_pure_and_geometric_works():
-    data, truth = blobs(20_000)
-    with pytest.raises(ParameterError, match="pure-epsilon"):
-        fit(DPDensity(epsilon=1.0, bounds=BOUNDS, noise="gaussian"), data)
-    part, context = fit(DPDensity(epsilon=1.0, bounds=BOUNDS, noise="geometric"), data)
-    assert [e.mechanism for e in context.ledger.of_kind("dp")] == ["geometric"] * 3
-    assert adjusted_rand_score(truth, part.labels) > 0.9
+@pytest.mark.parametrize("noise", ["geometric", "gaussian"])
+def test_only_laplace_noise_is_accepted_and_nothing_is_spent_otherwise(noise):
+    data, _ = blobs(2_000)
+    context = PrivacyContext(Budget(epsilon=5.0), seed=1)
+    with pytest.raises(ParameterError, match="'noise' parameter must name the laplace mechanism") as info, \
+            context.step(0, "dens", "dp-density"):
+        DPDensity(epsilon=1.0, bounds=BOUNDS, noise=noise).fit(data, context)
+    assert noise in str(info.value) and 'noise = "laplace"' in str(info.value)
+    assert len(context.ledger) == 0 and context.remaining == pytest.approx(5.0)
+
+
+def _path_loss(lam: float, spacing: float | None, steps: int = 80) -> float:
+    """The largest privacy loss, over the root-to-leaf transcripts of one path
+    of PrivTree (fanout 2, theta = 0, delta = lam ln 2) whose nodes all hold
+    ``c`` records (``c`` on a fine grid), between the data with and without
+    one record on that path: split noise continuous Laplace of scale ``lam``
+    (``spacing`` None) or discrete Laplace on ``spacing * Z`` (the geometric
+    mechanism: spacing 1). Exact tail probabilities, in logs."""
+    delta = lam * math.log(2.0)
+    depth = np.arange(steps)
+
+    def log_tails(x):  # log P(X > x), log P(X <= x)
+        if spacing is None:
+            small = -np.abs(x) / lam + math.log(0.5)
+            big = np.log1p(-np.exp(small))
+            return np.where(x < 0, big, small), np.where(x < 0, small, big)
+        a = -spacing / lam
+        norm = math.log1p(math.exp(a))
+        m = np.floor(x / spacing) + 1
+        upper = m * a - norm  # log P(X >= m spacing), m >= 1
+        lower = (1 - m) * a - norm  # log P(X <= (m - 1) spacing), m <= 0
+        with np.errstate(divide="ignore"):
+            gt = np.where(m >= 1, upper, np.log1p(-np.exp(np.minimum(lower, 0.0))))
+            le = np.where(m >= 1, np.log1p(-np.exp(np.minimum(upper, 0.0))), lower)
+        return gt, le
+
+    worst = 0.0
+    for c in np.linspace(1.0, 40 * lam + 4, 8001):
+        with_record = np.maximum(c - depth * delta, -delta)
+        without = np.maximum(c - 1 - depth * delta, -delta)
+        split1, leaf1 = log_tails(-with_record)
+        split0, leaf0 = log_tails(-without)
+        splits = np.concatenate([[0.0], np.cumsum(split1 - split0)])  # splits down to each depth
+        worst = max(worst, float(np.abs(splits[:-1] + leaf1 - leaf0).max()), float(np.abs(splits).max()))
+    return worst
+
+
+def test_integer_noise_breaks_privtree_so_geometric_is_refused():
+    """Why ``geometric`` is refused: PrivTree's bound (Zhang, Xiao & Xie 2016)
+    holds for continuous Laplace noise (checked here on the same paths), but
+    integer noise of scale near one record loses more than epsilon_tree on a
+    single path of identical counts."""
+    for eps_tree in (0.45, 1.0, 6.0, 10.0):
+        lam = 3.0 / eps_tree
+        assert _path_loss(lam, None) <= eps_tree
+    assert _path_loss(3.0 / 6.0, 1.0) > 6.0 * 1.05  # geometric noise at epsilon_tree = 6: 6.38
+    assert _path_loss(3.0 / 10.0, 1.0) > 10.0 * 1.5  # and at 10: 16.8
 
 
 def test_conformance_kit():
