@@ -132,7 +132,7 @@ class DPDensity:
     valley: float = param(float, default=0.4, gt=0, le=1,
                           doc="a density peak splits off only where the density between it and the rest falls "
                               "below this fraction of its peak")
-    max_nodes: int = param(int, default=1 << 20, ge=16,
+    max_nodes: int = param(int, default=1 << 20, ge=16, le=1 << 24,
                            doc="largest number of tree nodes examined (a public cap on time and memory)")
     noise: Any = nested("noise_mechanisms", default="laplace",
                         doc="noise mechanism of the three releases (laplace only: PrivTree needs continuous noise)")
@@ -227,8 +227,8 @@ class DPDensity:
         columns = tuple(str(c) for c in data.columns)
 
         # 1. the noisy number of records
-        n_noisy = float(np.asarray(mech.release(
-            np.array([float(n)]), sensitivity=1.0, epsilon=eps_n, context=context, relation=RELATION,
+        n_noisy = float(np.asarray(_release(
+            mech, "the noisy number of records", "count_share", np.array([float(n)]), sensitivity=1.0, epsilon=eps_n, context=context, relation=RELATION,
             covers="the noisy number of records (it sets the tree's depth limit and the smallest cluster mass)",
             not_covered=NOT_COVERED, details={"release": "count", "noise_scale": 1.0 / eps_n}), dtype=float)[0])
         n_est = max(n_noisy, 1.0)
@@ -243,7 +243,8 @@ class DPDensity:
         # no finer than the kernel can use (a bound on its cost at large epsilon)
         per_dim = min(per_dim, max(3, _privtree.finest_splits(_privtree.bandwidth(n_est, d), d)))
         max_depth = int(min(per_dim * d, 60))
-        pool = np.asarray(mech.release(
+        pool = np.asarray(_release(
+            mech, f"the tree's pool of max_nodes = {self.max_nodes} noise values", "tree_share",
             np.zeros(self.max_nodes), sensitivity=3.0, epsilon=eps_tree, context=context, relation=RELATION,
             covers=("the PrivTree partition: the split decision of every examined node (biased count "
                     f"max(c - depth delta, theta - delta) plus this noise, theta = {self.theta:g}, "
@@ -258,7 +259,8 @@ class DPDensity:
 
         # 3. the leaf counts
         L = tree.lo.shape[0]
-        noisy = np.asarray(mech.release(
+        noisy = np.asarray(_release(
+            mech, f"the counts of the {tree.lo.shape[0]} leaves", "the leaves' share, 1 - count_share - tree_share",
             tree.counts, sensitivity=1.0, epsilon=eps_leaf, context=context, relation=RELATION,
             covers=f"the record counts of the {L} leaves of the released partition (disjoint cells: L1 sensitivity 1)",
             not_covered=NOT_COVERED, details={"release": "leaves", "leaves": L, "noise_scale": 1.0 / eps_leaf}),
@@ -326,6 +328,20 @@ class DPDensity:
             effective["n_clusters"] = int(np.asarray(centres).shape[0])
         diagnostics[privclust.EFFECTIVE_PARAMS] = effective
         return Partition(labels=labels, centres=centres, columns=columns, diagnostics=diagnostics)
+
+
+def _release(mech: Any, what: str, share: str, values: np.ndarray, **kwargs: Any) -> np.ndarray:
+    """One release through ``mech``; a release the mechanism refuses (an
+    epsilon too small for its exact sampler) is reported as this step's error,
+    naming the parameters that fix it. Releases made before it stay in the
+    ledger: their noise was drawn."""
+    try:
+        return mech.release(values, **kwargs)
+    except ParameterError as err:
+        raise ParameterError(
+            f"dp-density: {what} cannot be released with epsilon = {kwargs['epsilon']:.6g} (the step's epsilon "
+            f"times {share}): {err} Raise 'epsilon' or that share, or lower 'max_nodes'. The releases made before "
+            "this one are in the ledger (their noise was drawn); nothing else was.") from err
 
 
 def cluster_map(lo: np.ndarray, hi: np.ndarray, depth: np.ndarray, noisy: np.ndarray, *, n_est: float,

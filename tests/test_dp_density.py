@@ -123,6 +123,20 @@ def test_only_laplace_noise_is_accepted_and_nothing_is_spent_otherwise(noise):
     assert len(context.ledger) == 0 and context.remaining == pytest.approx(5.0)
 
 
+def test_an_epsilon_too_small_for_the_sampler_names_the_parameters_and_the_ledger_keeps_what_was_drawn():
+    data, _ = blobs(500)
+    context = PrivacyContext(Budget(epsilon=1.0), seed=1)
+    with pytest.raises(ParameterError, match="tree's pool of max_nodes = 1048576") as info, \
+            context.step(0, "dens", "dp-density"):
+        DPDensity(epsilon=1e-9, bounds=BOUNDS).fit(data, context)
+    assert "'epsilon'" in str(info.value) and "'max_nodes'" in str(info.value)
+    # the noisy count was drawn before the tree failed: it stays spent, nothing else is recorded
+    assert [e.details["release"] for e in context.ledger.of_kind("dp")] == ["count"]
+    assert context.spent[0] == pytest.approx(1e-9 * 0.05)
+    with pytest.raises(ParameterError, match="max_nodes"):
+        DPDensity(epsilon=1.0, bounds=BOUNDS, max_nodes=1 << 25)
+
+
 def _path_loss(lam: float, spacing: float | None, steps: int = 80) -> float:
     """The largest privacy loss, over the root-to-leaf transcripts of one path
     of PrivTree (fanout 2, theta = 0, delta = lam ln 2) whose nodes all hold
