@@ -174,6 +174,33 @@ def adjacency(tree: Tree) -> tuple[np.ndarray, np.ndarray]:
     return lo_.astype(np.int64), hi_.astype(np.int64)
 
 
+def coarsen(lo: np.ndarray, hi: np.ndarray, depth: np.ndarray,
+            max_depth: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The partition seen no deeper than ``max_depth``: every leaf deeper
+    than that is merged into its ancestor at ``max_depth`` (after ``max_depth``
+    midpoint splits along the columns in turn, column ``j`` has been split
+    ``max_depth // d + (j < max_depth % d)`` times). Returns the cells' boxes
+    and depths (the shallower leaves first, in their order, then the merged
+    cells by their lower corner: a function of the partition alone), the
+    cell of every leaf, and how many leaves each cell holds."""
+    L, d = lo.shape
+    deep = depth > max_depth
+    if not deep.any():
+        return lo, hi, depth, np.arange(L), np.ones(L)
+    splits = np.array([max_depth // d + (1 if j < max_depth % d else 0) for j in range(d)], dtype=float)
+    size = np.exp2(-splits)
+    anc_lo = np.floor(lo[deep] / size) * size  # exact: powers of two
+    cells, inverse = np.unique(anc_lo, axis=0, return_inverse=True)
+    shallow = np.flatnonzero(~deep)
+    group = np.empty(L, dtype=np.int64)
+    group[shallow] = np.arange(shallow.size)
+    group[deep] = shallow.size + inverse.reshape(-1)
+    new_lo = np.concatenate([lo[shallow], cells])
+    new_hi = np.concatenate([hi[shallow], cells + size])
+    new_depth = np.concatenate([depth[shallow], np.full(cells.shape[0], max_depth, dtype=depth.dtype)])
+    return new_lo, new_hi, new_depth, group, np.bincount(group, minlength=new_lo.shape[0]).astype(float)
+
+
 def bandwidth(n_est: float, d: int) -> float:
     """The half-width of the density kernel, as a fraction of each column's
     public range: Silverman's rate ``(4 / (d + 2))^(1 / (d + 4))
@@ -212,7 +239,8 @@ MAX_PAIRS = 1 << 22
 
 
 def box_density(lo: np.ndarray, hi: np.ndarray, depth: np.ndarray, noisy: np.ndarray, noise_scale: float,
-                h: float, max_pairs: int = MAX_PAIRS) -> tuple[np.ndarray, np.ndarray]:
+                h: float, max_pairs: int = MAX_PAIRS,
+                merged: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The density at every leaf, by a box kernel: the noisy mass in the box
     centred on the leaf with half-width ``max(h, the leaf's half-width)`` in
     every column (clipped to the unit cube), each leaf's mass taken as uniform
@@ -222,8 +250,10 @@ def box_density(lo: np.ndarray, hi: np.ndarray, depth: np.ndarray, noisy: np.nda
     leaf coarser than the kernel keeps its own density (the partition already
     averages there). Returns the density and its noise standard deviation
     (Laplace noise of scale ``noise_scale`` on every count, independent:
-    ``sqrt(2) b sqrt(sum of squared weights) / volume``). The overlapping
-    pairs are visited in blocks of at most about ``max_pairs``."""
+    ``sqrt(2) b sqrt(sum of squared weights) / volume``; a cell of
+    :func:`coarsen` that sums ``merged[j]`` noisy counts carries that many
+    times the variance). The overlapping pairs are visited in blocks of at
+    most about ``max_pairs``."""
     L = noisy.size
     volume = np.prod(hi - lo, axis=1)
     centre = 0.5 * (lo + hi)
@@ -234,7 +264,7 @@ def box_density(lo: np.ndarray, hi: np.ndarray, depth: np.ndarray, noisy: np.nda
         inter = np.prod(np.clip(np.minimum(qhi[i], hi[j]) - np.maximum(qlo[i], lo[j]), 0.0, None), axis=1)
         weight = inter / volume[j]
         np.add.at(num, i, weight * noisy[j])
-        np.add.at(var, i, weight * weight)
+        np.add.at(var, i, weight * weight * (1.0 if merged is None else merged[j]))
     qvol = np.prod(qhi - qlo, axis=1)
     return num / qvol, math.sqrt(2.0) * noise_scale * np.sqrt(var) / qvol
 

@@ -45,7 +45,13 @@ Given only ``epsilon``, public ``bounds`` and optionally ``n_clusters``:
    excess of mass (HDBSCAN's rule, Campello et al. 2013), or the
    ``n_clusters`` branches of largest total excess of mass (when the tree
    has fewer branches than that, the valley rule is relaxed to 0.55, 0.7,
-   0.85, then 1 until it has enough). Leaves below
+   0.85, then 1 until it has enough). Automatic mode, up to 4 columns: a
+   second look at the same map with a kernel 4 times wider (the leaves
+   merged to the depth that kernel can use, valley 0.7); a fine cluster
+   that holds two or more of these coarse clusters (each with 90% of its
+   noisy mass inside it) is split along them, which separates clusters
+   joined by a bridge whose valley only the wider kernel makes deep enough,
+   while bumps narrower than that kernel vanish in it. Leaves below
    every cluster take the cluster of the nearest cluster leaf; ids are
    ranked by the clusters' noisy mass, a function of the map alone.
 5. **Labels**: each record takes the cluster id of the leaf it falls in: the
@@ -313,6 +319,8 @@ class DPDensity:
             "valley": cmap["valley"],
             "bandwidth": cmap["bandwidth"],
             "bandwidth_units": cmap["bandwidth"] * span,
+            "coarse_bandwidth": cmap["coarse_bandwidth"],
+            "refined_clusters": cmap["refined"],
             "cluster_stability": cmap["stability"],
             "core_leaves": cmap["core"],
             "automatic": self.n_clusters is None,
@@ -323,6 +331,7 @@ class DPDensity:
             "epsilon_count": eps_n, "epsilon_tree": eps_tree, "epsilon_leaves": eps_leaf,
             "privtree_lambda": lam, "privtree_delta": delta, "max_depth": max_depth, "leaves": L,
             "peak_z": cmap["z"], "min_mass": cmap["min_mass"], "bandwidth": cmap["bandwidth"],
+            "coarse_bandwidth": cmap["coarse_bandwidth"],
         }
         if self.n_clusters is None:
             effective["n_clusters"] = int(np.asarray(centres).shape[0])
@@ -344,23 +353,111 @@ def _release(mech: Any, what: str, share: str, values: np.ndarray, **kwargs: Any
             "this one are in the ledger (their noise was drawn); nothing else was.") from err
 
 
+#: The coarse pass of the automatic mode: the same released map seen with a
+#: kernel this many times wider (a public constant, set on the benchmark's
+#: shape sets like the others) ...
+COARSE_FACTOR = 4.0
+#: ... whose valley rule may be this shallow: the wider kernel has smoothed
+#: away bumps narrower than itself, so a valley that survives it is wide.
+COARSE_VALLEY = 0.7
+#: A coarse cluster lies inside a fine one when this share of its noisy mass does.
+INSIDE_SHARE = 0.9
+
+
+def _map_levels(lo: np.ndarray, hi: np.ndarray, depth: np.ndarray, noisy: np.ndarray, b: float, h: float, *,
+                false_peak: float, min_mass: float, valley: float,
+                merged: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, float, tuple, Any]:
+    """The kernel densities at half-width ``h``, the peak threshold ``z``, the
+    leaf graph and the level-set tree of one partition."""
+    tree = _privtree.Tree(lo=lo, hi=hi, depth=depth, counts=noisy, nodes=0, truncated=False)
+    pairs = _privtree.adjacency(tree)
+    f, sigma = _privtree.box_density(lo, hi, depth, noisy, b, h, merged=merged)
+    z = _privtree.false_peak_z(noisy.size, false_peak)
+    level = _privtree.level_set_tree(f, sigma, noisy, pairs, z=z, min_mass=min_mass, valley=valley)
+    return f, sigma, z, pairs, level
+
+
+def _branch_of_leaf(level: Any, chosen: np.ndarray) -> np.ndarray:
+    """For every leaf, the position in ``chosen`` of the chosen node above it (-1: none)."""
+    ident = np.full(level.parent.size, -1, dtype=np.int64)
+    ident[chosen] = np.arange(chosen.size)
+    owner = ident.copy()  # the chosen ancestor-or-self of every live node (parents first)
+    for c in level.order[::-1]:
+        p = int(level.parent[c])
+        if owner[c] < 0 and p >= 0:
+            owner[c] = owner[p]
+    return owner[level.leaf_node]
+
+
+def _nearest_fill(labels: np.ndarray, todo: np.ndarray, centres: np.ndarray) -> None:
+    """Leaves in ``todo`` take the label of the nearest leaf outside it (in place)."""
+    have = ~todo
+    if todo.any() and have.any():
+        _, near = cKDTree(centres[have]).query(centres[todo])
+        labels[todo] = labels[have][near]
+
+
+def _refine(fine: np.ndarray, coarse: np.ndarray, w: np.ndarray, centres: np.ndarray) -> tuple[np.ndarray, list]:
+    """Split a fine cluster along the coarse clusters that lie inside it.
+
+    A coarse cluster lies inside fine cluster ``k`` when at least
+    :data:`INSIDE_SHARE` of its noisy mass is on ``k``'s leaves; when two or
+    more do, ``k`` becomes one cluster per such coarse cluster (its leaves
+    outside them take the nearest of those). A coarse cluster that spans
+    several fine ones changes nothing: the fine pass, with its narrower
+    kernel, has already separated them. Returns the labels and, per new
+    label, the coarse cluster it came from (-1: unchanged)."""
+    K = int(fine.max()) + 1
+    origin = [-1] * K
+    if coarse.max() < 0:
+        return fine, origin
+    C = int(coarse.max()) + 1
+    on = coarse >= 0
+    mass = np.zeros((K, C))
+    np.add.at(mass, (fine[on], coarse[on]), w[on])
+    inside = (mass >= INSIDE_SHARE * mass.sum(axis=0)) & (mass > 0)
+    out = fine.copy()
+    for k in range(K):
+        parts = np.flatnonzero(inside[k])
+        if parts.size < 2:
+            continue
+        mine = fine == k
+        origin[k] = int(parts[0])
+        for c in parts[1:]:
+            out[mine & (coarse == c)] = len(origin)
+            origin.append(int(c))
+        rest = mine & ~np.isin(coarse, parts)
+        sub = np.flatnonzero(mine)
+        labels = out[sub]
+        _nearest_fill(labels, rest[sub], centres[sub])
+        out[sub] = labels
+    return out, origin
+
+
 def cluster_map(lo: np.ndarray, hi: np.ndarray, depth: np.ndarray, noisy: np.ndarray, *, n_est: float,
                 eps_leaf: float, false_peak: float, min_fraction: float, n_clusters: int | None,
                 valley: float = 0.4) -> dict[str, Any]:
     """Clusters of the released leaves (post-processing of the DP map only):
     smoothed densities, significant peaks, a cluster id for every leaf, and
-    the centres (noisy-mass-weighted leaf centres) in unit coordinates."""
-    L = noisy.size
+    the centres (noisy-mass-weighted leaf centres) in unit coordinates.
+
+    Automatic mode: the level-set tree at half-width ``h``, then a second
+    look at :data:`COARSE_FACTOR` ``h`` on the same map (its leaves merged
+    to the depth that kernel can use, :func:`_privtree.coarsen`), whose
+    clusters split a fine cluster they lie inside (:func:`_refine`)."""
     b = 1.0 / eps_leaf
-    tree = _privtree.Tree(lo=lo, hi=hi, depth=depth, counts=noisy, nodes=0, truncated=False)
-    pairs = _privtree.adjacency(tree)
-    h = _privtree.bandwidth(n_est, lo.shape[1])
-    f, sigma = _privtree.box_density(lo, hi, depth, noisy, b, h)
-    z = _privtree.false_peak_z(L, false_peak)
+    d = lo.shape[1]
+    h = _privtree.bandwidth(n_est, d)
     min_mass = min_fraction * n_est
     if n_clusters is not None:  # a known number of clusters: smaller ones may count, at the same z
         min_mass = min(min_mass, 0.25 * n_est / n_clusters)
-    level = _privtree.level_set_tree(f, sigma, noisy, pairs, z=z, min_mass=min_mass, valley=valley)
+    # the coarse pass in up to 4 columns, where its leaf graph (3^d neighbours a leaf) stays within the kernel's
+    # pair budget; in more it costs as much as the first pass (12 columns: 57 s -> 127 s) and changed nothing
+    two_passes = n_clusters is None and 3 ** d <= _privtree.PAIRS_PER_LEAF
+    # each pass gets half of false_peak, so that noise alone makes a cluster with probability at most false_peak
+    fp = false_peak / 2.0 if two_passes else false_peak
+    f, sigma, z, pairs, level = _map_levels(lo, hi, depth, noisy, b, h, false_peak=fp, min_mass=min_mass,
+                                            valley=valley)
     if n_clusters is not None:  # fewer branches than asked for: accept shallower valleys, step by step
         for relaxed in (0.55, 0.7, 0.85, 1.0):
             if relaxed <= valley or _privtree.n_branches(level) >= n_clusters:
@@ -368,33 +465,44 @@ def cluster_map(lo: np.ndarray, hi: np.ndarray, depth: np.ndarray, noisy: np.nda
             level = _privtree.level_set_tree(f, sigma, noisy, pairs, z=z, min_mass=min_mass, valley=relaxed)
             valley = relaxed
     chosen = _privtree.select_clusters(level, n_clusters)
-    # cluster ids: by decreasing noisy mass, ties by the peak leaf (a function of the map alone)
-    chosen = chosen[np.lexsort((level.peak[chosen], -level.mass[chosen]))]
-    K = level.parent.size
-    ident = np.full(K, -1, dtype=np.int64)
-    ident[chosen] = np.arange(chosen.size)
-    owner = ident.copy()  # the chosen ancestor-or-self of every live node (parents first)
-    for c in level.order[::-1]:
-        p = int(level.parent[c])
-        if owner[c] < 0 and p >= 0:
-            owner[c] = owner[p]
-    leaf_labels = owner[level.leaf_node]
+    leaf_labels = _branch_of_leaf(level, chosen)
     core = leaf_labels >= 0
     centres_leaf = 0.5 * (lo + hi)
-    if core.any() and not core.all():  # leaves below every cluster's level: the nearest cluster leaf
-        _, near = cKDTree(centres_leaf[core]).query(centres_leaf[~core])
-        leaf_labels[~core] = leaf_labels[core][near]
-    elif not core.any():
+    if not core.any():
         leaf_labels[:] = 0
         chosen = np.array([int(np.argmax(level.mass))])
-    peaks = level.peak[chosen]
+    _nearest_fill(leaf_labels, ~core, centres_leaf)  # leaves below every cluster's level: the nearest cluster leaf
+    stability = list(level.stability[chosen])
     w = np.maximum(noisy, 0.0)
-    sums = np.zeros((peaks.size, lo.shape[1]))
+    hc = COARSE_FACTOR * h
+    refined = 0
+    if two_passes:
+        cut = _privtree.finest_splits(hc, d) * d
+        clo, chi, cdepth, group, merged = _privtree.coarsen(lo, hi, depth, cut)
+        cnoisy = np.bincount(group, weights=noisy, minlength=clo.shape[0])
+        *_, clevel = _map_levels(clo, chi, cdepth, cnoisy, b, hc, false_peak=fp, min_mass=min_mass,
+                                 valley=max(valley, COARSE_VALLEY), merged=merged)
+        cchosen = _privtree.select_clusters(clevel, None)
+        leaf_labels, origin = _refine(leaf_labels, _branch_of_leaf(clevel, cchosen)[group], w, centres_leaf)
+        refined = len(origin) - len(stability)
+        stability += [float(clevel.stability[cchosen[c]]) for c in origin[len(stability):]]
+    # cluster ids: by decreasing noisy mass, ties by the peak leaf (a function of the map alone)
+    K = int(leaf_labels.max()) + 1
+    mass = np.bincount(leaf_labels, weights=w, minlength=K)
+    by_density = np.lexsort((np.arange(f.size), -f, leaf_labels))  # each cluster's densest leaf first
+    peaks = by_density[np.searchsorted(leaf_labels[by_density], np.arange(K))]
+    rank = np.lexsort((peaks, -mass))
+    ident = np.empty(K, dtype=np.int64)
+    ident[rank] = np.arange(K)
+    leaf_labels = ident[leaf_labels]
+    peaks, mass, stability = peaks[rank], mass[rank], np.asarray(stability)[rank]
+    sums = np.zeros((K, d))
     np.add.at(sums, leaf_labels, centres_leaf * w[:, None])
-    mass = np.bincount(leaf_labels, weights=w, minlength=peaks.size)
     centres = np.where(mass[:, None] > 0, sums / np.maximum(mass, 1e-300)[:, None], centres_leaf[peaks])
     return {"leaf_labels": leaf_labels, "density": f, "sigma": sigma, "z": z, "min_mass": min_mass, "bandwidth": h,
-            "centres_unit": centres, "core": core, "valley": valley, "peaks": peaks, "stability": level.stability[chosen],
+            "coarse_bandwidth": hc if two_passes else None,
+            "refined": refined,
+            "centres_unit": centres, "core": core, "valley": valley, "peaks": peaks, "stability": stability,
             "split_levels": level.split}
 
 

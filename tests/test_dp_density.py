@@ -521,3 +521,73 @@ def test_the_tree_stops_where_the_kernel_stops_using_finer_leaves():
     assert tree_entry.details["max_depth"] == dg["max_depth"]
     assert dg["depth_range"][1] <= dg["max_depth"] and dg["leaves"] < 2 ** dg["max_depth"]
     assert part.n_clusters == 2
+
+
+def test_coarsen_merges_the_deeper_leaves_into_their_ancestors():
+    rng = np.random.default_rng(0)
+    unit = np.clip(rng.normal(0.4, 0.1, (20_000, 2)), 0, 1)
+    tree = _privtree.privtree(unit, rng.laplace(0, 2, 20_000), theta=0.0, delta=1.0, max_depth=14)
+    cut = 8
+    assert tree.depth.max() > cut and tree.depth.min() < cut
+    lo, hi, depth, group, merged = _privtree.coarsen(tree.lo, tree.hi, tree.depth, cut)
+    # the cells tile the cube, every leaf lies in its cell, and the cell counts are sums of leaf counts
+    assert math.isclose(float(np.prod(hi - lo, axis=1).sum()), 1.0)
+    assert np.all((tree.lo >= lo[group]) & (tree.hi <= hi[group]))
+    assert depth.max() == cut and np.all(depth[group] == np.minimum(tree.depth, cut))
+    np.testing.assert_array_equal(merged, np.bincount(group, minlength=lo.shape[0]))
+    assert merged.sum() == tree.lo.shape[0] and merged.max() > 1
+    # a merged cell of depth 8 in two columns is 1/16 x 1/16, on that grid
+    deep = depth == cut
+    np.testing.assert_allclose(hi[deep] - lo[deep], 1 / 16)
+    np.testing.assert_allclose(lo[deep] * 16, np.round(lo[deep] * 16))
+    # nothing deeper than the cut: the same partition
+    same = _privtree.coarsen(tree.lo, tree.hi, tree.depth, 20)
+    np.testing.assert_array_equal(same[3], np.arange(tree.lo.shape[0]))
+    # a merged cell carries the noise of all its counts
+    f1, s1 = _privtree.box_density(lo, hi, depth, np.ones(lo.shape[0]), 2.0, 0.0)
+    f2, s2 = _privtree.box_density(lo, hi, depth, np.ones(lo.shape[0]), 2.0, 0.0, merged=merged)
+    np.testing.assert_array_equal(f1, f2)
+    np.testing.assert_allclose(s2, s1 * np.sqrt(merged))
+
+
+def test_refine_splits_a_fine_cluster_only_along_coarse_clusters_inside_it():
+    from privclust_plugins.dp_density import _refine
+
+    centres = np.column_stack([np.arange(8.0), np.zeros(8)])
+    w = np.ones(8)
+    fine = np.array([0, 0, 0, 0, 0, 1, 1, 1])
+    # coarse clusters 0 and 1 lie inside fine cluster 0; leaf 2 is in none and takes the nearest
+    labels, origin = _refine(fine, np.array([0, 0, -1, 1, 1, 2, 2, 2]), w, centres)
+    np.testing.assert_array_equal(labels, [0, 0, 0, 2, 2, 1, 1, 1])
+    assert origin == [0, -1, 1]
+    # a coarse cluster spanning two fine ones (a wider kernel merging what the fine pass separated) changes nothing
+    labels, origin = _refine(fine, np.array([0, 0, 0, 0, 1, 1, 1, 1]), w, centres)
+    np.testing.assert_array_equal(labels, fine)
+    assert origin == [-1, -1]
+    labels, _ = _refine(fine, np.full(8, -1), w, centres)
+    np.testing.assert_array_equal(labels, fine)
+
+
+def test_clusters_joined_by_a_bridge_are_split_by_the_coarse_pass():
+    """Aggregation's two pairs of clusters joined by bridges meet at saddles
+    as shallow as the jitter's bumps inside one cluster, so the first pass
+    keeps each pair together (5 clusters, ARI 0.81); the wider kernel of the
+    coarse pass smooths the bumps away and separates the pairs. Flame at
+    epsilon 0.1, one cluster in the first pass, gets its two."""
+    data, truth, bounds = shape("aggregation", 100_000)
+    part, _ = fit(DPDensity(epsilon=1.0, bounds=bounds), data)
+    assert part.n_clusters == 7 and part.diagnostics["refined_clusters"] == 2
+    assert adjusted_rand_score(truth, part.labels) > 0.95
+    assert part.diagnostics["coarse_bandwidth"] == pytest.approx(4 * part.diagnostics["bandwidth"])
+    data, truth, bounds = shape("flame", 100_000)
+    part, _ = fit(DPDensity(epsilon=0.1, bounds=bounds), data)
+    assert part.n_clusters == 2 and adjusted_rand_score(truth, part.labels) > 0.9
+    # the two passes share false_peak: each tests its peaks at half of it
+    assert part.diagnostics["z"] == pytest.approx(_privtree.false_peak_z(part.diagnostics["leaves"], 0.05 / 2))
+    # given n_clusters, or above 4 columns, there is no coarse pass, and one pass has all of false_peak
+    fixed, _ = fit(DPDensity(epsilon=1.0, bounds=bounds, n_clusters=2), data)
+    assert fixed.diagnostics["coarse_bandwidth"] is None and fixed.diagnostics["refined_clusters"] == 0
+    assert fixed.diagnostics["z"] == pytest.approx(_privtree.false_peak_z(fixed.diagnostics["leaves"], 0.05))
+    wide = pd.DataFrame(np.random.default_rng(0).normal(10, 2, (3_000, 5)), columns=list("abcde"))
+    five, _ = fit(DPDensity(epsilon=1.0, bounds={c: [0, 20] for c in "abcde"}), wide)
+    assert five.diagnostics["coarse_bandwidth"] is None
