@@ -184,60 +184,66 @@ def run_dpc_grid(dataset: str, n: int, epsilons: list[float], seed: int = 1) -> 
     return out
 
 
+def _best_of(y: np.ndarray, settings: list, fit) -> dict:
+    """The best ARI over ``settings``, tuned on the labels (a reference, not a method): ``fit(setting)``
+    returns the labels and what to record about that setting."""
+    best: dict = {"ari": -1.0}
+    start = time.perf_counter()
+    for setting in settings:
+        t = time.perf_counter()
+        labels, about = fit(setting)
+        a = _ari(y, labels)
+        if a > best["ari"]:
+            best = {"ari": a, **about, "seconds": time.perf_counter() - t,
+                    "clusters": int(np.unique(labels[labels >= 0]).size)}
+    best["grid_seconds"] = time.perf_counter() - start
+    return best
+
+
 def run_dbscan(dataset: str, n: int) -> dict:
-    """The best ARI of DBSCAN over a small grid (tuned on the labels: an upper reference, not a method)."""
+    """The best ARI of DBSCAN over a small grid of (eps, min_samples)."""
     from sklearn.cluster import DBSCAN
 
     data, y, bounds = load(dataset, n)
     X = data.to_numpy()
     span = max(b[1] - b[0] for b in bounds.values()) / 1.2
-    best = {"ari": -1.0}
-    start = time.perf_counter()
-    for frac, per in [(0.01, 20), (0.015, 10), (0.02, 10), (0.02, 50)]:
+
+    def fit(setting):
+        frac, per = setting
         ms = max(5, int(per * n / 1e5))
-        t = time.perf_counter()
-        labels = DBSCAN(eps=frac * span, min_samples=ms).fit_predict(X)
-        a = _ari(y, labels)
-        if a > best["ari"]:
-            best = {"ari": a, "radius": round(frac * span, 4), "min_samples": ms, "seconds": time.perf_counter() - t,
-                    "clusters": int(np.unique(labels[labels >= 0]).size)}
-    best["grid_seconds"] = time.perf_counter() - start
-    return best
+        return DBSCAN(eps=frac * span, min_samples=ms).fit_predict(X), {"radius": round(frac * span, 4),
+                                                                         "min_samples": ms}
+
+    return _best_of(y, [(0.01, 20), (0.015, 10), (0.02, 10), (0.02, 50)], fit)
 
 
 def run_hdbscan(dataset: str, n: int, sub: int = 10_000) -> dict:
-    """The best ARI of HDBSCAN over a small grid, on the first ``sub`` points (tuned on the labels: a reference)."""
+    """The best ARI of HDBSCAN over min_cluster_size, on the first ``sub`` points."""
     from sklearn.cluster import HDBSCAN
 
     data, y, _ = load(dataset, n)
     X, y = data.to_numpy()[:sub], y[:sub]
-    best = {"ari": -1.0}
-    for size in (50, 200, 500):
-        labels = HDBSCAN(min_cluster_size=size, copy=True).fit_predict(X)
-        a = _ari(y, labels)
-        if a > best["ari"]:
-            best = {"ari": a, "min_cluster_size": size, "points": int(len(y)),
-                    "clusters": int(np.unique(labels[labels >= 0]).size)}
-    return best
+
+    def fit(size):
+        return HDBSCAN(min_cluster_size=size, copy=True).fit_predict(X), {"min_cluster_size": size,
+                                                                           "points": int(len(y))}
+
+    return _best_of(y, [50, 200, 500], fit)
 
 
 def run_dpc(dataset: str, n: int) -> dict:
-    """The best ARI of non-private ``dpc`` (true k) over a small grid of d_c (tuned on the labels: a reference)."""
+    """The best ARI of non-private ``dpc`` (true k) over a small grid of d_c."""
     data, y, bounds = load(dataset, n)
     registry = privclust.get_registry()
     span = max(b[1] - b[0] for b in bounds.values()) / 1.2
-    best = {"ari": -1.0}
-    start = time.perf_counter()
-    for frac in (0.005, 0.01, 0.02, 0.04):
-        comp = registry.create("clusterers", "dpc", n_clusters=true_k(y), dc=frac * span)
+
+    def fit(frac):
         context = privclust.PrivacyContext(seed=0, registry=registry)
         with context.step(0, "bench", "dpc"):
-            labels = comp.fit(data, context).labels
-        a = _ari(y, labels)
-        if a > best["ari"]:
-            best = {"ari": a, "dc": round(frac * span, 4)}
-    best["grid_seconds"] = time.perf_counter() - start
-    return best
+            labels = registry.create("clusterers", "dpc", n_clusters=true_k(y), dc=frac * span).fit(data, context).labels
+        return labels, {"dc": round(frac * span, 4)}
+
+    return _best_of(y, [0.005, 0.01, 0.02, 0.04], fit)
 
 
 def run_shape_references(dataset: str, n: int) -> dict:
