@@ -240,7 +240,8 @@ def run_dpc(dataset: str, n: int) -> dict:
     def fit(frac):
         context = privclust.PrivacyContext(seed=0, registry=registry)
         with context.step(0, "bench", "dpc"):
-            labels = registry.create("clusterers", "dpc", n_clusters=true_k(y), dc=frac * span).fit(data, context).labels
+            component = registry.create("clusterers", "dpc", n_clusters=true_k(y), dc=frac * span)
+            labels = component.fit(data, context).labels
         return labels, {"dc": round(frac * span, 4)}
 
     return _best_of(y, [0.005, 0.01, 0.02, 0.04], fit)

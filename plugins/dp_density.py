@@ -234,7 +234,8 @@ class DPDensity:
 
         # 1. the noisy number of records
         n_noisy = float(np.asarray(_release(
-            mech, "the noisy number of records", "count_share", np.array([float(n)]), sensitivity=1.0, epsilon=eps_n, context=context, relation=RELATION,
+            mech, "the noisy number of records", "count_share", np.array([float(n)]), sensitivity=1.0,
+            epsilon=eps_n, context=context, relation=RELATION,
             covers="the noisy number of records (it sets the tree's depth limit and the smallest cluster mass)",
             not_covered=NOT_COVERED, details={"release": "count", "noise_scale": 1.0 / eps_n}), dtype=float)[0])
         n_est = max(n_noisy, 1.0)
