@@ -42,17 +42,19 @@ Given only ``epsilon``, public ``bounds`` and optionally ``n_clusters``:
    bound over the leaves, so that noise alone makes such a peak with
    probability at most ``false_peak``), and a real valley (the saddle below
    ``valley`` times the peak). Clusters: the branches of largest total
-   excess of mass (HDBSCAN's rule, Campello et al. 2013), or the
-   ``n_clusters`` branches of largest total excess of mass (when the tree
-   has fewer branches than that, the valley rule is relaxed to 0.55, 0.7,
-   0.85, then 1 until it has enough). Automatic mode, up to 4 columns: a
+   excess of mass (HDBSCAN's rule, Campello et al. 2013). Up to 4 columns: a
    second look at the same map with a kernel 4 times wider (the leaves
    merged to the depth that kernel can use, valley 0.7); a fine cluster
    that holds two or more of these coarse clusters (each with 90% of its
    noisy mass inside it) is split along them, which separates clusters
    joined by a bridge whose valley only the wider kernel makes deep enough,
    while bumps narrower than that kernel vanish in it. Leaves below
-   every cluster take the cluster of the nearest cluster leaf; ids are
+   every cluster take the cluster of the nearest cluster leaf. Given
+   ``n_clusters``: when these clusters are at least that many, the two that
+   meet at the highest saddle relative to the lower peak are merged, again
+   and again, down to ``n_clusters``; when fewer, the ``n_clusters`` branches
+   of largest total excess of mass of the first pass's tree (its valley rule
+   relaxed to 0.55, 0.7, 0.85, then 1 until it has enough). Ids are
    ranked by the clusters' noisy mass, a function of the map alone.
 5. **Labels**: each record takes the cluster id of the leaf it falls in: the
    map applied to the record (joint-DP / billboard), not a DP release.
@@ -322,6 +324,7 @@ class DPDensity:
             "bandwidth_units": cmap["bandwidth"] * span,
             "coarse_bandwidth": cmap["coarse_bandwidth"],
             "refined_clusters": cmap["refined"],
+            "rule": cmap["rule"],
             "cluster_stability": cmap["stability"],
             "core_leaves": cmap["core"],
             "automatic": self.n_clusters is None,
@@ -435,6 +438,62 @@ def _refine(fine: np.ndarray, coarse: np.ndarray, w: np.ndarray, centres: np.nda
     return out, origin
 
 
+def _labels_of(level: Any, n_clusters: int | None, centres: np.ndarray) -> tuple[np.ndarray, list, np.ndarray]:
+    """The clusters chosen in a level-set tree as leaf labels (leaves below
+    every cluster take the nearest cluster leaf), their stabilities, and which
+    leaves lie in a chosen branch."""
+    chosen = _privtree.select_clusters(level, n_clusters)
+    labels = _branch_of_leaf(level, chosen)
+    core = labels >= 0
+    if not core.any():
+        labels[:] = 0
+        chosen = np.array([int(np.argmax(level.mass))])
+    _nearest_fill(labels, ~core, centres)
+    return labels, list(level.stability[chosen]), core
+
+
+def _merge_to(labels: np.ndarray, stability: list, f: np.ndarray, pairs: tuple[np.ndarray, np.ndarray],
+              k: int) -> tuple[np.ndarray, list]:
+    """Merge clusters until there are ``k``: each time the two that meet at
+    the highest saddle relative to the lower of their peaks (the shallowest
+    valley, the quantity the ``valley`` rule reads). The saddle of two
+    clusters is the highest density at which their leaves touch, and a merged
+    cluster's saddle with a third is the higher of its parts' (single
+    linkage). Stabilities add."""
+    K = int(labels.max()) + 1
+    i, j = pairs
+    a, b = labels[i], labels[j]
+    cross = a != b
+    saddle = np.full((K, K), -np.inf)
+    np.maximum.at(saddle, (a[cross], b[cross]), np.minimum(f[i[cross]], f[j[cross]]))
+    saddle = np.maximum(saddle, saddle.T)
+    peak = np.full(K, -np.inf)
+    np.maximum.at(peak, labels, f)
+    alive = np.ones(K, dtype=bool)
+    target = np.arange(K)
+    stability = list(stability)
+    for _ in range(K - k):
+        lower = np.maximum(np.minimum.outer(peak, peak), 1e-300)
+        ratio = np.where(np.isfinite(saddle), saddle / lower, -np.inf)
+        ratio[~alive, :] = ratio[:, ~alive] = -np.inf
+        np.fill_diagonal(ratio, -np.inf)
+        x, y = np.unravel_index(int(np.argmax(ratio)), ratio.shape)
+        if not np.isfinite(ratio[x, y]):  # no two clusters touch: merge the two lightest
+            live = np.flatnonzero(alive)
+            x, y = live[np.argsort([stability[c] for c in live], kind="stable")[:2]]
+        x, y = min(x, y), max(x, y)
+        saddle[x] = saddle[:, x] = np.maximum(saddle[x], saddle[y])
+        saddle[x, x] = -np.inf
+        peak[x] = max(peak[x], peak[y])
+        stability[x] += stability[y]
+        alive[y] = False
+        target[target == y] = x
+    keep = np.flatnonzero(alive)
+    new_id = np.full(K, -1, dtype=np.int64)
+    new_id[keep] = np.arange(keep.size)
+    return new_id[target[labels]], [stability[c] for c in keep]
+
+
 def cluster_map(lo: np.ndarray, hi: np.ndarray, depth: np.ndarray, noisy: np.ndarray, *, n_est: float,
                 eps_leaf: float, false_peak: float, min_fraction: float, n_clusters: int | None,
                 valley: float = 0.4) -> dict[str, Any]:
@@ -442,39 +501,30 @@ def cluster_map(lo: np.ndarray, hi: np.ndarray, depth: np.ndarray, noisy: np.nda
     smoothed densities, significant peaks, a cluster id for every leaf, and
     the centres (noisy-mass-weighted leaf centres) in unit coordinates.
 
-    Automatic mode: the level-set tree at half-width ``h``, then a second
-    look at :data:`COARSE_FACTOR` ``h`` on the same map (its leaves merged
-    to the depth that kernel can use, :func:`_privtree.coarsen`), whose
-    clusters split a fine cluster they lie inside (:func:`_refine`)."""
+    The automatic clusters: the level-set tree at half-width ``h``, then (up
+    to 4 columns) a second look at :data:`COARSE_FACTOR` ``h`` on the same
+    map (its leaves merged to the depth that kernel can use,
+    :func:`_privtree.coarsen`), whose clusters split a fine cluster they lie
+    inside (:func:`_refine`). With ``n_clusters``: when the automatic
+    clusters are at least that many, they are merged down to it
+    (:func:`_merge_to`); when fewer, the ``n_clusters`` branches of largest
+    excess of mass of the first pass's tree, its valley rule relaxed step by
+    step until it has enough branches."""
     b = 1.0 / eps_leaf
     d = lo.shape[1]
     h = _privtree.bandwidth(n_est, d)
     min_mass = min_fraction * n_est
-    if n_clusters is not None:  # a known number of clusters: smaller ones may count, at the same z
-        min_mass = min(min_mass, 0.25 * n_est / n_clusters)
     # the coarse pass in up to 4 columns, where its leaf graph (3^d neighbours a leaf) stays within the kernel's
     # pair budget; in more it costs as much as the first pass (12 columns: 57 s -> 127 s) and changed nothing
-    two_passes = n_clusters is None and 3 ** d <= _privtree.PAIRS_PER_LEAF
+    two_passes = 3 ** d <= _privtree.PAIRS_PER_LEAF
     # each pass gets half of false_peak, so that noise alone makes a cluster with probability at most false_peak
+    # (the n_clusters rules below reuse the first pass's densities and z: the same tests, no new ones)
     fp = false_peak / 2.0 if two_passes else false_peak
     f, sigma, z, pairs, level = _map_levels(lo, hi, depth, noisy, b, h, false_peak=fp, min_mass=min_mass,
                                             valley=valley)
-    if n_clusters is not None:  # fewer branches than asked for: accept shallower valleys, step by step
-        for relaxed in (0.55, 0.7, 0.85, 1.0):
-            if relaxed <= valley or _privtree.n_branches(level) >= n_clusters:
-                continue
-            level = _privtree.level_set_tree(f, sigma, noisy, pairs, z=z, min_mass=min_mass, valley=relaxed)
-            valley = relaxed
-    chosen = _privtree.select_clusters(level, n_clusters)
-    leaf_labels = _branch_of_leaf(level, chosen)
-    core = leaf_labels >= 0
     centres_leaf = 0.5 * (lo + hi)
-    if not core.any():
-        leaf_labels[:] = 0
-        chosen = np.array([int(np.argmax(level.mass))])
-    _nearest_fill(leaf_labels, ~core, centres_leaf)  # leaves below every cluster's level: the nearest cluster leaf
-    stability = list(level.stability[chosen])
     w = np.maximum(noisy, 0.0)
+    leaf_labels, stability, core = _labels_of(level, None, centres_leaf)
     hc = COARSE_FACTOR * h
     refined = 0
     if two_passes:
@@ -487,6 +537,21 @@ def cluster_map(lo: np.ndarray, hi: np.ndarray, depth: np.ndarray, noisy: np.nda
         leaf_labels, origin = _refine(leaf_labels, _branch_of_leaf(clevel, cchosen)[group], w, centres_leaf)
         refined = len(origin) - len(stability)
         stability += [float(clevel.stability[cchosen[c]]) for c in origin[len(stability):]]
+    rule = "automatic"
+    if n_clusters is not None and leaf_labels.max() + 1 >= n_clusters:
+        leaf_labels, stability = _merge_to(leaf_labels, stability, f, pairs, n_clusters)
+        rule = "automatic clusters merged to n_clusters"
+    elif n_clusters is not None:  # fewer automatic clusters than asked for: smaller ones count, shallower valleys
+        min_mass = min(min_mass, 0.25 * n_est / n_clusters)
+        level = _privtree.level_set_tree(f, sigma, noisy, pairs, z=z, min_mass=min_mass, valley=valley)
+        for relaxed in (0.55, 0.7, 0.85, 1.0):
+            if relaxed <= valley or _privtree.n_branches(level) >= n_clusters:
+                continue
+            level = _privtree.level_set_tree(f, sigma, noisy, pairs, z=z, min_mass=min_mass, valley=relaxed)
+            valley = relaxed
+        leaf_labels, stability, core = _labels_of(level, n_clusters, centres_leaf)
+        refined = 0
+        rule = "branches of largest excess of mass"
     # cluster ids: by decreasing noisy mass, ties by the peak leaf (a function of the map alone)
     K = int(leaf_labels.max()) + 1
     mass = np.bincount(leaf_labels, weights=w, minlength=K)
@@ -501,8 +566,7 @@ def cluster_map(lo: np.ndarray, hi: np.ndarray, depth: np.ndarray, noisy: np.nda
     np.add.at(sums, leaf_labels, centres_leaf * w[:, None])
     centres = np.where(mass[:, None] > 0, sums / np.maximum(mass, 1e-300)[:, None], centres_leaf[peaks])
     return {"leaf_labels": leaf_labels, "density": f, "sigma": sigma, "z": z, "min_mass": min_mass, "bandwidth": h,
-            "coarse_bandwidth": hc if two_passes else None,
-            "refined": refined,
+            "coarse_bandwidth": hc if two_passes else None, "refined": refined, "rule": rule,
             "centres_unit": centres, "core": core, "valley": valley, "peaks": peaks, "stability": stability,
             "split_levels": level.split}
 

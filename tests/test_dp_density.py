@@ -584,10 +584,42 @@ def test_clusters_joined_by_a_bridge_are_split_by_the_coarse_pass():
     assert part.n_clusters == 2 and adjusted_rand_score(truth, part.labels) > 0.9
     # the two passes share false_peak: each tests its peaks at half of it
     assert part.diagnostics["z"] == pytest.approx(_privtree.false_peak_z(part.diagnostics["leaves"], 0.05 / 2))
-    # given n_clusters, or above 4 columns, there is no coarse pass, and one pass has all of false_peak
-    fixed, _ = fit(DPDensity(epsilon=1.0, bounds=bounds, n_clusters=2), data)
-    assert fixed.diagnostics["coarse_bandwidth"] is None and fixed.diagnostics["refined_clusters"] == 0
-    assert fixed.diagnostics["z"] == pytest.approx(_privtree.false_peak_z(fixed.diagnostics["leaves"], 0.05))
+    # above 4 columns there is no coarse pass, and the one pass has all of false_peak
     wide = pd.DataFrame(np.random.default_rng(0).normal(10, 2, (3_000, 5)), columns=list("abcde"))
     five, _ = fit(DPDensity(epsilon=1.0, bounds={c: [0, 20] for c in "abcde"}), wide)
-    assert five.diagnostics["coarse_bandwidth"] is None
+    assert five.diagnostics["coarse_bandwidth"] is None and five.diagnostics["refined_clusters"] == 0
+    assert five.diagnostics["z"] == pytest.approx(_privtree.false_peak_z(five.diagnostics["leaves"], 0.05))
+
+
+def test_merge_to_joins_the_clusters_with_the_shallowest_valley_first():
+    from privclust_plugins.dp_density import _merge_to
+
+    # five leaves in a row, densities 10 | 4 | 9 | 1 | 8: clusters {0}, {1, 2}, {3, 4}
+    f = np.array([10.0, 4.0, 9.0, 1.0, 8.0])
+    pairs = (np.array([0, 1, 2, 3]), np.array([1, 2, 3, 4]))
+    labels = np.array([0, 1, 1, 2, 2])
+    # 0 and 1 meet at 4 (0.44 of the lower peak 9), 1 and 2 at 1 (0.125 of 8): 0 and 1 merge
+    merged, stability = _merge_to(labels, [1.0, 2.0, 3.0], f, pairs, 2)
+    np.testing.assert_array_equal(merged, [0, 0, 0, 1, 1])
+    assert stability == [3.0, 3.0]
+    # down to one: the merged cluster's saddle with the third is its parts' highest
+    one, _ = _merge_to(labels, [1.0, 2.0, 3.0], f, pairs, 1)
+    np.testing.assert_array_equal(one, 0)
+    same, _ = _merge_to(labels, [1.0, 2.0, 3.0], f, pairs, 3)
+    np.testing.assert_array_equal(same, labels)
+
+
+def test_given_n_clusters_the_automatic_clusters_are_merged_down_to_it():
+    """Jain's sparse moon is two or three density peaks that each meet the
+    dense moon at a lower level than they meet each other in the tree, so the
+    two branches of largest excess of mass were the dense moon and a fragment
+    (ARI 0.25); merging the automatic clusters by the shallowest valley joins
+    the fragments first."""
+    data, truth, bounds = shape("jain", 100_000)
+    part, _ = fit(DPDensity(epsilon=1.0, bounds=bounds, n_clusters=2), data)
+    assert part.n_clusters == 2 and adjusted_rand_score(truth, part.labels) > 0.95
+    assert part.diagnostics["rule"] == "automatic clusters merged to n_clusters"
+    # more clusters asked for than the automatic rule finds: the branches of largest excess of mass
+    data, truth = blobs(20_000)
+    more, _ = fit(DPDensity(epsilon=1.0, bounds=BOUNDS, n_clusters=6), data)
+    assert more.diagnostics["rule"] == "branches of largest excess of mass" and more.n_clusters <= 6
