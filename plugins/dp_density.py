@@ -478,7 +478,7 @@ def _merge_to(labels: np.ndarray, stability: list, f: np.ndarray, pairs: tuple[n
         ratio[~alive, :] = ratio[:, ~alive] = -np.inf
         np.fill_diagonal(ratio, -np.inf)
         x, y = np.unravel_index(int(np.argmax(ratio)), ratio.shape)
-        if not np.isfinite(ratio[x, y]):  # no two clusters touch: merge the two lightest
+        if not np.isfinite(ratio[x, y]):  # no two clusters touch (a map of one leaf): the two least stable
             live = np.flatnonzero(alive)
             x, y = live[np.argsort([stability[c] for c in live], kind="stable")[:2]]
         x, y = min(x, y), max(x, y)
