@@ -357,7 +357,7 @@ def _release(mech: Any, what: str, share: str, values: np.ndarray, **kwargs: Any
             "this one are in the ledger (their noise was drawn); nothing else was.") from err
 
 
-#: The coarse pass of the automatic mode: the same released map seen with a
+#: The coarse pass of the automatic clusters: the same released map seen with a
 #: kernel this many times wider (a public constant, set on the benchmark's
 #: shape sets like the others) ...
 COARSE_FACTOR = 4.0
