@@ -14,7 +14,7 @@ import privclust
 import privclust.testing as pt
 from privclust import Budget, BudgetExceededError, DataError, ParameterError, PrivacyContext, RecipeError
 from privclust_plugins import _privtree
-from privclust_plugins.dp_density import DPDensity, cluster_map
+from privclust_plugins.dp_density import DPDensity, _merge_to, _refine, cluster_map
 from conftest import require_dataset
 
 BOUNDS = {"x": [-5.0, 25.0], "y": [-5.0, 25.0]}
@@ -551,8 +551,6 @@ def test_coarsen_merges_the_deeper_leaves_into_their_ancestors():
 
 
 def test_refine_splits_a_fine_cluster_only_along_coarse_clusters_inside_it():
-    from privclust_plugins.dp_density import _refine
-
     centres = np.column_stack([np.arange(8.0), np.zeros(8)])
     w = np.ones(8)
     fine = np.array([0, 0, 0, 0, 0, 1, 1, 1])
@@ -577,6 +575,7 @@ def test_clusters_joined_by_a_bridge_are_split_by_the_coarse_pass():
     data, truth, bounds = shape("aggregation", 100_000)
     part, _ = fit(DPDensity(epsilon=1.0, bounds=bounds), data)
     assert part.n_clusters == 7 and part.diagnostics["refined_clusters"] == 2
+    assert part.diagnostics["rule"] == "automatic"
     assert adjusted_rand_score(truth, part.labels) > 0.95
     assert part.diagnostics["coarse_bandwidth"] == pytest.approx(4 * part.diagnostics["bandwidth"])
     data, truth, bounds = shape("flame", 100_000)
@@ -592,8 +591,6 @@ def test_clusters_joined_by_a_bridge_are_split_by_the_coarse_pass():
 
 
 def test_merge_to_joins_the_clusters_with_the_shallowest_valley_first():
-    from privclust_plugins.dp_density import _merge_to
-
     # five leaves in a row, densities 10 | 4 | 9 | 1 | 8: clusters {0}, {1, 2}, {3, 4}
     f = np.array([10.0, 4.0, 9.0, 1.0, 8.0])
     pairs = (np.array([0, 1, 2, 3]), np.array([1, 2, 3, 4]))
