@@ -508,7 +508,8 @@ def _ledger_sections() -> list[tuple[str, Any]]:
 
 
 def _kind_title(kind: str) -> str:
-    return {"dp": "Differential privacy", "guarantee": "Other guarantees (claims, and the host's check)",
+    return {"dp": "Differential privacy (the components' statements, composed by the host)",
+            "guarantee": "Other guarantees (claims, and the host's check)",
             "leak": "Weaknesses (leaks)", "process": "Processes applied",
             "verified": "Measured by the host on the released data"}[kind]
 

@@ -419,8 +419,13 @@ def verdict(ledger: Ledger, accountant: Accountant, outcomes: Sequence[Any], che
         if strata:
             not_covered.append(f"the public stratum column(s) {_cols(strata)}, their values and the size of each "
                                "stratum")
+        # the host composes the entries; what each states (sensitivity, relation, coverage) is its component's
+        who = _joined([f"step {e.step} ({e.component})" if e.step is not None else (e.component or "a component")
+                       for e in dp]).replace("; ", ", ")
         text = (f"ε-differentially private (ε = {eps:.6g}, δ = {delta:.3g}) under {relation} for {covers}; "
-                f"not covered: {_joined(not_covered) or 'nothing else is released'}.")
+                f"not covered: {_joined(not_covered) or 'nothing else is released'}. These DP statements are the "
+                f"claims of {who}: the host composes them but cannot check a sensitivity (privclust audit tests "
+                "one empirically).")
     return " ".join(dict.fromkeys([text, *extras]))
 
 

@@ -215,6 +215,9 @@ def test_the_verdict_of_a_dp_release_names_epsilon_relation_and_what_is_not_cove
     assert release.verdict.startswith("ε-differentially private (ε = 1, δ = 0) under replace-one for every "
                                       "released value of column(s) exp16")
     assert "the columns released as in the original (exp7, total)" in release.verdict
+    # the sensitivity is the component's statement: the verdict says whose, and that the host cannot check it
+    assert release.verdict.endswith("These DP statements are the claims of step 0 (laplace): the host composes "
+                                    "them but cannot check a sensitivity (privclust audit tests one empirically).")
     assert release.guarantee == release.verdict
     assert list(release.report())[0] == "verdict"
     assert release.report()["verdict"] == release.verdict
@@ -229,6 +232,7 @@ def test_a_leak_or_a_non_dp_step_voids_the_dp_verdict():
     checks = {"changed_columns": ["a"], "unchanged_columns": [], "records": 3, "verbatim_records": 0, "claims": []}
     clean = verdict(context.ledger, context.accountant, [], checks)
     assert clean.startswith("ε-differentially private (ε = 1, δ = 0) under replace-one for a count")
+    assert "the claims of a component: the host composes them" in clean  # a release made outside any step
     context.ledger._append(LedgerEntry(seq=len(context.ledger), kind="leak", step=0, step_id="s", component="x",
                                        statement="bounds: taken from the data", mechanism="bounds"))
     text = verdict(context.ledger, context.accountant, [], checks)
