@@ -1040,17 +1040,15 @@ def _record_rules(context: PrivacyContext, rules: ConstraintSet | None, frame: p
         return
     values = frame.loc[:, list(rules.columns)].to_numpy(dtype=float, na_value=np.nan)
     nan = np.isnan(values)
-    index = {c: j for j, c in enumerate(rules.columns)}
     complete = np.where(nan, 0.0, values)  # rules are evaluated where all their columns are observed
     violations = rules.violations(complete)
-    scale = 1.0 + np.max(np.abs(complete), axis=1)
+    columns_of = _rule_indices(rules, variables)
     for r, text in enumerate(rules.rules):
-        used = [index[c] for c in variables[r] if c in index] if len(variables) == len(rules.rules) \
-            else list(range(len(index)))
+        used = columns_of[r]
         skipped = nan[:, used].any(axis=1) if used else np.zeros(len(values), dtype=bool)
         counted = ~skipped
         viol = np.where(counted, violations[:, r], 0.0)
-        bad = (viol > 1e-6 * scale) & counted
+        bad = (viol > _rule_tolerance(complete, used)) & counted
         largest = float(viol.max()) if counted.any() else 0.0
         n_skip = int(skipped.sum())
         not_evaluable = (f" It cannot be evaluated on {n_skip} record(s) that miss a value of its columns "
@@ -1058,8 +1056,8 @@ def _record_rules(context: PrivacyContext, rules: ConstraintSet | None, frame: p
         if not bad.any():
             where = "every released record" if not n_skip else f"every one of the {int(counted.sum())} released " \
                 "records with all its columns observed"
-            statement = f"edit rule {text!r} holds on {where} (largest deviation {largest:.3g}, float " \
-                        f"rounding).{not_evaluable}"
+            statement = f"edit rule {text!r} holds on {where} (largest deviation {largest:.3g}, within float " \
+                        f"rounding: {RULE_RTOL:g} times 1 + the largest absolute value of its columns).{not_evaluable}"
         else:
             statement = f"edit rule {text!r} is violated by {int(bad.sum())} of {int(counted.sum())} released " \
                         f"records (largest violation {largest:.6g}).{not_evaluable}"
@@ -1087,17 +1085,40 @@ def integer_columns(frame: pd.DataFrame) -> tuple[str, ...]:
                  if pd.api.types.is_integer_dtype(frame[c]) and not pd.api.types.is_bool_dtype(frame[c]))
 
 
-def _violated(rules: ConstraintSet, values: np.ndarray) -> np.ndarray:
-    """``(n, n_rules)``: which records violate which rule, with the tolerance of
-    :func:`_record_rules` (a record with a missing value violates nothing)."""
+#: A released record satisfies an edit rule when the rule's violation is at
+#: most this times 1 + the largest absolute value of the rule's own columns in
+#: the record (float rounding; another rule's columns play no part).
+RULE_RTOL = 1e-6
+
+
+def _rule_indices(rules: ConstraintSet, variables: Sequence[frozenset[str] | set[str]]) -> list[list[int]]:
+    """Per rule, the positions in ``rules.columns`` of the columns it uses
+    (every column when ``variables`` does not list one set per rule)."""
+    index = {c: j for j, c in enumerate(rules.columns)}
+    if len(variables) != len(rules.rules):
+        return [list(range(len(index)))] * len(rules.rules)
+    return [sorted(index[c] for c in v if c in index) for v in variables]
+
+
+def _rule_tolerance(values: np.ndarray, used: Sequence[int]) -> np.ndarray:
+    """Per record, :data:`RULE_RTOL` times 1 + the largest absolute value of
+    the columns ``used`` (a missing value passed over)."""
     scale = np.zeros(values.shape[0])
     buffer = np.empty(values.shape[0])
-    for j in range(values.shape[1]):  # column by column: no temporary of the whole matrix
+    for j in used:  # column by column: no temporary of the whole matrix
         np.fmax(scale, np.abs(values[:, j], out=buffer), out=scale)  # fmax passes over a NaN
     scale += 1.0
-    scale *= 1e-6
+    scale *= RULE_RTOL
+    return scale
+
+
+def _violated(rules: ConstraintSet, values: np.ndarray, columns_of: Sequence[Sequence[int]]) -> np.ndarray:
+    """``(n, n_rules)``: which records violate which rule, with the tolerance of
+    :func:`_record_rules` (a record with a missing value violates nothing)."""
     with np.errstate(invalid="ignore"):
-        return rules.violations(values) > scale[:, None]
+        violations = rules.violations(values)
+        return np.column_stack([violations[:, r] > _rule_tolerance(values, used)
+                                for r, used in enumerate(columns_of)]) if columns_of else violations > 0
 
 
 def _integer_dtype(dtype: Any, values: np.ndarray) -> tuple[Any, str | None]:
@@ -1170,7 +1191,8 @@ def release_integers(context: PrivacyContext, frame: pd.DataFrame, current: pd.D
     if rules is not None and rules.rules and set(targets) & set(rules.columns):
         columns = list(rules.columns)
         X = current.loc[:, columns].to_numpy(dtype=float, na_value=np.nan)
-        held_before = ~_violated(rules, X)
+        columns_of = _rule_indices(rules, _rule_columns(handlers))
+        held_before = ~_violated(rules, X, columns_of)
         X.flags.writeable = False  # a handler returns new values; it never changes these
         integer = np.array([c in integers for c in columns])
         huge = np.array([c in exact and bool(np.any(np.abs(current[c].to_numpy()) >= EXACT_INTEGERS))
@@ -1212,7 +1234,7 @@ def release_integers(context: PrivacyContext, frame: pd.DataFrame, current: pd.D
                 before[c], after[c] = X[:, j], Y[:, j]
             elif not fixed[j] and not np.array_equal(Y[:, j], X[:, j], equal_nan=True):
                 adjusted[c] = Y[:, j]
-        broken_rows = held_before & _violated(rules, Y)
+        broken_rows = held_before & _violated(rules, Y, columns_of)
         involved_rules = [r for r, p in enumerate(_rule_columns(handlers)) if p & set(targets)]
         broken = {r: int(np.count_nonzero(broken_rows[:, r])) for r in involved_rules}
     for c in targets:

@@ -605,9 +605,9 @@ def project_polyhedron(Z: np.ndarray, E: np.ndarray, f: np.ndarray, A: np.ndarra
 # ---------------------------------------------------------------------------
 
 #: A rule "held" on a record before rounding when its violation is at most
-#: this, relative to 1 + the largest absolute value of the record's columns
-#: (the tolerance with which the host records whether a released file
-#: satisfies a rule).
+#: this, relative to 1 + the largest absolute value of the rule's own columns
+#: in the record (the tolerance with which the host records whether a
+#: released file satisfies a rule).
 HELD_RTOL = 1e-6
 
 
@@ -853,15 +853,17 @@ def _round_block(X: np.ndarray, M: np.ndarray, rhs: np.ndarray, is_eq: np.ndarra
             out += M[i, j] * values[:, j]
         return out
 
-    magnitude = np.zeros(n)
-    for j in range(X.shape[1]):
-        np.fmax(magnitude, np.abs(X[:, j]), out=magnitude)  # fmax ignores a NaN
-    tol = HELD_RTOL * (1.0 + magnitude)
+    tols = np.empty((M.shape[0], n))  # per rule: relative to its own columns, not to another rule's
+    for i in range(M.shape[0]):
+        magnitude = np.zeros(n)
+        for j in variables[i]:
+            np.fmax(magnitude, np.abs(X[:, j]), out=magnitude)  # fmax ignores a NaN
+        tols[i] = HELD_RTOL * (1.0 + magnitude)
     held = np.zeros((M.shape[0], n), dtype=bool)
     with np.errstate(invalid="ignore"):
         for i in range(M.shape[0]):
             resid = lhs(X, i) - rhs[i]
-            held[i] = (np.abs(resid) if is_eq[i] else resid) <= tol  # NaN (a missing value): not held
+            held[i] = (np.abs(resid) if is_eq[i] else resid) <= tols[i]  # NaN (a missing value): not held
 
         ineq = np.flatnonzero(~is_eq)
         for _ in range(2):
@@ -870,7 +872,7 @@ def _round_block(X: np.ndarray, M: np.ndarray, rhs: np.ndarray, is_eq: np.ndarra
                 cols = variables[i][movable_int[variables[i]]]
                 if not cols.size or not held[i].any():
                     continue
-                broken = held[i] & (lhs(Y, i) - rhs[i] > tol)
+                broken = held[i] & (lhs(Y, i) - rhs[i] > tols[i])
                 if not broken.any():
                     continue
                 for j in cols:
@@ -909,7 +911,7 @@ def _round_block(X: np.ndarray, M: np.ndarray, rhs: np.ndarray, is_eq: np.ndarra
                         after = lhs(Y, k)
                         for q in touched:
                             after = after + M[k, P[q]] * (v[:, q] - Y[:, P[q]])
-                        key[c] += held[k] & (after - rhs[k] > tol)
+                        key[c] += held[k] & (after - rhs[k] > tols[k])
             moved = np.where(rows, moved, 0.0)
             key += moved / (1.0 + moved.max())  # fewest broken inequalities, then the least move
             best = np.argmin(key, axis=0) if len(sets) > 1 else np.zeros(n, dtype=np.intp)

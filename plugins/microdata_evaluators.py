@@ -347,7 +347,7 @@ class EditViolations:
     }
 
     tol: float = param(float, default=1e-6, gt=0, doc="a record violates a rule when the violation exceeds "
-                                                      "tol * (1 + its largest |value|)")
+                                                      "tol * (1 + the largest |value| of the rule's columns)")
     rules: tuple[str, ...] | None = param(tuple, default=None, doc="linear edit rules to check instead of the "
                                           "recipe's (e.g. to judge a release made without them)")
     handler: str = param(str, default="linear", doc="the constraint handler that reads rules (resolved through "
@@ -393,10 +393,11 @@ class EditViolations:
             nan = np.isnan(values)
             filled = np.where(nan, 0.0, values)
             viol = rules.violations(filled)
-            bound = self.tol * (1.0 + np.max(np.abs(filled), axis=1, initial=0.0))
             for r, text in enumerate(rules.rules):
                 # a rule cannot be evaluated on a record that misses one of its columns
                 evaluable = ~nan[:, involved[r]].any(axis=1)
+                # relative to the rule's own columns, never to another rule's
+                bound = self.tol * (1.0 + np.max(np.abs(filled[:, involved[r]]), axis=1, initial=0.0))
                 v = viol[evaluable, r]
                 out[f"{text}: max violation{label}"] = float(np.max(v, initial=0.0))
                 out[f"{text}: share violated{label}"] = float(np.mean(v > bound[evaluable])) if v.size else \

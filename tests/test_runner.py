@@ -222,6 +222,26 @@ def test_violated_rules_are_recorded(reg, data):
     assert "violated by 1 of 40 released records (largest violation 5)" in statement
 
 
+def test_a_rules_tolerance_is_its_own_not_another_rules_columns():
+    """A rule on a small column next to a rule on a column near 1e9: the small
+    rule broken by 500 must be recorded as broken (the tolerance was 1e-6 times
+    the record's largest value of any rule column, about 1000), by the host's
+    check and by the edit-violations evaluator alike."""
+    rng = np.random.default_rng(0)
+    data = pd.DataFrame({"x": rng.normal(size=30), "y": rng.normal(size=30), "a": rng.uniform(1, 10, 30),
+                         "c": rng.uniform(1e9, 2e9, 30)})
+    data.loc[0, "a"] = -500.0
+    recipe = {"constraints": [{"use": "linear", "rules": ["a >= 0", "c >= 0"]}],
+              "steps": [{"use": "microaggregation", "k": 3, "columns": ["x", "y"]}], "evaluate": ["edit-violations"]}
+    out = privclust.run(recipe, data, seed=1)
+    rules = {e.details["rule"]: e for e in out.ledger.of_kind("guarantee") if e.mechanism == "edit rule"}
+    assert rules["a >= 0"].statement == "edit rule 'a >= 0' is violated by 1 of 30 released records (largest " \
+        "violation 500)."
+    assert rules["c >= 0"].statement.startswith("edit rule 'c >= 0' holds on every released record (largest deviation "
+                                                "0, within float rounding: 1e-06 times 1 + the largest absolute value")
+    assert out.evaluation("a >= 0: share violated") == pytest.approx(1 / 30)
+
+
 def test_evaluations_are_tidy_and_default_to_changed_columns(reg, data):
     recipe = {"steps": [{"use": "shift", "columns": ["a"], "by": 2.0}],
               "evaluate": [{"use": "mean-abs"}, {"use": "mean-abs", "columns": ["a", "b"]}]}
