@@ -34,6 +34,7 @@ from .accounting import Accountant, Budget, Ledger, _jsonable
 from .errors import PrivclustError
 from .plots import before_after
 from .recipe import Recipe, _thaw
+from .verify import COMPARED
 
 __all__ = ["EFFECTIVE_PARAMS", "EFFECTIVE_PARAMS_FROM_DATA", "Release", "environment"]
 
@@ -250,7 +251,8 @@ class Release:
         component reported using (under the diagnostics key
         :data:`EFFECTIVE_PARAMS`, and :data:`EFFECTIVE_PARAMS_FROM_DATA`
         unless ``non_disclosive``); ``clusters`` the number of clusters (or
-        groups) of the step's partition.
+        groups) of the step's partition: its centres when it has them, else
+        the distinct labels in use.
         """
         out = []
         for o in self.outcomes:
@@ -269,7 +271,10 @@ class Release:
                 entry["output"] = o.output
             partition = o.partition
             if partition is not None:
-                entry["clusters"] = int(partition.n_clusters)
+                # the clusters the step formed: its centres when it has them (a DP map's clusters are a
+                # figure of the map, whichever of them records fall in), else the labels in use
+                entry["clusters"] = int(np.asarray(partition.centres).shape[0]) if partition.centres is not None \
+                    else int(partition.n_clusters)
             entry.update(self._provenance(o.index))
             out.append(entry)
         return out
@@ -347,7 +352,7 @@ class Release:
                 "accountant": getattr(self.accountant, "description", type(self.accountant).__name__),
                 "relation": self._relation(),
             },
-            "verification": {k: v for k, v in self.verification.items()},
+            "verification": _reported_checks(self.verification),
             "ledger": ledger,
             "evaluations": evaluations,
             "seeded": self.seeded,
@@ -425,6 +430,18 @@ def _used(rows: list[dict[str, str]], most: int = 6) -> str:
     """``"c = 4, clusterer.m = 1.5"`` (at most ``most`` values, then how many more)."""
     text = ", ".join(f"{r['name']} = {r['value']}" for r in rows[:most])
     return text + (f" and {len(rows) - most} more" if len(rows) > most else "")
+
+
+def _reported_checks(checks: Mapping[str, Any]) -> dict[str, Any]:
+    """The host's measurements as a report shows them: in a differentially
+    private release, without the counts that compare released with original
+    values (``release.verification`` keeps them for the caller)."""
+    out = dict(checks)
+    if out.get("dp_release"):
+        for key in COMPARED:
+            out.pop(key, None)
+        out["steps"] = [{k: v for k, v in s.items() if k not in COMPARED} for s in out.get("steps", ())]
+    return out
 
 
 def report_head(release: Any, non_disclosive: bool) -> dict[str, Any]:

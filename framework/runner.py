@@ -38,6 +38,7 @@ from .components import (
     EvaluationInputs,
     Masked,
     Partition,
+    TopMemberships,
     capability,
     component_params,
 )
@@ -729,18 +730,16 @@ def _combine_parts(cs: CompiledStep, view: pd.DataFrame, column: str, parts: lis
             diagnostics[key] = {name: _across_strata([e.get(name) for e in each])
                                 for name in dict.fromkeys(n for e in each for n in e)}
     if cs.kind == "clusterers":
-        labels = np.full(len(view), -1, dtype=np.int64)
-        offset = 0
-        centres = []
-        for (_, rows), r in zip(parts, results, strict=True):
-            lab = np.asarray(r.labels).astype(np.int64)
-            labels[rows] = np.where(lab >= 0, lab + offset, -1)
-            offset += int(lab.max()) + 1 if (lab >= 0).any() else 0
-            centres.append(None if r.centres is None else np.asarray(r.centres))
-        joined = np.vstack(centres) if centres and all(c is not None for c in centres) \
-            and len({c.shape[1] for c in centres}) == 1 else None
-        return Partition(labels=labels, centres=joined, memberships=None, columns=tuple(view.columns),
-                         diagnostics=diagnostics)
+        return _join_partitions(view, parts, results, diagnostics)
+    partitions = [getattr(r, "partition", None) for r in results]
+    joined = None
+    if partitions and all(p is not None for p in partitions):
+        # the partition's own scalar diagnostics (such as its k) where every stratum's agree
+        first = dict(partitions[0].diagnostics)
+        same = {key: value for key, value in first.items() if isinstance(value, int | float | str | bool)
+                and all(type(p.diagnostics.get(key)) is type(value) and p.diagnostics.get(key) == value
+                        for p in partitions)}
+        joined = _join_partitions(view, parts, partitions, {**same, "strata": column})
     out = {}
     for c in view.columns:
         pieces = [np.asarray(r.data[c].to_numpy()) for r in results]
@@ -748,7 +747,46 @@ def _combine_parts(cs: CompiledStep, view: pd.DataFrame, column: str, parts: lis
         for (_, rows), piece in zip(parts, pieces, strict=True):
             column_values[rows] = piece
         out[c] = column_values
-    return Masked(data=pd.DataFrame(out, index=view.index, columns=view.columns), diagnostics=diagnostics)
+    return Masked(data=pd.DataFrame(out, index=view.index, columns=view.columns), partition=joined,
+                  diagnostics=diagnostics)
+
+
+def _join_partitions(view: pd.DataFrame, parts: list[tuple[str, np.ndarray]], partitions: Sequence[Partition],
+                     diagnostics: Mapping[str, Any]) -> Partition:
+    """One partition from each stratum's, in the records' order: each
+    stratum's labels are offset by the number of centres of the strata before
+    it (a figure of the strata's results, never of which of their clusters
+    some record uses), centres and memberships stacked. Without centres the
+    offset is the stratum's largest label plus one."""
+    labels = np.full(len(view), -1, dtype=np.int64)
+    offset = 0
+    centres, tops = [], []
+    for (_, rows), r in zip(parts, partitions, strict=True):
+        lab = np.asarray(r.labels).astype(np.int64)
+        labels[rows] = np.where(lab >= 0, lab + offset, -1)
+        if r.centres is not None:
+            tops.append((rows, r.memberships, offset))
+            offset += int(np.asarray(r.centres).shape[0])
+        else:
+            offset += int(lab.max()) + 1 if (lab >= 0).any() else 0
+        centres.append(None if r.centres is None else np.asarray(r.centres))
+    joined = np.vstack(centres) if centres and all(c is not None for c in centres) \
+        and len({c.shape[1] for c in centres}) == 1 else None
+    memberships = None  # stacked when every stratum kept the same number of memberships per record
+    if joined is not None and all(isinstance(m, TopMemberships) for _, m, _ in tops) \
+            and len({m.indices.shape[1] for _, m, _ in tops}) == 1:
+        width = tops[0][1].indices.shape[1]
+        indices = np.zeros((len(view), width), dtype=np.int64)
+        values = np.zeros((len(view), width))
+        dropped = np.zeros(len(view))
+        for rows, m, start in tops:
+            indices[rows] = np.asarray(m.indices) + start
+            values[rows] = m.values
+            dropped[rows] = m.dropped
+        memberships = TopMemberships(indices=indices, values=values, dropped=dropped, n_centres=joined.shape[0])
+    columns = tuple(partitions[0].columns) if partitions and partitions[0].columns else tuple(view.columns)
+    return Partition(labels=labels, centres=joined, memberships=memberships, columns=columns,
+                     diagnostics=diagnostics)
 
 
 # ---------------------------------------------------------------------------

@@ -185,8 +185,13 @@ def verify(context: PrivacyContext, original: pd.DataFrame, released: pd.DataFra
     columns *and* them (a combination is shared only within a stratum)."""
     extra = tuple(strata)
     n = int(len(original))
-    changed = [str(c) for c in original.columns
-               if not _same(original, released, [c]).all()]
+    # A release the verdict can call differentially private: nothing the host writes about it (verdict, ledger,
+    # report) may compare released with original values, a count the DP statements do not cover (one record's
+    # value can decide it); what changed is then what the steps wrote, not what differs.
+    dp_release = _dp_structured(context.ledger.entries, outcomes)
+    written = [str(c) for c in original.columns if any(c in o.columns for o in outcomes if o.kind != "clusterers")]
+    changed = written if dp_release else [str(c) for c in original.columns
+                                          if not _same(original, released, [c]).all()]
     unchanged = [str(c) for c in original.columns if c not in changed]
     protected = [c for c in original.columns if any(c in o.columns for o in outcomes)]
     protected = [str(c) for c in protected]
@@ -194,8 +199,7 @@ def verify(context: PrivacyContext, original: pd.DataFrame, released: pd.DataFra
     for o in outcomes:
         columns = tuple(o.columns)
         if o.kind == "clusterers":
-            # a clusterer releases labels and leaves its columns as it found them
-            step_out = int(_same(original, released, columns).sum())
+            step_out = n  # a clusterer releases labels and leaves its columns as it found them
         else:
             data = o.result.data
             own = np.ones(n, dtype=bool)
@@ -215,6 +219,7 @@ def verify(context: PrivacyContext, original: pd.DataFrame, released: pd.DataFra
     overall_same = _same(original, released, protected)
     checks: dict[str, Any] = {
         "records": n,
+        "dp_release": dp_release,
         "changed_columns": changed,
         "unchanged_columns": unchanged,
         "label_columns": [str(c) for c in label_columns],
@@ -229,29 +234,35 @@ def verify(context: PrivacyContext, original: pd.DataFrame, released: pd.DataFra
     for s in steps:
         with context.step(s["step"], s["id"], s["component"]):
             cols = _cols(s["columns"])
-            verb = "left" if any(o.index == s["step"] and o.kind == "clusterers" for o in outcomes) else "released"
-            context._record_host(
-                "verified",
-                f"Host check on the released data: step {s['step']} ({s['id']}) {verb} {s['verbatim_by_step']} of "
-                f"{n} records with all their original values of {cols}; in the released file "
-                f"{s['verbatim_released']} of {n} records keep all of them, and the released combinations of these "
-                f"columns form {s['groups']} groups of identical rows, the smallest of {s['min_group_size']} "
-                f"record(s) ({_records(s['unique_records'])} unique).",
-                mechanism="release check",
-                details={k: v for k, v in s.items() if not k.startswith("_")},
-            )
+            clusterer = any(o.index == s["step"] and o.kind == "clusterers" for o in outcomes)
+            groups = (f"the released combinations of these columns form {s['groups']} groups of identical rows, the "
+                      f"smallest of {s['min_group_size']} record(s) ({_records(s['unique_records'])} unique)")
+            if dp_release:
+                text = (f"Host check on the released data: step {s['step']} ({s['id']}) "
+                        + ("left the values of " if clusterer else "wrote ") + f"{cols}; {groups}. In a "
+                        "differentially private release the host does not count the records released with their "
+                        "original values: that count is not covered by the DP statements.")
+            else:
+                text = (f"Host check on the released data: step {s['step']} ({s['id']}) "
+                        f"{'left' if clusterer else 'released'} {s['verbatim_by_step']} of {n} records with all "
+                        f"their original values of {cols}; in the released file {s['verbatim_released']} of {n} "
+                        f"records keep all of them, and {groups}.")
+            context._record_host("verified", text, mechanism="release check",
+                                 details=_shown(s, dp_release))
     added = f"; label column(s) added: {_cols(checks['label_columns'])}" if label_columns else ""
-    context._record_host(
-        "verified",
-        f"Host check of the release: columns changed: {_cols(changed)}; columns released as in the original: "
-        f"{_cols(unchanged)}{added}. {checks['verbatim_records']} of {n} records keep all their original values of "
-        f"the columns the steps worked on ({_cols(protected)})."
-        + (f" {checks['missing_values']} values of these columns are released missing (a missing value that stays "
-           "missing counts as kept); which values are missing is released as in the original and is not protected."
-           if checks["missing_values"] else ""),
-        mechanism="release check",
-        details={k: v for k, v in checks.items() if k not in ("steps", "claims")},
-    )
+    missing = (f" {checks['missing_values']} values of these columns are released missing (a missing value that "
+               "stays missing counts as kept); which values are missing is released as in the original and is not "
+               "protected." if checks["missing_values"] else "")
+    if dp_release:
+        text = (f"Host check of the release: columns written by the steps: {_cols(changed)}; columns released as in "
+                f"the original: {_cols(unchanged)}{added}. The host does not compare the written values with the "
+                f"original ones (a differentially private release).{missing}")
+    else:
+        text = (f"Host check of the release: columns changed: {_cols(changed)}; columns released as in the original: "
+                f"{_cols(unchanged)}{added}. {checks['verbatim_records']} of {n} records keep all their original "
+                f"values of the columns the steps worked on ({_cols(protected)}).{missing}")
+    context._record_host("verified", text, mechanism="release check",
+                         details=_shown({k: v for k, v in checks.items() if k not in ("steps", "claims")}, dp_release))
 
     nothing = not changed
     if nothing:
@@ -283,8 +294,9 @@ def verify(context: PrivacyContext, original: pd.DataFrame, released: pd.DataFra
             smallest = int(sizes.min())
             small = int((sizes < k).sum()) if k else 0
             verbatim = int(_same(original, released, columns).sum())
-            record.update(k=k, columns=list(columns), min_group_size=smallest, records_in_small_groups=small,
-                          verbatim_records=verbatim)
+            record.update(k=k, columns=list(columns), min_group_size=smallest, records_in_small_groups=small)
+            if not dp_release:
+                record["verbatim_records"] = verbatim
             holes = int(released.loc[:, list(columns)].isna().to_numpy().sum())
             matching = None
             if holes and _kind_of_claim(entry.mechanism) == "k-anonymity" and k is not None and smallest < k:
@@ -325,12 +337,15 @@ def verify(context: PrivacyContext, original: pd.DataFrame, released: pd.DataFra
                             + (f"; with a missing value counted as matching any value, "
                                f"{record['records_with_few_matches']} records match fewer than {k}, the fewest "
                                f"{matching}" if matching is not None else "") + "); "
-                            f"{verbatim} records are released verbatim. The claim was: {claim}")
+                            + ("" if dp_release else f"{verbatim} records are released verbatim. ")
+                            + f"The claim was: {claim}")
             else:
                 status = "claimed"
-                text = (f"{who} claims: {claim} Host check: {verbatim} of {n} records were released verbatim (all "
-                        f"their values of {_cols(columns)} unchanged); {_records(small)} in a group of identical "
-                        f"released rows smaller than k = {k}; the smallest group has {smallest}.")
+                text = (f"{who} claims: {claim} Host check: "
+                        + ("" if dp_release else f"{verbatim} of {n} records were released verbatim (all their "
+                           f"values of {_cols(columns)} unchanged); ")
+                        + f"{_records(small)} in a group of identical released rows smaller than k = {k}; the "
+                        f"smallest group has {smallest}.")
         else:
             status = "claimed"
             text = f"{who} claims: {claim}"
@@ -350,6 +365,27 @@ def _joined(items: Sequence[str]) -> str:
         if item and item not in seen:
             seen.append(item)
     return "; ".join(seen)
+
+
+#: What the host measures by comparing released with original values: kept in
+#: ``release.verification`` for the caller, left out of every statement and
+#: report of a differentially private release.
+COMPARED = ("verbatim_by_step", "verbatim_released", "verbatim_records")
+
+
+def _shown(measured: Mapping[str, Any], dp_release: bool) -> dict[str, Any]:
+    """``measured`` without the counts that compare released with original
+    values when the release is differentially private (and without private keys)."""
+    return {k: v for k, v in measured.items() if not k.startswith("_") and not (dp_release and k in COMPARED)}
+
+
+def _dp_structured(entries: Sequence[LedgerEntry], outcomes: Sequence[Any]) -> bool:
+    """Whether the verdict can call the release differentially private, from
+    the ledger and the steps alone (never from the values): some DP entry, no
+    leak, and every step spent through the accountant."""
+    dp = [e for e in entries if e.kind == "dp"]
+    return bool(dp) and not any(e.kind == "leak" for e in entries) \
+        and all(any(e.step == o.index for e in dp) for o in outcomes)
 
 
 def verdict(ledger: Ledger, accountant: Accountant, outcomes: Sequence[Any], checks: Mapping[str, Any], *,
@@ -391,11 +427,13 @@ def verdict(ledger: Ledger, accountant: Accountant, outcomes: Sequence[Any], che
             extras.append(f"{claim['component']} claims k-anonymity with k = {claim.get('k')}, which does NOT hold "
                           f"on the released data ({claim['records_in_small_groups']} records in smaller groups).")
         elif claim.get("guarantee") == "probabilistic k-anonymity" and claim.get("status") == "claimed":
-            extras.append(f"{claim['component']} claims probabilistic k-anonymity (k = {claim.get('k')}); "
-                          f"{claim['verbatim_records']} of {checks['records']} records are released verbatim.")
+            extras.append(f"{claim['component']} claims probabilistic k-anonymity (k = {claim.get('k')})"
+                          + (f"; {claim['verbatim_records']} of {checks['records']} records are released verbatim."
+                             if "verbatim_records" in claim else "."))
     stated = {c.get("verbatim_records") for c in checks.get("claims", ())
               if c.get("guarantee") == "probabilistic k-anonymity" and c.get("status") == "claimed"}
-    if checks.get("changed_columns") and checks.get("verbatim_records") \
+    # a differentially private release states nothing that compares released with original values
+    if not checks.get("dp_release") and checks.get("changed_columns") and checks.get("verbatim_records") \
             and checks.get("verbatim_records") not in stated:
         extras.append(f"{checks['verbatim_records']} of {checks['records']} records keep all their original values "
                       f"of the columns the steps worked on.")
@@ -404,6 +442,9 @@ def verdict(ledger: Ledger, accountant: Accountant, outcomes: Sequence[Any], che
                       "pattern is not protected.")
     if reasons:
         text = "No differential-privacy guarantee: " + "; ".join(reasons) + "."
+        left = [c for c in checks.get("unchanged_columns", ()) if c not in strata]
+        if left and checks.get("changed_columns"):
+            text += f" Released as in the original: {_cols(left)}."
     else:
         eps, delta = accountant.total(entries)
         relation_of = getattr(accountant, "relation", None)

@@ -14,6 +14,7 @@ import pytest
 import privclust
 from privclust import DataError, RecipeError
 from privclust.cli import main
+from privclust.runner import _join_partitions
 
 
 def _survey(n: int = 60, seed: int = 0) -> pd.DataFrame:
@@ -288,3 +289,37 @@ def test_the_report_shows_the_hosts_own_processing():
     assert len(rounding) == 1
     page = release.to_html(plots=False)
     assert "Processing by the host" in page and rounding[0].statement.split(".")[0] in page
+
+
+def test_a_strata_labels_do_not_depend_on_which_clusters_another_stratums_records_use():
+    """Each stratum's labels were offset by the largest label the previous
+    strata's *records* used, so moving one record of stratum A onto a cluster
+    of A's map that no A record used renumbered every record of B (an
+    attacker's neighbouring data sets; B's map and records unchanged). The
+    offset is now the number of centres the strata before it formed."""
+    view = pd.DataFrame({"x": np.arange(5.0)})
+    parts = [("A", np.array([0, 1])), ("B", np.array([2, 3, 4]))]
+    centres_a, centres_b = np.zeros((3, 1)), np.ones((2, 1))
+    b = privclust.Partition(labels=np.array([1, 0, 1]), centres=centres_b, columns=("x",))
+    before = _join_partitions(view, parts, [privclust.Partition(labels=np.array([0, 0]), centres=centres_a,
+                                                                columns=("x",)), b], {})
+    after = _join_partitions(view, parts, [privclust.Partition(labels=np.array([0, 2]), centres=centres_a,
+                                                               columns=("x",)), b], {})
+    assert before.labels.tolist() == [0, 0, 4, 3, 4] and after.labels.tolist() == [0, 2, 4, 3, 4]
+    assert np.array_equal(before.centres[before.labels], np.r_[centres_a, centres_b][before.labels])
+
+
+def test_a_stratified_microaggregation_keeps_its_partition_for_the_evaluators():
+    """group-sizes said a stratified release had no grouping step: the strata's
+    partitions were dropped when the results were combined."""
+    rng = np.random.default_rng(7)
+    data = pd.DataFrame({"region": rng.choice(["n", "s", "e"], 60), "income": rng.gamma(2, 1500, 60).round(2),
+                         "expend": rng.gamma(2, 1100, 60).round(2)})
+    release = privclust.run({"roles": {"strata": "region"},
+                             "steps": [{"use": "microaggregation", "k": 3, "columns": ["income", "expend"]}],
+                             "evaluate": ["group-sizes", "transparency-risk"]}, data, seed=1)
+    assert release.evaluation("k") == 3 and release.evaluation("min_size") >= 3
+    part = release.outcomes[0].partition
+    groups = pd.Series(part.labels).groupby(data["region"].to_numpy()).unique()
+    assert not set(groups["n"]) & set(groups["s"])  # no group spans two strata
+    assert release.evaluation("max_posterior") <= 1 / 3 + 1e-12

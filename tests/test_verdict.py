@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import pickle
+import re
 import warnings
 from typing import ClassVar
 
@@ -509,3 +510,47 @@ def test_a_k_anonymity_claim_without_a_k_is_not_verified(data):
     entry = release.ledger.of_kind("guarantee")[0]
     assert entry.status == "refuted" and entry.statement.startswith("Claimed by no-k, not verified")
     assert release.verdict.endswith("no-k claims k-anonymity without a k the host can check: not verified.")
+
+
+def test_a_dp_release_states_nothing_that_compares_released_with_original_values():
+    """An attacker's event: one record's value decided whether the verdict said
+    "1 of 2 records keep all their original values" (geometric noise 0 on an
+    in-bounds value), a count outside every DP statement. Now the verdict, the
+    ledger and the report of a DP release carry no such count, and whether a
+    column changed is what the steps wrote, not what differs: at an epsilon so
+    large that the noise is 0, the verdict stays the DP one."""
+    recipe = {"steps": [{"use": "geometric", "epsilon": 1.0, "bounds": {"a": [0, 10]}, "columns": ["a"]}]}
+    here, there = pd.DataFrame({"a": [5, 3], "b": [1, 2]}), pd.DataFrame({"a": [6, 3], "b": [1, 2]})
+    verdicts = set()
+    for seed in range(12):
+        for data in (here, there):
+            release = privclust.run(recipe, data, seed=seed)
+            verdicts.add(release.verdict)
+            written = [e.statement for e in release.ledger]
+            assert not any(re.search(r"\d+ of \d+ records (keep|with|were released)", s) for s in written), written
+            for report in (release.report(), release.report(non_disclosive=True)):
+                assert "verbatim_records" not in report["verification"]
+                assert all("verbatim_by_step" not in s for s in report["verification"]["steps"])
+            assert release.verification["dp_release"] is True and "verbatim_records" in release.verification
+    assert len(verdicts) == 1  # the same sentence whichever data set and whatever the noise
+    huge = {"steps": [{"use": "geometric", "epsilon": 1e12, "bounds": {"a": [0, 10]}, "columns": ["a"]}]}
+    release = privclust.run(huge, here, seed=1)
+    assert release.data["a"].tolist() == [5, 3]  # no noise at all ...
+    assert release.verdict == next(iter(verdicts)).replace("ε = 1,", "ε = 1e+12,")  # ... and the same verdict
+
+
+def test_a_verdict_without_dp_names_the_columns_released_as_in_the_original():
+    release = privclust.run({"steps": [{"use": "microaggregation", "k": 3, "columns": ["exp16", "exp7"]}]},
+                            table1(), seed=1)
+    assert release.verdict.startswith("No differential-privacy guarantee: no step is differentially private. "
+                                      "Released as in the original: total. ")
+
+
+def test_a_clusterer_step_is_said_to_leave_every_record_as_it_was():
+    """The host's entry for a clusterer followed by a masker counted the
+    masker's changes against the clusterer ("left 0 of 12 records")."""
+    release = privclust.run({"steps": [{"use": "mdav", "k": 3}, {"use": "microaggregation", "k": 3}]}, table1(),
+                            seed=1)
+    first = [e for e in release.ledger.of_kind("verified") if e.step == 0][0]
+    assert "step 0 (mdav) left 12 of 12 records with all their original values" in first.statement
+    assert "in the released file 0 of 12 records keep all of them" in first.statement
