@@ -49,6 +49,7 @@ from .report import (
     _by_evaluator,
     _jsonable,
     _ledger_sections,
+    _reported_checks,
     _templates,
     counted,
     environment,
@@ -65,7 +66,7 @@ from .runner import (
     default_step_columns,
     preflight,
 )
-from .verify import verdict
+from .verify import COMPARED, verdict
 
 __all__ = ["DatasetRelease", "run_dataset"]
 
@@ -129,7 +130,7 @@ class DatasetRelease:
                 "spent": {"epsilon": eps, "delta": delta},
                 "accountant": getattr(self.accountant, "description", type(self.accountant).__name__),
             },
-            "verification": dict(self.verification),
+            "verification": _reported_checks(self.verification),
             "ledger": ledger,
             "evaluations": [] if non_disclosive else [
                 {k: (None if isinstance(v, float) and np.isnan(v) else v) for k, v in row.items()}
@@ -254,6 +255,7 @@ def _sum_checks(checks: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> 
     first = checks[0]
     out: dict[str, Any] = {
         "records": sum(k["records"] for k in checks),
+        "dp_release": all(k.get("dp_release", False) for k in checks),
         "changed_columns": changed,
         "unchanged_columns": [c for c in columns if c not in changed],
         "label_columns": list(first["label_columns"]),
@@ -386,17 +388,22 @@ def _combined(compiled: CompiledRecipe, context: PrivacyContext, results: Sequen
                          details={"strata": list(compiled.recipe.roles.strata), "merged": list(merges),
                                   "parts": dict(sizes)}, mechanism="strata")
     checks = _sum_checks([r.verification for r in releases], columns)
+    dp_release = checks["dp_release"]  # then nothing written compares released with original values (verify)
     context._record_host(
         "verified",
         f"Host check of the whole release (the sum over the {_strata_count(len(sizes))} of each stratum's check): "
-        f"columns changed: {', '.join(checks['changed_columns']) or '(none)'}; columns released as in the original: "
-        f"{', '.join(checks['unchanged_columns']) or '(none)'}. {checks['verbatim_records']} of {checks['records']} "
-        "records keep all their original values of the columns the steps worked on; "
+        f"columns {'written by the steps' if dp_release else 'changed'}: "
+        f"{', '.join(checks['changed_columns']) or '(none)'}; columns released as in the original: "
+        f"{', '.join(checks['unchanged_columns']) or '(none)'}. "
+        + ("The host does not compare the written values with the original ones (a differentially private "
+           "release); " if dp_release else f"{checks['verbatim_records']} of {checks['records']} records keep all "
+           "their original values of the columns the steps worked on; ")
         + "; ".join(f"step {s['step']} ({s['id']}): the smallest group of identical released rows (within a "
                     f"stratum) has {s['min_group_size']} record(s), {s['unique_records']} unique"
                     for s in checks["steps"]) + ".",
         mechanism="release check",
-        details={k: v for k, v in checks.items() if k not in ("steps", "claims")})
+        details={k: v for k, v in checks.items() if k not in ("steps", "claims")
+                 and not (dp_release and k in COMPARED)})
     table = pd.concat(evaluations, ignore_index=True) if evaluations else pd.DataFrame()
     if "stratum" in table.columns:
         table = table[["stratum", *[c for c in table.columns if c != "stratum"]]]
