@@ -3,9 +3,12 @@
 :func:`compare` runs several recipes and/or a parameter grid over them, each
 configuration several times for randomised methods, and returns one tidy
 DataFrame with a row per run: the recipe, the swept parameters, the repeat,
-every evaluator's figure, the epsilon and delta actually spent (the honest
-figures the accountant charged), the epsilon the methods claim where they
-differ, the run time and the error of a run that failed.
+every evaluator's figure, whether the run's verdict is differentially private
+(``dp``) and, only then, the guarantee's epsilon and delta (``dp_epsilon``,
+``dp_delta``; NaN for a run without a DP guarantee), the epsilon and delta
+the run spent (the honest figures the accountant charged, whether or not the
+release is DP), the epsilon the methods claim where they differ, the run time
+and the error of a run that failed.
 
 Runs go to local processes by default, or to a Dask cluster when a scheduler
 is named (``scheduler="tcp://host:8786"``, a ``distributed.Client``, or
@@ -58,7 +61,13 @@ MAX_CONFIGURATIONS = 10_000
 MAX_RUNS = 100_000
 
 #: Columns every comparison table has, besides the swept parameters and the figures.
-FIXED_COLUMNS = ("recipe", "configuration", "repeat", "epsilon", "delta", "claimed_epsilon", "seconds", "error")
+FIXED_COLUMNS = ("recipe", "configuration", "repeat", "dp", "dp_epsilon", "dp_delta", "epsilon", "delta",
+                 "claimed_epsilon", "seconds", "error")
+#: The columns of the run's privacy figures, in table order (after the evaluators' figures).
+_PRIVACY_COLUMNS = ("dp", "dp_epsilon", "dp_delta", "epsilon", "delta", "claimed_epsilon")
+#: How the host's verdict (:func:`privclust.verify.verdict`) begins for a differentially private release;
+#: every other verdict begins "No differential-privacy guarantee: ".
+_DP_VERDICT = "ε-differentially private"
 
 
 # ---------------------------------------------------------------------------
@@ -290,16 +299,28 @@ def _run_one(recipe_dict: dict[str, Any], data: pd.DataFrame | None, seed: np.ra
     except Exception as err:  # a bug in a plugin must not take the other runs down
         return {"error": f"{type(err).__name__} (unexpected): {err}", "seconds": time.perf_counter() - start}
     eps, delta = release.spent
+    # The host's verdict decides whether the release is DP (a leak, a step released without spending, a release
+    # that changes no column void it); the spent figures are a guarantee only then.
+    dp = _is_dp(release)
     # The methods' own claims, composed by the run's accountant like the honest figures (parallel parts,
     # relations), not summed: each DP entry with its epsilon replaced by its claim.
     claimed = [attrs.evolve(e, epsilon=e.claimed_epsilon) if e.claimed_epsilon is not None else e
                for e in release.ledger.of_kind("dp")]
-    row: dict[str, Any] = {"epsilon": eps, "delta": delta,
+    row: dict[str, Any] = {"dp": dp, "dp_epsilon": eps if dp else math.nan, "dp_delta": delta if dp else math.nan,
+                           "epsilon": eps, "delta": delta,
                            "claimed_epsilon": float(release.accountant.total(claimed)[0]),
                            "seconds": time.perf_counter() - start, "error": None}
     for record in release.evaluations.itertuples(index=False):
         row[f"{record.evaluator}.{record.metric}"] = record.value
     return row
+
+
+def _is_dp(release: Any) -> bool:
+    """Whether the host's verdict on ``release`` is a differential-privacy
+    guarantee: the verdict is the one place the host decides it (any leak
+    entry, a step that released without spending, no DP step, or a release
+    that changes no column voids it), so the table reads it from there."""
+    return str(getattr(release, "verdict", "")).startswith(_DP_VERDICT)
 
 
 # ---------------------------------------------------------------------------
@@ -511,22 +532,26 @@ def compare(
             rows.append({"recipe": name, "configuration": c, **{k: params.get(k) for k in keys}, "repeat": r,
                          **result})
     table = pd.DataFrame(rows)
-    for column in ("epsilon", "delta", "claimed_epsilon", "seconds", "error"):
+    for column in (*_PRIVACY_COLUMNS, "seconds", "error"):
         if column not in table.columns:
-            table[column] = np.nan if column != "error" else None
+            table[column] = None if column in ("dp", "error") else np.nan
+    # True / False for a run that finished, missing (<NA>) for one that failed: it released nothing
+    table["dp"] = table["dp"].astype("boolean")
     metrics = sorted(c for c in table.columns if c not in FIXED_COLUMNS and c not in keys)
-    table = table[["recipe", "configuration", *keys, "repeat", *metrics, "epsilon", "delta", "claimed_epsilon",
-                   "seconds", "error"]]
+    table = table[["recipe", "configuration", *keys, "repeat", *metrics, *_PRIVACY_COLUMNS, "seconds", "error"]]
     table.attrs["privclust"] = {"parameters": keys, "metrics": metrics, "repeats": repeats}
     return table
 
 
 def summarize(table: pd.DataFrame) -> pd.DataFrame:
     """Mean and standard deviation of every figure per configuration, with
-    the number of runs and of failed runs."""
+    the number of runs and of failed runs, and ``dp``: True when every run
+    that finished is differentially private (the ``dp_epsilon`` figures are
+    NaN for a configuration where any finished run is not), False when one
+    is not, missing when none finished."""
     meta = table.attrs.get("privclust", {})
     keys = list(meta.get("parameters", []))
-    metrics = list(meta.get("metrics", [])) + ["epsilon", "claimed_epsilon", "seconds"]
+    metrics = list(meta.get("metrics", [])) + ["dp_epsilon", "epsilon", "claimed_epsilon", "seconds"]
     metrics = [m for m in metrics if m in table.columns]
     group = ["recipe", "configuration"]  # a configuration number names its parameter values
     ok = table[table["error"].isna()]
@@ -534,6 +559,12 @@ def summarize(table: pd.DataFrame) -> pd.DataFrame:
     stats.columns = [f"{m} {s}" for m, s in stats.columns]
     by = table.groupby(group, sort=False)
     counts = by.agg(runs=("repeat", "size"), failed=("error", lambda e: int(e.notna().sum())))
+    if "dp" in table.columns:
+        finished = ok.groupby(group, sort=False)["dp"].agg(lambda d: bool(d.fillna(False).astype(bool).all()))
+        counts["dp"] = finished.reindex(counts.index).astype("boolean")
+        for column in ("dp_epsilon mean", "dp_epsilon std"):  # a guarantee only if every run has one
+            if column in stats.columns:
+                stats.loc[~finished.reindex(stats.index).fillna(False).astype(bool), column] = np.nan
     params = by[keys].first() if keys else None
     out = (counts if params is None else params.join(counts)).join(stats).reset_index()
     out.attrs["privclust"] = {**meta, "summary": True}

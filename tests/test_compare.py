@@ -81,7 +81,8 @@ def test_table_has_a_row_per_run_with_every_figure(data, reg):
                               progress=False)
     assert len(table) == 2 * 2 * 3
     assert list(table.columns) == ["recipe", "configuration", "noise.epsilon", "repeat", "mean-shift.loss",
-                                   "mean-shift.risk", "epsilon", "delta", "claimed_epsilon", "seconds", "error"]
+                                   "mean-shift.risk", "dp", "dp_epsilon", "dp_delta", "epsilon", "delta",
+                                   "claimed_epsilon", "seconds", "error"]
     assert table["epsilon"].tolist() == [0.5] * 3 + [2.0] * 3 + [0.5] * 3 + [2.0] * 3
     assert table["error"].isna().all()
     loss = table.groupby("noise.epsilon")["mean-shift.loss"].mean()
@@ -410,6 +411,46 @@ def test_the_claimed_epsilon_is_composed_by_the_accountant_not_summed():
     assert table.loc[0, "epsilon"] > 1.0  # the honest figure of dp-dpcl
 
 
+@pytest.mark.filterwarnings("ignore::privclust.PrivacyLeakWarning")
+def test_the_dp_column_follows_the_verdict_and_only_a_dp_run_has_a_guarantee(data):
+    """The same epsilon is spent by a DP run, a run with bounds taken from the data (allow_leaks) and a DP step
+    beside microaggregation; only the first carries a guarantee, and the table says so."""
+    frame = data[["a", "b"]]
+    public = {"name": "public-bounds", "steps": [{"use": "laplace", "epsilon": 1.0, "bounds": BOUNDS}]}
+    leaky = {"name": "data-bounds", "privacy": {"allow_leaks": ["bounds"]},
+             "steps": [{"use": "laplace", "epsilon": 1.0, "bounds": "data"}]}
+    mixed = {"name": "dp+mdav", "steps": [
+        {"use": "laplace", "epsilon": 1.0, "bounds": {"a": [0, 10]}, "columns": ["a"]},
+        {"use": "microaggregation", "columns": ["b"], "clusterer": {"use": "mdav", "k": 3}}]}
+    failing = {"name": "failing", "steps": [{"use": "laplace", "epsilon": 1.0, "bounds": {"a": [0, 10]}}]}
+    recipes = [public, leaky, mixed, failing]
+    table = privclust.compare(recipes, frame, seed=1, progress=False, processes=1).set_index("recipe")
+    verdicts = {r["name"]: privclust.run(r, frame, seed=1).verdict for r in recipes[:3]}
+    assert verdicts["public-bounds"].startswith("ε-differentially private")
+    assert verdicts["data-bounds"].startswith("No differential-privacy guarantee") and "(bounds)" in verdicts["data-bounds"]
+    assert verdicts["dp+mdav"].startswith("No differential-privacy guarantee") and "step 1" in verdicts["dp+mdav"]
+    assert table["epsilon"].loc[["public-bounds", "data-bounds", "dp+mdav"]].tolist() == [1.0, 1.0, 1.0]  # spent
+    assert table["dp"].loc[["public-bounds", "data-bounds", "dp+mdav"]].tolist() == [True, False, False]
+    assert table.loc["public-bounds", "dp_epsilon"] == 1.0 and table.loc["public-bounds", "dp_delta"] == 0.0
+    assert table[["dp_epsilon", "dp_delta"]].loc[["data-bounds", "dp+mdav"]].isna().all().all()
+    assert str(table["dp"].dtype) == "boolean"
+    assert table.loc["failing", "error"] is not None and pd.isna(table.loc["failing", "dp"])  # released nothing
+    summary = privclust.summarize(table.reset_index()).set_index("recipe")
+    assert summary["dp"].loc[["public-bounds", "data-bounds", "dp+mdav"]].tolist() == [True, False, False]
+    assert pd.isna(summary.loc["failing", "dp"])
+    assert summary.loc["public-bounds", "dp_epsilon mean"] == 1.0
+    assert summary["dp_epsilon mean"].loc[["data-bounds", "dp+mdav", "failing"]].isna().all()
+    assert (summary["epsilon mean"].loc[["public-bounds", "data-bounds", "dp+mdav"]] == 1.0).all()
+
+
+def test_a_run_without_a_dp_step_is_not_dp_and_spends_nothing(data):
+    recipe = {"steps": [{"use": "microaggregation", "columns": ["a", "b"], "clusterer": {"use": "mdav", "k": 3}}]}
+    table = privclust.compare({"mdav": recipe}, data[["a", "b"]], seed=1, progress=False, processes=1)
+    assert privclust.run(recipe, data[["a", "b"]]).verdict.startswith("No differential-privacy guarantee")
+    assert not table.loc[0, "dp"] and pd.isna(table.loc[0, "dp_epsilon"])
+    assert table.loc[0, "epsilon"] == 0.0
+
+
 def test_forked_workers_find_their_own_comparisons_data_by_token():
     """Local workers forked by a comparison read the data and registry under that comparison's token, so two
     comparisons set up at the same time keep apart (module globals were overwritten by the second)."""
@@ -430,3 +471,13 @@ def test_forked_workers_find_their_own_comparisons_data_by_token():
     assert rows[0]["error"] is None and rows[0]["sse-sst.sse"] < 1e-6
     assert rows[1]["error"] is None and rows[1]["sse-sst.sse"] > 1000.0
     assert not compare_module._FORKED  # nothing left behind
+
+
+@pytest.mark.filterwarnings("ignore::privclust.PrivacyLeakWarning")
+def test_the_docs_page_examples_run(tmp_path):
+    """docs/compare.md prints what its output blocks show (the dp column among them)."""
+    from _docblocks import run_page
+    from conftest import require_dataset
+
+    require_dataset("casc_census.csv")
+    assert run_page("compare.md", tmp_path) >= 4
