@@ -267,26 +267,42 @@ def _linkage(Z: np.ndarray, Zp: np.ndarray, allowed: np.ndarray | None, workers:
     return float(credit.mean()), float(credit.sum())
 
 
-def interval_disclosure(X: np.ndarray, Y: np.ndarray, width: float) -> tuple[float, float]:
-    """sdcMicro's ``dRisk`` (SDID, Mateo-Sanz et al. 2004): around each
-    protected value ``y_ij`` the interval ``y_ij -/+ width * s'_j`` with
-    ``s'_j`` the sample s.d. of protected column ``j``. Returns ``(share of
-    records whose every original value lies in its interval (dRisk), share of
-    single values inside)``. With missing values, over the cells observed in
-    both files (a record with none is left out)."""
+def interval_disclosure(X: np.ndarray, Y: np.ndarray, width: float) -> tuple[float, float, float]:
+    """Interval disclosure (SDID, Mateo-Sanz et al. 2004) as sdcMicro's
+    ``dRiskWORK`` computes it: around each protected value ``y_ij`` the
+    interval ``[y_ij - width * s'_j, y_ij + width * s'_j]``, with ``s'_j`` the
+    sample s.d. (``ddof=1``) of protected column ``j`` over its observed
+    values. Returns ``(drisk, drisk_all_inside, values_inside)``:
+
+    * ``drisk``: sdcMicro's figure, the share of records with **at most one**
+      original value outside its interval (``rowSums(x < mi | x > ma) %in%
+      0:1``);
+    * ``drisk_all_inside``: the stricter share of records whose **every**
+      original value lies inside its interval;
+    * ``values_inside``: the share of single values inside their interval.
+
+    With missing values, over the cells observed in both files: a cell not
+    observed in both is never outside (as sdcMicro's ``na.rm = TRUE``) and
+    never inside, and a record with no such cell is left out (sdcMicro counts
+    it at risk). A column with fewer than two observed protected values has
+    no s.d. (R's ``NA``): its cells are neither outside nor inside."""
     both = _compared(X, Y)
-    if both.all():
-        sd = Y.std(axis=0, ddof=1) if Y.shape[0] > 1 else np.zeros(Y.shape[1])
-        half = width * sd
-        inside = (X >= Y - half) & (X <= Y + half)
-        return float(np.mean(np.all(inside, axis=1))), float(np.mean(inside))
-    # missing values: over the cells observed in both; a record counts if it has one such cell
-    _, sd, _ = _varying(np.where(both, Y, np.nan), ddof=1)
+    observed = ~np.isnan(Y)
+    count = observed.sum(axis=0)
+    mean = np.where(observed, Y, 0.0).sum(axis=0) / np.maximum(count, 1)
+    squares = np.where(observed, Y - mean, 0.0) ** 2
+    sd = np.where(count > 1, np.sqrt(squares.sum(axis=0) / np.maximum(count - 1, 1)), np.nan)
     half = width * sd
-    inside = (X >= Y - half) & (X <= Y + half) & both
+    with np.errstate(invalid="ignore"):
+        low, high = Y - half, Y + half
+        outside = ((X < low) | (X > high)) & both  # a comparison with NaN is False: never outside
+        inside = (X >= low) & (X <= high) & both
+    at_risk = outside.sum(axis=1) <= 1
+    all_inside = np.all(inside | ~both, axis=1)
     rows = both.any(axis=1)
-    records = np.all(inside | ~both, axis=1)[rows]
-    return float(records.mean()) if rows.any() else float("nan"), float(inside.sum() / both.sum())
+    if not rows.any():
+        return float("nan"), float("nan"), float("nan")
+    return float(at_risk[rows].mean()), float(all_inside[rows].mean()), float(inside.sum() / both.sum())
 
 
 def realised_sizes(labels: np.ndarray) -> np.ndarray:

@@ -8,7 +8,8 @@ name                     figures
 ``moments``              relative change of means, variances, covariances;
                          absolute change of correlations
 ``dbrl``                 ``dbrl``: share of records linked to their own original
-``interval-disclosure``  ``drisk`` (sdcMicro's dRisk) and ``values_inside``
+``interval-disclosure``  ``drisk`` (sdcMicro's dRisk), ``drisk_all_inside``
+                         and ``values_inside``
 ``group-sizes``          realised (and, for fuzzy maskers, expected) group sizes
 ``transparency-risk``    mean posterior of the true record for a transparent
                          intruder
@@ -184,14 +185,18 @@ class DBRL:
 
 @attrs.frozen(kw_only=True)
 class IntervalDisclosure:
-    """Interval disclosure as sdcMicro's ``dRisk``: the share of records
-    whose original values all fall within ``width`` standard deviations (of
-    the protected column) of their protected values."""
+    """Interval disclosure as sdcMicro's ``dRisk`` (``dRiskWORK``): around
+    each protected value an interval of ``width`` standard deviations (of
+    the protected column) either side; ``drisk`` is the share of records with
+    at most one original value outside its interval (sdcMicro's rule),
+    ``drisk_all_inside`` the share with every original value inside."""
 
     name: ClassVar[str] = "interval-disclosure"
     metric_descriptions: ClassVar[Mapping[str, tuple[str, str]]] = {
-        "drisk": ("share of records whose original values all lie within the interval around their protected "
-                  "values (disclosure risk)", "share (0-1)"),
+        "drisk": ("share of records with at most one original value outside the interval around its protected "
+                  "value (sdcMicro's dRisk; disclosure risk)", "share (0-1)"),
+        "drisk_all_inside": ("share of records whose original values all lie within the interval around their "
+                             "protected values (stricter than sdcMicro's dRisk)", "share (0-1)"),
         "values_inside": ("share of values whose original lies within the interval around the protected value",
                           "share (0-1)"),
     }
@@ -201,8 +206,8 @@ class IntervalDisclosure:
 
     def evaluate(self, inputs: EvaluationInputs) -> Mapping[str, float]:
         X, Y = _arrays(inputs, self.name)
-        records, values = mm.interval_disclosure(X, Y, self.width)
-        return {"drisk": records, "values_inside": values}
+        records, all_inside, values = mm.interval_disclosure(X, Y, self.width)
+        return {"drisk": records, "drisk_all_inside": all_inside, "values_inside": values}
 
 
 def _find_partition(inputs: EvaluationInputs, step: str | None, who: str) -> tuple[Any, Partition]:

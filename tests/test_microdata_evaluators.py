@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 from types import SimpleNamespace
 from typing import ClassVar
 
@@ -111,16 +112,95 @@ def test_dbrl_matches_brute_force(seed, n, d, noise):
     assert share == pytest.approx(np.mean(credit))
 
 
-def test_interval_disclosure_follows_sdcmicro():
-    original = pd.DataFrame({"a": [1.0, 2.0, 3.0, 4.0], "b": [0.0, 0.0, 0.0, 10.0]})
-    protected = pd.DataFrame({"a": [1.0, 2.2, 3.0, 5.0], "b": [0.0, 0.0, 1.0, 10.0]})
-    # half-widths 0.1 * sd'(ddof=1): a: 0.1*1.7017 = 0.170, b: 0.1*4.7871 = 0.479
+def sdcmicro_drisk(x, xm, k):
+    """sdcMicro's dRiskWORK (R/dRisk.R) written out as loops: ``sds <- apply(xm, 2, sd, na.rm = TRUE)``,
+    ``mi <- xm - k * sds``, ``ma <- xm + k * sds``, then the share of rows with
+    ``rowSums(x < mi | x > ma, na.rm = TRUE) %in% 0:1``; plus the stricter every-value-inside share."""
+    n, p = x.shape
+    sds = []
+    for j in range(p):
+        seen = [v for v in xm[:, j] if not np.isnan(v)]
+        sds.append(statistics.stdev(seen) if len(seen) > 1 else float("nan"))
+    at_risk = all_inside = 0
+    for i in range(n):
+        outside = inside = 0
+        for j in range(p):
+            low, high = xm[i, j] - k * sds[j], xm[i, j] + k * sds[j]
+            if x[i, j] < low or x[i, j] > high:  # False when any of them is NaN, as R's na.rm drops the cell
+                outside += 1
+            if low <= x[i, j] <= high:
+                inside += 1
+        at_risk += outside in (0, 1)
+        all_inside += inside == p
+    return at_risk / n, all_inside / n
+
+
+def test_interval_disclosure_follows_sdcmicro_by_hand():
+    # half-widths 0.1 * sd'(ddof=1) of the protected columns: a 0.170, b 0.479, c 0.129
+    original = pd.DataFrame({"a": [1.0, 2.0, 3.0, 4.0], "b": [0.0, 0.0, 0.0, 10.0], "c": [0.0, 1.0, 2.0, 3.0]})
+    protected = pd.DataFrame({"a": [1.0, 2.2, 3.0, 5.0], "b": [0.0, 0.0, 1.0, 10.0], "c": [0.0, 1.5, 2.1, 3.0]})
+    inside = np.array([[True, True, True], [False, True, False], [True, False, True], [False, True, True]])
+    # values outside per record: 0, 2, 1, 1: sdcMicro counts the records with at most one outside
     out = IntervalDisclosure(width=0.1).evaluate(inputs(original, protected))
-    inside = np.array([[True, True], [False, True], [True, False], [False, True]])
+    assert out["drisk"] == pytest.approx(0.75)
+    assert out["drisk_all_inside"] == pytest.approx(0.25)  # only record 0 has every value inside
     assert out["values_inside"] == pytest.approx(inside.mean())
-    assert out["drisk"] == pytest.approx(0.25)  # only record 0 has every value inside
+    assert (out["drisk"], out["drisk_all_inside"]) == pytest.approx(
+        sdcmicro_drisk(original.to_numpy(), protected.to_numpy(), 0.1))
     wide = IntervalDisclosure(width=10.0).evaluate(inputs(original, protected))
-    assert wide["drisk"] == 1.0
+    assert wide["drisk"] == 1.0 and wide["drisk_all_inside"] == 1.0
+
+
+@pytest.mark.parametrize("width", [0.05, 0.2, 1.0])
+def test_interval_disclosure_is_sdcmicros_drisk_brute_force(width):
+    rng = np.random.default_rng(4)
+    x = rng.normal(size=(300, 4)) * [1, 10, 100, 1000]
+    # noise of several sizes, so that records have 0, 1, 2, 3 or 4 values outside their intervals
+    xm = x + rng.normal(size=x.shape) * [1, 10, 100, 1000] * rng.choice([0.0, 0.01, 0.1, 1.0], size=x.shape)
+    out = IntervalDisclosure(width=width).evaluate(inputs(pd.DataFrame(x), pd.DataFrame(xm)))
+    drisk, all_inside = sdcmicro_drisk(x, xm, width)
+    assert out["drisk"] == pytest.approx(drisk, abs=1e-12)
+    assert out["drisk_all_inside"] == pytest.approx(all_inside, abs=1e-12)
+    assert out["drisk_all_inside"] < out["drisk"] < 1.0  # the two rules differ on this data
+
+
+def test_interval_disclosure_with_missing_values_is_sdcmicros_rule_over_the_records_compared():
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=(60, 3))
+    xm = x + rng.normal(size=x.shape) * rng.choice([0.0, 1.0], size=x.shape)
+    x[rng.random(x.shape) < 0.2] = np.nan
+    xm[rng.random(xm.shape) < 0.2] = np.nan
+    left_out = int((np.isnan(x) | np.isnan(xm)).all(axis=1).sum())  # no cell observed in both files
+    assert left_out > 0
+    out = IntervalDisclosure(width=0.3).evaluate(inputs(pd.DataFrame(x), pd.DataFrame(xm)))
+    # sdcMicro counts a missing cell as not outside, so it counts a record with no compared cell at risk;
+    # privclust leaves those records out of the share (numerator and denominator)
+    drisk, _ = sdcmicro_drisk(x, xm, 0.3)
+    n = len(x)
+    assert out["drisk"] == pytest.approx((drisk * n - left_out) / (n - left_out))
+    assert 0 < out["drisk"] < 1
+
+
+def test_interval_disclosure_of_one_column_is_always_at_risk_by_sdcmicros_rule():
+    original = pd.DataFrame({"a": [0.0, 1.0, 2.0, 3.0]})
+    protected = pd.DataFrame({"a": [10.0, 1.0, 20.0, -5.0]})
+    out = IntervalDisclosure().evaluate(inputs(original, protected))
+    assert out["drisk"] == 1.0  # at most one value outside: every record of a single column
+    assert out["drisk_all_inside"] == 0.25 and out["values_inside"] == 0.25
+
+
+def test_interval_disclosure_on_the_census_is_sdcmicros_rule():
+    """The auditors' case: MDAV k = 3 of AFNLWGT, AGI and FEDTAX, width 0.05 (sdcMicro's rule gives 0.487, the
+    every-value-inside rule 0.1213)."""
+    require_dataset("casc_census.csv")
+    census = privclust.datasets.load("casc_census")
+    columns = ["AFNLWGT", "AGI", "FEDTAX"]
+    release = privclust.run({"steps": [{"use": "microaggregation", "k": 3, "columns": columns}],
+                             "evaluate": [{"use": "interval-disclosure", "width": 0.05}]}, census)
+    x, xm = census[columns].to_numpy(float), release.data[columns].to_numpy(float)
+    drisk, all_inside = sdcmicro_drisk(x, xm, 0.05)
+    assert release.evaluation("drisk") == pytest.approx(drisk) == pytest.approx(0.487, abs=5e-4)
+    assert release.evaluation("drisk_all_inside") == pytest.approx(all_inside) == pytest.approx(0.1213, abs=5e-5)
 
 
 def test_identity_masking_loses_nothing_and_links_everything():
