@@ -391,14 +391,74 @@ def equality_problems(E: np.ndarray, f: np.ndarray) -> list[tuple[str, int, list
     return out
 
 
-def _feasible(E: np.ndarray, f: np.ndarray, A: np.ndarray, c: np.ndarray) -> bool:
+def _pow2(x: np.ndarray) -> np.ndarray:
+    """The power of two nearest ``x`` (1 where ``x`` is 0): scaling by it is exact."""
+    return np.where(x > 0, np.exp2(np.round(np.log2(np.where(x > 0, x, 1.0)))), 1.0)
+
+
+def _equilibrated(M: np.ndarray, sweeps: int = 40) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Row and column scalings (powers of two) of ``M``: geometric sweeps
+    (each row, then each column, divided by the geometric mean of its
+    smallest and largest non-zero magnitude), then each row divided by its
+    largest magnitude. Returns ``(scaled M, row factors, column factors)``."""
+    S = M.astype(float, copy=True)
+    rows, cols = np.ones(M.shape[0]), np.ones(M.shape[1])
+    if not S.size:
+        return S, rows, cols
+    nonzero = S != 0
+
+    def spread(axis: int) -> np.ndarray:
+        mag = np.abs(S)
+        big = mag.max(axis=axis)
+        small = np.where(nonzero, mag, np.inf).min(axis=axis)
+        return _pow2(np.sqrt(big) * np.sqrt(np.where(np.isfinite(small), small, big)))
+
+    for _ in range(sweeps):
+        r = 1.0 / spread(1)
+        S *= r[:, None]
+        s = 1.0 / spread(0)
+        S *= s[None, :]
+        rows, cols = rows * r, cols * s
+        if np.all(r == 1.0) and np.all(s == 1.0):
+            break
+    r = 1.0 / _pow2(np.abs(S).max(axis=1))
+    return S * r[:, None], rows * r, cols
+
+
+def _lp_infeasible(E: np.ndarray, A: np.ndarray, bounds: list[tuple[float | None, float | None]],
+                   method: str) -> bool:
+    """Whether HiGHS (``method``) proves ``{E w = 0, A w <= 0}`` within
+    ``bounds`` empty (status 2); any other outcome (a point, numerical
+    trouble, an iteration limit) is no proof."""
     from scipy.optimize import linprog
 
+    d = len(bounds)
+    res = linprog(np.zeros(d), A_ub=A if A.size else None, b_ub=np.zeros(A.shape[0]) if A.size else None,
+                  A_eq=E if E.size else None, b_eq=np.zeros(E.shape[0]) if E.size else None, bounds=bounds,
+                  method=method)
+    return res.status == 2
+
+
+def _feasible(E: np.ndarray, f: np.ndarray, A: np.ndarray, c: np.ndarray) -> bool:
+    """Whether some point satisfies ``E z = f, A z <= c``.
+
+    The check solves the homogenised system ``A z - c t <= 0, E z - f t = 0,
+    t >= 1`` (the same set, divided by ``t``) after scaling its rows and
+    columns, the right-hand sides a column like the others, to magnitudes
+    near 1 (:func:`_equilibrated`): scipy's HiGHS works with absolute
+    tolerances and reads an absolute value of 1e20 or more as infinite, so
+    unscaled it refuses ``a <= 1e16*b`` although ``a = b = 0`` satisfies it.
+    The set is called empty only when HiGHS's dual simplex proves it on the
+    scaled system and its interior-point method confirms it.
+    """
     d = E.shape[1] if E.size else A.shape[1]
-    res = linprog(np.zeros(d), A_ub=A if A.size else None, b_ub=c if A.size else None,
-                  A_eq=E if E.size else None, b_eq=f if E.size else None,
-                  bounds=[(None, None)] * d, method="highs")
-    return res.status != 2
+    E, A = E.reshape(-1, d), A.reshape(-1, d)
+    k = A.shape[0]
+    S, _, _ = _equilibrated(np.vstack([np.hstack([A, -np.asarray(c, float)[:, None]]),
+                                       np.hstack([E, -np.asarray(f, float)[:, None]])]))
+    # t = (its column factor) * t', and the set is a cone: t' >= 1 is as good as t = 1
+    bounds: list[tuple[float | None, float | None]] = [(None, None)] * d + [(1.0, None)]
+    return not (_lp_infeasible(S[k:], S[:k], bounds, "highs-ds") and _lp_infeasible(S[k:], S[:k], bounds, "highs-ipm"))
 
 
 def infeasible_subset(E: np.ndarray, f: np.ndarray, A: np.ndarray, c: np.ndarray) -> tuple[list[int], list[int]] | None:

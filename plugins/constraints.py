@@ -20,6 +20,8 @@ True
 from __future__ import annotations
 
 import difflib
+import math
+import sys
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
@@ -63,9 +65,16 @@ def _parse_all(rules: Sequence[str]) -> tuple[ParsedRule, ...]:
     parsed, errors = [], []
     for text in rules:
         try:
-            parsed.append(_linear.parse_rule(text))
+            rule = _linear.parse_rule(text)
         except RuleSyntaxError as err:
             errors.append(str(err))
+            continue
+        if not (math.isfinite(rule.rhs) and all(math.isfinite(a) for _, a in rule.coefs)):
+            errors.append(f"edit rule {text!r}: a coefficient or constant overflows (beyond {sys.float_info.max:.3g}, "
+                          "the largest floating-point number); rescale the rule, e.g. divide both sides by a power "
+                          "of ten")
+            continue
+        parsed.append(rule)
     if errors:
         raise ConstraintError("\n".join(errors))
     return tuple(parsed)

@@ -154,6 +154,65 @@ def test_check_accepts_a_feasible_mixed_system():
     assert h.check(None) == []
 
 
+@pytest.mark.parametrize("rule", ["a <= 1e14*b", "a <= 1e16*b", "a <= 1e100*b", "a <= 1e308*b",
+                                  "a <= 1e308*b - 1e308*c", "a <= 1e-300*b", "a >= 1e25", "a <= -1e300"])
+def test_a_feasible_rule_with_coefficients_out_of_scale_is_accepted(rule):
+    """a <= 1e16*b holds at a = b = 0 (unscaled, HiGHS proved it 'infeasible'); a >= 1e25 at a = 1e25."""
+    assert LinearConstraints(rules=[rule]).check(None) == []
+
+
+@pytest.mark.parametrize("rules", [["a <= 1e16*b", "a >= 0", "b >= 0"], ["a >= 1e25", "a <= 2e25"],
+                                   ["a + 1e-20*b >= 1", "a <= 0"], ["a = 1e300*b", "a >= 1"]])
+def test_feasible_systems_out_of_scale_are_accepted(rules):
+    # the last three hold at a = 1e25, at (a, b) = (0, 1e20) and at (a, b) = (1, 1e-300)
+    assert LinearConstraints(rules=rules).check(None) == []
+
+
+@pytest.mark.parametrize(("rules", "culprits"), [
+    (["a >= 1", "a <= 0"], [1, 2]),
+    (["z >= 0", "a >= 1", "a <= 0"], [2, 3]),
+    (["a <= 1e16*b", "b <= -1", "a >= 0"], [1, 2, 3]),
+    (["a >= 1e25", "a <= 1e24"], [1, 2]),
+    (["1e-20*a >= 1", "a <= 0"], [1, 2]),
+    (["a <= 1e-300*b", "a >= 1", "b <= 1e299"], [1, 2, 3]),
+])
+def test_contradictory_rules_are_still_refused_whatever_their_scale(rules, culprits):
+    (problem,) = LinearConstraints(rules=rules).check(None)
+    shown = ", ".join(f"rule {i} {rules[i - 1]!r}" for i in culprits)
+    assert problem == (f"{shown} cannot all hold at once: no record satisfies them together (the feasible set is "
+                       "empty; relax or remove one of them)")
+
+
+def test_the_feasibility_check_agrees_with_the_unscaled_one_on_rules_rescaled_by_powers_of_ten():
+    """Random small systems with small integer coefficients (where HiGHS unscaled is reliable), then each rule
+    multiplied by 10^-15..10^15 and each column measured in a unit 10^-8..10^8: the same answer."""
+    from scipy.optimize import linprog
+
+    rng = np.random.default_rng(1)
+    answers = []
+    for _ in range(150):
+        d, m = int(rng.integers(1, 5)), int(rng.integers(1, 7))
+        A = rng.integers(-3, 4, size=(m, d)).astype(float)
+        c = rng.integers(-5, 6, size=m).astype(float)
+        E = rng.integers(-3, 4, size=(int(rng.integers(0, 2)), d)).astype(float)
+        f = rng.integers(-5, 6, size=E.shape[0]).astype(float)
+        truth = linprog(np.zeros(d), A_ub=A, b_ub=c, A_eq=E if E.size else None, b_eq=f if E.size else None,
+                        bounds=[(None, None)] * d, method="highs").status != 2
+        rows, eq_rows = 10.0 ** rng.integers(-15, 16, size=m), 10.0 ** rng.integers(-15, 16, size=E.shape[0])
+        unit = 10.0 ** rng.integers(-8, 9, size=d)
+        scaled = _linear.infeasible_subset(E * eq_rows[:, None] * unit, f * eq_rows, A * rows[:, None] * unit,
+                                           c * rows) is None
+        assert scaled == truth, (A, c, E, f, rows, eq_rows, unit)
+        answers.append(truth)
+    assert 0 < sum(answers) < len(answers)  # both answers occur
+
+
+def test_a_rule_whose_numbers_overflow_is_refused_by_name():
+    with pytest.raises(ConstraintError, match=r"edit rule 'a <= 1e308\*1e308\*b': a coefficient or constant "
+                                              r"overflows .* rescale the rule"):
+        LinearConstraints(rules=["a >= 0", "a <= 1e308*1e308*b"])
+
+
 def test_compile_reports_rule_problems_and_run_reports_unknown_columns(registry):
     bad = {"constraints": [{"use": "linear", "rules": ["a >= 1", "a <= 0"]}], "steps": [{"use": "mdav"}]}
     with pytest.raises(RecipeError, match=r"constraints\[0\].*cannot all hold"):
