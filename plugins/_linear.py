@@ -371,10 +371,16 @@ def equality_problems(E: np.ndarray, f: np.ndarray) -> list[tuple[str, int, list
     Adds the rows one by one; a row in the span of the earlier ones is
     ``("redundant", i, deps)`` when its right-hand side agrees with the same
     combination of theirs, else ``("contradictory", i, deps)``. ``deps`` are
-    the earlier rows the combination uses.
+    the earlier rows the combination uses. The test runs on the rows and
+    columns scaled to magnitudes near 1 (:func:`_equilibrated`), so a badly
+    scaled rule (``a = 1e16*b + 1`` beside ``b = 0``) is not taken for a
+    multiple of another.
     """
     out: list[tuple[str, int, list[int]]] = []
     kept: list[int] = []
+    if E.size:
+        E, rows, _ = _equilibrated(np.asarray(E, dtype=float))
+        f = np.asarray(f, dtype=float) * rows
     for i in range(E.shape[0]):
         if kept:
             B = E[kept]
@@ -383,6 +389,9 @@ def equality_problems(E: np.ndarray, f: np.ndarray) -> list[tuple[str, int, list
             scale = max(1.0, float(np.abs(E[i]).max()))
             if np.linalg.norm(resid) <= 1e-9 * scale * math.sqrt(E.shape[1]):
                 deps = [kept[j] for j in np.flatnonzero(np.abs(coef) > 1e-12)]
+                if not deps:  # not a combination of any earlier rule after all
+                    kept.append(i)
+                    continue
                 gap = f[i] - coef @ f[kept]
                 rhs_scale = 1.0 + abs(f[i]) + float(np.abs(coef) @ np.abs(f[kept]))
                 out.append(("redundant" if abs(gap) <= 1e-9 * rhs_scale else "contradictory", i, deps))

@@ -141,6 +141,21 @@ def test_check_reports_a_combination_that_contradicts():
     assert "rule 3" in problem and "rule 1" in problem and "rule 2" in problem
 
 
+@pytest.mark.parametrize("rules", [["a = 1e16*b + 1", "b = 0"], ["a = 1e-300*b", "b = 1"],
+                                   ["1e12*a = b", "a + b = 3"]])
+def test_badly_scaled_independent_equalities_are_not_taken_for_multiples(rules):
+    """'a = 1e16*b + 1' and 'b = 0' hold together (a = 1): the rank test read
+    them as multiples of each other and named no rule ("follows from :")."""
+    assert LinearConstraints(rules=rules).check(None) == []
+
+
+@pytest.mark.parametrize("rules, word", [(["a = 1e16*b", "2*a = 2e16*b"], "follows from rule 1"),
+                                         (["a = 1e16*b", "2*a = 2e16*b + 1"], "contradicts rule 1")])
+def test_badly_scaled_dependent_equalities_are_still_named(rules, word):
+    (problem,) = LinearConstraints(rules=rules).check(None)
+    assert "rule 2" in problem and word in problem
+
+
 def test_check_reports_infeasible_inequalities_with_a_minimal_set():
     h = LinearConstraints(rules=["z >= 5", "a >= 1", "b >= 1", "a + b <= 1"])
     (problem,) = h.check(None)
