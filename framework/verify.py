@@ -138,6 +138,25 @@ def _groups_of(released: pd.DataFrame, columns: Sequence[str], extra: Sequence[s
     return _groups(keyed, [*columns, "\0part"])
 
 
+def _held_on_step_output(outcomes: Sequence[Any], step: int | None, released: pd.DataFrame,
+                         columns: Sequence[str], extra: Sequence[str], k: int) -> bool:
+    """Whether k-anonymity with ``k`` held on the values step ``step`` itself
+    released (identical rows, or a missing value matching any value), before
+    later steps and the host's rounding."""
+    own = next((o for o in outcomes if o.index == step and o.kind != "clusterers"), None)
+    data = getattr(getattr(own, "result", None), "data", None)
+    if data is None or not all(c in data.columns for c in columns):
+        return False
+    frame = pd.DataFrame({c: data[c].to_numpy() for c in columns}, index=released.index)
+    for c in extra:
+        frame[c] = released[c].to_numpy()
+    sizes, _ = _groups_of(frame, columns, extra)
+    if int(sizes.min()) >= k:
+        return True
+    found = _matching(frame, columns, extra) if frame.loc[:, list(columns)].isna().to_numpy().any() else None
+    return found is not None and int(found.min()) >= k
+
+
 def _kind_of_claim(guarantee: str | None) -> str | None:
     """``"k-anonymity"`` or ``"probabilistic k-anonymity"`` for the claims the
     host checks (whatever a component appends to the name), else ``None``."""
@@ -331,6 +350,8 @@ def verify(context: PrivacyContext, original: pd.DataFrame, released: pd.DataFra
                             f"{claim}")
                 else:
                     status = "refuted"
+                    if _held_on_step_output(outcomes, entry.step, released, columns, extra, k):
+                        record["held_on_step_output"] = True
                     text = (f"Claimed by {who}, does NOT hold: k-anonymity with k = {k} of {_cols(columns)}. On "
                             f"the released data {small} of {n} records share their combination of these columns "
                             f"with fewer than {k - 1} other record(s) (the smallest group has {smallest}"
@@ -338,6 +359,9 @@ def verify(context: PrivacyContext, original: pd.DataFrame, released: pd.DataFra
                                f"{record['records_with_few_matches']} records match fewer than {k}, the fewest "
                                f"{matching}" if matching is not None else "") + "); "
                             + ("" if dp_release else f"{verbatim} records are released verbatim. ")
+                            + ("It held on what the step itself released: a later step or the host's rounding of "
+                               "integer columns changed its values afterwards. " if record.get("held_on_step_output")
+                               else "")
                             + f"The claim was: {claim}")
             else:
                 status = "claimed"
@@ -425,7 +449,9 @@ def verdict(ledger: Ledger, accountant: Accountant, outcomes: Sequence[Any], che
             extras.append(f"{claim['component']} claims k-anonymity without a k the host can check: not verified.")
         elif claim.get("guarantee") == "k-anonymity" and claim.get("status") == "refuted":
             extras.append(f"{claim['component']} claims k-anonymity with k = {claim.get('k')}, which does NOT hold "
-                          f"on the released data ({claim['records_in_small_groups']} records in smaller groups).")
+                          f"on the released data ({claim['records_in_small_groups']} records in smaller groups"
+                          + ("; it held on what the step released, before a later step or the host's rounding"
+                             if claim.get("held_on_step_output") else "") + ").")
         elif claim.get("guarantee") == "probabilistic k-anonymity" and claim.get("status") == "claimed":
             extras.append(f"{claim['component']} claims probabilistic k-anonymity (k = {claim.get('k')})"
                           + (f"; {claim['verbatim_records']} of {checks['records']} records are released verbatim."
