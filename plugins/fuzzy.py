@@ -59,7 +59,8 @@ from .mdav import MISSING_CHOICES
 
 __version__ = "0.1.0"
 
-__all__ = ["EFCM", "FCM", "FuzzyFit", "Standardised", "single_threaded_blas", "standardise", "z_projector"]
+__all__ = ["EFCM", "FCM", "FuzzyFit", "Standardised", "finite_fuzzifier", "non_finite_memberships",
+           "single_threaded_blas", "standardise", "z_projector"]
 
 #: Default fuzzifier of ``fcm`` used on its own.
 DEFAULT_M = 2.0
@@ -89,6 +90,41 @@ MISSING_POLICY = ("distances from a record to a centre by the partial distance s
 # ---------------------------------------------------------------------------
 # Shared helpers (also used by the microaggregation maskers)
 # ---------------------------------------------------------------------------
+
+
+def finite_fuzzifier(kind: str) -> Callable[[Any], str | None]:
+    """The ``check`` of a fuzzifier parameter (:func:`privclust.param`):
+    ``m`` (``kind = "fcm"``) or ``lambda`` (``"efcm"``) must be finite. An
+    infinite one passes the bound (``inf > 1``, ``inf > 0``) but gives no
+    memberships: ``lambda = inf`` makes them ``0 / 0`` (NaN) and ``m = inf``
+    makes every one ``1 / c``."""
+    if kind == "fcm":
+        text = ("must be a finite number > 1 (m = inf gives every record the same membership 1/c of every "
+                "centre; for near-uniform memberships give a large finite m, e.g. 10)")
+    else:
+        text = ("must be a finite number > 0 (lambda = inf makes every membership 0/0, not a number; for "
+                "near-crisp memberships give a large finite lambda, e.g. 1e6)")
+
+    def check(value: Any) -> str | None:
+        if isinstance(value, int | float) and not isinstance(value, bool) and not math.isfinite(float(value)):
+            return text
+        return None
+
+    return check
+
+
+def non_finite_memberships(memberships: Any, expected: Any = None) -> int:
+    """How many records have a non-finite membership (NaN or infinite) in
+    ``memberships`` (a dense ``(N, c)`` matrix or :class:`~privclust.TopMemberships`);
+    ``N`` when an expected cluster size ``expected`` is non-finite."""
+    if expected is not None and not np.isfinite(np.asarray(expected, dtype=float)).all():
+        return int(memberships.shape[0]) if hasattr(memberships, "shape") else int(
+            np.asarray(memberships.values).shape[0])
+    if isinstance(memberships, TopMemberships):
+        bad = ~np.isfinite(np.asarray(memberships.values)).all(axis=1) | ~np.isfinite(np.asarray(memberships.dropped))
+    else:
+        bad = ~np.isfinite(np.asarray(memberships)).all(axis=1)
+    return int(np.count_nonzero(bad))
 
 
 def finite_values(data: pd.DataFrame, who: str, *, missing: bool = False) -> np.ndarray:
@@ -390,6 +426,12 @@ class _FuzzyClusterer:
             if best is None or result.objective < best.objective:
                 best = result
         assert best is not None
+        if not np.isfinite(best.centres).all():
+            # defence in depth: a finite fuzzifier keeps the centres finite; never carry NaN centres on
+            raise ParameterError(f"{who}: the fit ({fz.describe()}) produced non-finite centres, so no memberships "
+                                 "or draw can be made from them; give a finite "
+                                 f"{'m' if fz.kind == 'fcm' else 'lambda'} of moderate size (the default is "
+                                 f"{DEFAULT_M if fz.kind == 'fcm' else DEFAULT_LAMBDA:g})")
         centres = project_original(constraints, std.to_original(best.centres), std.scale)
         return FuzzyFit(centres=centres, centres_z=std.to_z(centres), objective=best.objective,
                         iterations=best.iterations, converged=best.converged, restarts=restarts, init=init_name,
@@ -427,6 +469,11 @@ class _FuzzyClusterer:
                    constraints: Any, progress: Callable[[float], None] | None = None) -> Partition:
         fz = self.fuzzifier()
         mem = self.memberships(std, fit.centres_z, fz, context, progress=progress)
+        bad = non_finite_memberships(mem.memberships, mem.expected_sizes)
+        if bad:  # defence in depth: a finite fuzzifier keeps them finite
+            raise ParameterError(f"{self.name}: the final memberships ({fz.describe()}) are not finite for {bad} "
+                                 "records; give a finite "
+                                 f"{'m' if fz.kind == 'fcm' else 'lambda'} of moderate size")
         effective: dict[str, Any] = {("m" if fz.kind == "fcm" else "lambda"): fz.value}
         if self.n_init == "auto":
             effective["n_init"] = fit.restarts
@@ -700,8 +747,8 @@ class FCM(_FuzzyClusterer):
     kind: ClassVar[str] = "fcm"
     fuzzifier_param: ClassVar[str] = "m"  # privclust.FuzzyClusterer
 
-    m: float | None = param(float, default=None, gt=1,
-                            doc="fuzzifier m > 1 (unset: 2.0, or the masker's m1 when nested)")
+    m: float | None = param(float, default=None, gt=1, check=finite_fuzzifier("fcm"),
+                            doc="fuzzifier m > 1, finite (unset: 2.0, or the masker's m1 when nested)")
 
     def fuzzifier(self) -> _fcm.Fuzzifier:
         return _fcm.Fuzzifier("fcm", DEFAULT_M if self.m is None else float(self.m))
@@ -724,9 +771,9 @@ class EFCM(_FuzzyClusterer):
     kind: ClassVar[str] = "efcm"
     fuzzifier_param: ClassVar[str] = "lambda"  # privclust.FuzzyClusterer
 
-    lambda_: float | None = param(float, default=None, gt=0,
-                                  doc="lambda > 0, smaller is fuzzier (unset: 1.0, or the masker's lambda1 when "
-                                      "nested)")
+    lambda_: float | None = param(float, default=None, gt=0, check=finite_fuzzifier("efcm"),
+                                  doc="lambda > 0, finite, smaller is fuzzier (unset: 1.0, or the masker's lambda1 "
+                                      "when nested)")
 
     def fuzzifier(self) -> _fcm.Fuzzifier:
         return _fcm.Fuzzifier("efcm", DEFAULT_LAMBDA if self.lambda_ is None else float(self.lambda_))

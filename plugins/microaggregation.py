@@ -8,13 +8,16 @@
   probabilities. Every released record is a centre, so the released file
   satisfies every edit rule exactly even where the original does not.
   Guarantee: *probabilistic* k-anonymity (expected cluster sizes), which is
-  not k-anonymity; the ledger says how many records landed in a realised
-  cluster smaller than k.
+  not k-anonymity; the ledger says how many records released a row that
+  fewer than k released records share (groups of identical released rows),
+  and how many were released with their original values, both counted on the
+  values as released (integer columns rounded as the host rounds them).
 * ``microaggregation`` (crisp): any clusterer that yields labels (default
   ``mdav``); each record is replaced by its own group's mean, projected onto
   the edit rules. Guarantee: k-anonymity of the aggregated columns (every
   released combination of them is shared by at least the smallest group
-  size records).
+  size records). Groups of one record (released unchanged), or smaller than
+  the ``k`` the clusterer was given, are refused.
 
 Parameter names follow the paper: the masker takes ``k`` (or the number of
 clusters ``n_clusters``, the paper's ``c``), ``m1`` and ``m2`` (FCM) or
@@ -41,6 +44,7 @@ clusterer that takes them: ``clusterer = "efcm"``).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
@@ -67,8 +71,10 @@ from .fuzzy import (
     FCM,
     check_constraints,
     compute_memberships,
+    finite_fuzzifier,
     finite_values,
     fit_diagnostics,
+    non_finite_memberships,
     project_original,
     single_threaded_blas,
     standardise,
@@ -282,7 +288,9 @@ def _refresh_rows(z: np.ndarray, cz: np.ndarray, fz: _fcm.Fuzzifier, idx: np.nda
 
 def _step2(std: Any, centres: np.ndarray, fz: _fcm.Fuzzifier, k: int, *, budget_bytes: float, mass_tol: float,
            max_neighbours: int, context: PrivacyContext, project: Any = None,
-           progress: Callable[[float], None] | None = None) -> _Step2:
+           progress: Callable[[float], None] | None = None,
+           view: Callable[[np.ndarray], np.ndarray] | None = None,
+           who: str = "fuzzy-microaggregation") -> _Step2:
     """Step 2 and the draw, under two rules checked on the final memberships:
 
     * **mass**: every centre's expected cluster size (the sum over records of
@@ -297,8 +305,18 @@ def _step2(std: Any, centres: np.ndarray, fz: _fcm.Fuzzifier, k: int, *, budget_
       latest with one centre.
     * **self**: a record is never replaced by a centre equal to itself
       (:data:`SELF_TOL`); it draws from its memberships to the other centres,
-      renormalised (the masses above already count that).
+      renormalised (the masses above already count that). With ``view``
+      (centres in original units -> the values the host releases for them,
+      e.g. integer columns rounded: :func:`_release_view`), a centre is
+      compared with the record as it will be released.
+
+    Non-finite memberships (or a non-finite fuzzifier) are refused with a
+    :class:`~privclust.ParameterError` naming the step, before any drawn
+    centre is used: nothing is released from them.
     """
+    if not math.isfinite(fz.value):
+        raise ParameterError(f"{who}: Step 2 (the replacement probabilities) needs a finite fuzzifier; got "
+                             f"{fz.describe()}; give a finite {'m2' if fz.kind == 'fcm' else 'lambda2'}")
     keep = np.arange(centres.shape[0])
     rounds = 0
     full = True
@@ -310,7 +328,8 @@ def _step2(std: Any, centres: np.ndarray, fz: _fcm.Fuzzifier, k: int, *, budget_
             mem = compute_memberships(std.z, cz, fz, budget_bytes=budget_bytes, mass_tol=mass_tol,
                                       max_neighbours=max_neighbours, rng=context.rng, draw=True,
                                       progress=progress)
-            rows, own = self_centres(std.z, cz)
+            _refuse_non_finite(who, fz, mem.memberships, mem.expected_sizes)
+            rows, own = self_centres(std.z, cz if view is None else std.to_z(view(centres[keep])))
             expected = np.array(mem.expected_sizes, dtype=float)
             sub = None
             if rows.size:
@@ -318,6 +337,7 @@ def _step2(std: Any, centres: np.ndarray, fz: _fcm.Fuzzifier, k: int, *, budget_
                 rows, own, sub = _self_rows(std, rows, own, cz, fz, width=width, budget_bytes=budget_bytes,
                                             p=mem.neighbours if mem.path == "truncated" else None, rng=context.rng)
                 expected += sub.colsum_new - sub.colsum_old
+                _refuse_non_finite(who, fz, sub.values, expected)
             if mem.path == "truncated":
                 top_idx = np.array(mem.memberships.indices, dtype=np.int64)
                 top_val = np.array(mem.memberships.values)
@@ -372,6 +392,65 @@ def _step2(std: Any, centres: np.ndarray, fz: _fcm.Fuzzifier, k: int, *, budget_
             memberships = TopMemberships(indices=indices, values=values, dropped=dropped, n_centres=cz.shape[0])
     return _Step2(mem=mem, centres=centres[keep], labels=labels, memberships=memberships, expected=expected,
                   rounds=rounds, on_centre=int(rows.size), stuck=stuck)
+
+
+def _integer_columns(data: pd.DataFrame) -> np.ndarray:
+    """Which columns of the step's data have an integer dtype (numpy
+    ``int*``/``uint*``, pandas ``Int*``/``UInt*``; not boolean): the host
+    releases them as integers, rounding the step's output after the last
+    step (:func:`privclust.runner.release_integers`)."""
+    return np.array([pd.api.types.is_integer_dtype(data[c]) and not pd.api.types.is_bool_dtype(data[c])
+                     for c in data.columns], dtype=bool)
+
+
+def _release_view(integer: np.ndarray, constraints: Any) -> Callable[[np.ndarray], np.ndarray] | None:
+    """Points in original units -> the values the host releases for them:
+    the integer columns rounded as the host rounds them after the last step
+    (each edit-rule handler's controlled rounding, ``round_integers``, then
+    every integer column to the nearest integer); ``None`` without integer
+    columns. The host's rounding is a function of each released row alone,
+    so a centre's released values are known before the draw."""
+    if not integer.any():
+        return None
+    parts = tuple(getattr(constraints, "parts", ())) if constraints is not None else ()
+    methods = [m for m in (privclust.capability(part, "round_integers") for part in parts) if m is not None]
+
+    def view(points: np.ndarray) -> np.ndarray:
+        Y = np.array(points, dtype=float, copy=True)
+        done = np.zeros(Y.shape[1], dtype=bool)
+        for method in methods:
+            out = np.array(method(Y, integer, done), dtype=float, copy=True)
+            out[:, done] = Y[:, done]
+            done |= ~np.all((out == Y) | (np.isnan(out) & np.isnan(Y)), axis=0)
+            Y = out
+        Y[:, integer] = np.rint(Y[:, integer])
+        return Y
+
+    return view
+
+
+def _identical_group_sizes(released: np.ndarray) -> np.ndarray:
+    """Per record, how many records release the same row (a missing value
+    equals a missing value, so the missingness pattern is part of the row;
+    the host counts groups of identical released rows the same way)."""
+    nan = np.isnan(released)
+    keys = np.hstack([np.where(nan, 0.0, released), nan.astype(float)]) if nan.any() else released
+    keys = keys + 0.0  # -0.0 and 0.0 are the same released value
+    _, inverse, counts = np.unique(keys, axis=0, return_inverse=True, return_counts=True)
+    return counts[np.asarray(inverse).ravel()]
+
+
+def _refuse_non_finite(who: str, fz: _fcm.Fuzzifier, memberships: Any, expected: Any) -> None:
+    """Refuse the Step 2 memberships when any is not finite (NaN or
+    infinite): a draw from them is not a draw with those probabilities, and
+    every figure of the ledger computed from them would be NaN."""
+    bad = non_finite_memberships(memberships, expected)
+    if bad:
+        raise ParameterError(
+            f"{who}: Step 2 (the replacement probabilities, {fz.describe()}) gave non-finite memberships (NaN or "
+            f"infinite) for {bad} records, so no centre can be drawn with them; refused before the draw is used "
+            f"(nothing is released). Give a finite {'m2 (and m1)' if fz.kind == 'fcm' else 'lambda2 (and lambda1)'} "
+            "of moderate size, or leave them unset for the defaults")
 
 
 def _self_rows(std: Any, rows: np.ndarray, own: list[np.ndarray], cz: np.ndarray, fz: _fcm.Fuzzifier, *,
@@ -611,15 +690,15 @@ class FuzzyMicroaggregation:
                               f"clusters (default {DEFAULT_K} unless n_clusters is given)")
     n_clusters: int | None = param(int, default=None, ge=1,
                                    doc="the number of clusters directly (the paper's c), instead of k")
-    m1: float | None = param(float, default=None, gt=1,
+    m1: float | None = param(float, default=None, gt=1, check=finite_fuzzifier("fcm"),
                              doc="FCM fuzzifier of Step 1 = the clusterer's m (unset: the clusterer's m, else "
                                  "1 + 1/(4d) for d columns)")
-    m2: float | None = param(float, default=None, gt=1,
+    m2: float | None = param(float, default=None, gt=1, check=finite_fuzzifier("fcm"),
                              doc="FCM fuzzifier of the Step 2 replacement probabilities (unset: m1)")
-    lambda1: float | None = param(float, default=None, gt=0,
+    lambda1: float | None = param(float, default=None, gt=0, check=finite_fuzzifier("efcm"),
                                   doc=f"EFCM lambda of Step 1 = the clusterer's lambda (unset: the clusterer's "
                                       f"lambda, else {DEFAULT_LAMBDA1:g})")
-    lambda2: float | None = param(float, default=None, gt=0,
+    lambda2: float | None = param(float, default=None, gt=0, check=finite_fuzzifier("efcm"),
                                   doc="EFCM lambda of the Step 2 replacement probabilities (unset: lambda1)")
     clusterer: Any = nested("clusterers", default="fcm",
                             doc="Step 1 clusterer: fcm (m1, m2), efcm (lambda1, lambda2) or any with centres")
@@ -800,13 +879,20 @@ class FuzzyMicroaggregation:
                                      "microaggregation replaces records by centres (use fcm or efcm)")
             centres = project_original(constraints, part.centres, std.scale)
             step1_info = {"method": type(clusterer).name, "c": int(centres.shape[0])}
+        if not np.isfinite(centres).all():
+            raise ParameterError(f"{who}: Step 1 ({type(clusterer).name}) produced non-finite centres (NaN or "
+                                 "infinite), so no record can be replaced by them; give finite, moderate "
+                                 "fuzzifiers (m1 or lambda1) or leave them unset")
+        integer = _integer_columns(data)
+        view = _release_view(integer, constraints)
         step2_run = _step2(std, centres, step2, k, budget_bytes=budget,
                            mass_tol=getattr(clusterer, "mass_tol", 1e-3),
                            max_neighbours=getattr(clusterer, "max_neighbours", 256), context=context,
                            # a clusterer of its own reported its records already: Step 2 then adds no progress
                            progress=progress.phase(_FIT_SHARE, 1.0) if fuzzy else None,
                            project=None if constraints is None else (
-                               lambda v: project_original(constraints, v, std.scale)))
+                               lambda v: project_original(constraints, v, std.scale)),
+                           view=view, who=who)
         if fuzzy and not warned and n <= 2 * PILOT_SIZE:
             regime = _measure(std.z, std.to_z(centres), step2_run, std, pilot=False)
             rows = np.arange(n)
@@ -815,9 +901,13 @@ class FuzzyMicroaggregation:
         mem, centres, labels = step2_run.mem, step2_run.centres, step2_run.labels
         protected = centres[labels]
         protected[missing] = np.nan  # a missing value stays missing
-        verbatim = int(np.count_nonzero(((protected == values) | missing).all(axis=1)))
+        # the counts below are made on the values as released: integer columns rounded as the host rounds them
+        released = protected if view is None else view(centres)[labels]
+        released[missing] = np.nan
+        verbatim = int(np.count_nonzero(((released == values) | missing).all(axis=1)))
         realised = np.bincount(labels, minlength=centres.shape[0])
-        small_share = float(np.mean(realised[labels] < k))
+        identical = _identical_group_sizes(released)
+        small_share = float(np.mean(identical < k))  # on the released rows: what the statement says
         expected = step2_run.expected
         diagnostics: dict[str, Any] = {
             "k": k,
@@ -833,9 +923,16 @@ class FuzzyMicroaggregation:
             "expected_size_max": float(expected.max()),
             "realised_size_min": int(realised[realised > 0].min()),
             "realised_size_max": int(realised.max()),
-            "share_in_realised_cluster_below_k": small_share,
+            # groups of identical released rows of the step's columns (missingness pattern included)
+            "identical_group_size_min": int(identical.min()),
+            "records_in_identical_groups_below_k": int(np.count_nonzero(identical < k)),
+            "share_in_identical_groups_below_k": small_share,
+            # the drawn labels' clusters (records of one cluster can release different rows: missing values;
+            # coinciding centres release one row from several clusters)
+            "share_in_realised_cluster_below_k": float(np.mean(realised[labels] < k)),
             "records_on_a_centre": step2_run.on_centre,
             "self_tolerance": f"{SELF_TOL:g} " + ("standard deviations" if std.enabled else "in the column's own units"),
+            "integer_columns": [c for c, is_int in zip(columns, integer, strict=True) if is_int],
             "records_only_themselves": step2_run.stuck,
             "verbatim_records": verbatim,
             "exact_draw": mem.exact_draw,
@@ -898,9 +995,13 @@ class FuzzyMicroaggregation:
         removed = (f" (c = {dg['c_initial']} at the start; {dropped} of them had an expected cluster size below k "
                    "and merged into their nearest centres, the lightest first, with the memberships recomputed)"
                    if dropped else "")
+        ints = dg.get("integer_columns") or []
+        rounded = (f"; the integer column{'s' if len(ints) > 1 else ''} {', '.join(ints)} compared with the centre "
+                   "rounded as the host releases it after the last step, so a centre that rounds onto the record "
+                   "counts as the record itself" if ints else "")
         self_rule = (
             f"A record was never replaced by a centre equal to itself (every value of these columns within "
-            f"{dg['self_tolerance']}): {dg['records_on_a_centre']} records had such a centre and drew "
+            f"{dg['self_tolerance']}{rounded}): {dg['records_on_a_centre']} records had such a centre and drew "
             "from their memberships to the other centres, renormalised."
         )
         if dg["records_only_themselves"]:
@@ -913,10 +1014,13 @@ class FuzzyMicroaggregation:
             f"k-anonymity for k = {k}: every centre's expected cluster size (the sum of the probabilities with "
             f"which the records drew it) is at least k; they range from {e.min():.3g} to {e.max():.3g} (mean "
             f"{e.mean():.3g}). {dg['verbatim_records']} records were released with their original values of "
-            f"these columns. After the draw, {small_share:.1%} of the records share their released values of "
-            f"these columns with fewer than {k - 1} other records (their realised cluster has fewer than k "
-            "records). This is not k-anonymity: a released record may be unique. It covers these columns only, "
-            "and it is not differential privacy."
+            f"these columns{' (integer columns rounded as released)' if ints else ''}. After the draw, "
+            f"{small_share:.1%} of the records ({dg['records_in_identical_groups_below_k']} of {n}) share their "
+            f"released values of these columns with fewer than {k - 1} other records (groups of identical "
+            f"released rows{', integer columns rounded as released' if ints else ''}"
+            f"{', a missing value equal only to a missing value' if dg.get('missing_values') else ''}; the "
+            f"smallest has {dg['identical_group_size_min']}). This is not k-anonymity: a released record may be "
+            "unique. It covers these columns only, and it is not differential privacy."
         )
         if dg.get("missing_values"):
             text += (f" {dg['records_with_missing_values']} records have {dg['missing_values']} missing values, "
@@ -1004,6 +1108,35 @@ class Microaggregation:
             return int(inner.params["k"])
         return 2
 
+    def _check_group_sizes(self, clusterer: Any, sizes: np.ndarray, k: int, n: int) -> None:
+        """Refuse groups smaller than 2 records, or smaller than the ``k`` the
+        clusterer was asked for: a group of one record releases that record
+        unchanged (its mean is itself), and a group below ``k`` breaks the
+        k-anonymity the recipe asked for. A disclosure officer who asked for
+        microaggregation gets groups of at least ``max(2, k)`` or an error,
+        never a release whose k-anonymity claim is weaker than the recipe says."""
+        smallest = int(sizes.min())
+        need = max(2, k)
+        if smallest >= need:
+            return
+        name = type(clusterer).name
+        small = int(sizes[sizes < need].sum())
+        n_clusters = getattr(clusterer, "n_clusters", None)
+        formed = f"{name!r}" + (f" (n_clusters = {n_clusters})" if n_clusters is not None else "")
+        if k >= 2 and getattr(clusterer, "k", None) is not None:
+            raise ParameterError(
+                f"{self.name}: k = {k} asks for groups of at least {k} records, but the clusterer {formed} formed a "
+                f"group of {smallest} ({small} of the {n} records are in groups of fewer than {k}), so k-anonymity "
+                f"with k = {k} does not hold and the step is refused. To fix: use clusterer = \"mdav\" (groups of "
+                f"k to 2k - 1 records), or a clusterer that keeps its minimum group size k")
+        fix = ((f"lower the clusterer's n_clusters (at most {n // 2} for {n} records; {name!r} sets no minimum "
+                "group size, so even then a group may be too small), or " if n_clusters is not None else "")
+               + "use clusterer = \"mdav\" with k, the minimum group size (e.g. k = 3)")
+        raise ParameterError(
+            f"{self.name}: the clusterer {formed} formed groups as small as {smallest} record ({small} of the {n} "
+            "records are in groups of one); a group of one record is released unchanged (its mean is the record), "
+            f"so there is no k-anonymity to claim and the step is refused. To fix: {fix}")
+
     def mask(self, data: pd.DataFrame, context: PrivacyContext) -> Masked:
         """Group with the clusterer, replace each record by its group's (projected) mean."""
         who = self.name
@@ -1040,6 +1173,7 @@ class Microaggregation:
         k_param = getattr(clusterer, "k", None)
         k = int(k_param) if isinstance(k_param, int | np.integer) and not isinstance(k_param, bool) else int(
             sizes.min())
+        self._check_group_sizes(clusterer, sizes, k, n)
         diagnostics: dict[str, Any] = {
             "k": k,
             "groups": int(g),
@@ -1054,13 +1188,11 @@ class Microaggregation:
         }
         rules = (f" Group means were projected onto the edit rules {', '.join(repr(r) for r in constraints.rules)}, "
                  "so every released record satisfies them." if constraints is not None else "")
-        below = "" if sizes.min() >= k else (f" Warning: the smallest group has {sizes.min()} records, fewer than "
-                                             f"the clusterer's k = {k}.")
         statement = (
             f"Crisp microaggregation with {type(clusterer).name!r}: the {n} records were partitioned into {g} "
             f"groups of {sizes.min()} to {sizes.max()} records and each record's values of {', '.join(columns)} "
             f"were replaced by its group's mean. k-anonymity of these columns with k = {int(sizes.min())}: every "
-            f"released combination of their values is shared by at least {int(sizes.min())} records.{rules}{below} "
+            f"released combination of their values is shared by at least {int(sizes.min())} records.{rules} "
             "It says nothing about the other columns (a combination with them may be unique), does not protect "
             "against attribute disclosure within a homogeneous group, and is not differential privacy."
         )

@@ -393,6 +393,35 @@ def test_bad_lambda(lam):
         EFCM(n_clusters=2, lambda_=lam)
 
 
+@pytest.mark.parametrize("component, key, value", [(FCM, "m", np.inf), (EFCM, "lambda_", np.inf),
+                                                   (EFCM, "lambda_", float("inf"))])
+def test_infinite_fuzzifiers_are_refused(component, key, value):
+    # inf passes the bound (inf > 1, inf > 0) but gives NaN (efcm: 0/0) or uniform (fcm) memberships
+    name = key.rstrip("_")
+    with pytest.raises(ParameterError, match=rf"'{name}' parameter of {component.name} must be a finite number"):
+        component(n_clusters=2, **{key: value})
+    with pytest.raises(privclust.RecipeError, match=rf"'{name}' parameter of {component.name} must be a finite"):
+        privclust.compile({"steps": [{"use": component.name, "n_clusters": 2, name: value}]})
+    # a large finite value is still fine (the log-sum-exp shift)
+    part = component(n_clusters=3, **{key: 1e300 if name == "lambda" else 50.0}).fit(ds.table1(),
+                                                                                   PrivacyContext(seed=1))
+    assert np.isfinite(part.memberships).all() and np.isfinite(part.centres).all()
+
+
+def test_non_finite_final_memberships_are_refused(monkeypatch):
+    real = fuzzy.compute_memberships
+
+    def poisoned(*args, **kwargs):
+        mem = real(*args, **kwargs)
+        bad = np.array(mem.memberships, copy=True)
+        bad[0] = np.nan
+        return type(mem)(**{**{a.name: getattr(mem, a.name) for a in mem.__attrs_attrs__}, "memberships": bad})
+
+    monkeypatch.setattr(fuzzy, "compute_memberships", poisoned)
+    with pytest.raises(ParameterError, match=r"efcm: the final memberships \(lambda = 2\) are not finite for 1 "):
+        EFCM(n_clusters=3, lambda_=2.0).fit(ds.table1(), PrivacyContext(seed=1))
+
+
 def test_bad_data():
     frame = ds.table1()
     with pytest.raises(DataError, match="n_clusters = 13 clusters but only 12 records"):

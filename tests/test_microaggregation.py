@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import warnings
+
 import attrs
 import numpy as np
 import pandas as pd
@@ -47,6 +50,15 @@ def mask(masker, frame, rules=(), seed=0):
 
 def residual(frame):
     return frame.to_numpy() @ ALPHA
+
+
+def _identical_sizes(released: pd.DataFrame) -> np.ndarray:
+    """Per record, how many released rows are identical to its own (a
+    missing value equal to a missing value), computed independently of the
+    masker with pandas."""
+    keyed = released.astype(float).fillna(np.inf)
+    columns = list(keyed.columns)
+    return keyed.groupby(columns)[columns[0]].transform("size").to_numpy()
 
 
 # ---------------------------------------------------------------------------
@@ -128,15 +140,17 @@ def test_ledger_states_probabilistic_k_anonymity_honestly():
     entry = context.ledger.entries[-1]
     assert entry.kind == "guarantee" and entry.mechanism == "probabilistic k-anonymity"
     assert "This is not k-anonymity" in entry.statement
-    share = out.diagnostics["share_in_realised_cluster_below_k"]
-    assert f"{share:.1%}" in entry.statement
+    share = out.diagnostics["share_in_identical_groups_below_k"]
+    assert f"After the draw, {share:.1%} of the records" in entry.statement
+    assert share == pytest.approx(np.mean(_identical_sizes(out.data) < 3))
     assert "projected onto the edit rules" in entry.statement
     assert entry.details["k"] == 3 and 3 <= entry.details["expected_size_min"] <= entry.details["expected_size_max"]
     assert "never replaced by a centre equal to itself" in entry.statement
     assert "0 records were released with their original values" in entry.statement
     assert entry.details["verbatim_records"] == 0
     realised = np.bincount(out.partition.labels, minlength=out.partition.centres.shape[0])
-    assert share == pytest.approx(np.mean(realised[out.partition.labels] < 3))
+    assert out.diagnostics["share_in_realised_cluster_below_k"] == pytest.approx(
+        np.mean(realised[out.partition.labels] < 3))
 
 
 def test_crisp_ledger_states_k_anonymity():
@@ -267,9 +281,11 @@ def test_input_is_never_mutated():
 
 def test_other_clusterers():
     frame = ds.table1()
-    crisp, _ = mask(Microaggregation(clusterer=FCM(n_clusters=4, m=1.5)), frame, [RULE])
-    assert np.unique(crisp.data.to_numpy(), axis=0).shape[0] <= 4
+    crisp, context = mask(Microaggregation(clusterer=FCM(n_clusters=2, m=1.5)), frame, [RULE])
+    assert np.unique(crisp.data.to_numpy(), axis=0).shape[0] <= 2
     assert np.abs(residual(crisp.data)).max() < 1e-9
+    sizes = np.bincount(crisp.partition.labels)
+    assert sizes.min() >= 2 and context.ledger.entries[-1].details["k"] == sizes.min()
 
     @attrs.frozen(kw_only=True)
     class HalfNoise:
@@ -699,3 +715,147 @@ def test_a_swapped_fcm_is_used_through_the_fuzzy_protocol():
     assert diagnostics["step1"] == {"method": "fcm", "c": 4}  # its own fit, not the built-in kernel
     assert diagnostics["m1"] == 1.2 and diagnostics["m2"] == 1.2
     assert release.data.shape == ds.table1().shape
+
+
+# ---------------------------------------------------------------------------
+# Audit fixes: infinite fuzzifiers, integer columns, the released groups, crisp groups of one
+# ---------------------------------------------------------------------------
+
+
+def _guarantee(release: privclust.Release, mechanism: str = "probabilistic k-anonymity"):
+    found = [e for e in release.ledger.of_kind("guarantee") if e.mechanism == mechanism]
+    assert len(found) == 1
+    return found[0]
+
+
+@pytest.mark.parametrize("params", [{"clusterer": "efcm", "lambda2": np.inf}, {"clusterer": "efcm", "lambda1": np.inf},
+                                    {"clusterer": "efcm", "lambda1": np.inf, "lambda2": 1.0},
+                                    {"m1": np.inf}, {"m2": float("inf")}])
+def test_infinite_fuzzifiers_are_refused(params):
+    key = next(k for k in params if k != "clusterer" and params[k] == np.inf)
+    with pytest.raises(RecipeError, match=rf"'{key}' parameter of fuzzy-microaggregation must be a finite number"):
+        privclust.run({"steps": [{"use": "fuzzy-microaggregation", "k": 3, **params}]}, ds.table1(), seed=1)
+    kwargs = {k: v for k, v in params.items() if k != "clusterer"}
+    with pytest.raises(ParameterError, match=rf"'{key}' parameter of fuzzy-microaggregation must be a finite"):
+        FuzzyMicroaggregation(k=3, **kwargs)
+
+
+def test_non_finite_memberships_are_refused_before_anything_is_released(monkeypatch):
+    import privclust_plugins.microaggregation as micro
+
+    real = micro.compute_memberships
+
+    def poisoned(*args, **kwargs):
+        mem = real(*args, **kwargs)
+        sizes = np.array(mem.expected_sizes, copy=True)
+        sizes[0] = np.nan
+        return attrs.evolve(mem, expected_sizes=sizes)
+
+    monkeypatch.setattr(micro, "compute_memberships", poisoned)
+    context = PrivacyContext(seed=1)
+    with pytest.raises(ParameterError, match=r"fuzzy-microaggregation: Step 2 \(the replacement probabilities, "
+                                             r"lambda = 2\) gave non-finite memberships"), \
+            context.step(0, "mask", "fuzzy-microaggregation"):
+        FuzzyMicroaggregation(k=3, clusterer=EFCM(), lambda1=2.0).mask(ds.table1(), context)
+    assert not context.ledger.of_kind("guarantee")  # nothing claimed
+    # a non-finite fuzzifier that reached Step 2 another way is refused before the draw
+    std = fuzzy.standardise(ds.table1().to_numpy(dtype=float), ("a", "b", "c"), True, "test")
+    with pytest.raises(ParameterError, match="Step 2 .* needs a finite fuzzifier; got lambda = inf"):
+        micro._step2(std, ds.table1().to_numpy(dtype=float)[:3], _fcm.Fuzzifier("efcm", np.inf), 3,
+                     budget_bytes=1e8, mass_tol=1e-3, max_neighbours=256, context=PrivacyContext(seed=1))
+
+
+@contextlib.contextmanager
+def _quiet():
+    """The regime warnings (tiny data, degenerate lambda) are not what these tests check."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FuzzyRegimeWarning)
+        yield
+
+
+def _small_integers(n: int = 60, seed: int = 0) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    return pd.DataFrame({"a": rng.integers(0, 10, n), "b": rng.integers(0, 10, n)})
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize("with_rule", [False, True])
+def test_integer_columns_the_verbatim_count_is_true_on_the_released_file(seed, with_rule):
+    # the host rounds integer columns after the step: a centre within 0.5 of a record rounds back onto it
+    # (24 of these 60 records were released verbatim while the ledger said 0)
+    frame = _small_integers(seed=seed)
+    recipe: dict = {"steps": [{"use": "fuzzy-microaggregation", "k": 3}]}
+    if with_rule:  # controlled rounding keeps t = a + b
+        frame["t"] = frame["a"] + frame["b"]
+        recipe["constraints"] = [{"use": "linear", "rules": ["t = a + b"]}]
+    with _quiet():
+        release = privclust.run(recipe, frame, seed=seed)
+    assert all(release.data[c].dtype == frame[c].dtype for c in frame.columns)  # released as integers
+    verbatim = int((release.data[frame.columns].to_numpy() == frame.to_numpy()).all(axis=1).sum())
+    dg = release.outcomes[0].diagnostics
+    entry = _guarantee(release)
+    assert f"{verbatim} records were released with their original values" in entry.statement
+    assert dg["verbatim_records"] == verbatim == 0  # the self rule compares the rounded centre: none is left
+    assert dg["integer_columns"] == list(frame.columns)
+    assert "rounded as the host releases it" in entry.statement
+    assert f"Host check: {verbatim} of {len(frame)} records were released verbatim" in entry.statement
+    # the share below k is the released rows' too
+    sizes = _identical_sizes(release.data[frame.columns])
+    assert dg["records_in_identical_groups_below_k"] == int((sizes < 3).sum())
+    assert f"{np.mean(sizes < 3):.1%} of the records" in entry.statement
+
+
+def test_the_share_below_k_is_computed_on_the_released_rows():
+    # (a) missing values: records of one cluster release different rows (their missingness differs)
+    rng = np.random.default_rng(3)
+    n = 40
+    data = pd.DataFrame({"a": rng.normal(size=n), "b": rng.normal(size=n), "c": rng.normal(size=n)})
+    data = data.mask(rng.random((n, 3)) < 0.15)
+    # (b) efcm with a tiny lambda: every centre coincides, so several clusters release one row
+    cases = [({"steps": [{"use": "fuzzy-microaggregation", "k": 3}]}, data),
+             ({"steps": [{"use": "fuzzy-microaggregation", "k": 3, "clusterer": "efcm", "lambda1": 1e-300}]},
+              ds.table1())]
+    shares = []
+    for recipe, frame in cases:
+        with _quiet():
+            release = privclust.run(recipe, frame, seed=1)
+        sizes = _identical_sizes(release.data[frame.columns])
+        dg = release.outcomes[0].diagnostics
+        entry = _guarantee(release)
+        share = float(np.mean(sizes < 3))
+        shares.append(share)
+        assert dg["share_in_identical_groups_below_k"] == pytest.approx(share)
+        assert dg["identical_group_size_min"] == sizes.min()
+        assert (f"After the draw, {share:.1%} of the records ({int((sizes < 3).sum())} of {len(frame)}) share "
+                "their released values") in entry.statement
+        assert f"{int((sizes < 3).sum())} records are in a group of identical released rows" in entry.statement
+    assert shares[0] > 0.3 and shares[1] == 0.0  # the label-based figure said 0.0% and 33.3%
+
+
+def test_crisp_microaggregation_refuses_groups_of_one():
+    # fcm with 11 clusters on 12 records: groups of one record are released unchanged; "k = 1" was claimed and
+    # "verified" by the host while 10 of 12 records were released verbatim
+    frame = ds.table1()
+    recipe = {"steps": [{"use": "microaggregation", "clusterer": {"use": "fcm", "n_clusters": 11}}]}
+    with pytest.raises(ParameterError, match=r"'fcm' \(n_clusters = 11\) formed groups as small as 1 record "
+                                             r"\(10 of the 12 records are in groups of one\).*lower the "
+                                             r"clusterer's n_clusters \(at most 6"):
+        privclust.run(recipe, frame, seed=1)
+    context = PrivacyContext(seed=0)
+    with pytest.raises(ParameterError, match="no k-anonymity to claim"), context.step(0, "mask", "microaggregation"):
+        Microaggregation(clusterer=FCM(n_clusters=4, m=1.5)).mask(frame, context)
+    assert not context.ledger.of_kind("guarantee")
+
+    @attrs.frozen(kw_only=True)
+    class Pairs:
+        """A clusterer with a k it does not keep (groups of two)."""
+
+        name = "pairs"
+        k: int = 3
+
+        def fit(self, data, context):
+            return Partition(labels=np.arange(len(data)) // 2)
+
+    with pytest.raises(ParameterError, match=r"k = 3 asks for groups of at least 3 records, but the clusterer "
+                                             r"'pairs' formed a group of 2 \(12 of the 12 records"):
+        mask(Microaggregation(k=3, clusterer=Pairs()), frame)
