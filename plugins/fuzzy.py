@@ -127,10 +127,23 @@ def non_finite_memberships(memberships: Any, expected: Any = None) -> int:
     return int(np.count_nonzero(bad))
 
 
+#: Values larger than this in magnitude are refused: a sum of them (a group
+#: mean, a projection) could overflow to infinity.
+MAX_MAGNITUDE = 1e300
+
+
 def finite_values(data: pd.DataFrame, who: str, *, missing: bool = False) -> np.ndarray:
     """The step's columns as a float array (a copy): :func:`privclust.data_matrix`
-    (``missing``: NaN passes through)."""
-    return privclust.data_matrix(data, who, missing=missing)
+    (``missing``: NaN passes through), each value at most :data:`MAX_MAGNITUDE`
+    in magnitude."""
+    values = privclust.data_matrix(data, who, missing=missing)
+    with np.errstate(invalid="ignore"):
+        huge = np.flatnonzero(np.nanmax(np.abs(values), axis=0, initial=0.0) > MAX_MAGNITUDE)
+    if huge.size:
+        cols = ", ".join(repr(str(data.columns[j])) for j in huge)
+        raise DataError(f"{who}: column(s) {cols} hold values above {MAX_MAGNITUDE:g} in magnitude, where means and "
+                        "projections would overflow; rescale them (e.g. divide by a power of ten) before the step")
+    return values
 
 
 @attrs.frozen
@@ -156,17 +169,22 @@ def standardise(values: np.ndarray, columns: Sequence[str], enabled: bool, who: 
     incomplete = bool(np.isnan(values).any())
     if not enabled:
         return Standardised(values, np.zeros(d), np.ones(d), False)
-    # with missing values: mean and sd over the observed values of each column
-    mean = np.nanmean(values, axis=0) if incomplete else values.mean(axis=0)
-    sd = np.nanstd(values, axis=0) if incomplete else values.std(axis=0)
-    constant = ~(sd > 1e-12 * np.maximum(1.0, np.abs(mean)))
+    # in units of each column's largest magnitude (a power of two: exact), so that neither the squares of values
+    # near 1e300 overflow nor those of values near 1e-300 underflow; with missing values, over the observed ones
+    with np.errstate(invalid="ignore"):
+        top = np.nanmax(np.abs(values), axis=0, initial=0.0) if values.size else np.zeros(d)
+    unit = np.where(top > 0, np.exp2(np.floor(np.log2(np.where(top > 0, top, 1.0)))), 1.0)
+    u = values / unit
+    mean = np.nanmean(u, axis=0) if incomplete else u.mean(axis=0)
+    sd = np.nanstd(u, axis=0) if incomplete else u.std(axis=0)
+    constant = ~(sd > 1e-12 * np.maximum(1.0, np.abs(mean)))  # relative to the column's own magnitude
     if constant.any():
         cols = [f"{columns[j]!r} (every value {np.nanmin(values[:, j]):g})" for j in np.flatnonzero(constant)]
         raise DataError(
             f"{who}: column(s) {', '.join(cols)} are constant, so they cannot be standardised and need no "
             "masking; leave them out of the step's columns, or set scale = \"none\""
         )
-    return Standardised((values - mean) / sd, mean, sd, True)
+    return Standardised((u - mean) / sd, mean * unit, sd * unit, True)
 
 
 def check_constraints(constraints: Any, columns: Sequence[str], who: str) -> Any:

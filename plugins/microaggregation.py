@@ -1140,7 +1140,7 @@ class Microaggregation:
     def mask(self, data: pd.DataFrame, context: PrivacyContext) -> Masked:
         """Group with the clusterer, replace each record by its group's (projected) mean."""
         who = self.name
-        values = privclust.data_matrix(data, who, missing=self.missing == "observed")
+        values = finite_values(data, who, missing=self.missing == "observed")
         missing = np.isnan(values)
         columns = tuple(str(col) for col in data.columns)
         n, d = values.shape

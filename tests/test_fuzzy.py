@@ -609,3 +609,18 @@ def test_group_seeds_are_means_of_the_nearest_records():
     X = np.arange(10.0)[:, None] ** 2
     np.testing.assert_allclose(_fcm.group_seeds(X, X[[0, 9]], 3), [[(0 + 1 + 4) / 3], [(49 + 64 + 81) / 3]])
     np.testing.assert_array_equal(_fcm.group_seeds(X, X[[2]], 1), X[[2]])
+
+
+@pytest.mark.parametrize("use", ["fuzzy-microaggregation", "microaggregation"])
+def test_extreme_magnitudes_get_true_reasons(use):
+    """Thirty distinct records times 1e-300 were called 'constant', and times
+    1e300 'only 4 distinct records' (the variance under- and overflowed);
+    values near the largest double overflowed a group mean and the run
+    blamed a plugin bug. Tiny values now run; huge ones are refused by
+    column, with the fix."""
+    rng = np.random.default_rng(1)
+    base = pd.DataFrame({"a": rng.normal(size=30), "b": rng.normal(size=30)})
+    tiny = privclust.run({"steps": [{"use": use, "k": 3}]}, base * 1e-300, seed=1)
+    assert np.isfinite(tiny.data.to_numpy()).all() and tiny.data["a"].abs().max() < 1e-299
+    with pytest.raises(privclust.DataError, match=r"column\(s\) 'a', 'b' hold values above 1e\+300 in magnitude"):
+        privclust.run({"steps": [{"use": use, "k": 3}]}, base * 1e300, seed=1)
