@@ -973,7 +973,8 @@ def pairing_distances(X: np.ndarray, rng: np.random.Generator, max_pairs: int = 
     random permutations, consecutive records paired), so that each record is
     in at most ``r`` pairs: one record's change moves at most ``r`` distances.
     The permutations depend only on ``n`` and the random stream. Returns the
-    distances and ``r``."""
+    distances and ``r``. A distance too large for a float (a record far
+    outside the bounds) is ``inf``: the DP quantile clips it to its range."""
     n = X.shape[0]
     half = n // 2
     r = pairings(n, max_pairs)
@@ -981,7 +982,8 @@ def pairing_distances(X: np.ndarray, rng: np.random.Generator, max_pairs: int = 
     for t in range(r):
         perm = rng.permutation(n)
         a, b = perm[: 2 * half: 2], perm[1: 2 * half: 2]
-        out[t * half:(t + 1) * half] = np.sqrt(_sqdist(X[a], X[b]))
+        with np.errstate(over="ignore"):
+            out[t * half:(t + 1) * half] = np.sqrt(_sqdist(X[a], X[b]))
     return out, r
 
 

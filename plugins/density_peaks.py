@@ -78,11 +78,17 @@ def _check_percent(value: Any) -> str | None:
     return None if value is None or 0 < value < 100 else "must be a percentage in (0, 100)"
 
 
-def _matrix(data: pd.DataFrame, name: str, k: int | None) -> np.ndarray:
+def _matrix(data: pd.DataFrame, name: str, k: int | None, *, check_spans: bool = True) -> np.ndarray:
+    """The data as a float matrix. ``check_spans`` refuses columns whose range
+    would overflow the squared distances: for scales taken from the data. A
+    component whose scales are public (``dp-dpc-grid`` with public or DP
+    bounds and d_c) turns it off and clips the records to a public region
+    instead, so that one far record cannot turn its release into an error."""
     X = privclust.data_matrix(data, name)
     if X.shape[0] < 3:
         raise DataError(f"{name} needs at least 3 records; the data have {X.shape[0]}")
-    _check_spans(X, data.columns, name)
+    if check_spans:
+        _check_spans(X, data.columns, name)
     if k is not None and k > X.shape[0]:
         raise ParameterError(
             f"The 'n_clusters' parameter of {name} must be at most the number of records ({X.shape[0]}); got {k}.")
@@ -91,6 +97,12 @@ def _matrix(data: pd.DataFrame, name: str, k: int | None) -> np.ndarray:
 
 #: Largest span of a column (max - min) whose squared distances are safe to sum.
 MAX_SPAN = 1e150
+#: ``dp-dpc-grid`` clips every record to its bounds widened by this many d_c
+#: (or ``truncate`` d_c if larger) on each side: a record that far from every
+#: node adds exp(-30^2) = exp(-900) or less to a node density, which is 0.0 in
+#: floating point (the smallest positive float is about exp(-744)), so the
+#: clipping changes no node density; it only keeps the arithmetic finite.
+CLIP_MARGIN_DC = 30.0
 
 
 def _span(low: np.ndarray, high: np.ndarray) -> np.ndarray:
@@ -789,7 +801,11 @@ class DPDPCGrid(_DensityPeaks):
     def fit(self, data: pd.DataFrame, context: PrivacyContext) -> Partition:
         for problem in self.step_problems():
             raise ParameterError(problem)
-        X = _matrix(data, self.name, None)
+        # The span check guards scales taken from the data (bounds = "data", d_c by the percentage rule).
+        # With public (or DP) bounds and d_c nothing is scaled by the data: the records are clipped to a
+        # public region below instead, so one far record changes the release only within the guarantee.
+        data_scales = self.bounds == "data" or self.dc is None
+        X = _matrix(data, self.name, None, check_spans=data_scales)
         _charge_check(context, self.name, self.planned_cost()[0])
         n, d = X.shape
         lo, hi, bounds_info = self._frame_bounds(data, X, context)
@@ -797,7 +813,8 @@ class DPDPCGrid(_DensityPeaks):
             shift, unit = lo, _unit_of(lo, hi)
         else:
             shift, unit = np.zeros(d), np.ones(d)
-        Xs = (X - shift) / unit
+        with np.errstate(over="ignore"):  # a far record may overflow when scaled: kept finite, clipped below
+            Xs = np.clip((X - shift) / unit, -np.finfo(float).max, np.finfo(float).max)
         blo, bhi = (lo - shift) / unit, (hi - shift) / unit
         mode = self.query if self.query != "auto" else ("grid" if d <= 4 else "random")
         if mode == "grid":
@@ -836,6 +853,14 @@ class DPDPCGrid(_DensityPeaks):
         if not (math.isfinite(sens) and sens > 0):
             raise ParameterError(f"dp-dpc-grid: the density sensitivity is not a finite positive number ({sens!r}) "
                                  f"for d_c = {dc:.6g} and this grid; use a larger spacing or a smaller dc")
+        # Every record is clipped, coordinate by coordinate, to the bounds widened by a public margin (a
+        # function of the bounds and d_c only). Every node lies within the bounds, so a coordinate clipped
+        # to the margin is at least the margin away from every node: its kernel weight is 0.0 there and
+        # was 0.0 before, and the node densities are unchanged. Clipping is applied record by record, so
+        # neighbouring data sets stay neighbours and the sensitivity (a bound over any record position)
+        # holds as stated.
+        margin = min(max(CLIP_MARGIN_DC, self.truncate or 0.0) * dc, MAX_SPAN)
+        Xs = np.clip(Xs, blo - margin, bhi + margin)
         privclust.RecordProgress(context, data.shape[0]).stage(1, 4)
         rho_nodes = _dpc.cross_densities(nodes, Xs, dc, self.kernel, self.truncate or None)
         privclust.RecordProgress(context, data.shape[0]).stage(2, 4)
@@ -844,8 +869,16 @@ class DPDPCGrid(_DensityPeaks):
         if not math.isfinite(scale):
             raise ParameterError(f"dp-dpc-grid: the noise scale {worst:.6g} / epsilon overflows a float; raise "
                                  "'epsilon' or lower the sensitivity (a smaller dc or a larger spacing)")
+        clip_effect = ("beyond which every node's kernel is 0.0 in floating point, so the clipping changes no node "
+                       "density"
+                       if margin < MAX_SPAN else
+                       f"a margin capped at {MAX_SPAN:g}, so a record clipped from beyond it may add up to "
+                       f"exp(-({MAX_SPAN:g} / d_c)^2) to a node density")
         details = {"sensitivity_add_remove": sens, "sensitivity_replace_one": worst, "rule": sens_text, "dc": dc,
-                   "noise_scale": scale, "nodes": int(nodes.shape[0]), **query_info, **bounds_info}
+                   "noise_scale": scale, "nodes": int(nodes.shape[0]), "clip_margin": margin,
+                   "clip_region": {str(c): [float(a), float(b)] for c, a, b in zip(
+                       data.columns, (blo - margin) * unit + shift, (bhi + margin) * unit + shift, strict=True)},
+                   **query_info, **bounds_info}
         mech = context.mechanism(self.noise)
         noisy = np.asarray(mech.release(
             rho_nodes, sensitivity=worst, epsilon=self.epsilon, context=context, relation=GRID_RELATION,
@@ -857,10 +890,12 @@ class DPDPCGrid(_DensityPeaks):
             details=details), dtype=float)
         context.record(
             f"dp-dpc-grid: the cluster map over {nodes.shape[0]} query points is {self.epsilon:g}-DP under "
-            f"replace-one (L1 sensitivity {worst:.4g} = 2 x {sens:.4g}, independent of the {n} records); the cluster "
-            "numbers and the released centres are computed from the map alone. Each record's label is its nearest "
-            "node's cluster (or the nearest clustered node's): a function of that record and the DP map, so labels "
-            "are covered only in the joint-DP sense, not as a DP release.",
+            f"replace-one (L1 sensitivity {worst:.4g} = 2 x {sens:.4g} for a record anywhere, independent of the "
+            f"{n} records); the cluster numbers and the released centres are computed from the map alone. Every "
+            f"record is first clipped to the bounds widened by {margin:.4g} (clustering units) on each side, "
+            f"{clip_effect}. Each record's label is the cluster of the node nearest to its clipped position (or of "
+            "the nearest clustered node): a function of that record and the DP map, so labels are covered only in "
+            "the joint-DP sense, not as a DP release.",
             guarantee="cluster map on public query points", details=details)
         threshold = 3.0 * scale if self.density_threshold is None else self.density_threshold
         support = np.flatnonzero(noisy > threshold)

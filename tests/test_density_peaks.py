@@ -446,6 +446,67 @@ def test_grid_random_queries_in_higher_dimensions(iris):
     assert part.n_clusters <= 3
 
 
+FAR_STEPS = {
+    "public": {"dc": 1.0, "bounds": {"x": [0, 10], "y": [0, 10]}, "points_per_dim": 20, "n_clusters": 2},
+    "public-minmax-random": {"dc": 0.1, "bounds": {"x": [0, 10], "y": [0, 10]}, "scale": "minmax",
+                             "query": "random", "n_points": 300, "n_clusters": 2},
+    "dp-bounds-and-dc": {"dc": "dp", "dc_epsilon": 0.5, "bounds": "dp", "bounds_epsilon": 0.5,
+                         "bounds_range": {"x": [-100, 100], "y": [-100, 100]}, "points_per_dim": 20,
+                         "kernel": "cutoff"},
+}
+
+
+@pytest.mark.parametrize("step", FAR_STEPS.values(), ids=FAR_STEPS.keys())
+def test_grid_releases_on_the_neighbour_with_one_far_record(step):
+    """Replace-one neighbours D and D' (one record moved to x = 1e200, or
+    -1e308) both release, with the same charge and the same ledger text: the
+    far record is clipped to the public margin, not refused."""
+    rng = np.random.default_rng(0)
+    D = pd.DataFrame(rng.uniform(0, 10, (300, 2)), columns=["x", "y"])
+    recipe = {"steps": [{"use": "dp-dpc-grid", "epsilon": 1.0, **step}]}
+    base = privclust.run(recipe, D, seed=1)
+    runs = {}
+    for far in (1e200, -1e308, 1e3):
+        Dp = D.copy()
+        Dp.iloc[0, 0] = far
+        runs[far] = privclust.run(recipe, Dp, seed=1)
+        assert runs[far].spent == base.spent
+        assert len(runs[far].ledger.of_kind("dp")) == len(base.ledger.of_kind("dp"))
+        assert [(e.kind, e.statement) for e in runs[far].ledger if e.kind != "process"] == \
+            [(e.kind, e.statement) for e in base.ledger if e.kind != "process"]
+        assert runs[far].labels["cluster"].notna().all()
+    # Beyond the margin a record adds nothing to any node: at 1e200, -1e308 (other side) and 1e3 alike.
+    margin = base.step(0).diagnostics["accounting"]["clip_margin"]
+    assert 0 < margin < 1e3
+    rho = runs[1e200].step(0).diagnostics["rho"]
+    np.testing.assert_array_equal(rho, runs[1e3].step(0).diagnostics["rho"])
+    np.testing.assert_array_equal(rho, runs[-1e308].step(0).diagnostics["rho"])
+    assert "clipped to the bounds widened by" in base.ledger.of_kind("guarantee")[0].statement
+
+
+def test_grid_far_record_refused_only_when_the_scales_come_from_the_data():
+    rng = np.random.default_rng(0)
+    D = pd.DataFrame(rng.uniform(0, 10, (100, 2)), columns=["x", "y"])
+    D.iloc[0, 0] = 1e200
+    with pytest.raises(DataError, match=r"column\(s\) x span more than"):
+        fit(DPDPCGrid(dc=1.0, bounds="data", points_per_dim=10), D)
+    with pytest.raises(DataError, match=r"column\(s\) x span more than"):
+        fit(DPDPCGrid(dc_percent=2.0, bounds={"x": [0, 10], "y": [0, 10]}, points_per_dim=10), D)
+    part, ctx = fit(DPDPCGrid(dc=1.0, bounds={"x": [0, 10], "y": [0, 10]}, points_per_dim=10), D)
+    region = ctx.ledger.of_kind("dp")[0].details["clip_region"]
+    assert region == {"x": [-30.0, 40.0], "y": [-30.0, 40.0]}  # bounds widened by 30 d_c: public
+    # labelled from its clipped position (40, y): the node nearest to it (on a grid, the edge node x = 10
+    # nearest in y), else the nearest clustered node
+    nodes, node_labels = part.diagnostics["grid_points"], part.diagnostics["node_labels"]
+    clipped = np.array([40.0, D.iloc[0, 1]])
+    nearest = int(np.argmin(((nodes - clipped) ** 2).sum(1)))
+    assert nodes[nearest, 0] == 10
+    clustered = np.flatnonzero(node_labels >= 0)
+    expected = node_labels[nearest] if node_labels[nearest] >= 0 else \
+        node_labels[clustered[np.argmin(((nodes[clustered] - clipped) ** 2).sum(1))]]
+    assert part.labels[0] == expected
+
+
 def test_noise_mechanism_is_swappable(iris):
     comp = DPDPCL(dc_percent=2.5, radius_percent=2.2, kernel="cutoff", noise="geometric")
     part, ctx = fit(comp, features(iris))
