@@ -417,7 +417,8 @@ def _cmd_audit(args: argparse.Namespace) -> int:
     failed = []
     for a in audits:
         r = a.result
-        sign, verdict = ("<=", "passed") if r.passed else (">", "FAILED")
+        # passed on the values audited; INCONCLUSIVE when some released values were not audited (r.unseen)
+        sign, verdict = ("<=", "passed" if r.verdict == "PASSED" else r.verdict) if r.passed else (">", "FAILED")
         claim = f"epsilon {r.claimed_epsilon:.4g}" + (f", delta {r.claimed_delta:.3g}" if r.claimed_delta else "")
         print(f"  step {a.index} {a.step_id!r} ({a.component}): epsilon lower bound {r.epsilon_lower_bound:.4g} "
               f"{sign} charged {claim}: {verdict}")

@@ -33,7 +33,10 @@ The checks (each raises ``AssertionError`` with a message saying what to fix):
     the empirical privacy auditor (below) finds no lower bound on epsilon
     above what the ledger charges: for a noise mechanism, its ``release``
     on 0 against 1 (300 runs each, float-support events included), and for
-    any DP component, its run on neighbouring frames (200 runs each).
+    any DP component, its run on neighbouring frames (200 runs each). When a
+    run released more values than the audit keeps, the check warns
+    (:class:`~privclust.PrivclustWarning`, INCONCLUSIVE) naming the values it
+    did not see.
 
 ``optional_capabilities``
     each optional member the component has (``planned_cost``,
@@ -56,6 +59,10 @@ component or a recipe's DP steps many times on neighbouring inputs and
 return an :class:`AuditResult` whose ``epsilon_lower_bound`` holds at the
 stated confidence (Clopper-Pearson bounds on an event chosen on a separate
 half of the runs); ``passed`` is false when it exceeds the epsilon charged.
+A component's audit samples the first values of *every* release of a run
+(:data:`AUDIT_VALUES` in all); when some released values could not be kept,
+``unseen`` names them and ``verdict`` is ``"INCONCLUSIVE"`` instead of
+``"PASSED"``.
 """
 
 from __future__ import annotations
@@ -83,7 +90,12 @@ from .components import (
     Sensitivity,
     capability,
 )
-from .errors import BudgetExceededError, ParameterError, PrivclustError
+from .errors import (
+    BudgetExceededError,
+    ParameterError,
+    PrivclustError,
+    PrivclustWarning,
+)
 from .hookspecs import hookimpl
 from .recipe import Budget, ComponentSpec, dumps_toml
 from .registry import Registry, get_registry, known_leak_names
@@ -382,10 +394,16 @@ KIT_TRIALS = 200
 #: Runs per input of the kit's audit of a noise mechanism's ``release``.
 KIT_MECHANISM_TRIALS = 300
 
-#: Values kept per run of a component (the first ones released): an event on
-#: part of the output is an event on the output, so the bound stays valid and
-#: the audit's memory is runs x AUDIT_VALUES whatever the component releases.
+#: Values kept per run of a component, shared over every release of the run
+#: (each release keeps its first values; a release smaller than its share
+#: keeps everything and leaves the rest to the others, see
+#: :func:`_allocate`): an event on part of the output is an event on the
+#: output, so the bound stays valid and the audit's memory is about runs x
+#: AUDIT_VALUES whatever the component releases. Values beyond the share are
+#: not audited, and the result says so (``unseen``; verdict INCONCLUSIVE).
 AUDIT_VALUES = 4096
+#: Releases of a run that get a projection of their own (the sum of their values).
+_SLOT_PROJECTIONS = 16
 
 _TWO53 = float(2**53)
 
@@ -422,7 +440,12 @@ class AuditResult:
     loss: if the mechanism were ``claimed_epsilon``-DP (with
     ``claimed_delta``), a bound above ``claimed_epsilon`` would happen with
     probability at most ``1 - confidence``. ``passed`` is
-    ``epsilon_lower_bound <= claimed_epsilon``.
+    ``epsilon_lower_bound <= claimed_epsilon`` on the values audited.
+    ``unseen`` describes released values the audit did not see (a run
+    released more than :data:`AUDIT_VALUES`); they are also among the
+    ``notes``. ``verdict`` is ``"FAILED"`` when the bound exceeds the claim,
+    ``"INCONCLUSIVE"`` when it does not but some values were not seen (no
+    evidence either way about them), else ``"PASSED"``.
     """
 
     subject: str
@@ -440,16 +463,31 @@ class AuditResult:
     confidence: float
     passed: bool
     notes: tuple[str, ...] = ()
+    unseen: tuple[str, ...] = ()
+
+    @property
+    def complete(self) -> bool:
+        """Whether every value the runs released was audited."""
+        return not self.unseen
+
+    @property
+    def verdict(self) -> str:
+        """``"FAILED"``, ``"INCONCLUSIVE"`` (not failed, but some released values unseen) or ``"PASSED"``."""
+        if not self.passed:
+            return "FAILED"
+        return "INCONCLUSIVE" if self.unseen else "PASSED"
 
     def __str__(self) -> str:
-        verdict = "PASSED" if self.passed else "FAILED"
+        verdict = self.verdict
+        if verdict == "INCONCLUSIVE":
+            verdict += " (no evidence against the charge in the values audited; some released values were not seen)"
         claim = f"epsilon {self.claimed_epsilon:.4g}" + (f", delta {self.claimed_delta:.3g}"
                                                           if self.claimed_delta else "")
         sign = "<=" if self.passed else ">"
         lines = [
             f"privacy audit of {self.subject}: {verdict}",
             f"  epsilon lower bound {self.epsilon_lower_bound:.4g} {sign} charged {claim} "
-            f"({self.confidence:.0%} confidence)",
+            f"({self.confidence:.0%} confidence{'; on the values audited' if self.unseen else ''})",
             f"  audited: {self.audited}",
             f"  neighbours: {self.neighbours}",
             f"  event: {self.event}",
@@ -716,7 +754,8 @@ def _audit_pair(A: np.ndarray, B: np.ndarray, delta: float, alpha: float,
 
 
 def _finish(subject: str, audited: str, pairs: Sequence[NeighbourPair], outcomes: Sequence[_PairOutcome],
-            claimed: tuple[float, float], confidence: float, notes: Sequence[str]) -> AuditResult:
+            claimed: tuple[float, float], confidence: float, notes: Sequence[str],
+            unseen: Sequence[str] = ()) -> AuditResult:
     k = int(np.argmax([o.bound for o in outcomes]))
     o, pair = outcomes[k], pairs[k]
     direction = ("p = P[M(D) in E], q = P[M(D') in E]" if o.forward
@@ -728,7 +767,9 @@ def _finish(subject: str, audited: str, pairs: Sequence[NeighbourPair], outcomes
         neighbours=pair.description + (f" (the worst of {len(pairs)} pairs)" if len(pairs) > 1 else ""),
         epsilon_lower_bound=o.bound, claimed_epsilon=eps, claimed_delta=delta,
         event=f"{o.event.description} [{o.event.family}]", direction=direction, counts=o.counts, trials=o.n,
-        p_lower=o.p_low, q_upper=o.q_high, confidence=confidence, passed=passed, notes=tuple(notes))
+        p_lower=o.p_low, q_upper=o.q_high, confidence=confidence, passed=passed,
+        notes=(*notes, *(f"not audited (INCONCLUSIVE for these values): {u}" for u in unseen)),
+        unseen=tuple(unseen))
 
 
 def _stack(outputs: Sequence[np.ndarray]) -> np.ndarray:
@@ -818,6 +859,7 @@ class _Recorder:
         self._sink = sink
         self.counts = counts
         self._inputs: list[tuple[np.ndarray, float]] = []
+        self._covers: list[str] = []
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._mechanism, name)
@@ -826,14 +868,15 @@ class _Recorder:
         out = self._mechanism.release(values, *args, **kwargs)
         released = np.asarray(out, dtype=float).ravel()
         self.counts.append(released.size)
-        room = max(0, AUDIT_VALUES - sum(v.size for v in self._sink))
-        if room:  # keep at most AUDIT_VALUES per run: the audit's memory is bounded whatever the component
-            self._sink.append(released[:room].copy())
-            try:
-                scale = Sensitivity.of(kwargs["sensitivity"]).l1 / float(kwargs["epsilon"])
-            except Exception:  # a mechanism with another signature: no float-support event
-                scale = math.nan
-            self._inputs.append((np.array(values, dtype=float, copy=True).ravel()[:room], scale))
+        # Every release keeps its first AUDIT_VALUES values (the run's share of each is fixed when the run
+        # ends, _allocate): a large early release cannot crowd out the later ones.
+        self._sink.append(released[:AUDIT_VALUES].copy())
+        try:
+            scale = Sensitivity.of(kwargs["sensitivity"]).l1 / float(kwargs["epsilon"])
+        except Exception:  # a mechanism with another signature: no float-support event
+            scale = math.nan
+        self._inputs.append((np.array(values, dtype=float, copy=True).ravel()[:AUDIT_VALUES], scale))
+        self._covers.append(str(kwargs.get("covers", "") or ""))
         return out
 
 
@@ -846,10 +889,12 @@ class _AuditContext(PrivacyContext):
         self.releases: list[np.ndarray] = []
         self.release_sizes: list[int] = []
         self.inputs: list[tuple[np.ndarray, float]] = []
+        self.covers: list[str] = []
 
     def mechanism(self, value: Any = "laplace") -> Any:
         recorder = _Recorder(super().mechanism(value), self.releases, self.release_sizes)
         recorder._inputs = self.inputs
+        recorder._covers = self.covers
         return recorder
 
 
@@ -917,14 +962,49 @@ def _run_component(component: Any, kind: str, data: pd.DataFrame, reg: Registry,
     return result, context
 
 
-def _released(result: Any, context: _AuditContext) -> tuple[np.ndarray, str]:
+def _allocate(sizes: Sequence[int], budget: int = AUDIT_VALUES) -> list[int]:
+    """How many of its first values each release keeps: everything when the
+    run released at most ``budget`` values, else a max-min fair share (a
+    release smaller than the common level keeps all its values, the others
+    keep the level; what rounding leaves goes one each to the first of
+    them). Every release keeps at least one value as long as there are at
+    most ``budget`` releases."""
+    s = np.asarray(sizes, dtype=np.int64)
+    if int(s.sum()) <= budget:
+        return [int(v) for v in s]
+    low, high = 0, int(s.max())  # the largest level whose total fits the budget
+    while low < high:
+        mid = (low + high + 1) // 2
+        if int(np.minimum(s, mid).sum()) <= budget:
+            low = mid
+        else:
+            high = mid - 1
+    keep = np.minimum(s, low)
+    left = budget - int(keep.sum())
+    for i in np.flatnonzero(s > low)[:left]:
+        keep[i] += 1
+    return [int(v) for v in keep]
+
+
+@attrs.frozen
+class _RunValues:
+    """What one run released, release by release (each cut to its share)."""
+
+    parts: tuple[np.ndarray, ...]
+    sizes: tuple[int, ...]
+    inputs: tuple[tuple[np.ndarray, float], ...] | None
+    covers: tuple[str, ...]
+    what: str
+
+
+def _released(result: Any, context: _AuditContext) -> _RunValues:
     if context.releases:
-        total = sum(context.release_sizes)
-        kept = np.concatenate(context.releases)
-        share = "" if kept.size == total else f" (the first {kept.size} of the {total} values each run released)"
-        return (kept,
-                "the values released by the component's noise mechanisms" + share + " (what its ledger's DP "
-                "entries cover; everything else it outputs is computed from them or is not covered)")
+        keep = _allocate(context.release_sizes)
+        inputs = (tuple((v[:k], sc) for (v, sc), k in zip(context.inputs, keep, strict=True))
+                  if len(context.inputs) == len(keep) else None)
+        return _RunValues(parts=tuple(r[:k] for r, k in zip(context.releases, keep, strict=True)),
+                          sizes=tuple(context.release_sizes), inputs=inputs, covers=tuple(context.covers),
+                          what="mechanisms")
     if isinstance(result, Masked):
         values, what = result.data.to_numpy(dtype=float).ravel(), "the released table"
     elif isinstance(result, Partition):
@@ -934,9 +1014,84 @@ def _released(result: Any, context: _AuditContext) -> tuple[np.ndarray, str]:
             values, what = np.asarray(result.labels, dtype=float).ravel(), "the released labels"
     else:
         values, what = np.asarray(result, dtype=float).ravel(), "the component's output"
-    if values.size > AUDIT_VALUES:
-        return values[:AUDIT_VALUES], f"{what} (its first {AUDIT_VALUES} of {values.size} values)"
-    return values, what + " (every value)"
+    return _RunValues(parts=(values[:AUDIT_VALUES],), sizes=(values.size,), inputs=None, covers=("",), what=what)
+
+
+def _slot_widths(runs: Sequence[_RunValues]) -> list[int]:
+    """The columns given to each release (by its position in the run): the
+    most values any run kept of it, so that a column holds the same value of
+    the same release in every run (NaN where a run kept fewer)."""
+    widths: list[int] = []
+    for run in runs:
+        for r, part in enumerate(run.parts):
+            if r == len(widths):
+                widths.append(0)
+            widths[r] = max(widths[r], part.size)
+    return widths
+
+
+def _laid_out(parts: Sequence[np.ndarray], widths: Sequence[int]) -> np.ndarray:
+    row = np.full(max(sum(widths), 1), np.nan)
+    start = 0
+    for r, width in enumerate(widths):
+        if r < len(parts):
+            row[start:start + parts[r].size] = parts[r]
+        start += width
+    return row
+
+
+def _audited_text(runs: Sequence[_RunValues], widths: Sequence[int]) -> tuple[str, list[str]]:
+    """What the audit saw, and what it did not (one line per release cut
+    short, the first few of them, then one line for the rest)."""
+    totals = [sum(run.sizes) for run in runs]
+    cut_runs: dict[int, list[int]] = {}  # release -> [runs cut, fewest kept, most released]
+    for run in runs:
+        kept = np.fromiter((p.size for p in run.parts), dtype=np.int64, count=len(run.parts))
+        sizes = np.asarray(run.sizes, dtype=np.int64)
+        for r in np.flatnonzero(kept < sizes).tolist():
+            entry = cut_runs.setdefault(r, [0, int(kept[r]), int(sizes[r])])
+            entry[0] += 1
+            entry[1] = min(entry[1], int(kept[r]))
+            entry[2] = max(entry[2], int(sizes[r]))
+    unseen: list[str] = []
+    cut = sorted(cut_runs)
+    for r in cut[:8]:
+        count, kept_r, size = cut_runs[r]
+        cover = next((run.covers[r] for run in runs if r < len(run.covers) and run.covers[r]), "")
+        name = (f"release {r + 1} of each run" if runs[0].what == "mechanisms" else runs[0].what) + \
+            (f" ({cover[:120]}{'...' if len(cover) > 120 else ''})" if cover else "")
+        unseen.append(f"{name}: {count} of {len(runs)} runs released more of it than the audit keeps "
+                      f"({AUDIT_VALUES} values a run, shared over its releases); "
+                      + (f"only its first {kept_r} of up to {size} values were audited" if kept_r else
+                         f"none of its up to {size} values was audited"))
+    if len(cut) > 8:
+        unseen.append(f"{len(cut) - 8} more releases of each run (releases {cut[8] + 1} to {cut[-1] + 1} among "
+                      f"them) were cut short the same way")
+    if runs[0].what != "mechanisms":
+        text = runs[0].what + (f" (its first {widths[0]} of up to {max(totals)} values)" if unseen else
+                               " (every value)")
+        return text, unseen
+    share = ""
+    if unseen:
+        share = (f" (the first values of each of the up to {len(widths)} releases of a run, {AUDIT_VALUES} values "
+                 f"in all, of the up to {max(totals)} values a run released)")
+    return ("the values released by the component's noise mechanisms" + share + " (what its ledger's DP entries "
+            "cover; everything else it outputs is computed from them or is not covered)"), unseen
+
+
+def _slot_projections(widths: Sequence[int]) -> list[tuple[str, Callable[[np.ndarray], np.ndarray]]]:
+    """The sum of each release's values (for the first few releases of more
+    than one value), when a run makes several releases."""
+    if len(widths) < 2:
+        return []
+    out: list[tuple[str, Callable[[np.ndarray], np.ndarray]]] = []
+    starts = np.concatenate([[0], np.cumsum(widths)[:-1]]).astype(int)
+    for r, (start, width) in enumerate(zip(starts[:_SLOT_PROJECTIONS], widths[:_SLOT_PROJECTIONS], strict=False)):
+        if width < 2:  # one value: already a value of the output
+            continue
+        out.append((f"the sum of the values of release {r + 1} of the run",
+                    lambda X, _a=int(start), _b=int(start + width): np.nansum(X[:, _a:_b], axis=1)))
+    return out
 
 
 #: Largest number of released values the float-support event checks (one log per candidate).
@@ -946,13 +1101,17 @@ _FLOAT_SUPPORT_LIMIT = 512
 def _fixed_inputs(given: Sequence[tuple[np.ndarray, np.ndarray]], trials: int
                   ) -> tuple[np.ndarray, np.ndarray] | None:
     """The values a component handed its mechanisms, when every run handed
-    the same ones (the noise-free part of the release is then fixed)."""
+    the same ones (the noise-free part of the release is then fixed). Laid
+    out like the released values: NaN where no value was handed."""
     if len(given) != trials or not given:
         return None
     values, scales = given[0]
-    if values.size > _FLOAT_SUPPORT_LIMIT or not np.all(np.isfinite(scales)) or not np.all(scales > 0):
+    there = ~np.isnan(values)
+    if int(there.sum()) > _FLOAT_SUPPORT_LIMIT or not np.all(np.isfinite(scales[there])) \
+            or not np.all(scales[there] > 0):
         return None
-    if all(np.array_equal(v, values) and np.array_equal(s, scales) for v, s in given[1:]):
+    if all(np.array_equal(v, values, equal_nan=True) and np.array_equal(s, scales, equal_nan=True)
+           for v, s in given[1:]):
         return values, scales
     return None
 
@@ -960,7 +1119,7 @@ def _fixed_inputs(given: Sequence[tuple[np.ndarray, np.ndarray]], trials: int
 def _laplace_ratio(first: np.ndarray, second: np.ndarray, scales: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
     """The log-likelihood ratio of Laplace noise around ``first`` against
     ``second`` (the most powerful test statistic when the noise is Laplace)."""
-    moved = first != second
+    moved = ~np.isnan(first) & ~np.isnan(second) & (first != second)
 
     def project(X: np.ndarray) -> np.ndarray:
         if X.shape[1] < first.size:
@@ -976,7 +1135,7 @@ def _vector_float_support(values: np.ndarray, scales: np.ndarray, which: str) ->
         if X.shape[1] < values.size:
             return np.zeros(X.shape[0], dtype=bool)
         ok = np.ones(X.shape[0], dtype=bool)
-        for j in range(values.size):
+        for j in np.flatnonzero(~np.isnan(values)):
             rows = np.flatnonzero(ok)
             if rows.size == 0:
                 break
@@ -999,7 +1158,13 @@ def audit_component(component: Any, data: pd.DataFrame | None = None, *, pairs: 
     ``seed``. What is audited, in order of preference: ``statistic(result,
     releases)`` if given; else every value its noise mechanisms
     (``context.mechanism(...)``) released during the run; else its output
-    (a masker's table, a clusterer's centres or labels). The pairs: by
+    (a masker's table, a clusterer's centres or labels). Of the released
+    values each run keeps :data:`AUDIT_VALUES`, the first ones of *every*
+    release (a fair share each, :func:`_allocate`); each release gets its own
+    columns in the same place in every run, and its own projection (the sum
+    of its values). Values not kept are listed in the result's ``unseen``
+    (and notes), and its ``verdict`` is then INCONCLUSIVE rather than
+    PASSED. The pairs: by
     default :func:`neighbour_pairs` under the relation the component's ledger
     states; ``pairs`` may give ``(frame, frame)`` tuples or
     :class:`NeighbourPair` objects. With ``float_support`` (and when every
@@ -1035,27 +1200,37 @@ def audit_component(component: Any, data: pd.DataFrame | None = None, *, pairs: 
     share = alpha / (2 * len(chosen))
     outcomes = []
     audited = ""
+    unseen: list[str] = []
     for pair, seeds in zip(chosen, run_seeds.spawn(len(chosen)), strict=True):
-        samples = []
-        supports: list[tuple[np.ndarray, np.ndarray] | None] = []
+        sides: list[list[_RunValues]] = []
         for frame_in, side in zip((pair.first, pair.second), seeds.spawn(2), strict=True):
-            rows = []
-            given: list[tuple[np.ndarray, np.ndarray]] = []
+            runs = []
             for child in side.spawn(trials):
                 result, context = _run_component(component, kind, frame_in, reg, child)
-                if context.inputs and statistic is None:
-                    given.append((np.concatenate([v for v, _ in context.inputs]),
-                                  np.concatenate([np.full(v.size, s) for v, s in context.inputs])))
                 if statistic is not None:
                     values = np.asarray(statistic(result, tuple(context.releases)), dtype=float).ravel()
-                    audited = "the statistic given by the caller"
+                    runs.append(_RunValues(parts=(values,), sizes=(values.size,), inputs=None, covers=("",),
+                                           what="the statistic given by the caller"))
                 else:
-                    values, audited = _released(result, context)
-                rows.append(values)
+                    runs.append(_released(result, context))
                 spent = context.spent
                 charged = [max(charged[0], spent[0]), max(charged[1], spent[1])]
-            samples.append(_stack(rows))
-            supports.append(_fixed_inputs(given[: trials // 2], trials // 2))  # selection runs only
+            sides.append(runs)
+        # One layout for both inputs: each release (by its position in the run) gets its own columns.
+        widths = _slot_widths([run for runs in sides for run in runs])
+        samples = [np.vstack([_laid_out(run.parts, widths) for run in runs]) for runs in sides]
+        supports: list[tuple[np.ndarray, np.ndarray] | None] = []
+        for runs in sides:
+            given = [(_laid_out([v for v, _ in run.inputs], widths),
+                      _laid_out([np.full(v.size, sc) for v, sc in run.inputs], widths))
+                     for run in runs[: trials // 2] if run.inputs]  # selection runs only
+            supports.append(_fixed_inputs(given, trials // 2))
+        if statistic is not None:
+            audited = "the statistic given by the caller"
+        else:
+            audited, cut = _audited_text([run for runs in sides for run in runs], widths)
+            unseen += [u for u in cut if u not in unseen]
+        slots = _slot_projections(widths) if statistic is None else []
         A, B = samples
         extra: list[Event] = []
         if float_support:
@@ -1064,8 +1239,10 @@ def audit_component(component: Any, data: pd.DataFrame | None = None, *, pairs: 
                                                       if s is not None)]
 
         def events(A_sel: np.ndarray, B_sel: np.ndarray, _e: list[Event] = extra,
-                   _s: list[Any] = supports) -> list[Event]:
+                   _s: list[Any] = supports, _slots: list[Any] = slots) -> list[Event]:
             out = list(_e)
+            for label, project in _slots:  # each release on its own: a small one is not drowned by a large one
+                out += _threshold_and_bin_events(project(A_sel), project(B_sel), label, project)
             if _s[0] is not None and _s[1] is not None and _s[0][0].size == _s[1][0].size:
                 project = _laplace_ratio(_s[0][0], _s[1][0], _s[0][1])
                 out += _threshold_and_bin_events(
@@ -1076,7 +1253,7 @@ def audit_component(component: Any, data: pd.DataFrame | None = None, *, pairs: 
 
         outcomes.append(_audit_pair(A, B, charged[1], share, events))
     return _finish(f"{name} ({kind[:-1].replace('_', ' ')})", audited, chosen, outcomes, (charged[0], charged[1]),
-                   1 - alpha, notes)
+                   1 - alpha, notes, unseen)
 
 
 @attrs.frozen(kw_only=True)
@@ -1113,10 +1290,17 @@ def audit_recipe(recipe: Any, data: pd.DataFrame | None = None, *, trials: int =
     return out
 
 
-def assert_audit_passes(result: AuditResult) -> None:
-    """Raise ``AssertionError`` (with the audit's report) when the lower bound exceeds the claim."""
+def assert_audit_passes(result: AuditResult, *, allow_inconclusive: bool = False) -> None:
+    """Raise ``AssertionError`` (with the audit's report) when the lower bound
+    exceeds the claim, and when the audit is inconclusive (released values
+    it did not see) unless ``allow_inconclusive``."""
     if not result.passed:
         raise AssertionError(f"the empirical privacy audit found more privacy loss than charged:\n{result}")
+    if result.unseen and not allow_inconclusive:
+        raise AssertionError(
+            "the empirical privacy audit is INCONCLUSIVE: some released values were not audited (audit them with "
+            "statistic=..., or pass allow_inconclusive=True to accept an audit of the values seen only):\n"
+            f"{result}")
 
 
 def check_privacy_audit(component: Any, data: pd.DataFrame, kind: str, registry: Registry) -> None:
@@ -1139,6 +1323,10 @@ def check_privacy_audit(component: Any, data: pd.DataFrame, kind: str, registry:
     assert result.passed, (
         f"{name}: the empirical privacy audit's lower bound on epsilon exceeds what the ledger charges; check the "
         f"sensitivity and the noise scale\n{result}")
+    if result.unseen:  # not a failure of the component, but not a pass for the values the audit could not keep
+        warnings.warn(PrivclustWarning(
+            f"{name}: the privacy_audit check is INCONCLUSIVE for released values it did not see: "
+            + "; ".join(result.unseen) + ". Audit them with pt.audit_component(..., statistic=...)."), stacklevel=2)
 
 
 def check_optional_capabilities(component: Any, data: pd.DataFrame, kind: str, registry: Registry) -> None:

@@ -366,3 +366,66 @@ def test_the_paper_claim_of_dp_dpcl_is_refuted_but_the_charge_holds(registry):
     result = pt.audit_component(component, close, pairs=[(close, moved)], trials=400, seed=1, registry=registry)
     assert result.passed and result.claimed_epsilon == pytest.approx(6.0)
     assert result.epsilon_lower_bound > 2.0, str(result)  # far above the paper's per-density epsilon of 1
+
+
+# ---------------------------------------------------------------------------
+# Every release of a run is audited (not only the first AUDIT_VALUES values)
+# ---------------------------------------------------------------------------
+
+
+def test_the_value_budget_is_shared_fairly_over_the_releases():
+    assert pt._allocate([1, 10, 5]) == [1, 10, 5]  # everything fits: everything kept
+    keep = pt._allocate([1, 1 << 20, 40])
+    assert keep[0] == 1 and keep[2] == 40 and sum(keep) == pt.AUDIT_VALUES  # small releases kept whole
+    keep = pt._allocate([5000, 5000, 5000])
+    assert sum(keep) == pt.AUDIT_VALUES and max(keep) - min(keep) <= 1
+    keep = pt._allocate([1] * (pt.AUDIT_VALUES + 3))
+    assert sum(keep) == pt.AUDIT_VALUES and keep[-3:] == [0, 0, 0]
+
+
+def _density_data(n: int = 20) -> pd.DataFrame:
+    rng = np.random.default_rng(0)
+    return pd.DataFrame(np.vstack([rng.normal(3, 0.5, (n, 2)), rng.normal(7, 0.5, (n, 2))]), columns=["x", "y"])
+
+
+def test_leaf_counts_behind_a_large_noise_pool_are_audited(registry, monkeypatch):
+    """dp-density releases 1 noisy count, then a data-independent pool of
+    max_nodes noise values (8192 > AUDIT_VALUES here), then the leaf counts.
+    With the leaf counts' sensitivity sabotaged to 1e-6 (practically no
+    noise, the charge unchanged) the audit must fail: it used to see only the
+    first AUDIT_VALUES values of a run (the count and the pool) and passed."""
+    import privclust_plugins.dp_density as dd
+
+    component = registry.create("clusterers", "dp-density", epsilon=1.0, bounds={"x": [0, 10], "y": [0, 10]},
+                                max_nodes=8192)
+    data = _density_data()
+    honest = pt.audit_component(component, data, trials=40, seed=0, registry=registry)
+    # the pool is cut short: no plain pass, and the result names what was not seen
+    assert honest.passed and honest.verdict == "INCONCLUSIVE" and not honest.complete, str(honest)
+    assert len(honest.unseen) == 1 and honest.unseen[0].startswith("release 2 of each run")
+    assert "of up to 8192 values were audited" in honest.unseen[0]
+    assert "INCONCLUSIVE" in str(honest) and "PASSED" not in str(honest)
+    with pytest.raises(AssertionError, match="INCONCLUSIVE"):
+        pt.assert_audit_passes(honest)
+    pt.assert_audit_passes(honest, allow_inconclusive=True)
+
+    original = dd._release
+
+    def noiseless_leaves(mech, what, share, values, **kwargs):
+        if what.startswith("the counts of the"):
+            kwargs["sensitivity"] = 1e-6  # a sensitivity wrong by a factor of 10^6
+        return original(mech, what, share, values, **kwargs)
+
+    monkeypatch.setattr(dd, "_release", noiseless_leaves)
+    sabotaged = pt.audit_component(component, data, trials=40, seed=0, registry=registry)
+    assert not sabotaged.passed and sabotaged.verdict == "FAILED", str(sabotaged)
+    assert sabotaged.epsilon_lower_bound > 1.0 and "release 3" in sabotaged.event
+    with pytest.raises(AssertionError, match="more privacy loss than charged"):
+        pt.assert_audit_passes(sabotaged)
+
+
+def test_a_complete_audit_has_nothing_unseen(registry):
+    step = registry.create("noise_mechanisms", "laplace", epsilon=1.0, bounds=BOUNDS)
+    result = pt.audit_component(step, _frame("x"), trials=40, seed=1, registry=registry)
+    assert result.complete and result.unseen == () and result.verdict == "PASSED"
+    assert not any("not audited" in n for n in result.notes)

@@ -241,3 +241,45 @@ def test_optional_capabilities_are_declared_in_one_place_and_checked():
     assert "planned_cost() must return None or (epsilon, delta)" in text
     assert "'min_record' looks like the optional member 'min_records'" in text
     assert "renamed_params must be a table {old name: new name}" in text
+
+
+@attrs.frozen(kw_only=True)
+class HidesBehindAPool:
+    """A large, honest release of data-independent noise first, then the
+    understated one: the auditor must still see (and catch) the second."""
+
+    name: ClassVar[str] = "hides-behind-a-pool"
+
+    def mask(self, data, context):
+        mech = context.mechanism("laplace")
+        mech.release(np.zeros(2 * pt.AUDIT_VALUES), sensitivity=1.0, epsilon=0.5, context=context,
+                     relation="replace-one", covers="a pool of noise")
+        values = mech.release(data.to_numpy(), sensitivity=1.0, epsilon=0.5, context=context,
+                              relation="replace-one", covers="c")
+        return masked(data, values)
+
+
+@attrs.frozen(kw_only=True)
+class HonestBehindAPool(HidesBehindAPool):
+    name: ClassVar[str] = "honest-behind-a-pool"
+
+    def mask(self, data, context):
+        mech = context.mechanism("laplace")
+        mech.release(np.zeros(2 * pt.AUDIT_VALUES), sensitivity=1.0, epsilon=0.5, context=context,
+                     relation="replace-one", covers="a pool of noise")
+        values = mech.release(np.clip(data.to_numpy(), 0, 10), sensitivity=10.0 * data.shape[1], epsilon=0.5,
+                              context=context, relation="replace-one", covers="c")
+        return masked(data, values)
+
+
+def test_the_audit_sees_a_release_behind_a_large_one():
+    checks = dict(pt.component_checks(HidesBehindAPool()))
+    with pytest.raises(AssertionError, match="lower bound on epsilon exceeds"):
+        checks["privacy_audit"](HidesBehindAPool())
+
+
+def test_a_partly_unseen_audit_warns_instead_of_passing_plainly():
+    checks = dict(pt.component_checks(HonestBehindAPool()))
+    with pytest.warns(UserWarning, match=r"INCONCLUSIVE for released values it did not see: release 1 of each run "
+                                         r"\(a pool of noise\)"):
+        checks["privacy_audit"](HonestBehindAPool())
