@@ -226,8 +226,8 @@ def _components():
         pytest.param("clusterers", {"use": "idp-kmeans", "epsilon": 1.0, "n_clusters": 3, "bounds": BOUNDS}, id="idp-kmeans"),
         pytest.param("clusterers", {"use": "dp-dpc-grid", "epsilon": 1.0, "dc": 1.0, "bounds": BOUNDS,
                                     "points_per_dim": 8}, id="dp-dpc-grid"),
-        pytest.param("clusterers", {"use": "dp-density", "epsilon": 1.0, "bounds": BOUNDS, "max_nodes": 4096},
-                     id="dp-density"),
+        pytest.param("clusterers", {"use": "dp-density", "epsilon": 1.0, "bounds": BOUNDS, "max_nodes": 2048},
+                     id="dp-density"),  # a pool small enough that every release of a run is audited
     ]
 
 
@@ -241,6 +241,8 @@ def test_builtin_components_stay_within_their_charge(registry, kind, spec):
     component = registry.create(kind, privclust.ComponentSpec.from_mapping(spec))
     result = pt.audit_component(component, _frame(spec["use"]), trials=200, seed=7, registry=registry)
     assert result.passed, str(result)
+    if spec["use"] == "dp-density":  # the claim the docs make: every release seen, no bound above the charge
+        assert result.verdict == "PASSED", str(result)
 
 
 def test_what_is_audited_and_under_which_relation(registry):
