@@ -176,7 +176,7 @@ class DPDensity:
 
     # -- fitting ----------------------------------------------------------------------
 
-    def _unit(self, data: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    def _unit(self, data: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         problems = self.step_problems()
         if problems:
             raise ParameterError(problems[0])
@@ -208,14 +208,13 @@ class DPDensity:
         if not np.all(np.isfinite(span)) or not np.all(span > 0):
             raise ParameterError("dp-density: every public bound must be finite with low < high (and high - low "
                                  "finite); check 'bounds'")
-        clipped = np.clip(values, low, high)
-        n_clipped = int(np.count_nonzero(clipped != values))
-        unit = (clipped - low) / span
-        return unit, low, high, n_clipped
+        # how many values were clipped is a count of the raw data: not computed, never reported
+        unit = (np.clip(values, low, high) - low) / span
+        return unit, low, high
 
     def fit(self, data: pd.DataFrame, context: PrivacyContext) -> Partition:
         """Release the DP cluster map and label each record by it (joint-DP)."""
-        unit, low, high, n_clipped = self._unit(data)
+        unit, low, high = self._unit(data)
         n, d = unit.shape
         if n == 0:
             raise DataError("dp-density: the data have no records")
@@ -328,7 +327,6 @@ class DPDensity:
             "cluster_stability": cmap["stability"],
             "core_leaves": cmap["core"],
             "automatic": self.n_clusters is None,
-            "clipped_values": n_clipped,
         }
         # the settings in use that the step derived (from its parameters and the DP releases only)
         effective: dict[str, Any] = {

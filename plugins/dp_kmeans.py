@@ -184,7 +184,9 @@ class IDPKMeans:
         return []
 
     def min_records(self, n_columns: int) -> int:
-        return max(3, self.n_clusters, self.n_blocks or 0)
+        # the number of records is private under add/remove: no floor on it but one record (a refusal of a
+        # smaller data set would tell it from its neighbour); empty blocks and clusters get noisy zero sums
+        return 1
 
     @property
     def blocks(self) -> int:
@@ -232,16 +234,10 @@ class IDPKMeans:
     def fit(self, data: pd.DataFrame, context: PrivacyContext) -> Partition:
         """Cluster ``data``; the centres are DP, the labels are not (see the module docstring)."""
         n, n_cols = data.shape
-        if n < 3:
-            raise DataError(f"idp-kmeans needs at least 3 records; got {n}")
         if n_cols == 0:
             raise DataError("idp-kmeans needs at least one column")
-        if self.n_clusters > n:
-            raise DataError(f"idp-kmeans: n_clusters = {self.n_clusters} is larger than the number of records ({n}); "
-                            "lower 'n_clusters'")
-        if self.blocks > n:
-            raise DataError(f"idp-kmeans: n_blocks = {self.blocks} blocks is more than the number of records ({n}); "
-                            "lower 'n_blocks'")
+        # No refusal depends on the number of records beyond the host's (no records at all): under add/remove it is
+        # private, and empty blocks or clusters simply get noisy zero sums.
         epsilons = self.epsilons()
         total = _kmeans.total_epsilon(epsilons) + (self.bounds_epsilon or 0.0)
         if not context.can_spend(total):
@@ -249,7 +245,7 @@ class IDPKMeans:
                 f"idp-kmeans: its schedule may spend epsilon = {total:.6g} but only {context.remaining:.6g} of the "
                 "budget is left; lower 'epsilon' or raise the budget. Nothing was recorded and no noise was drawn."
             )
-        unit, low, high, clipped = self._unit(data, context)
+        unit, low, high, _ = self._unit(data, context)  # how many values were clipped: a raw count, not reported
 
         k, m, d = self.n_clusters, self.blocks, n_cols
         mech = context.mechanism(self.noise)
@@ -356,7 +352,6 @@ class IDPKMeans:
                 "sensitivity_round": l1_round,
                 "noisy_counts": counts,
                 "centres_unit": centres,
-                "clipped_values": clipped,
                 "n_blocks": m,
                 privclust.EFFECTIVE_PARAMS: effective,
                 # bounds = "data": each column's range, taken from the data (left out of a non-disclosive report)
