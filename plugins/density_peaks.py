@@ -469,11 +469,13 @@ class _NoisyDensityPeaks(_DensityPeaks):
             "noise_scale": scale,
             "vector_sensitivity_worst_case_replace_one": sens,
             "vector_sensitivity_worst_case_add_remove_common_coordinates": float(n - 1),
-            "vector_sensitivity_data_at_hand_removal": local,
-            "epsilon_data_at_hand": eps * local if self.calibration == "paper" else eps * local / sens,
             "epsilon_charged": charged,
             "d_c_public": self.dc is not None,
         }
+        # The figure for the data at hand is the largest raw density, exact: one record can change it. It goes to
+        # the step's diagnostics for the reproduction (the specification's table), never to the ledger or a report.
+        at_hand = {"vector_sensitivity_data_at_hand_removal": local,
+                   "epsilon_data_at_hand": eps * local if self.calibration == "paper" else eps * local / sens}
         if self.calibration == "paper":
             covers = (f"the noisy density vector (one density per record, Lap(1/{eps:g}) on each; the paper claims "
                       f"{eps:g}-DP per density)")
@@ -488,20 +490,20 @@ class _NoisyDensityPeaks(_DensityPeaks):
                 f"{self.name} (paper-faithful mechanism): the paper claims epsilon = {eps:g} because one density "
                 f"changes by at most 1, but the released vector of {n} densities moves by up to {sens:g} in L1 under "
                 f"replace-one (n - 1 = {n - 1} over the common coordinates when one record is removed), so the "
-                f"accountant was charged epsilon x {sens:g} = {charged:.6g}. For these data removing the densest "
-                f"record moves the vector by {local:.4g} (its own density), i.e. epsilon = {eps * local:.4g}; that "
-                "figure is data-dependent and is not a guarantee. " + LABELS_NOT_COVERED[0].upper()
+                f"accountant was charged epsilon x {sens:g} = {charged:.6g}. (Removing the densest record moves the "
+                "vector by its own density, a figure of the raw data that is no guarantee: it is in the step's "
+                "diagnostics, 'accounting', not in the ledger.) " + LABELS_NOT_COVERED[0].upper()
                 + LABELS_NOT_COVERED[1:] + "."
             )
         else:
             statement = (
                 f"{self.name} (vector calibration): Lap({sens:g}/{eps:g}) on each of the {n} densities makes the "
                 f"vector {eps:g}-DP under replace-one (worst-case L1 sensitivity {sens:g}); the noise scale "
-                f"{scale:.4g} dwarfs the densities (largest {local:.4g}), so expect no utility. "
+                f"{scale:.4g} dwarfs densities of at most n - 1 = {n - 1}, so expect no utility. "
                 + LABELS_NOT_COVERED[0].upper() + LABELS_NOT_COVERED[1:] + "."
             )
         context.record(statement, guarantee="density-vector accounting", details=details)
-        return np.asarray(noisy, dtype=float), details
+        return np.asarray(noisy, dtype=float), {**details, **at_hand}
 
     def fit(self, data: pd.DataFrame, context: PrivacyContext) -> Partition:
         X = _matrix(data, self.name, self.n_clusters)
