@@ -20,7 +20,7 @@ import io
 import json
 import pickle
 import platform
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from fnmatch import fnmatchcase
 from typing import Any
 
@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 from markupsafe import Markup
 
-from .accounting import Accountant, Budget, Ledger, _jsonable
+from .accounting import HOST, Accountant, Budget, Ledger, _jsonable
 from .errors import PrivclustError
 from .plots import before_after
 from .recipe import Recipe, _thaw
@@ -331,8 +331,16 @@ class Release:
                 row["explanation"], row["unit"] = described
         left_out: list[str] = []
         if non_disclosive:
+            withheld = public_statements(self.ledger.entries)
             for entry in ledger:
                 entry.pop("details", None)
+                if entry["seq"] in withheld:
+                    entry["statement"] = withheld[entry["seq"]]
+                    for key in ("sensitivity", "claim"):
+                        entry[key] = None
+            if withheld:
+                left_out.append("the statements of the steps that took parameters from the data (they may state "
+                                "the values)")
             disclosive = self._disclosive_metrics()
             kept = [e for e in evaluations if (e["evaluator"], e["metric"]) not in disclosive]
             if len(kept) != len(evaluations):
@@ -430,6 +438,32 @@ def _used(rows: list[dict[str, str]], most: int = 6) -> str:
     """``"c = 4, clusterer.m = 1.5"`` (at most ``most`` values, then how many more)."""
     text = ", ".join(f"{r['name']} = {r['value']}" for r in rows[:most])
     return text + (f" and {len(rows) - most} more" if len(rows) > most else "")
+
+
+#: What a non-disclosive report shows in place of a statement of a step that
+#: took parameters from the data.
+WITHHELD = ("left out of this non-disclosive report: step {step} took parameters from the data (its leak entries "
+            "name them), and its statements may state their values")
+
+
+def public_statements(entries: Sequence[Any]) -> dict[int, str]:
+    """For a non-disclosive report, by ledger ``seq``: the statements to show
+    in place of the components' own for every step that recorded a leak. Such
+    a step took a parameter from the data (bounds, a distance quantile), and
+    its statements may state the value (the sensitivity "the column ranges
+    {a: 123449}", "d_c = 0.2967 is the 2% quantile"); a leak entry keeps its
+    name only. The host's own entries are kept: they state no parameter."""
+    leaky = {e.step for e in entries if e.kind == "leak" and e.step is not None}
+    out: dict[int, str] = {}
+    for e in entries:
+        if e.step not in leaky or e.component == HOST:
+            continue
+        if e.kind == "leak":
+            out[e.seq] = (f"{e.mechanism or 'a parameter'}: taken from the data, outside the differential-privacy "
+                          "guarantee (its value is left out of this non-disclosive report)")
+        else:
+            out[e.seq] = f"{e.component or 'a component'}: {WITHHELD.format(step=e.step)}"
+    return out
 
 
 def _reported_checks(checks: Mapping[str, Any]) -> dict[str, Any]:
@@ -535,6 +569,7 @@ def render_html(release: Release, *, non_disclosive: bool = False, plots: bool =
     """The body of the release report: the same content in a notebook and in
     the standalone page (templates/release.html.j2)."""
     report = release.report(non_disclosive=non_disclosive)
+    withheld = public_statements(release.ledger.entries) if non_disclosive else {}
     eps, delta = release.spent
     budget = release.budget
     has_dp = any(e.kind == "dp" for e in release.ledger)
@@ -562,7 +597,8 @@ def render_html(release: Release, *, non_disclosive: bool = False, plots: bool =
                    "seconds": f"{c['elapsed_seconds']:.3g}"} for c in report["steps"]],
         "rules": [r for c in report["constraints"] for r in c["rules"]],
         "ledger": [{"title": title,
-                    "entries": [{"step": e.step, "step_id": e.step_id or "", "statement": e.statement}
+                    "entries": [{"step": e.step, "step_id": e.step_id or "",
+                                 "statement": withheld.get(e.seq, e.statement)}
                                 for e in release.ledger if shown(e)]}
                    for title, shown in _ledger_sections() if any(shown(e) for e in release.ledger)],
         "roles": [(role, ", ".join(getattr(release.recipe.roles, role)))

@@ -50,6 +50,7 @@ from .report import (
     _jsonable,
     _ledger_sections,
     _reported_checks,
+    public_statements,
     _templates,
     counted,
     environment,
@@ -117,9 +118,14 @@ class DatasetRelease:
         """The report as plain data (see :meth:`privclust.Release.report`)."""
         eps, delta = self.spent
         ledger = self.ledger.to_records()
+        withheld = public_statements(self.ledger.entries) if non_disclosive else {}
         if non_disclosive:
             for entry in ledger:
                 entry.pop("details", None)
+                if entry["seq"] in withheld:
+                    entry["statement"] = withheld[entry["seq"]]
+                    for key in ("sensitivity", "claim"):
+                        entry[key] = None
         rep = {
             **report_head(self, non_disclosive),
             "data": {"records": self.records, "output": str(self.path), "strata": dict(self.strata),
@@ -139,7 +145,9 @@ class DatasetRelease:
             "environment": environment(),
         }
         if non_disclosive:
-            rep["left_out"] = ["the evaluation figures", "the details of ledger entries"]
+            rep["left_out"] = ["the evaluation figures", "the details of ledger entries"] + (
+                ["the statements of the steps that took parameters from the data (they may state the values)"]
+                if withheld else [])
         return _jsonable(rep)
 
     def to_json(self, *, non_disclosive: bool = False, **kwargs: Any) -> str:
@@ -172,7 +180,9 @@ class DatasetRelease:
             "steps": [{"step": c["step"], "id": c["id"], "component": c["component"],
                        "columns": ", ".join(c["columns"]), "parameters": c["parameters"]} for c in self.steps],
             "ledger": [{"title": title,
-                        "entries": [{"step": e.step, "step_id": e.step_id or "", "statement": e.statement}
+                        "entries": [{"step": e.step, "step_id": e.step_id or "",
+                                     "statement": public_statements(self.ledger.entries).get(e.seq, e.statement)
+                                     if non_disclosive else e.statement}
                                     for e in self.ledger if shown(e)]}
                        for title, shown in _ledger_sections() if any(shown(e) for e in self.ledger)],
             "evaluations": [{"stratum": k, "groups": _by_evaluator(v)} for k, v in by_stratum.items()],

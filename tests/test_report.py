@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import warnings
 import sys
 from typing import ClassVar
 
@@ -307,3 +308,29 @@ def test_every_built_in_evaluator_explains_every_figure_it_computes():
         assert len({r["evaluator"] for r in rows}) >= 4
         missing = [f"{r['evaluator']}.{r['metric']}" for r in rows if not (r.get("unit") and r.get("explanation"))]
         assert not missing
+
+
+def test_a_non_disclosive_report_withholds_the_statements_of_steps_that_read_the_data():
+    """With bounds = "data" the noise step's statement and sensitivity held
+    the column range (123449, which pins one record at 123456.789) and
+    dp-dpc-grid's held d_c = quantile of the distances, in the JSON and the
+    HTML of the non-disclosive report. Such a step's statements are
+    withheld there; the leak entries keep their names."""
+    rng = np.random.default_rng(0)
+    data = pd.DataFrame({"a": rng.normal(10, 1, 60).round(3), "b": rng.normal(20, 1, 60).round(3)})
+    data.loc[7, "a"] = 123456.789
+    privacy = {"epsilon": 100, "allow_leaks": ["bounds", "dc_percent"]}
+    for step in ({"use": "laplace", "epsilon": 1, "bounds": "data", "columns": ["a", "b"]},
+                 {"use": "dp-dpc-grid", "epsilon": 1, "bounds": "data", "columns": ["a", "b"]}):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            release = privclust.run({"privacy": privacy, "steps": [step]}, data, seed=1)
+        full = json.dumps(release.report())
+        public = json.dumps(release.report(non_disclosive=True)) + release.to_html(non_disclosive=True)
+        assert "123449" in full or "d_c = " in full  # the disclosive report keeps them
+        for value in ("123449", "123456", "d_c = ", "dc = ", "widened by"):
+            assert value not in public, (step["use"], value)
+        leaks = [e for e in release.report(non_disclosive=True)["ledger"] if e["kind"] == "leak"]
+        assert leaks and all("left out of this non-disclosive report" in e["statement"] for e in leaks)
+        assert any("statements of the steps that took parameters from the data" in x
+                   for x in release.report(non_disclosive=True)["left_out"])
