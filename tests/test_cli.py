@@ -371,7 +371,7 @@ def slow(frame, path):
     return slow_write
 
 cli.frame_writer = slow
-sys.exit(cli.main(sys.argv[1:]))
+cli.entry()  # the console script: exits at once after an interruption
 """
 
 
