@@ -99,6 +99,8 @@ class DatasetRelease:
     evaluations: pd.DataFrame = attrs.field(repr=False)
     steps: tuple[dict[str, Any], ...] = attrs.field(repr=False)
     seeded: bool = False
+    #: ``steps`` without the values in use derived from individual original values (a non-disclosive report's)
+    public_steps: tuple[dict[str, Any], ...] = attrs.field(default=(), repr=False)
     created: str = attrs.field(factory=lambda: _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"))
 
     @property
@@ -130,7 +132,7 @@ class DatasetRelease:
             **report_head(self, non_disclosive),
             "data": {"records": self.records, "output": str(self.path), "strata": dict(self.strata),
                      "merged": list(self.merged)},
-            "steps": list(self.steps),
+            "steps": list(self.public_steps if non_disclosive else self.steps),
             "privacy": {
                 "budget": {"epsilon": self.budget.epsilon, "delta": self.budget.delta},
                 "spent": {"epsilon": eps, "delta": delta},
@@ -245,7 +247,7 @@ def _protect_stratum(recipe_dict: dict[str, Any], registry_spec: tuple[list[Any]
     pq = optional("pyarrow.parquet", PARQUET)
     table = pa.Table.from_pandas(release.data, preserve_index=False)
     pq.write_to_dataset(table, folder, partition_cols=strata, basename_template=f"part-{index}-{{i}}.parquet")
-    steps = tuple(release.components())
+    steps = (tuple(release.components()), tuple(release.components(non_disclosive=True)))
     return attrs.evolve(release, data=release.data.iloc[:0], original=release.original.iloc[:0],
                         labels=release.labels.iloc[:0],
                         outcomes=tuple(attrs.evolve(o, result=None) for o in release.outcomes)), steps
@@ -421,4 +423,4 @@ def _combined(compiled: CompiledRecipe, context: PrivacyContext, results: Sequen
         path=out, strata=dict(sizes), merged=merges, recipe=compiled.recipe, budget=compiled.budget,
         accountant=context.accountant, ledger=context.ledger, verification=checks,
         verdict=verdict(context.ledger, context.accountant, outcomes, checks, strata=compiled.recipe.roles.strata),
-        evaluations=table, steps=results[0][1], seeded=context.seeded)
+        evaluations=table, steps=results[0][1][0], public_steps=results[0][1][1], seeded=context.seeded)

@@ -183,3 +183,20 @@ def test_strata_of_several_columns_from_one_parquet_file(tmp_path):
         original = frame[(frame["region"] == region) & (frame["sex"] == sex)]
         assert len(part) == len(original)
         assert np.isclose(part["x"].mean(), original["x"].mean())
+
+
+def test_a_non_disclosive_dataset_report_leaves_out_values_taken_from_the_data(tmp_path):
+    """The dataset report listed the first stratum's values in use, bounds
+    taken from the data included ([6.228, 123456.789]: one record's value), in
+    the non-disclosive report too; and the leaky step's statements."""
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"region": rng.choice(["n", "s"], 400), "a": rng.normal(10, 1, 400).round(3),
+                          "b": rng.normal(20, 1, 400).round(3)})
+    frame.loc[7, "a"] = 123456.789
+    frame.to_parquet(tmp_path / "in", partition_cols=["region"])
+    recipe = {"privacy": {"epsilon": 100, "allow_leaks": ["bounds"]}, "roles": {"strata": "region"},
+              "steps": [{"use": "laplace", "epsilon": 1, "bounds": "data", "columns": ["a", "b"]}]}
+    release = privclust.run_dataset(recipe, tmp_path / "in", tmp_path / "out", seed=1)
+    assert "123456" in json.dumps(release.report())  # the disclosive report keeps the values in use
+    public = json.dumps(release.report(non_disclosive=True)) + release.to_html(non_disclosive=True)
+    assert "123456" not in public and "123449" not in public
