@@ -581,6 +581,11 @@ def _descriptions_problem(value: Any, _: int) -> str | None:
 
 _STEP_KINDS = ("clusterers", "maskers", "noise_mechanisms")
 
+
+def _relation_problem(value: Any, _: int) -> str | None:
+    return None if value in ("add/remove", "replace-one") else \
+        f"privacy_relation must be \"add/remove\" or \"replace-one\"; got {value!r}"
+
 #: The optional members of components, by name: the one place they are
 #: declared. The host reads them through :func:`capability`, and the
 #: conformance kit (``privclust.testing``, check ``optional_capabilities``)
@@ -590,6 +595,12 @@ CAPABILITIES: Mapping[str, Capability] = MappingProxyType({c.name: c for c in (
                kinds=_STEP_KINDS, problem=_cost_problem,
                used_for="the least budget the step will spend; a recipe whose steps ask for more than its "
                         "[privacy] budget is refused when it is compiled"),
+    Capability(name="privacy_relation", member="class attribute", signature="privacy_relation: ClassVar[str]",
+               kinds=_STEP_KINDS, problem=_relation_problem,
+               used_for="the neighbouring relation its DP releases are stated under (\"add/remove\" or "
+                        "\"replace-one\"): when a recipe mixes them, the compile-time budget check converts the "
+                        "add/remove costs as the accountant will (2 epsilon); a costed step without it counts as "
+                        "possibly replace-one"),
     Capability(name="step_problems", member="method", signature="step_problems() -> list[str]",
                kinds=_STEP_KINDS, problem=_texts_problem("step_problems()"), default=(),
                used_for="checks that only matter when the component is a recipe step (a noise mechanism needs "

@@ -171,6 +171,24 @@ def _planned_cost(component: Any) -> tuple[float, float]:
     return 0.0, 0.0
 
 
+def _planned_costs(steps: Sequence[Any]) -> list[tuple[float, float, bool]]:
+    """Each step's planned (epsilon, delta) as the accountant will count it,
+    and whether it was converted: when a costed step may release under
+    replace-one (it says so, or says nothing) and another declares
+    add/remove, the add/remove costs count as replace-one ones (2 epsilon,
+    (1 + e^epsilon) delta), as :meth:`BasicAccountant.total` counts them."""
+    plans = [(_planned_cost(cs.component), capability(cs.component, "privacy_relation")) for cs in steps]
+    costed = [relation for (eps, _), relation in plans if eps > 0]
+    mixed = "add/remove" in costed and any(r != "add/remove" for r in costed)
+    out = []
+    for (eps, delta), relation in plans:
+        if mixed and relation == "add/remove" and eps > 0:
+            out.append((2.0 * eps, (1.0 + math.exp(eps)) * delta if delta else 0.0, True))
+        else:
+            out.append((eps, delta, False))
+    return out
+
+
 def compile(recipe: Recipe | Mapping[str, Any] | str, registry: Registry | None = None) -> CompiledRecipe:  # noqa: A001
     """Check a recipe against the installed plugins and instantiate its
     components, without touching any data.
@@ -248,12 +266,14 @@ def compile(recipe: Recipe | Mapping[str, Any] | str, registry: Registry | None 
             problems.extend(_spanning_problems(cs, constraints, cs.step.columns))
 
     if recipe.privacy.limited:
-        planned = sum(_planned_cost(cs.component)[0] for cs in steps)
-        planned_delta = sum(_planned_cost(cs.component)[1] for cs in steps)
+        costs = _planned_costs(steps)
+        planned = sum(c[0] for c in costs)
+        planned_delta = sum(c[1] for c in costs)
         assert recipe.privacy.epsilon is not None
         if math.isfinite(planned) and planned > recipe.privacy.epsilon * (1 + 1e-9):
-            parts = ", ".join(f"steps[{cs.index}] {_planned_cost(cs.component)[0]:g}" for cs in steps
-                              if _planned_cost(cs.component)[0])
+            parts = ", ".join(f"steps[{cs.index}] {c[0]:g}" + (" (add/remove, counted twice under replace-one)"
+                                                               if c[2] else "")
+                              for cs, c in zip(steps, costs, strict=True) if c[0])
             problems.append(Problem("privacy.epsilon", f"the steps ask for epsilon = {planned:g} ({parts}) but "
                                     f"the budget is {recipe.privacy.epsilon:g}",
                                     "raise [privacy] epsilon or lower the steps' epsilon"))

@@ -402,6 +402,7 @@ class _NoisyDensityPeaks(_DensityPeaks):
     """The paper-style mechanism: Laplace noise on each record's density."""
 
     private: ClassVar[bool] = True
+    privacy_relation: ClassVar[str] = "replace-one"
     #: Whether the component merges along the E-graph (and so needs E).
     merges: ClassVar[str] = "none"
 
@@ -656,6 +657,7 @@ class DPDPCGrid(_DensityPeaks):
 
     name: ClassVar[str] = "dp-dpc-grid"
     private: ClassVar[bool] = True
+    privacy_relation: ClassVar[str] = "replace-one"
     automatic: ClassVar[bool] = True
 
     epsilon: float = param(float, default=1.0, gt=0, check=_check_epsilon, doc="privacy budget of the node densities")

@@ -123,6 +123,7 @@ class DPDensity:
 
     name: ClassVar[str] = "dp-density"
     uses_constraints: ClassVar[bool] = False
+    privacy_relation: ClassVar[str] = "add/remove"
 
     epsilon: float = param(float, gt=0, doc="total privacy budget of the step (noisy count, tree, leaf counts)")
     bounds: Any = public_bounds(default=None, doc="public bounds {column = [low, high]} (required; never the data)")

@@ -113,6 +113,7 @@ class IDPKMeans:
 
     name: ClassVar[str] = "idp-kmeans"
     uses_constraints: ClassVar[bool] = False
+    privacy_relation: ClassVar[str] = "add/remove"
 
     #: Old recipe keys and their new names (the error for an old key names the new one).
     renamed_params: ClassVar[Mapping[str, str]] = {"k": "n_clusters", "m": "n_blocks"}

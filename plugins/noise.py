@@ -71,6 +71,7 @@ class _StepMixin:
     """Recipe-step behaviour shared by the three mechanisms."""
 
     uses_constraints: ClassVar[bool] = False
+    privacy_relation: ClassVar[str] = "replace-one"
     epsilon: float | None
     bounds: Any
 

@@ -6,6 +6,7 @@ import json
 import pickle
 
 import numpy as np
+import pandas as pd
 import pytest
 
 import privclust
@@ -255,3 +256,25 @@ def test_a_component_cannot_record_in_the_hosts_name():
         context.spend(epsilon=1.0, mechanism="laplace", sensitivity=1.0, relation="replace-one", covers="x",
                       component="privclust (host)")
     assert len(context.ledger) == 0
+
+
+def test_the_compile_time_budget_check_converts_mixed_relations_as_the_accountant_does():
+    """idp-kmeans (add/remove, epsilon 1) and laplace (replace-one, epsilon 1)
+    under a budget of 2: compile and `privclust check` said OK, and the run
+    refused its second step (the accountant counts the first twice under
+    replace-one). Steps declare their relation (privacy_relation) and the
+    plan converts as the accountant will."""
+    recipe = {"privacy": {"epsilon": 2.0}, "steps": [
+        {"use": "idp-kmeans", "n_clusters": 3, "epsilon": 1.0, "bounds": {"a": [0, 10], "b": [0, 10]},
+         "columns": ["a", "b"]},
+        {"use": "laplace", "epsilon": 1.0, "bounds": {"c": [0, 10]}, "columns": ["c"]}]}
+    with pytest.raises(privclust.RecipeError, match=r"epsilon = 3 \(steps\[0\] 2 \(add/remove, counted twice under "
+                                                    r"replace-one\), steps\[1\] 1\) but the budget is 2"):
+        privclust.compile(recipe)
+    recipe["privacy"]["epsilon"] = 3.0
+    data = pd.DataFrame(np.random.default_rng(0).uniform(0, 10, (50, 3)), columns=["a", "b", "c"])
+    assert privclust.run(recipe, data, seed=1).spent[0] <= 3.0  # what compiles runs
+    recipe["steps"][1] = {"use": "dp-density", "epsilon": 1.0, "bounds": {"a": [0, 10], "b": [0, 10]},
+                          "columns": ["a", "b"]}
+    recipe["privacy"]["epsilon"] = 2.0
+    privclust.compile(recipe)  # add/remove alone: nothing to convert

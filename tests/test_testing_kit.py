@@ -225,7 +225,8 @@ class GoodCapabilities:
 def test_optional_capabilities_are_declared_in_one_place_and_checked():
     import privclust
 
-    assert set(privclust.CAPABILITIES) == {"planned_cost", "step_problems", "min_records", "uses_constraints",
+    assert set(privclust.CAPABILITIES) == {"planned_cost", "privacy_relation", "step_problems", "min_records",
+                                           "uses_constraints",
                                            "data_leaks", "leak_names", "disclosive_metrics", "missing_values",
                                            "renamed_params", "round_integers",
                                            "metric_descriptions", "evaluated_on"}
