@@ -146,9 +146,36 @@ def risk_utility_map(table: pd.DataFrame, *, risk: str | None = None, loss: str 
     ax.set_xlabel(f"information loss: {loss}")
     ax.set_ylabel(f"disclosure risk: {risk}")
     ax.set_title(title or "Risk-utility map (lower left is better)")
+    failed = _failures(table)
+    if failed:  # the map says what it leaves out: a configuration that is not drawn did not win by default
+        ax.text(0.0, -0.16, failed, transform=ax.transAxes, fontsize=7, va="top", wrap=True)
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
     return ax
+
+
+def _failures(table: pd.DataFrame) -> str:
+    """A note on the configurations whose runs failed: the ones left out of
+    the map (every run failed) and the ones drawn from fewer runs."""
+    if "error" not in table.columns or not table["error"].notna().any():
+        return ""
+    keys = list(table.attrs.get("privclust", {}).get("parameters", []))
+    notes_out, notes_part = [], []
+    for _, rows in table.groupby(["recipe", "configuration"], sort=False):
+        bad = int(rows["error"].notna().sum())
+        if not bad:
+            continue
+        label = _labels(rows.iloc[:1], keys)[0]
+        if bad == len(rows):
+            notes_out.append(label)
+        else:
+            notes_part.append(f"{label} ({len(rows) - bad} of {len(rows)} runs)")
+    parts = []
+    if notes_out:
+        parts.append("Not shown, every run failed: " + "; ".join(notes_out) + ".")
+    if notes_part:
+        parts.append("Drawn from the runs that finished: " + "; ".join(notes_part) + ".")
+    return " ".join(parts)
 
 
 def metric_curve(table: pd.DataFrame, parameter: str, metric: str, *, by: str = "recipe", ax: Any = None,

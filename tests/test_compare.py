@@ -197,6 +197,29 @@ def test_risk_utility_map_marks_the_pareto_front(data, reg):
         risk_utility_map(table, risk="mean-shift.rsk")
 
 
+def test_the_risk_utility_map_names_the_configurations_whose_runs_failed(data, reg):
+    """A configuration whose runs all failed vanished from the map without a
+    word, and a partly failed one was drawn as if whole."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from privclust.plots import risk_utility_map
+
+    table = privclust.compare(noise_recipe(), data, grid={"noise.epsilon": [0.2, 1.0, 5.0]}, repeats=2, seed=2,
+                              registry=reg, processes=1, progress=False)
+    eps = table["noise.epsilon"]
+    broken = (eps == 5.0) | ((eps == 1.0) & (table["repeat"] == 1))
+    table.loc[broken, "error"] = "BudgetExceededError: simulated"
+    table.loc[broken, ["mean-shift.loss", "mean-shift.risk"]] = np.nan
+    ax = risk_utility_map(table)
+    note = " ".join(t.get_text() for t in ax.texts)
+    assert "Not shown, every run failed: noise, epsilon=5." in note
+    assert "Drawn from the runs that finished: noise, epsilon=1 (1 of 2 runs)." in note
+    table["error"] = None
+    whole = risk_utility_map(table.assign(**{"mean-shift.loss": 1.0, "mean-shift.risk": 1.0}), annotate=False)
+    assert not whole.texts  # nothing failed: no note
+
+
 def test_each_recipe_can_have_its_own_grid(data, reg):
     strong = noise_recipe("strong", 0.5)
     table = privclust.compare({"weak": noise_recipe(), "strong": strong}, data,
