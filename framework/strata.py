@@ -158,6 +158,7 @@ class DatasetRelease:
     def to_html(self, *, non_disclosive: bool = False) -> str:
         """The report as a standalone HTML page."""
         report = self.report(non_disclosive=non_disclosive)
+        withheld = public_statements(self.ledger.entries) if non_disclosive else {}
         eps, delta = self.spent
         has_dp = any(e.kind == "dp" for e in self.ledger)
         by_stratum: dict[str, list[dict[str, Any]]] = {}
@@ -183,8 +184,7 @@ class DatasetRelease:
                        "columns": ", ".join(c["columns"]), "parameters": c["parameters"]} for c in self.steps],
             "ledger": [{"title": title,
                         "entries": [{"step": e.step, "step_id": e.step_id or "",
-                                     "statement": public_statements(self.ledger.entries).get(e.seq, e.statement)
-                                     if non_disclosive else e.statement}
+                                     "statement": withheld.get(e.seq, e.statement)}
                                     for e in self.ledger if shown(e)]}
                        for title, shown in _ledger_sections() if any(shown(e) for e in self.ledger)],
             "evaluations": [{"stratum": k, "groups": _by_evaluator(v)} for k, v in by_stratum.items()],

@@ -316,6 +316,21 @@ def test_cli_audit_prints_each_bound_and_passes(tmp_path, capsys):
     assert "step 1 'geometric' (geometric): epsilon lower bound" in out and "charged epsilon 1: passed" in out
 
 
+def test_cli_audit_says_inconclusive_when_a_release_was_seen_only_in_part(tmp_path, capsys):
+    """dp-density's tree pool (8192 values here) is larger than the values a
+    run keeps: the line reads INCONCLUSIVE, not passed, and a note names the
+    release (exit status 0: no evidence against the charge)."""
+    (tmp_path / "r.toml").write_text('[[steps]]\nuse = "dp-density"\nepsilon = 1.0\nmax_nodes = 8192\n'
+                                     'bounds = { a = [0, 10], b = [0, 10] }\n', encoding="utf-8")
+    pt.example_frame(n=30, d=2, seed=1).to_csv(tmp_path / "d.csv", index=False)
+    code = main(["audit", str(tmp_path / "r.toml"), "--input", str(tmp_path / "d.csv"), "--trials", "40",
+                 "--seed", "2"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "charged epsilon 1: INCONCLUSIVE" in out and ": passed" not in out
+    assert "note: not audited (INCONCLUSIVE for these values): release 2 of each run" in out
+
+
 @attrs.frozen(kw_only=True)
 class BrokenLaplaceStep(Understated):
     """A ``laplace`` replacement whose step adds a third of the noise it charges for."""
