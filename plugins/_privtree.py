@@ -37,16 +37,22 @@ class Tree:
     truncated: bool  # whether the node pool ran out
 
 
-def privtree(unit: np.ndarray, noise: np.ndarray, *, theta: float, delta: float, max_depth: int) -> Tree:
-    """PrivTree (Zhang, Xiao & Xie, SIGMOD 2016, Algorithm 2) with fanout 2.
+def privtree(unit: np.ndarray, noise: np.ndarray, *, theta: float, delta: float, max_depth: int,
+             start_depth: int = 0) -> Tree:
+    """PrivTree (Zhang, Xiao & Xie, SIGMOD 2016, Algorithm 2) with fanout 2,
+    run in every cell of a public uniform grid.
 
-    Node ``v`` at depth ``k`` with count ``c`` has the biased count
-    ``b = max(c - k delta, theta - delta)``; it is split when
-    ``b + noise > theta``. The noise of the ``i``-th examined node is
-    ``noise[i]`` (Laplace with scale ``lambda = 3 / eps_tree`` for fanout 2;
-    drawn by the caller). Nodes at ``max_depth``, and every node once
-    ``noise`` is used up, are leaves (public stopping rules: they depend only
-    on the released structure).
+    The nodes above ``start_depth`` are split unconditionally (a public grid
+    of ``2^start_depth`` cells; no noise is used). From there, PrivTree runs
+    in each cell as in its own root: a node ``v`` at depth ``k`` with count
+    ``c`` has the biased count ``b = max(c - (k - start_depth) delta,
+    theta - delta)`` and is split when ``b + noise > theta``. The cells are
+    disjoint, so one record changes the run of one cell only (parallel
+    composition: the whole partition is as private as one PrivTree). The
+    noise of the ``i``-th examined node is ``noise[i]`` (Laplace with scale
+    ``lambda = 3 / eps_tree`` for fanout 2; drawn by the caller). Nodes at
+    ``max_depth``, and every node once ``noise`` is used up, are leaves
+    (public stopping rules: they depend only on the released structure).
     """
     n, d = unit.shape
     pool = noise.size
@@ -62,11 +68,13 @@ def privtree(unit: np.ndarray, noise: np.ndarray, *, theta: float, delta: float,
     while lo.shape[0]:
         m = lo.shape[0]
         counts = np.bincount(node_of, minlength=m).astype(float)
-        if depth >= max_depth or used + m > pool:
+        if depth < min(start_depth, max_depth):
+            split = np.ones(m, dtype=bool)
+        elif depth >= max_depth or used + m > pool:
             split = np.zeros(m, dtype=bool)
             truncated = truncated or (depth < max_depth)
         else:
-            biased = np.maximum(counts - depth * delta, theta - delta)
+            biased = np.maximum(counts - (depth - start_depth) * delta, theta - delta)
             split = biased + noise[used:used + m] > theta
             used += m
         leaf = ~split

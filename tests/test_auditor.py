@@ -228,6 +228,8 @@ def _components():
                                     "points_per_dim": 8}, id="dp-dpc-grid"),
         pytest.param("clusterers", {"use": "dp-density", "epsilon": 1.0, "bounds": BOUNDS, "max_nodes": 2048},
                      id="dp-density"),  # a pool small enough that every release of a run is audited
+        pytest.param("clusterers", {"use": "dp-density", "epsilon": 64.0, "bounds": BOUNDS, "max_nodes": 2048},
+                     id="dp-density-grid"),  # epsilon large enough that 20 records start the tree from a grid
     ]
 
 
