@@ -275,13 +275,14 @@ class DPDensity:
                                  int(math.log2(self.max_nodes)) - 1))
         if 3 ** d > _privtree.PAIRS_PER_LEAF:
             start_depth = 0
+        where = (f"PrivTree run in each of the 2^{start_depth} disjoint cells of a public grid (parallel "
+                 "composition)" if start_depth else "PrivTree run from the whole cube")
         pool = np.asarray(_release(
             mech, f"the tree's pool of max_nodes = {self.max_nodes} noise values", "tree_share",
             np.zeros(self.max_nodes), sensitivity=3.0, epsilon=eps_tree, context=context, relation=RELATION,
             covers=("the PrivTree partition: the split decision of every examined node (biased count "
                     f"max(c - (depth - {start_depth}) delta, theta - delta) plus this noise, theta = "
-                    f"{self.theta:g}, delta = {delta:.6g}), PrivTree run in each of the 2^{start_depth} disjoint "
-                    "cells of a public grid (parallel composition); the factor 3 = (2 beta - 1) / (beta - 1), "
+                    f"{self.theta:g}, delta = {delta:.6g}), {where}; the factor 3 = (2 beta - 1) / (beta - 1), "
                     "beta = 2, is PrivTree's (Zhang, Xiao & Xie 2016), not the sensitivity of a single count"),
             not_covered=NOT_COVERED,
             details={"release": "tree", "lambda": lam, "delta": delta, "theta": self.theta, "fanout": 2,

@@ -358,6 +358,14 @@ def test_the_starting_grid_is_a_public_function_of_the_noisy_count_and_is_stated
     # a small node pool caps the grid (never more cells than half the pool)
     small, _ = fit(DPDensity(epsilon=0.5, bounds=BOUNDS, max_nodes=16), data)
     assert small.diagnostics["start_depth"] == 3
+    # no grid below 8 cells' worth of records, and none above 4 columns
+    few, context = fit(DPDensity(epsilon=0.5, bounds=BOUNDS), data.iloc[:200])
+    tree_entry, = [e for e in context.ledger.of_kind("dp") if e.details.get("release") == "tree"]
+    assert few.diagnostics["start_depth"] == 0 and "from the whole cube" in tree_entry.covers
+    rng = np.random.default_rng(0)
+    wide = pd.DataFrame(rng.uniform(0, 1, (20_000, 5)), columns=list("abcde"))
+    five, _ = fit(DPDensity(epsilon=10.0, bounds={c: [0, 1] for c in wide.columns}), wide)
+    assert five.diagnostics["start_depth"] == 0
 
 
 def test_privtree_stops_when_the_node_pool_runs_out():
