@@ -126,6 +126,10 @@ QARDAJI_C = 10.0
 START_GRID_FRACTION = 0.125
 
 
+def _check_finite(value: Any) -> str | None:
+    return None if math.isfinite(value) else "must be a finite number (an infinite budget adds no noise)"
+
+
 def _check_share(value: Any) -> str | None:
     return None if value is None or 0 < value < 1 else "must be a fraction in (0, 1)"
 
@@ -139,7 +143,8 @@ class DPDensity:
     uses_constraints: ClassVar[bool] = False
     privacy_relation: ClassVar[str] = "add/remove"
 
-    epsilon: float = param(float, gt=0, doc="total privacy budget of the step (noisy count, tree, leaf counts)")
+    epsilon: float = param(float, gt=0, check=_check_finite,
+                           doc="total privacy budget of the step (noisy count, tree, leaf counts)")
     bounds: Any = public_bounds(default=None, doc="public bounds {column = [low, high]} (required; never the data)")
     n_clusters: int | None = param(int, default=None, ge=1,
                                    doc="number of clusters (the most significant density peaks); absent: automatic")
@@ -261,7 +266,7 @@ class DPDensity:
         # 2. PrivTree
         lam = 3.0 / eps_tree  # (2 beta - 1) / (beta - 1) / eps_tree with beta = 2
         delta = lam * math.log(2.0)
-        cells = max(2.0, n_est * eps_leaf / QARDAJI_C)
+        cells = max(2.0, min(n_est * eps_leaf / QARDAJI_C, 1e300))  # finite even where the product overflows
         # splits per column: the Qardaji grid's, plus one (two above two columns), at least three
         per_dim = max(3, math.ceil(math.log2(cells) / d) + (1 if d <= 2 else 2))
         # no finer than the kernel can use (a bound on its cost at large epsilon)

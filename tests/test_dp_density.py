@@ -69,6 +69,7 @@ def test_registered_through_its_entry_point(registry):
 @pytest.mark.parametrize("params, fragment", [
     ({"epsilon": 0.0, "bounds": BOUNDS}, "epsilon"),
     ({"epsilon": -1.0, "bounds": BOUNDS}, "epsilon"),
+    ({"epsilon": float("inf"), "bounds": BOUNDS}, "'epsilon' parameter of dp-density must be a finite number"),
     ({"epsilon": 1.0, "bounds": "data"}, "never the data"),
     ({"epsilon": 1.0, "bounds": BOUNDS, "count_share": 0.5, "tree_share": 0.5}, "leaf counts"),
     ({"epsilon": 1.0, "bounds": BOUNDS, "tree_share": 1.5}, "tree_share"),

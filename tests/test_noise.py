@@ -130,6 +130,16 @@ def test_bad_bounds_are_parameter_errors(bad):
         LaplaceMechanism(epsilon=1.0, bounds=bad)
 
 
+@pytest.mark.parametrize("name", ["laplace", "geometric", "gaussian"])
+def test_an_infinite_epsilon_is_refused_when_the_step_is_made_not_at_release(registry, name):
+    """epsilon = inf would add no noise; it used to pass the recipe check
+    and fail only when the run released."""
+    recipe = {"steps": [{"use": name, "epsilon": float("inf"), "bounds": {"a": [0, 10]}}
+                        | ({"delta": 1e-6} if name == "gaussian" else {})]}
+    with pytest.raises(privclust.PrivclustError, match=f"'epsilon' parameter of {name} must be a finite number"):
+        privclust.compile(recipe, registry=registry)
+
+
 bounds = {c: [-5, 15] for c in "abc"}
 
 
