@@ -272,11 +272,14 @@ class DPDensity:
         # no finer than the kernel can use (a bound on its cost at large epsilon)
         per_dim = min(per_dim, max(3, _privtree.finest_splits(_privtree.bandwidth(n_est, d), d)))
         max_depth = int(min(per_dim * d, 60))
-        # the public grid PrivTree starts from: at least one adaptive split per column below it, never more
-        # cells than half the node pool, and only in up to 4 columns (as the coarse pass: above, each grid cell
-        # touches up to 3^d others, and 12 columns at epsilon 10 took 172 s and 5.6 GB with it, 61 s without)
+        # the public grid PrivTree starts from: cells no narrower than the kernel's width 2 h (finer cells
+        # would not change the density estimate, only add empty leaves: 4 columns at epsilon 1e4 made 800,000
+        # leaves and 2.5 GB), at least one adaptive split per column below it, never more cells than half the
+        # node pool, and only in up to 4 columns (as the coarse pass: above, each grid cell touches up to 3^d
+        # others, and 12 columns at epsilon 10 took 172 s and 5.6 GB with it, 61 s without)
         grid_cells = max(1.0, cells * START_GRID_FRACTION)
-        start_depth = max(0, min(math.floor(math.log2(grid_cells)), max_depth - d,
+        kernel_splits = max(0, math.floor(math.log2(1.0 / (2.0 * _privtree.bandwidth(n_est, d)))))
+        start_depth = max(0, min(math.floor(math.log2(grid_cells)), kernel_splits * d, max_depth - d,
                                  int(math.log2(self.max_nodes)) - 1))
         if 3 ** d > _privtree.PAIRS_PER_LEAF:
             start_depth = 0

@@ -359,6 +359,10 @@ def test_the_starting_grid_is_a_public_function_of_the_noisy_count_and_is_stated
     # a small node pool caps the grid (never more cells than half the pool)
     small, _ = fit(DPDensity(epsilon=0.5, bounds=BOUNDS, max_nodes=16), data)
     assert small.diagnostics["start_depth"] == 3
+    # at a huge epsilon the grid is no finer than the kernel's width 2 h (finer cells only add empty leaves)
+    huge, _ = fit(DPDensity(epsilon=1e4, bounds=BOUNDS), data)
+    h = huge.diagnostics["bandwidth"]
+    assert huge.diagnostics["start_depth"] == 2 * math.floor(math.log2(1 / (2 * h))) == 8
     # no grid below 8 cells' worth of records, and none above 4 columns
     few, context = fit(DPDensity(epsilon=0.5, bounds=BOUNDS), data.iloc[:200])
     tree_entry, = [e for e in context.ledger.of_kind("dp") if e.details.get("release") == "tree"]
