@@ -16,8 +16,9 @@ Given only ``epsilon``, public ``bounds`` and optionally ``n_clusters``:
    rescaled to the unit cube, binary midpoint splits along the columns in
    turn (fanout 2), run in every cell of a public uniform grid of
    ``2^k0`` cells (the nodes above depth ``k0`` are split unconditionally;
-   ``k0`` is the depth of a grid with an eighth of Qardaji's ``N~ epsilon /
-   c`` cells, see :data:`START_GRID_FRACTION`): a node at depth ``k`` with
+   ``k0`` is the depth of a grid with an eighth of Qardaji's ``N~ eps_leaf /
+   c`` cells, no finer than the kernel's width, in up to 4 columns, see
+   :data:`START_GRID_FRACTION`): a node at depth ``k`` with
    ``c`` records is split when ``max(c - (k - k0) delta, theta - delta) +
    Lap(lambda) > theta``, with
    ``lambda = (2 beta - 1) / (beta - 1) / eps_tree = 3 / eps_tree`` and
@@ -121,8 +122,8 @@ QARDAJI_C = 10.0
 #: cells (rounded down to a power of two). PrivTree's bias ``(depth) delta`` grows with the depth from its root,
 #: and from the whole cube it kept the leaves coarse at small epsilon (100,000 records at epsilon 0.1: leaves
 #: below depth 12 needed more than 550 records); counted from the grid's cells it is that many levels smaller.
-#: Set on the benchmark's shape sets (1/2 and 1/4 were also tried); the grid costs at most that many leaves of
-#: empty space.
+#: Set on the benchmark's shape sets (1, 1/2 and 1/4 were also tried); the grid costs at most that many leaves
+#: of empty space.
 START_GRID_FRACTION = 0.125
 
 

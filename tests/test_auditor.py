@@ -229,7 +229,7 @@ def _components():
         pytest.param("clusterers", {"use": "dp-density", "epsilon": 1.0, "bounds": BOUNDS, "max_nodes": 2048},
                      id="dp-density"),  # a pool small enough that every release of a run is audited
         pytest.param("clusterers", {"use": "dp-density", "epsilon": 64.0, "bounds": BOUNDS, "max_nodes": 2048},
-                     id="dp-density-grid"),  # epsilon large enough that 20 records start the tree from a grid (4 or 8 cells)
+                     id="dp-density-grid"),  # epsilon large enough that 20 records start the tree from a grid
     ]
 
 
