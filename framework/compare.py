@@ -50,6 +50,7 @@ from .recipe import Recipe
 from .registry import Registry, get_registry
 from .runner import _check_frame, compile, run
 from .specs import ComponentSpec, field_kind, param_name
+from .verify import no_guarantee_reasons
 
 __all__ = ["MAX_CONFIGURATIONS", "MAX_RUNS", "compare", "expand_grid", "grid_size", "parse_sweep", "summarize"]
 
@@ -65,9 +66,6 @@ FIXED_COLUMNS = ("recipe", "configuration", "repeat", "dp", "dp_epsilon", "dp_de
                  "claimed_epsilon", "seconds", "error")
 #: The columns of the run's privacy figures, in table order (after the evaluators' figures).
 _PRIVACY_COLUMNS = ("dp", "dp_epsilon", "dp_delta", "epsilon", "delta", "claimed_epsilon")
-#: How the host's verdict (:func:`privclust.verify.verdict`) begins for a differentially private release;
-#: every other verdict begins "No differential-privacy guarantee: ".
-_DP_VERDICT = "ε-differentially private"
 
 
 # ---------------------------------------------------------------------------
@@ -317,10 +315,10 @@ def _run_one(recipe_dict: dict[str, Any], data: pd.DataFrame | None, seed: np.ra
 
 def _is_dp(release: Any) -> bool:
     """Whether the host's verdict on ``release`` is a differential-privacy
-    guarantee: the verdict is the one place the host decides it (any leak
-    entry, a step that released without spending, no DP step, or a release
-    that changes no column voids it), so the table reads it from there."""
-    return str(getattr(release, "verdict", "")).startswith(_DP_VERDICT)
+    guarantee: decided where the verdict decides it (any leak entry, a step
+    that released without spending, no DP step, or a release that changes no
+    column voids it), from the release's ledger, steps and checks."""
+    return not no_guarantee_reasons(release.ledger.entries, release.outcomes, release.verification)
 
 
 # ---------------------------------------------------------------------------

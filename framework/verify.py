@@ -412,10 +412,11 @@ def _dp_structured(entries: Sequence[LedgerEntry], outcomes: Sequence[Any]) -> b
         and all(any(e.step == o.index for e in dp) for o in outcomes)
 
 
-def verdict(ledger: Ledger, accountant: Accountant, outcomes: Sequence[Any], checks: Mapping[str, Any], *,
-            strata: Sequence[str] = ()) -> str:
-    """The release's verdict in one sentence (plus what the host verified)."""
-    entries = ledger.entries
+def no_guarantee_reasons(entries: Sequence[LedgerEntry], outcomes: Sequence[Any],
+                         checks: Mapping[str, Any]) -> list[str]:
+    """Why the release is not differentially private, one reason a clause
+    (empty: the verdict states the composed DP guarantee). The one place the
+    host decides it: the verdict and ``privclust compare`` read it."""
     dp = [e for e in entries if e.kind == "dp"]
     leaks = [e for e in entries if e.kind == "leak"]
     reasons: list[str] = []
@@ -434,6 +435,15 @@ def verdict(ledger: Ledger, accountant: Accountant, outcomes: Sequence[Any], che
             what = (f"the label column {o.output!r}" if o.kind == "clusterers"
                     else f"the values of {_cols(o.columns)}")
             reasons.append(f"step {o.index} ({o.id}, {o.name}) released {what} without differential privacy")
+    return reasons
+
+
+def verdict(ledger: Ledger, accountant: Accountant, outcomes: Sequence[Any], checks: Mapping[str, Any], *,
+            strata: Sequence[str] = ()) -> str:
+    """The release's verdict in one sentence (plus what the host verified)."""
+    entries = ledger.entries
+    dp = [e for e in entries if e.kind == "dp"]
+    reasons = no_guarantee_reasons(entries, outcomes, checks)
     extras = []
     for claim in checks.get("claims", ()):
         if claim.get("guarantee") == "k-anonymity" and claim.get("status") == "verified" \

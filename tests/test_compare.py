@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import sys
 import time
+import warnings
 from typing import ClassVar
 
 import attrs
@@ -446,9 +447,16 @@ def test_the_dp_column_follows_the_verdict_and_only_a_dp_run_has_a_guarantee(dat
         {"use": "laplace", "epsilon": 1.0, "bounds": {"a": [0, 10]}, "columns": ["a"]},
         {"use": "microaggregation", "columns": ["b"], "clusterer": {"use": "mdav", "k": 3}}]}
     failing = {"name": "failing", "steps": [{"use": "laplace", "epsilon": 1.0, "bounds": {"a": [0, 10]}}]}
-    recipes = [public, leaky, mixed, failing]
-    table = privclust.compare(recipes, frame, seed=1, progress=False, processes=1).set_index("recipe")
-    verdicts = {r["name"]: privclust.run(r, frame, seed=1).verdict for r in recipes[:3]}
+    # a DP clusterer alone changes no column: every original value is released, no guarantee
+    labels_only = {"name": "labels-only", "steps": [{"use": "idp-kmeans", "epsilon": 1.0, "n_clusters": 2,
+                                                     "bounds": BOUNDS}]}
+    recipes = [public, leaky, mixed, failing, labels_only]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", privclust.NothingProtectedWarning)
+        table = privclust.compare(recipes, frame, seed=1, progress=False, processes=1).set_index("recipe")
+        verdicts = {r["name"]: privclust.run(r, frame, seed=1).verdict for r in recipes if r is not failing}
+    assert verdicts["labels-only"].startswith("No differential-privacy guarantee: the release changes no column")
+    assert not table.loc["labels-only", "dp"] and pd.isna(table.loc["labels-only", "dp_epsilon"])
     assert verdicts["public-bounds"].startswith("ε-differentially private")
     assert verdicts["data-bounds"].startswith("No differential-privacy guarantee") and "(bounds)" in verdicts["data-bounds"]
     assert verdicts["dp+mdav"].startswith("No differential-privacy guarantee") and "step 1" in verdicts["dp+mdav"]
