@@ -10,8 +10,9 @@
   Guarantee: *probabilistic* k-anonymity (expected cluster sizes), which is
   not k-anonymity; the ledger says how many records released a row that
   fewer than k released records share (groups of identical released rows),
-  and how many were released with their original values, both counted on the
-  values as released (integer columns rounded as the host rounds them).
+  and how many were released with the values the step was given (the
+  original ones when it is the first step to change them), both counted on
+  the values as released (integer columns rounded as the host rounds them).
 * ``microaggregation`` (crisp): any clusterer that yields labels (default
   ``mdav``); each record is replaced by its own group's mean, projected onto
   the edit rules. Guarantee: k-anonymity of the aggregated columns (every
@@ -1013,8 +1014,8 @@ class FuzzyMicroaggregation:
             f"drawn at random with its Step 2 memberships ({step2.describe()}). {self_rule} Probabilistic "
             f"k-anonymity for k = {k}: every centre's expected cluster size (the sum of the probabilities with "
             f"which the records drew it) is at least k; they range from {e.min():.3g} to {e.max():.3g} (mean "
-            f"{e.mean():.3g}). {dg['verbatim_records']} records were released with their original values of "
-            f"these columns{' (integer columns rounded as released)' if ints else ''}. After the draw, "
+            f"{e.mean():.3g}). {dg['verbatim_records']} records were released with the values of these columns "
+            f"the step was given{' (integer columns rounded as released)' if ints else ''}. After the draw, "
             f"{small_share:.1%} of the records ({dg['records_in_identical_groups_below_k']} of {n}) share their "
             f"released values of these columns with fewer than {k - 1} other records (groups of identical "
             f"released rows{', integer columns rounded as released' if ints else ''}"

@@ -146,7 +146,7 @@ def test_ledger_states_probabilistic_k_anonymity_honestly():
     assert "projected onto the edit rules" in entry.statement
     assert entry.details["k"] == 3 and 3 <= entry.details["expected_size_min"] <= entry.details["expected_size_max"]
     assert "never replaced by a centre equal to itself" in entry.statement
-    assert "0 records were released with their original values" in entry.statement
+    assert "0 records were released with the values of these columns the step was given" in entry.statement
     assert entry.details["verbatim_records"] == 0
     realised = np.bincount(out.partition.labels, minlength=out.partition.centres.shape[0])
     assert out.diagnostics["share_in_realised_cluster_below_k"] == pytest.approx(
@@ -469,7 +469,7 @@ def test_no_record_is_released_verbatim_on_census_and_tarragona(name, k, m1):
         assert _verbatim(frame, release.data) == 0 == dg["verbatim_records"]
         assert dg["expected_size_min"] >= k  # the mass rule, on the final memberships
         entry = [e for e in release.ledger if e.mechanism == "probabilistic k-anonymity"][0]
-        assert "0 records were released with their original values" in entry.statement
+        assert "0 records were released with the values of these columns the step was given" in entry.statement
 
 
 class _no_regime_warning:
@@ -794,7 +794,7 @@ def test_integer_columns_the_verbatim_count_is_true_on_the_released_file(seed, w
     verbatim = int((release.data[frame.columns].to_numpy() == frame.to_numpy()).all(axis=1).sum())
     dg = release.outcomes[0].diagnostics
     entry = _guarantee(release)
-    assert f"{verbatim} records were released with their original values" in entry.statement
+    assert f"{verbatim} records were released with the values of these columns the step was given" in entry.statement
     assert dg["verbatim_records"] == verbatim == 0  # the self rule compares the rounded centre: none is left
     assert dg["integer_columns"] == list(frame.columns)
     assert "rounded as the host releases it" in entry.statement
