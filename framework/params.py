@@ -104,6 +104,7 @@ def param(
     le: float | None = None,
     choices: Sequence[Any] | None = None,
     optional: bool = False,
+    finite: bool = False,
     converter: Callable[[Any], Any] | None = None,
     check: Callable[[Any], str | None] | None = None,
     _leak: str | None = None,
@@ -122,6 +123,8 @@ def param(
     :param le: an inclusive upper bound.
     :param choices: the allowed values.
     :param optional: ``None`` is allowed (and means "not set").
+    :param finite: an infinite (or NaN) number is refused (a privacy budget:
+        ``epsilon = inf`` would add no noise).
     :param converter: a converter run before the built-in one.
     :param check: an extra check returning an error text or ``None``.
     """
@@ -147,6 +150,8 @@ def param(
         if isinstance(value, float) and (gt is not None or ge is not None or lt is not None or le is not None):
             if math.isnan(value):
                 raise ParameterError(f"{where} must be a number; got NaN.")
+        if finite and isinstance(value, float) and not math.isfinite(value):
+            raise ParameterError(f"{where} must be a finite number; got {value!r}.")
         if gt is not None and not value > gt:
             raise ParameterError(f"{where} must be > {gt}; got {value!r}.")
         if ge is not None and not value >= ge:

@@ -331,16 +331,8 @@ class Release:
                 row["explanation"], row["unit"] = described
         left_out: list[str] = []
         if non_disclosive:
-            withheld = public_statements(self.ledger.entries)
-            for entry in ledger:
-                entry.pop("details", None)
-                if entry["seq"] in withheld:
-                    entry["statement"] = withheld[entry["seq"]]
-                    for key in ("sensitivity", "claim"):
-                        entry[key] = None
-            if withheld:
-                left_out.append("the statements of the steps that took parameters from the data (they may state "
-                                "the values)")
+            if public_ledger(ledger, self.ledger.entries):
+                left_out.append(WITHHELD_NOTE)
             disclosive = self._disclosive_metrics()
             kept = [e for e in evaluations if (e["evaluator"], e["metric"]) not in disclosive]
             if len(kept) != len(evaluations):
@@ -464,6 +456,25 @@ def public_statements(entries: Sequence[Any]) -> dict[int, str]:
         else:
             out[e.seq] = f"{e.component or 'a component'}: {WITHHELD.format(step=e.step)}"
     return out
+
+
+#: What a non-disclosive report says it left out when it withheld statements.
+WITHHELD_NOTE = "the statements of the steps that took parameters from the data (they may state the values)"
+
+
+def public_ledger(records: list[dict[str, Any]], entries: Sequence[Any]) -> bool:
+    """Make the ledger ``records`` (``Ledger.to_records()`` of ``entries``)
+    non-disclosive in place: no details, and the statements of the steps
+    that took parameters from the data withheld (:func:`public_statements`,
+    their sensitivity and claim cleared). Whether any statement was withheld."""
+    withheld = public_statements(entries)
+    for entry in records:
+        entry.pop("details", None)
+        if entry["seq"] in withheld:
+            entry["statement"] = withheld[entry["seq"]]
+            for key in ("sensitivity", "claim"):
+                entry[key] = None
+    return bool(withheld)
 
 
 def _reported_checks(checks: Mapping[str, Any]) -> dict[str, Any]:

@@ -46,14 +46,16 @@ from .errors import DataError, ParameterError, PrivclustError
 from .recipe import Recipe
 from .registry import Registry
 from .report import (
+    WITHHELD_NOTE,
     _by_evaluator,
     _jsonable,
     _ledger_sections,
     _reported_checks,
-    public_statements,
     _templates,
     counted,
     environment,
+    public_ledger,
+    public_statements,
     report_head,
 )
 from .runner import (
@@ -120,14 +122,7 @@ class DatasetRelease:
         """The report as plain data (see :meth:`privclust.Release.report`)."""
         eps, delta = self.spent
         ledger = self.ledger.to_records()
-        withheld = public_statements(self.ledger.entries) if non_disclosive else {}
-        if non_disclosive:
-            for entry in ledger:
-                entry.pop("details", None)
-                if entry["seq"] in withheld:
-                    entry["statement"] = withheld[entry["seq"]]
-                    for key in ("sensitivity", "claim"):
-                        entry[key] = None
+        withheld = non_disclosive and public_ledger(ledger, self.ledger.entries)
         rep = {
             **report_head(self, non_disclosive),
             "data": {"records": self.records, "output": str(self.path), "strata": dict(self.strata),
@@ -148,8 +143,7 @@ class DatasetRelease:
         }
         if non_disclosive:
             rep["left_out"] = ["the evaluation figures", "the details of ledger entries"] + (
-                ["the statements of the steps that took parameters from the data (they may state the values)"]
-                if withheld else [])
+                [WITHHELD_NOTE] if withheld else [])
         return _jsonable(rep)
 
     def to_json(self, *, non_disclosive: bool = False, **kwargs: Any) -> str:

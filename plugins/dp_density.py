@@ -127,10 +127,6 @@ QARDAJI_C = 10.0
 START_GRID_FRACTION = 0.125
 
 
-def _check_finite(value: Any) -> str | None:
-    return None if math.isfinite(value) else "must be a finite number (an infinite budget adds no noise)"
-
-
 def _check_share(value: Any) -> str | None:
     return None if value is None or 0 < value < 1 else "must be a fraction in (0, 1)"
 
@@ -144,7 +140,7 @@ class DPDensity:
     uses_constraints: ClassVar[bool] = False
     privacy_relation: ClassVar[str] = "add/remove"
 
-    epsilon: float = param(float, gt=0, check=_check_finite,
+    epsilon: float = param(float, gt=0, finite=True,
                            doc="total privacy budget of the step (noisy count, tree, leaf counts)")
     bounds: Any = public_bounds(default=None, doc="public bounds {column = [low, high]} (required; never the data)")
     n_clusters: int | None = param(int, default=None, ge=1,

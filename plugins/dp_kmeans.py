@@ -94,10 +94,6 @@ NOT_COVERED = (
 )
 
 
-def _check_finite(value: Any) -> str | None:
-    return None if value is None or math.isfinite(value) else "must be a finite number"
-
-
 def _check_quantile(value: Any) -> str | None:
     return None if value is None or 0 <= value < 0.5 else "must be in [0, 0.5)"
 
@@ -119,7 +115,7 @@ class IDPKMeans:
     renamed_params: ClassVar[Mapping[str, str]] = {"k": "n_clusters", "m": "n_blocks"}
 
     n_clusters: int = param(int, ge=1, doc="number of clusters (the paper's k)")
-    epsilon: float = param(float, gt=0, check=_check_finite,
+    epsilon: float = param(float, gt=0, finite=True,
                            doc="total privacy budget of the step (all rounds together); finite")
     bounds: Any = public_bounds(default=None, dp=True,
                                 doc='public bounds {column = [low, high]}; "dp" (DP quantiles within bounds_range, '
@@ -128,7 +124,7 @@ class IDPKMeans:
     bounds_range: Any = public_bounds(default=None,
                                       doc='with bounds = "dp": the public outer range {column = [low, high]} the DP '
                                           'quantiles are searched in')
-    bounds_epsilon: float | None = param(float, default=None, gt=0, check=_check_finite,
+    bounds_epsilon: float | None = param(float, default=None, gt=0, finite=True,
                                          doc='with bounds = "dp": the epsilon of the DP bounds (charged on top of '
                                              'epsilon, split over 2 quantiles per column)')
     bounds_quantile: float = param(float, default=0.02, check=_check_quantile,

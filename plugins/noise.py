@@ -113,12 +113,6 @@ class _StepMixin:
                 f"of its public bounds; {split})")
 
 
-def _check_finite(value: Any) -> str | None:
-    if value is None or math.isfinite(value):
-        return None
-    return "must be a finite number (an infinite budget adds no noise)"
-
-
 def _as_array(name: str, values: Any) -> np.ndarray:
     raw = np.asarray(values)
     if raw.dtype.kind in "iu" and raw.size and (int(raw.max()) > 2**53 or int(raw.min()) < -(2**53)):
@@ -240,7 +234,7 @@ class LaplaceMechanism(_StepMixin):
 
     name: ClassVar[str] = "laplace"
 
-    epsilon: float | None = param(float, default=None, gt=0, check=_check_finite,
+    epsilon: float | None = param(float, default=None, gt=0, finite=True,
                                   doc="privacy budget of the step (as a step only)")
     bounds: Any = public_bounds(default=None,
                                 doc='public bounds {column = [low, high]} (as a step only), or "data"')
@@ -329,7 +323,7 @@ class GeometricMechanism(_StepMixin):
 
     name: ClassVar[str] = "geometric"
 
-    epsilon: float | None = param(float, default=None, gt=0, check=_check_finite,
+    epsilon: float | None = param(float, default=None, gt=0, finite=True,
                                   doc="privacy budget of the step (as a step only)")
     bounds: Any = public_bounds(default=None,
                                 doc='public integer bounds {column = [low, high]} (as a step only), or "data"')
@@ -446,7 +440,7 @@ class GaussianMechanism(_StepMixin):
 
     name: ClassVar[str] = "gaussian"
 
-    epsilon: float | None = param(float, default=None, gt=0, check=_check_finite,
+    epsilon: float | None = param(float, default=None, gt=0, finite=True,
                                   doc="privacy budget of the step (as a step only)")
     delta: float | None = param(float, default=None, gt=0, lt=1, doc="delta of the step (as a step only)")
     bounds: Any = public_bounds(default=None,
