@@ -237,6 +237,18 @@ def relation_kind(text: str | None) -> str:
     return t
 
 
+def _group_delta(epsilon: float, delta: float) -> float:
+    """``(1 + e^epsilon) delta``: an add/remove release's delta under
+    replace-one. Infinite (no guarantee) where ``e^epsilon`` overflows, never
+    an ``OverflowError``; 0 when ``delta`` is."""
+    if not delta:
+        return 0.0
+    try:
+        return (1.0 + math.exp(epsilon)) * delta
+    except OverflowError:  # e^epsilon beyond the largest double (epsilon above about 709.78)
+        return math.inf
+
+
 @attrs.frozen
 class BasicAccountant:
     """Basic sequential composition, with parallel composition over the parts
@@ -294,7 +306,7 @@ class BasicAccountant:
                 continue
             e_eps, e_delta = e.epsilon, e.delta
             if target == REPLACE_ONE and relation_kind(e.relation) == ADD_REMOVE:
-                e_eps, e_delta = 2.0 * e.epsilon, (1.0 + math.exp(e.epsilon)) * e.delta if e.delta else 0.0
+                e_eps, e_delta = 2.0 * e.epsilon, _group_delta(e.epsilon, e.delta)
             if e.partition is None:
                 eps += e_eps
                 delta += e_delta

@@ -316,9 +316,12 @@ def _run_one(recipe_dict: dict[str, Any], data: pd.DataFrame | None, seed: np.ra
 def _is_dp(release: Any) -> bool:
     """Whether the host's verdict on ``release`` is a differential-privacy
     guarantee: decided where the verdict decides it (any leak entry, a step
-    that released without spending, no DP step, or a release that changes no
-    column voids it), from the release's ledger, steps and checks."""
-    return not no_guarantee_reasons(release.ledger.entries, release.outcomes, release.verification)
+    that released without spending, no DP step, a release that changes no
+    column, or a composed epsilon that is infinite or delta of 1 or more voids
+    it), from the release's ledger, steps and checks."""
+    entries = release.ledger.entries
+    return not no_guarantee_reasons(entries, release.outcomes, release.verification,
+                                    spent=release.accountant.total(entries))
 
 
 # ---------------------------------------------------------------------------

@@ -54,6 +54,16 @@ def _describe_type(tp: Any) -> str:
     )
 
 
+def _int_to_float(value: int) -> float:
+    """``float(value)``, or an infinity of its sign where the integer is beyond
+    the largest double (``float`` raises ``OverflowError`` there): the finite
+    checks then reject it with the parameter's name."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
+
+
 def _convert(tp: Any, value: Any) -> Any:
     """Convert a recipe value to ``tp`` or return it unchanged for the validator to reject."""
     if value is None:
@@ -62,7 +72,7 @@ def _convert(tp: Any, value: Any) -> Any:
         if isinstance(value, bool):
             return value
         if isinstance(value, int):
-            return float(value)
+            return _int_to_float(value)
         if isinstance(value, np.floating | np.integer):
             return float(value)
         return value
@@ -186,7 +196,7 @@ def _to_bounds(value: Any) -> Any:
             )
         for v in pair:
             if isinstance(v, bool) or not isinstance(v, int | float) and not hasattr(v, "__float__") or \
-                    not math.isfinite(float(v)):
+                    not math.isfinite(_int_to_float(v) if isinstance(v, int) else float(v)):
                 raise ParameterError(
                     f"The 'bounds' parameter must give finite numbers for {column!r}; got {list(pair)!r}."
                 )

@@ -24,6 +24,7 @@ verified.
 
 from __future__ import annotations
 
+import math
 import re
 import warnings
 from collections.abc import Mapping, Sequence
@@ -413,10 +414,12 @@ def _dp_structured(entries: Sequence[LedgerEntry], outcomes: Sequence[Any]) -> b
 
 
 def no_guarantee_reasons(entries: Sequence[LedgerEntry], outcomes: Sequence[Any],
-                         checks: Mapping[str, Any]) -> list[str]:
+                         checks: Mapping[str, Any], *, spent: tuple[float, float]) -> list[str]:
     """Why the release is not differentially private, one reason a clause
     (empty: the verdict states the composed DP guarantee). The one place the
-    host decides it: the verdict and ``privclust compare`` read it."""
+    host decides it: the verdict and ``privclust compare`` read it.
+    ``spent`` is the accountant's composed (epsilon, delta) of ``entries``:
+    an infinite epsilon, or a delta of 1 or more, guarantees nothing."""
     dp = [e for e in entries if e.kind == "dp"]
     leaks = [e for e in entries if e.kind == "leak"]
     reasons: list[str] = []
@@ -429,6 +432,13 @@ def no_guarantee_reasons(entries: Sequence[LedgerEntry], outcomes: Sequence[Any]
         reasons.append(f"parameters were taken from the data without spending budget ({names}), which voids "
                        "differential privacy")
     if dp:
+        eps, delta = spent
+        if not math.isfinite(eps):
+            reasons.append(f"the composed epsilon is {eps!r} (the steps' epsilons add up beyond the largest "
+                           "floating-point number), which bounds nothing")
+        if not delta < 1:
+            reasons.append(f"the composed delta is {delta:.6g}, not below 1 (the bound holds with probability "
+                           "at most 1 - delta), which guarantees nothing")
         for o in outcomes:
             if any(e.step == o.index for e in dp):
                 continue
@@ -443,7 +453,7 @@ def verdict(ledger: Ledger, accountant: Accountant, outcomes: Sequence[Any], che
     """The release's verdict in one sentence (plus what the host verified)."""
     entries = ledger.entries
     dp = [e for e in entries if e.kind == "dp"]
-    reasons = no_guarantee_reasons(entries, outcomes, checks)
+    reasons = no_guarantee_reasons(entries, outcomes, checks, spent=accountant.total(entries))
     extras = []
     for claim in checks.get("claims", ()):
         if claim.get("guarantee") == "k-anonymity" and claim.get("status") == "verified" \

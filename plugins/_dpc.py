@@ -884,6 +884,15 @@ def lattice_gaussian_sum(spacing: float, dc: float) -> float:
     """``sup_u sum_{m in Z} exp(-((u - m h) / d_c)^2)``, reached at ``u = 0``
     (the sum is a theta function whose Fourier coefficients are all positive)."""
     r = spacing / dc
+    if r < 0.25:
+        # Poisson summation (Jacobi's theta identity), exact and with few terms where the direct sum has many
+        # (8 / r of them): sum_m exp(-(m r)^2) = (sqrt(pi) / r) sum_k exp(-(pi k / r)^2); for r < 0.25 the terms
+        # k >= 1 are below exp(-16 pi^2), far under a double's precision. Infinite where sqrt(pi) / r overflows
+        # (the caller refuses a sensitivity that is not finite).
+        k = np.arange(1, 5)
+        with np.errstate(over="ignore", divide="ignore"):
+            return float(math.sqrt(math.pi) / r * (1.0 + 2.0 * np.exp(-(math.pi * k / r) ** 2).sum())) \
+                if r > 0 else math.inf
     m_max = int(math.ceil(8.0 / r)) + 1
     m = np.arange(-m_max, m_max + 1)
     return float(np.exp(-(m * r) ** 2).sum())
@@ -896,7 +905,8 @@ def grid_sensitivity(kernel: str, spacings: np.ndarray, dc: float) -> float:
     ``prod_k sup_u sum_m exp(-((u - m h_k) / d_c)^2)`` for the Gaussian kernel
     (separable over the axes). Independent of the number of records."""
     if kernel == "cutoff":
-        return float(np.prod([math.floor(2.0 * dc / h) + 1 for h in spacings]))
+        with np.errstate(over="ignore", divide="ignore"):  # an infinite count is refused by the caller
+            return float(np.prod([np.floor(2.0 * dc / h) + 1 for h in spacings]))
     return float(np.prod([lattice_gaussian_sum(h, dc) for h in spacings]))
 
 

@@ -167,6 +167,11 @@ class DPDensity:
             raise ParameterError(
                 f"dp-density: count_share + tree_share must leave a share for the leaf counts (< 1); got "
                 f"{self.count_share:g} + {self.tree_share:g}")
+        if not all(share > 0 and math.isfinite(3.0 / share) for share in self.shares):
+            raise ParameterError(
+                f"dp-density: epsilon = {self.epsilon:.6g} is too small to be shared out: its parts for the count, "
+                "the tree and the leaf counts ({:.6g}, {:.6g}, {:.6g}) must each be positive with a finite noise "
+                "scale; raise 'epsilon'".format(*self.shares))
         if isinstance(self.bounds, str):
             raise ParameterError(
                 "dp-density needs public bounds from domain knowledge, never the data: give "
@@ -370,7 +375,8 @@ class DPDensity:
             "peak_z": cmap["z"], "min_mass": cmap["min_mass"], "bandwidth": cmap["bandwidth"],
             "coarse_bandwidth": cmap["coarse_bandwidth"],
         }
-        if self.n_clusters is None:
+        if self.n_clusters is None or int(np.asarray(centres).shape[0]) != self.n_clusters:
+            # automatic, or fewer leaves or branches in the map than the n_clusters asked for
             effective["n_clusters"] = int(np.asarray(centres).shape[0])
         diagnostics[privclust.EFFECTIVE_PARAMS] = effective
         return Partition(labels=labels, centres=centres, columns=columns, diagnostics=diagnostics)

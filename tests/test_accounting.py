@@ -215,6 +215,49 @@ def test_mixed_relations_compose_under_replace_one():
     assert only_add_remove.accountant.relation(only_add_remove.ledger.entries) == "add/remove"
 
 
+def test_a_large_add_remove_epsilon_with_delta_composes_to_an_infinite_delta_not_an_error():
+    # (1 + e^800) delta overflows a double: the total says so (inf) instead of raising OverflowError
+    context = PrivacyContext()
+    context.spend(epsilon=800.0, delta=1e-6, mechanism="gaussian", sensitivity=1.0, relation="add/remove",
+                  covers="a")
+    spend(context, 1.0)
+    assert context.spent == (1601.0, float("inf"))
+
+
+def test_a_composed_total_that_bounds_nothing_is_no_guarantee():
+    from privclust.verify import no_guarantee_reasons
+
+    context = PrivacyContext()
+    context.spend(epsilon=20.0, delta=1e-6, mechanism="gaussian", sensitivity=1.0, relation="add/remove",
+                  covers="a")
+    spend(context, 1.0)
+    eps, delta = context.spent
+    assert eps == 41.0 and delta > 1  # (1 + e^20) 1e-6 under replace-one
+    checks = {"changed_columns": ["x"]}
+    reasons = no_guarantee_reasons(context.ledger.entries, [], checks, spent=context.spent)
+    assert reasons == [f"the composed delta is {delta:.6g}, not below 1 (the bound holds with probability at most "
+                       "1 - delta), which guarantees nothing"]
+    assert no_guarantee_reasons(context.ledger.entries, [], checks, spent=(41.0, 0.5)) == []
+    assert "the composed epsilon is inf" in no_guarantee_reasons(context.ledger.entries, [], checks,
+                                                                 spent=(float("inf"), 0.0))[0]
+
+
+def test_epsilons_that_add_up_to_infinity_are_no_guarantee_in_the_verdict_and_compare():
+    rng = np.random.default_rng(0)
+    data = pd.DataFrame({"x": rng.uniform(0, 10, 200), "y": rng.uniform(0, 10, 200), "z": rng.uniform(0, 10, 200)})
+    bounds = {c: [0, 10] for c in "xyz"}
+    # replace-one laplace plus an add/remove step of 1e308, counted twice under replace-one: 2e308 = inf
+    recipe = {"steps": [{"use": "laplace", "epsilon": 1, "columns": ["z"], "bounds": bounds},
+                        {"use": "dp-density", "epsilon": 1e308, "columns": ["x", "y"], "bounds": bounds}]}
+    release = privclust.run(recipe, data, seed=1)
+    assert release.spent[0] == float("inf")
+    assert release.verdict.startswith("No differential-privacy guarantee: the composed epsilon is inf")
+    table = privclust.compare({"huge": recipe}, data, seed=1)
+    assert not table["dp"].iloc[0]
+    finite = {"steps": [recipe["steps"][0], {**recipe["steps"][1], "epsilon": 1e300}]}
+    assert privclust.run(finite, data, seed=1).verdict.startswith("ε-differentially private (ε = 2e+300")
+
+
 def test_unknown_relations_do_not_compose_with_others():
     context = PrivacyContext()
     spend(context, 1.0)

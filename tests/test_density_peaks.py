@@ -201,6 +201,27 @@ def test_grid_sensitivity_bounds_the_worst_record():
         assert _dpc.cross_densities(x, Q, 0.2, kernel, 3.0).max() <= _dpc.points_sensitivity(kernel, Q, 0.2, 3.0)
 
 
+@pytest.mark.parametrize("r", [0.01, 0.1, 0.2, 0.2499, 0.25, 0.7])
+def test_the_lattice_gaussian_sum_is_exact_and_cheap_for_fine_lattices(r):
+    # below r = 0.25 the theta identity replaces a direct sum of 8 / r terms: both agree
+    m = np.arange(-5000, 5001)
+    assert _dpc.lattice_gaussian_sum(r, 1.0) == pytest.approx(float(np.exp(-(m * r) ** 2).sum()), rel=1e-13)
+    assert _dpc.lattice_gaussian_sum(r * 1e-300, 1e-300) == pytest.approx(_dpc.lattice_gaussian_sum(r, 1.0),
+                                                                          rel=1e-12)
+
+
+def test_a_sensitivity_beyond_a_double_is_refused_not_a_crash():
+    # a spacing 1e-312 against d_c = 1: the Gaussian lattice sum sqrt(pi) / r overflows, the cutoff's count too
+    assert _dpc.lattice_gaussian_sum(1e-312, 1.0) == math.inf
+    assert _dpc.grid_sensitivity("cutoff", np.array([1e-312]), 1.0) == math.inf
+    data = pd.DataFrame({"x": np.linspace(0, 10, 50), "y": np.linspace(0, 10, 50)})
+    for kernel in ("gaussian", "cutoff"):
+        recipe = {"steps": [{"use": "dp-dpc-grid", "epsilon": 1.0, "dc": 1.0, "n_clusters": 2, "kernel": kernel,
+                             "bounds": {"x": [0, 1e-310], "y": [0, 10]}}]}
+        with pytest.raises(ParameterError, match="density sensitivity is not a finite positive number"):
+            privclust.run(recipe, data, seed=1)
+
+
 # ---------------------------------------------------------------------------
 # pydpc as an oracle, and the spec's sanity tables
 # ---------------------------------------------------------------------------

@@ -686,3 +686,26 @@ def test_given_n_clusters_the_automatic_clusters_are_merged_down_to_it():
     data, truth = blobs(20_000)
     more, _ = fit(DPDensity(epsilon=1.0, bounds=BOUNDS, n_clusters=6), data)
     assert more.diagnostics["rule"] == "branches of largest excess of mass" and more.n_clusters <= 6
+
+
+def test_an_epsilon_too_small_to_share_out_is_refused_at_creation():
+    # 5e-324 times the count's share 0.05 rounds to 0: refused by name, not a ZeroDivisionError
+    with pytest.raises(RecipeError, match="epsilon = 4.94066e-324 is too small to be shared out"):
+        privclust.get_registry().create("clusterers", "dp-density", epsilon=5e-324, bounds=BOUNDS)
+
+
+def test_bounds_beyond_a_double_are_refused_by_name():
+    data = pd.DataFrame({"x": [1.0, 2.0], "y": [1.0, 2.0]})
+    recipe = {"steps": [{"use": "dp-density", "epsilon": 1.0, "bounds": {"x": [0, 10**400], "y": [0, 10]}}]}
+    with pytest.raises(RecipeError, match="'bounds' parameter must give finite numbers for 'x'"):
+        privclust.run(recipe, data, seed=1)
+    recipe = {"steps": [{"use": "dp-density", "epsilon": 10**400, "bounds": BOUNDS}]}
+    with pytest.raises(RecipeError, match="'epsilon' parameter of dp-density must be a finite number"):
+        privclust.run(recipe, data, seed=1)
+
+
+def test_fewer_clusters_than_asked_for_are_stated_in_the_effective_parameters():
+    data = pd.DataFrame({"x": [1.0, 2.0, 3.0, 4.0, 5.0], "y": [1.0, 2.0, 3.0, 4.0, 5.0]})
+    partition, _ = fit(DPDensity(epsilon=1.0, bounds=BOUNDS, n_clusters=1000), data)
+    assert partition.centres.shape[0] < 1000
+    assert partition.diagnostics[privclust.EFFECTIVE_PARAMS]["n_clusters"] == partition.centres.shape[0]
