@@ -49,6 +49,7 @@ from .components import (
     capability,
     component_params,
     data_matrix,
+    is_real_column,
     stated_params,
 )
 from .constraints import ConstraintSet
@@ -176,6 +177,7 @@ __all__ = [
     "column_bounds",
     "component_params",
     "data_matrix",
+    "is_real_column",
     "stated_params",
     "get_registry",
     "hookimpl",

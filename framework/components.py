@@ -63,6 +63,7 @@ __all__ = [
     "capability",
     "component_params",
     "data_matrix",
+    "is_real_column",
     "readonly",
     "stated_params",
 ]
@@ -78,6 +79,15 @@ KIND_METHODS: dict[str, tuple[str, ...]] = {
     "constraint_handlers": ("variables", "check", "bind"),
     "evaluators": ("evaluate",),
 }
+
+
+def is_real_column(values: Any) -> bool:
+    """Whether a column (a Series, array or dtype) holds real numbers: a
+    numeric dtype that is neither boolean nor complex (a complex column cast
+    to float would lose its imaginary part without a word)."""
+    dtype = getattr(values, "dtype", values)
+    return bool(pd.api.types.is_numeric_dtype(dtype) and not pd.api.types.is_bool_dtype(dtype)
+                and not pd.api.types.is_complex_dtype(dtype))
 
 
 def data_matrix(data: pd.DataFrame, who: str, *, missing: bool = False) -> np.ndarray:
@@ -98,8 +108,7 @@ def data_matrix(data: pd.DataFrame, who: str, *, missing: bool = False) -> np.nd
         raise DataError(f"{who}: the data must be a pandas DataFrame; got {type(data).__name__}")
     if data.shape[0] == 0 or data.shape[1] == 0:
         raise DataError(f"{who}: the data have no records or no columns")
-    bad = [str(c) for c in data.columns
-           if not pd.api.types.is_numeric_dtype(data[c]) or pd.api.types.is_bool_dtype(data[c])]
+    bad = [str(c) for c in data.columns if not is_real_column(data[c])]
     if bad:
         raise DataError(f"{who}: column(s) {', '.join(bad)} are not numeric; convert them or leave them out "
                         "of the step's columns")

@@ -44,7 +44,16 @@ _K_RE = re.compile(r"\bk\s*=\s*(\d+)")
 
 
 def _values(frame: pd.DataFrame, columns: Sequence[str]) -> np.ndarray:
-    return frame.loc[:, list(columns)].to_numpy(dtype=float, na_value=np.nan) + 0.0  # -0.0 and 0.0: one value
+    """Each column's values as exact identity codes (a float array; a missing
+    value is NaN): two records share a code exactly when their values are
+    equal (-0.0 and 0.0: one value). Not the values themselves as doubles:
+    integers beyond 2^53 round together there, and six distinct ids would
+    count as one group."""
+    out = np.empty((len(frame), len(columns)))
+    for j, column in enumerate(columns):
+        codes = pd.factorize(frame[column])[0]
+        out[:, j] = np.where(codes < 0, np.nan, codes)
+    return out
 
 
 def _same(original: pd.DataFrame, released: pd.DataFrame, columns: Sequence[str]) -> np.ndarray:

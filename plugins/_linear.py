@@ -677,7 +677,7 @@ def project_polyhedron(Z: np.ndarray, E: np.ndarray, f: np.ndarray, A: np.ndarra
 #: this, relative to 1 + the largest absolute value of the rule's own columns
 #: in the record (the tolerance with which the host records whether a
 #: released file satisfies a rule).
-HELD_RTOL = 1e-6
+HELD_RTOL = 1e-9
 
 
 @dataclass(frozen=True)

@@ -63,7 +63,12 @@ def standardise(X: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.n
     else:
         mean = X.mean(axis=0)
         sd = X.std(axis=0)
-    constant = ~(sd > 1e-12 * np.maximum(1.0, np.abs(mean)))
+    # constant: every observed value equal (a relative threshold once called 1e15 + 100 i constant), or a spread
+    # too small for its standard deviation to be a positive double
+    with np.errstate(invalid="ignore"):
+        spread = np.fmax.reduce(X, axis=0, initial=-np.inf) - np.fmin.reduce(X, axis=0, initial=np.inf) \
+            if X.size else np.zeros(X.shape[1])
+    constant = ~(spread > 0) | ~(sd > 0)
     scale = np.where(constant, 1.0, sd)
     Z = np.ascontiguousarray((X - mean) / scale)
     Z[:, constant] = 0.0

@@ -210,8 +210,7 @@ class DPDensity:
         if len(columns) > MAX_COLUMNS:
             raise DataError(f"dp-density: {len(columns)} columns; at most {MAX_COLUMNS} are supported (the leaf "
                             "graph grows like 3^d); cluster fewer columns")
-        bad = [c for c in data.columns
-               if not pd.api.types.is_numeric_dtype(data[c]) or pd.api.types.is_bool_dtype(data[c])]
+        bad = [c for c in data.columns if not privclust.is_real_column(data[c])]
         if bad:
             raise DataError(f"dp-density: column(s) {', '.join(map(str, bad))} are not numeric; leave them out of "
                             "the step's columns")

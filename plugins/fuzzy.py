@@ -177,12 +177,19 @@ def standardise(values: np.ndarray, columns: Sequence[str], enabled: bool, who: 
     u = values / unit
     mean = np.nanmean(u, axis=0) if incomplete else u.mean(axis=0)
     sd = np.nanstd(u, axis=0) if incomplete else u.std(axis=0)
-    constant = ~(sd > 1e-12 * np.maximum(1.0, np.abs(mean)))  # relative to the column's own magnitude
+    # every observed value equal (a threshold relative to the mean once called 1e15 + 100 i constant), or a
+    # spread too small for the standard deviation to be a positive double
+    with np.errstate(invalid="ignore"):
+        low = np.fmin.reduce(values, axis=0, initial=np.inf)
+        high = np.fmax.reduce(values, axis=0, initial=-np.inf)
+    constant = ~(high > low) | ~(sd > 0)
     if constant.any():
-        cols = [f"{columns[j]!r} (every value {np.nanmin(values[:, j]):g})" for j in np.flatnonzero(constant)]
+        cols = [f"{columns[j]!r} (every value {low[j]:g})" if not high[j] > low[j] else
+                f"{columns[j]!r} (values from {low[j]!r} to {high[j]!r}, too close together to standardise)"
+                for j in np.flatnonzero(constant)]
         raise DataError(
-            f"{who}: column(s) {', '.join(cols)} are constant, so they cannot be standardised and need no "
-            "masking; leave them out of the step's columns, or set scale = \"none\""
+            f"{who}: column(s) {', '.join(cols)} are constant or nearly, so they cannot be standardised and need "
+            "no masking; leave them out of the step's columns, or set scale = \"none\""
         )
     return Standardised((u - mean) / sd, mean * unit, sd * unit, True)
 

@@ -240,13 +240,17 @@ def _step_name(outcome: Any) -> str:
 class GroupSizes:
     """Realised group sizes of the masking step's partition (each record's
     replacement centre) and, for a fuzzy masker, the expected cluster sizes
-    (column sums of the replacement memberships)."""
+    (column sums of the replacement memberships). They describe the groups
+    the step formed, not the released file: a later step over the same
+    columns, or the host's rounding, can split them there (the host's check
+    in the ledger counts the released file's groups of identical rows)."""
 
     name: ClassVar[str] = "group-sizes"
     metric_descriptions: ClassVar[Mapping[str, tuple[str, str]]] = {
         "k": ("the k the groups are judged against", "records"),
         "groups": ("groups of records replaced by the same centre", "groups"),
-        "min_size": ("smallest realised group; k-anonymity needs at least k", "records"),
+        "min_size": ("smallest realised group of the step's partition (the released file's groups can differ "
+                     "after a later step: see the host's check in the ledger)", "records"),
         "mean_size": ("mean realised group size", "records"),
         "max_size": ("largest realised group", "records"),
         "share_records_in_groups_below_k": ("share of records in a group smaller than k", "share (0-1)"),
@@ -306,12 +310,15 @@ class TransparencyRisk:
     record ``k`` the posterior ``u_kj / sum_l u_lj`` of being behind a
     protected record equal to centre ``j``; the figure is the mean over
     records of the posterior of the true record (``1/|group|`` for crisp
-    microaggregation)."""
+    microaggregation). It is the risk of the step's own output: a later
+    step over the same columns changes what is released, and the figure
+    does not follow it."""
 
     name: ClassVar[str] = "transparency-risk"
     metric_descriptions: ClassVar[Mapping[str, tuple[str, str]]] = {
         "mean_posterior": ("mean probability an intruder who knows the method gives the true record "
-                           "(1/group size for crisp groups)", "probability"),
+                           "(1/group size for crisp groups), for the step's own output (not after a later step)",
+                           "probability"),
         "max_posterior": ("largest such probability over records", "probability"),
         "share_posterior_above_half": ("share of records the intruder's best guess identifies with "
                                        "probability above 1/2", "share (0-1)"),
@@ -361,8 +368,7 @@ class EditViolations:
     def _values(self, frame: pd.DataFrame, columns: tuple[str, ...]) -> np.ndarray:
         out = np.zeros((frame.shape[0], len(columns)))
         for j, c in enumerate(columns):
-            if c in frame.columns and pd.api.types.is_numeric_dtype(frame[c]) and not pd.api.types.is_bool_dtype(
-                    frame[c]):
+            if c in frame.columns and privclust.is_real_column(frame[c]):
                 out[:, j] = frame[c].to_numpy(dtype=float, na_value=np.nan)
         return out
 
@@ -466,7 +472,7 @@ def _weights(frame: pd.DataFrame, weight: str | None, who: str) -> np.ndarray | 
     if weight not in frame.columns:
         raise DataError(f"{who}: the weight column {weight!r} is not in the data")
     series = frame[weight]
-    if not pd.api.types.is_numeric_dtype(series) or pd.api.types.is_bool_dtype(series):
+    if not privclust.is_real_column(series):
         raise DataError(f"{who}: the weight column {weight!r} is not numeric (dtype {series.dtype})")
     w = series.to_numpy(dtype=float, na_value=np.nan)
     bad = ~np.isfinite(w) | (w <= 0)

@@ -473,3 +473,56 @@ def test_random_integer_systems_keep_every_equality_the_plan_solves(seed):
     residual = Y @ E.T
     for i in solved:
         assert np.all(residual[:, i] == 0.0), rules[i]
+
+
+def test_groups_of_integers_beyond_2_53_are_counted_exactly():
+    # six distinct ids near 2^60 round to one double: the host counts exact values, not doubles
+    base = 2**60
+    frame = pd.DataFrame({"id": np.array([base + i for i in range(6)], dtype=np.int64),
+                          "x": np.arange(6, dtype=float) * 1.5 + np.array([0, .3, .1, .7, .2, .9])})
+    recipe = {"steps": [{"use": "mdav", "k": 3, "columns": ["id"]},
+                        {"use": "microaggregation", "k": 3, "columns": ["x"]}]}
+    release = privclust.run(recipe, frame, seed=1)
+    assert release.data["id"].nunique() == 6
+    claims = {c["component"]: c for c in release.verification["claims"]}
+    assert claims["mdav"]["status"] == "refuted" and claims["mdav"]["records_in_small_groups"] == 6
+    assert "k-anonymity with k = 3 of id" not in release.verdict
+    assert "mdav claims k-anonymity with k = 3, which does NOT hold" in release.verdict
+
+
+def test_an_edit_rule_broken_by_rounding_near_a_million_is_a_violation():
+    # t = 1.5 a + b cannot hold on integers where a is odd: off by 0.5 to 1.5 at values near 1e6, a violation
+    # (a tolerance of 1e-6 times the values once passed it as float rounding)
+    rng = np.random.default_rng(0)
+    a, b = rng.integers(1_000_000, 2_000_000, 30), rng.integers(1_000_000, 2_000_000, 30)
+    frame = pd.DataFrame({"a": a, "b": b, "t": np.rint(1.5 * a + b).astype(np.int64)})
+    recipe = {"constraints": [{"use": "linear", "rules": ["t = 1.5*a + b"]}],
+              "steps": [{"use": "microaggregation", "k": 3, "columns": ["a", "b", "t"]}]}
+    release = privclust.run(recipe, frame, seed=1)
+    data = release.data
+    wrong = int((data["t"] - 1.5 * data["a"] - data["b"] != 0).sum())
+    assert wrong > 0
+    rule = next(e for e in release.ledger.of_kind("guarantee") if e.mechanism == "edit rule")
+    assert rule.details["violated_records"] == wrong
+    assert rule.statement.startswith(f"edit rule 't = 1.5*a + b' is violated by {wrong} of 30 released records")
+    assert rule.details["broken_by_rounding"] == wrong
+
+
+def test_the_rounding_entry_says_which_rules_it_did_not_keep():
+    rng = np.random.default_rng(5)
+    a, b = rng.integers(0, 50, 40), rng.integers(0, 50, 40)
+    frame = pd.DataFrame({"a": a, "b": b, "t": a + b})
+    step = [{"use": "microaggregation", "k": 3, "columns": ["a", "b", "t"]}]
+
+    def rounding(constraints):
+        release = privclust.run({"constraints": constraints, "steps": step}, frame, seed=2)
+        entry = next(e for e in release.ledger if e.mechanism == "integer rounding")
+        broken = int((release.data["a"] > 30.5).sum())
+        return entry.statement, broken
+
+    # split over two handlers, the second cannot move a, which the first rounded
+    text, broken = rounding([{"use": "linear", "rules": ["t = a + b"]}, {"use": "linear", "rules": ["a <= 30.5"]}])
+    assert broken > 0
+    assert "It did not keep 'a <= 30.5' everywhere" in text and "It kept every rule" not in text
+    text, broken = rounding([{"use": "linear", "rules": ["t = a + b", "a <= 30.5"]}])
+    assert broken == 0 and "It kept every rule on every record where the rule held before." in text

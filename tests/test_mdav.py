@@ -204,3 +204,15 @@ def test_the_docs_page_examples_run(tmp_path):
 
     require_dataset("casc_census.csv")
     assert run_page("mdav.md", tmp_path) >= 2
+
+
+def test_distinct_values_near_1e15_are_not_a_constant_column():
+    # 1e15 + 100 i: a spread of 1,100 that a threshold relative to the mean (1e-12) once called constant
+    frame = pd.DataFrame({"x": 1e15 + np.arange(12) * 100.0, "y": np.random.default_rng(0).normal(size=12)})
+    release = privclust.run({"steps": [{"use": "mdav", "k": 3}]}, frame, seed=1)
+    assert release.outcomes[0].result.diagnostics["constant_columns"] == []
+    fuzzy = privclust.run({"steps": [{"use": "fuzzy-microaggregation", "k": 3}]}, frame, seed=1)
+    assert fuzzy.data["x"].nunique() > 1
+    constant = frame.assign(x=1e15)
+    assert privclust.run({"steps": [{"use": "mdav", "k": 3}]}, constant,
+                         seed=1).outcomes[0].result.diagnostics["constant_columns"] == ["x"]

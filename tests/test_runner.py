@@ -172,6 +172,8 @@ def test_a_clusterer_step_appends_labels(reg, data):
         (lambda d: d.iloc[:0], "no records"),
         (lambda d: d.rename(columns={"a": "A"}), "column 'a' is not in the data (did you mean 'A'?)"),
         (lambda d: d.assign(a=d["name"]), "column 'a' is not numeric"),
+        # a complex column cast to float would lose its imaginary part without a word
+        (lambda d: d.assign(a=d["a"] + 1j), "column 'a' is not numeric (dtype complex128)"),
     ],
 )
 def test_bad_data_is_named(reg, data, change, message):
@@ -237,8 +239,9 @@ def test_a_rules_tolerance_is_its_own_not_another_rules_columns():
     rules = {e.details["rule"]: e for e in out.ledger.of_kind("guarantee") if e.mechanism == "edit rule"}
     assert rules["a >= 0"].statement == "edit rule 'a >= 0' is violated by 1 of 30 released records (largest " \
         "violation 500)."
-    assert rules["c >= 0"].statement.startswith("edit rule 'c >= 0' holds on every released record (largest deviation "
-                                                "0, within float rounding: 1e-06 times 1 + the largest absolute value")
+    assert rules["c >= 0"].statement.startswith(
+        "edit rule 'c >= 0' holds on every released record (largest deviation 0, within the host's tolerance for "
+        "floating-point error: 1e-09 times 1 + the largest absolute value")
     assert out.evaluation("a >= 0: share violated") == pytest.approx(1 / 30)
 
 
