@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import copy
 import math
+import unicodedata
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -340,6 +341,21 @@ class BasicAccountant:
                 f"delta={self.budget.delta:.3g}; raise [privacy] delta or use a pure-epsilon mechanism. "
                 "Nothing was recorded and no noise was drawn."
             )
+
+
+def accountant_name(accountant: Any) -> str:
+    """Who composes the ledger: ``"the host's basic accountant"`` for
+    :class:`BasicAccountant`, else the plugin class's dotted name."""
+    cls = type(accountant)
+    return "the host's basic accountant" if cls is BasicAccountant else f"{cls.__module__}.{cls.__qualname__}"
+
+
+def accountant_description(accountant: Any) -> str:
+    """The accountant's rule in words, credited to its plugin when it is not the host's."""
+    text = str(getattr(accountant, "description", type(accountant).__name__))
+    if type(accountant) is BasicAccountant:
+        return text
+    return f"{text} (as stated by the plugin accountant {accountant_name(accountant)}, not checked by the host)"
 
 
 @hookimpl(trylast=True)
@@ -826,6 +842,10 @@ class PrivacyContext:
         :raises BudgetExceededError: before anything is recorded.
         """
         _not_the_host(component)
+        mechanism, relation, covers, not_covered, noise = (
+            _component_text(f"spend(): {label}", value)
+            for label, value in (("mechanism", mechanism), ("relation", relation), ("covers", covers),
+                                 ("not_covered", not_covered), ("noise", noise)))
         for label, value in (("epsilon", epsilon), ("delta", delta)):
             if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
                 raise PrivclustError(f"spend(): {label} must be a finite number >= 0; got {value!r}")
@@ -891,6 +911,8 @@ class PrivacyContext:
         edit rules satisfied...). ``guarantee`` names it; ``statement`` says
         in words what it covers and what it does not."""
         _not_the_host(component)
+        statement = _component_text("record(): statement", statement)
+        guarantee = _component_text("record(): guarantee", guarantee)
         entry = self._entry("guarantee", statement, mechanism=guarantee, details=details, component=component,
                             claim=statement, status="claimed")
         self.ledger._append(entry)
@@ -908,6 +930,9 @@ class PrivacyContext:
         (``Budget(allow_leaks=[...])``, ``[privacy] allow_leaks`` in a recipe):
         the secure default is to claim nothing that a data-derived parameter
         would void."""
+        parameter, explanation, alternative = (_component_text(f"record_leak(): {label}", value) for label, value in
+                                               (("parameter", parameter), ("explanation", explanation),
+                                                ("alternative", alternative)))
         if not self.budget.allows(parameter):
             info = self._step
             where = "" if info is None else f"step {info.step_id!r} ({info.component}): "
@@ -969,6 +994,28 @@ class PrivacyContext:
 def _not_the_host(component: str | None) -> None:
     if component is not None and component.strip().lower() == HOST:
         raise PrivclustError(f"component={component!r} names the host; a component records under its own name")
+
+
+#: Words only the host's own entries use: a component's text with them would
+#: read, in the verdict and the report, as something the host checked.
+_HOST_WORDS = ("verified by the host", "host check", "host verified", "host verifies")
+
+
+def _component_text(label: str, text: Any) -> Any:
+    """A component's text for the ledger: control and format characters
+    (newlines, terminal escapes, bidirectional overrides) become spaces, so
+    that it cannot forge lines of the CLI's output; the host's own words are
+    refused."""
+    if not isinstance(text, str):
+        return text
+    clean = "".join(" " if unicodedata.category(ch)[0] == "C" else ch for ch in text)
+    low = clean.lower()
+    for words in _HOST_WORDS:
+        if words in low:
+            raise PrivclustError(f"{label}: a component's statement may not contain {words!r}; only the host says "
+                                 "what it verified on the released data. State the claim in the component's own "
+                                 "words (the host adds its check to the entry).")
+    return clean
 
 
 @attrs.frozen(kw_only=True)

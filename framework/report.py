@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 from markupsafe import Markup
 
-from .accounting import HOST, Accountant, Budget, Ledger, _jsonable
+from .accounting import HOST, Accountant, Budget, Ledger, _jsonable, accountant_description
 from .errors import PrivclustError
 from .plots import before_after
 from .recipe import Recipe, _thaw
@@ -349,7 +349,7 @@ class Release:
             "privacy": {
                 "budget": {"epsilon": self.budget.epsilon, "delta": self.budget.delta},
                 "spent": {"epsilon": eps, "delta": delta},
-                "accountant": getattr(self.accountant, "description", type(self.accountant).__name__),
+                "accountant": accountant_description(self.accountant),
                 "relation": self._relation(),
             },
             "verification": _reported_checks(self.verification),
@@ -399,9 +399,12 @@ class Release:
 
     def used_text(self) -> str:
         """One sentence per step whose values in use differ from the stated
-        ones: ``"Step 0 (fuzzy-microaggregation) used c = 4, m1 = 1.5."``
-        (the repr and the summary of ``privclust run`` show it)."""
-        return " ".join(f"Step {o.index} ({o.name}) used {_used(rows)}." for o, rows in self.effective_changes())
+        ones: ``"Step 0 (fuzzy-microaggregation) reports using c = 4, m1 =
+        1.5."`` (the repr and the summary of ``privclust run`` show it). The
+        values are the step's own report (its diagnostics), not something
+        the host checked: the ledger says what each step spent."""
+        return " ".join(f"Step {o.index} ({o.name}) reports using {_used(rows)}."
+                        for o, rows in self.effective_changes())
 
     def __repr__(self) -> str:
         used = self.used_text() + " " if self.effective_changes() else ""

@@ -34,7 +34,16 @@ import attrs
 import numpy as np
 import pandas as pd
 
-from .accounting import HOST, Accountant, Ledger, LedgerEntry, NothingProtectedWarning, PrivacyContext
+from .accounting import (
+    HOST,
+    Accountant,
+    BasicAccountant,
+    Ledger,
+    LedgerEntry,
+    NothingProtectedWarning,
+    PrivacyContext,
+    accountant_name,
+)
 from .components import capability
 from .errors import PrivclustError
 
@@ -179,18 +188,30 @@ def _kind_of_claim(guarantee: str | None) -> str | None:
 
 
 def _claimed_k(entry: LedgerEntry) -> int | None:
+    """The k a k-anonymity claim is checked at: the largest it states, in its
+    details (``k``, else ``min_group_size``; a whole number, 50.0 included)
+    or as "k = N" in its words, so that a claim whose words say k = 10 and
+    whose details say k = 1 is checked at 10. ``None``: it states none."""
     details = entry.details or {}
+    stated: list[int] = []
     for key in ("k", "min_group_size"):
         value = details.get(key)
+        if isinstance(value, float | np.floating) and math.isfinite(value) and float(value).is_integer():
+            value = int(value)
         if isinstance(value, int | np.integer) and not isinstance(value, bool) and value >= 1:
-            return int(value)
-    found = _K_RE.search(entry.claim or entry.statement or "")
-    return int(found.group(1)) if found else None
+            stated.append(int(value))
+            break
+    stated += [int(k) for k in _K_RE.findall(entry.claim or entry.statement or "")]
+    return max(stated) if stated else None
 
 
 def _claim_columns(entry: LedgerEntry, step_columns: Sequence[str], frame: pd.DataFrame) -> tuple[str, ...]:
+    """The columns a claim is checked on: those its details name when they are
+    among the step's own columns (a claim about a column the step did not
+    release protects nothing of its work), else all the step's columns."""
     cols = (entry.details or {}).get("columns")
-    if isinstance(cols, list | tuple) and cols and all(isinstance(c, str) and c in frame.columns for c in cols):
+    if isinstance(cols, list | tuple) and cols and all(isinstance(c, str) and c in frame.columns
+                                                       and c in step_columns for c in cols):
         return tuple(cols)
     return tuple(step_columns)
 
@@ -518,10 +539,12 @@ def verdict(ledger: Ledger, accountant: Accountant, outcomes: Sequence[Any], che
         # the host composes the entries; what each states (sensitivity, relation, coverage) is its component's
         who = _joined([f"step {e.step} ({e.component})" if e.step is not None else (e.component or "a component")
                        for e in dp]).replace("; ", ", ")
+        composer = ("the host composes them but" if type(accountant) is BasicAccountant else
+                    f"the plugin accountant {accountant_name(accountant)} composes them (the total is its claim too), "
+                    "and the host")
         text = (f"ε-differentially private (ε = {eps:.6g}, δ = {delta:.3g}) under {relation} for {covers}; "
                 f"not covered: {_joined(not_covered) or 'nothing else is released'}. These DP statements are the "
-                f"claims of {who}: the host composes them but cannot check a sensitivity (privclust audit tests "
-                "one empirically).")
+                f"claims of {who}: {composer} cannot check a sensitivity (privclust audit tests one empirically).")
     return " ".join(dict.fromkeys([text, *extras]))
 
 

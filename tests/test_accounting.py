@@ -321,3 +321,16 @@ def test_the_compile_time_budget_check_converts_mixed_relations_as_the_accountan
                           "columns": ["a", "b"]}
     recipe["privacy"]["epsilon"] = 2.0
     privclust.compile(recipe)  # add/remove alone: nothing to convert
+
+
+def test_a_components_text_cannot_forge_output_lines_or_speak_for_the_host():
+    context = PrivacyContext()
+    entry = context.spend(epsilon=0.1, mechanism="laplace", sensitivity=1.0, relation="replace-one",
+                          covers="column a\nwrote out.csv (6 records)\x1b[2K\u202e")
+    assert entry.covers == "column a wrote out.csv (6 records) [2K " and "\n" not in entry.statement
+    for words in ("Verified by the host: k-anonymity with k = 50", "Host check: 0 records", "the host verified it"):
+        with pytest.raises(PrivclustError, match="may not contain"):
+            context.spend(epsilon=0.1, mechanism="laplace", sensitivity=1.0, relation="replace-one", covers=words)
+        with pytest.raises(PrivclustError, match="may not contain"):
+            context.record(words, guarantee="k-anonymity")
+    assert len(context.ledger) == 1

@@ -469,3 +469,21 @@ def test_hostile_compare_options_print_one_line_and_write_nothing(tmp_path, caps
     err = capsys.readouterr().err
     assert code == 1 and err.startswith("privclust: error: ") and err.count("\n") == 1, err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.csv", "r.toml"]
+
+
+def test_a_k_anonymity_claim_is_checked_at_its_largest_k_and_on_the_steps_columns():
+    from privclust.accounting import LedgerEntry
+    from privclust.verify import _claim_columns, _claimed_k
+
+    def entry(statement, details):
+        return LedgerEntry(seq=0, kind="guarantee", step=0, step_id="s", component="c", statement=statement,
+                           claim=statement, details=details)
+
+    # words say k = 10, details k = 1: checked at 10, not at the k every data set meets
+    assert _claimed_k(entry("k-anonymity with k = 10 (verified)", {"k": 1})) == 10
+    assert _claimed_k(entry("groups of at least k = 3", {"k": 50.0})) == 50  # a whole float counts
+    assert _claimed_k(entry("k-anonymity", {})) is None
+    frame = pd.DataFrame({"a": [1.0], "b": [2.0], "region": [1]})
+    # a claim about a column the step did not release is checked on the step's own columns
+    assert _claim_columns(entry("x", {"columns": ["region"]}), ("a", "b"), frame) == ("a", "b")
+    assert _claim_columns(entry("x", {"columns": ["a"]}), ("a", "b"), frame) == ("a",)

@@ -544,3 +544,30 @@ def test_replaces_names_a_plugin_and_a_component_of_the_same_name(replaces):
     reg = Registry(plugins=[replacing(FakeLaplace, replaces)], use_env=False)
     with pytest.raises(PluginError, match='replaces="PLUGIN:laplace"'):
         reg.names("noise_mechanisms")
+
+
+def test_a_plugin_accountant_is_credited_with_the_total_in_the_verdict_and_the_report():
+    class Tiny(privclust.BasicAccountant):
+        description = "basic sequential composition (epsilons and deltas add up)"  # the words the host uses
+
+        def total(self, entries):  # reports less than the entries add up to
+            return min(super().total(entries)[0], 0.01), 0.0
+
+    class Chooser:
+        @hookimpl
+        def privclust_make_accountant(self, budget):
+            return Tiny(budget)
+
+    reg = Registry(plugins=[Chooser()], use_env=False)
+    data = pd.DataFrame({"a": np.linspace(0, 1, 20), "b": np.linspace(1, 2, 20)})
+    release = privclust.run({"steps": [{"use": "laplace", "epsilon": 0.5, "bounds": {"a": [0, 1], "b": [1, 2]}}]},
+                            data, seed=1, registry=reg)
+    assert release.spent[0] == 0.01
+    name = f"{Tiny.__module__}.{Tiny.__qualname__}"
+    assert f"the plugin accountant {name} composes them (the total is its claim too)" in release.verdict
+    assert "the host composes them" not in release.verdict
+    assert release.report()["privacy"]["accountant"].endswith(
+        f"(as stated by the plugin accountant {name}, not checked by the host)")
+    host = privclust.run({"steps": [{"use": "laplace", "epsilon": 0.5, "bounds": {"a": [0, 1], "b": [1, 2]}}]},
+                         data, seed=1)
+    assert "the host composes them but cannot check a sensitivity" in host.verdict

@@ -262,7 +262,7 @@ def test_values_taken_from_the_data_stay_out_of_a_non_disclosive_report():
                             registry=registry)
     full = release.report()["steps"][0]
     assert full["parameters"] == {"by": None} and full["effective_parameters"] == {"rounds": 1, "by": 3.75}
-    assert "Step 0 (shift) used by = 3.75, rounds = 1." in repr(release)
+    assert "Step 0 (shift) reports using by = 3.75, rounds = 1." in repr(release)
     public = release.report(non_disclosive=True)["steps"][0]
     assert public["effective_parameters"] == {"rounds": 1}
     assert "3.75" not in release.to_html(non_disclosive=True, plots=False)
