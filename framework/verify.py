@@ -320,8 +320,11 @@ def verify(context: PrivacyContext, original: pd.DataFrame, released: pd.DataFra
             "THE RELEASE CHANGES NO COLUMN: every original value of " + _cols([str(c) for c in original.columns])
             + " is released unchanged" + (f" (the steps only added the label column(s) {_cols(label_columns)})"
                                           if label_columns else "")
-            + ". No guarantee is claimed for it. A clusterer step forms groups without replacing any value: "
-            "to protect the data use a masker (e.g. microaggregation for k-anonymity) or a noise step."),
+            + ". No guarantee is claimed for it. "
+            + ("A clusterer step forms groups without replacing any value: to protect the data use a masker (e.g. "
+               "microaggregation for k-anonymity) or a noise step." if any(o.kind == "clusterers" for o in outcomes)
+               else "The steps returned every value as they received it; check their parameters (a masker or a "
+                    "noise step that changes nothing protects nothing).")),
             stacklevel=3)
 
     by_step = {s["step"]: s for s in steps}
@@ -399,8 +402,9 @@ def verify(context: PrivacyContext, original: pd.DataFrame, released: pd.DataFra
                 text = (f"{who} claims: {claim} Host check: "
                         + ("" if dp_release else f"{verbatim} of {n} records were released verbatim (all their "
                            f"values of {_cols(columns)} unchanged); ")
-                        + f"{_records(small)} in a group of identical released rows smaller than k = {k}; the "
-                        f"smallest group has {smallest}.")
+                        + (f"{_records(small)} in a group of identical released rows smaller than k = {k}; the "
+                           f"smallest group has {smallest}." if k is not None else
+                           f"the claim names no k; the smallest group of identical released rows has {smallest}."))
         else:
             status = "claimed"
             text = f"{who} claims: {claim}"
@@ -503,7 +507,8 @@ def verdict(ledger: Ledger, accountant: Accountant, outcomes: Sequence[Any], che
                           + ("; it held on what the step released, before a later step or the host's rounding"
                              if claim.get("held_on_step_output") else "") + ").")
         elif claim.get("guarantee") == "probabilistic k-anonymity" and claim.get("status") == "claimed":
-            extras.append(f"{claim['component']} claims probabilistic k-anonymity (k = {claim.get('k')})"
+            extras.append(f"{claim['component']} claims probabilistic k-anonymity"
+                          + (f" (k = {claim['k']})" if claim.get("k") is not None else " without a k")
                           + (f"; {claim['verbatim_records']} of {checks['records']} records are released verbatim."
                              if "verbatim_records" in claim else "."))
     stated = {c.get("verbatim_records") for c in checks.get("claims", ())
