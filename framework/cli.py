@@ -59,7 +59,7 @@ from .plots import risk_utility_map
 from .recipe import DEFAULT_LABEL_COLUMN, Recipe
 from .registry import ENV_DISABLE, Registry, get_registry
 from .runner import compile, integer_columns, preflight, run
-from .strata import run_dataset
+from .strata import published, run_dataset
 
 __all__ = ["main"]
 
@@ -169,13 +169,21 @@ def _cmd_run_dataset(args: argparse.Namespace, recipe: Recipe) -> int:
         print(f"protecting {args.input} stratum by stratum on "
               f"{args.scheduler or (str(args.processes) + ' local process(es)' if args.processes else 'local processes')}"
               " ...", file=sys.stderr, flush=True)
-    release = run_dataset(recipe, args.input, output, seed=_run_seed(args), scheduler=args.scheduler,
-                          processes=args.processes, timeout=args.timeout)
+    seed = _run_seed(args)
+    before, files = len(published()), len(committed())
+    targets: list[tuple[Path, Any]] = []
     try:
+        release = run_dataset(recipe, args.input, output, seed=seed, scheduler=args.scheduler,
+                              processes=args.processes, timeout=args.timeout)
         if report is not None:
-            write_atomically(_report_targets(release, report, args.non_disclosive))
+            targets = _report_targets(release, report, args.non_disclosive)
+            write_atomically(targets)
     except BaseException:  # all or nothing: without its report the dataset is not released either
-        shutil.rmtree(output, ignore_errors=True)
+        # A stop held back while the report was renamed into place comes after it: the release is whole then.
+        reported = report is not None and len(committed()) - files == len(targets) > 0
+        if not reported:
+            for path in published()[before:]:  # only a folder this run published (a stop may come as it returns)
+                shutil.rmtree(path, ignore_errors=True)
         raise
     if not args.quiet:
         print(f"{release.verdict}\nwrote {output} ({release.records} records in {len(release.strata)} strata)"
@@ -647,7 +655,7 @@ def _show_warning(message: Warning | str, category: type[Warning], filename: str
 
 
 def _main(args: argparse.Namespace) -> int:
-    done = len(committed())
+    done = (len(committed()), len(published()))
     try:
         return int(args.func(args) or 0)
     except Interrupted as err:
@@ -687,8 +695,10 @@ def signal_name(signum: int) -> str:
     return signal.Signals(signum).name
 
 
-def _written(before: int) -> str:
-    paths = committed()[before:]
+def _written(before: tuple[int, int]) -> str:
+    """What the command had already put in place when it stopped: the files
+    it committed and the output datasets it published and did not remove."""
+    paths = [*committed()[before[0]:], *[p for p in published()[before[1]:] if os.path.lexists(p)]]
     if not paths:
         return "nothing was written"
     return "the outputs had already been written: " + ", ".join(map(str, paths))
