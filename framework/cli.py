@@ -152,6 +152,12 @@ def _with_roles(recipe: Recipe, args: argparse.Namespace) -> Recipe:
     return Recipe.from_dict(table, source=str(getattr(args, "recipe", "")) or None)
 
 
+def _inputs(args: argparse.Namespace) -> dict[str, str | None]:
+    """The files ``privclust run`` reads, which no output may overwrite: the
+    data, the recipe and the seed file."""
+    return {"--input": args.input, "the recipe": args.recipe, "--seed-file": args.seed_file}
+
+
 def _load_recipe(args: argparse.Namespace) -> Recipe:
     return _with_roles(Recipe.from_toml(Path(args.recipe)), args)
 
@@ -162,7 +168,7 @@ def _cmd_run_dataset(args: argparse.Namespace, recipe: Recipe) -> int:
     report = Path(args.report) if args.report else None
     if args.output == STDIO:
         raise PrivclustError("a dataset (a folder) is written to a folder: give --output a new folder, not -")
-    check_outputs(_report_paths(report), {"--input": args.input, "the recipe": args.recipe})
+    check_outputs(_report_paths(report), _inputs(args))
     if report is not None and not report.name.lower().endswith((".json", ".html", ".htm")):
         raise PrivclustError(f"{report}: a report is written as .json or .html")
     if not args.quiet:
@@ -199,7 +205,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     output = Path(args.output)
     report = Path(args.report) if args.report else None
     check_outputs({"--output": args.output, **_report_paths(report)},
-                  {"--input": args.input, "the recipe": args.recipe})
+                  _inputs(args))
     if not to_stdout:
         frame_writer(None, output)  # type: ignore[arg-type]  # checks the suffix before any work
     if report is not None and not report.name.lower().endswith((".json", ".html", ".htm")):
