@@ -35,6 +35,7 @@ import tomllib
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from decimal import MAX_EMAX, MIN_EMIN, ROUND_FLOOR, Decimal, InvalidOperation, localcontext
 from typing import Any
 
 import attrs
@@ -98,23 +99,33 @@ def _nesting(text: str) -> int:
 
 
 def _range(token: str) -> list[float] | None:
+    """The values of a ``start:stop:step`` range, in exact decimal arithmetic
+    (so ``5e-3:2e-2:5e-3`` is 0.005, 0.01, 0.015, 0.02 in any notation), or
+    ``None`` when ``token`` is not three numbers."""
     parts = token.split(":")
     if len(parts) != 3:
         return None
     try:
-        start, stop, step = (float(p) for p in parts)
-    except ValueError:
+        start, stop, step = (Decimal(p.strip()) for p in parts)
+    except (InvalidOperation, ValueError):
         return None
-    if not all(math.isfinite(x) for x in (start, stop, step)) or step <= 0 or stop < start:
+    if not all(x.is_finite() and math.isfinite(float(x)) for x in (start, stop, step)) or step <= 0 or stop < start:
         raise PrivclustError(f"sweep range {token!r}: write start:stop:step with finite numbers, step > 0 and "
                              "stop >= start")
-    steps = (stop - start) / step
-    if not math.isfinite(steps) or steps + 1 > MAX_CONFIGURATIONS:
-        raise PrivclustError(f"sweep range {token!r} has {steps + 1:.3g} values, more than the limit of "
-                             f"{MAX_CONFIGURATIONS:,} configurations of a comparison; use a larger step")
-    count = int(math.floor(steps + 1e-9)) + 1
-    decimals = max(len(p.split(".")[1]) if "." in p else 0 for p in parts)
-    return [round(start + i * step, decimals + 2) for i in range(count)]
+    if any(x != 0 and float(x) == 0 for x in (start, stop, step)):
+        raise PrivclustError(f"sweep range {token!r}: a number is too small for a double (below about 1e-308) and "
+                             "would be run as 0; write start:stop:step with numbers a double can hold")
+    with localcontext() as ctx:  # exact for any range short enough to run: a sweep's numbers have few digits
+        ctx.prec, ctx.Emax, ctx.Emin = 200, MAX_EMAX, MIN_EMIN
+        try:
+            steps = (stop - start) / step
+        except ArithmeticError:  # a quotient beyond the exponent range
+            steps = Decimal("Infinity")
+        if not steps.is_finite() or steps + 1 > MAX_CONFIGURATIONS:
+            raise PrivclustError(f"sweep range {token!r} has {float(steps) + 1:.3g} values, more than the limit of "
+                                 f"{MAX_CONFIGURATIONS:,} configurations of a comparison; use a larger step")
+        count = int(steps.to_integral_value(rounding=ROUND_FLOOR)) + 1
+        return [float(start + i * step) + 0.0 for i in range(count)]  # + 0.0: no -0.0
 
 
 def parse_sweep(text: str) -> tuple[str, list[Any]]:

@@ -251,6 +251,32 @@ def test_cli_sweeps_one_recipe_by_name(tmp_path, data):
 # ---------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("text", ["5e-3:2e-2:5e-3", "0.005:0.02:0.005", "5E-3:0.020:.005", "0.5e-2:20e-3:50e-4",
+                                  " 5e-3 : 2e-2 : 5e-3"])
+def test_a_sweep_range_gives_exactly_its_values_in_any_notation(text):
+    """Decimals were counted from the text after the dot: 5e-3:2e-2:5e-3 ran
+    0.01, 0.01, 0.01, 0.02 and 1e-3:3e-3:1e-3 ran 0, 0, 0."""
+    assert parse_sweep(f"laplace.epsilon={text}") == ("laplace.epsilon", [0.005, 0.01, 0.015, 0.02])
+
+
+def test_sweep_ranges_are_exact_decimal_arithmetic():
+    assert parse_sweep("s.epsilon=1e-3:3e-3:1e-3")[1] == [0.001, 0.002, 0.003]
+    assert parse_sweep("s.epsilon=0.1:0.3:0.1")[1] == [0.1, 0.2, 0.3]  # 0.1 + 2 * 0.1 is 0.30000000000000004
+    assert parse_sweep("s.epsilon=1e-12:3e-12:1e-12")[1] == [1e-12, 2e-12, 3e-12]
+    assert parse_sweep("s.epsilon=1e2:3E2:1e2")[1] == [100.0, 200.0, 300.0]
+    assert parse_sweep("s.epsilon=0:1:0.3")[1] == [0.0, 0.3, 0.6, 0.9]  # stop is not a multiple of the step
+    assert parse_sweep("s.epsilon=-1:0:0.5")[1] == [-1.0, -0.5, 0.0]
+    assert str(parse_sweep("s.epsilon=-1:0:1")[1][1]) == "0.0"  # never -0.0
+    assert parse_sweep("s.epsilon=0.7:0.7:0.1")[1] == [0.7]
+    for bad in ("1e999:1e999:1", "0:1e400:1"):
+        with pytest.raises(PrivclustError, match="start:stop:step with finite numbers"):
+            parse_sweep(f"s.epsilon={bad}")
+    with pytest.raises(PrivclustError, match="too small for a double"):
+        parse_sweep("s.epsilon=1e-400:1e-399:1e-400")
+    with pytest.raises(PrivclustError, match="more than the limit"):
+        parse_sweep("s.epsilon=0:1:1e-300")
+
+
 def test_a_huge_sweep_range_is_refused_without_expanding_it():
     from privclust.compare import MAX_CONFIGURATIONS
 
