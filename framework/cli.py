@@ -284,6 +284,13 @@ def _report_paths(report: Path | None) -> dict[str, Path]:
     return {"--report": report}
 
 
+#: What ``privclust check --input`` has checked when it says OK: the checks
+#: ``run`` makes before its first step (:func:`privclust.runner.preflight`).
+CHECKED = ("every column of the steps, the evaluations (those their evaluators say they compute on included), the "
+           "roles and the rules is present; those the steps and evaluations work on are numeric and finite; each "
+           "step's bounds table covers its columns; there are enough records for each step")
+
+
 def _cmd_check(args: argparse.Namespace) -> int:
     recipe = _load_recipe(args)
     compiled = compile(recipe)
@@ -308,8 +315,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
                      "data, and a release that does so has no differential-privacy guarantee")
     if args.input:
         checked = preflight(compiled, read_frame(args.input))  # the checks `run` makes before its first step
-        lines.append(f"  data {args.input}: {checked.frame.shape[0]} records; every column the recipe uses is "
-                     "present, numeric and finite, with enough records for each step")
+        lines.append(f"  data {args.input}: {checked.frame.shape[0]} records; {CHECKED}")
         changed: set[str] = set()
         for cs, columns in zip(compiled.steps, checked.step_columns, strict=True):
             if cs.kind == "clusterers":

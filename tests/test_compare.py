@@ -109,7 +109,7 @@ def test_a_failing_configuration_is_reported_and_the_others_finish(data, reg):
                               seed=1, registry=reg, processes=1, progress=False)
     failed = table[table["error"].notna()]
     assert len(failed) == 2 and (failed["configuration"] == 1).all()
-    assert failed["error"].iloc[0].startswith("DataError: laplace: no public bounds for column(s) b")
+    assert failed["error"].iloc[0].startswith("DataError: steps[0] (noise): laplace: no public bounds for column(s) b")
     assert table[table["error"].isna()]["mean-shift.loss"].notna().all()
     assert privclust.summarize(table)["failed"].tolist() == [0, 2]
 
