@@ -4,8 +4,10 @@
 configuration several times for randomised methods, and returns one tidy
 DataFrame with a row per run: the recipe, the swept parameters, the repeat,
 every evaluator's figure, whether the run's verdict is differentially private
-(``dp``) and, only then, the guarantee's epsilon and delta (``dp_epsilon``,
-``dp_delta``; NaN for a run without a DP guarantee), the epsilon and delta
+(``dp``) and, only then, the components whose own DP statements it rests on
+(``dp_claimed_by``: the host composes them but cannot check them) and the
+guarantee's epsilon and delta (``dp_epsilon``, ``dp_delta``; NaN or <NA> for
+a run without a DP guarantee), the epsilon and delta
 the run spent (the honest figures the accountant charged, whether or not the
 release is DP), the epsilon the methods claim where they differ, the run time
 and the error of a run that failed.
@@ -63,10 +65,10 @@ MAX_CONFIGURATIONS = 10_000
 MAX_RUNS = 100_000
 
 #: Columns every comparison table has, besides the swept parameters and the figures.
-FIXED_COLUMNS = ("recipe", "configuration", "repeat", "dp", "dp_epsilon", "dp_delta", "epsilon", "delta",
-                 "claimed_epsilon", "seconds", "error")
+FIXED_COLUMNS = ("recipe", "configuration", "repeat", "dp", "dp_claimed_by", "dp_epsilon", "dp_delta", "epsilon",
+                 "delta", "claimed_epsilon", "seconds", "error")
 #: The columns of the run's privacy figures, in table order (after the evaluators' figures).
-_PRIVACY_COLUMNS = ("dp", "dp_epsilon", "dp_delta", "epsilon", "delta", "claimed_epsilon")
+_PRIVACY_COLUMNS = ("dp", "dp_claimed_by", "dp_epsilon", "dp_delta", "epsilon", "delta", "claimed_epsilon")
 
 
 # ---------------------------------------------------------------------------
@@ -315,13 +317,23 @@ def _run_one(recipe_dict: dict[str, Any], data: pd.DataFrame | None, seed: np.ra
     # relations), not summed: each DP entry with its epsilon replaced by its claim.
     claimed = [attrs.evolve(e, epsilon=e.claimed_epsilon) if e.claimed_epsilon is not None else e
                for e in release.ledger.of_kind("dp")]
-    row: dict[str, Any] = {"dp": dp, "dp_epsilon": eps if dp else math.nan, "dp_delta": delta if dp else math.nan,
+    row: dict[str, Any] = {"dp": dp, "dp_claimed_by": _claimed_by(release.ledger.of_kind("dp")) if dp else None,
+                           "dp_epsilon": eps if dp else math.nan, "dp_delta": delta if dp else math.nan,
                            "epsilon": eps, "delta": delta,
                            "claimed_epsilon": float(release.accountant.total(claimed)[0]),
                            "seconds": time.perf_counter() - start, "error": None}
     for record in release.evaluations.itertuples(index=False):
         row[f"{record.evaluator}.{record.metric}"] = record.value
     return row
+
+
+def _claimed_by(entries: Sequence[Any]) -> str:
+    """The components whose DP entries the ``dp`` figures rest on, named as
+    the verdict names them ("step 0 (laplace), step 2 (gaussian)"): the host
+    composes their statements but cannot check a sensitivity."""
+    names = [f"step {e.step} ({e.component})" if e.step is not None else (e.component or "a component")
+             for e in entries]
+    return ", ".join(dict.fromkeys(n.strip() for n in names if n.strip()))
 
 
 def _is_dp(release: Any) -> bool:
@@ -546,9 +558,10 @@ def compare(
     table = pd.DataFrame(rows)
     for column in (*_PRIVACY_COLUMNS, "seconds", "error"):
         if column not in table.columns:
-            table[column] = None if column in ("dp", "error") else np.nan
+            table[column] = None if column in ("dp", "dp_claimed_by", "error") else np.nan
     # True / False for a run that finished, missing (<NA>) for one that failed: it released nothing
     table["dp"] = table["dp"].astype("boolean")
+    table["dp_claimed_by"] = table["dp_claimed_by"].astype("string")  # <NA> where dp is not True
     metrics = sorted(c for c in table.columns if c not in FIXED_COLUMNS and c not in keys)
     table = table[["recipe", "configuration", *keys, "repeat", *metrics, *_PRIVACY_COLUMNS, "seconds", "error"]]
     table.attrs["privclust"] = {"parameters": keys, "metrics": metrics, "repeats": repeats}

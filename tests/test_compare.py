@@ -82,7 +82,8 @@ def test_table_has_a_row_per_run_with_every_figure(data, reg):
                               progress=False)
     assert len(table) == 2 * 2 * 3
     assert list(table.columns) == ["recipe", "configuration", "noise.epsilon", "repeat", "mean-shift.loss",
-                                   "mean-shift.risk", "dp", "dp_epsilon", "dp_delta", "epsilon", "delta",
+                                   "mean-shift.risk", "dp", "dp_claimed_by", "dp_epsilon", "dp_delta", "epsilon",
+                                   "delta",
                                    "claimed_epsilon", "seconds", "error"]
     assert table["epsilon"].tolist() == [0.5] * 3 + [2.0] * 3 + [0.5] * 3 + [2.0] * 3
     assert table["error"].isna().all()
@@ -275,6 +276,30 @@ def test_sweep_ranges_are_exact_decimal_arithmetic():
         parse_sweep("s.epsilon=1e-400:1e-399:1e-400")
     with pytest.raises(PrivclustError, match="more than the limit"):
         parse_sweep("s.epsilon=0:1:1e-300")
+
+
+def test_dp_claimed_by_names_every_component_the_dp_figures_rest_on(tmp_path):
+    """`dp = True, dp_epsilon = 0.1` read as a bare fact for a plugin that
+    charged 0.1 and released raw data; the verdict attributes the DP
+    statements to their components, and now the table does too."""
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"a": rng.uniform(0, 10, 60), "b": rng.uniform(0, 10, 60)})
+    two = {"name": "two", "privacy": {"epsilon": 2.0},
+           "steps": [{"use": "laplace", "id": "first", "epsilon": 1.0, "bounds": {"a": [0, 10]}, "columns": ["a"]},
+                     {"use": "laplace", "id": "second", "epsilon": 1.0, "bounds": {"b": [0, 10]},
+                      "columns": ["b"]}]}
+    table = privclust.compare([two], frame, seed=1, progress=False, processes=1)
+    assert table.loc[0, "dp"] and table.loc[0, "dp_claimed_by"] == "step 0 (laplace), step 1 (laplace)"
+    columns = list(table.columns)
+    assert columns.index("dp_claimed_by") == columns.index("dp") + 1
+    # the command line writes the column too
+    frame.to_csv(tmp_path / "in.csv", index=False)
+    (tmp_path / "two.toml").write_text(
+        '[privacy]\nepsilon = 1.0\n[[steps]]\nuse = "laplace"\nepsilon = 1.0\ncolumns = ["a"]\n'
+        'bounds = { a = [0, 10] }\n')
+    assert main(["compare", str(tmp_path / "two.toml"), "-i", str(tmp_path / "in.csv"), "-o",
+                 str(tmp_path / "out.csv"), "--processes", "1", "-q"]) == 0
+    assert pd.read_csv(tmp_path / "out.csv")["dp_claimed_by"].tolist() == ["step 0 (laplace)"]
 
 
 def test_a_huge_sweep_range_is_refused_without_expanding_it():
@@ -490,6 +515,11 @@ def test_the_dp_column_follows_the_verdict_and_only_a_dp_run_has_a_guarantee(dat
     assert table["dp"].loc[["public-bounds", "data-bounds", "dp+mdav"]].tolist() == [True, False, False]
     assert table.loc["public-bounds", "dp_epsilon"] == 1.0 and table.loc["public-bounds", "dp_delta"] == 0.0
     assert table[["dp_epsilon", "dp_delta"]].loc[["data-bounds", "dp+mdav"]].isna().all().all()
+    # the figures are the components' own DP statements, composed: the table names whose, as the verdict does
+    assert table.loc["public-bounds", "dp_claimed_by"] == "step 0 (laplace)"
+    assert "claims of step 0 (laplace):" in verdicts["public-bounds"]
+    assert table["dp_claimed_by"].loc[["data-bounds", "dp+mdav", "labels-only", "failing"]].isna().all()
+    assert str(table["dp_claimed_by"].dtype) == "string"
     assert str(table["dp"].dtype) == "boolean"
     assert table.loc["failing", "error"] is not None and pd.isna(table.loc["failing", "dp"])  # released nothing
     summary = privclust.summarize(table.reset_index()).set_index("recipe")
