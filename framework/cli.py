@@ -59,7 +59,7 @@ from .plots import risk_utility_map
 from .recipe import DEFAULT_LABEL_COLUMN, Recipe
 from .registry import ENV_DISABLE, Registry, get_registry
 from .runner import compile, integer_columns, preflight, run
-from .strata import run_dataset
+from .strata import published, run_dataset
 
 __all__ = ["main"]
 
@@ -152,6 +152,12 @@ def _with_roles(recipe: Recipe, args: argparse.Namespace) -> Recipe:
     return Recipe.from_dict(table, source=str(getattr(args, "recipe", "")) or None)
 
 
+def _inputs(args: argparse.Namespace) -> dict[str, str | None]:
+    """The files ``privclust run`` reads, which no output may overwrite: the
+    data, the recipe and the seed file."""
+    return {"--input": args.input, "the recipe": args.recipe, "--seed-file": args.seed_file}
+
+
 def _load_recipe(args: argparse.Namespace) -> Recipe:
     return _with_roles(Recipe.from_toml(Path(args.recipe)), args)
 
@@ -162,20 +168,28 @@ def _cmd_run_dataset(args: argparse.Namespace, recipe: Recipe) -> int:
     report = Path(args.report) if args.report else None
     if args.output == STDIO:
         raise PrivclustError("a dataset (a folder) is written to a folder: give --output a new folder, not -")
-    check_outputs(_report_paths(report), {"--input": args.input, "the recipe": args.recipe})
+    check_outputs(_report_paths(report), _inputs(args))
     if report is not None and not report.name.lower().endswith((".json", ".html", ".htm")):
         raise PrivclustError(f"{report}: a report is written as .json or .html")
     if not args.quiet:
         print(f"protecting {args.input} stratum by stratum on "
               f"{args.scheduler or (str(args.processes) + ' local process(es)' if args.processes else 'local processes')}"
               " ...", file=sys.stderr, flush=True)
-    release = run_dataset(recipe, args.input, output, seed=_run_seed(args), scheduler=args.scheduler,
-                          processes=args.processes, timeout=args.timeout)
+    seed = _run_seed(args)
+    before, files = len(published()), len(committed())
+    targets: list[tuple[Path, Any]] = []
     try:
+        release = run_dataset(recipe, args.input, output, seed=seed, scheduler=args.scheduler,
+                              processes=args.processes, timeout=args.timeout)
         if report is not None:
-            write_atomically(_report_targets(release, report, args.non_disclosive))
+            targets = _report_targets(release, report, args.non_disclosive)
+            write_atomically(targets)
     except BaseException:  # all or nothing: without its report the dataset is not released either
-        shutil.rmtree(output, ignore_errors=True)
+        # A stop held back while the report was renamed into place comes after it: the release is whole then.
+        reported = report is not None and len(committed()) - files == len(targets) > 0
+        if not reported:
+            for path in published()[before:]:  # only a folder this run published (a stop may come as it returns)
+                shutil.rmtree(path, ignore_errors=True)
         raise
     if not args.quiet:
         print(f"{release.verdict}\nwrote {output} ({release.records} records in {len(release.strata)} strata)"
@@ -191,7 +205,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     output = Path(args.output)
     report = Path(args.report) if args.report else None
     check_outputs({"--output": args.output, **_report_paths(report)},
-                  {"--input": args.input, "the recipe": args.recipe})
+                  _inputs(args))
     if not to_stdout:
         frame_writer(None, output)  # type: ignore[arg-type]  # checks the suffix before any work
     if report is not None and not report.name.lower().endswith((".json", ".html", ".htm")):
@@ -270,6 +284,13 @@ def _report_paths(report: Path | None) -> dict[str, Path]:
     return {"--report": report}
 
 
+#: What ``privclust check --input`` has checked when it says OK: the checks
+#: ``run`` makes before its first step (:func:`privclust.runner.preflight`).
+CHECKED = ("every column of the steps, the evaluations (those their evaluators say they compute on included), the "
+           "roles and the rules is present; those the steps and evaluations work on are numeric and finite; each "
+           "step's bounds table covers its columns; there are enough records for each step")
+
+
 def _cmd_check(args: argparse.Namespace) -> int:
     recipe = _load_recipe(args)
     compiled = compile(recipe)
@@ -294,8 +315,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
                      "data, and a release that does so has no differential-privacy guarantee")
     if args.input:
         checked = preflight(compiled, read_frame(args.input))  # the checks `run` makes before its first step
-        lines.append(f"  data {args.input}: {checked.frame.shape[0]} records; every column the recipe uses is "
-                     "present, numeric and finite, with enough records for each step")
+        lines.append(f"  data {args.input}: {checked.frame.shape[0]} records; {CHECKED}")
         changed: set[str] = set()
         for cs, columns in zip(compiled.steps, checked.step_columns, strict=True):
             if cs.kind == "clusterers":
@@ -647,7 +667,7 @@ def _show_warning(message: Warning | str, category: type[Warning], filename: str
 
 
 def _main(args: argparse.Namespace) -> int:
-    done = len(committed())
+    done = (len(committed()), len(published()))
     try:
         return int(args.func(args) or 0)
     except Interrupted as err:
@@ -687,8 +707,10 @@ def signal_name(signum: int) -> str:
     return signal.Signals(signum).name
 
 
-def _written(before: int) -> str:
-    paths = committed()[before:]
+def _written(before: tuple[int, int]) -> str:
+    """What the command had already put in place when it stopped: the files
+    it committed and the output datasets it published and did not remove."""
+    paths = [*committed()[before[0]:], *[p for p in published()[before[1]:] if os.path.lexists(p)]]
     if not paths:
         return "nothing was written"
     return "the outputs had already been written: " + ", ".join(map(str, paths))

@@ -4,8 +4,10 @@
 configuration several times for randomised methods, and returns one tidy
 DataFrame with a row per run: the recipe, the swept parameters, the repeat,
 every evaluator's figure, whether the run's verdict is differentially private
-(``dp``) and, only then, the guarantee's epsilon and delta (``dp_epsilon``,
-``dp_delta``; NaN for a run without a DP guarantee), the epsilon and delta
+(``dp``) and, only then, the components whose own DP statements it rests on
+(``dp_claimed_by``: the host composes them but cannot check them) and the
+guarantee's epsilon and delta (``dp_epsilon``, ``dp_delta``; NaN or <NA> for
+a run without a DP guarantee), the epsilon and delta
 the run spent (the honest figures the accountant charged, whether or not the
 release is DP), the epsilon the methods claim where they differ, the run time
 and the error of a run that failed.
@@ -35,6 +37,7 @@ import tomllib
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from decimal import MAX_EMAX, MIN_EMIN, ROUND_FLOOR, Decimal, InvalidOperation, localcontext
 from typing import Any
 
 import attrs
@@ -62,10 +65,10 @@ MAX_CONFIGURATIONS = 10_000
 MAX_RUNS = 100_000
 
 #: Columns every comparison table has, besides the swept parameters and the figures.
-FIXED_COLUMNS = ("recipe", "configuration", "repeat", "dp", "dp_epsilon", "dp_delta", "epsilon", "delta",
-                 "claimed_epsilon", "seconds", "error")
+FIXED_COLUMNS = ("recipe", "configuration", "repeat", "dp", "dp_claimed_by", "dp_epsilon", "dp_delta", "epsilon",
+                 "delta", "claimed_epsilon", "seconds", "error")
 #: The columns of the run's privacy figures, in table order (after the evaluators' figures).
-_PRIVACY_COLUMNS = ("dp", "dp_epsilon", "dp_delta", "epsilon", "delta", "claimed_epsilon")
+_PRIVACY_COLUMNS = ("dp", "dp_claimed_by", "dp_epsilon", "dp_delta", "epsilon", "delta", "claimed_epsilon")
 
 
 # ---------------------------------------------------------------------------
@@ -98,23 +101,33 @@ def _nesting(text: str) -> int:
 
 
 def _range(token: str) -> list[float] | None:
+    """The values of a ``start:stop:step`` range, in exact decimal arithmetic
+    (so ``5e-3:2e-2:5e-3`` is 0.005, 0.01, 0.015, 0.02 in any notation), or
+    ``None`` when ``token`` is not three numbers."""
     parts = token.split(":")
     if len(parts) != 3:
         return None
     try:
-        start, stop, step = (float(p) for p in parts)
-    except ValueError:
+        start, stop, step = (Decimal(p.strip()) for p in parts)
+    except (InvalidOperation, ValueError):
         return None
-    if not all(math.isfinite(x) for x in (start, stop, step)) or step <= 0 or stop < start:
+    if not all(x.is_finite() and math.isfinite(float(x)) for x in (start, stop, step)) or step <= 0 or stop < start:
         raise PrivclustError(f"sweep range {token!r}: write start:stop:step with finite numbers, step > 0 and "
                              "stop >= start")
-    steps = (stop - start) / step
-    if not math.isfinite(steps) or steps + 1 > MAX_CONFIGURATIONS:
-        raise PrivclustError(f"sweep range {token!r} has {steps + 1:.3g} values, more than the limit of "
-                             f"{MAX_CONFIGURATIONS:,} configurations of a comparison; use a larger step")
-    count = int(math.floor(steps + 1e-9)) + 1
-    decimals = max(len(p.split(".")[1]) if "." in p else 0 for p in parts)
-    return [round(start + i * step, decimals + 2) for i in range(count)]
+    if any(x != 0 and float(x) == 0 for x in (start, stop, step)):
+        raise PrivclustError(f"sweep range {token!r}: a number is too small for a double (below about 1e-308) and "
+                             "would be run as 0; write start:stop:step with numbers a double can hold")
+    with localcontext() as ctx:  # exact for any range short enough to run: a sweep's numbers have few digits
+        ctx.prec, ctx.Emax, ctx.Emin = 200, MAX_EMAX, MIN_EMIN
+        try:
+            steps = (stop - start) / step
+        except ArithmeticError:  # a quotient beyond the exponent range
+            steps = Decimal("Infinity")
+        if not steps.is_finite() or steps + 1 > MAX_CONFIGURATIONS:
+            raise PrivclustError(f"sweep range {token!r} has {float(steps) + 1:.3g} values, more than the limit of "
+                                 f"{MAX_CONFIGURATIONS:,} configurations of a comparison; use a larger step")
+        count = int(steps.to_integral_value(rounding=ROUND_FLOOR)) + 1
+        return [float(start + i * step) + 0.0 for i in range(count)]  # + 0.0: no -0.0
 
 
 def parse_sweep(text: str) -> tuple[str, list[Any]]:
@@ -304,13 +317,23 @@ def _run_one(recipe_dict: dict[str, Any], data: pd.DataFrame | None, seed: np.ra
     # relations), not summed: each DP entry with its epsilon replaced by its claim.
     claimed = [attrs.evolve(e, epsilon=e.claimed_epsilon) if e.claimed_epsilon is not None else e
                for e in release.ledger.of_kind("dp")]
-    row: dict[str, Any] = {"dp": dp, "dp_epsilon": eps if dp else math.nan, "dp_delta": delta if dp else math.nan,
+    row: dict[str, Any] = {"dp": dp, "dp_claimed_by": _claimed_by(release.ledger.of_kind("dp")) if dp else None,
+                           "dp_epsilon": eps if dp else math.nan, "dp_delta": delta if dp else math.nan,
                            "epsilon": eps, "delta": delta,
                            "claimed_epsilon": float(release.accountant.total(claimed)[0]),
                            "seconds": time.perf_counter() - start, "error": None}
     for record in release.evaluations.itertuples(index=False):
         row[f"{record.evaluator}.{record.metric}"] = record.value
     return row
+
+
+def _claimed_by(entries: Sequence[Any]) -> str:
+    """The components whose DP entries the ``dp`` figures rest on, named as
+    the verdict names them ("step 0 (laplace), step 2 (gaussian)"): the host
+    composes their statements but cannot check a sensitivity."""
+    names = [f"step {e.step} ({e.component})" if e.step is not None else (e.component or "a component")
+             for e in entries]
+    return ", ".join(dict.fromkeys(n.strip() for n in names if n.strip()))
 
 
 def _is_dp(release: Any) -> bool:
@@ -535,9 +558,10 @@ def compare(
     table = pd.DataFrame(rows)
     for column in (*_PRIVACY_COLUMNS, "seconds", "error"):
         if column not in table.columns:
-            table[column] = None if column in ("dp", "error") else np.nan
+            table[column] = None if column in ("dp", "dp_claimed_by", "error") else np.nan
     # True / False for a run that finished, missing (<NA>) for one that failed: it released nothing
     table["dp"] = table["dp"].astype("boolean")
+    table["dp_claimed_by"] = table["dp_claimed_by"].astype("string")  # <NA> where dp is not True
     metrics = sorted(c for c in table.columns if c not in FIXED_COLUMNS and c not in keys)
     table = table[["recipe", "configuration", *keys, "repeat", *metrics, *_PRIVACY_COLUMNS, "seconds", "error"]]
     table.attrs["privclust"] = {"parameters": keys, "metrics": metrics, "repeats": repeats}

@@ -46,10 +46,11 @@ from .components import (
 from .constraints import ConstraintSet
 from .engines import map_tasks
 from .errors import DataError, ParameterError, PrivclustError, Problem, RecipeError
-from .params import leak_problems
+from .params import column_bounds, leak_problems
 from .recipe import DEFAULT_LABEL_COLUMN, EvaluateSpec, Recipe, Roles, Step, _thaw
 from .registry import Registry, get_registry, unknown_leak_problems
 from .report import EFFECTIVE_PARAMS, EFFECTIVE_PARAMS_FROM_DATA, Release
+from .specs import _META_LEAK
 from .verify import snapshot, verdict, verify
 
 __all__ = ["CompiledRecipe", "CompiledStep", "StepOutcome", "compile", "run", "numeric_columns"]
@@ -487,6 +488,12 @@ def check_data(compiled: CompiledRecipe, frame: pd.DataFrame) -> list[tuple[str,
         if need is not None and frame.shape[0] < need:
             problems.append(f"steps[{cs.index}] ({cs.id}): {type(cs.component).name} needs at least {need} records; "
                             f"the data have {frame.shape[0]}")
+        if not found:  # a column absent from the data is named once
+            problems.extend(_bounds_problems(cs, columns))
+    changed = tuple(c for c in frame.columns
+                    if any(c in cols for cs, cols in zip(compiled.steps, step_columns, strict=True)
+                           if cs.kind != "clusterers"))
+    problems.extend(_evaluation_problems(compiled, frame, changed or default_columns))
     for h, handler in enumerate(compiled.constraints):
         for p in handler.check(tuple(map(str, frame.columns))) or ():
             problems.append(str(p) if isinstance(p, Problem) else f"constraints[{h}]: {p}")
@@ -513,29 +520,89 @@ def check_data(compiled: CompiledRecipe, frame: pd.DataFrame) -> list[tuple[str,
     return step_columns
 
 
+def _bounds_problems(cs: CompiledStep, columns: Sequence[str]) -> list[str]:
+    """A step whose ``bounds`` (a :func:`~privclust.params.public_bounds`
+    parameter) is a table: every column of the step needs its entry, as
+    :func:`~privclust.column_bounds` demands when the step runs (the same
+    function, asked before any step runs). ``"data"``, ``"dp"`` and the
+    tables those use are resolved when the step runs."""
+    component = cs.component
+    field = attrs.fields_dict(type(component)).get("bounds") if attrs.has(type(component)) else None
+    value = getattr(component, "bounds", None)
+    if field is None or field.metadata.get(_META_LEAK) != "bounds" or not isinstance(value, Mapping):
+        return []
+    try:
+        column_bounds(np.empty((0, len(columns))), columns, value, None, who=type(component).name)
+    except DataError as err:
+        return [f"steps[{cs.index}] ({cs.id}): {err}"]
+    return []
+
+
+def _evaluation_problems(compiled: CompiledRecipe, frame: pd.DataFrame, default_columns: Sequence[str]) -> list[str]:
+    """Each evaluation's columns against the data, as :func:`_evaluate`
+    checks them, and the columns and sampling weight its evaluator says it
+    computes on (``evaluated_on``: key variables, a weight column of its
+    own), so that a run is refused before its first step, not after."""
+    problems: list[str] = []
+    for i, ev in enumerate(compiled.evaluations):
+        where = f"evaluate[{i}] ({ev.spec.use})"
+        columns = ev.spec.columns if ev.spec.columns is not None else tuple(default_columns)
+        found = _check_columns(frame, columns, where, missing="observed")
+        problems.extend(found)
+        method = capability(ev.evaluator, "evaluated_on")
+        if found or method is None:
+            continue
+        inputs = EvaluationInputs(original=frame, protected=frame, columns=tuple(columns),
+                                  labels=pd.DataFrame(index=frame.index), registry=compiled.registry,
+                                  roles=compiled.recipe.roles)
+        try:
+            said = method(inputs)
+        except PrivclustError as err:
+            problems.append(f"{where}: {' '.join(str(err).split())}")
+            continue
+        if not isinstance(said, Mapping):
+            continue  # the run names a malformed answer (a bug in the plugin) after evaluating
+        named = said.get("columns")
+        if isinstance(named, Sequence) and not isinstance(named, str):
+            problems.extend(_not_in_data(frame, [c for c in named if isinstance(c, str)], where))
+        weight = said.get("weight")
+        if isinstance(weight, str):
+            problems.extend(_weight_problems(frame, weight, f"{where}: weight"))
+    return problems
+
+
+def _weight_problems(frame: pd.DataFrame, column: str, where: str) -> list[str]:
+    """A sampling-weight column against the data: present, numeric, every value positive."""
+    found = _not_in_data(frame, [column], where)
+    if found:
+        return found  # absent: named with the closest column
+    series = frame[column]
+    if not is_real_column(series):
+        return [f"{where}: the weight column {column!r} is not numeric (dtype {series.dtype}); a sampling weight is "
+                "a positive number"]
+    w = series.to_numpy(dtype=float, na_value=np.nan)
+    bad = ~np.isfinite(w) | (w <= 0)
+    if bad.any():
+        first = int(np.flatnonzero(bad)[0])
+        return [f"{where}: the weight column {column!r} has {int(bad.sum())} value(s) that are missing, infinite or "
+                f"not positive (first at row {first}: {w[first]!r}); every sampling weight must be a positive number"]
+    return []
+
+
 def _role_problems(roles: Roles, frame: pd.DataFrame) -> list[str]:
     """The ``[roles]`` columns against the data: present, a positive weight,
     strata without missing values."""
     problems = []
     for column, role in roles.columns.items():
+        if role == "weight":
+            problems.extend(_weight_problems(frame, column, "[roles] weight"))
+            continue
         found = _not_in_data(frame, [column], f"[roles] {role}")
         if found:
             problems.extend(found)  # absent: named with the closest column
             continue
         series = frame[column]
-        if role == "weight":
-            if not is_real_column(series):
-                problems.append(f"[roles] weight: the weight column {column!r} is not numeric (dtype "
-                                f"{series.dtype}); a sampling weight is a positive number")
-                continue
-            w = series.to_numpy(dtype=float, na_value=np.nan)
-            bad = ~np.isfinite(w) | (w <= 0)
-            if bad.any():
-                first = int(np.flatnonzero(bad)[0])
-                problems.append(f"[roles] weight: the weight column {column!r} has {int(bad.sum())} value(s) that "
-                                f"are missing, infinite or not positive (first at row {first}: {w[first]!r}); every "
-                                "sampling weight must be a positive number")
-        elif role == "strata" and series.isna().any():
+        if role == "strata" and series.isna().any():
             problems.append(f"[roles] strata: the stratum column {column!r} has {int(series.isna().sum())} missing "
                             "value(s); every record needs a stratum (recode them as a category of their own, e.g. "
                             f"frame[{column!r}].fillna(\"missing\"))")

@@ -18,8 +18,10 @@ never crosses a stratum. Evaluation figures are per stratum (a figure of the
 whole file would need the whole file in one process).
 
 The output appears all at once: the tasks write into a temporary folder
-beside it, renamed to the output when every stratum is done; on any error
-(or Ctrl-C) the temporary folder is removed and nothing is written.
+beside it, renamed to the output when every stratum is done and the whole
+release (one ledger, the budget check, the verdict) has been made; on any
+error (or Ctrl-C), those last steps included, the temporary folder is removed
+and nothing is written.
 """
 
 from __future__ import annotations
@@ -360,17 +362,38 @@ def run_dataset(
     with _handed(compiled.registry, scheduler) as (spec, token):
         tasks = [(recipe_dict, spec, token, str(source_path.resolve()), combo, text, s, str(folder.resolve()), i)
                  for i, (combo, text, s) in enumerate(zip(combos, sizes, seeds, strict=True))]
+        moved = False
         try:
             folder.mkdir(parents=True)
             results = map_tasks(_protect_stratum, tasks, scheduler=scheduler, processes=processes, timeout=timeout)
+            # The whole release (one ledger, the budget check, the verdict) before the folder is published:
+            # a failure or a stop there leaves nothing behind.
+            release = _combined(compiled, context, results, sizes, tuple(merges), names, out)
             with _signals_held():
                 raise_if_stopped()  # a stop whose exception a finalizer swallowed still stops the commit
                 os.replace(folder, out)
+                moved = True
+                _PUBLISHED.append(out)
         except BaseException:
+            # a stop held back during the rename is raised as the block ends: the folder is withdrawn
             with contextlib.suppress(OSError):
-                shutil.rmtree(folder)
+                shutil.rmtree(out if moved else folder)
+            if moved:
+                _PUBLISHED.remove(out)
             raise
-    return _combined(compiled, context, results, sizes, tuple(merges), names, out)
+    return release
+
+
+#: The output datasets :func:`run_dataset` has published in this process (see :func:`published`).
+_PUBLISHED: list[Path] = []
+
+
+def published() -> tuple[Path, ...]:
+    """The output datasets :func:`run_dataset` has moved into place in this
+    process so far, in order (one the call withdrew on a late stop is not
+    among them). The command line removes those of a run whose report
+    could not be written, and names those still in place after a stop."""
+    return tuple(_PUBLISHED)
 
 
 def _combined(compiled: CompiledRecipe, context: PrivacyContext, results: Sequence[Any], sizes: Mapping[str, int],

@@ -55,6 +55,36 @@ def test_run_writes_output_and_report(files, capsys):
     assert listing(folder) == {"in.csv", "recipe.toml", "out.csv", "report.json"}
 
 
+@pytest.mark.parametrize("flag, name", [("--report", "seed.json"), ("--output", "seed.csv"),
+                                        ("--report", "seed.html"), ("--report", "seed.htm")])
+def test_no_output_overwrites_the_seed_file(files, capsys, flag, name):
+    """--seed-file is an input: `--report seed.json --seed-file seed.json`
+    overwrote the seed with the report (and `-o seed.csv` with the data)."""
+    folder, _ = files
+    seed = folder / name if not name.endswith((".html", ".htm")) else folder / "seed.json"
+    seed.write_text("4242\n")
+    outputs = {"--output": str(folder / "out.csv"), "--report": str(folder / "r.json"), flag: str(folder / name)}
+    before = listing(folder)
+    code = main(["run", str(folder / "recipe.toml"), "-i", str(folder / "in.csv"), "--seed-file", str(seed), "-q",
+                 *[x for kv in outputs.items() for x in kv]])
+    assert code == 1
+    err = capsys.readouterr().err
+    assert "--seed-file" in err and "the input is never overwritten" in err
+    assert seed.read_text() == "4242\n" and listing(folder) == before
+
+
+def test_no_output_overwrites_the_seed_file_of_a_dataset_run(files, capsys):
+    pytest.importorskip("pyarrow")
+    folder, data = files
+    data.assign(region=data["id"] % 2).to_parquet(folder / "ds", partition_cols=["region"])
+    (folder / "r.toml").write_text(RECIPE + '\n[roles]\nstrata = "region"\n')
+    (folder / "seed.json").write_text("7\n")
+    code = main(["run", str(folder / "r.toml"), "-i", str(folder / "ds"), "-o", str(folder / "out"),
+                 "--report", str(folder / "seed.json"), "--seed-file", str(folder / "seed.json"), "-q"])
+    assert code == 1 and "--seed-file" in capsys.readouterr().err
+    assert (folder / "seed.json").read_text() == "7\n" and not (folder / "out").exists()
+
+
 def test_run_is_reproducible_and_never_writes_the_seed(files):
     folder, _ = files
     for name in ("x.csv", "y.csv"):

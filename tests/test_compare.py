@@ -82,7 +82,8 @@ def test_table_has_a_row_per_run_with_every_figure(data, reg):
                               progress=False)
     assert len(table) == 2 * 2 * 3
     assert list(table.columns) == ["recipe", "configuration", "noise.epsilon", "repeat", "mean-shift.loss",
-                                   "mean-shift.risk", "dp", "dp_epsilon", "dp_delta", "epsilon", "delta",
+                                   "mean-shift.risk", "dp", "dp_claimed_by", "dp_epsilon", "dp_delta", "epsilon",
+                                   "delta",
                                    "claimed_epsilon", "seconds", "error"]
     assert table["epsilon"].tolist() == [0.5] * 3 + [2.0] * 3 + [0.5] * 3 + [2.0] * 3
     assert table["error"].isna().all()
@@ -109,7 +110,7 @@ def test_a_failing_configuration_is_reported_and_the_others_finish(data, reg):
                               seed=1, registry=reg, processes=1, progress=False)
     failed = table[table["error"].notna()]
     assert len(failed) == 2 and (failed["configuration"] == 1).all()
-    assert failed["error"].iloc[0].startswith("DataError: laplace: no public bounds for column(s) b")
+    assert failed["error"].iloc[0].startswith("DataError: steps[0] (noise): laplace: no public bounds for column(s) b")
     assert table[table["error"].isna()]["mean-shift.loss"].notna().all()
     assert privclust.summarize(table)["failed"].tolist() == [0, 2]
 
@@ -249,6 +250,56 @@ def test_cli_sweeps_one_recipe_by_name(tmp_path, data):
 # ---------------------------------------------------------------------------
 # Limits, engine settings and interruptions
 # ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("text", ["5e-3:2e-2:5e-3", "0.005:0.02:0.005", "5E-3:0.020:.005", "0.5e-2:20e-3:50e-4",
+                                  " 5e-3 : 2e-2 : 5e-3"])
+def test_a_sweep_range_gives_exactly_its_values_in_any_notation(text):
+    """Decimals were counted from the text after the dot: 5e-3:2e-2:5e-3 ran
+    0.01, 0.01, 0.01, 0.02 and 1e-3:3e-3:1e-3 ran 0, 0, 0."""
+    assert parse_sweep(f"laplace.epsilon={text}") == ("laplace.epsilon", [0.005, 0.01, 0.015, 0.02])
+
+
+def test_sweep_ranges_are_exact_decimal_arithmetic():
+    assert parse_sweep("s.epsilon=1e-3:3e-3:1e-3")[1] == [0.001, 0.002, 0.003]
+    assert parse_sweep("s.epsilon=0.1:0.3:0.1")[1] == [0.1, 0.2, 0.3]  # 0.1 + 2 * 0.1 is 0.30000000000000004
+    assert parse_sweep("s.epsilon=1e-12:3e-12:1e-12")[1] == [1e-12, 2e-12, 3e-12]
+    assert parse_sweep("s.epsilon=1e2:3E2:1e2")[1] == [100.0, 200.0, 300.0]
+    assert parse_sweep("s.epsilon=0:1:0.3")[1] == [0.0, 0.3, 0.6, 0.9]  # stop is not a multiple of the step
+    assert parse_sweep("s.epsilon=-1:0:0.5")[1] == [-1.0, -0.5, 0.0]
+    assert str(parse_sweep("s.epsilon=-1:0:1")[1][1]) == "0.0"  # never -0.0
+    assert parse_sweep("s.epsilon=0.7:0.7:0.1")[1] == [0.7]
+    for bad in ("1e999:1e999:1", "0:1e400:1"):
+        with pytest.raises(PrivclustError, match="start:stop:step with finite numbers"):
+            parse_sweep(f"s.epsilon={bad}")
+    with pytest.raises(PrivclustError, match="too small for a double"):
+        parse_sweep("s.epsilon=1e-400:1e-399:1e-400")
+    with pytest.raises(PrivclustError, match="more than the limit"):
+        parse_sweep("s.epsilon=0:1:1e-300")
+
+
+def test_dp_claimed_by_names_every_component_the_dp_figures_rest_on(tmp_path):
+    """`dp = True, dp_epsilon = 0.1` read as a bare fact for a plugin that
+    charged 0.1 and released raw data; the verdict attributes the DP
+    statements to their components, and now the table does too."""
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"a": rng.uniform(0, 10, 60), "b": rng.uniform(0, 10, 60)})
+    two = {"name": "two", "privacy": {"epsilon": 2.0},
+           "steps": [{"use": "laplace", "id": "first", "epsilon": 1.0, "bounds": {"a": [0, 10]}, "columns": ["a"]},
+                     {"use": "laplace", "id": "second", "epsilon": 1.0, "bounds": {"b": [0, 10]},
+                      "columns": ["b"]}]}
+    table = privclust.compare([two], frame, seed=1, progress=False, processes=1)
+    assert table.loc[0, "dp"] and table.loc[0, "dp_claimed_by"] == "step 0 (laplace), step 1 (laplace)"
+    columns = list(table.columns)
+    assert columns.index("dp_claimed_by") == columns.index("dp") + 1
+    # the command line writes the column too
+    frame.to_csv(tmp_path / "in.csv", index=False)
+    (tmp_path / "two.toml").write_text(
+        '[privacy]\nepsilon = 1.0\n[[steps]]\nuse = "laplace"\nepsilon = 1.0\ncolumns = ["a"]\n'
+        'bounds = { a = [0, 10] }\n')
+    assert main(["compare", str(tmp_path / "two.toml"), "-i", str(tmp_path / "in.csv"), "-o",
+                 str(tmp_path / "out.csv"), "--processes", "1", "-q"]) == 0
+    assert pd.read_csv(tmp_path / "out.csv")["dp_claimed_by"].tolist() == ["step 0 (laplace)"]
 
 
 def test_a_huge_sweep_range_is_refused_without_expanding_it():
@@ -464,6 +515,11 @@ def test_the_dp_column_follows_the_verdict_and_only_a_dp_run_has_a_guarantee(dat
     assert table["dp"].loc[["public-bounds", "data-bounds", "dp+mdav"]].tolist() == [True, False, False]
     assert table.loc["public-bounds", "dp_epsilon"] == 1.0 and table.loc["public-bounds", "dp_delta"] == 0.0
     assert table[["dp_epsilon", "dp_delta"]].loc[["data-bounds", "dp+mdav"]].isna().all().all()
+    # the figures are the components' own DP statements, composed: the table names whose, as the verdict does
+    assert table.loc["public-bounds", "dp_claimed_by"] == "step 0 (laplace)"
+    assert "claims of step 0 (laplace):" in verdicts["public-bounds"]
+    assert table["dp_claimed_by"].loc[["data-bounds", "dp+mdav", "labels-only", "failing"]].isna().all()
+    assert str(table["dp_claimed_by"].dtype) == "string"
     assert str(table["dp"].dtype) == "boolean"
     assert table.loc["failing", "error"] is not None and pd.isna(table.loc["failing", "dp"])  # released nothing
     summary = privclust.summarize(table.reset_index()).set_index("recipe")

@@ -4,6 +4,7 @@ checks and the verdict speak for the whole release."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -93,6 +94,76 @@ def test_a_failing_stratum_writes_nothing(tmp_path):
     with pytest.raises(DataError, match="'x'"):
         privclust.run_dataset(recipe, tmp_path / "in", tmp_path / "out", processes=2)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in"]
+
+
+LAPLACE_STRATA = {"privacy": {"epsilon": 1.0}, "roles": {"strata": "region"},
+                  "steps": [{"use": "laplace", "epsilon": 1.0, "columns": ["x"], "bounds": {"x": [-5, 5]}}]}
+
+
+@pytest.mark.parametrize("stop", [KeyboardInterrupt, PrivclustError])
+def test_nothing_is_published_when_the_combined_release_fails(dataset, tmp_path, monkeypatch, stop):
+    """The output folder was moved into place before the host adopted the
+    strata's ledgers, checked the budget and wrote the verdict: a failure
+    or a Ctrl-C there left ``out/region=a`` ... published."""
+    _, source = dataset
+
+    def failing(*args, **kwargs):
+        raise stop("stopped while composing the whole release")
+
+    monkeypatch.setattr(privclust.strata, "verdict", failing)
+    before = privclust.strata.published()
+    with pytest.raises(stop):
+        privclust.run_dataset(LAPLACE_STRATA, source, tmp_path / "out", seed=1, processes=1)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in"]
+    assert privclust.strata.published() == before
+
+
+def test_a_stop_held_back_during_the_rename_withdraws_the_folder(dataset, tmp_path, monkeypatch):
+    """A stop signal held back while the folder is renamed is raised as the
+    signals are released: the folder is removed again, not left behind."""
+    _, source = dataset
+
+    @contextlib.contextmanager
+    def held():
+        yield
+        raise KeyboardInterrupt  # as a signal delivered when the mask is restored
+
+    monkeypatch.setattr(privclust.strata, "_signals_held", held)
+    with pytest.raises(KeyboardInterrupt):
+        privclust.run_dataset(LAPLACE_STRATA, source, tmp_path / "out", seed=1, processes=1)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in"]
+
+
+def test_cli_says_nothing_was_written_and_nothing_was(dataset, tmp_path, monkeypatch, capsys):
+    _, source = dataset
+    recipe = tmp_path / "r.toml"
+    recipe.write_text('[privacy]\nepsilon = 1.0\n[roles]\nstrata = "region"\n[[steps]]\nuse = "laplace"\n'
+                      'epsilon = 1.0\ncolumns = ["x"]\nbounds = { x = [-5, 5] }\n')
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(privclust.strata, "verdict", interrupted)
+    assert main(["run", str(recipe), "-i", str(source), "-o", str(tmp_path / "out"), "--report",
+                 str(tmp_path / "r.json"), "--processes", "1", "-q"]) == 130
+    assert "nothing was written" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in", "r.toml"]
+    monkeypatch.undo()
+    # interrupted after the folder and the report are in place: the message names both
+    real = privclust.cli.write_atomically
+
+    def then_stopped(targets):
+        real(targets)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(privclust.cli, "write_atomically", then_stopped)
+    assert main(["run", str(recipe), "-i", str(source), "-o", str(tmp_path / "out"), "--report",
+                 str(tmp_path / "r.json"), "--processes", "1", "-q"]) == 130
+    err = capsys.readouterr().err
+    assert "nothing was written" not in err
+    # a stop that comes once the report is in place leaves the whole release, and the message names both
+    assert (tmp_path / "out").is_dir() and (tmp_path / "r.json").is_file()
+    assert f"already been written: {tmp_path / 'r.json'}, {tmp_path / 'out'}" in err
 
 
 def test_bad_calls_are_refused_before_any_work(dataset, tmp_path):
