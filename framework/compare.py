@@ -5,7 +5,7 @@ configuration several times for randomised methods, and returns one tidy
 DataFrame with a row per run: the recipe, the swept parameters, the repeat,
 every evaluator's figure, whether the run's verdict is differentially private
 (``dp``) and, only then, the components whose own DP statements it rests on
-(``dp_claimed_by``: the host composes them but cannot check them) and the
+(``dp_claimed_by``: statements the host cannot check) and the
 guarantee's epsilon and delta (``dp_epsilon``, ``dp_delta``; NaN or <NA> for
 a run without a DP guarantee), the epsilon and delta
 the run spent (the honest figures the accountant charged, whether or not the
@@ -53,7 +53,7 @@ from .recipe import Recipe
 from .registry import Registry, get_registry
 from .runner import _check_frame, compile, run
 from .specs import ComponentSpec, field_kind, param_name
-from .verify import no_guarantee_reasons
+from .verify import dp_claimants, no_guarantee_reasons
 
 __all__ = ["MAX_CONFIGURATIONS", "MAX_RUNS", "compare", "expand_grid", "grid_size", "parse_sweep", "summarize"]
 
@@ -317,7 +317,7 @@ def _run_one(recipe_dict: dict[str, Any], data: pd.DataFrame | None, seed: np.ra
     # relations), not summed: each DP entry with its epsilon replaced by its claim.
     claimed = [attrs.evolve(e, epsilon=e.claimed_epsilon) if e.claimed_epsilon is not None else e
                for e in release.ledger.of_kind("dp")]
-    row: dict[str, Any] = {"dp": dp, "dp_claimed_by": _claimed_by(release.ledger.of_kind("dp")) if dp else None,
+    row: dict[str, Any] = {"dp": dp, "dp_claimed_by": dp_claimants(release.ledger.entries) if dp else None,
                            "dp_epsilon": eps if dp else math.nan, "dp_delta": delta if dp else math.nan,
                            "epsilon": eps, "delta": delta,
                            "claimed_epsilon": float(release.accountant.total(claimed)[0]),
@@ -325,15 +325,6 @@ def _run_one(recipe_dict: dict[str, Any], data: pd.DataFrame | None, seed: np.ra
     for record in release.evaluations.itertuples(index=False):
         row[f"{record.evaluator}.{record.metric}"] = record.value
     return row
-
-
-def _claimed_by(entries: Sequence[Any]) -> str:
-    """The components whose DP entries the ``dp`` figures rest on, named as
-    the verdict names them ("step 0 (laplace), step 2 (gaussian)"): the host
-    composes their statements but cannot check a sensitivity."""
-    names = [f"step {e.step} ({e.component})" if e.step is not None else (e.component or "a component")
-             for e in entries]
-    return ", ".join(dict.fromkeys(n.strip() for n in names if n.strip()))
 
 
 def _is_dp(release: Any) -> bool:

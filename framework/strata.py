@@ -42,7 +42,7 @@ import pandas as pd
 
 from ._io import _signals_held, raise_if_stopped
 from ._optional import optional
-from .accounting import Budget, Ledger, PrivacyContext
+from .accounting import Budget, Ledger, PrivacyContext, accountant_description
 from .engines import map_tasks
 from .errors import DataError, ParameterError, PrivclustError
 from .recipe import Recipe
@@ -133,7 +133,7 @@ class DatasetRelease:
             "privacy": {
                 "budget": {"epsilon": self.budget.epsilon, "delta": self.budget.delta},
                 "spent": {"epsilon": eps, "delta": delta},
-                "accountant": getattr(self.accountant, "description", type(self.accountant).__name__),
+                "accountant": accountant_description(self.accountant),
             },
             "verification": _reported_checks(self.verification),
             "ledger": ledger,

@@ -482,6 +482,15 @@ def no_guarantee_reasons(entries: Sequence[LedgerEntry], outcomes: Sequence[Any]
     return reasons
 
 
+def dp_claimants(entries: Sequence[LedgerEntry]) -> str:
+    """Whose DP statements a guarantee rests on, as the verdict names them:
+    ``"step 0 (laplace), step 2 (gaussian)"`` (the host composes them but
+    cannot check a sensitivity). ``privclust compare``'s ``dp_claimed_by``
+    column reads it too."""
+    return _joined([f"step {e.step} ({e.component})" if e.step is not None else (e.component or "a component")
+                    for e in entries if e.kind == "dp"]).replace("; ", ", ")
+
+
 def verdict(ledger: Ledger, accountant: Accountant, outcomes: Sequence[Any], checks: Mapping[str, Any], *,
             strata: Sequence[str] = ()) -> str:
     """The release's verdict in one sentence (plus what the host verified)."""
@@ -542,8 +551,7 @@ def verdict(ledger: Ledger, accountant: Accountant, outcomes: Sequence[Any], che
             not_covered.append(f"the public stratum column(s) {_cols(strata)}, their values and the size of each "
                                "stratum")
         # the host composes the entries; what each states (sensitivity, relation, coverage) is its component's
-        who = _joined([f"step {e.step} ({e.component})" if e.step is not None else (e.component or "a component")
-                       for e in dp]).replace("; ", ", ")
+        who = dp_claimants(dp)
         composer = ("the host composes them but" if type(accountant) is BasicAccountant else
                     f"the plugin accountant {accountant_name(accountant)} composes them (the total is its claim too), "
                     "and the host")
