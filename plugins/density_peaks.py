@@ -161,7 +161,8 @@ class _DensityPeaks:
             raise ParameterError(f"{self.name}: give either 'dc' (absolute) or 'dc_percent', not both.")
 
     def min_records(self, n_columns: int) -> int:
-        return 3
+        """Three records, and at least ``n_clusters`` (a peak is a record)."""
+        return max(3, self.n_clusters or 0)
 
     def data_leaks(self) -> list[DataLeak]:
         """The data-derived parameters of a private component (secure
@@ -693,6 +694,10 @@ class DPDPCGrid(_DensityPeaks):
                                             doc="nodes with a noisy density at or below this have no cluster "
                                                 "(default 3 noise scales)")
     noise: Any = nested("noise_mechanisms", default="laplace", doc="the noise mechanism (an L1, pure-epsilon one)")
+
+    def min_records(self, n_columns: int) -> int:
+        """Three records: the peaks are grid nodes, not records, so ``n_clusters`` sets no floor."""
+        return 3
 
     def __attrs_post_init__(self) -> None:
         if self.dc is not None and self.dc_percent is not None and self.dc != "dp":

@@ -32,6 +32,7 @@ leaks the minimum and maximum of each column, and the ledger says so.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from fractions import Fraction
 from typing import Any, ClassVar
 
@@ -89,6 +90,17 @@ class _StepMixin:
                 f"{self.name} needs public 'bounds' when it is a recipe step "
                 '(e.g. bounds = { age = [0, 120] }, or bounds = "data" which leaks the range)'
             )
+        if isinstance(self.bounds, Mapping):  # public bounds: what no data can change is checked before a run
+            for column, pair in self.bounds.items():
+                try:
+                    span = _range(self.name, str(column), float(pair[0]), float(pair[1]))
+                except ParameterError as err:
+                    problems.append(str(err))
+                    continue
+                if self.epsilon is not None and not math.isfinite(span / self.epsilon):
+                    problems.append(f"{self.name}: the noise scale of column {column} (its range {span:.6g} / "
+                                    f"epsilon {self.epsilon:.6g}, or more) overflows the range of doubles; use a "
+                                    "larger epsilon or narrower bounds")
         return problems
 
     def _step_bounds(self, data: pd.DataFrame, context: PrivacyContext) -> tuple[np.ndarray, np.ndarray]:

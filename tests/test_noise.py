@@ -415,3 +415,13 @@ def test_integer_bounds_that_round_to_one_double_are_named_as_such():
     recipe = {"steps": [{"use": "geometric", "epsilon": 1.0, "bounds": {"n": [2**63 - 100, 2**63 - 1]}}]}
     with pytest.raises(privclust.RecipeError, match="cannot be told apart as floating-point"):
         privclust.run(recipe, data, seed=1)
+
+
+@pytest.mark.parametrize("step, message", [
+    ({"epsilon": 1e-320, "bounds": {"a": [0, 100]}}, "noise scale of column a"),
+    ({"epsilon": 1.0, "bounds": {"a": [-1e308, 1e308]}}, "exceeds the largest double"),
+])
+def test_public_parameters_that_cannot_be_released_are_refused_before_any_data(step, message):
+    # privclust check (no data) finds them: they depend on the recipe alone
+    with pytest.raises(privclust.RecipeError, match=message):
+        privclust.compile({"steps": [{"use": "laplace", "columns": ["a"], **step}]})
