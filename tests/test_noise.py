@@ -287,7 +287,7 @@ def test_geometric_step_with_a_huge_range_is_refused_not_understated():
 def test_bounds_at_the_float_limit_are_refused_with_the_column(use, extra):
     data = pd.DataFrame({"x": [0.0, 1.0]})
     recipe = {"steps": [{"use": use, "epsilon": 1.0, "bounds": {"x": [-1e308, 1e308]}, **extra}]}
-    with pytest.raises(ParameterError, match="column x .*exceeds the largest double"):
+    with pytest.raises(privclust.PrivclustError, match="column x .*exceeds the largest double"):
         privclust.run(recipe, data, seed=1)
 
 
@@ -295,7 +295,7 @@ def test_bounds_at_the_float_limit_are_refused_with_the_column(use, extra):
 def test_data_at_1e308_releases_finite_values(use, extra):
     data = pd.DataFrame({"x": [1e308, -1e308, 0.0]})
     recipe = {"steps": [{"use": use, "epsilon": 1.0, "bounds": {"x": [-1.5e308, 1.5e308 / 2]}, **extra}]}
-    with pytest.raises(ParameterError, match="largest double"):
+    with pytest.raises(privclust.PrivclustError, match="largest double"):
         privclust.run(recipe, data, seed=1)  # the range 2.25e308 is beyond the doubles
     recipe["steps"][0]["bounds"] = {"x": [-1e307, 1e307]}
     out = privclust.run(recipe, data, seed=1)
@@ -333,7 +333,7 @@ def test_the_gaussian_with_a_tiny_epsilon_is_finite_or_refused():
 def test_a_step_with_a_tiny_epsilon_is_refused_before_spending(use, extra):
     data = pd.DataFrame({"x": [1, 2, 3]})
     recipe = {"steps": [{"use": use, "epsilon": 1e-320, "bounds": {"x": [0, 10]}, **extra}]}
-    with pytest.raises(ParameterError, match="epsilon"):
+    with pytest.raises(privclust.PrivclustError, match="epsilon"):
         privclust.run(recipe, data, seed=1)
 
 
