@@ -230,7 +230,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
         files = [str(t[0]) for t in targets[0 if to_stdout else 1:]]
         where = "standard output" if to_stdout else str(output)
         # The summary opens with the host's verdict (the report's first field too).
-        print(f"{release.verdict}\n" + (f"{release.used_text()}\n" if release.effective_changes() else "")
+        print(f"{release.verdict}\n" + (f"{release.used_text(non_disclosive=args.non_disclosive)}\n"
+                                     if release.effective_changes(non_disclosive=args.non_disclosive) else "")
               + f"wrote {where} ({release.data.shape[0]} records)"
               + (f" and {' and '.join(files)}" if files else ""), file=sys.stderr)
     return 0

@@ -53,7 +53,7 @@ from .recipe import Recipe
 from .registry import Registry, get_registry
 from .runner import _check_frame, compile, run
 from .specs import ComponentSpec, field_kind, param_name
-from .verify import dp_claimants, no_guarantee_reasons
+from .verify import dp_claimants, guarantees_dp
 
 __all__ = ["MAX_CONFIGURATIONS", "MAX_RUNS", "compare", "expand_grid", "grid_size", "parse_sweep", "summarize"]
 
@@ -333,9 +333,7 @@ def _is_dp(release: Any) -> bool:
     that released without spending, no DP step, a release that changes no
     column, or a composed epsilon that is infinite or delta of 1 or more voids
     it), from the release's ledger, steps and checks."""
-    entries = release.ledger.entries
-    return not no_guarantee_reasons(entries, release.outcomes, release.verification,
-                                    spent=release.accountant.total(entries))
+    return guarantees_dp(release.ledger.entries, release.accountant, release.outcomes, release.verification)
 
 
 # ---------------------------------------------------------------------------

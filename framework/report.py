@@ -34,7 +34,7 @@ from .accounting import HOST, Accountant, Budget, Ledger, _jsonable, accountant_
 from .errors import PrivclustError
 from .plots import before_after
 from .recipe import Recipe, _thaw
-from .verify import COMPARED
+from .verify import COMPARED, guarantees_dp
 
 __all__ = ["EFFECTIVE_PARAMS", "EFFECTIVE_PARAMS_FROM_DATA", "Release", "environment"]
 
@@ -284,19 +284,22 @@ class Release:
         """The parameter values a step reported using (see :data:`EFFECTIVE_PARAMS`)."""
         diagnostics = outcome.diagnostics or {}
         out: dict[str, Any] = {}
-        keys = (EFFECTIVE_PARAMS,) if non_disclosive else (EFFECTIVE_PARAMS, EFFECTIVE_PARAMS_FROM_DATA)
-        for key in keys:
+        for key in (EFFECTIVE_PARAMS, EFFECTIVE_PARAMS_FROM_DATA):
             reported = diagnostics.get(key)
             if isinstance(reported, Mapping):
-                out.update(_jsonable(_thaw(reported)))
+                if non_disclosive and key == EFFECTIVE_PARAMS_FROM_DATA:  # named, never shown
+                    out.update({str(name): WITHHELD_VALUE for name in reported})
+                else:
+                    out.update(_jsonable(_thaw(reported)))
         return out
 
-    def effective_changes(self) -> list[tuple[Any, list[dict[str, str]]]]:
+    def effective_changes(self, *, non_disclosive: bool = False) -> list[tuple[Any, list[dict[str, str]]]]:
         """Per step, the parameters whose value in use differs from the
-        stated one (defaults derived or chosen by the component)."""
+        stated one (defaults derived or chosen by the component); without
+        those taken from the data when ``non_disclosive``."""
         out = []
         for o in self.outcomes:
-            rows = [r for r in parameter_rows(_thaw(o.params), self._effective(o, False)) if r["note"]
+            rows = [r for r in parameter_rows(_thaw(o.params), self._effective(o, non_disclosive)) if r["note"]
                     and r["value"] != "not set"]
             if rows:
                 out.append((o, rows))
@@ -340,6 +343,8 @@ class Release:
                     f"{e['evaluator']}.{e['metric']}" for e in evaluations if e not in kept))
             evaluations = kept
             left_out.append("the details of ledger entries (they may hold values taken from the data)")
+            if any(self._effective(o, True) != self._effective(o, False) for o in self.outcomes):
+                left_out.append(FROM_DATA_NOTE)
         rep = {
             **report_head(self, non_disclosive),
             "data": {"records": int(self.data.shape[0]), "columns": [str(c) for c in self.original.columns],
@@ -397,14 +402,15 @@ class Release:
 
     # -- notebook view -----------------------------------------------------------------------
 
-    def used_text(self) -> str:
+    def used_text(self, *, non_disclosive: bool = False) -> str:
         """One sentence per step whose values in use differ from the stated
         ones: ``"Step 0 (fuzzy-microaggregation) reports using c = 4, m1 =
         1.5."`` (the repr and the summary of ``privclust run`` show it). The
         values are the step's own report (its diagnostics), not something
-        the host checked: the ledger says what each step spent."""
+        the host checked: the ledger says what each step spent.
+        ``non_disclosive`` leaves out the values taken from the data."""
         return " ".join(f"Step {o.index} ({o.name}) reports using {_used(rows)}."
-                        for o, rows in self.effective_changes())
+                        for o, rows in self.effective_changes(non_disclosive=non_disclosive))
 
     def __repr__(self) -> str:
         used = self.used_text() + " " if self.effective_changes() else ""
@@ -463,6 +469,22 @@ def public_statements(entries: Sequence[Any]) -> dict[int, str]:
 
 #: What a non-disclosive report says it left out when it withheld statements.
 WITHHELD_NOTE = "the statements of the steps that took parameters from the data (they may state the values)"
+#: A value in use taken from the data, in a non-disclosive report (its name stays, its value does not).
+WITHHELD_VALUE = "withheld (derived from the data)"
+#: What a non-disclosive report says it left out when steps reported values in use taken from the data.
+FROM_DATA_NOTE = ("the values in use the steps derived from individual original values (e.g. bounds or a d_c taken "
+                  "from the data)")
+
+
+def spent_text(has_dp: bool, guarantee: bool, epsilon: float, delta: float) -> str:
+    """The report's sentence on the budget spent: a cost of differentially
+    private releases only when the verdict is a DP guarantee."""
+    if not has_dp:
+        return "No differentially private release"
+    if guarantee:
+        return f"Differentially private releases cost epsilon {epsilon:.6g}, delta {delta:.3g} together"
+    return (f"The steps' noise mechanisms charged epsilon {epsilon:.6g}, delta {delta:.3g} together, but the release "
+            "has no differential-privacy guarantee (see the verdict)")
 
 
 def public_ledger(records: list[dict[str, Any]], entries: Sequence[Any]) -> bool:
@@ -593,9 +615,9 @@ def render_html(release: Release, *, non_disclosive: bool = False, plots: bool =
         "verdict": release.verdict,
         "description": release.recipe.description.strip() if release.recipe.description else None,
         "records_text": counted(release.data.shape[0], "record"),
-        "columns_text": counted(release.original.shape[1], "column"),
-        "dp_text": (f"Differentially private releases cost epsilon {eps:.6g}, delta {delta:.3g} together"
-                    if has_dp else "No differentially private release"),
+        "columns_text": counted(release.data.shape[1], "column"),
+        "dp_text": spent_text(has_dp, guarantees_dp(release.ledger.entries, release.accountant, release.outcomes,
+                                                    release.verification), eps, delta),
         "budget_text": ("none declared" if budget.epsilon is None
                         else f"epsilon {budget.epsilon:g}, delta {budget.delta:g}"),
         "accountant": report["privacy"]["accountant"],

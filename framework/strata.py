@@ -39,6 +39,7 @@ from typing import Any
 import attrs
 import numpy as np
 import pandas as pd
+from markupsafe import Markup
 
 from ._io import _signals_held, raise_if_stopped
 from ._optional import optional
@@ -48,6 +49,7 @@ from .errors import DataError, ParameterError, PrivclustError
 from .recipe import Recipe
 from .registry import Registry
 from .report import (
+    FROM_DATA_NOTE,
     WITHHELD_NOTE,
     _by_evaluator,
     _jsonable,
@@ -59,6 +61,7 @@ from .report import (
     public_ledger,
     public_statements,
     report_head,
+    spent_text,
 )
 from .runner import (
     CompiledRecipe,
@@ -71,7 +74,7 @@ from .runner import (
     default_step_columns,
     preflight,
 )
-from .verify import COMPARED, verdict
+from .verify import COMPARED, guarantees_dp, verdict
 
 __all__ = ["DatasetRelease", "run_dataset"]
 
@@ -105,6 +108,8 @@ class DatasetRelease:
     seeded: bool = False
     #: ``steps`` without the values in use derived from individual original values (a non-disclosive report's)
     public_steps: tuple[dict[str, Any], ...] = attrs.field(default=(), repr=False)
+    #: whether the verdict is a differential-privacy guarantee (:func:`privclust.verify.guarantees_dp`)
+    dp_guarantee: bool = False
     created: str = attrs.field(factory=lambda: _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"))
 
     @property
@@ -144,8 +149,10 @@ class DatasetRelease:
             "environment": environment(),
         }
         if non_disclosive:
+            derived = any(a.get("effective_parameters") != b.get("effective_parameters")
+                          for a, b in zip(self.steps, self.public_steps, strict=False))
             rep["left_out"] = ["the evaluation figures", "the details of ledger entries"] + (
-                [WITHHELD_NOTE] if withheld else [])
+                [WITHHELD_NOTE] if withheld else []) + ([FROM_DATA_NOTE] if derived else [])
         return _jsonable(rep)
 
     def to_json(self, *, non_disclosive: bool = False, **kwargs: Any) -> str:
@@ -166,8 +173,7 @@ class DatasetRelease:
             "records_text": counted(self.records, "record"),
             "strata_text": _strata_count(len(self.strata)),
             "output": str(self.path),
-            "dp_text": (f"Differentially private releases cost epsilon {eps:.6g}, delta {delta:.3g} together"
-                        if has_dp else "No differentially private release"),
+            "dp_text": spent_text(has_dp, self.dp_guarantee, eps, delta),
             "budget_text": ("none declared" if self.budget.epsilon is None
                             else f"epsilon {self.budget.epsilon:g}, delta {self.budget.delta:g}"),
             "accountant": report["privacy"]["accountant"],
@@ -186,9 +192,10 @@ class DatasetRelease:
             "evaluations": [{"stratum": k, "groups": _by_evaluator(v)} for k, v in by_stratum.items()],
             "versions": ", ".join(f"{k} {v}" for k, v in report["environment"].items()),
         }
+        context["left_out"] = report.get("left_out", [])
         body = _templates().get_template("dataset.html.j2").render(context)
         page = _templates().get_template("page.html.j2")
-        return page.render(title=context["title"], body=body) + "\n"
+        return page.render(title=context["title"], body=Markup(body)) + "\n"
 
 
 def _strata_count(n: int) -> str:
@@ -440,4 +447,28 @@ def _combined(compiled: CompiledRecipe, context: PrivacyContext, results: Sequen
         path=out, strata=dict(sizes), merged=merges, recipe=compiled.recipe, budget=compiled.budget,
         accountant=context.accountant, ledger=context.ledger, verification=checks,
         verdict=verdict(context.ledger, context.accountant, outcomes, checks, strata=compiled.recipe.roles.strata),
-        evaluations=table, steps=results[0][1][0], public_steps=results[0][1][1], seeded=context.seeded)
+        evaluations=table, steps=_merged_steps([r[1][0] for r in results], list(sizes)),
+        public_steps=_merged_steps([r[1][1] for r in results], list(sizes)), seeded=context.seeded,
+        dp_guarantee=guarantees_dp(context.ledger.entries, context.accountant, outcomes, checks))
+
+
+def _merged_steps(per_stratum: Sequence[Sequence[Mapping[str, Any]]], texts: Sequence[str]) -> tuple[dict, ...]:
+    """Each step's report entry for the whole release from those of every
+    stratum: its clusters (or groups) and time add up over the strata (a
+    cluster never crosses a stratum), and a value in use that differs between
+    strata is given per stratum (``{stratum: value}``), not the first
+    stratum's alone."""
+    merged = []
+    for entries in zip(*per_stratum, strict=True):
+        step = dict(entries[0])
+        step["elapsed_seconds"] = round(sum(float(e.get("elapsed_seconds", 0.0)) for e in entries), 6)
+        if all("clusters" in e for e in entries):
+            step["clusters"] = int(sum(int(e["clusters"]) for e in entries))
+        effective: dict[str, Any] = {}
+        for key in dict.fromkeys(k for e in entries for k in e.get("effective_parameters", {})):
+            values = [e.get("effective_parameters", {}).get(key) for e in entries]
+            effective[key] = values[0] if all(v == values[0] for v in values) else dict(zip(texts, values,
+                                                                                            strict=True))
+        step["effective_parameters"] = effective
+        merged.append(step)
+    return tuple(merged)

@@ -482,6 +482,14 @@ def no_guarantee_reasons(entries: Sequence[LedgerEntry], outcomes: Sequence[Any]
     return reasons
 
 
+def guarantees_dp(entries: Sequence[LedgerEntry], accountant: Accountant, outcomes: Sequence[Any],
+                  checks: Mapping[str, Any]) -> bool:
+    """Whether the verdict on these entries is a differential-privacy
+    guarantee (no reason of :func:`no_guarantee_reasons` applies): what the
+    reports and ``privclust compare`` say about the spent epsilon."""
+    return not no_guarantee_reasons(entries, outcomes, checks, spent=accountant.total(entries))
+
+
 def dp_claimants(entries: Sequence[LedgerEntry]) -> str:
     """Whose DP statements a guarantee rests on, as the verdict names them:
     ``"step 0 (laplace), step 2 (gaussian)"`` (the host composes them but

@@ -334,3 +334,39 @@ def test_a_non_disclosive_report_withholds_the_statements_of_steps_that_read_the
         assert leaks and all("left out of this non-disclosive report" in e["statement"] for e in leaks)
         assert any("statements of the steps that took parameters from the data" in x
                    for x in release.report(non_disclosive=True)["left_out"])
+
+
+def test_a_non_disclosive_report_names_values_taken_from_the_data_as_withheld():
+    rng = np.random.default_rng(0)
+    data = pd.DataFrame({"x": rng.uniform(0, 10, 60), "y": rng.uniform(0, 10, 60)})
+    data.loc[3, "x"] = 987654.321
+    recipe = {"privacy": {"allow_leaks": ["bounds"]},
+              "steps": [{"use": "laplace", "epsilon": 1.0, "bounds": "data", "columns": ["x"]}]}
+    with pytest.warns(privclust.PrivacyLeakWarning):
+        release = privclust.run(recipe, data, seed=1)
+    assert "987654" in release.used_text()
+    public = release.used_text(non_disclosive=True)
+    assert "987654" not in public and "bounds = withheld (derived from the data)" in public
+    report = release.report(non_disclosive=True)
+    assert privclust.report.FROM_DATA_NOTE in report["left_out"]
+    html = release.to_html(non_disclosive=True, plots=False)
+    assert "987654" not in html
+    # the steps charged epsilon, but bounds from the data void the guarantee: not "differentially private"
+    assert "but the release has no differential-privacy guarantee (see the verdict)" in html
+    assert "Differentially private releases cost" not in html
+    assert "60 records, 2 columns" in html  # the released file's columns
+
+
+def test_the_page_counts_the_released_columns_and_states_a_dp_cost_only_under_a_dp_verdict():
+    data = pd.DataFrame({"x": np.linspace(0, 10, 30), "y": np.linspace(5, 6, 30)})
+    clustered = privclust.run({"steps": [{"use": "laplace", "epsilon": 1.0, "bounds": {"x": [0, 10]},
+                                          "columns": ["x"]},
+                                         {"use": "mdav", "k": 3, "columns": ["y"]}]}, data, seed=1)
+    html = clustered.to_html(plots=False)
+    assert "30 records, 3 columns" in html  # x, y and the label column
+    # a clusterer released labels without spending: no guarantee, so no 'differentially private' cost
+    assert clustered.verdict.startswith("No differential-privacy guarantee")
+    assert "The steps&#39; noise mechanisms charged epsilon 1" in html
+    dp = privclust.run({"steps": [{"use": "laplace", "epsilon": 1.0, "bounds": {"x": [0, 10], "y": [5, 6]}}]},
+                       data, seed=1)
+    assert "Differentially private releases cost epsilon 1, delta 0 together" in dp.to_html(plots=False)

@@ -271,3 +271,24 @@ def test_a_non_disclosive_dataset_report_leaves_out_values_taken_from_the_data(t
     assert "123456" in json.dumps(release.report())  # the disclosive report keeps the values in use
     public = json.dumps(release.report(non_disclosive=True)) + release.to_html(non_disclosive=True)
     assert "123456" not in public and "123449" not in public
+    report = release.report(non_disclosive=True)
+    # named as withheld, and listed among what was left out
+    assert report["steps"][0]["effective_parameters"]["bounds"] == privclust.report.WITHHELD_VALUE
+    assert privclust.report.FROM_DATA_NOTE in report["left_out"]
+    html = release.to_html(non_disclosive=True)
+    assert privclust.report.FROM_DATA_NOTE.replace("'", "&#39;") in html
+    # a DP step whose bounds came from the data charges epsilon but guarantees nothing: the page says so
+    assert "but the release has no differential-privacy guarantee (see the verdict)" in html
+    assert "Differentially private releases cost" not in html
+
+
+def test_the_dataset_report_speaks_for_every_stratum_and_renders_as_html(dataset, tmp_path):
+    frame, source = dataset
+    release = privclust.run_dataset({"roles": {"strata": "region"}, "steps": [MDAV]}, source, tmp_path / "out",
+                                    seed=1)
+    back = pd.read_parquet(tmp_path / "out")
+    # the clusters of the whole release: every stratum's groups (they never cross a stratum), not the first's
+    groups = sum(part.groupby(["x", "y"]).ngroups for _, part in back.groupby("region", observed=True))
+    assert release.report()["steps"][0]["clusters"] == groups
+    html = release.to_html()
+    assert '<div class="privclust-release">' in html and "&lt;div" not in html  # escaped once, not twice
