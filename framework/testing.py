@@ -997,14 +997,27 @@ class _RunValues:
     what: str
 
 
+#: What the audit says of a masker's released table whose values are not all values its mechanisms released.
+TABLE_COVER = "the table the step released (not all of its values are values its noise mechanisms released)"
+
+
 def _released(result: Any, context: _AuditContext) -> _RunValues:
     if context.releases:
-        keep = _allocate(context.release_sizes)
-        inputs = (tuple((v[:k], sc) for (v, sc), k in zip(context.inputs, keep, strict=True))
-                  if len(context.inputs) == len(keep) else None)
-        return _RunValues(parts=tuple(r[:k] for r, k in zip(context.releases, keep, strict=True)),
-                          sizes=tuple(context.release_sizes), inputs=inputs, covers=tuple(context.covers),
-                          what="mechanisms")
+        releases, sizes, covers = list(context.releases), list(context.release_sizes), list(context.covers)
+        # A masker publishes its table: when a value of it is none of the values its mechanisms released, the
+        # table is not (only) what the mechanisms drew, and it is audited as a release of its own (a step that
+        # charges the budget for a noisy release and returns the raw values is caught here).
+        table = result.data.to_numpy(dtype=float).ravel() if isinstance(result, Masked) else None
+        extra = table is not None and table.size > 0 and not bool(np.isin(table, np.concatenate(releases)).all())
+        if extra:
+            releases.append(table)
+            sizes.append(table.size)
+            covers.append(TABLE_COVER)
+        keep = _allocate(sizes)
+        inputs = (tuple((v[:k], sc) for (v, sc), k in zip(context.inputs, keep, strict=False))
+                  if len(context.inputs) == len(context.release_sizes) and not extra else None)
+        return _RunValues(parts=tuple(r[:k] for r, k in zip(releases, keep, strict=True)),
+                          sizes=tuple(sizes), inputs=inputs, covers=tuple(covers), what="mechanisms")
     if isinstance(result, Masked):
         values, what = result.data.to_numpy(dtype=float).ravel(), "the released table"
     elif isinstance(result, Partition):
@@ -1075,8 +1088,11 @@ def _audited_text(runs: Sequence[_RunValues], widths: Sequence[int]) -> tuple[st
     if unseen:
         share = (f" (the first values of each of the up to {len(widths)} releases of a run, {AUDIT_VALUES} values "
                  f"in all, of the up to {max(totals)} values a run released)")
+    table = any(TABLE_COVER in run.covers for run in runs)
     return ("the values released by the component's noise mechanisms" + share + " (what its ledger's DP entries "
-            "cover; everything else it outputs is computed from them or is not covered)"), unseen
+            "cover)" + (", and " + TABLE_COVER if table else
+                        "; the auditor does not check that the component's other outputs are computed from them")
+            ), unseen
 
 
 def _slot_projections(widths: Sequence[int]) -> list[tuple[str, Callable[[np.ndarray], np.ndarray]]]:
@@ -1185,11 +1201,18 @@ def audit_component(component: Any, data: pd.DataFrame | None = None, *, pairs: 
     dp = probe.ledger.of_kind("dp")
     if not dp:
         raise ParameterError(f"{name} records no differentially private release on these data: nothing to audit")
-    relation = dp[0].relation or "replace-one"
+    # the relation the charge is composed under (a mix of add/remove and replace-one releases is charged under
+    # replace-one, each add/remove release counting twice): the neighbours the claim speaks of
+    relation = probe.accountant.relation(dp) or dp[0].relation or "replace-one"
     notes = []
     if probe.ledger.of_kind("leak"):
         notes.append("the component recorded leak entries (parameters taken from the data): its ledger makes no "
-                     "DP claim for this release, and the auditor's neighbours also change those parameters")
+                     "DP claim for this release, and the auditor's neighbours, which move a record within the "
+                     "data's range, may leave those parameters unchanged, so this audit says nothing about them")
+    if pairs is None and _public_bounds(component) is None:
+        notes.append("the component states no public bounds the auditor can read: its neighbours move a record "
+                     "within the data's own range only, so noise scaled to the data's range, or a sensitivity "
+                     "wrong only for values beyond that range, goes unseen")
     if pairs is None:
         chosen = neighbour_pairs(frame, relation, bounds=_public_bounds(component))
     else:

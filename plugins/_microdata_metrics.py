@@ -50,8 +50,21 @@ def _varying(X: np.ndarray, ddof: int = 0, w: np.ndarray | None = None) -> tuple
     centred = np.where(observed, X - mean, 0.0)
     with np.errstate(invalid="ignore", divide="ignore"):
         sd = np.where(total > ddof, np.sqrt(np.maximum(weights @ centred ** 2, 0.0) / (total - ddof)), 0.0)
-    varying = sd > 1e-12 * np.maximum(1.0, np.abs(mean))
+    varying = (_spread(X) > 0) & (sd > 0)
     return mean, sd, varying
+
+
+def _spread(X: np.ndarray) -> np.ndarray:
+    """Per column, the largest minus the smallest observed value (0 for a
+    column whose observed values are all equal, or that has none). A column
+    is constant when this is 0: a threshold relative to the mean called a
+    column of 1e15 + 100 i constant, and the round-off of a mean made a
+    column replaced by its mean look varying."""
+    if X.shape[0] == 0:
+        return np.zeros(X.shape[1])
+    with np.errstate(invalid="ignore"):
+        spread = np.fmax.reduce(X, axis=0) - np.fmin.reduce(X, axis=0)
+    return np.where(np.isnan(spread), 0.0, spread)
 
 
 def _compared(X: np.ndarray, Y: np.ndarray) -> np.ndarray:
@@ -75,6 +88,8 @@ def sse_sst(X: np.ndarray, Y: np.ndarray, w: np.ndarray | None = None) -> tuple[
     weights = np.ones(X.shape[0]) if w is None else w
     sse = float(weights @ np.sum((Z - Zp) ** 2, axis=1))
     sst = float(weights @ np.sum(Z ** 2, axis=1))
+    if not sst > 0:  # the cells observed in both files all sit at the mean: no spread to lose
+        return float("nan"), sse, sst
     return 100.0 * sse / sst, sse, sst
 
 
@@ -152,6 +167,7 @@ def moments(X: np.ndarray, Y: np.ndarray, w: np.ndarray | None = None) -> dict[s
     if p > 1:
         out["cov_rel_change"] = _rel(cx[iu], cy[iu], 1e-12 * np.sqrt(np.outer(np.diag(cx), np.diag(cx))[iu]) + 1e-300)
         sx, sy = np.sqrt(np.diag(cx)), np.sqrt(np.diag(cy))
+        sx, sy = np.where(_spread(X) > 0, sx, 0.0), np.where(_spread(Y) > 0, sy, 0.0)  # constant: no correlation
         ok = (sx[iu[0]] > 0) & (sx[iu[1]] > 0) & (sy[iu[0]] > 0) & (sy[iu[1]] > 0) & np.isfinite(cx[iu]) \
             & np.isfinite(cy[iu])
         if ok.any():
@@ -293,6 +309,7 @@ def interval_disclosure(X: np.ndarray, Y: np.ndarray, width: float) -> tuple[flo
     squares = np.where(observed, Y - mean, 0.0) ** 2
     sd = np.where(count > 1, np.sqrt(squares.sum(axis=0) / np.maximum(count - 1, 1)), np.nan)
     half = width * sd
+    both = both & np.isfinite(half)  # a column without an s.d. has no interval: its cells count nowhere
     with np.errstate(invalid="ignore"):
         low, high = Y - half, Y + half
         outside = ((X < low) | (X > high)) & both  # a comparison with NaN is False: never outside

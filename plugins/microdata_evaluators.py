@@ -173,8 +173,9 @@ class DBRL:
     name: ClassVar[str] = "dbrl"
     metric_descriptions: ClassVar[Mapping[str, tuple[str, str]]] = {
         "dbrl": ("share of protected records whose nearest original record is their own (re-identification "
-                 "risk); 0 = none linked", "share (0-1)"),
-        "dbrl_linked_records": ("records linked to their own original by nearest distance", "records"),
+                 "risk; a tie among t nearest originals counts 1/t); 0 = none linked", "share (0-1)"),
+        "dbrl_linked_records": ("expected number of records linked to their own original by nearest distance "
+                                "(a tie among t nearest originals counts 1/t)", "records"),
     }
 
     def evaluate(self, inputs: EvaluationInputs) -> Mapping[str, float]:

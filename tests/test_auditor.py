@@ -448,3 +448,50 @@ def test_a_complete_audit_has_nothing_unseen(registry):
     result = pt.audit_component(step, _frame("x"), trials=40, seed=1, registry=registry)
     assert result.complete and result.unseen == () and result.verdict == "PASSED"
     assert not any("not audited" in n for n in result.notes)
+
+
+@attrs.frozen(kw_only=True)
+class DecoyMasker:
+    """Charges epsilon for an honest noisy release through its mechanism, then publishes the raw values."""
+
+    name: ClassVar[str] = "decoy-masker"
+    uses_constraints: ClassVar[bool] = False
+
+    def mask(self, data, context):
+        values = np.clip(data.to_numpy(dtype=float), 0.0, 10.0)
+        context.mechanism("laplace").release(values, sensitivity=20.0, epsilon=1.0, context=context,
+                                             relation=RELATION, covers="every released value")
+        return privclust.Masked(data=data.astype(float))
+
+
+@attrs.frozen(kw_only=True)
+class MixedRelations:
+    """Honest: a count (add/remove) and a clipped sum (replace-one), charged 2 x 0.5 + 0.5 under replace-one."""
+
+    name: ClassVar[str] = "mixed-relations"
+    uses_constraints: ClassVar[bool] = False
+    bounds: dict = attrs.field(factory=lambda: {"a": [9.0, 10.0]})
+
+    def mask(self, data, context):
+        mech = context.mechanism("laplace")
+        n = mech.release(np.array([float(len(data))]), sensitivity=1.0, epsilon=0.5, context=context,
+                         relation="add/remove one record", covers="the number of records")
+        clipped = np.clip(data["a"].to_numpy(dtype=float), 9.0, 10.0)
+        total = mech.release(np.array([clipped.sum()]), sensitivity=1.0, epsilon=0.5, context=context,
+                             relation="replace-one", covers="the sum of a")
+        return privclust.Masked(data=pd.DataFrame({"a": np.full(len(data), total[0] / max(n[0], 1.0))},
+                                                  index=data.index))
+
+
+def test_a_step_that_publishes_other_values_than_its_mechanisms_released_is_audited_on_them(registry):
+    frame = pd.DataFrame({"a": np.linspace(0, 10, 20), "b": np.linspace(10, 0, 20)})
+    result = pt.audit_component(DecoyMasker(), frame, trials=200, seed=1, registry=registry)
+    assert pt.TABLE_COVER in result.audited
+    assert not result.passed, str(result)  # the raw values tell the neighbours apart
+
+
+def test_the_neighbours_follow_the_relation_the_charge_is_composed_under(registry):
+    frame = pd.DataFrame({"a": np.r_[np.full(10, 9.0), np.full(10, 10.0)]})
+    result = pt.audit_component(MixedRelations(), frame, trials=200, seed=1, registry=registry)
+    assert "replace-one" in result.neighbours and result.claimed_epsilon == 1.5
+    assert result.passed, str(result)

@@ -460,3 +460,23 @@ def test_edit_violations_resolves_its_rules_handler_through_the_registry():
     blocked = privclust.Registry(block=["constraints"])
     with pytest.raises(privclust.ParameterError, match="constraint handler 'linear'.*plugin 'constraints'"):
         privclust.run(recipe, frame, seed=1, registry=blocked)
+
+
+def test_figures_on_degenerate_columns_follow_their_descriptions():
+    from privclust_plugins import _microdata_metrics as mm
+
+    # a column replaced by its mean is constant: its correlations are undefined (NaN), whatever the round-off
+    a = np.array([0.1, 0.9, 0.4, 0.7, 0.2, 0.6])
+    c = np.array([0.8, 0.5, 0.5, 0.3, 0.4, 0.1])
+    X = np.column_stack([a, c])
+    Y = np.column_stack([a, np.full(6, c.mean())])
+    assert np.isnan(mm.moments(X, Y)["corr_abs_change"])
+    # the only cell observed in both files sits at the mean: SST = 0, no figure (not a ZeroDivisionError)
+    sse_sst, sse, sst = mm.sse_sst(np.array([[0.0], [1.0], [2.0]]), np.array([[np.nan], [1.0], [np.nan]]))
+    assert np.isnan(sse_sst) and sst == 0.0
+    # distinct values near 1e15 vary (a threshold relative to the mean called them constant)
+    big = 1e15 + np.arange(12.0)[:, None] * 100.0
+    assert mm._varying(big)[2].all()
+    assert mm.sse_sst(big, big + 50.0)[0] > 0
+    # one record: no column has an s.d., so no interval: every share undefined, not 0
+    assert all(np.isnan(v) for v in mm.interval_disclosure(np.array([[1.0, 2.0]]), np.array([[1.0, 2.0]]), 0.1))
