@@ -474,8 +474,8 @@ class Capability:
         if self.member == "method":
             if not callable(value):
                 return f"{self.name} must be a method {self.signature}; got {value!r}"
-            if self.name == "round_integers":
-                return _rounding_problem(component, value)
+            if self.bound:  # a method of the bound rules: its check calls it on points of its own
+                return self.problem(component, value) if self.problem is not None else None
             if self.name == "evaluated_on":  # needs a run's inputs: the runner checks what it returns
                 return None
             try:
@@ -576,6 +576,23 @@ def _rounding_problem(bound: Any, method: Callable[..., Any]) -> str | None:
     return None
 
 
+def _magnitudes_problem(bound: Any, method: Callable[..., Any]) -> str | None:
+    """``magnitudes`` on a few rows: one non-negative finite size per row and rule."""
+    d, rules = len(getattr(bound, "columns", ())), len(getattr(bound, "rules", ()))
+    if d == 0:
+        return None
+    points = np.linspace(-3.3, 7.7, 5 * d).reshape(5, d)
+    try:
+        out = np.asarray(method(points.copy()), dtype=float)
+    except Exception as err:  # noqa: BLE001 - reported to the plugin author
+        return f"magnitudes(points) raised {type(err).__name__}: {err}"
+    if out.shape != (5, rules):
+        return f"magnitudes must return an array of shape (rows, rules) = (5, {rules}); got {out.shape}"
+    if not np.all(np.isfinite(out)) or np.any(out < 0):
+        return "magnitudes must be finite and non-negative"
+    return None
+
+
 def _descriptions_problem(value: Any, _: int) -> str | None:
     if value is None:
         return None
@@ -637,11 +654,17 @@ CAPABILITIES: Mapping[str, Capability] = MappingProxyType({c.name: c for c in (
                         "the counts; a text (what the step does with them, e.g. 'distances over the observed "
                         "variables; missing values released missing') and the step receives NaN, released NaN in the "
                         "same cells, and the host writes the counts and the text in the ledger"),
-    Capability(name="round_integers", member="method", bound=True,
+    Capability(name="round_integers", member="method", bound=True, problem=_rounding_problem,
                signature="round_integers(values, integer, fixed) -> values", kinds=("constraint_handlers",),
                used_for="(a method of the rules bind() returns) controlled rounding of the integer columns after "
                         "the steps, keeping the rules that held; without it the host rounds each value to the "
                         "nearest integer and reports the rules the rounding broke"),
+    Capability(name="magnitudes", member="method", bound=True, problem=_magnitudes_problem,
+               signature="magnitudes(points) -> array (rows, rules)", kinds=("constraint_handlers",),
+               used_for="(a method of the rules bind() returns) the size of the terms each rule sums at each row "
+                        "(for a linear rule, sum |a_j x_j| + |b|): the host judges a released record against the "
+                        "rule within 1e-11 times 1 + this size; without it, 1 + the largest value of the rule's "
+                        "columns"),
     Capability(name="disclosive_metrics", member="class attribute",
                signature="disclosive_metrics: ClassVar[tuple[str, ...]]", kinds=("evaluators",),
                problem=_texts_problem("disclosive_metrics"), default=(),

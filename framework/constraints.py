@@ -76,10 +76,26 @@ class ConstraintSet:
             return np.zeros((points.shape[0], 0))
         return np.concatenate([p.violations(points) for p in self.parts], axis=1)
 
-    def satisfied(self, points: np.ndarray, *, tol: float = 1e-6) -> np.ndarray:
-        """Per row, whether every rule holds within ``tol`` (relative to the
-        size of the values involved)."""
+    def magnitudes(self, points: np.ndarray) -> np.ndarray:
+        """``(n, n_rules)``: the size of the terms each rule sums at each row
+        (for a linear rule ``a . x = b``, ``sum_j |a_j x_j| + |b|``), the
+        scale of its floating-point error: a handler states it with the
+        ``magnitudes`` capability of its bound rules. NaN for the rules of a
+        handler that does not (the caller falls back on the values' size)."""
+        points = np.asarray(points, dtype=float)
+        out = []
+        for p in self.parts:
+            method = getattr(p, "magnitudes", None)
+            out.append(np.asarray(method(points), dtype=float) if callable(method)
+                       else np.full((points.shape[0], len(p.rules)), np.nan))
+        return np.concatenate(out, axis=1) if out else np.zeros((points.shape[0], 0))
+
+    def satisfied(self, points: np.ndarray, *, tol: float = 1e-11) -> np.ndarray:
+        """Per row, whether every rule holds within ``tol`` times 1 + the size
+        of its terms (:meth:`magnitudes`; the largest value of the row for a
+        handler that does not state them)."""
         points = np.asarray(points, dtype=float)
         v = self.violations(points)
-        bound = tol * (1.0 + np.max(np.abs(points), axis=1, initial=0.0))
-        return np.all(v <= bound[:, None], axis=1)
+        size = self.magnitudes(points)
+        size = np.where(np.isnan(size), np.max(np.abs(points), axis=1, initial=0.0)[:, None], size)
+        return np.all(v <= tol * (1.0 + size), axis=1)

@@ -1166,12 +1166,13 @@ def _record_rules(context: PrivacyContext, rules: ConstraintSet | None, frame: p
     complete = np.where(nan, 0.0, values)  # rules are evaluated where all their columns are observed
     violations = rules.violations(complete)
     columns_of = _rule_indices(rules, variables)
+    tolerances = _rule_tolerances(rules, complete, columns_of)
     for r, text in enumerate(rules.rules):
         used = columns_of[r]
         skipped = nan[:, used].any(axis=1) if used else np.zeros(len(values), dtype=bool)
         counted = ~skipped
         viol = np.where(counted, violations[:, r], 0.0)
-        bad = (viol > _rule_tolerance(complete, used)) & counted
+        bad = (viol > tolerances[:, r]) & counted
         largest = float(viol.max()) if counted.any() else 0.0
         n_skip = int(skipped.sum())
         not_evaluable = (f" It cannot be evaluated on {n_skip} record(s) that miss a value of its columns "
@@ -1180,8 +1181,8 @@ def _record_rules(context: PrivacyContext, rules: ConstraintSet | None, frame: p
             where = "every released record" if not n_skip else f"every one of the {int(counted.sum())} released " \
                 "records with all its columns observed"
             statement = f"edit rule {text!r} holds on {where} (largest deviation {largest:.3g}, within the " \
-                        f"host's tolerance for floating-point error: {RULE_RTOL:g} times 1 + the largest absolute " \
-                        f"value of its columns).{not_evaluable}"
+                        f"host's tolerance for floating-point error: {RULE_RTOL:g} times 1 + the size of its " \
+                        f"terms).{not_evaluable}"
         else:
             statement = f"edit rule {text!r} is violated by {int(bad.sum())} of {int(counted.sum())} released " \
                         f"records (largest violation {largest:.6g}).{not_evaluable}"
@@ -1210,11 +1211,14 @@ def integer_columns(frame: pd.DataFrame) -> tuple[str, ...]:
 
 
 #: A released record satisfies an edit rule when the rule's violation is at
-#: most this times 1 + the largest absolute value of the rule's own columns in
-#: the record (floating-point error of the projections, far above a double's
-#: 2.2e-16 and far below any real violation: at 1e-6 a rule over values near
-#: 1e6 passed with a violation of 1.5; another rule's columns play no part).
-RULE_RTOL = 1e-9
+#: most this times 1 + the size of the rule's terms in the record (its
+#: handler's ``magnitudes``: for a linear rule ``sum_j |a_j x_j| + |b|``; for
+#: a handler without it, the largest absolute value of the rule's own
+#: columns). Floating-point error, some 10^4 times a double's 2.2e-16, and far
+#: below a real violation: a tolerance of 1e-6 of the largest value passed a
+#: violation of 1.5 near 1e6, and one of 1e-9 passed 85 near 1e12 and a rule
+#: "staff <= 0.00001 turnover" broken by 0.37 with turnover near 1e9.
+RULE_RTOL = 1e-11
 
 
 def _rule_indices(rules: ConstraintSet, variables: Sequence[frozenset[str] | set[str]]) -> list[list[int]]:
@@ -1226,16 +1230,22 @@ def _rule_indices(rules: ConstraintSet, variables: Sequence[frozenset[str] | set
     return [sorted(index[c] for c in v if c in index) for v in variables]
 
 
-def _rule_tolerance(values: np.ndarray, used: Sequence[int]) -> np.ndarray:
-    """Per record, :data:`RULE_RTOL` times 1 + the largest absolute value of
-    the columns ``used`` (a missing value passed over)."""
-    scale = np.zeros(values.shape[0])
+def _rule_tolerances(rules: ConstraintSet, values: np.ndarray, columns_of: Sequence[Sequence[int]]) -> np.ndarray:
+    """``(n, n_rules)``: :data:`RULE_RTOL` times 1 + the size of each rule's
+    terms at each record (``rules.magnitudes``), or, for a handler that does
+    not state it, 1 + the largest absolute value of the rule's own columns
+    (a missing value passed over)."""
+    with np.errstate(invalid="ignore"):
+        size = rules.magnitudes(np.where(np.isnan(values), 0.0, values))
     buffer = np.empty(values.shape[0])
-    for j in used:  # column by column: no temporary of the whole matrix
-        np.fmax(scale, np.abs(values[:, j], out=buffer), out=scale)  # fmax passes over a NaN
-    scale += 1.0
-    scale *= RULE_RTOL
-    return scale
+    for r, used in enumerate(columns_of):
+        if not np.isnan(size[:, r]).any():
+            continue
+        scale = np.zeros(values.shape[0])
+        for j in used:  # column by column: no temporary of the whole matrix
+            np.fmax(scale, np.abs(values[:, j], out=buffer), out=scale)  # fmax passes over a NaN
+        size[:, r] = scale
+    return RULE_RTOL * (1.0 + size)
 
 
 def _violated(rules: ConstraintSet, values: np.ndarray, columns_of: Sequence[Sequence[int]]) -> np.ndarray:
@@ -1243,8 +1253,7 @@ def _violated(rules: ConstraintSet, values: np.ndarray, columns_of: Sequence[Seq
     :func:`_record_rules` (a record with a missing value violates nothing)."""
     with np.errstate(invalid="ignore"):
         violations = rules.violations(values)
-        return np.column_stack([violations[:, r] > _rule_tolerance(values, used)
-                                for r, used in enumerate(columns_of)]) if columns_of else violations > 0
+        return violations > _rule_tolerances(rules, values, columns_of) if columns_of else violations > 0
 
 
 def _integer_dtype(dtype: Any, values: np.ndarray) -> tuple[Any, str | None]:

@@ -674,10 +674,10 @@ def project_polyhedron(Z: np.ndarray, E: np.ndarray, f: np.ndarray, A: np.ndarra
 # ---------------------------------------------------------------------------
 
 #: A rule "held" on a record before rounding when its violation is at most
-#: this, relative to 1 + the largest absolute value of the rule's own columns
-#: in the record (the tolerance with which the host records whether a
-#: released file satisfies a rule).
-HELD_RTOL = 1e-9
+#: this, relative to 1 + the size of the rule's terms in the record,
+#: ``sum_j |a_j x_j| + |b|`` (the tolerance with which the host records
+#: whether a released file satisfies a rule).
+HELD_RTOL = 1e-11
 
 
 @dataclass(frozen=True)
@@ -922,11 +922,11 @@ def _round_block(X: np.ndarray, M: np.ndarray, rhs: np.ndarray, is_eq: np.ndarra
             out += M[i, j] * values[:, j]
         return out
 
-    tols = np.empty((M.shape[0], n))  # per rule: relative to its own columns, not to another rule's
+    tols = np.empty((M.shape[0], n))  # per rule: relative to the size of its own terms, not another rule's
     for i in range(M.shape[0]):
-        magnitude = np.zeros(n)
+        magnitude = np.full(n, abs(float(rhs[i])))
         for j in variables[i]:
-            np.fmax(magnitude, np.abs(X[:, j]), out=magnitude)  # fmax ignores a NaN
+            magnitude += np.nan_to_num(np.abs(M[i, j] * X[:, j]))  # a missing value adds nothing
         tols[i] = HELD_RTOL * (1.0 + magnitude)
     held = np.zeros((M.shape[0], n), dtype=bool)
     with np.errstate(invalid="ignore"):

@@ -261,6 +261,13 @@ class BoundLinear:
         """Per row and rule, the size of the terms: ``|a| . |x| + |b|``."""
         return np.abs(X) @ np.abs(self._matrix.T) + np.abs(self._rhs)
 
+    def magnitudes(self, points: Any) -> np.ndarray:
+        """The ``magnitudes`` capability: ``(n, n_rules)``, the size of the
+        terms of each rule at each row, ``sum_j |a_j x_j| + |b|`` (the scale
+        of the floating-point error of evaluating it); the host judges a
+        released record against the rule within a small multiple of it."""
+        return self._slack_scale(self._points(points))
+
     def project(self, points: Any, *, scale: Any = None) -> np.ndarray:
         """Project each row onto the feasible set, nearest in the metric
         ``sum_j ((x_j - y_j) / scale_j)^2``; never modifies ``points``.

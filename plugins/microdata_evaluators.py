@@ -359,8 +359,9 @@ class EditViolations:
         "*: share violated": ("share of released records breaking the rule", "share (0-1)"),
     }
 
-    tol: float = param(float, default=1e-6, gt=0, doc="a record violates a rule when the violation exceeds "
-                                                      "tol * (1 + the largest |value| of the rule's columns)")
+    tol: float = param(float, default=1e-11, gt=0,
+                       doc="a record violates a rule when the violation exceeds tol * (1 + the size of the rule's "
+                           "terms, sum |a_j x_j| + |b| for a linear rule), the host's own test")
     rules: tuple[str, ...] | None = param(tuple, default=None, doc="linear edit rules to check instead of the "
                                           "recipe's (e.g. to judge a release made without them)")
     handler: str = param(str, default="linear", doc="the constraint handler that reads rules (resolved through "
@@ -405,11 +406,14 @@ class EditViolations:
             nan = np.isnan(values)
             filled = np.where(nan, 0.0, values)
             viol = rules.violations(filled)
+            sizes = rules.magnitudes(filled)
             for r, text in enumerate(rules.rules):
                 # a rule cannot be evaluated on a record that misses one of its columns
                 evaluable = ~nan[:, involved[r]].any(axis=1)
-                # relative to the rule's own columns, never to another rule's
-                bound = self.tol * (1.0 + np.max(np.abs(filled[:, involved[r]]), axis=1, initial=0.0))
+                # relative to the size of the rule's own terms (its handler's magnitudes), else to the
+                # largest value of its own columns, never to another rule's
+                bound = self.tol * (1.0 + (sizes[:, r] if not np.isnan(sizes[:, r]).any() else
+                                           np.max(np.abs(filled[:, involved[r]]), axis=1, initial=0.0)))
                 v = viol[evaluable, r]
                 out[f"{text}: max violation{label}"] = float(np.max(v, initial=0.0))
                 out[f"{text}: share violated{label}"] = float(np.mean(v > bound[evaluable])) if v.size else \

@@ -264,7 +264,7 @@ def test_values_taken_from_the_data_stay_out_of_a_non_disclosive_report():
     assert full["parameters"] == {"by": None} and full["effective_parameters"] == {"rounds": 1, "by": 3.75}
     assert "Step 0 (shift) reports using by = 3.75, rounds = 1." in repr(release)
     public = release.report(non_disclosive=True)["steps"][0]
-    assert public["effective_parameters"] == {"rounds": 1}
+    assert public["effective_parameters"] == {"rounds": 1, "by": privclust.report.WITHHELD_VALUE}  # named, not shown
     assert "3.75" not in release.to_html(non_disclosive=True, plots=False)
     assert "<td><code>by</code></td><td>3.75</td>" in release.to_html(plots=False)
     # an evaluator without explanations still renders; the built-in one has its unit

@@ -241,8 +241,34 @@ def test_a_rules_tolerance_is_its_own_not_another_rules_columns():
         "violation 500)."
     assert rules["c >= 0"].statement.startswith(
         "edit rule 'c >= 0' holds on every released record (largest deviation 0, within the host's tolerance for "
-        "floating-point error: 1e-09 times 1 + the largest absolute value")
+        "floating-point error: 1e-11 times 1 + the size of its terms)")
     assert out.evaluation("a >= 0: share violated") == pytest.approx(1 / 30)
+
+
+@pytest.mark.parametrize("rule, columns, scale", [
+    # a small coefficient on a large column: the terms are near 1e4, not 1e9 (a tolerance on the largest
+    # value, 1e-9 of 1e9, passed violations of 0.37)
+    ("staff <= 0.00001*turnover", {"staff": (1e3, 2e4), "turnover": (1e8, 2e9)}, None),
+    # values near 1e12: a violation of 85 is not floating-point error (1e-9 of the values passed it)
+    ("net = gross - costs", {"gross": (1e12, 2e12), "costs": (1e11, 2e11)}, 85.0),
+])
+def test_a_rule_is_judged_on_the_size_of_its_terms(rule, columns, scale):
+    rng = np.random.default_rng(3)
+    data = pd.DataFrame({c: rng.uniform(*r, 40) for c, r in columns.items()})
+    if scale is None:
+        data["staff"] = 0.00001 * data["turnover"] + rng.uniform(-1, 1, 40)  # half of them break it, by <= 1
+    else:
+        data["net"] = data["gross"] - data["costs"] + rng.uniform(1, 2, 40) * scale  # every one by 85 to 170
+    target = {"x": rng.normal(size=40)}
+    recipe = {"constraints": [{"use": "linear", "rules": [rule]}],
+              "steps": [{"use": "microaggregation", "k": 3, "columns": list(target)}], "evaluate": ["edit-violations"]}
+    out = privclust.run(recipe, data.assign(**target), seed=1)
+    entry = next(e for e in out.ledger.of_kind("guarantee") if e.mechanism == "edit rule")
+    lhs, rhs = (data["staff"], 0.00001 * data["turnover"]) if scale is None else \
+        (data["net"], data["gross"] - data["costs"])
+    broken = int(((lhs - rhs > 1e-6) if scale is None else ((lhs - rhs).abs() > 1.0)).sum())
+    assert broken > 0 and entry.details["violated_records"] == broken, entry.statement
+    assert out.evaluation(f"{rule}: share violated") == pytest.approx(broken / 40)
 
 
 def test_evaluations_are_tidy_and_default_to_changed_columns(reg, data):
