@@ -495,8 +495,14 @@ def check_data(compiled: CompiledRecipe, frame: pd.DataFrame) -> list[tuple[str,
                            if cs.kind != "clusterers"))
     problems.extend(_evaluation_problems(compiled, frame, changed or default_columns))
     for h, handler in enumerate(compiled.constraints):
-        for p in handler.check(tuple(map(str, frame.columns))) or ():
-            problems.append(str(p) if isinstance(p, Problem) else f"constraints[{h}]: {p}")
+        found = [str(p) if isinstance(p, Problem) else f"constraints[{h}]: {p}"
+                 for p in handler.check(tuple(map(str, frame.columns))) or ()]
+        problems.extend(found)
+        if not found:  # the rules' columns are in the data: edit rules are over numbers
+            used = {c for v in handler.variables() for c in v}
+            problems.extend(f"constraints[{h}]: column {c!r} of its rules is not numeric (dtype {frame[c].dtype}); "
+                            "an edit rule is over numeric columns: convert it, or remove the rules that name it"
+                            for c in frame.columns if c in used and not is_real_column(frame[c]))
     outputs: dict[str, int] = {}
     for cs in compiled.steps:  # label columns, checked before any step runs (or spends)
         if cs.kind != "clusterers":

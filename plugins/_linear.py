@@ -34,6 +34,7 @@ from __future__ import annotations
 import itertools
 import math
 import re
+import sys
 from dataclasses import dataclass
 
 import numpy as np
@@ -259,6 +260,12 @@ class _Parser:
         if not coefs:
             raise RuleSyntaxError(self.rule, 0, "the rule names no column (or its columns cancel out); "
                                                 "an edit rule must constrain at least one column")
+        tiny = [(n, a) for n, a in coefs if abs(a) < sys.float_info.min]
+        if tiny or 0.0 < abs(form.const) < sys.float_info.min:
+            what = f"the coefficient {tiny[0][1]:g} of {tiny[0][0]!r}" if tiny else f"the constant {-form.const:g}"
+            raise RuleSyntaxError(self.rule, 0, f"{what} is below the smallest normal double "
+                                                f"({sys.float_info.min:.3g}), where arithmetic on it loses its "
+                                                "precision; multiply both sides of the rule by a power of ten")
         kind = "eq" if rel_tok.value == "=" else "le"
         return ParsedRule(self.rule, kind, coefs, -form.const, tuple(dict.fromkeys(self.names)))
 

@@ -395,6 +395,21 @@ def _step2(std: Any, centres: np.ndarray, fz: _fcm.Fuzzifier, k: int, *, budget_
                   rounds=rounds, on_centre=int(rows.size), stuck=stuck)
 
 
+def _rules_kept(constraints: Any, values: np.ndarray) -> str:
+    """How the step's released ``values`` stand against its edit rules, for
+    its statement: "so every released record satisfies them" only when that
+    is so (the host's own test: ``ConstraintSet.satisfied``), else how many
+    records with all the rules' columns observed still break them (rules
+    given in separate ``[[constraints]]`` tables that cannot all be met, or
+    a projection that stopped short)."""
+    observed = ~np.isnan(values).any(axis=1)
+    broken = int(np.count_nonzero(observed & ~constraints.satisfied(np.where(np.isnan(values), 0.0, values))))
+    if not broken:
+        return "so every released record satisfies them"
+    return (f"yet {broken} of the {int(observed.sum())} released records with all these columns observed still "
+            "break them (the rules could not all be met together; the host's check of each rule says which)")
+
+
 def _integer_columns(data: pd.DataFrame) -> np.ndarray:
     """Which columns of the step's data have an integer dtype (numpy
     ``int*``/``uint*``, pandas ``Int*``/``UInt*``; not boolean): the host
@@ -956,7 +971,7 @@ class FuzzyMicroaggregation:
         partition = Partition(labels=labels, centres=centres, memberships=step2_run.memberships, columns=columns,
                               diagnostics=diagnostics)
         context.record(self._statement(columns, n, k, step1, step2, clusterer, mem, small_share, constraints,
-                                       diagnostics, expected),
+                                       diagnostics, expected, released),
                        guarantee="probabilistic k-anonymity",
                        details={key: diagnostics[key] for key in diagnostics
                                 if key not in ("step1", privclust.EFFECTIVE_PARAMS)})
@@ -986,11 +1001,12 @@ class FuzzyMicroaggregation:
         return bool(found)
 
     def _statement(self, columns: tuple[str, ...], n: int, k: int, step1: Any, step2: Any, clusterer: Any,
-                   mem: Any, small_share: float, constraints: Any, dg: dict[str, Any], e: np.ndarray) -> str:
+                   mem: Any, small_share: float, constraints: Any, dg: dict[str, Any], e: np.ndarray,
+                   released: np.ndarray) -> str:
         cols = ", ".join(columns)
         how = f"{type(clusterer).name}" + (f" with {step1.describe()}" if step1 is not None else "")
-        rules = (f" and projected onto the edit rules {', '.join(repr(r) for r in constraints.rules)}, so every "
-                 "released record satisfies them" if constraints is not None else "")
+        rules = (f" and projected onto the edit rules {', '.join(repr(r) for r in constraints.rules)}, "
+                 + _rules_kept(constraints, released) if constraints is not None else "")
         c = dg["c"]
         dropped = dg["light_centres_dropped"]
         removed = (f" (c = {dg['c_initial']} at the start; {dropped} of them had an expected cluster size below k "
@@ -1188,7 +1204,7 @@ class Microaggregation:
             "records_with_missing_values": int(missing.any(axis=1).sum()),
         }
         rules = (f" Group means were projected onto the edit rules {', '.join(repr(r) for r in constraints.rules)}, "
-                 "so every released record satisfies them." if constraints is not None else "")
+                 + _rules_kept(constraints, protected) + "." if constraints is not None else "")
         statement = (
             f"Crisp microaggregation with {type(clusterer).name!r}: the {n} records were partitioned into {g} "
             f"groups of {sizes.min()} to {sizes.max()} records and each record's values of {', '.join(columns)} "

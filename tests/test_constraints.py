@@ -488,3 +488,36 @@ def test_the_docs_page_examples_run(tmp_path):
     from _docblocks import run_page
 
     assert run_page("constraints.md", tmp_path) >= 2
+
+
+def test_a_masker_says_every_record_satisfies_the_rules_only_when_they_do():
+    rng = np.random.default_rng(0)
+    data = pd.DataFrame({"a": rng.uniform(0, 2, 30), "b": rng.uniform(0, 2, 30)})
+    # two tables whose rules cannot hold together: each is consistent alone, so the recipe compiles
+    two = [{"use": "linear", "rules": ["a <= 0"]}, {"use": "linear", "rules": ["a >= 1"]}]
+    for use in ("microaggregation", "fuzzy-microaggregation"):
+        release = privclust.run({"constraints": two, "steps": [{"use": use, "k": 3, "columns": ["a", "b"]}]},
+                                data, seed=1)
+        claim = next(e for e in release.ledger.of_kind("guarantee") if e.component == use
+                     and "projected onto the edit rules" in e.statement)
+        broken = int(((release.data["a"] > 1e-9) | (release.data["a"] < 1 - 1e-9)).sum())
+        assert broken == 30
+        assert "so every released record satisfies them" not in claim.statement
+        assert f"yet {broken} of the 30 released records with all these columns observed still break them" \
+            in claim.statement
+        one = privclust.run({"constraints": [{"use": "linear", "rules": ["a >= 1"]}],
+                             "steps": [{"use": use, "k": 3, "columns": ["a", "b"]}]}, data, seed=1)
+        assert "so every released record satisfies them" in next(
+            e for e in one.ledger.of_kind("guarantee") if e.component == use
+            and "projected onto the edit rules" in e.statement).statement
+
+
+def test_rules_over_a_text_column_or_with_a_subnormal_coefficient_are_refused_before_any_step():
+    data = pd.DataFrame({"a": [1.0, 2.0, 3.0, 4.0, 5.0, 6.0], "city": list("xyzxyz")})
+    recipe = {"constraints": [{"use": "linear", "rules": ["city >= 0"]}],
+              "steps": [{"use": "microaggregation", "k": 3, "columns": ["a"]}]}
+    with pytest.raises(privclust.DataError, match="column 'city' of its rules is not numeric"):
+        privclust.run(recipe, data, seed=1)
+    with pytest.raises(privclust.RecipeError, match="below the smallest normal double"):
+        privclust.compile({"constraints": [{"use": "linear", "rules": ["1e-310*a >= 0"]}],
+                           "steps": [{"use": "microaggregation", "k": 3, "columns": ["a"]}]})
