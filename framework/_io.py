@@ -22,6 +22,7 @@ import gzip
 import io
 import os
 import signal
+import stat
 import sys
 import tempfile
 import threading
@@ -285,14 +286,28 @@ def _signals_held() -> Iterator[None]:
     """Hold back the stop signals (delivered when the block ends) so that a
     temporary file is never created without being registered, and a set of
     renames is never cut in two."""
-    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "pthread_sigmask"):
+    if threading.current_thread() is not threading.main_thread():
         yield
         return
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    # Python runs every signal handler in the main thread, whichever thread the process received the signal on,
+    # so a handler that only notes the signal holds it back for the whole process (a thread mask would not: the
+    # kernel delivers a process-directed signal to any thread that does not block it, numpy's and the allocator's
+    # threads included, and the handler then ran inside the renames).
+    pending: list[int] = []
+
+    def hold(signum: int, frame: Any) -> None:
+        pending.append(signum)
+
+    previous = {}
     try:
+        for s in STOP_SIGNALS:
+            previous[s] = signal.signal(s, hold)
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        if pending:
+            signal.raise_signal(pending[0])  # delivered now, to the handler the block found
 
 
 def _register(tmp: Path) -> None:
@@ -351,9 +366,13 @@ def write_atomically(targets: Sequence[tuple[Path, Callable[[Path], None]]]) -> 
                 write(tmp)
             except OSError as err:
                 raise PrivclustError(f"cannot write {target}: {err.strerror or err}") from err
-        mode = 0o666 & ~_umask()  # mkstemp makes owner-only files; an output gets the usual permissions
-        for tmp, _ in temps:
-            os.chmod(tmp, mode)
+        mode = 0o666 & ~_umask()  # mkstemp makes owner-only files; a new output gets the usual permissions
+        for tmp, target in temps:
+            try:  # a file replaced keeps its permissions (a report locked to 0600 stays so)
+                kept = stat.S_IMODE(os.stat(target).st_mode)
+            except OSError:
+                kept = mode
+            os.chmod(tmp, kept)
         with _signals_held():
             raise_if_stopped()  # a stop whose exception a finalizer swallowed still stops the renames
             clash = [str(t) for _, t in temps if t.is_dir()]

@@ -193,7 +193,7 @@ def _cmd_run_dataset(args: argparse.Namespace, recipe: Recipe) -> int:
         raise
     if not args.quiet:
         print(f"{release.verdict}\nwrote {output} ({release.records} records in {len(release.strata)} strata)"
-              + (f" and {report}" if report is not None else ""), file=sys.stderr)
+              + "".join(f" and {path}" for path, _ in targets), file=sys.stderr)
     return 0
 
 

@@ -479,7 +479,8 @@ def compare(
         ``{"MDAV": {"mask.clusterer.k": [3, 5]}, "fuzzy": {"mask.m2": [1.5, 2]}}``
         (keys with a dot apply to every recipe).
     :param repeats: runs per configuration (for randomised methods).
-    :param seed: makes the whole table reproducible; with ``None`` the runs
+    :param seed: makes the table reproducible (every column but ``seconds``,
+        the runs' wall-clock times); with ``None`` the runs
         take entropy from the operating system. Never written to the table.
     :param scheduler: ``None`` for local processes, ``"local"`` for a Dask
         LocalCluster, a scheduler address, or a ``distributed.Client``.

@@ -25,6 +25,7 @@ it can be put in.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import gzip
 import io
@@ -182,11 +183,24 @@ def _fetch(url: str, target: Path) -> Path:
             f"{target.name} is not on this machine and cannot be downloaded from {url} ({err}); you seem to "
             f"be offline: {_where_to_put(target.name)}, or try again online"
         ) from err
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(payload)
-    os.replace(tmp, target)
+    _cache_write(target, payload)
     return target
+
+
+def _cache_write(target: Path, payload: bytes) -> None:
+    """Write a cache file whole or not at all: a temporary file beside it,
+    renamed into place; removed, and the error named, when the write fails
+    (a full disk left a partial temporary file behind)."""
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(payload)
+        os.replace(tmp, target)
+    except OSError as err:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise DatasetUnavailableError(f"cannot write {target} to the data set cache: {err.strerror or err}; free "
+                                      "some space, or set XDG_CACHE_HOME to a folder you can write") from err
 
 
 def _local(filename: str) -> Path | None:
@@ -236,10 +250,7 @@ def load(name: str) -> pd.DataFrame:
         frame = next(iter(pyreadr.read_r(str(rda)).values()))
         buffer = io.StringIO()
         frame.to_csv(buffer, index=False)
-        fd, tmp = tempfile.mkstemp(dir=cached.parent, prefix=f".{cached.name}.")
-        with os.fdopen(fd, "w") as fh:
-            fh.write(buffer.getvalue())
-        os.replace(tmp, cached)
+        _cache_write(cached, buffer.getvalue().encode())
         return frame
     close = difflib.get_close_matches(key, names(), n=2)
     hint = f"did you mean {' or '.join(repr(c) for c in close)}?" if close else f"known: {', '.join(names())}"

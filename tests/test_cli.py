@@ -588,3 +588,46 @@ def test_check_lists_the_columns_each_step_changes_and_those_released_as_they_ar
     assert "step 0 'laplace' changes a\n" in out
     assert "step 1 'mdav' changes no value; it adds the label column 'group'" in out
     assert "released as in the data: b, c" in out
+
+
+def test_stop_signals_are_held_for_the_whole_process_not_one_thread():
+    """A process-directed signal goes to any thread that does not block it: a
+    thread mask let the handler run inside the renames while another thread
+    was alive. Held, it is delivered when the block ends."""
+    import os
+    import signal
+    import threading
+    import time
+
+    from privclust._io import _signals_held
+
+    stop = threading.Event()
+    worker = threading.Thread(target=stop.wait)  # another live thread, as numpy's and the allocator's are
+    worker.start()
+    try:
+        reached = False
+        with pytest.raises(KeyboardInterrupt):
+            with _signals_held():
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(0.05)  # the handler would run here if the signal were not held
+                reached = True
+        assert reached
+    finally:
+        stop.set()
+        worker.join()
+
+
+def test_a_replaced_output_keeps_its_permissions(tmp_path):
+    import os
+    import stat
+
+    from privclust._io import text_writer, write_atomically
+
+    report = tmp_path / "r.json"
+    report.write_text("old")
+    os.chmod(report, 0o600)
+    write_atomically([(report, text_writer("new"))])
+    assert report.read_text() == "new" and stat.S_IMODE(os.stat(report).st_mode) == 0o600
+    fresh = tmp_path / "fresh.json"
+    write_atomically([(fresh, text_writer("x"))])
+    assert stat.S_IMODE(os.stat(fresh).st_mode) & 0o600 == 0o600

@@ -141,3 +141,33 @@ def test_the_survey_file_with_categorical_keys_and_weights():
     assert survey.shape == (4580, 15)
     assert survey["ori_hid"].nunique() == 1000
     assert "sdc_testdata" in datasets.names()
+
+
+def test_a_cache_write_that_fails_leaves_no_temporary_file(elsewhere, monkeypatch):
+    class Response(io.BytesIO):
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+    monkeypatch.setattr(datasets.urllib.request, "urlopen", lambda url, timeout: Response(b"1 2\n"))
+    real = datasets.os.fdopen
+
+    class Full:
+        def __init__(self, handle):
+            self.handle = handle
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.handle.close()
+
+        def write(self, data):
+            raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(datasets.os, "fdopen", lambda fd, mode="r": Full(real(fd, mode)))
+    with pytest.raises(DatasetUnavailableError, match="No space left on device"):
+        datasets.load("flame")
+    assert not any(elsewhere.iterdir())

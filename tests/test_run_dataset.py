@@ -201,6 +201,7 @@ def test_cli_runs_a_dataset_folder(dataset, tmp_path, capsys):
                  "--report", str(tmp_path / "r.html"), "--seed", "1"]) == 0
     err = capsys.readouterr().err
     assert "wrote" in err and "in 3 strata" in err
+    assert f"and {tmp_path / 'r.html'} and {tmp_path / 'r.json'}" in err  # every file written is named
     assert len(pd.read_parquet(out)) == 600
     assert json.loads((tmp_path / "r.json").read_text())["verification"]["records"] == 600
     assert main(["run", str(recipe), "-i", str(source), "-o", str(out)]) == 1  # the folder exists now
