@@ -595,7 +595,7 @@ def _ledger_sections() -> list[tuple[str, Any]]:
 
 
 def _kind_title(kind: str) -> str:
-    return {"dp": "Differential privacy (the components' statements, composed by the host)",
+    return {"dp": "Differential privacy (the components' statements, composed by the run's accountant)",
             "guarantee": "Other guarantees (claims, and the host's check)",
             "leak": "Weaknesses (leaks)", "process": "Processes applied",
             "verified": "Measured by the host on the released data"}[kind]
