@@ -604,6 +604,7 @@ def test_stop_signals_are_held_for_the_whole_process_not_one_thread():
     stop = threading.Event()
     worker = threading.Thread(target=stop.wait)  # another live thread, as numpy's and the allocator's are
     worker.start()
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)  # whatever an earlier test installed
     try:
         reached = False
         with pytest.raises(KeyboardInterrupt):
@@ -613,6 +614,7 @@ def test_stop_signals_are_held_for_the_whole_process_not_one_thread():
                 reached = True
         assert reached
     finally:
+        signal.signal(signal.SIGINT, before)
         stop.set()
         worker.join()
 

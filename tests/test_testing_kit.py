@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+import privclust
 import privclust.testing as pt
 from privclust import Masked, Partition, param
 
@@ -228,7 +229,7 @@ def test_optional_capabilities_are_declared_in_one_place_and_checked():
     assert set(privclust.CAPABILITIES) == {"planned_cost", "privacy_relation", "step_problems", "min_records",
                                            "uses_constraints",
                                            "data_leaks", "leak_names", "disclosive_metrics", "missing_values",
-                                           "renamed_params", "round_integers",
+                                           "renamed_params", "round_integers", "magnitudes",
                                            "metric_descriptions", "evaluated_on"}
     assert privclust.capability(Good(), "uses_constraints") is True  # the declared default
     assert privclust.capability(GoodCapabilities(), "min_records")(3) == 6
@@ -284,3 +285,21 @@ def test_a_partly_unseen_audit_warns_instead_of_passing_plainly():
     with pytest.warns(UserWarning, match=r"INCONCLUSIVE for released values it did not see: release 1 of each run "
                                          r"\(a pool of noise\)"):
         checks["privacy_audit"](HonestBehindAPool())
+
+
+def test_the_magnitudes_capability_of_bound_rules_is_checked():
+    class Bad:
+        columns = ("a", "b")
+        rules = ("a <= b",)
+
+        def project(self, points, *, scale=None):
+            return points
+
+        def violations(self, points):
+            return np.zeros((len(points), 1))
+
+        def magnitudes(self, points):
+            return -np.ones((len(points), 2))  # one column too many, and negative
+
+    problem = privclust.CAPABILITIES["magnitudes"].check(Bad())
+    assert problem is not None and "shape (rows, rules)" in problem
