@@ -639,6 +639,12 @@ CAPABILITIES: Mapping[str, Capability] = MappingProxyType({c.name: c for c in (
                kinds=_STEP_KINDS, problem=_bool_problem, default=True,
                used_for="False if the component ignores edit rules, so a rule need not lie wholly inside or "
                         "outside its columns (read for maskers: a clusterer or a noise step never has to)"),
+    Capability(name="dp_output", member="class attribute", signature="dp_output: ClassVar[bool]",
+               kinds=_STEP_KINDS, problem=_bool_problem, default=True,
+               used_for="False when the values (or labels) the step releases are never covered by its DP ledger "
+                        "entries, whatever a nested component spends (microaggregation's group means are computed "
+                        "from the records): the verdict then names the step as releasing without differential "
+                        "privacy"),
     Capability(name="data_leaks", member="method", signature="data_leaks() -> list[privclust.DataLeak]",
                kinds=_STEP_KINDS, problem=_leaks_problem, default=(),
                used_for="parameters the component would take from the data, read before any data are seen: the "

@@ -443,8 +443,15 @@ def _dp_structured(entries: Sequence[LedgerEntry], outcomes: Sequence[Any]) -> b
     the ledger and the steps alone (never from the values): some DP entry, no
     leak, and every step spent through the accountant."""
     dp = [e for e in entries if e.kind == "dp"]
-    return bool(dp) and not any(e.kind == "leak" for e in entries) \
-        and all(any(e.step == o.index for e in dp) for o in outcomes)
+    return bool(dp) and not any(e.kind == "leak" for e in entries) and all(_covered(o, dp) for o in outcomes)
+
+
+def _covered(outcome: Any, dp: Sequence[LedgerEntry]) -> bool:
+    """Whether a step's release is one its DP entries speak for: it made
+    some, and its component does not declare (``dp_output = False``) that
+    the values it releases are computed outside them (microaggregation's
+    group means, whatever a nested DP clusterer spent on the grouping)."""
+    return any(e.step == outcome.index for e in dp) and capability(outcome.component, "dp_output") is not False
 
 
 def no_guarantee_reasons(entries: Sequence[LedgerEntry], outcomes: Sequence[Any],
@@ -474,11 +481,14 @@ def no_guarantee_reasons(entries: Sequence[LedgerEntry], outcomes: Sequence[Any]
             reasons.append(f"the composed delta is {delta:.6g}, not below 1 (the bound holds with probability "
                            "at most 1 - delta), which guarantees nothing")
         for o in outcomes:
-            if any(e.step == o.index for e in dp):
+            if _covered(o, dp):
                 continue
             what = (f"the label column {o.output!r}" if o.kind == "clusterers"
                     else f"the values of {_cols(o.columns)}")
-            reasons.append(f"step {o.index} ({o.id}, {o.name}) released {what} without differential privacy")
+            spent_here = any(e.step == o.index for e in dp)
+            reasons.append(f"step {o.index} ({o.id}, {o.name}) released {what} without differential privacy"
+                           + (" (its DP releases, of a nested component, do not cover the values it writes: they "
+                              "are computed from the records themselves)" if spent_here else ""))
     return reasons
 
 

@@ -698,6 +698,9 @@ class FuzzyMicroaggregation:
     """
 
     name: ClassVar[str] = "fuzzy-microaggregation"
+    #: the released values are centres computed from the records (group means, fuzzy centres): a nested DP
+    #: clusterer's releases cover the grouping at most, never these values
+    dp_output: ClassVar[bool] = False
     #: Old recipe keys and their new names (the error for an old key names the new one).
     renamed_params: ClassVar[Mapping[str, str]] = {"c": "n_clusters"}
 
@@ -1068,6 +1071,9 @@ class Microaggregation:
     """
 
     name: ClassVar[str] = "microaggregation"
+    #: the released values are centres computed from the records (group means, fuzzy centres): a nested DP
+    #: clusterer's releases cover the grouping at most, never these values
+    dp_output: ClassVar[bool] = False
 
     k: int | None = param(int, default=None, ge=2,
                           doc="minimum group size (k-anonymity level), passed to the clusterer as its k (unset: the "

@@ -487,3 +487,19 @@ def test_a_k_anonymity_claim_is_checked_at_its_largest_k_and_on_the_steps_column
     # a claim about a column the step did not release is checked on the step's own columns
     assert _claim_columns(entry("x", {"columns": ["region"]}), ("a", "b"), frame) == ("a", "b")
     assert _claim_columns(entry("x", {"columns": ["a"]}), ("a", "b"), frame) == ("a",)
+
+
+def test_microaggregation_with_a_dp_clusterer_releases_group_means_without_dp():
+    # the clusterer's noisy densities are DP; the released values are exact means of the raw records
+    rng = np.random.default_rng(0)
+    data = pd.DataFrame({"a": rng.uniform(0, 8, 60), "b": rng.uniform(0, 8, 60)})
+    bounds = {"a": [0, 8], "b": [0, 8]}
+    recipe = {"steps": [{"use": "microaggregation", "clusterer": {"use": "dp-dpc-grid", "epsilon": 1, "dc": 0.8,
+                                                                    "bounds": bounds, "n_clusters": 3}}]}
+    release = privclust.run(recipe, data, seed=1)
+    assert release.ledger.of_kind("dp")  # the clusterer spent
+    assert release.verdict.startswith("No differential-privacy guarantee: step 0 (microaggregation, "
+                                      "microaggregation) released the values of a, b without differential privacy")
+    assert not privclust.verify.guarantees_dp(release.ledger.entries, release.accountant, release.outcomes,
+                                              release.verification)
+    assert not release.verification["dp_release"]  # so the host counts the records released verbatim
