@@ -431,8 +431,8 @@ def _combined(compiled: CompiledRecipe, context: PrivacyContext, results: Sequen
         f"columns {'written by the steps' if dp_release else 'changed'}: "
         f"{', '.join(checks['changed_columns']) or '(none)'}; columns released as in the original: "
         f"{', '.join(checks['unchanged_columns']) or '(none)'}. "
-        + ("The host does not compare the written values with the original ones (a differentially private "
-           "release); " if dp_release else f"{checks['verbatim_records']} of {checks['records']} records keep all "
+        + ("The host does not compare the written values with the original ones (every step released through "
+           "its differential-privacy mechanisms); " if dp_release else f"{checks['verbatim_records']} of {checks['records']} records keep all "
            "their original values of the columns the steps worked on; ")
         + "; ".join(f"step {s['step']} ({s['id']}): the smallest group of identical released rows (within a "
                     f"stratum) has {s['min_group_size']} record(s), {s['unique_records']} unique"

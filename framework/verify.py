@@ -306,7 +306,7 @@ def verify(context: PrivacyContext, original: pd.DataFrame, released: pd.DataFra
     if dp_release:
         text = (f"Host check of the release: columns written by the steps: {_cols(changed)}; columns released as in "
                 f"the original: {_cols(unchanged)}{added}. The host does not compare the written values with the "
-                f"original ones (a differentially private release).{missing}")
+                f"original ones (every step released through its differential-privacy mechanisms).{missing}")
     else:
         text = (f"Host check of the release: columns changed: {_cols(changed)}; columns released as in the original: "
                 f"{_cols(unchanged)}{added}. {checks['verbatim_records']} of {n} records keep all their original "

@@ -32,6 +32,7 @@ import math
 from collections.abc import Callable, Iterator
 
 import numpy as np
+from privclust import ParameterError
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 from scipy.spatial import cKDTree
@@ -401,6 +402,10 @@ def _weights(kernel: str, d2: np.ndarray, dc: float, radius: float) -> np.ndarra
     if kernel == "cutoff":  # compare distances, not squares: d_ij < d_c exactly as the rule says
         np.sqrt(d2, out=d2)
         return np.less(d2, dc, out=d2)  # 1.0 / 0.0 in place
+    if not dc * dc > 0.0:  # below about 1.5e-154 the square underflows: the kernel cannot be evaluated
+        raise ParameterError(f"d_c = {dc:.6g} (given, or taken from the data) is too small: its square is below the "
+                             "smallest double, so the Gaussian kernel cannot be evaluated; rescale the data (or give "
+                             "a larger dc)")
     if np.isfinite(radius):
         np.copyto(d2, np.inf, where=d2 > radius * radius)
     d2 *= -1.0 / (dc * dc)
@@ -719,6 +724,8 @@ def addpc_boundary(gamma_star: np.ndarray, eta: float = 1.001, i_max: int = 50) 
     """
     n = gamma_star.size
     order = np.argsort(-gamma_star, kind="stable")
+    if n < 2:  # one candidate (a grid of one node): it is the only centre, there is no gap to read
+        return n, np.zeros(0), order
     g = gamma_star[order]
     top = max(1, min(i_max, n - 2))
     i = np.arange(1, top + 1)

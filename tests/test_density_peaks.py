@@ -744,3 +744,11 @@ def test_more_clusters_than_records_is_refused_before_the_run():
         privclust.runner.preflight(compiled, data)
     # dp-dpc-grid's peaks are grid nodes: n_clusters sets no floor on the records
     assert DPDPCGrid(epsilon=1.0, n_clusters=10, bounds={"a": [0, 5], "b": [0, 25]}, dc=1.0).min_records(2) == 3
+
+
+def test_a_d_c_whose_square_underflows_and_a_grid_of_one_node_are_handled():
+    data = pd.DataFrame({"a": np.linspace(0, 1, 12), "b": np.linspace(1, 0, 12) ** 2})
+    with pytest.raises(ParameterError, match="d_c = 1e-300 .* is too small"):
+        privclust.run({"steps": [{"use": "dpc", "n_clusters": 2, "dc": 1e-300}]}, data, seed=1)
+    m, kappa, order = _dpc.addpc_boundary(np.array([3.0]), 1.001, 50)  # one candidate: it is the centre
+    assert m == 1 and kappa.size == 0 and order.tolist() == [0]
