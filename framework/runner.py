@@ -626,9 +626,13 @@ def _strata_parts(compiled: CompiledRecipe, frame: pd.DataFrame,
         return None, []
     label = ", ".join(strata)
     try:
-        codes = frame.groupby(strata, sort=True, dropna=False, observed=True).ngroup().to_numpy()
-    except TypeError:  # values of mixed types cannot be ordered: keep their order of appearance
-        codes = frame.groupby(strata, sort=False, dropna=False, observed=True).ngroup().to_numpy()
+        try:
+            codes = frame.groupby(strata, sort=True, dropna=False, observed=True).ngroup().to_numpy()
+        except TypeError:  # values of mixed types cannot be ordered: keep their order of appearance
+            codes = frame.groupby(strata, sort=False, dropna=False, observed=True).ngroup().to_numpy()
+    except TypeError as err:  # unhashable values (lists, dicts)
+        raise DataError(f"[roles] strata: the values of {label} cannot be grouped ({err}); a stratum column holds "
+                        "plain values (text or numbers): convert it first") from err
     order = np.argsort(codes, kind="stable")
     bounds = np.flatnonzero(np.diff(codes[order])) + 1
     groups = np.split(order, bounds)
@@ -636,6 +640,16 @@ def _strata_parts(compiled: CompiledRecipe, frame: pd.DataFrame,
     texts = [", ".join(str(v) for v in row) for row in values.itertuples(index=False, name=None)]
     if len(set(texts)) != len(texts):
         raise DataError(f"[roles] strata: two strata of {label} print the same; convert the column(s) to text first")
+    # the released file shows each value as written: one stratum must not hold values that read differently
+    # (1, 1.0 and True are one group to pandas, three values to a reader; so are 0.0 and -0.0)
+    written = frame[strata].astype(str).agg(", ".join, axis=1).to_numpy() if len(strata) > 1 else \
+        frame[strata[0]].astype(str).to_numpy()
+    for text, rows in zip(texts, groups, strict=True):
+        shown = set(written[rows].tolist())
+        if len(shown) > 1:
+            raise DataError(f"[roles] strata: the stratum {text!r} of {label} holds values written differently "
+                            f"({', '.join(sorted(shown)[:4])}) that are equal as values; the released file would "
+                            "show them as different strata: recode the column(s) first (e.g. to text)")
     parts = list(zip(texts, groups, strict=True))
     needs = []
     for cs, columns in zip(compiled.steps, step_columns, strict=True):

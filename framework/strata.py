@@ -276,6 +276,7 @@ def _sum_checks(checks: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> 
         "label_columns": list(first["label_columns"]),
         "protected_columns": list(first["protected_columns"]),
         "verbatim_records": sum(k["verbatim_records"] for k in checks),
+        "missing_values": sum(int(k.get("missing_values", 0)) for k in checks),
         "steps": [],
         "claims": [],
     }
@@ -296,6 +297,16 @@ def _sum_checks(checks: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> 
                 merged[key] = sum(e[key] for e in each)
         if "min_group_size" in c:
             merged["min_group_size"] = min(e["min_group_size"] for e in each)
+        if any("min_matching_records" in e for e in each):
+            # some stratum was checked with a missing value matching any value (sdcMicro's convention): the
+            # whole release states both counts, each the smallest of any stratum under its own convention (a
+            # stratum without missing values has its identical rows as its matches)
+            merged["min_matching_records"] = min(e.get("min_matching_records", e["min_group_size"]) for e in each)
+            merged["identical_min_group_size"] = min(e.get("identical_min_group_size", e["min_group_size"])
+                                                     for e in each)
+            merged["records_with_few_matches"] = sum(e.get("records_with_few_matches", e.get(
+                "records_in_small_groups", 0)) for e in each)
+            merged["missing_values"] = sum(int(e.get("missing_values", 0)) for e in each)
         out["claims"].append(merged)
     return out
 

@@ -285,8 +285,10 @@ def verify(context: PrivacyContext, original: pd.DataFrame, released: pd.DataFra
         with context.step(s["step"], s["id"], s["component"]):
             cols = _cols(s["columns"])
             clusterer = any(o.index == s["step"] and o.kind == "clusterers" for o in outcomes)
-            groups = (f"the released combinations of these columns form {s['groups']} groups of identical rows, the "
-                      f"smallest of {s['min_group_size']} record(s) ({_records(s['unique_records'])} unique)")
+            within = f" within each stratum of {_cols(strata)}" if strata else ""
+            groups = (f"the released combinations of these columns form {s['groups']} groups of identical "
+                      f"rows{within}, the smallest of {s['min_group_size']} record(s) "
+                      f"({_records(s['unique_records'])} unique{within})")
             if dp_release:
                 text = (f"Host check on the released data: step {s['step']} ({s['id']}) "
                         + ("left the values of " if clusterer else "wrote ") + f"{cols}; {groups}. In a "
@@ -550,7 +552,8 @@ def verdict(ledger: Ledger, accountant: Accountant, outcomes: Sequence[Any], che
                       "pattern is not protected.")
     if reasons:
         text = "No differential-privacy guarantee: " + "; ".join(reasons) + "."
-        left = [c for c in checks.get("unchanged_columns", ()) if c not in strata]
+        left = [c if c not in strata else f"{c} (a public stratum column)"
+                for c in checks.get("unchanged_columns", ())]
         if left and checks.get("changed_columns"):
             text += f" Released as in the original: {_cols(left)}."
     else:

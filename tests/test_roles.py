@@ -323,3 +323,25 @@ def test_a_stratified_microaggregation_keeps_its_partition_for_the_evaluators():
     groups = pd.Series(part.labels).groupby(data["region"].to_numpy()).unique()
     assert not set(groups["n"]) & set(groups["s"])  # no group spans two strata
     assert release.evaluation("max_posterior") <= 1 / 3 + 1e-12
+
+
+def test_stratum_values_equal_to_pandas_but_written_differently_are_refused():
+    data = pd.DataFrame({"region": pd.Series([1, 1.0, True] * 20, dtype=object),
+                         "x": np.random.default_rng(0).normal(size=60)})
+    recipe = {"roles": {"strata": "region"}, "steps": [{"use": "microaggregation", "k": 3, "columns": ["x"]}]}
+    with pytest.raises(DataError, match="holds values written differently"):
+        privclust.run(recipe, data, seed=1)
+    unhashable = pd.DataFrame({"region": pd.Series([[1], [2]] * 30, dtype=object), "x": np.arange(60.0)})
+    with pytest.raises(DataError, match="cannot be grouped"):
+        privclust.run(recipe, unhashable, seed=1)
+
+
+def test_the_host_says_its_counts_are_within_strata_and_names_the_stratum_columns_released():
+    rng = np.random.default_rng(0)
+    income = rng.gamma(2, 1000, 6).round()
+    data = pd.DataFrame({"region": ["a"] * 6 + ["b"] * 6, "income": np.r_[income, income]})
+    release = privclust.run({"roles": {"strata": "region"},
+                             "steps": [{"use": "microaggregation", "k": 3, "columns": ["income"]}]}, data, seed=1)
+    check = next(e for e in release.ledger.of_kind("verified") if e.step == 0)
+    assert "groups of identical rows within each stratum of region" in check.statement
+    assert "Released as in the original: region (a public stratum column)." in release.verdict

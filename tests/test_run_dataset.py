@@ -293,3 +293,19 @@ def test_the_dataset_report_speaks_for_every_stratum_and_renders_as_html(dataset
     assert release.report()["steps"][0]["clusters"] == groups
     html = release.to_html()
     assert '<div class="privclust-release">' in html and "&lt;div" not in html  # escaped once, not twice
+
+
+def test_the_dataset_verdict_merges_the_missing_value_convention_of_every_stratum(tmp_path):
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"region": ["a"] * 15 + ["b"] * 15, "income": rng.gamma(2, 1000, 30).round(),
+                          "expend": rng.gamma(2, 800, 30).round()})
+    frame.loc[20, "income"] = np.nan  # one missing value, in the second stratum
+    frame.to_parquet(tmp_path / "in", partition_cols=["region"])
+    recipe = {"roles": {"strata": "region"}, "steps": [{"use": "microaggregation", "k": 3,
+                                                        "columns": ["income", "expend"]}]}
+    whole = privclust.run(recipe, frame, seed=1)
+    release = privclust.run_dataset(recipe, tmp_path / "in", tmp_path / "out", seed=1, processes=1)
+    claim = release.verification["claims"][0]
+    assert claim["identical_min_group_size"] == whole.verification["claims"][0]["identical_min_group_size"] == 1
+    assert "with a missing value counted as matching any value" in release.verdict
+    assert "1 values are released missing as in the original" in release.verdict
