@@ -396,8 +396,9 @@ def _step2(std: Any, centres: np.ndarray, fz: _fcm.Fuzzifier, k: int, *, budget_
 
 
 def _rules_kept(constraints: Any, values: np.ndarray) -> str:
-    """How the step's released ``values`` stand against its edit rules, for
-    its statement: "so every released record satisfies them" only when that
+    """How the step's output ``values`` (before the host rounds integer
+    columns: its rounding entry speaks for that) stand against its edit
+    rules, for its statement: "so every released record satisfies them" only when that
     is so (the host's own test: ``ConstraintSet.satisfied``), else how many
     records with all the rules' columns observed still break them (rules
     given in separate ``[[constraints]]`` tables that cannot all be met, or
@@ -974,7 +975,7 @@ class FuzzyMicroaggregation:
         partition = Partition(labels=labels, centres=centres, memberships=step2_run.memberships, columns=columns,
                               diagnostics=diagnostics)
         context.record(self._statement(columns, n, k, step1, step2, clusterer, mem, small_share, constraints,
-                                       diagnostics, expected, released),
+                                       diagnostics, expected, protected),
                        guarantee="probabilistic k-anonymity",
                        details={key: diagnostics[key] for key in diagnostics
                                 if key not in ("step1", privclust.EFFECTIVE_PARAMS)})
@@ -1005,11 +1006,11 @@ class FuzzyMicroaggregation:
 
     def _statement(self, columns: tuple[str, ...], n: int, k: int, step1: Any, step2: Any, clusterer: Any,
                    mem: Any, small_share: float, constraints: Any, dg: dict[str, Any], e: np.ndarray,
-                   released: np.ndarray) -> str:
+                   output: np.ndarray) -> str:
         cols = ", ".join(columns)
         how = f"{type(clusterer).name}" + (f" with {step1.describe()}" if step1 is not None else "")
         rules = (f" and projected onto the edit rules {', '.join(repr(r) for r in constraints.rules)}, "
-                 + _rules_kept(constraints, released) if constraints is not None else "")
+                 + _rules_kept(constraints, output) if constraints is not None else "")
         c = dg["c"]
         dropped = dg["light_centres_dropped"]
         removed = (f" (c = {dg['c_initial']} at the start; {dropped} of them had an expected cluster size below k "
