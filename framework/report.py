@@ -629,7 +629,9 @@ def render_html(release: Release, *, non_disclosive: bool = False, plots: bool =
                    "role": c["role"].rstrip("s").replace("_", " "), "columns": ", ".join(c["columns"]),
                    "parameters": parameter_rows(c["parameters"], c["effective_parameters"]),
                    "clusters": c.get("clusters"),
-                   "plugin": f"plugin {c['plugin']} ({c['distribution']} {c['version']})",
+                   "plugin": f"plugin {c['plugin']} ({c['distribution']} {c['version']})" + "".join(
+                       f"; its {where} {n['component']} by plugin {n['plugin']} ({n['distribution']} {n['version']})"
+                       for where, n in (c.get("nested") or {}).items()),
                    "seconds": f"{c['elapsed_seconds']:.3g}"} for c in report["steps"]],
         "rules": [r for c in report["constraints"] for r in c["rules"]],
         "ledger": [{"title": title,

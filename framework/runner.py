@@ -33,7 +33,7 @@ import attrs
 import numpy as np
 import pandas as pd
 
-from .accounting import HOST, Budget, Ledger, PrivacyContext
+from .accounting import HOST, Budget, Ledger, PrivacyContext, _group_delta
 from .components import (
     EvaluationInputs,
     Masked,
@@ -50,7 +50,7 @@ from .params import column_bounds, leak_problems
 from .recipe import DEFAULT_LABEL_COLUMN, EvaluateSpec, Recipe, Roles, Step, _thaw
 from .registry import Registry, get_registry, unknown_leak_problems
 from .report import EFFECTIVE_PARAMS, EFFECTIVE_PARAMS_FROM_DATA, Release
-from .specs import _META_LEAK
+from .specs import _META_LEAK, nested_components
 from .verify import snapshot, verdict, verify
 
 __all__ = ["CompiledRecipe", "CompiledStep", "StepOutcome", "compile", "run", "numeric_columns"]
@@ -160,14 +160,34 @@ class StepOutcome:
 # ---------------------------------------------------------------------------
 
 
-def _planned_cost(component: Any) -> tuple[float, float]:
-    """The least (epsilon, delta) a component will spend, as it declares."""
+def _plan(component: Any) -> tuple[float, float, str | None]:
+    """The least (epsilon, delta) a component will spend and the relation it
+    spends under, as it declares (``planned_cost``, ``privacy_relation``). A
+    component that declares no plan costs what the components nested in it
+    plan (a DP clusterer inside microaggregation spends for its step); one
+    that declares a plan speaks for those it nests. Nested costs under both
+    relations count as replace-one ones (add/remove twice), as the
+    accountant counts them."""
     plan = capability(component, "planned_cost")
+    relation = capability(component, "privacy_relation")
     if plan is not None:
         cost = plan()
-        if cost:
-            return float(cost[0]), float(cost[1])
-    return 0.0, 0.0
+        return (float(cost[0]), float(cost[1]), relation) if cost else (0.0, 0.0, relation)
+    parts = [_plan(c) for location, _, c in nested_components(component) if "." not in location]  # children
+    parts = [p for p in parts if p[0] > 0 or p[1] > 0]
+    if not parts:
+        return 0.0, 0.0, relation
+    relations = {r for _, _, r in parts}
+    if len(relations) == 1:
+        return sum(p[0] for p in parts), sum(p[1] for p in parts), relations.pop()
+    return (sum(2.0 * e if r == "add/remove" else e for e, _, r in parts),
+            sum(_group_delta(e, d) if r == "add/remove" else d for e, d, r in parts), "replace-one")
+
+
+def _planned_cost(component: Any) -> tuple[float, float]:
+    """The least (epsilon, delta) a component will spend (:func:`_plan`)."""
+    eps, delta, _ = _plan(component)
+    return eps, delta
 
 
 def _planned_costs(steps: Sequence[Any]) -> list[tuple[float, float, bool]]:
@@ -176,13 +196,13 @@ def _planned_costs(steps: Sequence[Any]) -> list[tuple[float, float, bool]]:
     replace-one (it says so, or says nothing) and another declares
     add/remove, the add/remove costs count as replace-one ones (2 epsilon,
     (1 + e^epsilon) delta), as :meth:`BasicAccountant.total` counts them."""
-    plans = [(_planned_cost(cs.component), capability(cs.component, "privacy_relation")) for cs in steps]
+    plans = [((eps, delta), relation) for eps, delta, relation in (_plan(cs.component) for cs in steps)]
     costed = [relation for (eps, _), relation in plans if eps > 0]
     mixed = "add/remove" in costed and any(r != "add/remove" for r in costed)
     out = []
     for (eps, delta), relation in plans:
         if mixed and relation == "add/remove" and eps > 0:
-            out.append((2.0 * eps, (1.0 + math.exp(eps)) * delta if delta else 0.0, True))
+            out.append((2.0 * eps, _group_delta(eps, delta), True))
         else:
             out.append((eps, delta, False))
     return out

@@ -197,6 +197,25 @@ def field_kind(attribute: attrs.Attribute) -> str | None:
     return attribute.metadata.get(_META_KIND)
 
 
+def nested_components(component: Any, where: str = "") -> list[tuple[str, str, Any]]:
+    """Every component nested in ``component``'s parameters, depth first, as
+    ``(location, kind, instance)``: ``("clusterer", "clusterers", <mdav>)``,
+    ``("clusterer.noise", "noise_mechanisms", <laplace>)``. Only built
+    instances (a nested field still holding a spec or a name is skipped)."""
+    if not attrs.has(type(component)):
+        return []
+    out: list[tuple[str, str, Any]] = []
+    for f in attrs.fields(type(component)):
+        kind = field_kind(f)
+        value = getattr(component, f.name, None)
+        if kind is None or value is None or isinstance(value, str | Mapping) or not attrs.has(type(value)):
+            continue
+        location = f"{where}.{param_name(f.name)}" if where else param_name(f.name)
+        out.append((location, kind, value))
+        out += nested_components(value, location)
+    return out
+
+
 def field_doc(attribute: attrs.Attribute) -> str:
     """The one-line description of a parameter field."""
     return attribute.metadata.get(_META_DOC, "")

@@ -46,6 +46,7 @@ from .accounting import (
 )
 from .components import capability
 from .errors import PrivclustError
+from .specs import nested_components
 
 __all__ = ["snapshot", "verdict", "verify"]
 
@@ -606,8 +607,16 @@ def snapshot(registry: Any, outcomes: Sequence[Any], constraints: Sequence[Any],
         if isinstance(described, Mapping):
             descriptions[str(name)] = {str(k): [str(x) for x in v] for k, v in described.items()
                                        if isinstance(v, tuple | list) and len(v) == 2}
+    def step_info(o: Any) -> dict[str, Any]:
+        out: dict[str, Any] = info(o.kind, type(o.component))
+        inner = {location: {"component": getattr(type(c), "name", type(c).__name__), **info(kind, type(c))}
+                 for location, kind, c in nested_components(o.component)}
+        if inner:  # the components it ran inside it, each credited to the plugin that provided it
+            out["nested"] = inner
+        return out
+
     return {
-        "steps": [info(o.kind, type(o.component)) for o in outcomes],
+        "steps": [step_info(o) for o in outcomes],
         "constraints": [{"rules": list(h.describe()), **info("constraint_handlers", type(h))}
                         for h in constraints],
         "plugins": [attrs.asdict(p) for p in registry.plugins()],

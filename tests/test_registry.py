@@ -571,3 +571,38 @@ def test_a_plugin_accountant_is_credited_with_the_total_in_the_verdict_and_the_r
     host = privclust.run({"steps": [{"use": "laplace", "epsilon": 0.5, "bounds": {"a": [0, 1], "b": [1, 2]}}]},
                          data, seed=1)
     assert "the host composes them but cannot check a sensitivity" in host.verdict
+
+
+def test_a_dp_clusterer_nested_in_a_masker_is_in_the_budget_check():
+    step = {"use": "microaggregation", "columns": ["x", "y"],
+            "clusterer": {"use": "idp-kmeans", "n_clusters": 3, "epsilon": 2.0, "bounds": {"x": [0, 10], "y": [0, 10]}}}
+    with pytest.raises(RecipeError, match="the steps ask for epsilon = 2"):
+        privclust.compile({"privacy": {"epsilon": 0.5}, "steps": [step]})
+    # add/remove inside the masker, beside a replace-one step: counted twice, as the accountant will
+    noise = {"use": "laplace", "epsilon": 1.0, "columns": ["z"], "bounds": {"z": [0, 1]}}
+    with pytest.raises(RecipeError, match=r"steps\[0\] 4 \(add/remove, counted twice under replace-one\)"):
+        privclust.compile({"privacy": {"epsilon": 4.5}, "steps": [step, noise]})
+
+
+def test_the_report_credits_each_nested_component_to_its_plugin():
+    from privclust_plugins.mdav import MDAV
+
+    @attrs.frozen(kw_only=True)
+    class VendorMDAV(MDAV):
+        name: ClassVar[str] = "mdav"
+
+    class Vendor:
+        @hookimpl
+        def privclust_register_clusterers(self, register):
+            register(VendorMDAV, replaces="mdav:mdav")
+
+    reg = Registry(plugins=[Vendor()], use_env=False)
+    data = pd.DataFrame({"x": np.linspace(0, 1, 30), "y": np.linspace(1, 3, 30) ** 2})
+    release = privclust.run({"steps": [{"use": "microaggregation", "clusterer": {"use": "mdav", "k": 5}}]}, data,
+                            seed=1, registry=reg)
+    nested = release.report()["steps"][0]["nested"]
+    assert nested["clusterer"]["component"] == "mdav"
+    assert nested["clusterer"]["plugin"] != "mdav" and nested["clusterer"]["plugin"] == \
+        release.report()["steps"][0]["nested"]["clusterer"]["plugin"]
+    assert "Vendor" in nested["clusterer"]["plugin"]
+    assert "its clusterer mdav by plugin" in release.to_html(plots=False)
