@@ -58,7 +58,7 @@ from .hookspecs import hookimpl
 from .plots import risk_utility_map
 from .recipe import DEFAULT_LABEL_COLUMN, Recipe
 from .registry import ENV_DISABLE, Registry, get_registry
-from .runner import compile, integer_columns, preflight, run
+from .runner import compile, integer_columns, planned_costs, preflight, run
 from .strata import published, run_dataset
 
 __all__ = ["main"]
@@ -310,7 +310,10 @@ def _cmd_check(args: argparse.Namespace) -> int:
     for spec in recipe.evaluate:
         lines.append(f"  evaluate: {spec.use}")
     if recipe.privacy.limited:
-        lines.append(f"  budget: epsilon {recipe.privacy.epsilon:g}, delta {recipe.privacy.delta:g}")
+        planned = sum(c[0] for c in planned_costs(compiled.steps))
+        lines.append(f"  budget: epsilon {recipe.privacy.epsilon:g}, delta {recipe.privacy.delta:g}; the steps declare "
+                     f"epsilon {planned:g} in all, which fits (a cost that depends on the data, such as dp-dpcl's "
+                     "with calibration = \"paper\", is checked when the step runs, before it draws any noise)")
     if recipe.privacy.allow_leaks:
         lines.append(f"  allow_leaks: {', '.join(recipe.privacy.allow_leaks)}: these parameters may be taken from the "
                      "data, and a release that does so has no differential-privacy guarantee")

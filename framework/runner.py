@@ -190,7 +190,7 @@ def _planned_cost(component: Any) -> tuple[float, float]:
     return eps, delta
 
 
-def _planned_costs(steps: Sequence[Any]) -> list[tuple[float, float, bool]]:
+def planned_costs(steps: Sequence[Any]) -> list[tuple[float, float, bool]]:
     """Each step's planned (epsilon, delta) as the accountant will count it,
     and whether it was converted: when a costed step may release under
     replace-one (it says so, or says nothing) and another declares
@@ -285,7 +285,7 @@ def compile(recipe: Recipe | Mapping[str, Any] | str, registry: Registry | None 
             problems.extend(_spanning_problems(cs, constraints, cs.step.columns))
 
     if recipe.privacy.limited:
-        costs = _planned_costs(steps)
+        costs = planned_costs(steps)
         planned = sum(c[0] for c in costs)
         planned_delta = sum(c[1] for c in costs)
         assert recipe.privacy.epsilon is not None
