@@ -58,7 +58,7 @@ from .hookspecs import hookimpl
 from .plots import risk_utility_map
 from .recipe import DEFAULT_LABEL_COLUMN, Recipe
 from .registry import ENV_DISABLE, Registry, get_registry
-from .runner import compile, integer_columns, planned_costs, preflight, run
+from .runner import RULE_RTOL, compile, integer_columns, planned_costs, preflight, run
 from .strata import published, run_dataset
 
 __all__ = ["main"]
@@ -530,10 +530,11 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     if rules is not None:
         heading("Rule check:")
 
-        def violated(frame: Any) -> Any:  # per rule, how many records break it (beyond float rounding)
+        def violated(frame: Any) -> Any:  # per rule, how many records break it (the host's own test)
             values = frame.loc[:, list(rules.columns)].to_numpy(dtype=float)
-            bound = 1e-9 * (1.0 + np.max(np.abs(values), axis=1))
-            return (rules.violations(values) > bound[:, None]).sum(axis=0)
+            size = rules.magnitudes(values)  # NaN for a handler that states none: the values' size instead
+            size = np.where(np.isnan(size), np.max(np.abs(values), axis=1, initial=0.0)[:, None], size)
+            return (rules.violations(values) > RULE_RTOL * (1.0 + size)).sum(axis=0)
 
         before, after = violated(data), violated(release.data)
         for r, text in enumerate(rules.rules):
@@ -564,7 +565,7 @@ def _with_rule_check(frame: Any, rules: Any = None) -> Any:
         shown["residual"] = residual.where(residual.abs() > 1e-9, 0.0)  # no "-0.00" from float rounding
     if rules is not None and set(rules.columns) <= set(map(str, frame.columns)):
         values = frame.loc[:, list(rules.columns)].to_numpy(dtype=float)
-        shown["rule"] = ["ok" if ok else "VIOLATED" for ok in rules.satisfied(values, tol=1e-9)]
+        shown["rule"] = ["ok" if ok else "VIOLATED" for ok in rules.satisfied(values, tol=RULE_RTOL)]
     return shown
 
 
