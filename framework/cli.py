@@ -51,14 +51,14 @@ from ._io import (
     write_atomically,
 )
 from .compare import compare, parse_sweep, summarize
-from .constraints import ConstraintSet
+from .constraints import RULE_RTOL, ConstraintSet
 from .datasets import TABLE1_RULE, table1
 from .errors import PrivclustError, RecipeError
 from .hookspecs import hookimpl
 from .plots import risk_utility_map
 from .recipe import DEFAULT_LABEL_COLUMN, Recipe
 from .registry import ENV_DISABLE, Registry, get_registry
-from .runner import RULE_RTOL, compile, integer_columns, planned_costs, preflight, run
+from .runner import compile, integer_columns, planned_costs, preflight, run
 from .strata import published, run_dataset
 
 __all__ = ["main"]
@@ -532,9 +532,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
         def violated(frame: Any) -> Any:  # per rule, how many records break it (the host's own test)
             values = frame.loc[:, list(rules.columns)].to_numpy(dtype=float)
-            size = rules.magnitudes(values)  # NaN for a handler that states none: the values' size instead
-            size = np.where(np.isnan(size), np.max(np.abs(values), axis=1, initial=0.0)[:, None], size)
-            return (rules.violations(values) > RULE_RTOL * (1.0 + size)).sum(axis=0)
+            return (rules.violations(values) > RULE_RTOL * (1.0 + rules.magnitudes(values))).sum(axis=0)
 
         before, after = violated(data), violated(release.data)
         for r, text in enumerate(rules.rules):
@@ -565,7 +563,7 @@ def _with_rule_check(frame: Any, rules: Any = None) -> Any:
         shown["residual"] = residual.where(residual.abs() > 1e-9, 0.0)  # no "-0.00" from float rounding
     if rules is not None and set(rules.columns) <= set(map(str, frame.columns)):
         values = frame.loc[:, list(rules.columns)].to_numpy(dtype=float)
-        shown["rule"] = ["ok" if ok else "VIOLATED" for ok in rules.satisfied(values, tol=RULE_RTOL)]
+        shown["rule"] = ["ok" if ok else "VIOLATED" for ok in rules.satisfied(values)]
     return shown
 
 

@@ -43,7 +43,7 @@ from .components import (
     component_params,
     is_real_column,
 )
-from .constraints import ConstraintSet
+from .constraints import RULE_RTOL, ConstraintSet
 from .engines import map_tasks
 from .errors import DataError, ParameterError, PrivclustError, Problem, RecipeError
 from .params import column_bounds, leak_problems
@@ -1250,17 +1250,6 @@ def integer_columns(frame: pd.DataFrame) -> tuple[str, ...]:
                  if pd.api.types.is_integer_dtype(frame[c]) and not pd.api.types.is_bool_dtype(frame[c]))
 
 
-#: A released record satisfies an edit rule when the rule's violation is at
-#: most this times 1 + the size of the rule's terms in the record (its
-#: handler's ``magnitudes``: for a linear rule ``sum_j |a_j x_j| + |b|``; for
-#: a handler without it, the largest absolute value of the rule's own
-#: columns). Floating-point error, some 10^4 times a double's 2.2e-16, and far
-#: below a real violation: a tolerance of 1e-6 of the largest value passed a
-#: violation of 1.5 near 1e6, and one of 1e-9 passed 85 near 1e12 and a rule
-#: "staff <= 0.00001 turnover" broken by 0.37 with turnover near 1e9.
-RULE_RTOL = 1e-11
-
-
 def _rule_indices(rules: ConstraintSet, variables: Sequence[frozenset[str] | set[str]]) -> list[list[int]]:
     """Per rule, the positions in ``rules.columns`` of the columns it uses
     (every column when ``variables`` does not list one set per rule)."""
@@ -1272,20 +1261,8 @@ def _rule_indices(rules: ConstraintSet, variables: Sequence[frozenset[str] | set
 
 def _rule_tolerances(rules: ConstraintSet, values: np.ndarray, columns_of: Sequence[Sequence[int]]) -> np.ndarray:
     """``(n, n_rules)``: :data:`RULE_RTOL` times 1 + the size of each rule's
-    terms at each record (``rules.magnitudes``), or, for a handler that does
-    not state it, 1 + the largest absolute value of the rule's own columns
-    (a missing value passed over)."""
-    with np.errstate(invalid="ignore"):
-        size = rules.magnitudes(np.where(np.isnan(values), 0.0, values))
-    buffer = np.empty(values.shape[0])
-    for r, used in enumerate(columns_of):
-        if not np.isnan(size[:, r]).any():
-            continue
-        scale = np.zeros(values.shape[0])
-        for j in used:  # column by column: no temporary of the whole matrix
-            np.fmax(scale, np.abs(values[:, j], out=buffer), out=scale)  # fmax passes over a NaN
-        size[:, r] = scale
-    return RULE_RTOL * (1.0 + size)
+    terms at each record (``rules.magnitudes``, on the rule's own columns)."""
+    return RULE_RTOL * (1.0 + rules.magnitudes(values, columns_of))
 
 
 def _violated(rules: ConstraintSet, values: np.ndarray, columns_of: Sequence[Sequence[int]]) -> np.ndarray:

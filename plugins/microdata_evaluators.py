@@ -406,14 +406,11 @@ class EditViolations:
             nan = np.isnan(values)
             filled = np.where(nan, 0.0, values)
             viol = rules.violations(filled)
-            sizes = rules.magnitudes(filled)
+            sizes = rules.magnitudes(filled, [np.flatnonzero(row) for row in involved])  # each rule's own columns
             for r, text in enumerate(rules.rules):
                 # a rule cannot be evaluated on a record that misses one of its columns
                 evaluable = ~nan[:, involved[r]].any(axis=1)
-                # relative to the size of the rule's own terms (its handler's magnitudes), else to the
-                # largest value of its own columns, never to another rule's
-                bound = self.tol * (1.0 + (sizes[:, r] if not np.isnan(sizes[:, r]).any() else
-                                           np.max(np.abs(filled[:, involved[r]]), axis=1, initial=0.0)))
+                bound = self.tol * (1.0 + sizes[:, r])  # the host's own test
                 v = viol[evaluable, r]
                 out[f"{text}: max violation{label}"] = float(np.max(v, initial=0.0))
                 out[f"{text}: share violated{label}"] = float(np.mean(v > bound[evaluable])) if v.size else \

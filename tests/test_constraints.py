@@ -521,3 +521,23 @@ def test_rules_over_a_text_column_or_with_a_subnormal_coefficient_are_refused_be
     with pytest.raises(privclust.RecipeError, match="below the smallest normal double"):
         privclust.compile({"constraints": [{"use": "linear", "rules": ["1e-310*a >= 0"]}],
                            "steps": [{"use": "microaggregation", "k": 3, "columns": ["a"]}]})
+
+
+def test_a_handler_without_magnitudes_is_judged_on_its_own_rules_columns():
+    class Plain:  # a plugin's bound rules without the magnitudes capability: "a >= 0" and "c >= 0"
+        columns = ("a", "c")
+        rules = ("a >= 0", "c >= 0")
+
+        def project(self, points, *, scale=None):
+            return np.maximum(points, 0.0)
+
+        def violations(self, points):
+            return np.maximum(-np.asarray(points, dtype=float), 0.0)
+
+    rules = privclust.ConstraintSet(("a", "c"), [Plain()])
+    points = np.array([[-1e-3, 2e9], [np.nan, 5.0]])
+    size = rules.magnitudes(points, [[0], [1]])
+    assert size.tolist() == [[1e-3, 2e9], [0.0, 5.0]]  # each rule's own column; a missing value counts 0
+    # without the rules' columns: every column (the looser bound, 2e9 for the first rule)
+    assert rules.magnitudes(points)[0].tolist() == [2e9, 2e9]
+    assert not rules.satisfied(np.array([[-1e-3, 1.0]])).any()  # 1e-3 is no rounding error at this size
