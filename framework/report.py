@@ -487,6 +487,14 @@ def spent_text(has_dp: bool, guarantee: bool, epsilon: float, delta: float) -> s
             "has no differential-privacy guarantee (see the verdict)")
 
 
+def seeded_text(seeded: bool) -> str:
+    """The report's line on the run's randomness (never the seed itself)."""
+    if not seeded:
+        return "no (entropy from the operating system)"
+    return ("yes (the seed is not recorded; anyone who has it can draw the run's noise again and remove it, so a "
+            "release for publication is made without a seed)")
+
+
 def public_ledger(records: list[dict[str, Any]], entries: Sequence[Any]) -> bool:
     """Make the ledger ``records`` (``Ledger.to_records()`` of ``entries``)
     non-disclosive in place: no details, and the statements of the steps
@@ -621,7 +629,7 @@ def render_html(release: Release, *, non_disclosive: bool = False, plots: bool =
         "budget_text": ("none declared" if budget.epsilon is None
                         else f"epsilon {budget.epsilon:g}, delta {budget.delta:g}"),
         "accountant": report["privacy"]["accountant"],
-        "seeded": "yes (the seed is not recorded)" if release.seeded else "no (entropy from the operating system)",
+        "seeded": seeded_text(release.seeded),
         "created": release.created,
         "non_disclosive": non_disclosive,
         "left_out": report.get("left_out", []) + ["the data preview and the distribution plots"],

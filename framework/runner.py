@@ -1151,7 +1151,8 @@ def _run_checked(compiled: CompiledRecipe, checked: Preflight, seed: int | np.ra
         budget=compiled.budget,
         accountant=context.accountant,
         registry=registry,
-        verdict=verdict(ledger, context.accountant, outcomes, checks, strata=roles.strata),
+        verdict=verdict(ledger, context.accountant, outcomes, checks, strata=roles.strata,
+                        seeded=context.seeded),
         verification=checks,
         snapshot=snapshot(registry, outcomes, compiled.constraints, evaluations),
     )

@@ -61,6 +61,7 @@ from .report import (
     public_ledger,
     public_statements,
     report_head,
+    seeded_text,
     spent_text,
 )
 from .runner import (
@@ -177,7 +178,7 @@ class DatasetRelease:
             "budget_text": ("none declared" if self.budget.epsilon is None
                             else f"epsilon {self.budget.epsilon:g}, delta {self.budget.delta:g}"),
             "accountant": report["privacy"]["accountant"],
-            "seeded": "yes (the seed is not recorded)" if self.seeded else "no (entropy from the operating system)",
+            "seeded": seeded_text(self.seeded),
             "created": self.created,
             "non_disclosive": non_disclosive,
             "strata": [{"stratum": k, "records": v} for k, v in self.strata.items()],
@@ -457,7 +458,8 @@ def _combined(compiled: CompiledRecipe, context: PrivacyContext, results: Sequen
     return DatasetRelease(
         path=out, strata=dict(sizes), merged=merges, recipe=compiled.recipe, budget=compiled.budget,
         accountant=context.accountant, ledger=context.ledger, verification=checks,
-        verdict=verdict(context.ledger, context.accountant, outcomes, checks, strata=compiled.recipe.roles.strata),
+        verdict=verdict(context.ledger, context.accountant, outcomes, checks, strata=compiled.recipe.roles.strata,
+                        seeded=context.seeded),
         evaluations=table, steps=_merged_steps([r[1][0] for r in results], list(sizes)),
         public_steps=_merged_steps([r[1][1] for r in results], list(sizes)), seeded=context.seeded,
         dp_guarantee=guarantees_dp(context.ledger.entries, context.accountant, outcomes, checks))

@@ -512,9 +512,19 @@ def dp_claimants(entries: Sequence[LedgerEntry]) -> str:
                     for e in entries if e.kind == "dp"]).replace("; ", ", ")
 
 
+#: What a seeded run's DP verdict adds: the noise is a function of the seed, so its secrecy is the guarantee's.
+SEEDED_CAVEAT = ("The run was seeded: these statements hold only while the seed stays secret and cannot be guessed, "
+                 "since anyone who has it can draw the same noise again and subtract it (a small seed is found by "
+                 "trying seeds in turn); publish only a release made without a seed, or with a secret random one.")
+
+
 def verdict(ledger: Ledger, accountant: Accountant, outcomes: Sequence[Any], checks: Mapping[str, Any], *,
-            strata: Sequence[str] = ()) -> str:
-    """The release's verdict in one sentence (plus what the host verified)."""
+            strata: Sequence[str] = (), seeded: bool = False) -> str:
+    """The release's verdict in one sentence (plus what the host verified).
+
+    ``seeded``: the run drew its randomness from a given seed; a DP verdict
+    then says that it holds only while the seed stays secret
+    (:data:`SEEDED_CAVEAT`)."""
     entries = ledger.entries
     dp = [e for e in entries if e.kind == "dp"]
     reasons = no_guarantee_reasons(entries, outcomes, checks, spent=accountant.total(entries))
@@ -580,6 +590,8 @@ def verdict(ledger: Ledger, accountant: Accountant, outcomes: Sequence[Any], che
         text = (f"ε-differentially private (ε = {eps:.6g}, δ = {delta:.3g}) under {relation} for {covers}; "
                 f"not covered: {_joined(not_covered) or 'nothing else is released'}. These DP statements are the "
                 f"claims of {who}: {composer} cannot check a sensitivity (privclust audit tests one empirically).")
+        if seeded:
+            text += " " + SEEDED_CAVEAT
     return " ".join(dict.fromkeys([text, *extras]))
 
 

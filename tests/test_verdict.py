@@ -218,7 +218,8 @@ def test_the_verdict_of_a_dp_release_names_epsilon_relation_and_what_is_not_cove
     assert "the columns released as in the original (exp7, total)" in release.verdict
     # the sensitivity is the component's statement: the verdict says whose, and that the host cannot check it
     assert release.verdict.endswith("These DP statements are the claims of step 0 (laplace): the host composes "
-                                    "them but cannot check a sensitivity (privclust audit tests one empirically).")
+                                    "them but cannot check a sensitivity (privclust audit tests one empirically). "
+                                    + privclust.verify.SEEDED_CAVEAT)
     assert release.guarantee == release.verdict
     assert list(release.report())[0] == "verdict"
     assert release.report()["verdict"] == release.verdict
@@ -572,3 +573,45 @@ def test_a_k_anonymity_broken_after_its_step_says_it_held_on_the_steps_output():
     claim = release.ledger.of_kind("guarantee")[0]
     assert claim.status == "refuted" and "It held on what the step itself released" in claim.statement
     assert "it held on what the step released, before a later step or the host's rounding" in release.verdict
+
+
+# ---------------------------------------------------------------------------
+# A seeded run's DP verdict is conditional on the seed staying secret
+# ---------------------------------------------------------------------------
+
+
+def test_a_seeded_dp_verdict_says_the_seed_must_stay_secret_because_the_seed_removes_the_noise():
+    """The attack the caveat is about: with the recipe (it is in the report)
+    and a guessed seed, running the same recipe on a stand-in of the same
+    shape draws the same noise, and subtracting it gives back every clipped
+    original value; trying small seeds in turn finds the seed."""
+    rng = np.random.default_rng(5)
+    secret = pd.DataFrame({"a": rng.uniform(0, 10, 60), "b": rng.uniform(0, 10, 60)})
+    recipe = {"privacy": {"epsilon": 1.0},
+              "steps": [{"use": "laplace", "columns": ["a"], "epsilon": 1.0, "bounds": {"a": [0, 10]}}]}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        seeded = privclust.run(recipe, secret, seed=3)
+        found = None
+        for guess in range(10):
+            stand_in = privclust.run(recipe, secret.assign(a=0.0), seed=guess).data["a"].to_numpy()
+            recovered = seeded.data["a"].to_numpy() - stand_in
+            if np.all((recovered > -1e-3) & (recovered < 10 + 1e-3)):
+                found = recovered
+                break
+        unseeded = privclust.run(recipe, secret)
+    assert found is not None and np.abs(found - secret["a"].to_numpy()).max() < 1e-4  # every value, noise removed
+    assert seeded.verdict.startswith("ε-differentially private")
+    assert privclust.verify.SEEDED_CAVEAT in seeded.verdict
+    assert "seed" not in unseeded.verdict and unseeded.verdict.startswith("ε-differentially private")
+    page = seeded.to_html(plots=False)
+    assert "anyone who has it can draw the run" in page and "noise again and remove it" in page
+
+
+def test_a_seeded_run_without_dp_gets_no_seed_caveat_in_its_verdict():
+    data = table1()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        release = privclust.run({"steps": [{"use": "microaggregation", "k": 3}]}, data, seed=1)
+    assert release.verdict.startswith("No differential-privacy guarantee")
+    assert privclust.verify.SEEDED_CAVEAT not in release.verdict
