@@ -228,6 +228,11 @@ class Release:
         raise PrivclustError(f"no step has id {key!r}; ids: {', '.join(o.id for o in self.outcomes)}")
 
     @property
+    def dp_guarantee(self) -> bool:
+        """Whether the verdict is a differential-privacy guarantee."""
+        return guarantees_dp(self.ledger.entries, self.accountant, self.outcomes, self.verification)
+
+    @property
     def spent(self) -> tuple[float, float]:
         """The (epsilon, delta) the run spent, as the accountant composes it."""
         return self.accountant.total(self.ledger.entries)
@@ -338,7 +343,10 @@ class Release:
                 left_out.append(WITHHELD_NOTE)
             disclosive = self._disclosive_metrics()
             kept = [e for e in evaluations if (e["evaluator"], e["metric"]) not in disclosive]
-            if len(kept) != len(evaluations):
+            if evaluations and self.dp_guarantee:  # no figure of the original data beside a DP release
+                kept = []
+                left_out.append(DP_EVALUATIONS_NOTE)
+            elif len(kept) != len(evaluations):
                 left_out.append("evaluation figures derived from individual original values: " + ", ".join(
                     f"{e['evaluator']}.{e['metric']}" for e in evaluations if e not in kept))
             evaluations = kept
@@ -487,6 +495,16 @@ def spent_text(has_dp: bool, guarantee: bool, epsilon: float, delta: float) -> s
             "has no differential-privacy guarantee (see the verdict)")
 
 
+#: Beside a differentially private release: the evaluation figures read the original data and are not DP.
+DP_EVALUATIONS_NOTE = ("the evaluation figures (they are computed from the original data, and are not differentially "
+                       "private: published beside a differentially private release they would release what its DP "
+                       "statements do not cover)")
+#: The full report's sentence above them.
+DP_EVALUATIONS_WARNING = ("These figures are computed from the original data as well as the released data: they are "
+                          "not differentially private and the verdict's DP statements do not cover them. The "
+                          "non-disclosive report leaves them out.")
+
+
 def seeded_text(seeded: bool) -> str:
     """The report's line on the run's randomness (never the seed itself)."""
     if not seeded:
@@ -624,8 +642,8 @@ def render_html(release: Release, *, non_disclosive: bool = False, plots: bool =
         "description": release.recipe.description.strip() if release.recipe.description else None,
         "records_text": counted(release.data.shape[0], "record"),
         "columns_text": counted(release.data.shape[1], "column"),
-        "dp_text": spent_text(has_dp, guarantees_dp(release.ledger.entries, release.accountant, release.outcomes,
-                                                    release.verification), eps, delta),
+        "dp_text": spent_text(has_dp, release.dp_guarantee, eps, delta),
+        "evaluations_warning": DP_EVALUATIONS_WARNING if release.dp_guarantee and report["evaluations"] else None,
         "budget_text": ("none declared" if budget.epsilon is None
                         else f"epsilon {budget.epsilon:g}, delta {budget.delta:g}"),
         "accountant": report["privacy"]["accountant"],

@@ -49,6 +49,7 @@ from .errors import DataError, ParameterError, PrivclustError
 from .recipe import Recipe
 from .registry import Registry
 from .report import (
+    DP_EVALUATIONS_WARNING,
     FROM_DATA_NOTE,
     WITHHELD_NOTE,
     _by_evaluator,
@@ -191,6 +192,7 @@ class DatasetRelease:
                                     for e in self.ledger if shown(e)]}
                        for title, shown in _ledger_sections() if any(shown(e) for e in self.ledger)],
             "evaluations": [{"stratum": k, "groups": _by_evaluator(v)} for k, v in by_stratum.items()],
+            "evaluations_warning": DP_EVALUATIONS_WARNING if self.dp_guarantee and report["evaluations"] else None,
             "versions": ", ".join(f"{k} {v}" for k, v in report["environment"].items()),
         }
         context["left_out"] = report.get("left_out", [])

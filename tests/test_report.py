@@ -370,3 +370,35 @@ def test_the_page_counts_the_released_columns_and_states_a_dp_cost_only_under_a_
     dp = privclust.run({"steps": [{"use": "laplace", "epsilon": 1.0, "bounds": {"x": [0, 10], "y": [5, 6]}}]},
                        data, seed=1)
     assert "Differentially private releases cost epsilon 1, delta 0 together" in dp.to_html(plots=False)
+
+
+def test_a_dp_release_keeps_the_figures_of_the_original_data_out_of_its_non_disclosive_report():
+    """Evaluations read the original data: beside a DP release they are a
+    release the DP statements do not cover (moments' relative change of the
+    mean gives the original mean back from the released one)."""
+    rng = np.random.default_rng(0)
+    data = pd.DataFrame({"a": rng.uniform(1, 10, 200), "b": rng.uniform(1, 10, 200)})
+    recipe = {"privacy": {"epsilon": 1.0},
+              "steps": [{"use": "laplace", "columns": ["a", "b"], "epsilon": 1.0,
+                         "bounds": {"a": [0, 10], "b": [0, 10]}}],
+              "evaluate": [{"use": "moments"}, {"use": "dbrl"}]}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        release = privclust.run(recipe, data)
+    assert release.verdict.startswith("ε-differentially private")
+    mean_change = release.evaluation("mean_rel_change")
+    assert mean_change > 0  # a figure of the original data, in the full report ...
+    public = release.report(non_disclosive=True)
+    assert public["evaluations"] == []  # ... and not in the one for publication
+    assert privclust.report.DP_EVALUATIONS_NOTE in public["left_out"]
+    page = release.to_html(non_disclosive=True, plots=False)
+    assert "mean_rel_change" not in page and "are not differentially private" in page
+    full = release.to_html(plots=False)
+    assert "mean_rel_change" in full and "Not differentially private:" in full
+    # without a DP guarantee (microaggregation) the aggregate figures stay, and no such warning is printed
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        sdc = privclust.run({"steps": [{"use": "microaggregation", "k": 5}],
+                             "evaluate": [{"use": "moments"}, {"use": "dbrl"}]}, data, seed=1)
+    assert len(sdc.report(non_disclosive=True)["evaluations"]) == len(sdc.evaluations) > 0
+    assert "Not differentially private:" not in sdc.to_html(plots=False)

@@ -309,3 +309,14 @@ def test_the_dataset_verdict_merges_the_missing_value_convention_of_every_stratu
     assert claim["identical_min_group_size"] == whole.verification["claims"][0]["identical_min_group_size"] == 1
     assert "with a missing value counted as matching any value" in release.verdict
     assert "1 values are released missing as in the original" in release.verdict
+
+
+def test_a_dp_dataset_release_says_its_evaluation_figures_are_not_dp(dataset, tmp_path):
+    _, source = dataset
+    recipe = {**LAPLACE_STRATA, "evaluate": ["moments"]}
+    release = privclust.run_dataset(recipe, source, tmp_path / "out", processes=1)
+    assert release.dp_guarantee and len(release.evaluations)
+    assert "Not differentially private:" in release.to_html()
+    assert release.report(non_disclosive=True)["evaluations"] == []
+    plain = privclust.run_dataset(LAPLACE_STRATA, source, tmp_path / "out2", processes=1)
+    assert "Not differentially private:" not in plain.to_html()
