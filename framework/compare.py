@@ -48,7 +48,7 @@ from tqdm import tqdm
 from ._io import worker_signals
 from ._optional import optional
 from .engines import DASK, _check_engine, _client, _stop_pool
-from .errors import PrivclustError, Problem, RecipeError
+from .errors import PrivclustError, PrivclustWarning, Problem, RecipeError
 from .recipe import Recipe
 from .registry import Registry, get_registry
 from .runner import _check_frame, compile, run
@@ -454,6 +454,15 @@ def _grids(grid: Mapping[str, Any] | None, names: Sequence[str]) -> dict[str, Ma
     return {name: {**shared, **per_recipe.get(name, {})} for name in names}
 
 
+def selection_note(dp_runs: int) -> str:
+    """What a table with differentially private runs says about choosing from it."""
+    return (f"{dp_runs} differentially private run(s) of this comparison each spent the epsilon in its row on this "
+            "same data, and the table's figures are computed from the original data: a release, or a "
+            "configuration, chosen by them is chosen by reading the data, which no DP statement covers, so it has "
+            "no differential-privacy guarantee as chosen. Choose on public or other data, then run the chosen "
+            "recipe once on the data to publish.")
+
+
 def compare(
     recipes: Any,
     data: pd.DataFrame,
@@ -555,6 +564,10 @@ def compare(
     metrics = sorted(c for c in table.columns if c not in FIXED_COLUMNS and c not in keys)
     table = table[["recipe", "configuration", *keys, "repeat", *metrics, *_PRIVACY_COLUMNS, "seconds", "error"]]
     table.attrs["privclust"] = {"parameters": keys, "metrics": metrics, "repeats": repeats}
+    dp_runs = int(table["dp"].fillna(False).sum())
+    if dp_runs:
+        table.attrs["privclust"]["note"] = selection_note(dp_runs)
+        warnings.warn(selection_note(dp_runs), PrivclustWarning, stacklevel=2)
     return table
 
 

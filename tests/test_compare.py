@@ -568,3 +568,22 @@ def test_the_docs_page_examples_run(tmp_path):
 
     require_dataset("casc_census.csv")
     assert run_page("compare.md", tmp_path) >= 4
+
+
+def test_a_table_of_dp_runs_says_that_a_choice_made_from_it_is_not_dp(data, reg, tmp_path, capsys):
+    """Each DP run spends its epsilon on the same data, and the figures read
+    the original data: the release or configuration chosen by them is chosen
+    by reading the data (hyper-parameter selection), outside every DP
+    statement. The table says so; a table without DP runs does not."""
+    with pytest.warns(privclust.PrivclustWarning, match="no differential-privacy guarantee as chosen"):
+        table = privclust.compare(noise_recipe(), data, grid={"noise.epsilon": [0.5, 2.0]}, seed=1,
+                                  registry=reg, processes=1, progress=False)
+    assert table["dp"].all()
+    assert table.attrs["privclust"]["note"].startswith("2 differentially private run(s)")
+    assert privclust.summarize(table).attrs["privclust"]["note"] == table.attrs["privclust"]["note"]
+    plain = {"name": "mdav", "steps": [{"use": "microaggregation", "columns": ["a", "b"], "k": 5}],
+             "evaluate": ["mean-shift"]}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", privclust.PrivclustWarning)
+        other = privclust.compare(plain, data, seed=1, registry=reg, processes=1, progress=False)
+    assert "note" not in other.attrs["privclust"]
