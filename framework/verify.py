@@ -512,6 +512,9 @@ def dp_claimants(entries: Sequence[LedgerEntry]) -> str:
                     for e in entries if e.kind == "dp"]).replace("; ", ", ")
 
 
+#: The last of a DP verdict's "not covered": the epsilon is this run's; releases of the same records compose.
+OTHER_RELEASES = "any other release made from the same records (the epsilons of all of them add up)"
+
 #: What a seeded run's DP verdict adds: the noise is a function of the seed, so its secrecy is the guarantee's.
 SEEDED_CAVEAT = ("The run was seeded: these statements hold only while the seed stays secret and cannot be guessed, "
                  "since anyone who has it can draw the same noise again and subtract it (a small seed is found by "
@@ -582,6 +585,7 @@ def verdict(ledger: Ledger, accountant: Accountant, outcomes: Sequence[Any], che
         if strata:
             not_covered.append(f"the public stratum column(s) {_cols(strata)}, their values and the size of each "
                                "stratum")
+        not_covered.append(OTHER_RELEASES)
         # the host composes the entries; what each states (sensitivity, relation, coverage) is its component's
         who = dp_claimants(dp)
         composer = ("the host composes them but" if type(accountant) is BasicAccountant else
