@@ -24,7 +24,7 @@ import copy
 import math
 import unicodedata
 import warnings
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, runtime_checkable
 
@@ -686,6 +686,7 @@ class PrivacyContext:
         self._rng: np.random.Generator | None = None
         self._rng_seq: _SeedStream | None = None
         self._part: tuple[str, str] | None = None
+        self._random_steps: set[int] = set()
 
     def __repr__(self) -> str:  # never shows the seed
         eps = "none" if self.budget.epsilon is None else f"{self.budget.epsilon:g}"
@@ -742,7 +743,20 @@ class PrivacyContext:
         try:
             yield self
         finally:
+            if self._rng_seq is not None and index >= 0:  # the step drew from the run's randomness
+                self._random_steps.add(index)
             self._step, self._rng, self._rng_seq = previous
+
+    @property
+    def random_steps(self) -> tuple[int, ...]:
+        """The indices of the steps that drew from the run's randomness (their
+        generator was made): under a seed, whoever has it can redraw their
+        random choices."""
+        return tuple(sorted(self._random_steps))
+
+    def _note_random(self, indices: Iterable[int]) -> None:
+        """Host only: steps run in another context (a stratum's) drew randomness."""
+        self._random_steps.update(int(i) for i in indices)
 
     @contextmanager
     def _in_part(self, column: str, value: str) -> Iterator[None]:

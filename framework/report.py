@@ -166,6 +166,8 @@ class Release:
     :ivar snapshot: provenance at run time (plugin, distribution and version
         of every component; the installed plugins); the report reads it, never
         the live registry.
+    :ivar random_steps: the indices of the steps that drew from the run's
+        randomness (under a seed, their random choices can be redrawn).
 
     A Release pickles (``pickle.dumps(release)``) without its registry; note
     that it holds the **original** data (``original``) as well as the
@@ -187,6 +189,8 @@ class Release:
     verdict: str = ""
     verification: Mapping[str, Any] = attrs.field(factory=dict, repr=False)
     snapshot: Mapping[str, Any] = attrs.field(factory=dict, repr=False)
+    #: the indices of the steps that drew from the run's randomness
+    random_steps: tuple[int, ...] = ()
 
     def __reduce__(self):
         """Pickle without the registry (a live plugin manager); every part of

@@ -51,7 +51,7 @@ from .recipe import DEFAULT_LABEL_COLUMN, EvaluateSpec, Recipe, Roles, Step, _th
 from .registry import Registry, get_registry, unknown_leak_problems
 from .report import EFFECTIVE_PARAMS, EFFECTIVE_PARAMS_FROM_DATA, Release
 from .specs import _META_LEAK, nested_components
-from .verify import snapshot, verdict, verify
+from .verify import random_step_names, snapshot, verdict, verify
 
 __all__ = ["CompiledRecipe", "CompiledStep", "StepOutcome", "compile", "run", "numeric_columns"]
 
@@ -962,6 +962,7 @@ class _StratumSteps:
     results: tuple[Any, ...]
     elapsed: tuple[float, ...]
     entries: tuple[Any, ...]
+    random_steps: tuple[int, ...] = ()
 
 
 def _stratum_steps(recipe_dict: dict[str, Any], registry_spec: tuple[list[Any], list[str]] | None,
@@ -990,7 +991,8 @@ def _stratum_steps(recipe_dict: dict[str, Any], registry_spec: tuple[list[Any], 
                     current[c] = result.data[c].to_numpy(copy=True)
             results.append(result)
             elapsed.append(time.perf_counter() - start)
-    return _StratumSteps(results=tuple(results), elapsed=tuple(elapsed), entries=tuple(context.ledger.entries))
+    return _StratumSteps(results=tuple(results), elapsed=tuple(elapsed), entries=tuple(context.ledger.entries),
+                         random_steps=context.random_steps)
 
 
 def _strata_remotely(compiled: CompiledRecipe, frame: pd.DataFrame, step_columns: tuple[tuple[str, ...], ...],
@@ -1087,6 +1089,7 @@ def _run_checked(compiled: CompiledRecipe, checked: Preflight, seed: int | np.ra
                     for entry in stratum.entries:
                         if entry.step == cs.index:
                             context._adopt(entry)
+                    context._note_random(i for i in stratum.random_steps if i == cs.index)
                 result = _combine_parts(cs, view, part_column, parts, [r.results[cs.index] for r in remote])
             elif parts is None:
                 result = _call_step(cs, view, context)
@@ -1152,7 +1155,8 @@ def _run_checked(compiled: CompiledRecipe, checked: Preflight, seed: int | np.ra
         accountant=context.accountant,
         registry=registry,
         verdict=verdict(ledger, context.accountant, outcomes, checks, strata=roles.strata,
-                        seeded=context.seeded),
+                        seeded=context.seeded, randomised=random_step_names(outcomes, context.random_steps)),
+        random_steps=context.random_steps,
         verification=checks,
         snapshot=snapshot(registry, outcomes, compiled.constraints, evaluations),
     )

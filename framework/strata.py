@@ -76,7 +76,7 @@ from .runner import (
     default_step_columns,
     preflight,
 )
-from .verify import COMPARED, guarantees_dp, verdict
+from .verify import COMPARED, guarantees_dp, random_step_names, verdict
 
 __all__ = ["DatasetRelease", "run_dataset"]
 
@@ -461,7 +461,8 @@ def _combined(compiled: CompiledRecipe, context: PrivacyContext, results: Sequen
         path=out, strata=dict(sizes), merged=merges, recipe=compiled.recipe, budget=compiled.budget,
         accountant=context.accountant, ledger=context.ledger, verification=checks,
         verdict=verdict(context.ledger, context.accountant, outcomes, checks, strata=compiled.recipe.roles.strata,
-                        seeded=context.seeded),
+                        seeded=context.seeded,
+                        randomised=random_step_names(outcomes, sorted({i for r in releases for i in r.random_steps}))),
         evaluations=table, steps=_merged_steps([r[1][0] for r in results], list(sizes)),
         public_steps=_merged_steps([r[1][1] for r in results], list(sizes)), seeded=context.seeded,
         dp_guarantee=guarantees_dp(context.ledger.entries, context.accountant, outcomes, checks))

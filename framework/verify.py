@@ -521,13 +521,29 @@ SEEDED_CAVEAT = ("The run was seeded: these statements hold only while the seed 
                  "trying seeds in turn); publish only a release made without a seed, or with a secret random one.")
 
 
+def seeded_draws(steps: str) -> str:
+    """What the verdict of a seeded run without a DP guarantee adds when
+    ``steps`` drew randomness."""
+    return (f"The run was seeded: whoever has the seed can redraw the random choices of {steps}, such as noise or a "
+            "fuzzy microaggregation's draw of centres, which the statements above take to be unknown; publish only "
+            "a release made without a seed, or with a secret random one.")
+
+
+def random_step_names(outcomes: Sequence[Any], indices: Sequence[int]) -> tuple[str, ...]:
+    """``"step i (component)"`` for the steps among ``outcomes`` that drew randomness."""
+    chosen = set(indices)
+    return tuple(f"step {o.index} ({o.name})" for o in outcomes if o.index in chosen)
+
+
 def verdict(ledger: Ledger, accountant: Accountant, outcomes: Sequence[Any], checks: Mapping[str, Any], *,
-            strata: Sequence[str] = (), seeded: bool = False) -> str:
+            strata: Sequence[str] = (), seeded: bool = False, randomised: Sequence[str] = ()) -> str:
     """The release's verdict in one sentence (plus what the host verified).
 
     ``seeded``: the run drew its randomness from a given seed; a DP verdict
     then says that it holds only while the seed stays secret
-    (:data:`SEEDED_CAVEAT`)."""
+    (:data:`SEEDED_CAVEAT`), any other verdict that whoever has the seed can
+    redraw the random choices of the ``randomised`` steps (named
+    ``"step i (component)"``, :func:`seeded_draws`)."""
     entries = ledger.entries
     dp = [e for e in entries if e.kind == "dp"]
     reasons = no_guarantee_reasons(entries, outcomes, checks, spent=accountant.total(entries))
@@ -570,6 +586,8 @@ def verdict(ledger: Ledger, accountant: Accountant, outcomes: Sequence[Any], che
                 for c in checks.get("unchanged_columns", ())]
         if left and checks.get("changed_columns"):
             text += f" Released as in the original: {_cols(left)}."
+        if seeded and randomised:
+            extras.append(seeded_draws(_joined(list(randomised)).replace("; ", ", ")))
     else:
         eps, delta = accountant.total(entries)
         relation_of = getattr(accountant, "relation", None)

@@ -618,3 +618,20 @@ def test_a_seeded_run_without_dp_gets_no_seed_caveat_in_its_verdict():
         release = privclust.run({"steps": [{"use": "microaggregation", "k": 3}]}, data, seed=1)
     assert release.verdict.startswith("No differential-privacy guarantee")
     assert privclust.verify.SEEDED_CAVEAT not in release.verdict
+
+
+def test_a_seeded_run_names_the_steps_whose_random_choices_the_seed_redraws():
+    """Fuzzy microaggregation's protection (probabilistic k-anonymity, the
+    transparency risk) takes the draw of centres to be unknown; under a seed
+    the draw is a function of the seed and the data, redrawn exactly."""
+    recipe = {"steps": [{"use": "fuzzy-microaggregation", "k": 3}]}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        one, two = (privclust.run(recipe, table1(), seed=7) for _ in range(2))
+        fresh = privclust.run(recipe, table1())
+        crisp = privclust.run({"steps": [{"use": "microaggregation", "k": 3}]}, table1(), seed=7)
+    pd.testing.assert_frame_equal(one.data, two.data)  # the same choices, redrawn
+    assert one.random_steps == (0,) and fresh.random_steps == (0,)
+    assert one.verdict.endswith(privclust.verify.seeded_draws("step 0 (fuzzy-microaggregation)"))
+    assert "seed" not in fresh.verdict
+    assert crisp.random_steps == () and "seed" not in crisp.verdict  # MDAV draws nothing
