@@ -60,9 +60,11 @@ def _arrays(inputs: EvaluationInputs, who: str) -> tuple[np.ndarray, np.ndarray]
     columns = list(inputs.columns)
     if not columns:
         raise DataError(f"{who}: no columns to evaluate; name them with columns = [...]")
-    missing = [c for c in columns if c not in inputs.protected.columns]
-    if missing:
-        raise DataError(f"{who}: column(s) {', '.join(missing)} are not in the protected data")
+    for frame, what in ((inputs.protected, "protected"), (inputs.original, "original")):
+        missing = [c for c in columns if c not in frame.columns]
+        if missing:  # a column a step dropped, or one it added (the original has no such column to compare)
+            raise DataError(f"{who}: column(s) {', '.join(missing)} are not in the {what} data; a record-level "
+                            "figure compares each column in both files: leave them out of the evaluation's columns")
     try:
         X = inputs.original.loc[:, columns].to_numpy(dtype=float)
         Y = inputs.protected.loc[:, columns].to_numpy(dtype=float)
@@ -84,8 +86,9 @@ def _arrays(inputs: EvaluationInputs, who: str) -> tuple[np.ndarray, np.ndarray]
 
 
 def _weight_param() -> Any:
-    return param(str, default=None, doc="a sampling-weight column: every record counts as many times as its "
-                                        "weight (default: the recipe's [roles] weight, else unweighted)")
+    return param(str, default=None, doc="a sampling-weight column, read from the original file: every record "
+                                        "counts as many times as its weight (default: the recipe's [roles] "
+                                        "weight, else unweighted)")
 
 
 @attrs.frozen(kw_only=True)
@@ -134,7 +137,8 @@ class IL1s:
 
     def evaluate(self, inputs: EvaluationInputs) -> Mapping[str, float]:
         X, Y = _arrays(inputs, self.name)
-        return {"il1s": mm.il1s(X, Y, _weights(inputs.original, _weight_role(self.weight, inputs), self.name))}
+        return {"il1s": mm.il1s(X, Y, _weights(inputs.original, _weight_role(self.weight, inputs), self.name,
+                                               sample=True))}
 
 
 @attrs.frozen(kw_only=True)
@@ -161,7 +165,7 @@ class Moments:
         X, Y = _arrays(inputs, self.name)
         if X.shape[0] < 2:
             raise DataError("moments: variances need at least 2 records")
-        return mm.moments(X, Y, _weights(inputs.original, _weight_role(self.weight, inputs), self.name))
+        return mm.moments(X, Y, _weights(inputs.original, _weight_role(self.weight, inputs), self.name, sample=True))
 
 
 @attrs.frozen(kw_only=True)
@@ -468,7 +472,12 @@ def _cells_of_both(original: pd.DataFrame, protected: pd.DataFrame) -> tuple[np.
     return codes[:n], codes[n:]
 
 
-def _weights(frame: pd.DataFrame, weight: str | None, who: str) -> np.ndarray | None:
+def _weights(frame: pd.DataFrame, weight: str | None, who: str, *, sample: bool = False) -> np.ndarray | None:
+    """The sampling weights of column ``weight`` of ``frame`` (every
+    evaluator passes the original file: the weights the records were drawn
+    with, whatever a step did to the released column). ``sample``: the
+    figure uses sample variances, ``sum w (x - mean)^2 / (sum w - 1)``,
+    which need the weights to add up to more than 1."""
     if weight is None:
         return None
     if weight not in frame.columns:
@@ -481,6 +490,13 @@ def _weights(frame: pd.DataFrame, weight: str | None, who: str) -> np.ndarray | 
     if bad.any():
         raise DataError(f"{who}: the weight column {weight!r} has {int(bad.sum())} value(s) that are missing, "
                         "infinite or not positive; every sampling weight must be a positive number")
+    if sample:
+        unit = float(2.0 ** (np.frexp(np.max(w))[1] - 1))  # a sum of weights of 1e308 overflows: add them scaled
+        total = float(np.sum(w / unit))
+        if not total * unit > 1.0:
+            raise DataError(f"{who}: the weight column {weight!r} adds up to {total * unit:.6g}; the sample "
+                            "variances of this figure divide by (sum of the weights - 1), so the weights must add "
+                            "up to more than 1 (sampling weights count population units: each is usually >= 1)")
     return w
 
 
@@ -526,8 +542,11 @@ class IndividualRisk:
     """The individual re-identification risk of each record through its key
     combination (Benedetti & Franconi 1998; sdcMicro's ``measure_risk``):
     ``E[1/F | f]`` for the sample frequency ``f`` of its cell and the
-    population frequency ``F`` estimated from the sampling weights. Without
-    ``weight`` the file is taken as the whole population (risk ``1/f``).
+    population frequency ``F`` estimated from the sampling weights (those of
+    the original file, as every weighted evaluator reads them: a step that
+    masked the weight column does not change how many population units a
+    record stands for). Without ``weight`` the file is taken as the whole
+    population (risk ``1/f``).
     Figures for the protected file: the mean and largest risk, the expected
     number of re-identifications (sum of the risks) and the records whose
     risk exceeds ``threshold``."""
@@ -543,8 +562,9 @@ class IndividualRisk:
 
     keys: tuple[str, ...] = param(tuple, default=(), doc="the categorical key variables (quasi-identifiers; "
                                                         "default: the recipe's [roles] keys)")
-    weight: str | None = param(str, default=None, doc="the sampling-weight column (default: the recipe's "
-                                                      "[roles] weight, else the file is the population)")
+    weight: str | None = param(str, default=None, doc="the sampling-weight column, read from the original file "
+                                                      "(default: the recipe's [roles] weight, else the file is "
+                                                      "the population)")
     threshold: float = param(float, default=0.1, gt=0, le=1, doc="a record is at risk above this individual risk")
 
     def evaluated_on(self, inputs: EvaluationInputs) -> Mapping[str, Any]:
@@ -553,11 +573,16 @@ class IndividualRisk:
     def evaluate(self, inputs: EvaluationInputs) -> Mapping[str, float]:
         keys = _keys(inputs.protected, _key_role(self.keys, inputs), self.name, "protected")
         codes, sizes = mm.key_cells(keys)
-        weights = _weights(inputs.protected, _weight_role(self.weight, inputs), self.name)
+        # the original file's weights, as every evaluator reads them: what a step did to the released weight
+        # column does not change how many population units each record stands for
+        weights = _weights(inputs.original, _weight_role(self.weight, inputs), self.name)
         if weights is None:
             population = sizes.astype(float)
         else:
-            population = np.bincount(codes, weights=weights)[codes]
+            unit = float(2.0 ** (np.frexp(np.max(weights))[1] - 1))  # sums of weights of 1e308 overflow: add them scaled
+            cell = np.bincount(codes, weights=weights / unit)[codes]
+            with np.errstate(over="ignore"):
+                population = cell * unit  # inf beyond the largest float: p = f / F_hat = 0 there
         risk = mm.individual_risk(sizes, np.maximum(population, sizes))
         return {
             "mean_risk": float(risk.mean()),
