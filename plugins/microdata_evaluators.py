@@ -441,10 +441,22 @@ def _rule_columns(rules: Any, n_columns: int) -> np.ndarray:
 # ---------------------------------------------------------------------------
 
 
-def _key_role(keys: tuple[str, ...], inputs: EvaluationInputs) -> tuple[str, ...]:
-    """The evaluator's own ``keys``, else the recipe's ``[roles] keys``."""
+def _key_role(keys: tuple[str, ...], inputs: EvaluationInputs, with_strata: bool = True) -> tuple[str, ...]:
+    """The evaluator's own ``keys``, else the recipe's ``[roles] keys``; then
+    (``with_strata``) the recipe's ``[roles] strata``: they are public by
+    declaration and released unchanged, so an intruder knows them as well as
+    any key, and a record unique within its stratum is unique (counting the
+    keys alone understated the sample uniques and the risk)."""
     roles = getattr(inputs, "roles", None)
-    return tuple(keys) or (tuple(roles.keys) if roles is not None else ())
+    chosen = tuple(keys) or (tuple(roles.keys) if roles is not None else ())
+    if not chosen or not with_strata or roles is None:
+        return chosen
+    return chosen + tuple(c for c in roles.strata if c not in chosen)
+
+
+def _strata_param() -> Any:
+    return param(bool, default=True, doc="count the recipe's [roles] strata as key variables too (public by "
+                                         "declaration: an intruder knows them); false: the keys alone")
 
 
 def _weight_role(weight: str | None, inputs: EvaluationInputs) -> str | None:
@@ -519,16 +531,18 @@ class KeyFrequencies:
 
     keys: tuple[str, ...] = param(tuple, default=(), doc="the categorical key variables (quasi-identifiers; "
                                                         "default: the recipe's [roles] keys)")
+    with_strata: bool = _strata_param()
     k: int = param(int, default=3, ge=2,
                    doc="the minimum group size: a cell with fewer than k records breaks k-anonymity on the keys")
 
     def evaluated_on(self, inputs: EvaluationInputs) -> Mapping[str, Any]:
-        return {"columns": list(_key_role(self.keys, inputs))}
+        return {"columns": list(_key_role(self.keys, inputs, self.with_strata))}
 
     def evaluate(self, inputs: EvaluationInputs) -> Mapping[str, float]:
         out: dict[str, float] = {}
         for suffix, frame, what in (("", inputs.protected, "protected"), ("_original", inputs.original, "original")):
-            codes, sizes = mm.key_cells(_keys(frame, _key_role(self.keys, inputs), self.name, what))
+            keys = _key_role(self.keys, inputs, self.with_strata)
+            codes, sizes = mm.key_cells(_keys(frame, keys, self.name, what))
             out[f"combinations{suffix}"] = float(len(np.unique(codes)))
             out[f"sample_uniques{suffix}"] = float(np.sum(sizes == 1))
             out[f"records_below_k{suffix}"] = float(np.sum(sizes < self.k))
@@ -562,16 +576,18 @@ class IndividualRisk:
 
     keys: tuple[str, ...] = param(tuple, default=(), doc="the categorical key variables (quasi-identifiers; "
                                                         "default: the recipe's [roles] keys)")
+    with_strata: bool = _strata_param()
     weight: str | None = param(str, default=None, doc="the sampling-weight column, read from the original file "
                                                       "(default: the recipe's [roles] weight, else the file is "
                                                       "the population)")
     threshold: float = param(float, default=0.1, gt=0, le=1, doc="a record is at risk above this individual risk")
 
     def evaluated_on(self, inputs: EvaluationInputs) -> Mapping[str, Any]:
-        return {"columns": list(_key_role(self.keys, inputs)), "weight": _weight_role(self.weight, inputs)}
+        return {"columns": list(_key_role(self.keys, inputs, self.with_strata)),
+                "weight": _weight_role(self.weight, inputs)}
 
     def evaluate(self, inputs: EvaluationInputs) -> Mapping[str, float]:
-        keys = _keys(inputs.protected, _key_role(self.keys, inputs), self.name, "protected")
+        keys = _keys(inputs.protected, _key_role(self.keys, inputs, self.with_strata), self.name, "protected")
         codes, sizes = mm.key_cells(keys)
         # the original file's weights, as every evaluator reads them: what a step did to the released weight
         # column does not change how many population units each record stands for
@@ -579,7 +595,7 @@ class IndividualRisk:
         if weights is None:
             population = sizes.astype(float)
         else:
-            unit = float(2.0 ** (np.frexp(np.max(weights))[1] - 1))  # sums of weights of 1e308 overflow: add them scaled
+            unit = float(2.0 ** (np.frexp(np.max(weights))[1] - 1))  # weights of 1e308: add them scaled
             cell = np.bincount(codes, weights=weights / unit)[codes]
             with np.errstate(over="ignore"):
                 population = cell * unit  # inf beyond the largest float: p = f / F_hat = 0 there
@@ -611,15 +627,17 @@ class KeyLinkage:
 
     keys: tuple[str, ...] = param(tuple, default=(), doc="the categorical key variables (quasi-identifiers; "
                                                         "default: the recipe's [roles] keys)")
+    with_strata: bool = _strata_param()
 
     def evaluated_on(self, inputs: EvaluationInputs) -> Mapping[str, Any]:
-        keys = [k for k in _key_role(self.keys, inputs) if k not in inputs.columns]
+        keys = [k for k in _key_role(self.keys, inputs, self.with_strata) if k not in inputs.columns]
         return {"columns": [*inputs.columns, *keys]}
 
     def evaluate(self, inputs: EvaluationInputs) -> Mapping[str, float]:
         X, Y = _arrays(inputs, self.name)
-        cells_x, cells_y = _cells_of_both(_keys(inputs.original, _key_role(self.keys, inputs), self.name, "original"),
-                                          _keys(inputs.protected, _key_role(self.keys, inputs), self.name, "protected"))
+        keys = _key_role(self.keys, inputs, self.with_strata)
+        cells_x, cells_y = _cells_of_both(_keys(inputs.original, keys, self.name, "original"),
+                                          _keys(inputs.protected, keys, self.name, "protected"))
         share, linked = mm.dbrl_within_cells(X, Y, cells_x, cells_y, workers=-1)
         return {"key_dbrl": share, "key_dbrl_linked_records": linked}
 

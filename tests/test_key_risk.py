@@ -170,3 +170,19 @@ def test_individual_risk_with_huge_weights():
     figures = IndividualRisk(keys=("k",), weight="w").evaluate(inp)
     assert figures["max_risk"] < 1e-300
     assert np.isfinite(figures["mean_risk"])
+
+
+def test_the_public_strata_count_as_key_variables():
+    # strata are public and released unchanged: counting the keys alone called a record that is unique
+    # within its stratum safe (no sample unique, risk 1/2)
+    df = pd.DataFrame({"region": ["n", "n", "s", "s"], "sex": ["f", "m", "f", "m"],
+                       "inc": [1.0, 2.0, 3.0, 4.0]})
+    inp = EvaluationInputs(original=df, protected=df, columns=("inc",), labels=pd.DataFrame(index=df.index),
+                           roles=privclust.Roles(strata="region", keys="sex"))
+    freq = KeyFrequencies().evaluate(inp)
+    assert freq["sample_uniques"] == 4.0 and freq["combinations"] == 4.0
+    assert KeyFrequencies().evaluated_on(inp) == {"columns": ["sex", "region"]}
+    assert IndividualRisk().evaluate(inp)["mean_risk"] == 1.0
+    assert KeyLinkage().evaluate(inp)["key_dbrl"] == 1.0
+    alone = KeyFrequencies(with_strata=False)
+    assert alone.evaluate(inp)["sample_uniques"] == 0.0 and alone.evaluated_on(inp) == {"columns": ["sex"]}
