@@ -100,11 +100,13 @@ class SseSst:
 
     name: ClassVar[str] = "sse-sst"
     metric_descriptions: ClassVar[Mapping[str, tuple[str, str]]] = {
-        "sse_sst": ("share of the total variance lost (100 SSE/SST); 0 = no loss, 100 = every record replaced "
-                    "by the mean", "%"),
-        "sse": ("sum of squared changes of the standardised values", "standardised units²"),
-        "sst": ("sum of squares of the standardised original values (records x varying columns)",
-                "standardised units²"),
+        "sse_sst": ("share of the total variance lost (100 SSE/SST, columns standardised by the original's mean "
+                    "and population s.d.); 0 = no loss, 100 = every record replaced by the mean; NaN when every "
+                    "column is constant in the original", "%"),
+        "sse": ("sum of squared changes of the standardised values (each record counted its weight times, over "
+                "the cells observed in both files)", "standardised units²"),
+        "sst": ("sum of squares of the standardised original values over the same cells (records x varying "
+                "columns when unweighted and complete)", "standardised units²"),
     }
 
     weight: str | None = _weight_param()
@@ -126,8 +128,8 @@ class IL1s:
 
     name: ClassVar[str] = "il1s"
     metric_descriptions: ClassVar[Mapping[str, tuple[str, str]]] = {
-        "il1s": ("mean absolute change per value, in original standard deviations (x sqrt 2); 0 = no loss",
-                 "sd units"),
+        "il1s": ("mean over values of |x - x'| / (sqrt(2) s), s the original column's sample s.d. (constant "
+                 "columns left out); 0 = no loss", "sd units"),
     }
 
     weight: str | None = _weight_param()
@@ -176,8 +178,9 @@ class DBRL:
 
     name: ClassVar[str] = "dbrl"
     metric_descriptions: ClassVar[Mapping[str, tuple[str, str]]] = {
-        "dbrl": ("share of protected records whose nearest original record is their own (re-identification "
-                 "risk; a tie among t nearest originals counts 1/t); 0 = none linked", "share (0-1)"),
+        "dbrl": ("share of protected records whose nearest original record is their own (Euclidean on the "
+                 "columns standardised by the original's mean and population s.d.; re-identification risk; a tie "
+                 "among t nearest originals counts 1/t); 0 = none linked", "share (0-1)"),
         "dbrl_linked_records": ("expected number of records linked to their own original by nearest distance "
                                 "(a tie among t nearest originals counts 1/t)", "records"),
     }
@@ -345,8 +348,8 @@ class TransparencyRisk:
 @attrs.frozen(kw_only=True)
 class EditViolations:
     """For each edit rule of the recipe, the largest violation and the share
-    of records violating it (beyond ``tol`` relative to the record's
-    largest value), in the protected file and in the original. A rule is
+    of records violating it (beyond ``tol`` times 1 + the size of the rule's
+    terms, the host's test), in the protected file and in the original. A rule is
     judged on the records that have all its columns; where some miss one,
     their count is reported as ``records not evaluable``."""
 
@@ -357,10 +360,12 @@ class EditViolations:
     metric_descriptions: ClassVar[Mapping[str, tuple[str, str]]] = {
         "rules": ("edit rules checked", "rules"),
         "*: max violation (original)": ("largest violation of the rule in the original file", "column units"),
-        "*: share violated (original)": ("share of original records breaking the rule", "share (0-1)"),
+        "*: share violated (original)": ("share of original records breaking the rule (among those that have "
+                                         "all its columns)", "share (0-1)"),
         "*: max violation": ("largest violation of the rule in the released file; 0 = satisfied",
                              "column units"),
-        "*: share violated": ("share of released records breaking the rule", "share (0-1)"),
+        "*: share violated": ("share of released records breaking the rule (among those that have all its "
+                              "columns)", "share (0-1)"),
     }
 
     tol: float = param(float, default=1e-11, gt=0,
@@ -523,7 +528,8 @@ class KeyFrequencies:
     name: ClassVar[str] = "key-frequencies"
     metric_descriptions: ClassVar[Mapping[str, tuple[str, str]]] = {
         "combinations*": ("distinct combinations of the key variables", "combinations"),
-        "sample_uniques*": ("records alone with their key combination", "records"),
+        "sample_uniques*": ("records alone with their key combination (the keys and the public strata; a "
+                            "missing key value is a category of its own)", "records"),
         "records_below_k*": ("records in a key cell smaller than k", "records"),
         "share_below_k*": ("share of records in a key cell smaller than k", "share (0-1)"),
         "min_cell_size*": ("smallest key cell", "records"),
@@ -567,7 +573,8 @@ class IndividualRisk:
 
     name: ClassVar[str] = "individual-risk"
     metric_descriptions: ClassVar[Mapping[str, tuple[str, str]]] = {
-        "mean_risk": ("mean individual re-identification risk through the key combination", "probability"),
+        "mean_risk": ("mean individual re-identification risk through the key combination of the released file "
+                      "(population frequencies from the original file's weights)", "probability"),
         "max_risk": ("largest individual risk", "probability"),
         "expected_reidentifications": ("expected number of re-identifications (sum of the risks)", "records"),
         "records_above_threshold": ("records whose risk exceeds the threshold", "records"),
