@@ -224,8 +224,10 @@ class PairFMeasure(_WithUnassigned):
     name: ClassVar[str] = "pair-f"
     metric_descriptions: ClassVar[Mapping[str, tuple[str, str]]] = {
         "f": ("pair-counting F-measure against the true classes; 1 = identical", "index (0-1)"),
-        "precision": ("share of pairs put together that belong together", "share (0-1)"),
-        "recall": ("share of pairs that belong together and were put together", "share (0-1)"),
+        "precision": ("share of pairs put together that belong together (NaN when no pair is put together)",
+                      "share (0-1)"),
+        "recall": ("share of pairs that belong together and were put together (NaN when no pair belongs "
+                   "together)", "share (0-1)"),
     }
 
     beta: float = param(float, default=1.0, gt=0, doc="weight of recall against precision (F_beta); 1 gives F_1")

@@ -129,7 +129,7 @@ class IL1s:
     name: ClassVar[str] = "il1s"
     metric_descriptions: ClassVar[Mapping[str, tuple[str, str]]] = {
         "il1s": ("mean over values of |x - x'| / (sqrt(2) s), s the original column's sample s.d. (constant "
-                 "columns left out); 0 = no loss", "sd units"),
+                 "columns left out; NaN when all are constant); 0 = no loss", "sd units"),
     }
 
     weight: str | None = _weight_param()
@@ -151,10 +151,14 @@ class Moments:
 
     name: ClassVar[str] = "moments"
     metric_descriptions: ClassVar[Mapping[str, tuple[str, str]]] = {
-        "mean_rel_change": ("mean relative change of the column means; 0 = unchanged", "ratio"),
-        "var_rel_change": ("mean relative change of the column variances; 0 = unchanged", "ratio"),
-        "cov_rel_change": ("mean relative change of the covariances; 0 = unchanged", "ratio"),
-        "corr_abs_change": ("mean absolute change of the correlations; 0 = unchanged", "correlation"),
+        "mean_rel_change": ("mean relative change of the column means (columns whose original mean is 0 left "
+                            "out; NaN when none is left); 0 = unchanged", "ratio"),
+        "var_rel_change": ("mean relative change of the column variances (constant original columns left out); "
+                           "0 = unchanged", "ratio"),
+        "cov_rel_change": ("mean relative change of the covariances (pairs whose original covariance is 0 left out; "
+                           "NaN for a single column)", "ratio"),
+        "corr_abs_change": ("mean absolute change of the correlations (pairs with a constant column left out; NaN "
+                            "for a single column); 0 = unchanged", "correlation"),
         "corr_max_abs_change": ("largest absolute change of a correlation; 0 = unchanged", "correlation"),
     }
 
@@ -201,8 +205,8 @@ class IntervalDisclosure:
 
     name: ClassVar[str] = "interval-disclosure"
     metric_descriptions: ClassVar[Mapping[str, tuple[str, str]]] = {
-        "drisk": ("share of records with at most one original value outside the interval around its protected "
-                  "value (sdcMicro's dRisk; disclosure risk)", "share (0-1)"),
+        "drisk": ("share of records with at most one original value outside the interval protected value +/- "
+                  "width x the protected column's sample s.d. (sdcMicro's dRisk; disclosure risk)", "share (0-1)"),
         "drisk_all_inside": ("share of records whose original values all lie within the interval around their "
                              "protected values (stricter than sdcMicro's dRisk)", "share (0-1)"),
         "values_inside": ("share of values whose original lies within the interval around the protected value",
