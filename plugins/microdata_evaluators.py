@@ -370,6 +370,10 @@ class EditViolations:
                              "column units"),
         "*: share violated": ("share of released records breaking the rule (among those that have all its "
                               "columns)", "share (0-1)"),
+        "*: records not evaluable": ("released records that miss a column of the rule (a missing value, or a "
+                                     "column the file lacks or holds as text); the two figures above leave them "
+                                     "out, and are NaN when no record is left", "records"),
+        "*: records not evaluable (original)": ("original records that miss a column of the rule", "records"),
     }
 
     tol: float = param(float, default=1e-11, gt=0,
@@ -381,7 +385,11 @@ class EditViolations:
                                                      "the registry, so a blocked or swapped one is honoured)")
 
     def _values(self, frame: pd.DataFrame, columns: tuple[str, ...]) -> np.ndarray:
-        out = np.zeros((frame.shape[0], len(columns)))
+        """The rules' columns of ``frame``; a column the file lacks (a step
+        dropped it) or holds as text is missing (NaN) in every record, so
+        the rules over it are not evaluable there (it was read as 0, and a
+        rule over it reported as violated by every record)."""
+        out = np.full((frame.shape[0], len(columns)), np.nan)
         for j, c in enumerate(columns):
             if c in frame.columns and privclust.is_real_column(frame[c]):
                 out[:, j] = frame[c].to_numpy(dtype=float, na_value=np.nan)
@@ -425,7 +433,8 @@ class EditViolations:
                 evaluable = ~nan[:, involved[r]].any(axis=1)
                 bound = self.tol * (1.0 + sizes[:, r])  # the host's own test
                 v = viol[evaluable, r]
-                out[f"{text}: max violation{label}"] = float(np.max(v, initial=0.0))
+                # no evaluable record: nothing is known (0 read as "satisfied")
+                out[f"{text}: max violation{label}"] = float(np.max(v)) if v.size else float("nan")
                 out[f"{text}: share violated{label}"] = float(np.mean(v > bound[evaluable])) if v.size else \
                     float("nan")
                 if not evaluable.all():

@@ -553,3 +553,17 @@ def test_a_column_only_in_the_protected_file_is_a_data_error():
     for evaluator in PLAIN:
         with pytest.raises(DataError, match="column\\(s\\) b are not in the original data"):
             evaluator.evaluate(inp)
+
+
+@pytest.mark.parametrize("released", ["dropped", "text", "all missing"])
+def test_edit_violations_on_a_rule_column_the_release_lacks_are_unknown(released):
+    # a dropped or text column was read as 0 (every record "violated" the rule by 4), and a rule no record
+    # could be evaluated on reported max violation 0 ("satisfied")
+    x = pd.DataFrame({"t": [3.0, 5, 7], "a": [1.0, 2, 3], "b": [2.0, 3, 4]})
+    y = {"dropped": x.drop(columns="b"), "text": x.assign(b=["u", "v", "w"]),
+         "all missing": x.assign(b=np.nan)}[released]
+    inp = EvaluationInputs(original=x, protected=y, columns=("t", "a"), labels=pd.DataFrame(index=x.index))
+    out = EditViolations(rules=("t = a + b",)).evaluate(inp)
+    assert np.isnan(out["t = a + b: max violation"]) and np.isnan(out["t = a + b: share violated"])
+    assert out["t = a + b: records not evaluable"] == 3.0
+    assert out["t = a + b: max violation (original)"] == 0.0
