@@ -567,3 +567,19 @@ def test_edit_violations_on_a_rule_column_the_release_lacks_are_unknown(released
     assert np.isnan(out["t = a + b: max violation"]) and np.isnan(out["t = a + b: share violated"])
     assert out["t = a + b: records not evaluable"] == 3.0
     assert out["t = a + b: max violation (original)"] == 0.0
+
+
+def test_the_figure_descriptions_say_what_is_computed():
+    # il1s read "in original standard deviations (x sqrt 2)" (it divides by sqrt(2) s); drisk named no interval;
+    # the docs gave edit-violations' test as tol (1 + max |x|), not the host's test on the rule's terms
+    from pathlib import Path
+
+    assert "/ (sqrt(2) s)" in IL1s.metric_descriptions["il1s"][0]
+    assert "NaN when every column is constant" in SseSst.metric_descriptions["sse_sst"][0]
+    sse = SseSst.metric_descriptions["sse"][0]
+    assert "weight" in sse and "observed in both" in sse
+    assert "width x the protected column's sample s.d." in IntervalDisclosure.metric_descriptions["drisk"][0]
+    assert "standardised by the original's mean" in DBRL.metric_descriptions["dbrl"][0]
+    page = (Path(__file__).parents[1] / "docs" / "microdata-evaluators.md").read_text(encoding="utf-8")
+    assert "max_j |x_ij|" not in page and "sum_j |a_j x_ij| + |b|" in page
+    assert "relative to the record's\n    largest value" not in EditViolations.__doc__
