@@ -415,6 +415,18 @@ class EditViolations:
         columns = tuple(c for c in inputs.original.columns if c in used)
         return privclust.ConstraintSet(columns, [handler.bind(columns)])
 
+    def evaluated_on(self, inputs: EvaluationInputs) -> Mapping[str, Any]:
+        """The columns the rules use (the evaluation's columns were named,
+        whatever the rules read)."""
+        try:
+            rules = self._own_rules(inputs) if self.rules else inputs.constraints
+        except privclust.PrivclustError:  # evaluate() raises it, with its own type, when the run gets there
+            return {"columns": list(inputs.columns)}
+        if rules is None or not rules.rules:
+            return {"columns": list(inputs.columns)}
+        used = _rule_columns(rules, len(rules.columns)).any(axis=0)
+        return {"columns": [c for c, u in zip(rules.columns, used, strict=True) if u]}
+
     def evaluate(self, inputs: EvaluationInputs) -> Mapping[str, float]:
         rules = self._own_rules(inputs) if self.rules else inputs.constraints
         if rules is None or not rules.rules:
@@ -540,12 +552,15 @@ class KeyFrequencies:
 
     name: ClassVar[str] = "key-frequencies"
     metric_descriptions: ClassVar[Mapping[str, tuple[str, str]]] = {
-        "combinations*": ("distinct combinations of the key variables", "combinations"),
-        "sample_uniques*": ("records alone with their key combination (the keys and the public strata; a "
-                            "missing key value is a category of its own)", "records"),
-        "records_below_k*": ("records in a key cell smaller than k", "records"),
-        "share_below_k*": ("share of records in a key cell smaller than k", "share (0-1)"),
-        "min_cell_size*": ("smallest key cell", "records"),
+        **{f"{metric}{suffix}": (f"{text} ({where})", unit)
+           for suffix, where in (("", "released file"), ("_original", "original file"))
+           for metric, text, unit in (
+               ("combinations", "distinct combinations of the key variables", "combinations"),
+               ("sample_uniques", "records alone with their key combination (the keys and the public strata; a "
+                                  "missing key value is a category of its own)", "records"),
+               ("records_below_k", "records in a key cell smaller than k", "records"),
+               ("share_below_k", "share of records in a key cell smaller than k", "share (0-1)"),
+               ("min_cell_size", "smallest key cell", "records"))},
     }
 
     keys: tuple[str, ...] = param(tuple, default=(), doc="the categorical key variables (quasi-identifiers; "

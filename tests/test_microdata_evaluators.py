@@ -583,3 +583,18 @@ def test_the_figure_descriptions_say_what_is_computed():
     page = (Path(__file__).parents[1] / "docs" / "microdata-evaluators.md").read_text(encoding="utf-8")
     assert "max_j |x_ij|" not in page and "sum_j |a_j x_ij| + |b|" in page
     assert "relative to the record's\n    largest value" not in EditViolations.__doc__
+
+
+def test_what_edit_violations_and_key_frequencies_say_they_are_computed_on():
+    # edit-violations was said to be computed on the evaluation's columns, not the rules' own; every
+    # key-frequencies figure, released or original, had the same description
+    from privclust_plugins.microdata_evaluators import KeyFrequencies
+
+    frame = pd.DataFrame({"a": [1.0, 2.0, 3.0, 4.0], "b": [1.0, 2.0, 3.0, 5.0], "c": [3.0, 1, 2, 4]})
+    recipe = {"steps": [{"use": "microaggregation", "columns": ["a", "b", "c"], "clusterer": {"use": "mdav", "k": 2}}],
+              "evaluate": [{"use": "edit-violations", "rules": ["b >= a"]}]}
+    release = privclust.run(recipe, frame, seed=1)
+    assert set(release.evaluations["columns"]) == {"a, b"}
+    described = KeyFrequencies.metric_descriptions
+    assert described["sample_uniques"][0].endswith("(released file)")
+    assert described["sample_uniques_original"][0].endswith("(original file)")
