@@ -248,6 +248,17 @@ def _step_name(outcome: Any) -> str:
     return str(getattr(outcome, "id", "?"))
 
 
+def _partition_columns(inputs: EvaluationInputs, step: str | None, who: str) -> Mapping[str, Any]:
+    """What a partition's figures are computed on: the columns of the step
+    whose partition they judge (before the run, or without one, the
+    evaluation's columns)."""
+    try:
+        outcome, part = _find_partition(inputs, step, who)
+    except DataError:
+        return {"columns": list(inputs.columns)}
+    return {"columns": [str(c) for c in (part.columns or getattr(outcome, "columns", ()) or inputs.columns)]}
+
+
 @attrs.frozen(kw_only=True)
 class GroupSizes:
     """Realised group sizes of the masking step's partition (each record's
@@ -279,6 +290,9 @@ class GroupSizes:
                                                     "one over these columns)")
     k: int | None = param(int, default=None, ge=1,
                           doc="the minimum group size k to compare with (default: the step's own k)")
+
+    def evaluated_on(self, inputs: EvaluationInputs) -> Mapping[str, Any]:
+        return _partition_columns(inputs, self.step, self.name)
 
     def evaluate(self, inputs: EvaluationInputs) -> Mapping[str, float]:
         outcome, part = _find_partition(inputs, self.step, self.name)
@@ -338,6 +352,9 @@ class TransparencyRisk:
 
     step: str | None = param(str, default=None, doc="id of the masking step (default: the last one over these "
                                                     "columns)")
+
+    def evaluated_on(self, inputs: EvaluationInputs) -> Mapping[str, Any]:
+        return _partition_columns(inputs, self.step, self.name)
 
     def evaluate(self, inputs: EvaluationInputs) -> Mapping[str, float]:
         outcome, part = _find_partition(inputs, self.step, self.name)

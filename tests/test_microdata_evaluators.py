@@ -598,3 +598,16 @@ def test_what_edit_violations_and_key_frequencies_say_they_are_computed_on():
     described = KeyFrequencies.metric_descriptions
     assert described["sample_uniques"][0].endswith("(released file)")
     assert described["sample_uniques_original"][0].endswith("(original file)")
+
+
+def test_partition_figures_say_the_columns_of_the_step_they_judge():
+    # group-sizes and transparency-risk judge one step's partition but were said to be computed on every
+    # column a step changed
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame(rng.normal(size=(30, 3)), columns=["a", "b", "c"])
+    release = privclust.run({"steps": [{"use": "microaggregation", "k": 3, "columns": ["a", "b"], "id": "m"},
+                                       {"use": "microaggregation", "k": 3, "columns": ["c"]}],
+                             "evaluate": [{"use": "group-sizes", "step": "m"},
+                                          {"use": "transparency-risk", "step": "m"}, "sse-sst"]}, frame, seed=1)
+    on = release.evaluations.drop_duplicates("evaluator").set_index("evaluator")["columns"]
+    assert on["group-sizes"] == on["transparency-risk"] == "a, b" and on["sse-sst"] == "a, b, c"
