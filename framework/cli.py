@@ -540,9 +540,11 @@ def _cmd_demo(args: argparse.Namespace) -> int:
                     f"{len(release.data)}.")
     if len(release.evaluations):
         heading("Evaluations:")
-        for evaluator, rows in release.evaluations.groupby("evaluator", sort=False):
+        # one line per evaluation, with what its figures are computed on (two entries of one evaluator on
+        # different columns were printed as one line, and no line said its columns or weight)
+        for (evaluator, on), rows in release.evaluations.groupby(["evaluator", "columns"], sort=False):
             figures = ", ".join(f"{m} = {v:.4g}" for m, v in zip(rows["metric"], rows["value"], strict=True))
-            wrapped(figures, indent=" " * 22, first=f"  {evaluator:<19} ")
+            wrapped(f"{figures} (on {on})", indent=" " * 22, first=f"  {evaluator:<19} ")
     heading("Ledger:")
     for entry in release.ledger:
         wrapped(entry.statement, indent="      ", first=f"  [{entry.kind}] ")

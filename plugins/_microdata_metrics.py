@@ -28,6 +28,39 @@ __all__ = [
 ]
 
 
+def _power_of_two(values: np.ndarray) -> np.ndarray:
+    """A power of two with ``values / power`` in ``[1, 2)`` (1 where a value is 0 or
+    not finite): dividing by it is exact and brings any float near 1."""
+    values = np.asarray(values, dtype=float)
+    ok = np.isfinite(values) & (values > 0)
+    _, e = np.frexp(np.where(ok, values, 1.0))
+    return np.where(ok, np.ldexp(1.0, e - 1), 1.0)  # 2^(e-1): 2^e overflows for values above 2^1023
+
+
+def _rescaled(X: np.ndarray, Y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Both files with each column divided by the power of two nearest its
+    largest absolute value (of both files). Every figure here is unchanged
+    by a per-column scale (standardised distances, relative changes,
+    correlations, intervals in s.d. units), and the division is exact, but
+    squares and sums of columns of 1e300 overflowed (SSE/SST, IL1s, DBRL,
+    moments came out NaN or inf) and those of columns of 1e-300 underflowed
+    to 0 (the column was taken as constant)."""
+    with np.errstate(invalid="ignore"):
+        top = np.fmax(np.fmax.reduce(np.abs(X), axis=0, initial=0.0), np.fmax.reduce(np.abs(Y), axis=0, initial=0.0))
+    unit = _power_of_two(top)
+    return X / unit, Y / unit
+
+
+def _normalised(w: np.ndarray | None) -> tuple[np.ndarray | None, float]:
+    """Sampling weights divided by the power of two nearest the largest, and
+    that power (``w = unit * u``): sums of weights of 1e308 overflowed. A
+    figure with ``ddof`` then uses ``sum u - ddof / unit``."""
+    if w is None:
+        return None, 1.0
+    unit = float(_power_of_two(np.max(w)))
+    return w / unit, unit
+
+
 def _weighted_mean(X: np.ndarray, w: np.ndarray | None) -> np.ndarray:
     observed = ~np.isnan(X)
     if observed.all():
@@ -37,7 +70,7 @@ def _weighted_mean(X: np.ndarray, w: np.ndarray | None) -> np.ndarray:
     return (weights @ filled) / (weights @ observed)  # each column over its observed values
 
 
-def _varying(X: np.ndarray, ddof: int = 0, w: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _varying(X: np.ndarray, ddof: float = 0, w: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Means, standard deviations and the mask of non-constant columns. With
     sampling weights ``w`` (each record stands for ``w_i`` population units)
     the mean is ``sum w x / sum w`` and the variance
@@ -79,6 +112,8 @@ def sse_sst(X: np.ndarray, Y: np.ndarray, w: np.ndarray | None = None) -> tuple[
     columns). Constant columns are left out. With sampling weights ``w``
     every record's terms count ``w_i`` times (weighted mean and s.d.).
     With missing values both sums run over the cells observed in both files."""
+    X, Y = _rescaled(X, Y)
+    w, unit = _normalised(w)
     mean, sd, varying = _varying(X, w=w)
     if not varying.any():
         return float("nan"), 0.0, 0.0
@@ -86,11 +121,13 @@ def sse_sst(X: np.ndarray, Y: np.ndarray, w: np.ndarray | None = None) -> tuple[
     Z = np.where(both, (X[:, varying] - mean[varying]) / sd[varying], 0.0)
     Zp = np.where(both, (Y[:, varying] - mean[varying]) / sd[varying], 0.0)
     weights = np.ones(X.shape[0]) if w is None else w
-    sse = float(weights @ np.sum((Z - Zp) ** 2, axis=1))
-    sst = float(weights @ np.sum(Z ** 2, axis=1))
+    with np.errstate(over="ignore"):  # weights of 1e308: the sums themselves may be beyond a float (inf)
+        sse = float(weights @ np.sum((Z - Zp) ** 2, axis=1)) * unit
+        sst = float(weights @ np.sum(Z ** 2, axis=1)) * unit
     if not sst > 0:  # the cells observed in both files all sit at the mean: no spread to lose
         return float("nan"), sse, sst
-    return 100.0 * sse / sst, sse, sst
+    ratio = float(weights @ np.sum((Z - Zp) ** 2, axis=1)) / float(weights @ np.sum(Z ** 2, axis=1))
+    return 100.0 * ratio, sse, sst
 
 
 def il1s(X: np.ndarray, Y: np.ndarray, w: np.ndarray | None = None) -> float:
@@ -100,7 +137,9 @@ def il1s(X: np.ndarray, Y: np.ndarray, w: np.ndarray | None = None) -> float:
     constant columns are left out. With sampling weights, the weighted mean
     over records and the weighted s.d. With missing values, the mean over
     the cells observed in both files."""
-    _, sd, varying = _varying(X, ddof=1, w=w)
+    X, Y = _rescaled(X, Y)
+    w, unit = _normalised(w)
+    _, sd, varying = _varying(X, ddof=1.0 / unit, w=w)
     if not varying.any():
         return float("nan")
     both = _compared(X, Y)[:, varying]
@@ -112,15 +151,16 @@ def il1s(X: np.ndarray, Y: np.ndarray, w: np.ndarray | None = None) -> float:
     return float((weights @ terms.sum(axis=1)) / (weights @ both.sum(axis=1)))
 
 
-def _cov(X: np.ndarray, w: np.ndarray | None) -> np.ndarray:
-    """Covariances (``ddof = 1``); with missing values each pair over the
-    records observing both (pairwise complete)."""
+def _cov(X: np.ndarray, w: np.ndarray | None, ddof: float = 1.0) -> np.ndarray:
+    """Covariances (``ddof = 1``, or ``ddof`` for weights normalised by
+    :func:`_normalised`); with missing values each pair over the records
+    observing both (pairwise complete)."""
     observed = ~np.isnan(X)
     if observed.all():
         if w is None:
             return np.atleast_2d(np.cov(X, rowvar=False, ddof=1))
         centred = X - _weighted_mean(X, w)
-        return np.atleast_2d((centred * w[:, None]).T @ centred / (w.sum() - 1.0))
+        return np.atleast_2d((centred * w[:, None]).T @ centred / (w.sum() - ddof))
     weights = np.ones(X.shape[0]) if w is None else w
     p = X.shape[1]
     out = np.full((p, p), np.nan)
@@ -128,11 +168,11 @@ def _cov(X: np.ndarray, w: np.ndarray | None) -> np.ndarray:
         for m in range(j, p):
             rows = observed[:, j] & observed[:, m]
             ww = weights[rows]
-            if ww.sum() <= 1.0:
+            if ww.sum() <= ddof:
                 continue
             a, b = X[rows, j], X[rows, m]
             ca, cb = a - (ww @ a) / ww.sum(), b - (ww @ b) / ww.sum()
-            out[j, m] = out[m, j] = (ww * ca) @ cb / (ww.sum() - 1.0)
+            out[j, m] = out[m, j] = (ww * ca) @ cb / (ww.sum() - ddof)
     return out
 
 
@@ -153,14 +193,16 @@ def moments(X: np.ndarray, Y: np.ndarray, w: np.ndarray | None = None) -> dict[s
     With missing values both files are compared over the cells observed in
     both; covariances over the records observing both variables."""
     p = X.shape[1]
+    X, Y = _rescaled(X, Y)
+    w, unit = _normalised(w)
     both = _compared(X, Y)
     if not both.all():  # both files over the same cells: those observed in both
         X, Y = np.where(both, X, np.nan), np.where(both, Y, np.nan)
     mx, my = _weighted_mean(X, w), _weighted_mean(Y, w)
     scale = np.maximum(np.nanmax(np.abs(X), axis=0), 1e-300)
     out = {"mean_rel_change": _rel(mx, my, 1e-12 * scale)}
-    cx = _cov(X, w)
-    cy = _cov(Y, w)
+    cx = _cov(X, w, 1.0 / unit)
+    cy = _cov(Y, w, 1.0 / unit)
     var_floor = 1e-24 * scale ** 2
     out["var_rel_change"] = _rel(np.diag(cx), np.diag(cy), var_floor)
     iu = np.triu_indices(p, 1)
@@ -194,6 +236,7 @@ def dbrl(X: np.ndarray, Y: np.ndarray, *, workers: int = 1) -> tuple[float, floa
     distances over the observed coordinates as MDAV's (sdcMicro's rule,
     :func:`_linkage_missing`).
     """
+    X, Y = _rescaled(X, Y)
     mean, sd, varying = _varying(X)
     scale = np.where(varying, sd, 1.0)
     Z = (X - mean) / scale  # a constant column is divided by 1: it adds only where protection changed it
@@ -302,6 +345,7 @@ def interval_disclosure(X: np.ndarray, Y: np.ndarray, width: float) -> tuple[flo
     never inside, and a record with no such cell is left out (sdcMicro counts
     it at risk). A column with fewer than two observed protected values has
     no s.d. (R's ``NA``): its cells are neither outside nor inside."""
+    X, Y = _rescaled(X, Y)
     both = _compared(X, Y)
     observed = ~np.isnan(Y)
     count = observed.sum(axis=0)
@@ -399,14 +443,19 @@ def individual_risk(sample_freq: np.ndarray, pop_freq: np.ndarray) -> np.ndarray
     small ``p``); for ``f = 1`` it is ``p ln(1/p) / (1 - p)``, and ``r = 1 / f``
     when ``p = 1``."""
     f = np.asarray(sample_freq, dtype=float)
-    p = np.clip(f / np.asarray(pop_freq, dtype=float), 0.0, 1.0)
+    with np.errstate(over="ignore"):  # a cell of weights near 1e308: F_hat = inf, p = 0
+        p = np.clip(f / np.asarray(pop_freq, dtype=float), 0.0, 1.0)
     q = 1.0 - p
     out = 1.0 / f
     with np.errstate(divide="ignore", invalid="ignore"):
         one = (f == 1) & (q > 0)  # p ln(1/p) / (1 - p)
-        out[one] = p[one] * -np.log1p(-q[one]) / q[one]
+        # ln(1/p) from p itself where p is small: from q, 1 - p rounds to 1 below p = 1e-16 and
+        # log1p(-1) = -inf made the risk of a sample unique with a large weight inf, shown as 1
+        log_inv = np.where(p[one] < 0.5, -np.log(p[one]), -np.log1p(-q[one]))
+        out[one] = np.where(p[one] > 0, p[one] * log_inv / q[one], 0.0)  # the limit at p = 0 is 0
         more = (f > 1) & (q > 0)  # f = 2 is p / (1 - p)^2 * ((1 - p) + p ln p), which cancels near p = 1
         out[more] = p[more] / f[more] * special.hyp2f1(1.0, 1.0, f[more] + 1.0, q[more])
+    out[more & (p == 0)] = 0.0  # 2F1(1, 1; f + 1; 1) = f / (f - 1) is finite: the risk tends to 0 with p
     rest = more & ~np.isfinite(out)
     if rest.any():  # where scipy gives up (large cells, p near 0): the series itself
         out[rest] = p[rest] / f[rest] * _hyp2f1_11(f[rest] + 1.0, q[rest])
@@ -435,6 +484,7 @@ def dbrl_within_cells(X: np.ndarray, Y: np.ndarray, cells_x: np.ndarray, cells_y
     cell moved far apart along an extra axis (further than any distance
     within the data), so that the nearest original is always in the record's
     own cell. A record whose key combination changed is not linked."""
+    X, Y = _rescaled(X, Y)
     mean, sd, varying = _varying(X)
     scale = np.where(varying, sd, 1.0)
     Z = (X - mean) / scale

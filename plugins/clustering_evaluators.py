@@ -27,8 +27,10 @@ then in the original one (so two label columns can be compared too).
 
 Records a clusterer left unassigned (negative labels, privclust's ``-1`` for
 noise or halo) are handled as ``unassigned`` says: ``"singletons"`` (the
-default: each such record is a cluster of its own, grouped with nobody, so
-the figures count it against the clustering), ``"cluster"`` (all of them
+default of ``ari`` and ``pair-f``: each such record is a cluster of its own,
+grouped with nobody, so the pair counts count it against the clustering;
+``nmi`` refuses it, as singletons raise mutual information, and defaults to
+``"cluster"``), ``"cluster"`` (all of them
 form one extra cluster, which is what scikit-learn does with the raw
 labels) or ``"exclude"`` (they are left out; the figures describe the
 assigned records only, and ``n-clusters`` reports how many were left out).
@@ -222,8 +224,10 @@ class PairFMeasure(_WithUnassigned):
     name: ClassVar[str] = "pair-f"
     metric_descriptions: ClassVar[Mapping[str, tuple[str, str]]] = {
         "f": ("pair-counting F-measure against the true classes; 1 = identical", "index (0-1)"),
-        "precision": ("share of pairs put together that belong together", "share (0-1)"),
-        "recall": ("share of pairs that belong together and were put together", "share (0-1)"),
+        "precision": ("share of pairs put together that belong together (NaN when no pair is put together)",
+                      "share (0-1)"),
+        "recall": ("share of pairs that belong together and were put together (NaN when no pair belongs "
+                   "together)", "share (0-1)"),
     }
 
     beta: float = param(float, default=1.0, gt=0, doc="weight of recall against precision (F_beta); 1 gives F_1")
@@ -243,7 +247,10 @@ class PairFMeasure(_WithUnassigned):
 @attrs.frozen(kw_only=True)
 class NormalizedMutualInformation(_WithUnassigned):
     """Normalised mutual information of the clustering and the true classes
-    (scikit-learn's ``normalized_mutual_info_score``)."""
+    (scikit-learn's ``normalized_mutual_info_score``). Records labelled -1
+    form one shared cluster by default (``unassigned = "cluster"``): counted
+    as singletons they would raise the figure, since a cluster of one record
+    is pure."""
 
     name: ClassVar[str] = "nmi"
     metric_descriptions: ClassVar[Mapping[str, tuple[str, str]]] = {
@@ -251,6 +258,12 @@ class NormalizedMutualInformation(_WithUnassigned):
                 "index (0-1)"),
     }
 
+    # Not "singletons": a singleton cluster is pure, so mutual information counts it as perfect knowledge of
+    # its record's class; a clusterer that left every record unassigned scored 0.73 on three records of two
+    # classes (a quality it does not have). One shared cluster of the unassigned records gives it 0.
+    unassigned: str = param(str, default="cluster", choices=("cluster", "exclude"),
+                            doc="records with label -1: 'cluster' (one shared cluster) or 'exclude'; not "
+                                "'singletons', which raises NMI (a cluster of one record is pure)")
     average_method: str = param(str, default="arithmetic", choices=("arithmetic", "geometric", "min", "max"),
                                 doc="how the two entropies are averaged in the normaliser")
 

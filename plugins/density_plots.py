@@ -102,7 +102,10 @@ def _step_input(release: privclust.Release, outcome: Any) -> pd.DataFrame:
     before = any(changes(o) for o in release.outcomes[:position])
     after = any(changes(o) for o in release.outcomes[position + 1:])
     source = release.data if before and not after else release.original
-    return source.loc[:, list(outcome.columns)]
+    frame = source.loc[:, list(outcome.columns)]
+    if before and after:  # neither file holds what the step saw: the plot's title says which values it shows
+        frame.attrs["privclust_plot_note"] = "original values, not those the step saw"
+    return frame
 
 
 def _diagnostic(partition: privclust.Partition, key: str, plot: str) -> np.ndarray:
@@ -153,7 +156,9 @@ def plot_decision_graph(obj: Any, ax: Any = None, *, step: int | str | None = No
         for i, c in enumerate(centres):
             ax.annotate(str(i), (rho[c], delta[c]), textcoords="offset points", xytext=(4, 4), fontsize=8)
     grid = "grid_points" in partition.diagnostics
-    ax.set_xlabel(r"$\rho$ (density" + (" at grid nodes" if grid else "") + ")")
+    # a DP clusterer (it reports its 'accounting') orders by noisy densities, which may be negative
+    noisy = "noisy " if "accounting" in partition.diagnostics else ""
+    ax.set_xlabel(r"$\rho$ (" + noisy + "density" + (" at grid nodes" if grid else "") + ")")
     ax.set_ylabel(r"$\delta$ (distance to a denser point)")
     ax.set_title(f"Decision graph{': ' + title if title else ''}", fontsize=10)
     ax.legend(loc="best", fontsize=8, frameon=False)
@@ -308,13 +313,20 @@ def plot_clusters(obj: Any, data: Any = None, columns: Sequence[str] | None = No
             centre_values = np.asarray(partition.centres, dtype=float)[:, [known.index(c) for c in use]]
     if centre_values is not None:
         points = _apply(transform, centre_values)
+        before = partition.diagnostics.get("labels_before_merge")
+        merged = before is not None and what == "labels" and not np.array_equal(np.asarray(before).ravel(), lab)
+        # after a reachability merge the partition's centres are the density peaks chosen before it: a merged
+        # cluster holds several of them and a cluster the merge formed may hold none, so they are not "the
+        # clusters' centres" (on flame, dp-dpcl showed 2 clusters and 2 crosses both inside one cluster)
         ax.scatter(points[:, 0], points[:, 1], s=90, marker="X", color="black", edgecolors="white",
-                   linewidths=0.8, zorder=3, label="centres")
+                   linewidths=0.8, zorder=3, label="peaks before the merge" if merged else "centres")
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     n_clusters = len(kinds)
     caption = f"{title}: " if title else ""
-    ax.set_title(f"{caption}{n_clusters} clusters" + ("" if what == "labels" else f" ({what})"), fontsize=10)
+    note = frame.attrs.get("privclust_plot_note") if data is own_data else None
+    notes = [n for n in (None if what == "labels" else what, note) if n]
+    ax.set_title(f"{caption}{n_clusters} clusters" + (f" ({'; '.join(notes)})" if notes else ""), fontsize=10)
     if len(kinds) <= 12:
         ax.legend(loc="best", fontsize=7, frameon=False, markerscale=1.2)
     return ax

@@ -60,9 +60,11 @@ def _arrays(inputs: EvaluationInputs, who: str) -> tuple[np.ndarray, np.ndarray]
     columns = list(inputs.columns)
     if not columns:
         raise DataError(f"{who}: no columns to evaluate; name them with columns = [...]")
-    missing = [c for c in columns if c not in inputs.protected.columns]
-    if missing:
-        raise DataError(f"{who}: column(s) {', '.join(missing)} are not in the protected data")
+    for frame, what in ((inputs.protected, "protected"), (inputs.original, "original")):
+        missing = [c for c in columns if c not in frame.columns]
+        if missing:  # a column a step dropped, or one it added (the original has no such column to compare)
+            raise DataError(f"{who}: column(s) {', '.join(missing)} are not in the {what} data; a record-level "
+                            "figure compares each column in both files: leave them out of the evaluation's columns")
     try:
         X = inputs.original.loc[:, columns].to_numpy(dtype=float)
         Y = inputs.protected.loc[:, columns].to_numpy(dtype=float)
@@ -84,8 +86,9 @@ def _arrays(inputs: EvaluationInputs, who: str) -> tuple[np.ndarray, np.ndarray]
 
 
 def _weight_param() -> Any:
-    return param(str, default=None, doc="a sampling-weight column: every record counts as many times as its "
-                                        "weight (default: the recipe's [roles] weight, else unweighted)")
+    return param(str, default=None, doc="a sampling-weight column, read from the original file: every record "
+                                        "counts as many times as its weight (default: the recipe's [roles] "
+                                        "weight, else unweighted)")
 
 
 @attrs.frozen(kw_only=True)
@@ -97,11 +100,13 @@ class SseSst:
 
     name: ClassVar[str] = "sse-sst"
     metric_descriptions: ClassVar[Mapping[str, tuple[str, str]]] = {
-        "sse_sst": ("share of the total variance lost (100 SSE/SST); 0 = no loss, 100 = every record replaced "
-                    "by the mean", "%"),
-        "sse": ("sum of squared changes of the standardised values", "standardised units²"),
-        "sst": ("sum of squares of the standardised original values (records x varying columns)",
-                "standardised units²"),
+        "sse_sst": ("share of the total variance lost (100 SSE/SST, columns standardised by the original's mean "
+                    "and population s.d.); 0 = no loss, 100 = every record replaced by the mean; NaN when every "
+                    "column is constant in the original", "%"),
+        "sse": ("sum of squared changes of the standardised values (each record counted its weight times, over "
+                "the cells observed in both files)", "standardised units²"),
+        "sst": ("sum of squares of the standardised original values over the same cells (records x varying "
+                "columns when unweighted and complete)", "standardised units²"),
     }
 
     weight: str | None = _weight_param()
@@ -123,8 +128,8 @@ class IL1s:
 
     name: ClassVar[str] = "il1s"
     metric_descriptions: ClassVar[Mapping[str, tuple[str, str]]] = {
-        "il1s": ("mean absolute change per value, in original standard deviations (x sqrt 2); 0 = no loss",
-                 "sd units"),
+        "il1s": ("mean over values of |x - x'| / (sqrt(2) s), s the original column's sample s.d. (constant "
+                 "columns left out; NaN when all are constant); 0 = no loss", "sd units"),
     }
 
     weight: str | None = _weight_param()
@@ -134,7 +139,8 @@ class IL1s:
 
     def evaluate(self, inputs: EvaluationInputs) -> Mapping[str, float]:
         X, Y = _arrays(inputs, self.name)
-        return {"il1s": mm.il1s(X, Y, _weights(inputs.original, _weight_role(self.weight, inputs), self.name))}
+        return {"il1s": mm.il1s(X, Y, _weights(inputs.original, _weight_role(self.weight, inputs), self.name,
+                                               sample=True))}
 
 
 @attrs.frozen(kw_only=True)
@@ -145,10 +151,14 @@ class Moments:
 
     name: ClassVar[str] = "moments"
     metric_descriptions: ClassVar[Mapping[str, tuple[str, str]]] = {
-        "mean_rel_change": ("mean relative change of the column means; 0 = unchanged", "ratio"),
-        "var_rel_change": ("mean relative change of the column variances; 0 = unchanged", "ratio"),
-        "cov_rel_change": ("mean relative change of the covariances; 0 = unchanged", "ratio"),
-        "corr_abs_change": ("mean absolute change of the correlations; 0 = unchanged", "correlation"),
+        "mean_rel_change": ("mean relative change of the column means (columns whose original mean is 0 left "
+                            "out; NaN when none is left); 0 = unchanged", "ratio"),
+        "var_rel_change": ("mean relative change of the column variances (constant original columns left out); "
+                           "0 = unchanged", "ratio"),
+        "cov_rel_change": ("mean relative change of the covariances (pairs whose original covariance is 0 left out; "
+                           "NaN for a single column)", "ratio"),
+        "corr_abs_change": ("mean absolute change of the correlations (pairs with a constant column left out; NaN "
+                            "for a single column); 0 = unchanged", "correlation"),
         "corr_max_abs_change": ("largest absolute change of a correlation; 0 = unchanged", "correlation"),
     }
 
@@ -161,7 +171,7 @@ class Moments:
         X, Y = _arrays(inputs, self.name)
         if X.shape[0] < 2:
             raise DataError("moments: variances need at least 2 records")
-        return mm.moments(X, Y, _weights(inputs.original, _weight_role(self.weight, inputs), self.name))
+        return mm.moments(X, Y, _weights(inputs.original, _weight_role(self.weight, inputs), self.name, sample=True))
 
 
 @attrs.frozen(kw_only=True)
@@ -172,8 +182,9 @@ class DBRL:
 
     name: ClassVar[str] = "dbrl"
     metric_descriptions: ClassVar[Mapping[str, tuple[str, str]]] = {
-        "dbrl": ("share of protected records whose nearest original record is their own (re-identification "
-                 "risk; a tie among t nearest originals counts 1/t); 0 = none linked", "share (0-1)"),
+        "dbrl": ("share of protected records whose nearest original record is their own (Euclidean on the "
+                 "columns standardised by the original's mean and population s.d.; re-identification risk; a tie "
+                 "among t nearest originals counts 1/t); 0 = none linked", "share (0-1)"),
         "dbrl_linked_records": ("expected number of records linked to their own original by nearest distance "
                                 "(a tie among t nearest originals counts 1/t)", "records"),
     }
@@ -194,8 +205,8 @@ class IntervalDisclosure:
 
     name: ClassVar[str] = "interval-disclosure"
     metric_descriptions: ClassVar[Mapping[str, tuple[str, str]]] = {
-        "drisk": ("share of records with at most one original value outside the interval around its protected "
-                  "value (sdcMicro's dRisk; disclosure risk)", "share (0-1)"),
+        "drisk": ("share of records with at most one original value outside the interval protected value +/- "
+                  "width x the protected column's sample s.d. (sdcMicro's dRisk; disclosure risk)", "share (0-1)"),
         "drisk_all_inside": ("share of records whose original values all lie within the interval around their "
                              "protected values (stricter than sdcMicro's dRisk)", "share (0-1)"),
         "values_inside": ("share of values whose original lies within the interval around the protected value",
@@ -237,6 +248,17 @@ def _step_name(outcome: Any) -> str:
     return str(getattr(outcome, "id", "?"))
 
 
+def _partition_columns(inputs: EvaluationInputs, step: str | None, who: str) -> Mapping[str, Any]:
+    """What a partition's figures are computed on: the columns of the step
+    whose partition they judge (before the run, or without one, the
+    evaluation's columns)."""
+    try:
+        outcome, part = _find_partition(inputs, step, who)
+    except DataError:
+        return {"columns": list(inputs.columns)}
+    return {"columns": [str(c) for c in (part.columns or getattr(outcome, "columns", ()) or inputs.columns)]}
+
+
 @attrs.frozen(kw_only=True)
 class GroupSizes:
     """Realised group sizes of the masking step's partition (each record's
@@ -268,6 +290,9 @@ class GroupSizes:
                                                     "one over these columns)")
     k: int | None = param(int, default=None, ge=1,
                           doc="the minimum group size k to compare with (default: the step's own k)")
+
+    def evaluated_on(self, inputs: EvaluationInputs) -> Mapping[str, Any]:
+        return _partition_columns(inputs, self.step, self.name)
 
     def evaluate(self, inputs: EvaluationInputs) -> Mapping[str, float]:
         outcome, part = _find_partition(inputs, self.step, self.name)
@@ -328,6 +353,9 @@ class TransparencyRisk:
     step: str | None = param(str, default=None, doc="id of the masking step (default: the last one over these "
                                                     "columns)")
 
+    def evaluated_on(self, inputs: EvaluationInputs) -> Mapping[str, Any]:
+        return _partition_columns(inputs, self.step, self.name)
+
     def evaluate(self, inputs: EvaluationInputs) -> Mapping[str, float]:
         outcome, part = _find_partition(inputs, self.step, self.name)
         post = mm.transparency_posteriors(part.labels, part.memberships)
@@ -341,8 +369,8 @@ class TransparencyRisk:
 @attrs.frozen(kw_only=True)
 class EditViolations:
     """For each edit rule of the recipe, the largest violation and the share
-    of records violating it (beyond ``tol`` relative to the record's
-    largest value), in the protected file and in the original. A rule is
+    of records violating it (beyond ``tol`` times 1 + the size of the rule's
+    terms, the host's test), in the protected file and in the original. A rule is
     judged on the records that have all its columns; where some miss one,
     their count is reported as ``records not evaluable``."""
 
@@ -353,10 +381,16 @@ class EditViolations:
     metric_descriptions: ClassVar[Mapping[str, tuple[str, str]]] = {
         "rules": ("edit rules checked", "rules"),
         "*: max violation (original)": ("largest violation of the rule in the original file", "column units"),
-        "*: share violated (original)": ("share of original records breaking the rule", "share (0-1)"),
+        "*: share violated (original)": ("share of original records breaking the rule (among those that have "
+                                         "all its columns)", "share (0-1)"),
         "*: max violation": ("largest violation of the rule in the released file; 0 = satisfied",
                              "column units"),
-        "*: share violated": ("share of released records breaking the rule", "share (0-1)"),
+        "*: share violated": ("share of released records breaking the rule (among those that have all its "
+                              "columns)", "share (0-1)"),
+        "*: records not evaluable": ("released records that miss a column of the rule (a missing value, or a "
+                                     "column the file lacks or holds as text); the two figures above leave them "
+                                     "out, and are NaN when no record is left", "records"),
+        "*: records not evaluable (original)": ("original records that miss a column of the rule", "records"),
     }
 
     tol: float = param(float, default=1e-11, gt=0,
@@ -368,7 +402,11 @@ class EditViolations:
                                                      "the registry, so a blocked or swapped one is honoured)")
 
     def _values(self, frame: pd.DataFrame, columns: tuple[str, ...]) -> np.ndarray:
-        out = np.zeros((frame.shape[0], len(columns)))
+        """The rules' columns of ``frame``; a column the file lacks (a step
+        dropped it) or holds as text is missing (NaN) in every record, so
+        the rules over it are not evaluable there (it was read as 0, and a
+        rule over it reported as violated by every record)."""
+        out = np.full((frame.shape[0], len(columns)), np.nan)
         for j, c in enumerate(columns):
             if c in frame.columns and privclust.is_real_column(frame[c]):
                 out[:, j] = frame[c].to_numpy(dtype=float, na_value=np.nan)
@@ -394,6 +432,18 @@ class EditViolations:
         columns = tuple(c for c in inputs.original.columns if c in used)
         return privclust.ConstraintSet(columns, [handler.bind(columns)])
 
+    def evaluated_on(self, inputs: EvaluationInputs) -> Mapping[str, Any]:
+        """The columns the rules use (the evaluation's columns were named,
+        whatever the rules read)."""
+        try:
+            rules = self._own_rules(inputs) if self.rules else inputs.constraints
+        except privclust.PrivclustError:  # evaluate() raises it, with its own type, when the run gets there
+            return {"columns": list(inputs.columns)}
+        if rules is None or not rules.rules:
+            return {"columns": list(inputs.columns)}
+        used = _rule_columns(rules, len(rules.columns)).any(axis=0)
+        return {"columns": [c for c, u in zip(rules.columns, used, strict=True) if u]}
+
     def evaluate(self, inputs: EvaluationInputs) -> Mapping[str, float]:
         rules = self._own_rules(inputs) if self.rules else inputs.constraints
         if rules is None or not rules.rules:
@@ -412,7 +462,8 @@ class EditViolations:
                 evaluable = ~nan[:, involved[r]].any(axis=1)
                 bound = self.tol * (1.0 + sizes[:, r])  # the host's own test
                 v = viol[evaluable, r]
-                out[f"{text}: max violation{label}"] = float(np.max(v, initial=0.0))
+                # no evaluable record: nothing is known (0 read as "satisfied")
+                out[f"{text}: max violation{label}"] = float(np.max(v)) if v.size else float("nan")
                 out[f"{text}: share violated{label}"] = float(np.mean(v > bound[evaluable])) if v.size else \
                     float("nan")
                 if not evaluable.all():
@@ -437,10 +488,22 @@ def _rule_columns(rules: Any, n_columns: int) -> np.ndarray:
 # ---------------------------------------------------------------------------
 
 
-def _key_role(keys: tuple[str, ...], inputs: EvaluationInputs) -> tuple[str, ...]:
-    """The evaluator's own ``keys``, else the recipe's ``[roles] keys``."""
+def _key_role(keys: tuple[str, ...], inputs: EvaluationInputs, with_strata: bool = True) -> tuple[str, ...]:
+    """The evaluator's own ``keys``, else the recipe's ``[roles] keys``; then
+    (``with_strata``) the recipe's ``[roles] strata``: they are public by
+    declaration and released unchanged, so an intruder knows them as well as
+    any key, and a record unique within its stratum is unique (counting the
+    keys alone understated the sample uniques and the risk)."""
     roles = getattr(inputs, "roles", None)
-    return tuple(keys) or (tuple(roles.keys) if roles is not None else ())
+    chosen = tuple(keys) or (tuple(roles.keys) if roles is not None else ())
+    if not chosen or not with_strata or roles is None:
+        return chosen
+    return chosen + tuple(c for c in roles.strata if c not in chosen)
+
+
+def _strata_param() -> Any:
+    return param(bool, default=True, doc="count the recipe's [roles] strata as key variables too (public by "
+                                         "declaration: an intruder knows them); false: the keys alone")
 
 
 def _weight_role(weight: str | None, inputs: EvaluationInputs) -> str | None:
@@ -468,7 +531,12 @@ def _cells_of_both(original: pd.DataFrame, protected: pd.DataFrame) -> tuple[np.
     return codes[:n], codes[n:]
 
 
-def _weights(frame: pd.DataFrame, weight: str | None, who: str) -> np.ndarray | None:
+def _weights(frame: pd.DataFrame, weight: str | None, who: str, *, sample: bool = False) -> np.ndarray | None:
+    """The sampling weights of column ``weight`` of ``frame`` (every
+    evaluator passes the original file: the weights the records were drawn
+    with, whatever a step did to the released column). ``sample``: the
+    figure uses sample variances, ``sum w (x - mean)^2 / (sum w - 1)``,
+    which need the weights to add up to more than 1."""
     if weight is None:
         return None
     if weight not in frame.columns:
@@ -481,6 +549,13 @@ def _weights(frame: pd.DataFrame, weight: str | None, who: str) -> np.ndarray | 
     if bad.any():
         raise DataError(f"{who}: the weight column {weight!r} has {int(bad.sum())} value(s) that are missing, "
                         "infinite or not positive; every sampling weight must be a positive number")
+    if sample:
+        unit = float(2.0 ** (np.frexp(np.max(w))[1] - 1))  # a sum of weights of 1e308 overflows: add them scaled
+        total = float(np.sum(w / unit))
+        if not total * unit > 1.0:
+            raise DataError(f"{who}: the weight column {weight!r} adds up to {total * unit:.6g}; the sample "
+                            "variances of this figure divide by (sum of the weights - 1), so the weights must add "
+                            "up to more than 1 (sampling weights count population units: each is usually >= 1)")
     return w
 
 
@@ -494,25 +569,31 @@ class KeyFrequencies:
 
     name: ClassVar[str] = "key-frequencies"
     metric_descriptions: ClassVar[Mapping[str, tuple[str, str]]] = {
-        "combinations*": ("distinct combinations of the key variables", "combinations"),
-        "sample_uniques*": ("records alone with their key combination", "records"),
-        "records_below_k*": ("records in a key cell smaller than k", "records"),
-        "share_below_k*": ("share of records in a key cell smaller than k", "share (0-1)"),
-        "min_cell_size*": ("smallest key cell", "records"),
+        **{f"{metric}{suffix}": (f"{text} ({where})", unit)
+           for suffix, where in (("", "released file"), ("_original", "original file"))
+           for metric, text, unit in (
+               ("combinations", "distinct combinations of the key variables", "combinations"),
+               ("sample_uniques", "records alone with their key combination (the keys and the public strata; a "
+                                  "missing key value is a category of its own)", "records"),
+               ("records_below_k", "records in a key cell smaller than k", "records"),
+               ("share_below_k", "share of records in a key cell smaller than k", "share (0-1)"),
+               ("min_cell_size", "smallest key cell", "records"))},
     }
 
     keys: tuple[str, ...] = param(tuple, default=(), doc="the categorical key variables (quasi-identifiers; "
                                                         "default: the recipe's [roles] keys)")
+    with_strata: bool = _strata_param()
     k: int = param(int, default=3, ge=2,
                    doc="the minimum group size: a cell with fewer than k records breaks k-anonymity on the keys")
 
     def evaluated_on(self, inputs: EvaluationInputs) -> Mapping[str, Any]:
-        return {"columns": list(_key_role(self.keys, inputs))}
+        return {"columns": list(_key_role(self.keys, inputs, self.with_strata))}
 
     def evaluate(self, inputs: EvaluationInputs) -> Mapping[str, float]:
         out: dict[str, float] = {}
         for suffix, frame, what in (("", inputs.protected, "protected"), ("_original", inputs.original, "original")):
-            codes, sizes = mm.key_cells(_keys(frame, _key_role(self.keys, inputs), self.name, what))
+            keys = _key_role(self.keys, inputs, self.with_strata)
+            codes, sizes = mm.key_cells(_keys(frame, keys, self.name, what))
             out[f"combinations{suffix}"] = float(len(np.unique(codes)))
             out[f"sample_uniques{suffix}"] = float(np.sum(sizes == 1))
             out[f"records_below_k{suffix}"] = float(np.sum(sizes < self.k))
@@ -526,15 +607,19 @@ class IndividualRisk:
     """The individual re-identification risk of each record through its key
     combination (Benedetti & Franconi 1998; sdcMicro's ``measure_risk``):
     ``E[1/F | f]`` for the sample frequency ``f`` of its cell and the
-    population frequency ``F`` estimated from the sampling weights. Without
-    ``weight`` the file is taken as the whole population (risk ``1/f``).
+    population frequency ``F`` estimated from the sampling weights (those of
+    the original file, as every weighted evaluator reads them: a step that
+    masked the weight column does not change how many population units a
+    record stands for). Without ``weight`` the file is taken as the whole
+    population (risk ``1/f``).
     Figures for the protected file: the mean and largest risk, the expected
     number of re-identifications (sum of the risks) and the records whose
     risk exceeds ``threshold``."""
 
     name: ClassVar[str] = "individual-risk"
     metric_descriptions: ClassVar[Mapping[str, tuple[str, str]]] = {
-        "mean_risk": ("mean individual re-identification risk through the key combination", "probability"),
+        "mean_risk": ("mean individual re-identification risk through the key combination of the released file "
+                      "(population frequencies from the original file's weights)", "probability"),
         "max_risk": ("largest individual risk", "probability"),
         "expected_reidentifications": ("expected number of re-identifications (sum of the risks)", "records"),
         "records_above_threshold": ("records whose risk exceeds the threshold", "records"),
@@ -543,21 +628,29 @@ class IndividualRisk:
 
     keys: tuple[str, ...] = param(tuple, default=(), doc="the categorical key variables (quasi-identifiers; "
                                                         "default: the recipe's [roles] keys)")
-    weight: str | None = param(str, default=None, doc="the sampling-weight column (default: the recipe's "
-                                                      "[roles] weight, else the file is the population)")
+    with_strata: bool = _strata_param()
+    weight: str | None = param(str, default=None, doc="the sampling-weight column, read from the original file "
+                                                      "(default: the recipe's [roles] weight, else the file is "
+                                                      "the population)")
     threshold: float = param(float, default=0.1, gt=0, le=1, doc="a record is at risk above this individual risk")
 
     def evaluated_on(self, inputs: EvaluationInputs) -> Mapping[str, Any]:
-        return {"columns": list(_key_role(self.keys, inputs)), "weight": _weight_role(self.weight, inputs)}
+        return {"columns": list(_key_role(self.keys, inputs, self.with_strata)),
+                "weight": _weight_role(self.weight, inputs)}
 
     def evaluate(self, inputs: EvaluationInputs) -> Mapping[str, float]:
-        keys = _keys(inputs.protected, _key_role(self.keys, inputs), self.name, "protected")
+        keys = _keys(inputs.protected, _key_role(self.keys, inputs, self.with_strata), self.name, "protected")
         codes, sizes = mm.key_cells(keys)
-        weights = _weights(inputs.protected, _weight_role(self.weight, inputs), self.name)
+        # the original file's weights, as every evaluator reads them: what a step did to the released weight
+        # column does not change how many population units each record stands for
+        weights = _weights(inputs.original, _weight_role(self.weight, inputs), self.name)
         if weights is None:
             population = sizes.astype(float)
         else:
-            population = np.bincount(codes, weights=weights)[codes]
+            unit = float(2.0 ** (np.frexp(np.max(weights))[1] - 1))  # weights of 1e308: add them scaled
+            cell = np.bincount(codes, weights=weights / unit)[codes]
+            with np.errstate(over="ignore"):
+                population = cell * unit  # inf beyond the largest float: p = f / F_hat = 0 there
         risk = mm.individual_risk(sizes, np.maximum(population, sizes))
         return {
             "mean_risk": float(risk.mean()),
@@ -586,15 +679,17 @@ class KeyLinkage:
 
     keys: tuple[str, ...] = param(tuple, default=(), doc="the categorical key variables (quasi-identifiers; "
                                                         "default: the recipe's [roles] keys)")
+    with_strata: bool = _strata_param()
 
     def evaluated_on(self, inputs: EvaluationInputs) -> Mapping[str, Any]:
-        keys = [k for k in _key_role(self.keys, inputs) if k not in inputs.columns]
+        keys = [k for k in _key_role(self.keys, inputs, self.with_strata) if k not in inputs.columns]
         return {"columns": [*inputs.columns, *keys]}
 
     def evaluate(self, inputs: EvaluationInputs) -> Mapping[str, float]:
         X, Y = _arrays(inputs, self.name)
-        cells_x, cells_y = _cells_of_both(_keys(inputs.original, _key_role(self.keys, inputs), self.name, "original"),
-                                          _keys(inputs.protected, _key_role(self.keys, inputs), self.name, "protected"))
+        keys = _key_role(self.keys, inputs, self.with_strata)
+        cells_x, cells_y = _cells_of_both(_keys(inputs.original, keys, self.name, "original"),
+                                          _keys(inputs.protected, keys, self.name, "protected"))
         share, linked = mm.dbrl_within_cells(X, Y, cells_x, cells_y, workers=-1)
         return {"key_dbrl": share, "key_dbrl_linked_records": linked}
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -183,6 +184,9 @@ def test_demo_runs_on_built_in_data(capsys, tmp_path):
     out = capsys.readouterr().out
     assert "Original data (Torra, Table 1)" in out and "Protected data" in out and "Ledger" in out
     assert pd.read_csv(tmp_path / "demo.csv").shape[0] == 12
+    # each evaluation says what its figures are computed on (the lines named no column)
+    evaluations = " ".join(out.split("Evaluations:")[1].split("Ledger:")[0].split())
+    assert re.search(r"il1s il1s = [0-9.e+-]+ \(on exp16, exp7, total\)", evaluations)
 
 
 def test_the_installed_command_and_usage_errors(files):

@@ -358,3 +358,15 @@ def test_conformance(component, registry):
     data = pd.DataFrame({"x": rng.normal(size=30), "class": rng.integers(0, 3, 30), "cluster": rng.integers(-1, 3, 30)})
     data["klass"], data["lab"] = data["class"], data["cluster"]
     pt.check_component(component, data, registry=registry)
+
+
+def test_nmi_does_not_reward_leaving_every_record_unassigned():
+    # with unassigned = "singletons" (the default then) a clusterer that labelled every record -1 scored
+    # NMI 0.73: a cluster of one record is pure, so mutual information counts it as perfectly classified
+    nmi = NormalizedMutualInformation()
+    assert nmi.unassigned == "cluster"
+    assert nmi.evaluate(inputs([0, 0, 1], [-1, -1, -1]))["nmi"] == 0.0
+    assert nmi.evaluate(inputs([0, 0, 1, 1], [0, 0, 1, -1]))["nmi"] == pytest.approx(
+        normalized_mutual_info_score([0, 0, 1, 1], [0, 0, 1, -1]))
+    with pytest.raises(ParameterError, match="'unassigned'"):
+        NormalizedMutualInformation(unassigned="singletons")

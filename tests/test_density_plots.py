@@ -224,3 +224,34 @@ def test_plots_of_each_density_peak_clusterer(step, registry):
     if "labels_before_merge" in diag:
         ax = plot_clusters(release, labels="labels_before_merge")
         assert "labels_before_merge" in ax.get_title()
+
+
+def test_the_labels_say_what_is_drawn(handmade, registry):
+    # after a reachability merge the partition's centres are the peaks chosen before it (dp-dpcl on flame:
+    # 2 clusters, both crosses inside one of them), and a DP clusterer's densities are noisy (negative ones
+    # drawn under "density")
+    partition, data = handmade
+    ax = plot_clusters(partition, data)
+    assert "peaks before the merge" in [t.get_text() for t in ax.get_legend().get_texts()]
+    ax = plot_clusters(partition, data, labels="labels_before_merge")
+    assert "centres" in [t.get_text() for t in ax.get_legend().get_texts()]
+    assert plot_decision_graph(partition).get_xlabel() == r"$\rho$ (density)"
+    noisy = Partition(labels=partition.labels, centres=partition.centres, columns=partition.columns,
+                      diagnostics={**partition.diagnostics, "accounting": {}})
+    assert plot_decision_graph(noisy).get_xlabel() == r"$\rho$ (noisy density)"
+
+
+def test_a_release_whose_clustered_values_were_changed_again_says_it_plots_the_original(registry):
+    rng = np.random.default_rng(4)
+    frame = pd.DataFrame(rng.normal(size=(40, 2)) * 10, columns=["u", "v"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PrivacyLeakWarning)
+        release = privclust.run({"privacy": {"allow_leaks": ["bounds"]},
+                                 "steps": [{"use": "laplace", "epsilon": 0.5, "bounds": "data"},
+                                           {"use": "idp-kmeans", "n_clusters": 2, "epsilon": 1.0, "bounds": "data"},
+                                           {"use": "laplace", "epsilon": 0.5, "bounds": "data"}]},
+                                frame, seed=1, registry=registry)
+    ax = plot_clusters(release, centres=False)
+    assert "original values, not those the step saw" in ax.get_title()
+    drawn = np.vstack(offsets(ax))
+    assert sorted(map(tuple, drawn)) == sorted(map(tuple, frame[["u", "v"]].to_numpy()))

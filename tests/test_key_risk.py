@@ -141,3 +141,48 @@ def test_weighted_information_loss_equals_the_replicated_file(name, figure):
     unweighted = registry.create("evaluators", name).evaluate(_inputs(original, protected, cols))
     assert weighted[figure] == pytest.approx(replicated[figure], rel=1e-9)
     assert weighted[figure] != pytest.approx(unweighted[figure], rel=1e-6)
+
+
+def test_every_evaluator_reads_the_weights_of_the_original_file():
+    # a weight column a step masked was read as released by individual-risk and as original by sse-sst
+    from privclust_plugins.microdata_evaluators import SseSst
+
+    x = pd.DataFrame({"k": ["a", "a", "b", "b", "c"], "v": [1.0, 2, 3, 4, 5], "w": [10.0, 10, 50, 50, 2]})
+    y = x.assign(v=[1.5, 1.5, 3.5, 3.5, 5], w=[1.0, 1, 1, 1, 1])
+    inp = EvaluationInputs(original=x, protected=y, columns=("v",), labels=pd.DataFrame(index=x.index))
+    risk = IndividualRisk(keys=("k",), weight="w").evaluate(inp)
+    expected = mm.individual_risk(np.array([2.0, 2, 2, 2, 1]), np.array([20.0, 20, 100, 100, 2]))
+    assert risk["mean_risk"] == pytest.approx(expected.mean())
+    same = EvaluationInputs(original=x, protected=x.assign(v=y["v"]), columns=("v",),
+                            labels=pd.DataFrame(index=x.index))
+    assert SseSst(weight="w").evaluate(inp)["sse_sst"] == pytest.approx(SseSst(weight="w").evaluate(same)["sse_sst"])
+    assert IndividualRisk(keys=("k",), weight="w").evaluate(same) == risk
+
+
+def test_individual_risk_with_huge_weights():
+    # a sample unique of weight 1e17 had risk 1 (1 - p rounds to 1, log1p(-1) = -inf); weights of 1e308 overflowed
+    r = mm.individual_risk(np.array([1.0, 1.0, 2.0]), np.array([1e17, np.inf, 1e17]))
+    assert r[0] == pytest.approx(1e-17 * np.log(1e17), rel=1e-12)
+    assert r[1] == 0.0
+    assert r[2] == pytest.approx(1e-17 / 2 * 2.0, rel=1e-6)  # p / f * 2F1(1, 1; 3; 1) = p / f * 2
+    x = pd.DataFrame({"k": ["a", "a", "b"], "v": [1.0, 2, 3], "w": [1e308, 1e308, 1e308]})
+    inp = EvaluationInputs(original=x, protected=x, columns=("v",), labels=pd.DataFrame(index=x.index))
+    figures = IndividualRisk(keys=("k",), weight="w").evaluate(inp)
+    assert figures["max_risk"] < 1e-300
+    assert np.isfinite(figures["mean_risk"])
+
+
+def test_the_public_strata_count_as_key_variables():
+    # strata are public and released unchanged: counting the keys alone called a record that is unique
+    # within its stratum safe (no sample unique, risk 1/2)
+    df = pd.DataFrame({"region": ["n", "n", "s", "s"], "sex": ["f", "m", "f", "m"],
+                       "inc": [1.0, 2.0, 3.0, 4.0]})
+    inp = EvaluationInputs(original=df, protected=df, columns=("inc",), labels=pd.DataFrame(index=df.index),
+                           roles=privclust.Roles(strata="region", keys="sex"))
+    freq = KeyFrequencies().evaluate(inp)
+    assert freq["sample_uniques"] == 4.0 and freq["combinations"] == 4.0
+    assert KeyFrequencies().evaluated_on(inp) == {"columns": ["sex", "region"]}
+    assert IndividualRisk().evaluate(inp)["mean_risk"] == 1.0
+    assert KeyLinkage().evaluate(inp)["key_dbrl"] == 1.0
+    alone = KeyFrequencies(with_strata=False)
+    assert alone.evaluate(inp)["sample_uniques"] == 0.0 and alone.evaluated_on(inp) == {"columns": ["sex"]}

@@ -480,3 +480,134 @@ def test_figures_on_degenerate_columns_follow_their_descriptions():
     assert mm.sse_sst(big, big + 50.0)[0] > 0
     # one record: no column has an s.d., so no interval: every share undefined, not 0
     assert all(np.isnan(v) for v in mm.interval_disclosure(np.array([[1.0, 2.0]]), np.array([[1.0, 2.0]]), 0.1))
+
+
+# ---------------------------------------------------------------------------
+# Audit: extreme magnitudes, weights, columns a step dropped or added
+# ---------------------------------------------------------------------------
+
+
+def _independent(X, Y, w=None):
+    """The figures of the spec, written out with numpy on the whole file."""
+    w = np.ones(X.shape[0]) if w is None else w
+    mu = np.average(X, axis=0, weights=w)
+    sigma = np.sqrt(np.average((X - mu) ** 2, axis=0, weights=w))
+    Z, Zp = (X - mu) / sigma, (Y - mu) / sigma
+    sse_sst = 100 * (w[:, None] * (Z - Zp) ** 2).sum() / (w[:, None] * Z ** 2).sum()
+    s = np.sqrt((w[:, None] * (X - mu) ** 2).sum(axis=0) / (w.sum() - 1))
+    il1s = np.average((np.abs(X - Y) / (np.sqrt(2) * s)).mean(axis=1), weights=w)
+    return sse_sst, il1s
+
+
+@pytest.mark.parametrize("magnitude", [1e300, 1e-300, 1.0])
+def test_figures_do_not_depend_on_the_magnitude_of_a_column(magnitude):
+    # columns of 1e300 overflowed in the squares (NaN / inf figures), columns of 1e-300 underflowed to a
+    # zero s.d. (the column taken as constant: SSE/SST NaN)
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(30, 2)) + [3.0, -1.0]
+    Y = X + 0.3 * rng.normal(size=X.shape)
+    base = {e.name: dict(e.evaluate(inputs(X, Y))) for e in PLAIN}
+    scaled = {e.name: dict(e.evaluate(inputs(X * magnitude, Y * magnitude))) for e in PLAIN}
+    for name, figures in base.items():
+        for metric, value in figures.items():
+            assert scaled[name][metric] == pytest.approx(value, rel=1e-9, nan_ok=True), (name, metric)
+    assert base["sse-sst"]["sse_sst"] == pytest.approx(_independent(X, Y)[0])
+    assert base["il1s"]["il1s"] == pytest.approx(_independent(X, Y)[1])
+
+
+@pytest.mark.parametrize("weight", [1e308, 1e300, 3.0])
+def test_huge_weights_are_computed_without_overflow(weight):
+    # weights of 1e308 passed the weight check and the sums overflowed (NaN figures)
+    rng = np.random.default_rng(6)
+    x = pd.DataFrame({"a": rng.normal(size=20), "b": rng.normal(size=20), "w": rng.uniform(0.5, 1.0, 20)})
+    y = x.assign(a=x["a"] + 0.2 * rng.normal(size=20), b=x["b"].round(0))
+    x = x.assign(w=x["w"] * weight)
+    inp = EvaluationInputs(original=x, protected=y, columns=("a", "b"), labels=pd.DataFrame(index=x.index))
+    X, Y, u = x[["a", "b"]].to_numpy(), y[["a", "b"]].to_numpy(), x["w"].to_numpy() / weight
+    sse_sst, _ = _independent(X, Y, u)  # SSE/SST does not depend on the scale of the weights
+    assert SseSst(weight="w").evaluate(inp)["sse_sst"] == pytest.approx(sse_sst, rel=1e-9)
+    mu = np.average(X, axis=0, weights=u)  # s^2 = sum w (x - mu)^2 / (sum w - 1), with w = weight * u
+    s = np.sqrt((u[:, None] * (X - mu) ** 2).sum(axis=0) / (u.sum() - 1.0 / weight))
+    il1s = np.average((np.abs(X - Y) / (np.sqrt(2) * s)).mean(axis=1), weights=u)
+    assert IL1s(weight="w").evaluate(inp)["il1s"] == pytest.approx(il1s, rel=1e-9)
+    figures = Moments(weight="w").evaluate(inp)
+    assert all(np.isfinite(figures[m]) for m in ("mean_rel_change", "var_rel_change", "corr_abs_change"))
+
+
+def test_weights_adding_up_to_one_or_less_are_refused_by_sample_variance_figures():
+    # sum w - 1 <= 0: il1s was silently NaN and moments divided by a negative number
+    x = pd.DataFrame({"a": [1.0, 2, 3, 4, 5, 6], "w": [0.1] * 6})
+    y = x.assign(a=[1.5, 1.5, 3.5, 3.5, 5, 6])
+    inp = EvaluationInputs(original=x, protected=y, columns=("a",), labels=pd.DataFrame(index=x.index))
+    for evaluator in (IL1s(weight="w"), Moments(weight="w")):
+        with pytest.raises(DataError, match="weight column 'w' adds up to 0.6"):
+            evaluator.evaluate(inp)
+    assert SseSst(weight="w").evaluate(inp)["sse_sst"] == pytest.approx(SseSst().evaluate(inp)["sse_sst"])
+
+
+def test_a_column_only_in_the_protected_file_is_a_data_error():
+    # a column a step added crashed every record-level evaluator with a KeyError
+    x = pd.DataFrame({"a": [1.0, 2, 3, 4]})
+    y = x.assign(b=[1.0, 2, 3, 4])
+    inp = EvaluationInputs(original=x, protected=y, columns=("a", "b"), labels=pd.DataFrame(index=x.index))
+    for evaluator in PLAIN:
+        with pytest.raises(DataError, match="column\\(s\\) b are not in the original data"):
+            evaluator.evaluate(inp)
+
+
+@pytest.mark.parametrize("released", ["dropped", "text", "all missing"])
+def test_edit_violations_on_a_rule_column_the_release_lacks_are_unknown(released):
+    # a dropped or text column was read as 0 (every record "violated" the rule by 4), and a rule no record
+    # could be evaluated on reported max violation 0 ("satisfied")
+    x = pd.DataFrame({"t": [3.0, 5, 7], "a": [1.0, 2, 3], "b": [2.0, 3, 4]})
+    y = {"dropped": x.drop(columns="b"), "text": x.assign(b=["u", "v", "w"]),
+         "all missing": x.assign(b=np.nan)}[released]
+    inp = EvaluationInputs(original=x, protected=y, columns=("t", "a"), labels=pd.DataFrame(index=x.index))
+    out = EditViolations(rules=("t = a + b",)).evaluate(inp)
+    assert np.isnan(out["t = a + b: max violation"]) and np.isnan(out["t = a + b: share violated"])
+    assert out["t = a + b: records not evaluable"] == 3.0
+    assert out["t = a + b: max violation (original)"] == 0.0
+
+
+def test_the_figure_descriptions_say_what_is_computed():
+    # il1s read "in original standard deviations (x sqrt 2)" (it divides by sqrt(2) s); drisk named no interval;
+    # the docs gave edit-violations' test as tol (1 + max |x|), not the host's test on the rule's terms
+    from pathlib import Path
+
+    assert "/ (sqrt(2) s)" in IL1s.metric_descriptions["il1s"][0]
+    assert "NaN when every column is constant" in SseSst.metric_descriptions["sse_sst"][0]
+    sse = SseSst.metric_descriptions["sse"][0]
+    assert "weight" in sse and "observed in both" in sse
+    assert "width x the protected column's sample s.d." in IntervalDisclosure.metric_descriptions["drisk"][0]
+    assert "standardised by the original's mean" in DBRL.metric_descriptions["dbrl"][0]
+    page = (Path(__file__).parents[1] / "docs" / "microdata-evaluators.md").read_text(encoding="utf-8")
+    assert "max_j |x_ij|" not in page and "sum_j |a_j x_ij| + |b|" in page
+    assert "relative to the record's\n    largest value" not in EditViolations.__doc__
+
+
+def test_what_edit_violations_and_key_frequencies_say_they_are_computed_on():
+    # edit-violations was said to be computed on the evaluation's columns, not the rules' own; every
+    # key-frequencies figure, released or original, had the same description
+    from privclust_plugins.microdata_evaluators import KeyFrequencies
+
+    frame = pd.DataFrame({"a": [1.0, 2.0, 3.0, 4.0], "b": [1.0, 2.0, 3.0, 5.0], "c": [3.0, 1, 2, 4]})
+    recipe = {"steps": [{"use": "microaggregation", "columns": ["a", "b", "c"], "clusterer": {"use": "mdav", "k": 2}}],
+              "evaluate": [{"use": "edit-violations", "rules": ["b >= a"]}]}
+    release = privclust.run(recipe, frame, seed=1)
+    assert set(release.evaluations["columns"]) == {"a, b"}
+    described = KeyFrequencies.metric_descriptions
+    assert described["sample_uniques"][0].endswith("(released file)")
+    assert described["sample_uniques_original"][0].endswith("(original file)")
+
+
+def test_partition_figures_say_the_columns_of_the_step_they_judge():
+    # group-sizes and transparency-risk judge one step's partition but were said to be computed on every
+    # column a step changed
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame(rng.normal(size=(30, 3)), columns=["a", "b", "c"])
+    release = privclust.run({"steps": [{"use": "microaggregation", "k": 3, "columns": ["a", "b"], "id": "m"},
+                                       {"use": "microaggregation", "k": 3, "columns": ["c"]}],
+                             "evaluate": [{"use": "group-sizes", "step": "m"},
+                                          {"use": "transparency-risk", "step": "m"}, "sse-sst"]}, frame, seed=1)
+    on = release.evaluations.drop_duplicates("evaluator").set_index("evaluator")["columns"]
+    assert on["group-sizes"] == on["transparency-risk"] == "a, b" and on["sse-sst"] == "a, b, c"

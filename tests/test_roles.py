@@ -82,7 +82,8 @@ def test_weighted_figures_and_key_risk_take_the_roles_by_default():
     plain = privclust.run({"roles": ROLES, "steps": [MDAV], "evaluate": [{"use": "sse-sst", "weight": "w"}]},
                           frame, seed=1).evaluations.set_index(["evaluator", "metric"])["value"]
     assert ev[("sse-sst", "sse_sst")] == pytest.approx(plain[("sse-sst", "sse_sst")])
-    assert ev[("key-frequencies", "combinations")] == pytest.approx(2.0)  # the key 'sex' has two categories
+    # the key 'sex' (two categories) within the public strata 'region' (three)
+    assert ev[("key-frequencies", "combinations")] == pytest.approx(6.0)
     unweighted = privclust.run({"steps": [{**MDAV, "columns": ["income", "expend"]}], "evaluate": ["sse-sst"]},
                                frame, seed=1).evaluations.set_index("metric")["value"]
     assert unweighted["sse_sst"] != pytest.approx(ev[("sse-sst", "sse_sst")])
@@ -252,11 +253,11 @@ def test_the_evaluation_table_names_what_each_figure_is_computed_on():
     on = release.evaluations.drop_duplicates("evaluator").set_index("evaluator")["columns"]
     assert on["sse-sst"] == "income, expend; weighted by w"
     assert on["dbrl"] == "income, expend"
-    assert on["key-frequencies"] == "sex"
-    assert on["individual-risk"] == "sex; weighted by w"
-    assert on["key-linkage"] == "income, expend, sex"
+    assert on["key-frequencies"] == "sex, region"  # the strata are public: key variables too
+    assert on["individual-risk"] == "sex, region; weighted by w"
+    assert on["key-linkage"] == "income, expend, sex, region"
     combos = release.evaluations.query("metric == 'combinations'")["value"].iloc[0]
-    assert combos == 2.0  # a count, exactly
+    assert combos == 6.0  # a count, exactly
     page = release.to_html(plots=False)
     assert "Roles of the columns: ids: hid; weight: w; strata: region; keys: sex." in page
     assert "Every figure is computed on the columns" not in page  # the evaluators differ
