@@ -857,6 +857,23 @@ def merge_reachable(labels: np.ndarray, comp: np.ndarray, rank: np.ndarray) -> n
     return labels[head[comp]]
 
 
+def merged_heads(labels: np.ndarray, centres: np.ndarray, rank: np.ndarray) -> np.ndarray:
+    """The centre of every label after a merge: for each label ``L`` that
+    points still carry, its densest point (smallest ``rank``), which is the
+    densest of the centres merged into it, or, when the merge left ``L`` on
+    points none of whose centres kept it (a component whose densest point
+    took ``L`` while centre ``L`` joined another cluster), the densest of
+    those points; ``centres[L]`` for a label no point carries."""
+    heads = np.asarray(centres).copy()
+    valid = labels >= 0
+    if valid.any():
+        points = np.flatnonzero(valid)
+        by_rank = points[np.lexsort((rank[points], labels[points]))]  # by label, densest first
+        first = np.r_[True, labels[by_rank][1:] != labels[by_rank][:-1]]
+        heads[labels[by_rank][first]] = by_rank[first]
+    return heads
+
+
 def merge_centres(labels: np.ndarray, centres: np.ndarray, comp: np.ndarray, rank: np.ndarray) -> np.ndarray:
     """DP-rcCFSFDP's reachable centres: clusters whose centres share an
     E-component join the cluster of the densest of those centres."""

@@ -275,9 +275,11 @@ class _DensityPeaks:
         return {privclust.EFFECTIVE_PARAMS: public, privclust.EFFECTIVE_PARAMS_FROM_DATA: from_data}
 
     def _partition(self, X: np.ndarray, data: pd.DataFrame, labels: np.ndarray, centres: np.ndarray,
-                   diagnostics: dict) -> Partition:
+                   diagnostics: dict, heads: np.ndarray | None = None) -> Partition:
+        """``heads[L]``: the centre of the cluster labelled ``L`` (``centres``
+        unless a merge moved it)."""
         final, kept = _dpc.compress_labels(labels)
-        cluster_centres = centres[kept]
+        cluster_centres = (centres if heads is None else heads)[kept]
         diagnostics = {**diagnostics, "centre_indices": centres, "n_centres": int(centres.size),
                        "cluster_centre_indices": cluster_centres, **self._effective(diagnostics, centres.size)}
         return Partition(labels=final, centres=X[cluster_centres], columns=tuple(map(str, data.columns)),
@@ -535,8 +537,12 @@ class _NoisyDensityPeaks(_DensityPeaks):
             else:
                 labels = _dpc.merge_centres(labels, centres, comp, rank)
             diagnostics.update(radius=radius, n_components=int(comp.max()) + 1, **rinfo)
+            # each merged cluster's centre is its densest point (centre L may have joined another cluster)
+            heads = _dpc.merged_heads(labels, centres, rank)
+        else:
+            heads = centres
         privclust.RecordProgress(context, data.shape[0]).stage(5, 5)
-        return self._partition(X, data, labels, centres, diagnostics)
+        return self._partition(X, data, labels, centres, diagnostics, heads=heads)
 
     def _choose(self, rho: np.ndarray, delta: np.ndarray, order: np.ndarray) -> tuple[np.ndarray, np.ndarray, dict]:
         return self._centres_auto(rho, delta, order, self.eta, self.i_max)  # type: ignore[attr-defined]
@@ -940,6 +946,9 @@ class DPDPCGrid(_DensityPeaks):
             before = np.full(G, -1, dtype=np.int64)
             before[support] = lab_s
             lab_s = _dpc.merge_reachable(lab_s, comp, rank)
+            heads_s = _dpc.merged_heads(lab_s, centres_s, rank)  # each merged cluster's densest node
+        else:
+            heads_s = centres_s
         # Cluster numbers and released centres from the DP map alone (never from where the records fall):
         # the clusters that survive the merge, numbered in the order of their centres.
         lab_s, kept = _dpc.compress_labels(lab_s)
@@ -962,7 +971,7 @@ class DPDPCGrid(_DensityPeaks):
         grid_points = nodes * unit + shift
         diagnostics: dict[str, Any] = {
             "grid_points": grid_points, "rho": noisy, "delta": delta, "gamma": gamma, "parent": parent,
-            "centre_indices": centres, "n_centres": int(centres.size), "cluster_centre_indices": centres[kept],
+            "centre_indices": centres, "n_centres": int(centres.size), "cluster_centre_indices": support[heads_s[kept]],
             "node_labels": node_labels, "support": np.isin(np.arange(G), support), "density_threshold": threshold,
             "dc": dc, "kernel": self.kernel, "dc_rule": dc_info, "accounting": details, "scale": self.scale, **extra,
         }
@@ -975,7 +984,7 @@ class DPDPCGrid(_DensityPeaks):
             diagnostics["node_labels_before_merge"] = before
             diagnostics["radius"] = float(radius)
         privclust.RecordProgress(context, data.shape[0]).stage(4, 4)
-        return Partition(labels=labels, centres=grid_points[centres[kept]], columns=tuple(map(str, data.columns)),
+        return Partition(labels=labels, centres=grid_points[support[heads_s[kept]]], columns=tuple(map(str, data.columns)),
                          diagnostics=diagnostics)
 
 

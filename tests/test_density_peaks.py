@@ -752,3 +752,25 @@ def test_a_d_c_whose_square_underflows_and_a_grid_of_one_node_are_handled():
         privclust.run({"steps": [{"use": "dpc", "n_clusters": 2, "dc": 1e-300}]}, data, seed=1)
     m, kappa, order = _dpc.addpc_boundary(np.array([3.0]), 1.001, 50)  # one candidate: it is the centre
     assert m == 1 and kappa.size == 0 and order.tolist() == [0]
+
+
+def test_after_the_reachability_merge_each_cluster_centre_lies_in_its_cluster(flame):
+    """Step 8 gives every point the label of its E-component's densest
+    point: a component can keep label L while centre L joins another
+    cluster (dp-dpcl on flame: a 2-record cluster whose reported centre lay
+    in the other cluster). Each cluster's centre is now its densest point."""
+    recipe = {"privacy": {"allow_leaks": ["dc_percent", "radius_percent"]},
+              "steps": [{"use": "dp-dpcl", "dc_percent": 2.5, "radius_percent": 2.2, "epsilon": 1.0,
+                         "columns": ["x0", "x1"]}]}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        part = privclust.run(recipe, flame, seed=0).step(0).partition
+    labels, dg = np.asarray(part.labels), part.diagnostics
+    heads = np.asarray(dg["cluster_centre_indices"])
+    moved = [j for j in range(part.n_clusters) if heads[j] not in dg["centre_indices"]]
+    assert moved  # the case: a cluster none of whose chosen centres kept its label
+    for j in range(part.n_clusters):
+        assert labels[heads[j]] == j
+        np.testing.assert_array_equal(np.asarray(part.centres)[j], flame[["x0", "x1"]].to_numpy()[heads[j]])
+        members = np.flatnonzero(labels == j)
+        assert dg["rho"][heads[j]] == dg["rho"][members].max()  # the densest (noisy density) member
