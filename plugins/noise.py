@@ -528,16 +528,18 @@ def _check_release(name: str, sensitivity: float, epsilon: float) -> None:
 # --------------------------------------------------------------------------- Gaussian calibration
 
 
-def _cdp_delta(rho: float, epsilon: float) -> float:
-    """A delta for which rho-zCDP implies (epsilon, delta)-DP (CKS 2020, Corollary 13).
+def _cdp_log_delta(rho: float, epsilon: float) -> float:
+    """The natural log of a delta for which rho-zCDP implies (epsilon, delta)-DP (CKS 2020, Corollary 13).
 
     delta = exp((a - 1)(a rho - epsilon)) / (a - 1) * (1 - 1/a)^a holds for
     every a > 1; a near-optimal a is found by bisection on the derivative of
     the exponent. Any a gives a valid bound, so the search only affects
-    tightness.
+    tightness. The bound is evaluated in log space: a delta in the subnormal
+    range (below 2.2e-308) has too few significant bits for a relative
+    margin on it to mean anything, its logarithm has all of them.
     """
     if rho <= 0:
-        return 0.0
+        return -math.inf
     lo, hi = 1.01, (epsilon + 1.0) / (2.0 * rho) + 2.0
     alpha = lo
     for _ in range(200):
@@ -547,24 +549,28 @@ def _cdp_delta(rho: float, epsilon: float) -> float:
         else:
             hi = alpha
     exponent = (alpha - 1) * (alpha * rho - epsilon) + alpha * math.log1p(-1.0 / alpha)
-    if exponent > 700:
-        return 1.0
-    return min(1.0, math.exp(exponent) / (alpha - 1))
+    return min(0.0, exponent - math.log(alpha - 1))
 
 
-#: Safety factor on delta for the floating-point evaluation of the bound.
+def _cdp_delta(rho: float, epsilon: float) -> float:
+    """:func:`_cdp_log_delta` as a delta (0 when it underflows)."""
+    return math.exp(_cdp_log_delta(rho, epsilon))
+
+
+#: Safety factor on delta for the floating-point evaluation of the bound
+#: (applied to its logarithm: log(delta) + log(_DELTA_MARGIN)).
 _DELTA_MARGIN = 1.0 - 1e-6
 
 
 def _zcdp_rho(epsilon: float, delta: float) -> float:
     """The largest rho (within 1e-12, rounded down) whose zCDP bound gives (epsilon, delta)-DP."""
-    target = delta * _DELTA_MARGIN
+    target = math.log(delta) + math.log(_DELTA_MARGIN)
     lo, hi = 0.0, epsilon + 1.0
-    while _cdp_delta(hi, epsilon) <= target:
+    while _cdp_log_delta(hi, epsilon) <= target:
         hi *= 2.0
     for _ in range(200):
         mid = 0.5 * (lo + hi)
-        if _cdp_delta(mid, epsilon) <= target:
+        if _cdp_log_delta(mid, epsilon) <= target:
             lo = mid
         else:
             hi = mid

@@ -425,3 +425,28 @@ def test_public_parameters_that_cannot_be_released_are_refused_before_any_data(s
     # privclust check (no data) finds them: they depend on the recipe alone
     with pytest.raises(privclust.RecipeError, match=message):
         privclust.compile({"steps": [{"use": "laplace", "columns": ["a"], **step}]})
+
+
+def _log_delta_of_rho(rho, epsilon):
+    """An independent evaluation of CKS 2020 Corollary 13 in log space: the minimum over alpha of
+    (alpha - 1)(alpha rho - epsilon) - log(alpha - 1) + alpha log(1 - 1/alpha)."""
+    from scipy.optimize import brentq
+
+    def slope(a):
+        return (2 * a - 1) * rho - epsilon + math.log1p(-1 / a)
+
+    alpha = brentq(slope, 1 + 1e-12, (epsilon + 1) / (2 * rho) + 2, xtol=1e-15, rtol=1e-15)
+    return (alpha - 1) * (alpha * rho - epsilon) - math.log(alpha - 1) + alpha * math.log1p(-1 / alpha)
+
+
+@pytest.mark.parametrize("epsilon, delta", [(1.0, 5e-324), (0.1, 1e-320), (1.0, 1e-310), (1.0, 1e-6), (7.0, 0.5)])
+def test_the_gaussian_calibration_holds_for_a_subnormal_delta(epsilon, delta):
+    """A delta below 2.2e-308 (a subnormal double) has few significant bits: evaluated as a
+    double, the bound rounded to delta while it was 1.5 delta (delta = 5e-324) or 1.00025 delta
+    (1e-320), so the ledger stated a delta that did not hold. Evaluated in log space it holds."""
+    from privclust_plugins.noise import _zcdp_rho, discrete_gaussian_sigma
+
+    rho = _zcdp_rho(epsilon, delta)
+    assert rho > 0 and _log_delta_of_rho(rho, epsilon) <= math.log(delta)
+    sigma = discrete_gaussian_sigma(epsilon, delta, 1.0)
+    assert _log_delta_of_rho(1.0 / (2 * sigma**2), epsilon) <= math.log(delta)
