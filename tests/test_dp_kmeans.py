@@ -369,3 +369,18 @@ def test_real_data_sanity():
         warnings.simplefilter("ignore", PrivacyLeakWarning)
         partition, _ = fit(IDPKMeans(n_clusters=3, epsilon=1e6, bounds="data"), frame.drop(columns="class"))
     assert adjusted_rand_score(frame["class"], partition.labels) == pytest.approx(0.716, abs=0.01)
+
+
+@pytest.mark.parametrize("noise", ["gaussian", {"use": "geometric"}])
+def test_a_noise_mechanism_that_cannot_make_the_releases_is_refused_before_a_run(noise, frame):
+    """gaussian needs a delta idp-kmeans never gives, geometric integer values: both failed at run time, with
+    bounds = "dp" after the DP bounds had been paid for (the ledger kept the spend of a run that failed)."""
+    with pytest.raises(ParameterError, match="use noise = \"laplace\""):
+        IDPKMeans(n_clusters=2, epsilon=1.0, bounds=BOUNDS, noise=noise)
+    recipe = {"steps": [{"use": "idp-kmeans", "n_clusters": 2, "epsilon": 1.0, "bounds": "dp",
+                         "bounds_range": BOUNDS, "bounds_epsilon": 0.5, "noise": noise}]}
+    with pytest.raises(RecipeError, match="nested noise mechanism"):
+        privclust.compile(recipe)
+    with pytest.raises(ParameterError, match="nested noise mechanism"):
+        IDPKMeans(n_clusters=2, epsilon=1.0, bounds=BOUNDS,
+                  noise=privclust.PrivacyContext().mechanism(noise if isinstance(noise, str) else noise["use"]))
