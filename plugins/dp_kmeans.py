@@ -109,6 +109,23 @@ INCOMPATIBLE_NOISE = {
 MAX_SPAN = 1e300
 
 
+def _widen_flat(low: np.ndarray, high: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Bounds from the data with ``low < high`` in every column.
+
+    ``privclust.column_bounds`` gives a constant column ``[v, v + 1]``, which
+    is ``[v, v]`` once ``|v| >= 2^53`` (``v + 1`` rounds back to ``v``): the
+    scaling to the unit cube would divide by zero. Such a column gets a range
+    of ``|v| 2^-40`` instead, above ``v`` (below it where that overflows)."""
+    flat = ~(high > low)
+    if not flat.any():
+        return low, high
+    pad = np.maximum(1.0, np.abs(low) * 2.0**-40)
+    with np.errstate(over="ignore"):
+        up = low + pad
+    fits = np.isfinite(up)
+    return np.where(flat & ~fits, low - pad, low), np.where(flat & fits, up, high)
+
+
 @attrs.frozen(kw_only=True)
 class IDPKMeans:
     """IDP K-means, the DP k-means baseline of the DP-DPCL paper (a
@@ -224,6 +241,7 @@ class IDPKMeans:
                           "sensitivity M + 1 assumes bounds fixed in advance, so the epsilon stated for the centres "
                           "does not fully hold.",
                 alternative="give public bounds from domain knowledge: bounds = { column = [low, high], ... }")
+            low, high = _widen_flat(low, high)
         else:
             table = self.bounds_range if self.bounds == "dp" else self.bounds
             key = "bounds_range" if self.bounds == "dp" else "bounds"

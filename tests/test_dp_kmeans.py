@@ -384,3 +384,19 @@ def test_a_noise_mechanism_that_cannot_make_the_releases_is_refused_before_a_run
     with pytest.raises(ParameterError, match="nested noise mechanism"):
         IDPKMeans(n_clusters=2, epsilon=1.0, bounds=BOUNDS,
                   noise=privclust.PrivacyContext().mechanism(noise if isinstance(noise, str) else noise["use"]))
+
+
+@pytest.mark.parametrize("value", [1e20, -3e300, 1.7e308, 5.0])
+def test_a_constant_column_with_bounds_from_the_data_is_clustered(value):
+    """A constant column gets [v, v + 1] from the data; beyond 2^53 that is [v, v], and the scaling to
+    the unit cube divided by zero: the run failed with laplace refusing NaN values it never had."""
+    data = pd.DataFrame({"a": np.linspace(0.0, 5.0, 30), "b": np.full(30, value)})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PrivacyLeakWarning)
+        partition, context = fit(IDPKMeans(n_clusters=2, epsilon=1.0, bounds="data"), data)
+    centres = partition.centres
+    assert np.all(np.isfinite(centres)) and centres.shape == (2, 2)
+    low, high = partition.diagnostics[privclust.EFFECTIVE_PARAMS_FROM_DATA]["bounds"]["b"]
+    assert low < high and low <= value <= high
+    if value == 5.0:  # an ordinary constant column keeps [v, v + 1]
+        assert (low, high) == (5.0, 6.0)
