@@ -280,8 +280,9 @@ class LaplaceMechanism(_StepMixin):
         values = data.to_numpy(dtype=float)
         clipped = np.clip(values, low, high)
         eps_col = self.epsilon / d if d else self.epsilon
+        col_eps = _split(self.epsilon, d)
         ranges = [_range(self.name, c, lo, hi) for c, lo, hi in zip(columns, low, high, strict=True)]
-        plans = [_laplace_plan(self.name, r, eps_col, 1, f"column {c}") for c, r in zip(columns, ranges, strict=True)]
+        plans = [_laplace_plan(self.name, r, col_eps, 1, f"column {c}") for c, r in zip(columns, ranges, strict=True)]
         for j, plan in enumerate(plans):
             _check_magnitude(self.name, np.array([low[j], high[j]]), plan.gamma)
         context.spend(
@@ -378,7 +379,8 @@ class GeometricMechanism(_StepMixin):
             highs.append(hi_i)
         ranges = [max(hi - lo, 1) for lo, hi in zip(lows, highs, strict=True)]  # exact Python integers
         eps_col = self.epsilon / d if d else self.epsilon
-        scales = [_geometric_scale(self.name, r, eps_col, f"column {c}") for c, r in zip(columns, ranges, strict=True)]
+        col_eps = _split(self.epsilon, d)
+        scales = [_geometric_scale(self.name, r, col_eps, f"column {c}") for c, r in zip(columns, ranges, strict=True)]
         as_int = np.zeros((len(data), d), dtype=np.int64)
         clipped_values = 0
         for j, c in enumerate(columns):
@@ -408,6 +410,16 @@ class GeometricMechanism(_StepMixin):
                                              "noise_scale": [float(u) for u in scales],
                                              **_effective(self.bounds, columns, lows, highs,
                                                           [float(u) for u in scales])})
+
+
+def _split(epsilon: float, d: int) -> float:
+    """The epsilon of each of ``d`` columns: the double nearest ``epsilon / d``, stepped down while ``d`` of it
+    add up to more than ``epsilon`` exactly (e.g. 0.3 over 27 columns), so that the columns spend no more
+    than the step states."""
+    each = epsilon / max(d, 1)
+    while each > 0 and Fraction(each) * max(d, 1) > Fraction(epsilon):
+        each = math.nextafter(each, 0.0)
+    return each
 
 
 def _integers(name: str, values: Any) -> np.ndarray:

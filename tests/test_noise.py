@@ -450,3 +450,30 @@ def test_the_gaussian_calibration_holds_for_a_subnormal_delta(epsilon, delta):
     assert rho > 0 and _log_delta_of_rho(rho, epsilon) <= math.log(delta)
     sigma = discrete_gaussian_sigma(epsilon, delta, 1.0)
     assert _log_delta_of_rho(1.0 / (2 * sigma**2), epsilon) <= math.log(delta)
+
+
+@pytest.mark.parametrize("use", ["laplace", "geometric"])
+@pytest.mark.parametrize("epsilon, d", [(0.3, 27), (0.7, 35), (0.3, 30)])
+def test_the_columns_of_a_step_spend_no_more_than_its_epsilon_exactly(monkeypatch, use, epsilon, d):
+    """The step's epsilon was split as the double epsilon / d, and d times that double can exceed
+    epsilon (by 1e-17 for 0.3 / 27): the ledger's epsilon did not hold exactly. The split is now exact."""
+    scales = []
+    draw = sampling.discrete_laplace
+
+    def spy(rng, scale, size=1):
+        scales.append(Fraction(scale))
+        return draw(rng, scale, size)
+
+    monkeypatch.setattr(sampling, "discrete_laplace", spy)
+    columns = [f"c{j}" for j in range(d)]
+    frame = pd.DataFrame(np.ones((3, d)), columns=columns)
+    out = privclust.run({"steps": [{"use": use, "epsilon": epsilon, "bounds": {c: [0, 10] for c in columns}}]},
+                        frame, seed=1)
+    assert len(scales) == d
+    if use == "laplace":  # each column's shift in lattice steps (range + one step) over its scale in steps
+        lattices = out.ledger.of_kind("dp")[0].details["lattice"]
+        steps = [Fraction(2) ** int(lattices[c].split("^")[1].split()[0]) for c in columns]
+        realised = sum((10 + g) / g / u for g, u in zip(steps, scales, strict=True))
+    else:
+        realised = sum(Fraction(10) / u for u in scales)
+    assert realised <= Fraction(epsilon) == Fraction(out.ledger.of_kind("dp")[0].epsilon)
