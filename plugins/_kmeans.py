@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from fractions import Fraction
 
 import numpy as np
 
@@ -165,13 +166,17 @@ def round_epsilons(epsilon: float, schedule: str, rounds: int, max_iter: int) ->
     ``"halving"``: release t gets ``epsilon / 2^(t+1)`` for t = 0..max_iter,
     so the total ``epsilon (1 - 2^-(max_iter+1))`` stays below ``epsilon``
     whenever the loop stops. ``"uniform"``: ``epsilon / (T + 1)`` for the
-    initial release and each of ``T = min(rounds, max_iter)`` rounds.
+    initial release and each of ``T = min(rounds, max_iter)`` rounds (the
+    largest double whose T + 1 copies add up to at most ``epsilon``).
     Values too small to represent (halving past about 1000 rounds) end the
     list early.
     """
     if schedule == "uniform":
         t = min(rounds, max_iter)
-        return [epsilon / (t + 1)] * (t + 1)
+        each = epsilon / (t + 1)
+        while each > 0 and Fraction(each) * (t + 1) > Fraction(epsilon):  # the nearest double can add up to more
+            each = math.nextafter(each, 0.0)
+        return [each] * (t + 1)
     out: list[float] = []
     for t in range(max_iter + 1):
         value = math.ldexp(epsilon, -(t + 1))

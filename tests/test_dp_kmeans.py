@@ -400,3 +400,20 @@ def test_a_constant_column_with_bounds_from_the_data_is_clustered(value):
     assert low < high and low <= value <= high
     if value == 5.0:  # an ordinary constant column keeps [v, v + 1]
         assert (low, high) == (5.0, 6.0)
+
+
+@pytest.mark.parametrize("epsilon, rounds", [(0.1, 10), (0.7, 34), (0.3, 36)])
+def test_the_uniform_schedule_adds_up_to_no_more_than_epsilon(epsilon, rounds, frame):
+    """epsilon / (T + 1) as the nearest double: its T + 1 copies added up to more than epsilon (0.1 over 11
+    releases), so a run with epsilon equal to the budget, which compiled, was refused when it ran."""
+    from fractions import Fraction
+
+    component = IDPKMeans(n_clusters=2, epsilon=epsilon, bounds=BOUNDS, schedule="uniform", rounds=rounds)
+    releases = component.epsilons()
+    assert len(releases) == rounds + 1
+    assert sum(Fraction(e) for e in releases) <= Fraction(epsilon)
+    assert releases[0] >= math.nextafter(epsilon / (rounds + 1), 0.0) - 1e-30  # at most a few ulps below
+    release = privclust.run({"privacy": {"epsilon": epsilon},
+                             "steps": [{"use": "idp-kmeans", "n_clusters": 2, "epsilon": epsilon, "bounds": BOUNDS,
+                                        "schedule": "uniform", "rounds": rounds}]}, frame, seed=0)
+    assert release.spent[0] <= epsilon
