@@ -417,3 +417,23 @@ def test_the_uniform_schedule_adds_up_to_no_more_than_epsilon(epsilon, rounds, f
                              "steps": [{"use": "idp-kmeans", "n_clusters": 2, "epsilon": epsilon, "bounds": BOUNDS,
                                         "schedule": "uniform", "rounds": rounds}]}, frame, seed=0)
     assert release.spent[0] <= epsilon
+
+
+def test_the_sums_of_neighbours_differ_by_no_more_than_the_sensitivity_exactly():
+    """Floating-point sums round at every addition: with record 0 = 1.0 first, each of the others
+    (1.5 2^-53) rounded the running sum up by a quarter ulp, so the computed sums of the data with and
+    without record 0 differed by more than 1, the record's own contribution (Casacuberta et al. 2022).
+    The sums are now exact."""
+    from fractions import Fraction
+
+    unit = np.concatenate([[[1.0]], np.full((4000, 1), 1.5 * 2.0**-53)])
+    labels = np.zeros(len(unit), dtype=np.int64)
+    with_it, n_with = _kmeans.cluster_sums(unit, labels, 1)
+    without, n_without = _kmeans.cluster_sums(unit[1:], labels[1:], 1)
+    shift = abs(Fraction(with_it[0, 0]) - Fraction(without[0, 0])) + abs(Fraction(n_with[0]) - Fraction(n_without[0]))
+    assert shift <= Fraction(_kmeans.round_sensitivity(1)[0])
+    rng = np.random.default_rng(3)
+    unit = rng.uniform(0, 1, (5000, 2))
+    sums, _ = _kmeans.cluster_sums(unit, labels=np.zeros(5000, dtype=np.int64), k=1)
+    grid = np.rint(unit * 2.0**_kmeans.SUM_BITS) / 2.0**_kmeans.SUM_BITS
+    assert all(Fraction(sums[0, j]) == sum(Fraction(v) for v in grid[:, j]) for j in range(2))  # exact
