@@ -477,3 +477,22 @@ def test_the_columns_of_a_step_spend_no_more_than_its_epsilon_exactly(monkeypatc
     else:
         realised = sum(Fraction(10) / u for u in scales)
     assert realised <= Fraction(epsilon) == Fraction(out.ledger.of_kind("dp")[0].epsilon)
+
+
+def test_the_stated_delta_and_epsilon_are_never_below_what_was_spent():
+    """Statements printed delta with 3 significant digits rounded to nearest: a step spending delta =
+    1.2349e-6 was stated (epsilon, 1.23e-06)-DP in its ledger entry, the verdict and the report, a
+    stronger claim than what holds. They now round up."""
+    recipe = {"steps": [{"use": "gaussian", "epsilon": 0.1234564, "delta": 1.2349e-6,
+                         "bounds": {"a": [0, 10], "b": [0, 10], "c": [0, 10]}}]}
+    out = privclust.run(recipe, pt.example_frame(), seed=1)
+    texts = [out.ledger.of_kind("dp")[0].statement, str(out.verdict), out.to_html(plots=False)]
+    for text in texts[:2]:
+        assert "1.23e-06" not in text and "0.123456" not in text
+    assert "(0.123457, 1.24e-06)-DP" in texts[0]
+    assert "ε = 0.123457, δ = 1.24e-06" in texts[1]
+    assert "epsilon 0.123457, delta 1.24e-06" in texts[2]
+    from privclust.accounting import at_least
+
+    for value, digits in [(1.2349e-6, 3), (1 / 3, 6), (0.1 + 0.2, 6), (1e-6, 3), (5e-324, 3), (0.875, 6)]:
+        assert float(at_least(value, digits)) >= value and len(at_least(value, digits).split("e")[0]) <= digits + 2
