@@ -343,11 +343,16 @@ class GeometricMechanism(_StepMixin):
 
     def release(self, values: Any, *, sensitivity: float | Sensitivity, epsilon: float, delta: float = 0.0,
                 context: PrivacyContext, relation: str, covers: str, not_covered: str = "",
-                **ledger: Any) -> np.ndarray:
-        """Spend ``epsilon`` and return integer ``values`` plus two-sided geometric noise (int64)."""
+                changed: int | None = None, **ledger: Any) -> np.ndarray:
+        """Spend ``epsilon`` and return integer ``values`` plus two-sided geometric noise (int64).
+
+        ``changed`` is accepted as by the other mechanisms (checked, then
+        unused: integers need no lattice, so there is no rounding to pay for).
+        """
         s = Sensitivity.of(sensitivity)
         _check_release(self.name, s.l1, epsilon)
         arr = _integers(self.name, values)
+        _changed(self.name, changed, arr.size)
         units = _geometric_scale(self.name, s.l1, epsilon)
         scale = float(units)
         context.spend(epsilon=epsilon, delta=0.0, mechanism=self.name, sensitivity=s.l1, relation=relation,

@@ -496,3 +496,11 @@ def test_the_stated_delta_and_epsilon_are_never_below_what_was_spent():
 
     for value, digits in [(1.2349e-6, 3), (1 / 3, 6), (0.1 + 0.2, 6), (1e-6, 3), (5e-324, 3), (0.875, 6)]:
         assert float(at_least(value, digits)) >= value and len(at_least(value, digits).split("e")[0]) <= digits + 2
+
+
+def test_geometric_takes_the_changed_count_as_the_other_mechanisms_do():
+    """A component that passes changed= to its nested mechanism crashed with a TypeError from
+    context.spend when the mechanism swapped in was geometric."""
+    noisy, ctx = release(GeometricMechanism(), np.array([3, 4, 5]), changed=1)
+    assert noisy.dtype == np.int64 and len(ctx.ledger) == 1
+    refused_before_spending(GeometricMechanism(), np.array([3]), ParameterError, "'changed'", changed=0)
