@@ -34,6 +34,9 @@ __all__ = [
 #: Rows per block when computing record-to-centre distances (bounds the
 #: temporary ``rows x k`` array).
 BLOCK_ROWS = 16384
+#: Most entries of that temporary array: with many clusters (``n_clusters``
+#: may exceed the number of records) the blocks get fewer rows.
+BLOCK_ENTRIES = 2**21
 
 
 def to_unit(values: np.ndarray, low: np.ndarray, high: np.ndarray) -> tuple[np.ndarray, int]:
@@ -124,9 +127,11 @@ def cluster_sums(unit: np.ndarray, labels: np.ndarray, k: int) -> tuple[np.ndarr
 def assign(unit: np.ndarray, centres: np.ndarray, block_rows: int = BLOCK_ROWS) -> np.ndarray:
     """Index of the nearest centre (squared Euclidean) for each record, the
     lowest index among equally near centres; computed in row blocks so the
-    temporary distance array stays ``block_rows x k``."""
+    temporary distance array stays ``block_rows x k`` and within
+    :data:`BLOCK_ENTRIES` entries (16384 rows x 20 000 centres took 2.6 GB)."""
     n = unit.shape[0]
     out = np.empty(n, dtype=np.int64)
+    block_rows = max(1, min(int(block_rows), BLOCK_ENTRIES // max(centres.shape[0], 1)))
     c_sq = np.einsum("ij,ij->i", centres, centres)
     for start in range(0, n, block_rows):
         rows = unit[start:start + block_rows]

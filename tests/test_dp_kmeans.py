@@ -437,3 +437,21 @@ def test_the_sums_of_neighbours_differ_by_no_more_than_the_sensitivity_exactly()
     sums, _ = _kmeans.cluster_sums(unit, labels=np.zeros(5000, dtype=np.int64), k=1)
     grid = np.rint(unit * 2.0**_kmeans.SUM_BITS) / 2.0**_kmeans.SUM_BITS
     assert all(Fraction(sums[0, j]) == sum(Fraction(v) for v in grid[:, j]) for j in range(2))  # exact
+
+
+def test_assigning_to_many_centres_keeps_the_distance_blocks_small():
+    """n_clusters may exceed the number of records; the distance blocks were 16384 rows x k, 2.6 GB for
+    k = 20 000 (here 4096 x 4096: 128 MB twice over). They now hold at most BLOCK_ENTRIES entries."""
+    import tracemalloc
+
+    rng = np.random.default_rng(0)
+    unit, centres = rng.uniform(0, 1, (4096, 2)), rng.uniform(0, 1, (4096, 2))
+    tracemalloc.start()
+    try:
+        labels = _kmeans.assign(unit, centres)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 64 * 2**20  # three temporaries of BLOCK_ENTRIES doubles (16 MB each); 256 MB before
+    brute = np.argmin(((unit[:64, None, :] - centres[None, :, :]) ** 2).sum(axis=2), axis=1)
+    assert np.array_equal(labels[:64], brute)
