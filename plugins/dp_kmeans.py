@@ -105,6 +105,10 @@ INCOMPATIBLE_NOISE = {
     "geometric": "adds integer noise to integer values, while the coordinate sums in the unit cube are real",
 }
 
+#: Most Lloyd rounds (``rounds``, ``max_iter``): the epsilon of every release is listed when the step is made,
+#: and 10^10 rounds ran out of memory there.
+MAX_ROUNDS = 10**6
+
 #: Largest span of a column's bounds (high - low) that is scaled safely.
 MAX_SPAN = 1e300
 
@@ -158,8 +162,10 @@ class IDPKMeans:
                                      "default n_clusters; >= n_clusters)")
     schedule: str = param(str, default="halving", choices=("halving", "uniform"),
                           doc="budget per release: 'halving' (epsilon/2^(t+1)) or 'uniform' (epsilon/(rounds+1))")
-    rounds: int = param(int, default=5, ge=1, doc="number of Lloyd rounds T of the uniform schedule")
-    max_iter: int = param(int, default=1000, ge=1, doc="largest number of Lloyd rounds (the paper's N_iter_max)")
+    rounds: int = param(int, default=5, ge=1, le=MAX_ROUNDS,
+                        doc="number of Lloyd rounds T of the uniform schedule (at most 10^6)")
+    max_iter: int = param(int, default=1000, ge=1, le=MAX_ROUNDS,
+                          doc="largest number of Lloyd rounds (the paper's N_iter_max; at most 10^6)")
     tol: float = param(float, default=1e-4, ge=0,
                        doc="stop when no centre coordinate moved more than this (unit-cube scale)")
     noise: Any = nested("noise_mechanisms", default="laplace",

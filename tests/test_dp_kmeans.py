@@ -455,3 +455,13 @@ def test_assigning_to_many_centres_keeps_the_distance_blocks_small():
     assert peak < 64 * 2**20  # three temporaries of BLOCK_ENTRIES doubles (16 MB each); 256 MB before
     brute = np.argmin(((unit[:64, None, :] - centres[None, :, :]) ** 2).sum(axis=2), axis=1)
     assert np.array_equal(labels[:64], brute)
+
+
+@pytest.mark.parametrize("key", ["rounds", "max_iter"])
+def test_a_number_of_rounds_beyond_a_million_is_a_parameter_error(key):
+    """The uniform schedule lists the epsilon of every release when the step is made: rounds = max_iter =
+    10^10 ran out of memory there (a MemoryError, not a PrivclustError)."""
+    other = {"rounds": 5, "max_iter": 2 * 10**6} if key == "max_iter" else {"rounds": 2 * 10**6, "max_iter": 2 * 10**6}
+    with pytest.raises(ParameterError, match=key):
+        IDPKMeans(n_clusters=2, epsilon=1.0, bounds=BOUNDS, schedule="uniform", **other)
+    IDPKMeans(n_clusters=2, epsilon=1.0, bounds=BOUNDS, schedule="uniform", rounds=10**6, max_iter=10**6)
