@@ -21,6 +21,7 @@ streams a ``SeedSequence`` would (see :class:`_SeedStream`).
 from __future__ import annotations
 
 import copy
+import decimal
 import math
 import unicodedata
 import warnings
@@ -130,11 +131,24 @@ class LedgerEntry:
         return _jsonable(out)
 
 
+def at_least(value: float, digits: int) -> str:
+    """A privacy parameter as a statement gives it: ``digits`` significant
+    digits, rounded **up** when the nearest rounding would state less than
+    what holds (``f"{1.2349e-6:.3g}"`` is ``1.23e-06``, a stronger claim than
+    the delta spent; this gives ``1.24e-06``)."""
+    text = f"{value:.{digits}g}"
+    if not (math.isfinite(value) and value > 0) or float(text) >= value:
+        return text
+    exact = decimal.Decimal(value)
+    step = decimal.Decimal(1).scaleb(exact.adjusted() - digits + 1)
+    return f"{float(exact.quantize(step, rounding=decimal.ROUND_CEILING)):.{digits}g}"
+
+
 def _dp_statement(
     *, epsilon: float, delta: float, mechanism: str, sensitivity: Any, relation: str, covers: str,
     not_covered: str, claimed_epsilon: float | None, noise: str = "",
 ) -> str:
-    guarantee = f"({epsilon:.6g}, {delta:.3g})-DP" if delta else f"{epsilon:.6g}-DP"
+    guarantee = f"({at_least(epsilon, 6)}, {at_least(delta, 3)})-DP" if delta else f"{at_least(epsilon, 6)}-DP"
     text = f"{covers} is {guarantee} under {relation}, by the {mechanism} mechanism with sensitivity {sensitivity}"
     text += f" ({noise})." if noise else "."
     if claimed_epsilon is not None and not math.isclose(claimed_epsilon, epsilon):

@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 from markupsafe import Markup
 
-from .accounting import HOST, Accountant, Budget, Ledger, _jsonable, accountant_description
+from .accounting import HOST, Accountant, Budget, Ledger, _jsonable, accountant_description, at_least
 from .errors import PrivclustError
 from .plots import before_after
 from .recipe import Recipe, _thaw
@@ -494,9 +494,10 @@ def spent_text(has_dp: bool, guarantee: bool, epsilon: float, delta: float) -> s
     if not has_dp:
         return "No differentially private release"
     if guarantee:
-        return f"Differentially private releases cost epsilon {epsilon:.6g}, delta {delta:.3g} together"
-    return (f"The steps' noise mechanisms charged epsilon {epsilon:.6g}, delta {delta:.3g} together, but the release "
-            "has no differential-privacy guarantee (see the verdict)")
+        return (f"Differentially private releases cost epsilon {at_least(epsilon, 6)}, delta {at_least(delta, 3)} "
+                "together")
+    return (f"The steps' noise mechanisms charged epsilon {at_least(epsilon, 6)}, delta {at_least(delta, 3)} together, "
+            "but the release has no differential-privacy guarantee (see the verdict)")
 
 
 #: Beside a differentially private release: the evaluation figures read the original data and are not DP.

@@ -438,7 +438,8 @@ def _refusal(cs: CompiledStep) -> str:
         return f"its clusterer {type(inner).name} refuses them (missing = \"refuse\")"
     if cs.kind == "noise_mechanisms" or _planned_cost(cs.component) != (0.0, 0.0):
         return ("its differential-privacy guarantee (the sensitivity analysis) assumes complete records, so "
-                "missing values are refused")
+                "missing values are refused (impute only with public values: a value imputed from the data, such as "
+                "a column mean, depends on the other records, outside that analysis)")
     return f"{type(cs.component).name} declares no missing-value policy (it computes on complete records only)"
 
 

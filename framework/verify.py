@@ -43,6 +43,7 @@ from .accounting import (
     NothingProtectedWarning,
     PrivacyContext,
     accountant_name,
+    at_least,
 )
 from .components import capability
 from .errors import PrivclustError
@@ -609,7 +610,8 @@ def verdict(ledger: Ledger, accountant: Accountant, outcomes: Sequence[Any], che
         composer = ("the host composes them but" if type(accountant) is BasicAccountant else
                     f"the plugin accountant {accountant_name(accountant)} composes them (the total is its claim too), "
                     "and the host")
-        text = (f"ε-differentially private (ε = {eps:.6g}, δ = {delta:.3g}) under {relation} for {covers}; "
+        text = (f"ε-differentially private (ε = {at_least(eps, 6)}, δ = {at_least(delta, 3)}) under {relation} "
+                f"for {covers}; "
                 f"not covered: {_joined(not_covered) or 'nothing else is released'}. These DP statements are the "
                 f"claims of {who}: {composer} cannot check a sensitivity (privclust audit tests one empirically).")
         if seeded:

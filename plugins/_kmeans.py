@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from fractions import Fraction
 
 import numpy as np
 
@@ -33,6 +34,9 @@ __all__ = [
 #: Rows per block when computing record-to-centre distances (bounds the
 #: temporary ``rows x k`` array).
 BLOCK_ROWS = 16384
+#: Most entries of that temporary array: with many clusters (``n_clusters``
+#: may exceed the number of records) the blocks get fewer rows.
+BLOCK_ENTRIES = 2**21
 
 
 def to_unit(values: np.ndarray, low: np.ndarray, high: np.ndarray) -> tuple[np.ndarray, int]:
@@ -95,21 +99,39 @@ def block_labels(unit: np.ndarray, n_blocks: int) -> np.ndarray:
     return labels
 
 
+#: The coordinates summed by :func:`cluster_sums` are rounded to multiples of 2^-SUM_BITS first.
+SUM_BITS = 20
+
+
 def cluster_sums(unit: np.ndarray, labels: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Per-cluster coordinate sums ``(k, M)`` and counts ``(k,)``."""
+    """Per-cluster coordinate sums ``(k, M)`` and counts ``(k,)``, computed exactly.
+
+    A sum of doubles accumulated one record after another is rounded at
+    every addition, and adding or removing one record changes those
+    roundings: the computed sums of two neighbours can differ by more than
+    the record itself, beyond the sensitivity the noise is calibrated to
+    (Casacuberta et al. 2022). So each coordinate is first rounded to a
+    multiple of 2^-SUM_BITS (a function of the record alone, which stays in
+    the unit cube, so the sensitivity analysis holds for the rounded
+    records), and every partial sum is then a multiple of 2^-SUM_BITS below
+    the number of records: exact in a double up to 2^33 records.
+    """
     counts = np.bincount(labels, minlength=k).astype(float)
     sums = np.empty((k, unit.shape[1]))
+    scale = 2.0**SUM_BITS
     for j in range(unit.shape[1]):
-        sums[:, j] = np.bincount(labels, weights=unit[:, j], minlength=k)
+        sums[:, j] = np.bincount(labels, weights=np.rint(unit[:, j] * scale) / scale, minlength=k)
     return sums, counts
 
 
 def assign(unit: np.ndarray, centres: np.ndarray, block_rows: int = BLOCK_ROWS) -> np.ndarray:
     """Index of the nearest centre (squared Euclidean) for each record, the
     lowest index among equally near centres; computed in row blocks so the
-    temporary distance array stays ``block_rows x k``."""
+    temporary distance array stays ``block_rows x k`` and within
+    :data:`BLOCK_ENTRIES` entries (16384 rows x 20 000 centres took 2.6 GB)."""
     n = unit.shape[0]
     out = np.empty(n, dtype=np.int64)
+    block_rows = max(1, min(int(block_rows), BLOCK_ENTRIES // max(centres.shape[0], 1)))
     c_sq = np.einsum("ij,ij->i", centres, centres)
     for start in range(0, n, block_rows):
         rows = unit[start:start + block_rows]
@@ -165,13 +187,17 @@ def round_epsilons(epsilon: float, schedule: str, rounds: int, max_iter: int) ->
     ``"halving"``: release t gets ``epsilon / 2^(t+1)`` for t = 0..max_iter,
     so the total ``epsilon (1 - 2^-(max_iter+1))`` stays below ``epsilon``
     whenever the loop stops. ``"uniform"``: ``epsilon / (T + 1)`` for the
-    initial release and each of ``T = min(rounds, max_iter)`` rounds.
+    initial release and each of ``T = min(rounds, max_iter)`` rounds (the
+    largest double whose T + 1 copies add up to at most ``epsilon``).
     Values too small to represent (halving past about 1000 rounds) end the
     list early.
     """
     if schedule == "uniform":
         t = min(rounds, max_iter)
-        return [epsilon / (t + 1)] * (t + 1)
+        each = epsilon / (t + 1)
+        while each > 0 and Fraction(each) * (t + 1) > Fraction(epsilon):  # the nearest double can add up to more
+            each = math.nextafter(each, 0.0)
+        return [each] * (t + 1)
     out: list[float] = []
     for t in range(max_iter + 1):
         value = math.ldexp(epsilon, -(t + 1))

@@ -98,8 +98,36 @@ def _check_quantile(value: Any) -> str | None:
     return None if value is None or 0 <= value < 0.5 else "must be in [0, 0.5)"
 
 
+#: Built-in noise mechanisms that cannot make idp-kmeans's releases, and why (refused when the step is made,
+#: before a run: at run time they failed after the DP bounds of ``bounds = "dp"`` had been paid for).
+INCOMPATIBLE_NOISE = {
+    "gaussian": "needs a delta > 0 and an L2 calibration, while idp-kmeans spends a pure epsilon per release",
+    "geometric": "adds integer noise to integer values, while the coordinate sums in the unit cube are real",
+}
+
+#: Most Lloyd rounds (``rounds``, ``max_iter``): the epsilon of every release is listed when the step is made,
+#: and 10^10 rounds ran out of memory there.
+MAX_ROUNDS = 10**6
+
 #: Largest span of a column's bounds (high - low) that is scaled safely.
 MAX_SPAN = 1e300
+
+
+def _widen_flat(low: np.ndarray, high: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Bounds from the data with ``low < high`` in every column.
+
+    ``privclust.column_bounds`` gives a constant column ``[v, v + 1]``, which
+    is ``[v, v]`` once ``|v| >= 2^53`` (``v + 1`` rounds back to ``v``): the
+    scaling to the unit cube would divide by zero. Such a column gets a range
+    of ``|v| 2^-40`` instead, above ``v`` (below it where that overflows)."""
+    flat = ~(high > low)
+    if not flat.any():
+        return low, high
+    pad = np.maximum(1.0, np.abs(low) * 2.0**-40)
+    with np.errstate(over="ignore"):
+        up = low + pad
+    fits = np.isfinite(up)
+    return np.where(flat & ~fits, low - pad, low), np.where(flat & fits, up, high)
 
 
 @attrs.frozen(kw_only=True)
@@ -134,8 +162,10 @@ class IDPKMeans:
                                      "default n_clusters; >= n_clusters)")
     schedule: str = param(str, default="halving", choices=("halving", "uniform"),
                           doc="budget per release: 'halving' (epsilon/2^(t+1)) or 'uniform' (epsilon/(rounds+1))")
-    rounds: int = param(int, default=5, ge=1, doc="number of Lloyd rounds T of the uniform schedule")
-    max_iter: int = param(int, default=1000, ge=1, doc="largest number of Lloyd rounds (the paper's N_iter_max)")
+    rounds: int = param(int, default=5, ge=1, le=MAX_ROUNDS,
+                        doc="number of Lloyd rounds T of the uniform schedule (at most 10^6)")
+    max_iter: int = param(int, default=1000, ge=1, le=MAX_ROUNDS,
+                          doc="largest number of Lloyd rounds (the paper's N_iter_max; at most 10^6)")
     tol: float = param(float, default=1e-4, ge=0,
                        doc="stop when no centre coordinate moved more than this (unit-cube scale)")
     noise: Any = nested("noise_mechanisms", default="laplace",
@@ -165,6 +195,13 @@ class IDPKMeans:
         problem = _dpc.nested_noise_problem(self.name, self.noise)
         if problem:
             raise ParameterError(problem)
+        noise_name = self.noise.use if isinstance(self.noise, privclust.ComponentSpec) else \
+            getattr(type(self.noise), "name", None)
+        if noise_name in INCOMPATIBLE_NOISE:
+            raise ParameterError(
+                f"idp-kmeans: the nested noise mechanism {noise_name!r} {INCOMPATIBLE_NOISE[noise_name]}; the releases "
+                "of idp-kmeans are real-valued sums and counts with an L1 sensitivity and a pure epsilon: use "
+                "noise = \"laplace\" (the default)")
 
     # -- recipe-time checks ---------------------------------------------------------
 
@@ -210,6 +247,7 @@ class IDPKMeans:
                           "sensitivity M + 1 assumes bounds fixed in advance, so the epsilon stated for the centres "
                           "does not fully hold.",
                 alternative="give public bounds from domain knowledge: bounds = { column = [low, high], ... }")
+            low, high = _widen_flat(low, high)
         else:
             table = self.bounds_range if self.bounds == "dp" else self.bounds
             key = "bounds_range" if self.bounds == "dp" else "bounds"

@@ -280,8 +280,9 @@ class LaplaceMechanism(_StepMixin):
         values = data.to_numpy(dtype=float)
         clipped = np.clip(values, low, high)
         eps_col = self.epsilon / d if d else self.epsilon
+        col_eps = _split(self.epsilon, d)
         ranges = [_range(self.name, c, lo, hi) for c, lo, hi in zip(columns, low, high, strict=True)]
-        plans = [_laplace_plan(self.name, r, eps_col, 1, f"column {c}") for c, r in zip(columns, ranges, strict=True)]
+        plans = [_laplace_plan(self.name, r, col_eps, 1, f"column {c}") for c, r in zip(columns, ranges, strict=True)]
         for j, plan in enumerate(plans):
             _check_magnitude(self.name, np.array([low[j], high[j]]), plan.gamma)
         context.spend(
@@ -342,11 +343,16 @@ class GeometricMechanism(_StepMixin):
 
     def release(self, values: Any, *, sensitivity: float | Sensitivity, epsilon: float, delta: float = 0.0,
                 context: PrivacyContext, relation: str, covers: str, not_covered: str = "",
-                **ledger: Any) -> np.ndarray:
-        """Spend ``epsilon`` and return integer ``values`` plus two-sided geometric noise (int64)."""
+                changed: int | None = None, **ledger: Any) -> np.ndarray:
+        """Spend ``epsilon`` and return integer ``values`` plus two-sided geometric noise (int64).
+
+        ``changed`` is accepted as by the other mechanisms (checked, then
+        unused: integers need no lattice, so there is no rounding to pay for).
+        """
         s = Sensitivity.of(sensitivity)
         _check_release(self.name, s.l1, epsilon)
         arr = _integers(self.name, values)
+        _changed(self.name, changed, arr.size)
         units = _geometric_scale(self.name, s.l1, epsilon)
         scale = float(units)
         context.spend(epsilon=epsilon, delta=0.0, mechanism=self.name, sensitivity=s.l1, relation=relation,
@@ -378,7 +384,8 @@ class GeometricMechanism(_StepMixin):
             highs.append(hi_i)
         ranges = [max(hi - lo, 1) for lo, hi in zip(lows, highs, strict=True)]  # exact Python integers
         eps_col = self.epsilon / d if d else self.epsilon
-        scales = [_geometric_scale(self.name, r, eps_col, f"column {c}") for c, r in zip(columns, ranges, strict=True)]
+        col_eps = _split(self.epsilon, d)
+        scales = [_geometric_scale(self.name, r, col_eps, f"column {c}") for c, r in zip(columns, ranges, strict=True)]
         as_int = np.zeros((len(data), d), dtype=np.int64)
         clipped_values = 0
         for j, c in enumerate(columns):
@@ -408,6 +415,16 @@ class GeometricMechanism(_StepMixin):
                                              "noise_scale": [float(u) for u in scales],
                                              **_effective(self.bounds, columns, lows, highs,
                                                           [float(u) for u in scales])})
+
+
+def _split(epsilon: float, d: int) -> float:
+    """The epsilon of each of ``d`` columns: the double nearest ``epsilon / d``, stepped down while ``d`` of it
+    add up to more than ``epsilon`` exactly (e.g. 0.3 over 27 columns), so that the columns spend no more
+    than the step states."""
+    each = epsilon / max(d, 1)
+    while each > 0 and Fraction(each) * max(d, 1) > Fraction(epsilon):
+        each = math.nextafter(each, 0.0)
+    return each
 
 
 def _integers(name: str, values: Any) -> np.ndarray:
@@ -528,16 +545,18 @@ def _check_release(name: str, sensitivity: float, epsilon: float) -> None:
 # --------------------------------------------------------------------------- Gaussian calibration
 
 
-def _cdp_delta(rho: float, epsilon: float) -> float:
-    """A delta for which rho-zCDP implies (epsilon, delta)-DP (CKS 2020, Corollary 13).
+def _cdp_log_delta(rho: float, epsilon: float) -> float:
+    """The natural log of a delta for which rho-zCDP implies (epsilon, delta)-DP (CKS 2020, Corollary 13).
 
     delta = exp((a - 1)(a rho - epsilon)) / (a - 1) * (1 - 1/a)^a holds for
     every a > 1; a near-optimal a is found by bisection on the derivative of
     the exponent. Any a gives a valid bound, so the search only affects
-    tightness.
+    tightness. The bound is evaluated in log space: a delta in the subnormal
+    range (below 2.2e-308) has too few significant bits for a relative
+    margin on it to mean anything, its logarithm has all of them.
     """
     if rho <= 0:
-        return 0.0
+        return -math.inf
     lo, hi = 1.01, (epsilon + 1.0) / (2.0 * rho) + 2.0
     alpha = lo
     for _ in range(200):
@@ -547,24 +566,28 @@ def _cdp_delta(rho: float, epsilon: float) -> float:
         else:
             hi = alpha
     exponent = (alpha - 1) * (alpha * rho - epsilon) + alpha * math.log1p(-1.0 / alpha)
-    if exponent > 700:
-        return 1.0
-    return min(1.0, math.exp(exponent) / (alpha - 1))
+    return min(0.0, exponent - math.log(alpha - 1))
 
 
-#: Safety factor on delta for the floating-point evaluation of the bound.
+def _cdp_delta(rho: float, epsilon: float) -> float:
+    """:func:`_cdp_log_delta` as a delta (0 when it underflows)."""
+    return math.exp(_cdp_log_delta(rho, epsilon))
+
+
+#: Safety factor on delta for the floating-point evaluation of the bound
+#: (applied to its logarithm: log(delta) + log(_DELTA_MARGIN)).
 _DELTA_MARGIN = 1.0 - 1e-6
 
 
 def _zcdp_rho(epsilon: float, delta: float) -> float:
     """The largest rho (within 1e-12, rounded down) whose zCDP bound gives (epsilon, delta)-DP."""
-    target = delta * _DELTA_MARGIN
+    target = math.log(delta) + math.log(_DELTA_MARGIN)
     lo, hi = 0.0, epsilon + 1.0
-    while _cdp_delta(hi, epsilon) <= target:
+    while _cdp_log_delta(hi, epsilon) <= target:
         hi *= 2.0
     for _ in range(200):
         mid = 0.5 * (lo + hi)
-        if _cdp_delta(mid, epsilon) <= target:
+        if _cdp_log_delta(mid, epsilon) <= target:
             lo = mid
         else:
             hi = mid

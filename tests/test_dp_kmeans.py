@@ -369,3 +369,99 @@ def test_real_data_sanity():
         warnings.simplefilter("ignore", PrivacyLeakWarning)
         partition, _ = fit(IDPKMeans(n_clusters=3, epsilon=1e6, bounds="data"), frame.drop(columns="class"))
     assert adjusted_rand_score(frame["class"], partition.labels) == pytest.approx(0.716, abs=0.01)
+
+
+@pytest.mark.parametrize("noise", ["gaussian", {"use": "geometric"}])
+def test_a_noise_mechanism_that_cannot_make_the_releases_is_refused_before_a_run(noise, frame):
+    """gaussian needs a delta idp-kmeans never gives, geometric integer values: both failed at run time, with
+    bounds = "dp" after the DP bounds had been paid for (the ledger kept the spend of a run that failed)."""
+    with pytest.raises(ParameterError, match="use noise = \"laplace\""):
+        IDPKMeans(n_clusters=2, epsilon=1.0, bounds=BOUNDS, noise=noise)
+    recipe = {"steps": [{"use": "idp-kmeans", "n_clusters": 2, "epsilon": 1.0, "bounds": "dp",
+                         "bounds_range": BOUNDS, "bounds_epsilon": 0.5, "noise": noise}]}
+    with pytest.raises(RecipeError, match="nested noise mechanism"):
+        privclust.compile(recipe)
+    with pytest.raises(ParameterError, match="nested noise mechanism"):
+        IDPKMeans(n_clusters=2, epsilon=1.0, bounds=BOUNDS,
+                  noise=privclust.PrivacyContext().mechanism(noise if isinstance(noise, str) else noise["use"]))
+
+
+@pytest.mark.parametrize("value", [1e20, -3e300, 1.7e308, 5.0])
+def test_a_constant_column_with_bounds_from_the_data_is_clustered(value):
+    """A constant column gets [v, v + 1] from the data; beyond 2^53 that is [v, v], and the scaling to
+    the unit cube divided by zero: the run failed with laplace refusing NaN values it never had."""
+    data = pd.DataFrame({"a": np.linspace(0.0, 5.0, 30), "b": np.full(30, value)})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PrivacyLeakWarning)
+        partition, context = fit(IDPKMeans(n_clusters=2, epsilon=1.0, bounds="data"), data)
+    centres = partition.centres
+    assert np.all(np.isfinite(centres)) and centres.shape == (2, 2)
+    low, high = partition.diagnostics[privclust.EFFECTIVE_PARAMS_FROM_DATA]["bounds"]["b"]
+    assert low < high and low <= value <= high
+    if value == 5.0:  # an ordinary constant column keeps [v, v + 1]
+        assert (low, high) == (5.0, 6.0)
+
+
+@pytest.mark.parametrize("epsilon, rounds", [(0.1, 10), (0.7, 34), (0.3, 36)])
+def test_the_uniform_schedule_adds_up_to_no_more_than_epsilon(epsilon, rounds, frame):
+    """epsilon / (T + 1) as the nearest double: its T + 1 copies added up to more than epsilon (0.1 over 11
+    releases), so a run with epsilon equal to the budget, which compiled, was refused when it ran."""
+    from fractions import Fraction
+
+    component = IDPKMeans(n_clusters=2, epsilon=epsilon, bounds=BOUNDS, schedule="uniform", rounds=rounds)
+    releases = component.epsilons()
+    assert len(releases) == rounds + 1
+    assert sum(Fraction(e) for e in releases) <= Fraction(epsilon)
+    assert releases[0] >= math.nextafter(epsilon / (rounds + 1), 0.0) - 1e-30  # at most a few ulps below
+    release = privclust.run({"privacy": {"epsilon": epsilon},
+                             "steps": [{"use": "idp-kmeans", "n_clusters": 2, "epsilon": epsilon, "bounds": BOUNDS,
+                                        "schedule": "uniform", "rounds": rounds}]}, frame, seed=0)
+    assert release.spent[0] <= epsilon
+
+
+def test_the_sums_of_neighbours_differ_by_no_more_than_the_sensitivity_exactly():
+    """Floating-point sums round at every addition: with record 0 = 1.0 first, each of the others
+    (1.5 2^-53) rounded the running sum up by a quarter ulp, so the computed sums of the data with and
+    without record 0 differed by more than 1, the record's own contribution (Casacuberta et al. 2022).
+    The sums are now exact."""
+    from fractions import Fraction
+
+    unit = np.concatenate([[[1.0]], np.full((4000, 1), 1.5 * 2.0**-53)])
+    labels = np.zeros(len(unit), dtype=np.int64)
+    with_it, n_with = _kmeans.cluster_sums(unit, labels, 1)
+    without, n_without = _kmeans.cluster_sums(unit[1:], labels[1:], 1)
+    shift = abs(Fraction(with_it[0, 0]) - Fraction(without[0, 0])) + abs(Fraction(n_with[0]) - Fraction(n_without[0]))
+    assert shift <= Fraction(_kmeans.round_sensitivity(1)[0])
+    rng = np.random.default_rng(3)
+    unit = rng.uniform(0, 1, (5000, 2))
+    sums, _ = _kmeans.cluster_sums(unit, labels=np.zeros(5000, dtype=np.int64), k=1)
+    grid = np.rint(unit * 2.0**_kmeans.SUM_BITS) / 2.0**_kmeans.SUM_BITS
+    assert all(Fraction(sums[0, j]) == sum(Fraction(v) for v in grid[:, j]) for j in range(2))  # exact
+
+
+def test_assigning_to_many_centres_keeps_the_distance_blocks_small():
+    """n_clusters may exceed the number of records; the distance blocks were 16384 rows x k, 2.6 GB for
+    k = 20 000 (here 4096 x 4096: 128 MB twice over). They now hold at most BLOCK_ENTRIES entries."""
+    import tracemalloc
+
+    rng = np.random.default_rng(0)
+    unit, centres = rng.uniform(0, 1, (4096, 2)), rng.uniform(0, 1, (4096, 2))
+    tracemalloc.start()
+    try:
+        labels = _kmeans.assign(unit, centres)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 64 * 2**20  # three temporaries of BLOCK_ENTRIES doubles (16 MB each); 256 MB before
+    brute = np.argmin(((unit[:64, None, :] - centres[None, :, :]) ** 2).sum(axis=2), axis=1)
+    assert np.array_equal(labels[:64], brute)
+
+
+@pytest.mark.parametrize("key", ["rounds", "max_iter"])
+def test_a_number_of_rounds_beyond_a_million_is_a_parameter_error(key):
+    """The uniform schedule lists the epsilon of every release when the step is made: rounds = max_iter =
+    10^10 ran out of memory there (a MemoryError, not a PrivclustError)."""
+    other = {"rounds": 5, "max_iter": 2 * 10**6} if key == "max_iter" else {"rounds": 2 * 10**6, "max_iter": 2 * 10**6}
+    with pytest.raises(ParameterError, match=key):
+        IDPKMeans(n_clusters=2, epsilon=1.0, bounds=BOUNDS, schedule="uniform", **other)
+    IDPKMeans(n_clusters=2, epsilon=1.0, bounds=BOUNDS, schedule="uniform", rounds=10**6, max_iter=10**6)

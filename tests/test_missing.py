@@ -195,6 +195,8 @@ def test_differentially_private_steps_refuse_missing_values_and_say_why(data, st
     text = str(err.value)
     assert "steps[0]" in text and "column 'a' has" in text
     assert "differential-privacy guarantee" in text and "complete records" in text
+    # the advice to impute must not invite an imputation from the data (a mean moves with every record)
+    assert "impute only with public values" in text and "column mean" in text
     assert "impute or drop those records first, or give the step columns without missing values" in text
 
 

@@ -425,3 +425,82 @@ def test_public_parameters_that_cannot_be_released_are_refused_before_any_data(s
     # privclust check (no data) finds them: they depend on the recipe alone
     with pytest.raises(privclust.RecipeError, match=message):
         privclust.compile({"steps": [{"use": "laplace", "columns": ["a"], **step}]})
+
+
+def _log_delta_of_rho(rho, epsilon):
+    """An independent evaluation of CKS 2020 Corollary 13 in log space: the minimum over alpha of
+    (alpha - 1)(alpha rho - epsilon) - log(alpha - 1) + alpha log(1 - 1/alpha)."""
+    from scipy.optimize import brentq
+
+    def slope(a):
+        return (2 * a - 1) * rho - epsilon + math.log1p(-1 / a)
+
+    alpha = brentq(slope, 1 + 1e-12, (epsilon + 1) / (2 * rho) + 2, xtol=1e-15, rtol=1e-15)
+    return (alpha - 1) * (alpha * rho - epsilon) - math.log(alpha - 1) + alpha * math.log1p(-1 / alpha)
+
+
+@pytest.mark.parametrize("epsilon, delta", [(1.0, 5e-324), (0.1, 1e-320), (1.0, 1e-310), (1.0, 1e-6), (7.0, 0.5)])
+def test_the_gaussian_calibration_holds_for_a_subnormal_delta(epsilon, delta):
+    """A delta below 2.2e-308 (a subnormal double) has few significant bits: evaluated as a
+    double, the bound rounded to delta while it was 1.5 delta (delta = 5e-324) or 1.00025 delta
+    (1e-320), so the ledger stated a delta that did not hold. Evaluated in log space it holds."""
+    from privclust_plugins.noise import _zcdp_rho, discrete_gaussian_sigma
+
+    rho = _zcdp_rho(epsilon, delta)
+    assert rho > 0 and _log_delta_of_rho(rho, epsilon) <= math.log(delta)
+    sigma = discrete_gaussian_sigma(epsilon, delta, 1.0)
+    assert _log_delta_of_rho(1.0 / (2 * sigma**2), epsilon) <= math.log(delta)
+
+
+@pytest.mark.parametrize("use", ["laplace", "geometric"])
+@pytest.mark.parametrize("epsilon, d", [(0.3, 27), (0.7, 35), (0.3, 30)])
+def test_the_columns_of_a_step_spend_no_more_than_its_epsilon_exactly(monkeypatch, use, epsilon, d):
+    """The step's epsilon was split as the double epsilon / d, and d times that double can exceed
+    epsilon (by 1e-17 for 0.3 / 27): the ledger's epsilon did not hold exactly. The split is now exact."""
+    scales = []
+    draw = sampling.discrete_laplace
+
+    def spy(rng, scale, size=1):
+        scales.append(Fraction(scale))
+        return draw(rng, scale, size)
+
+    monkeypatch.setattr(sampling, "discrete_laplace", spy)
+    columns = [f"c{j}" for j in range(d)]
+    frame = pd.DataFrame(np.ones((3, d)), columns=columns)
+    out = privclust.run({"steps": [{"use": use, "epsilon": epsilon, "bounds": {c: [0, 10] for c in columns}}]},
+                        frame, seed=1)
+    assert len(scales) == d
+    if use == "laplace":  # each column's shift in lattice steps (range + one step) over its scale in steps
+        lattices = out.ledger.of_kind("dp")[0].details["lattice"]
+        steps = [Fraction(2) ** int(lattices[c].split("^")[1].split()[0]) for c in columns]
+        realised = sum((10 + g) / g / u for g, u in zip(steps, scales, strict=True))
+    else:
+        realised = sum(Fraction(10) / u for u in scales)
+    assert realised <= Fraction(epsilon) == Fraction(out.ledger.of_kind("dp")[0].epsilon)
+
+
+def test_the_stated_delta_and_epsilon_are_never_below_what_was_spent():
+    """Statements printed delta with 3 significant digits rounded to nearest: a step spending delta =
+    1.2349e-6 was stated (epsilon, 1.23e-06)-DP in its ledger entry, the verdict and the report, a
+    stronger claim than what holds. They now round up."""
+    recipe = {"steps": [{"use": "gaussian", "epsilon": 0.1234564, "delta": 1.2349e-6,
+                         "bounds": {"a": [0, 10], "b": [0, 10], "c": [0, 10]}}]}
+    out = privclust.run(recipe, pt.example_frame(), seed=1)
+    texts = [out.ledger.of_kind("dp")[0].statement, str(out.verdict), out.to_html(plots=False)]
+    for text in texts[:2]:
+        assert "1.23e-06" not in text and "0.123456" not in text
+    assert "(0.123457, 1.24e-06)-DP" in texts[0]
+    assert "ε = 0.123457, δ = 1.24e-06" in texts[1]
+    assert "epsilon 0.123457, delta 1.24e-06" in texts[2]
+    from privclust.accounting import at_least
+
+    for value, digits in [(1.2349e-6, 3), (1 / 3, 6), (0.1 + 0.2, 6), (1e-6, 3), (5e-324, 3), (0.875, 6)]:
+        assert float(at_least(value, digits)) >= value and len(at_least(value, digits).split("e")[0]) <= digits + 2
+
+
+def test_geometric_takes_the_changed_count_as_the_other_mechanisms_do():
+    """A component that passes changed= to its nested mechanism crashed with a TypeError from
+    context.spend when the mechanism swapped in was geometric."""
+    noisy, ctx = release(GeometricMechanism(), np.array([3, 4, 5]), changed=1)
+    assert noisy.dtype == np.int64 and len(ctx.ledger) == 1
+    refused_before_spending(GeometricMechanism(), np.array([3]), ParameterError, "'changed'", changed=0)
