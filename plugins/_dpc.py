@@ -32,6 +32,7 @@ import math
 from collections.abc import Callable, Iterator
 
 import numpy as np
+import privclust
 from privclust import ParameterError
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
@@ -1026,18 +1027,34 @@ def pairing_distances(X: np.ndarray, rng: np.random.Generator, max_pairs: int = 
 STEP_ONLY_NOISE_PARAMS = ("epsilon", "delta", "bounds")
 
 
-def nested_noise_problem(owner: str, noise: object) -> str | None:
-    """The text refusing a nested noise mechanism that sets a parameter which
-    cannot take effect inside ``owner`` (its epsilon, delta or bounds), or
-    ``None``."""
+#: Built-in noise mechanisms that cannot make the releases of the DP clusterers (pure epsilon, L1), and why:
+#: refused when the step is made (at run time they failed, after ``bounds = "dp"`` had been paid for).
+#: ``geometric`` only where the released values are real (it fits integer counts: the cutoff kernel's densities).
+INCOMPATIBLE_NOISE = {
+    "gaussian": "needs a delta > 0 and an L2 calibration, while the step spends a pure epsilon per release",
+    "geometric": "adds integer noise to integer values, while the values the step releases are real",
+}
+
+
+def nested_noise_problem(owner: str, noise: object, *, integer_values: bool = False) -> str | None:
+    """The text refusing a nested noise mechanism that cannot make ``owner``'s
+    releases (:data:`INCOMPATIBLE_NOISE`; ``integer_values``: they are whole
+    numbers, which ``geometric`` fits) or that sets a parameter which cannot
+    take effect inside ``owner`` (its epsilon, delta or bounds), or ``None``."""
     if noise is None:
         return None
+    name = noise.use if isinstance(noise, privclust.ComponentSpec) else (
+        noise if isinstance(noise, str) else getattr(type(noise), "name", None))
     params = getattr(noise, "params", None)  # a ComponentSpec
     if params is not None:
         given = [k for k in STEP_ONLY_NOISE_PARAMS if params.get(k) is not None]
     else:
         given = [k for k in STEP_ONLY_NOISE_PARAMS if getattr(noise, k, None) is not None]
     if not given:
+        if name in INCOMPATIBLE_NOISE and not (name == "geometric" and integer_values):
+            return (f"{owner}: the nested noise mechanism {name!r} {INCOMPATIBLE_NOISE[name]}; use noise = \"laplace\" "
+                    "(the default)" + (", or kernel = \"cutoff\", whose densities are counts, with 'geometric'"
+                                       if name == "geometric" and owner != "idp-kmeans" else ""))
         return None
     keys = ", ".join(f"'noise.{k}'" for k in given)
     return (f"{owner}: the nested noise mechanism's {keys} cannot take effect (they apply only when the mechanism "

@@ -418,7 +418,7 @@ class _NoisyDensityPeaks(_DensityPeaks):
 
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
-        problem = _dpc.nested_noise_problem(self.name, self.noise)
+        problem = _dpc.nested_noise_problem(self.name, self.noise, integer_values=self.kernel == "cutoff")
         if problem:
             raise ParameterError(problem)
 
@@ -734,7 +734,7 @@ class DPDPCGrid(_DensityPeaks):
         elif self.dc_epsilon is not None:
             raise ParameterError("dp-dpc-grid: 'dc_epsilon' applies only with dc = \"dp\"; remove it or set "
                                  "dc = \"dp\"")
-        problem = _dpc.nested_noise_problem(self.name, self.noise)
+        problem = _dpc.nested_noise_problem(self.name, self.noise, integer_values=self.kernel == "cutoff")
         if problem:
             raise ParameterError(problem)
 

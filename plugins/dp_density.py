@@ -127,6 +127,14 @@ QARDAJI_C = 10.0
 START_GRID_FRACTION = 0.125
 
 
+def _noise_refused(name: str) -> str:
+    """Why dp-density refuses the noise mechanism ``name``."""
+    return (f"dp-density: the 'noise' parameter must name the laplace mechanism; got {name!r}. The tree's split test "
+            "is epsilon-DP (PrivTree's proof) only for continuous Laplace noise, which 'laplace' approximates on a "
+            "lattice far finer than one record; 'geometric' noise lies on the integers and overshoots the budget at "
+            "large epsilon, and 'gaussian' is not pure epsilon-DP. Use noise = \"laplace\" (the default).")
+
+
 def _check_share(value: Any) -> str | None:
     return None if value is None or 0 < value < 1 else "must be a fraction in (0, 1)"
 
@@ -176,6 +184,10 @@ class DPDensity:
             raise ParameterError(
                 "dp-density needs public bounds from domain knowledge, never the data: give "
                 "bounds = { column = [low, high], ... } (bounds = \"data\" is not accepted)")
+        named = self.noise.use if isinstance(self.noise, privclust.ComponentSpec) else (
+            self.noise if isinstance(self.noise, str) else getattr(type(self.noise), "name", None))
+        if named is not None and named not in PURE_MECHANISMS:  # refused when the step is made, before a run
+            raise ParameterError(_noise_refused(named))
 
     # -- recipe-time checks -----------------------------------------------------------
 
@@ -245,12 +257,7 @@ class DPDensity:
                 "is left; lower 'epsilon' or raise the budget. Nothing was recorded and no noise was drawn.")
         mech = context.mechanism(self.noise)
         if mech.name not in PURE_MECHANISMS:
-            raise ParameterError(
-                f"dp-density: the 'noise' parameter must name the laplace mechanism; got {mech.name!r}. The tree's "
-                "split test is epsilon-DP (PrivTree's proof) only for continuous Laplace noise, which 'laplace' "
-                "approximates on a lattice far finer than one record; 'geometric' noise lies on the integers and "
-                "overshoots the budget at large epsilon, and 'gaussian' is not pure epsilon-DP. Use "
-                "noise = \"laplace\" (the default). Nothing was recorded and no noise was drawn.")
+            raise ParameterError(_noise_refused(mech.name) + " Nothing was recorded and no noise was drawn.")
         eps_n, eps_tree, eps_leaf = self.shares
         columns = tuple(str(c) for c in data.columns)
 

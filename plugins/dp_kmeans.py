@@ -98,13 +98,6 @@ def _check_quantile(value: Any) -> str | None:
     return None if value is None or 0 <= value < 0.5 else "must be in [0, 0.5)"
 
 
-#: Built-in noise mechanisms that cannot make idp-kmeans's releases, and why (refused when the step is made,
-#: before a run: at run time they failed after the DP bounds of ``bounds = "dp"`` had been paid for).
-INCOMPATIBLE_NOISE = {
-    "gaussian": "needs a delta > 0 and an L2 calibration, while idp-kmeans spends a pure epsilon per release",
-    "geometric": "adds integer noise to integer values, while the coordinate sums in the unit cube are real",
-}
-
 #: Most Lloyd rounds (``rounds``, ``max_iter``): the epsilon of every release is listed when the step is made,
 #: and 10^10 rounds ran out of memory there.
 MAX_ROUNDS = 10**6
@@ -192,16 +185,9 @@ class IDPKMeans:
         if not self.epsilons():
             raise ParameterError(f"The 'epsilon' parameter of idp-kmeans is too small to split into releases; got "
                                  f"{self.epsilon!r}; use epsilon >= 1e-290")
-        problem = _dpc.nested_noise_problem(self.name, self.noise)
+        problem = _dpc.nested_noise_problem(self.name, self.noise)  # gaussian and geometric cannot make its releases
         if problem:
             raise ParameterError(problem)
-        noise_name = self.noise.use if isinstance(self.noise, privclust.ComponentSpec) else \
-            getattr(type(self.noise), "name", None)
-        if noise_name in INCOMPATIBLE_NOISE:
-            raise ParameterError(
-                f"idp-kmeans: the nested noise mechanism {noise_name!r} {INCOMPATIBLE_NOISE[noise_name]}; the releases "
-                "of idp-kmeans are real-valued sums and counts with an L1 sensitivity and a pure epsilon: use "
-                "noise = \"laplace\" (the default)")
 
     # -- recipe-time checks ---------------------------------------------------------
 

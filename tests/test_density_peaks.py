@@ -774,3 +774,15 @@ def test_after_the_reachability_merge_each_cluster_centre_lies_in_its_cluster(fl
         np.testing.assert_array_equal(np.asarray(part.centres)[j], flame[["x0", "x1"]].to_numpy()[heads[j]])
         members = np.flatnonzero(labels == j)
         assert dg["rho"][heads[j]] == dg["rho"][members].max()  # the densest (noisy density) member
+
+
+@pytest.mark.parametrize("use", ["dp-dpcl", "addpc-rdp", "dp-dpc-grid", "dp-density"])
+@pytest.mark.parametrize("noise", ["gaussian", "geometric"])
+def test_a_noise_mechanism_that_cannot_make_the_releases_is_refused_when_the_step_is_made(use, noise):
+    """They failed at run time (gaussian: no delta; geometric: real
+    densities), after a DP d_c or DP bounds had been paid for."""
+    step = {"use": use, "epsilon": 1.0, "noise": noise,
+            **({"bounds": {"x": [0, 1]}} if use in ("dp-dpc-grid", "dp-density") else {}),
+            **({"dc": 0.1} if use != "dp-density" else {})}
+    with pytest.raises(privclust.RecipeError, match=f"{use}: the .*'{noise}'.*laplace"):
+        privclust.compile({"privacy": {"epsilon": 10, "delta": 1e-5}, "steps": [step]})
