@@ -51,7 +51,7 @@ from .recipe import DEFAULT_LABEL_COLUMN, EvaluateSpec, Recipe, Roles, Step, _th
 from .registry import Registry, get_registry, unknown_leak_problems
 from .report import EFFECTIVE_PARAMS, EFFECTIVE_PARAMS_FROM_DATA, Release
 from .specs import _META_LEAK, nested_components
-from .verify import random_step_names, snapshot, verdict, verify
+from .verify import _equal, random_step_names, snapshot, verdict, verify
 
 __all__ = ["CompiledRecipe", "CompiledStep", "StepOutcome", "compile", "run", "numeric_columns"]
 
@@ -121,6 +121,9 @@ class StepOutcome:
     elapsed: float
     n_records: int
     output: str | None = None
+    #: a masker's columns whose released values are identical to the step's
+    #: input (a missing value equal to a missing value), as the host compared them
+    unchanged: tuple[str, ...] = ()
 
     @property
     def name(self) -> str:
@@ -144,15 +147,24 @@ class StepOutcome:
         cols = ", ".join(self.columns)
         if self.kind == "clusterers":
             what = f"clustered {self.n_records} records on {cols} and released the labels as column {self.output!r}"
+        elif self.kind == "maskers" and self.columns and set(self.columns) <= set(self.unchanged):
+            what = (f"released columns {cols} of {self.n_records} records unchanged (the host compared them: every "
+                    "value is identical to the step's input)")
         elif self.kind == "maskers":
-            what = f"replaced columns {cols} of {self.n_records} records"
+            changed = ", ".join(c for c in self.columns if c not in self.unchanged)
+            kept = ", ".join(c for c in self.columns if c in self.unchanged)
+            what = f"replaced columns {changed} of {self.n_records} records" + (
+                f" and released {kept} unchanged (every value identical to the step's input)" if kept else "")
         else:
             what = f"perturbed columns {cols} of {self.n_records} records"
         return f"{_ROLE[self.kind]} {self.name!r} {what} ({self.elapsed:.3g} s)."
 
     def audit_details(self) -> dict[str, Any]:
-        return {"parameters": _thaw(self.params), "columns": list(self.columns), "records": self.n_records,
-                "elapsed_seconds": self.elapsed}
+        details = {"parameters": _thaw(self.params), "columns": list(self.columns), "records": self.n_records,
+                   "elapsed_seconds": self.elapsed}
+        if self.kind == "maskers":
+            details["unchanged_columns"] = list(self.unchanged)
+        return details
 
 
 # ---------------------------------------------------------------------------
@@ -1104,9 +1116,11 @@ def _run_checked(compiled: CompiledRecipe, checked: Preflight, seed: int | np.ra
                 for c in columns:
                     current[c] = result.data[c].to_numpy(copy=True)  # observers cannot reach the release
             elapsed = time.perf_counter() - start if remote is None else sum(r.elapsed[cs.index] for r in remote)
+            unchanged = tuple(c for c in columns if cs.kind == "maskers"
+                              and bool(np.all(_equal(view[c], current[c]))))  # what the step's words may claim
             outcome = StepOutcome(index=cs.index, id=cs.id, kind=cs.kind, component=cs.component,
                                   columns=tuple(columns), result=result, elapsed=elapsed,
-                                  n_records=len(view), output=output)
+                                  n_records=len(view), output=output, unchanged=unchanged)
             # The audit is the host's: written here, whatever plugins are installed or blocked.
             details = outcome.audit_details()
             provider = registry.provider(cs.kind, type(cs.component))
