@@ -51,7 +51,7 @@ from .recipe import DEFAULT_LABEL_COLUMN, EvaluateSpec, Recipe, Roles, Step, _th
 from .registry import Registry, get_registry, unknown_leak_problems
 from .report import EFFECTIVE_PARAMS, EFFECTIVE_PARAMS_FROM_DATA, Release
 from .specs import _META_LEAK, nested_components
-from .verify import _equal, random_step_names, snapshot, verdict, verify
+from .verify import _equal, _values, random_step_names, snapshot, verdict, verify
 
 __all__ = ["CompiledRecipe", "CompiledStep", "StepOutcome", "compile", "run", "numeric_columns"]
 
@@ -1357,6 +1357,8 @@ def release_integers(context: PrivacyContext, frame: pd.DataFrame, current: pd.D
     adjusted: dict[str, np.ndarray] = {}
     kept_by: list[str] = []
     plain_rules: list[str] = []
+    followed = split = 0
+    skipped = False
     unsolved: list[tuple[str, str]] = []
     broken: dict[int, int] | None = None
     if rules is not None and rules.rules and set(targets) & set(rules.columns):
@@ -1397,6 +1399,7 @@ def release_integers(context: PrivacyContext, frame: pd.DataFrame, current: pd.D
                         unsolved.append((part.rules[i], why))
             done |= involved
         Y = Y.copy() if not Y.flags.writeable else Y
+        followed, split, skipped = _round_with_matches(_values(current, columns), Y, fixed)
         for j, c in enumerate(columns):
             if integer[j] and not fixed[j]:
                 np.rint(Y[:, j], out=Y[:, j])  # the host's own guarantee: whole numbers
@@ -1458,6 +1461,20 @@ def release_integers(context: PrivacyContext, frame: pd.DataFrame, current: pd.D
     if plain_rules:
         parts.append("Rules of handlers without controlled rounding (rounded to the nearest integer, then "
                      "checked): " + ", ".join(repr(t) for t in plain_rules) + ".")
+    if followed:
+        parts.append(f"{followed} record(s) with a missing value in these columns (where a rule over it cannot be "
+                     "evaluated, so its columns are rounded to the nearest integer) were given the rounded values "
+                     "of the records they match (those that agreed with them on every value they observe before the "
+                     "rounding, all rounded alike), so that records that match through missing values stay matched.")
+    if split:
+        parts.append(f"{split} record(s) with a missing value match records that were rounded differently from one "
+                     "another and could not follow them all: the rounding may have split records that matched only "
+                     "through missing values (a missing value counted as matching any value); the k-anonymity check "
+                     "below is made on the rounded file.")
+    if skipped:
+        parts.append(f"The records have more than {_MAX_PATTERNS} patterns of missing values in these columns, so "
+                     "the host did not make records that match through missing values round alike: the rounding "
+                     "may have split them; the k-anonymity check below is made on the rounded file.")
     if broken is not None:
         parts.append("Each edit rule's check below says on how many records the rounding broke it; the steps' own "
                      "statements about edit rules describe their values before this rounding.")
@@ -1472,8 +1489,78 @@ def release_integers(context: PrivacyContext, frame: pd.DataFrame, current: pd.D
         details={"columns": list(targets), "rounded": dict(rounded), "already_whole": [c for c, _ in whole],
                  "controlled_rounding": kept_by, "adjusted_columns": list(adjusted),
                  "rules_not_kept_exactly": [t for t, _ in unsolved] + list(plain_rules),
+                 "records_rounded_with_their_matches": followed, "records_split_from_matches": split,
                  "dtypes": {c: str(current[c].dtype) for c in targets}})
     return broken
+
+
+#: Above this many missingness patterns, records that match through missing
+#: values are not made to round alike (the pass compares pairs of patterns).
+_MAX_PATTERNS = 64
+
+
+def _round_with_matches(codes: np.ndarray, Y: np.ndarray, fixed: np.ndarray) -> tuple[int, int, bool]:
+    """Keep records that match through missing values matched through the
+    rounding (in ``Y``, in place).
+
+    Controlled rounding works per record: a rule is repaired or solved on a
+    record where all its columns are observed, while a record missing one of
+    them gets its values rounded to the nearest integer. Two records that
+    agreed on every value both observe (``codes``: the values before
+    rounding as exact codes, NaN where missing) could so be rounded apart,
+    splitting a k-anonymity group formed with a missing value counted as
+    matching any value. Each record with a missing value takes, on the
+    columns it observes, the rounded values of the more complete records it
+    matches, when those were all rounded alike (patterns handled from the
+    most observed down, so a partly complete record is settled before the
+    records that match it). Copying values of records that had the same
+    values keeps every rule over the copied columns as it is on those
+    records. Returns how many records took their matches' values, how many
+    match records rounded differently from one another (left as they are),
+    and whether the pass was skipped (more than :data:`_MAX_PATTERNS`
+    missingness patterns)."""
+    observed = ~np.isnan(codes)
+    if observed.all() or not len(codes):
+        return 0, 0, False
+    patterns, of = np.unique(observed, axis=0, return_inverse=True)
+    of = np.asarray(of).ravel()
+    if len(patterns) > _MAX_PATTERNS:
+        return 0, 0, True
+    order = np.argsort(-patterns.sum(axis=1), kind="stable")
+    followed = split = 0
+    for a in order:
+        pa = patterns[a]
+        if pa.all() or not pa.any():
+            continue
+        cols = np.flatnonzero(pa)
+        movable = cols[~fixed[cols]]
+        if not movable.size:
+            continue
+        wider = [b for b in range(len(patterns)) if b != a and np.all(patterns[b][cols])]
+        if not wider:
+            continue
+        mine = np.flatnonzero(of == a)
+        theirs = np.flatnonzero(np.isin(of, wider))
+        keys = np.vstack([codes[np.ix_(theirs, cols)], codes[np.ix_(mine, cols)]])
+        _, inverse = np.unique(keys, axis=0, return_inverse=True)
+        inverse = np.asarray(inverse).ravel()
+        key_theirs, key_mine = inverse[:len(theirs)], inverse[len(theirs):]
+        m = int(inverse.max()) + 1
+        values = Y[np.ix_(theirs, movable)]
+        lo = np.full((m, movable.size), np.inf)
+        hi = np.full((m, movable.size), -np.inf)
+        np.minimum.at(lo, key_theirs, values)
+        np.maximum.at(hi, key_theirs, values)
+        has = np.bincount(key_theirs, minlength=m) > 0
+        alike = has & np.all(lo == hi, axis=1)
+        take = alike[key_mine]
+        rows = mine[take]
+        if rows.size:
+            new = lo[key_mine[take]]
+            followed += int(np.count_nonzero(np.any(Y[np.ix_(rows, movable)] != new, axis=1)))
+            Y[np.ix_(rows, movable)] = new
+        split += int(np.count_nonzero(has[key_mine] & ~alike[key_mine]))
+    return followed, split, False
 
 
 def _rule_columns(handlers: Sequence[Any]) -> list[set[str]]:

@@ -526,3 +526,41 @@ def test_the_rounding_entry_says_which_rules_it_did_not_keep():
     assert "It did not keep 'a <= 30.5' everywhere" in text and "It kept every rule" not in text
     text, broken = rounding([{"use": "linear", "rules": ["t = a + b", "a <= 30.5"]}])
     assert broken == 0 and "It kept every rule on every record where the rule held before." in text
+
+
+def test_rounding_keeps_records_that_match_through_missing_values_matched():
+    # t = a + b is solved on complete records and cannot be evaluated on records missing b and t, which were
+    # rounded to the nearest integer: a group matched through missing values was split and the k-anonymity
+    # claim refuted on the released file
+    rng = np.random.default_rng(11)
+    n = 30
+    a, b = rng.integers(0, 50, n), rng.integers(0, 50, n)
+    frame = pd.DataFrame({"a": a, "b": b, "t": a + b}).astype("Int64")
+    miss = rng.random(n) < 0.3
+    frame.loc[miss, ["b", "t"]] = pd.NA
+    recipe = {"constraints": [{"use": "linear", "rules": ["t = a + b"]}],
+              "steps": [{"use": "microaggregation", "clusterer": {"use": "mdav", "k": 3}}]}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        release = privclust.run(recipe, frame, seed=11)
+    claims = [e for e in release.ledger if (e.mechanism or "").startswith("k-anonymity")]
+    assert claims and all(e.status == "verified" for e in claims)
+    entry = _rounding_entry(release)
+    assert entry.details["records_rounded_with_their_matches"] >= 1
+    assert entry.details["records_split_from_matches"] == 0
+    assert "stay matched" in entry.statement
+    assert _rule_entry(release, "t = a + b").details["broken_by_rounding"] == 0
+    data = release.data.dropna()
+    assert (data["t"] == data["a"] + data["b"]).all()
+
+
+def test_a_record_matching_records_rounded_apart_is_reported():
+    from privclust.runner import _round_with_matches
+    codes = np.array([[0.0, 0.0], [0.0, 1.0], [0.0, np.nan], [1.0, np.nan]])
+    Y = np.array([[3.0, 1.0], [4.0, 2.0], [3.0, np.nan], [5.0, np.nan]])  # rows 0 and 1 had a equal, rounded apart
+    followed, split, skipped = _round_with_matches(codes, Y, np.zeros(2, dtype=bool))
+    assert (followed, split, skipped) == (0, 1, False)
+    codes[1, 0] = 2.0
+    Y[2, 0] = 2.0
+    assert _round_with_matches(codes, Y, np.zeros(2, dtype=bool)) == (1, 0, False)
+    assert Y[2, 0] == 3.0 and np.isnan(Y[2, 1])
