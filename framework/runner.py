@@ -1359,6 +1359,8 @@ def release_integers(context: PrivacyContext, frame: pd.DataFrame, current: pd.D
     plain_rules: list[str] = []
     followed = split = 0
     skipped = False
+    jointly: list[int] = []  # tables rounded together as one set of rules
+    separate = False  # rules rounded in more than one pass
     unsolved: list[tuple[str, str]] = []
     broken: dict[int, int] | None = None
     if rules is not None and rules.rules and set(targets) & set(rules.columns):
@@ -1373,9 +1375,11 @@ def release_integers(context: PrivacyContext, frame: pd.DataFrame, current: pd.D
         fixed = np.array([c not in changed for c in columns]) | huge
         Y = X
         done = np.zeros(len(columns), dtype=bool)  # columns an earlier handler's rules already settled
-        for handler, part in zip(handlers, rules.parts, strict=True):
-            name = type(handler).name
-            involved = np.array([any(c in v for v in handler.variables()) for c in columns])
+        grouped = _rounding_groups(handlers, rules.parts, columns)
+        separate = len(grouped) > 1
+        for name, part, involved, tables in grouped:
+            if tables > 1:
+                jointly.append(tables)
             method = capability(part, "round_integers")
             if method is None:
                 Y = Y.copy() if not Y.flags.writeable else Y
@@ -1447,11 +1451,14 @@ def release_integers(context: PrivacyContext, frame: pd.DataFrame, current: pd.D
                      "for some of their columns, chosen per record; inequalities and bounds broken by rounding to "
                      "the nearest integer are repaired by rounding down or up), which aims to keep each rule on the "
                      "records where it held before.")
+        if jointly:
+            parts.append(" ".join(f"The rules of {n} [[constraints]] tables were rounded together, as one set." for n in
+                                  jointly))
         lost = [rules.rules[r] for r, count in (broken or {}).items() if count] if rules is not None else []
         parts.append("It kept every rule on every record where the rule held before." if not lost else
                      f"It did not keep {', '.join(repr(t) for t in lost)} everywhere (each rule's check below says on "
-                     "how many records); a handler's rounding does not move the columns an earlier handler's rules "
-                     "have rounded.")
+                     "how many records)" + ("; a handler's rounding does not move the columns an earlier handler's "
+                                            "rules have rounded." if separate else "."))
     if adjusted:
         parts.append(f"Non-integer column(s) {', '.join(adjusted)} adjusted to keep an equality with rounded "
                      "integers.")
@@ -1561,6 +1568,31 @@ def _round_with_matches(codes: np.ndarray, Y: np.ndarray, fixed: np.ndarray) -> 
             Y[np.ix_(rows, movable)] = new
         split += int(np.count_nonzero(has[key_mine] & ~alike[key_mine]))
     return followed, split, False
+
+
+def _rounding_groups(handlers: Sequence[Any], parts: Sequence[Any], columns: Sequence[str]
+                     ) -> list[tuple[str, Any, np.ndarray, int]]:
+    """The handlers' bound rules as the host rounds them: the rules of
+    several ``[[constraints]]`` tables that can be joined (the
+    ``joined_with`` capability, e.g. two ``linear`` tables) as one set,
+    rounded at once; each with its handlers' names and the columns its rules
+    involve, and how many tables it joins."""
+    out: list[tuple[str, Any, np.ndarray]] = []
+    joined: list[int] = []  # how many tables each entry of out holds
+    for handler, part in zip(handlers, parts, strict=True):
+        name = type(handler).name
+        involved = np.array([any(c in v for v in handler.variables()) for c in columns])
+        for g, (names, rounded_at_once, used) in enumerate(out):
+            join = capability(rounded_at_once, "joined_with")
+            merged = join(part) if join is not None and capability(part, "round_integers") is not None else None
+            if merged is not None:
+                out[g] = (names if name in names.split(" + ") else f"{names} + {name}", merged, used | involved)
+                joined[g] += 1
+                break
+        else:
+            out.append((name, part, involved))
+            joined.append(1)
+    return [(name, part, involved, n) for (name, part, involved), n in zip(out, joined, strict=True)]
 
 
 def _rule_columns(handlers: Sequence[Any]) -> list[set[str]]:
