@@ -990,12 +990,14 @@ def _stratum_steps(recipe_dict: dict[str, Any], registry_spec: tuple[list[Any], 
     context = PrivacyContext(compiled.budget, seed=seed, registry=registry)
     current = (part if part is not None else _HANDED[token][1].iloc[rows]).copy(deep=True)  # type: ignore[union-attr]
     results, elapsed = [], []
+    integers = set(integer_columns(current))  # the input's: released as integers, whatever a step made of them
     with context._in_part(label, text):
         for cs, columns in zip(compiled.steps, step_columns, strict=True):
             view = current.loc[:, list(columns)].copy()
             constraint_set = _bind_constraints(cs, compiled.constraints, columns)
             start = time.perf_counter()
-            with context.step(cs.index, cs.id, type(cs.component).name, constraints=constraint_set):
+            with context.step(cs.index, cs.id, type(cs.component).name, constraints=constraint_set,
+                              integer_columns=[c for c in columns if c in integers]):
                 result = _call_step(cs, view, context)
             _check_finite(cs, result, view)
             if cs.kind != "clusterers":
@@ -1082,6 +1084,7 @@ def _run_checked(compiled: CompiledRecipe, checked: Preflight, seed: int | np.ra
     current = frame.copy(deep=True)
     labels = pd.DataFrame(index=frame.index)
     outcomes: list[StepOutcome] = []
+    integers = set(integer_columns(frame))  # released as integers, whatever dtype an earlier step left them in
     total = len(compiled.steps)
     for cs, columns in zip(compiled.steps, step_columns, strict=True):
         view = current.loc[:, list(columns)].copy()
@@ -1093,7 +1096,7 @@ def _run_checked(compiled: CompiledRecipe, checked: Preflight, seed: int | np.ra
         hooks.step_started(step=cs.step, index=cs.index, total=total)
         start = time.perf_counter()
         with context.step(cs.index, cs.id, type(cs.component).name, constraints=constraint_set,
-                          on_progress=on_progress):
+                          on_progress=on_progress, integer_columns=[c for c in columns if c in integers]):
             output = None
             if remote is not None:
                 assert parts is not None

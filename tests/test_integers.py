@@ -609,3 +609,47 @@ def test_a_record_matching_records_rounded_apart_is_reported():
     Y[2, 0] = 2.0
     assert _round_with_matches(codes, Y, np.zeros(2, dtype=bool)) == (1, 0, False)
     assert Y[2, 0] == 3.0 and np.isnan(Y[2, 1])
+
+
+def test_fuzzy_microaggregation_after_another_step_knows_which_columns_are_released_as_integers():
+    # after a first step, the input's integer column 'a' reaches fuzzy microaggregation as floats: the step
+    # compared unrounded centres with the records (its self rule), so records were released with their own
+    # values although its statement said a record is never replaced by a centre equal to itself
+    rng = np.random.default_rng(3)
+    frame = pd.DataFrame({"a": rng.integers(0, 6, 80), "b": rng.integers(0, 6, 80)})
+    steps = [{"use": "microaggregation", "clusterer": {"use": "mdav", "k": 2}, "columns": ["a"]},
+             {"use": "fuzzy-microaggregation", "k": 3, "columns": ["a", "b"]}]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        release = privclust.run({"steps": steps}, frame, seed=1)
+    fuzzy = release.outcomes[1]
+    assert fuzzy.result.diagnostics["integer_columns"] == ["a", "b"]
+    given = np.column_stack([release.outcomes[0].result.data["a"].to_numpy(), frame["b"].to_numpy()])
+    released = release.data[["a", "b"]].to_numpy(dtype=float)
+    assert not np.any(np.all(released == given, axis=1))  # never a record's own values, as its statement says
+    claim = [e for e in release.ledger if e.kind == "guarantee" and e.step == 1][0]
+    assert "never replaced by a centre equal to itself" in claim.statement
+    assert "the integer columns a, b compared with the centre rounded" in claim.statement
+
+
+def test_the_context_names_the_steps_integer_columns():
+    seen = []
+
+    @attrs.frozen(kw_only=True)
+    class Spy:
+        name: ClassVar[str] = "spy"
+
+        def mask(self, data, context):
+            seen.append(context.integer_columns)
+            return privclust.Masked(data=data + 0.5)
+
+    class SpyPlugin:
+        @privclust.hookimpl
+        def privclust_register_maskers(register):
+            register(Spy)
+
+    registry = privclust.Registry(plugins=[SpyPlugin])
+    frame = pd.DataFrame({"a": [1, 2, 3], "x": [0.5, 1.0, 2.0]})
+    privclust.run({"steps": [{"use": "spy"}, {"use": "spy"}]}, frame, seed=0, registry=registry)
+    assert seen == [("a",), ("a",)]  # the second step gets floats in 'a', which the host still rounds
+    assert PrivacyContext().integer_columns is None
