@@ -2,12 +2,15 @@
 transaction, and the signal handling that keeps interrupted commands clean.
 
 Every output of a command is first written to a hidden temporary file in its
-target's folder (``.<name>.<random>.tmp``); only when all of them are
+target's folder (``.<name>.<random>.tmp``, the name cut to 64 bytes; for a
+symbolic link, beside the file it points to, which is replaced and the link
+kept); only when all of them are
 complete are they moved into place, one ``os.replace`` each, with the
 termination signals held back meanwhile. If any write fails, or the command
 is interrupted (Ctrl-C, SIGTERM, SIGHUP), every temporary file is removed and
 no existing target is touched. Before any computation,
-:func:`check_outputs` refuses an output that is a folder, sits in a missing
+:func:`check_outputs` refuses an output whose name the file system would
+refuse (too long for its folder's file system), that is a folder, sits in a missing
 or unwritable folder (found by really creating and removing a probe file
 there), is one of the command's inputs, or is another output of the same
 command.
@@ -196,6 +199,64 @@ def _same(a: Path, b: Path) -> bool:
         return False
 
 
+def _destination(path: Path) -> Path:
+    """Where writing ``path`` puts the bytes: ``path`` itself, or for a
+    symbolic link the file it points to (followed to the end; a link to a
+    file that does not exist yet creates that file). The output is written
+    through the link, as a shell's ``>`` would, and the link stays a link.
+
+    :raises PrivclustError: for a link that cannot be followed (a loop)."""
+    if not path.is_symlink():
+        return path
+    try:
+        return Path(os.path.realpath(path, strict=True))
+    except FileNotFoundError:
+        return Path(os.path.realpath(path))  # a dangling link: its target is created
+    except OSError as err:
+        raise PrivclustError(f"cannot write {path}: it is a symbolic link that cannot be followed "
+                             f"({err.strerror or err}); give the name of a file") from err
+
+
+#: The characters mkstemp adds to a temporary file's prefix: 8 random ones and ".tmp".
+_TEMP_EXTRA = 8 + len(".tmp")
+#: The longest part of an output's name that its temporary file's name repeats (bytes).
+_TEMP_NAME_BYTES = 64
+
+
+def _temp_prefix(target: Path) -> str:
+    """The prefix of a temporary file for ``target``: ``.<name>.``, the name
+    cut to :data:`_TEMP_NAME_BYTES` bytes, so the temporary name fits the
+    file system whenever the target's name does (a 248-character name's
+    temporary file would not)."""
+    return f".{os.fsencode(target.name)[:_TEMP_NAME_BYTES].decode('utf-8', 'ignore')}."  # a cut character dropped
+
+
+def _limit(folder: Path, name: str, default: int) -> int:
+    try:
+        return int(os.pathconf(folder, name))
+    except (OSError, ValueError, AttributeError):
+        return default
+
+
+def _name_problem(path: Path, folder: Path) -> str | None:
+    """Why the file system would refuse ``path``'s name or length (found
+    without creating it): a name longer than the folder's ``NAME_MAX``, a
+    path longer than ``PATH_MAX``, a NUL character."""
+    name = os.fsencode(path.name)
+    if b"\0" in os.fsencode(str(path)):
+        return "the name holds a NUL character"
+    name_max = _limit(folder, "PC_NAME_MAX", 255)
+    if len(name) > name_max:
+        return (f"the file name is {len(name)} bytes long, more than the {name_max} bytes a name may have on the "
+                "file system of its folder; choose a shorter name")
+    full = len(os.fsencode(str(folder))) + 1 + max(len(name), len(os.fsencode(_temp_prefix(path))) + _TEMP_EXTRA)
+    path_max = _limit(folder, "PC_PATH_MAX", 4096)
+    if full >= path_max:
+        return (f"the path is {full} bytes long, more than the {path_max - 1} bytes a path may have; choose a "
+                "shorter name or a folder nearer the root")
+    return None
+
+
 def _probe_folder(folder: Path) -> None:
     """Create and remove a temporary file in ``folder``: the only test that
     holds for root, read-only mounts, full disks and access-control lists."""
@@ -222,8 +283,12 @@ def check_outputs(outputs: Mapping[str, Path | str | None], inputs: Mapping[str,
     sources = [(what, Path(p)) for what, p in inputs.items() if p is not None and str(p) != STDIO]
     probed: set[Path] = set()
     for i, (what, path) in enumerate(named):
+        problem = _name_problem(path, path.parent)  # first: the file system refuses to even look at such a name
+        if problem:
+            raise PrivclustError(f"cannot write {path} ({what}): {problem}")
         if path.is_dir():
             raise PrivclustError(f"cannot write {path} ({what}): it is a folder; give the name of a file")
+        given, path = path, _destination(path)  # a symbolic link is written through, to its target
         for source_what, source in sources:
             if _same(path, source):
                 raise PrivclustError(f"{what} {path} is the same file as {source_what} {source}; the input is never "
@@ -233,10 +298,14 @@ def check_outputs(outputs: Mapping[str, Path | str | None], inputs: Mapping[str,
                 raise PrivclustError(f"{other_what} and {what} are the same file ({path}); give each output its "
                                      "own name")
         folder = path.parent
+        via = f" (the target of the symbolic link {given})" if path != given else ""
         if not folder.exists():
-            raise PrivclustError(f"cannot write {path}: the folder {folder} does not exist")
+            raise PrivclustError(f"cannot write {path}{via}: the folder {folder} does not exist")
         if not folder.is_dir():
-            raise PrivclustError(f"cannot write {path}: {folder} is a file, not a folder")
+            raise PrivclustError(f"cannot write {path}{via}: {folder} is a file, not a folder")
+        problem = _name_problem(path, folder)
+        if problem:
+            raise PrivclustError(f"cannot write {path}{via} ({what}): {problem}")
         resolved = folder.resolve()
         if resolved in probed:
             continue
@@ -343,19 +412,21 @@ def write_atomically(targets: Sequence[tuple[Path, Callable[[Path], None]]]) -> 
     If any writer fails or the process is interrupted while writing, every
     temporary file is removed and no target is touched. The renames happen
     with the stop signals held back, after checking that no target has
-    become a folder meanwhile.
+    become a folder meanwhile. A target that is a symbolic link is written
+    through it: the file it points to is replaced atomically (its temporary
+    file in that file's folder, its permissions kept) and the link stays.
     """
     temps: list[tuple[Path, Path]] = []
     try:
-        for target, write in targets:
-            target = Path(target)
+        for given, write in targets:
+            target = _destination(Path(given))  # through a symbolic link: the link stays, its target is replaced
             if not target.parent.is_dir():
                 raise PrivclustError(f"cannot write {target}: the folder {target.parent} does not exist")
             if target.is_dir():
                 raise PrivclustError(f"cannot write {target}: it is a folder; give a file name")
             with _signals_held():
                 try:
-                    fd, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+                    fd, name = tempfile.mkstemp(dir=target.parent, prefix=_temp_prefix(target), suffix=".tmp")
                 except OSError as err:
                     raise PrivclustError(f"cannot write {target}: {err.strerror or err}") from err
                 tmp = Path(name)

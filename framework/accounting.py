@@ -546,6 +546,7 @@ class _StepInfo:
     component: str
     constraints: Any
     on_progress: Callable[[float, float | None], None] | None
+    integer_columns: tuple[str, ...] | None = None
 
 
 # The registry a PrivacyContext made without one resolves components from.
@@ -749,10 +750,13 @@ class PrivacyContext:
         *,
         constraints: ConstraintSet | None = None,
         on_progress: Callable[[float, float | None], None] | None = None,
+        integer_columns: Sequence[str] | None = None,
     ) -> Iterator[PrivacyContext]:
-        """Enter a step: a fresh random stream, its constraints, its progress sink."""
+        """Enter a step: a fresh random stream, its constraints, its progress
+        sink, and the step's columns the host releases as integers."""
         previous = (self._step, self._rng, self._rng_seq)
-        self._step = _StepInfo(index, step_id, component, constraints, on_progress)
+        self._step = _StepInfo(index, step_id, component, constraints, on_progress,
+                               None if integer_columns is None else tuple(map(str, integer_columns)))
         self._rng = self._rng_seq = None
         try:
             yield self
@@ -792,6 +796,15 @@ class PrivacyContext:
         if self._step is not None:
             return self._step.constraints
         return self._default_constraints
+
+    @property
+    def integer_columns(self) -> tuple[str, ...] | None:
+        """The current step's columns that the host releases as integers (the
+        integer columns of the run's input: it rounds them after the last
+        step), whatever dtype they have in the step's data (after an earlier
+        step they hold floats); ``None`` outside a run's step (then the
+        data's integer dtypes say it)."""
+        return None if self._step is None else self._step.integer_columns
 
     def progress(self, done: float, total: float | None = None) -> None:
         """Report progress of a long step (shown by the CLI's progress bar)."""

@@ -665,6 +665,13 @@ CAPABILITIES: Mapping[str, Capability] = MappingProxyType({c.name: c for c in (
                used_for="(a method of the rules bind() returns) controlled rounding of the integer columns after "
                         "the steps, keeping the rules that held; without it the host rounds each value to the "
                         "nearest integer and reports the rules the rounding broke"),
+    Capability(name="joined_with", member="method", bound=True,
+               signature="joined_with(other_bound_rules) -> bound rules or None", kinds=("constraint_handlers",),
+               used_for="(a method of the rules bind() returns) the rules of two [[constraints]] tables as one set "
+                        "(both bound to the same columns; None when it cannot join them): the host rounds the "
+                        "integer columns for the joined rules at once, so a rule of a later table is kept like one "
+                        "of the first; without it each table's rules are rounded after the earlier ones, which "
+                        "cannot move the columns those rounded"),
     Capability(name="magnitudes", member="method", bound=True, problem=_magnitudes_problem,
                signature="magnitudes(points) -> array (rows, rules)", kinds=("constraint_handlers",),
                used_for="(a method of the rules bind() returns) the size of the terms each rule sums at each row "

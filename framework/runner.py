@@ -51,7 +51,7 @@ from .recipe import DEFAULT_LABEL_COLUMN, EvaluateSpec, Recipe, Roles, Step, _th
 from .registry import Registry, get_registry, unknown_leak_problems
 from .report import EFFECTIVE_PARAMS, EFFECTIVE_PARAMS_FROM_DATA, Release
 from .specs import _META_LEAK, nested_components
-from .verify import random_step_names, snapshot, verdict, verify
+from .verify import _equal, _values, random_step_names, snapshot, verdict, verify
 
 __all__ = ["CompiledRecipe", "CompiledStep", "StepOutcome", "compile", "run", "numeric_columns"]
 
@@ -121,6 +121,9 @@ class StepOutcome:
     elapsed: float
     n_records: int
     output: str | None = None
+    #: a masker's columns whose released values are identical to the step's
+    #: input (a missing value equal to a missing value), as the host compared them
+    unchanged: tuple[str, ...] = ()
 
     @property
     def name(self) -> str:
@@ -144,15 +147,24 @@ class StepOutcome:
         cols = ", ".join(self.columns)
         if self.kind == "clusterers":
             what = f"clustered {self.n_records} records on {cols} and released the labels as column {self.output!r}"
+        elif self.kind == "maskers" and self.columns and set(self.columns) <= set(self.unchanged):
+            what = (f"released columns {cols} of {self.n_records} records unchanged (the host compared them: every "
+                    "value is identical to the step's input)")
         elif self.kind == "maskers":
-            what = f"replaced columns {cols} of {self.n_records} records"
+            changed = ", ".join(c for c in self.columns if c not in self.unchanged)
+            kept = ", ".join(c for c in self.columns if c in self.unchanged)
+            what = f"replaced columns {changed} of {self.n_records} records" + (
+                f" and released {kept} unchanged (every value identical to the step's input)" if kept else "")
         else:
             what = f"perturbed columns {cols} of {self.n_records} records"
         return f"{_ROLE[self.kind]} {self.name!r} {what} ({self.elapsed:.3g} s)."
 
     def audit_details(self) -> dict[str, Any]:
-        return {"parameters": _thaw(self.params), "columns": list(self.columns), "records": self.n_records,
-                "elapsed_seconds": self.elapsed}
+        details = {"parameters": _thaw(self.params), "columns": list(self.columns), "records": self.n_records,
+                   "elapsed_seconds": self.elapsed}
+        if self.kind == "maskers":
+            details["unchanged_columns"] = list(self.unchanged)
+        return details
 
 
 # ---------------------------------------------------------------------------
@@ -979,12 +991,14 @@ def _stratum_steps(recipe_dict: dict[str, Any], registry_spec: tuple[list[Any], 
     context = PrivacyContext(compiled.budget, seed=seed, registry=registry)
     current = (part if part is not None else _HANDED[token][1].iloc[rows]).copy(deep=True)  # type: ignore[union-attr]
     results, elapsed = [], []
+    integers = set(integer_columns(current))  # the input's: released as integers, whatever a step made of them
     with context._in_part(label, text):
         for cs, columns in zip(compiled.steps, step_columns, strict=True):
             view = current.loc[:, list(columns)].copy()
             constraint_set = _bind_constraints(cs, compiled.constraints, columns)
             start = time.perf_counter()
-            with context.step(cs.index, cs.id, type(cs.component).name, constraints=constraint_set):
+            with context.step(cs.index, cs.id, type(cs.component).name, constraints=constraint_set,
+                              integer_columns=[c for c in columns if c in integers]):
                 result = _call_step(cs, view, context)
             _check_finite(cs, result, view)
             if cs.kind != "clusterers":
@@ -1071,6 +1085,7 @@ def _run_checked(compiled: CompiledRecipe, checked: Preflight, seed: int | np.ra
     current = frame.copy(deep=True)
     labels = pd.DataFrame(index=frame.index)
     outcomes: list[StepOutcome] = []
+    integers = set(integer_columns(frame))  # released as integers, whatever dtype an earlier step left them in
     total = len(compiled.steps)
     for cs, columns in zip(compiled.steps, step_columns, strict=True):
         view = current.loc[:, list(columns)].copy()
@@ -1082,7 +1097,7 @@ def _run_checked(compiled: CompiledRecipe, checked: Preflight, seed: int | np.ra
         hooks.step_started(step=cs.step, index=cs.index, total=total)
         start = time.perf_counter()
         with context.step(cs.index, cs.id, type(cs.component).name, constraints=constraint_set,
-                          on_progress=on_progress):
+                          on_progress=on_progress, integer_columns=[c for c in columns if c in integers]):
             output = None
             if remote is not None:
                 assert parts is not None
@@ -1105,9 +1120,11 @@ def _run_checked(compiled: CompiledRecipe, checked: Preflight, seed: int | np.ra
                 for c in columns:
                     current[c] = result.data[c].to_numpy(copy=True)  # observers cannot reach the release
             elapsed = time.perf_counter() - start if remote is None else sum(r.elapsed[cs.index] for r in remote)
+            unchanged = tuple(c for c in columns if cs.kind == "maskers"
+                              and bool(np.all(_equal(view[c], current[c]))))  # what the step's words may claim
             outcome = StepOutcome(index=cs.index, id=cs.id, kind=cs.kind, component=cs.component,
                                   columns=tuple(columns), result=result, elapsed=elapsed,
-                                  n_records=len(view), output=output)
+                                  n_records=len(view), output=output, unchanged=unchanged)
             # The audit is the host's: written here, whatever plugins are installed or blocked.
             details = outcome.audit_details()
             provider = registry.provider(cs.kind, type(cs.component))
@@ -1344,6 +1361,10 @@ def release_integers(context: PrivacyContext, frame: pd.DataFrame, current: pd.D
     adjusted: dict[str, np.ndarray] = {}
     kept_by: list[str] = []
     plain_rules: list[str] = []
+    followed = split = 0
+    skipped = False
+    jointly: list[int] = []  # tables rounded together as one set of rules
+    separate = False  # rules rounded in more than one pass
     unsolved: list[tuple[str, str]] = []
     broken: dict[int, int] | None = None
     if rules is not None and rules.rules and set(targets) & set(rules.columns):
@@ -1358,9 +1379,11 @@ def release_integers(context: PrivacyContext, frame: pd.DataFrame, current: pd.D
         fixed = np.array([c not in changed for c in columns]) | huge
         Y = X
         done = np.zeros(len(columns), dtype=bool)  # columns an earlier handler's rules already settled
-        for handler, part in zip(handlers, rules.parts, strict=True):
-            name = type(handler).name
-            involved = np.array([any(c in v for v in handler.variables()) for c in columns])
+        grouped = _rounding_groups(handlers, rules.parts, columns)
+        separate = len(grouped) > 1
+        for name, part, involved, tables in grouped:
+            if tables > 1:
+                jointly.append(tables)
             method = capability(part, "round_integers")
             if method is None:
                 Y = Y.copy() if not Y.flags.writeable else Y
@@ -1384,6 +1407,7 @@ def release_integers(context: PrivacyContext, frame: pd.DataFrame, current: pd.D
                         unsolved.append((part.rules[i], why))
             done |= involved
         Y = Y.copy() if not Y.flags.writeable else Y
+        followed, split, skipped = _round_with_matches(_values(current, columns), Y, fixed)
         for j, c in enumerate(columns):
             if integer[j] and not fixed[j]:
                 np.rint(Y[:, j], out=Y[:, j])  # the host's own guarantee: whole numbers
@@ -1431,11 +1455,14 @@ def release_integers(context: PrivacyContext, frame: pd.DataFrame, current: pd.D
                      "for some of their columns, chosen per record; inequalities and bounds broken by rounding to "
                      "the nearest integer are repaired by rounding down or up), which aims to keep each rule on the "
                      "records where it held before.")
+        if jointly:
+            parts.append(" ".join(f"The rules of {n} [[constraints]] tables were rounded together, as one set." for n in
+                                  jointly))
         lost = [rules.rules[r] for r, count in (broken or {}).items() if count] if rules is not None else []
         parts.append("It kept every rule on every record where the rule held before." if not lost else
                      f"It did not keep {', '.join(repr(t) for t in lost)} everywhere (each rule's check below says on "
-                     "how many records); a handler's rounding does not move the columns an earlier handler's rules "
-                     "have rounded.")
+                     "how many records)" + ("; a handler's rounding does not move the columns an earlier handler's "
+                                            "rules have rounded." if separate else "."))
     if adjusted:
         parts.append(f"Non-integer column(s) {', '.join(adjusted)} adjusted to keep an equality with rounded "
                      "integers.")
@@ -1445,6 +1472,20 @@ def release_integers(context: PrivacyContext, frame: pd.DataFrame, current: pd.D
     if plain_rules:
         parts.append("Rules of handlers without controlled rounding (rounded to the nearest integer, then "
                      "checked): " + ", ".join(repr(t) for t in plain_rules) + ".")
+    if followed:
+        parts.append(f"{followed} record(s) with a missing value in these columns (where a rule over it cannot be "
+                     "evaluated, so its columns are rounded to the nearest integer) were given the rounded values "
+                     "of the records they match (those that agreed with them on every value they observe before the "
+                     "rounding, all rounded alike), so that records that match through missing values stay matched.")
+    if split:
+        parts.append(f"{split} record(s) with a missing value match records that were rounded differently from one "
+                     "another and could not follow them all: the rounding may have split records that matched only "
+                     "through missing values (a missing value counted as matching any value); the k-anonymity check "
+                     "below is made on the rounded file.")
+    if skipped:
+        parts.append(f"The records have more than {_MAX_PATTERNS} patterns of missing values in these columns, so "
+                     "the host did not make records that match through missing values round alike: the rounding "
+                     "may have split them; the k-anonymity check below is made on the rounded file.")
     if broken is not None:
         parts.append("Each edit rule's check below says on how many records the rounding broke it; the steps' own "
                      "statements about edit rules describe their values before this rounding.")
@@ -1459,8 +1500,103 @@ def release_integers(context: PrivacyContext, frame: pd.DataFrame, current: pd.D
         details={"columns": list(targets), "rounded": dict(rounded), "already_whole": [c for c, _ in whole],
                  "controlled_rounding": kept_by, "adjusted_columns": list(adjusted),
                  "rules_not_kept_exactly": [t for t, _ in unsolved] + list(plain_rules),
+                 "records_rounded_with_their_matches": followed, "records_split_from_matches": split,
                  "dtypes": {c: str(current[c].dtype) for c in targets}})
     return broken
+
+
+#: Above this many missingness patterns, records that match through missing
+#: values are not made to round alike (the pass compares pairs of patterns).
+_MAX_PATTERNS = 64
+
+
+def _round_with_matches(codes: np.ndarray, Y: np.ndarray, fixed: np.ndarray) -> tuple[int, int, bool]:
+    """Keep records that match through missing values matched through the
+    rounding (in ``Y``, in place).
+
+    Controlled rounding works per record: a rule is repaired or solved on a
+    record where all its columns are observed, while a record missing one of
+    them gets its values rounded to the nearest integer. Two records that
+    agreed on every value both observe (``codes``: the values before
+    rounding as exact codes, NaN where missing) could so be rounded apart,
+    splitting a k-anonymity group formed with a missing value counted as
+    matching any value. Each record with a missing value takes, on the
+    columns it observes, the rounded values of the more complete records it
+    matches, when those were all rounded alike (patterns handled from the
+    most observed down, so a partly complete record is settled before the
+    records that match it). Copying values of records that had the same
+    values keeps every rule over the copied columns as it is on those
+    records. Returns how many records took their matches' values, how many
+    match records rounded differently from one another (left as they are),
+    and whether the pass was skipped (more than :data:`_MAX_PATTERNS`
+    missingness patterns)."""
+    observed = ~np.isnan(codes)
+    if observed.all() or not len(codes):
+        return 0, 0, False
+    patterns, of = np.unique(observed, axis=0, return_inverse=True)
+    of = np.asarray(of).ravel()
+    if len(patterns) > _MAX_PATTERNS:
+        return 0, 0, True
+    order = np.argsort(-patterns.sum(axis=1), kind="stable")
+    followed = split = 0
+    for a in order:
+        pa = patterns[a]
+        if pa.all() or not pa.any():
+            continue
+        cols = np.flatnonzero(pa)
+        movable = cols[~fixed[cols]]
+        if not movable.size:
+            continue
+        wider = [b for b in range(len(patterns)) if b != a and np.all(patterns[b][cols])]
+        if not wider:
+            continue
+        mine = np.flatnonzero(of == a)
+        theirs = np.flatnonzero(np.isin(of, wider))
+        keys = np.vstack([codes[np.ix_(theirs, cols)], codes[np.ix_(mine, cols)]])
+        _, inverse = np.unique(keys, axis=0, return_inverse=True)
+        inverse = np.asarray(inverse).ravel()
+        key_theirs, key_mine = inverse[:len(theirs)], inverse[len(theirs):]
+        m = int(inverse.max()) + 1
+        values = Y[np.ix_(theirs, movable)]
+        lo = np.full((m, movable.size), np.inf)
+        hi = np.full((m, movable.size), -np.inf)
+        np.minimum.at(lo, key_theirs, values)
+        np.maximum.at(hi, key_theirs, values)
+        has = np.bincount(key_theirs, minlength=m) > 0
+        alike = has & np.all(lo == hi, axis=1)
+        take = alike[key_mine]
+        rows = mine[take]
+        if rows.size:
+            new = lo[key_mine[take]]
+            followed += int(np.count_nonzero(np.any(Y[np.ix_(rows, movable)] != new, axis=1)))
+            Y[np.ix_(rows, movable)] = new
+        split += int(np.count_nonzero(has[key_mine] & ~alike[key_mine]))
+    return followed, split, False
+
+
+def _rounding_groups(handlers: Sequence[Any], parts: Sequence[Any], columns: Sequence[str]
+                     ) -> list[tuple[str, Any, np.ndarray, int]]:
+    """The handlers' bound rules as the host rounds them: the rules of
+    several ``[[constraints]]`` tables that can be joined (the
+    ``joined_with`` capability, e.g. two ``linear`` tables) as one set,
+    rounded at once; each with its handlers' names and the columns its rules
+    involve, and how many tables it joins."""
+    out: list[tuple[str, Any, np.ndarray]] = []
+    joined: list[int] = []  # how many tables each entry of out holds
+    for handler, part in zip(handlers, parts, strict=True):
+        name = type(handler).name
+        involved = np.array([any(c in v for v in handler.variables()) for c in columns])
+        for g, (names, rounded_at_once, used) in enumerate(out):
+            join = capability(rounded_at_once, "joined_with")
+            merged = join(part) if join is not None and capability(part, "round_integers") is not None else None
+            if merged is not None:
+                out[g] = (names if name in names.split(" + ") else f"{names} + {name}", merged, used | involved)
+                joined[g] += 1
+                break
+        else:
+            out.append((name, part, involved))
+            joined.append(1)
+    return [(name, part, involved, n) for (name, part, involved), n in zip(out, joined, strict=True)]
 
 
 def _rule_columns(handlers: Sequence[Any]) -> list[set[str]]:

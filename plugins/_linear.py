@@ -36,6 +36,7 @@ import math
 import re
 import sys
 from dataclasses import dataclass
+from fractions import Fraction
 
 import numpy as np
 
@@ -82,18 +83,21 @@ def format_syntax_error(rule: str, position: int, message: str) -> str:
 
 @dataclass(frozen=True)
 class LinearForm:
-    """``sum_j coefs[name_j] * name_j + const``."""
+    """``sum_j coefs[name_j] * name_j + const``, with exact rational
+    coefficients: the parser collects terms without rounding, so a
+    coefficient that cancels (``0.1*a + 0.2*a - 0.3*a``) is exactly 0 and
+    the rule does not use that column (in doubles it would be 5.6e-17)."""
 
-    coefs: tuple[tuple[str, float], ...]
-    const: float
+    coefs: tuple[tuple[str, Fraction], ...]
+    const: Fraction
 
     @staticmethod
-    def constant(value: float) -> LinearForm:
-        return LinearForm((), float(value))
+    def constant(value: Fraction | int | str) -> LinearForm:
+        return LinearForm((), Fraction(value))
 
     @staticmethod
     def variable(name: str) -> LinearForm:
-        return LinearForm(((name, 1.0),), 0.0)
+        return LinearForm(((name, Fraction(1)),), Fraction(0))
 
     @property
     def is_constant(self) -> bool:
@@ -102,19 +106,19 @@ class LinearForm:
     def as_dict(self) -> dict[str, float]:
         return dict(self.coefs)
 
-    def _combine(self, other: LinearForm, sign: float) -> LinearForm:
+    def _combine(self, other: LinearForm, sign: int) -> LinearForm:
         out = dict(self.coefs)
         for name, a in other.coefs:
-            out[name] = out.get(name, 0.0) + sign * a
+            out[name] = out.get(name, Fraction(0)) + sign * a
         return LinearForm(tuple(out.items()), self.const + sign * other.const)
 
     def __add__(self, other: LinearForm) -> LinearForm:
-        return self._combine(other, 1.0)
+        return self._combine(other, 1)
 
     def __sub__(self, other: LinearForm) -> LinearForm:
-        return self._combine(other, -1.0)
+        return self._combine(other, -1)
 
-    def scaled(self, factor: float) -> LinearForm:
+    def scaled(self, factor: Fraction) -> LinearForm:
         return LinearForm(tuple((n, a * factor) for n, a in self.coefs), self.const * factor)
 
 
@@ -124,7 +128,9 @@ class ParsedRule:
 
     ``>=`` rules are stored negated as ``<=``. ``names`` are every column the
     text mentions (even one whose coefficient cancels); ``variables`` are
-    those with a non-zero coefficient.
+    those with a non-zero coefficient. Terms are collected exactly (decimal
+    numbers as fractions) before the coefficients become doubles, so a
+    column whose coefficients sum to exactly 0 is not among ``coefs``.
     """
 
     text: str
@@ -166,6 +172,26 @@ class _Token:
     pos: int
 
 
+#: Exact products and quotients of numbers stop here (far beyond any double,
+#: so no double coefficient is refused; the exact values stay small).
+_BOUND_HIGH = Fraction(10) ** 400
+_BOUND_LOW = 1 / _BOUND_HIGH
+
+
+def _exact_number(rule: str, pos: int, text: str) -> Fraction:
+    """A number literal exactly (``0.1`` is 1/10, not the nearest double),
+    refused when no double is near it (checked before the exact value is
+    built, so ``1e999999999`` costs nothing)."""
+    approx = float(text)
+    if not math.isfinite(approx):
+        raise RuleSyntaxError(rule, pos, f"the number {text!r} is too large (beyond the range of a double, about "
+                                         "1.8e308); divide both sides of the rule by a power of ten")
+    if approx == 0.0 and any(ch in "123456789" for ch in text.split("e")[0].split("E")[0]):
+        raise RuleSyntaxError(rule, pos, f"the number {text!r} is too small (below the range of a double); "
+                                         "multiply both sides of the rule by a power of ten")
+    return Fraction(text)
+
+
 def _tokenize(rule: str) -> list[_Token]:
     tokens: list[_Token] = []
     i, n = 0, len(rule)
@@ -190,7 +216,7 @@ def _tokenize(rule: str) -> list[_Token]:
             if end < n and (rule[end].isalpha() or rule[end] == "_"):
                 raise RuleSyntaxError(rule, end, f"a number runs into a name ({rule[i:end + 1]!r}); write "
                                                  "a '*' between a coefficient and a column, e.g. 2*x")
-            tokens.append(_Token("num", float(m.group()), i))
+            tokens.append(_Token("num", _exact_number(rule, i, m.group()), i))
             i = end
             continue
         m = _NAME.match(rule, i)
@@ -198,6 +224,10 @@ def _tokenize(rule: str) -> list[_Token]:
             tokens.append(_Token("name", m.group(), i))
             i = m.end()
             continue
+        if rule.startswith(("=<", "=>"), i):
+            right = "<=" if rule[i + 1] == "<" else ">="
+            raise RuleSyntaxError(rule, i, f"{rule[i:i + 2]!r} is not an operator; write {right!r} (the '=' "
+                                           "comes second)")
         rel = next((r for r in _RELATIONS if rule.startswith(r, i)), None)
         if rel is not None:
             tokens.append(_Token("rel", "=" if rel == "==" else rel, i))
@@ -256,18 +286,29 @@ class _Parser:
         if self.tok.kind != "end":
             raise self.fail(f"unexpected {self._show()}; expected an operator (+ - * /) or the end of the rule")
         form = lhs - rhs if rel_tok.value != ">=" else rhs - lhs
-        coefs = tuple((n, a) for n, a in form.coefs if a != 0.0)
+        exact = [(n, a) for n, a in form.coefs if a != 0]  # exactly 0 after collecting terms: not used
+        try:
+            coefs = tuple((n, float(a)) for n, a in exact)
+            const = float(form.const)
+        except OverflowError:
+            raise RuleSyntaxError(self.rule, 0, "a coefficient or the constant is beyond the range of a double "
+                                                "(about 1.8e308); divide both sides of the rule by a power of "
+                                                "ten") from None
+        if not all(math.isfinite(a) for _, a in coefs):
+            raise RuleSyntaxError(self.rule, 0, "a coefficient is beyond the range of a double (about 1.8e308); "
+                                                "divide both sides of the rule by a power of ten")
         if not coefs:
             raise RuleSyntaxError(self.rule, 0, "the rule names no column (or its columns cancel out); "
                                                 "an edit rule must constrain at least one column")
-        tiny = [(n, a) for n, a in coefs if abs(a) < sys.float_info.min]
-        if tiny or 0.0 < abs(form.const) < sys.float_info.min:
-            what = f"the coefficient {tiny[0][1]:g} of {tiny[0][0]!r}" if tiny else f"the constant {-form.const:g}"
+        tiny = [(n, a) for n, a in exact if abs(a) < sys.float_info.min]
+        if tiny or 0 < abs(form.const) < sys.float_info.min:
+            what = (f"the coefficient {float(tiny[0][1]):g} of {tiny[0][0]!r}" if tiny
+                    else f"the constant {float(-form.const):g}")
             raise RuleSyntaxError(self.rule, 0, f"{what} is below the smallest normal double "
                                                 f"({sys.float_info.min:.3g}), where arithmetic on it loses its "
                                                 "precision; multiply both sides of the rule by a power of ten")
         kind = "eq" if rel_tok.value == "=" else "le"
-        return ParsedRule(self.rule, kind, coefs, -form.const, tuple(dict.fromkeys(self.names)))
+        return ParsedRule(self.rule, kind, coefs, -float(form.const), tuple(dict.fromkeys(self.names)))
 
     def _show(self) -> str:
         t = self.tok
@@ -307,14 +348,18 @@ class _Parser:
                 if not right.is_constant:
                     raise RuleSyntaxError(self.rule, op_tok.pos, "not linear: division by an expression that "
                                           "names a column; divide by numbers only")
-                if right.const == 0.0:
+                if right.const == 0:
                     raise RuleSyntaxError(self.rule, start, "division by zero")
-                out = out.scaled(1.0 / right.const)
+                out = out.scaled(1 / right.const)
+            if any(a and not _BOUND_LOW < abs(a) < _BOUND_HIGH for a in (out.const, *dict(out.coefs).values())):
+                raise RuleSyntaxError(self.rule, op_tok.pos, "a coefficient or constant overflows (this product or "
+                                      "quotient of numbers is beyond the range of floating-point numbers); rescale "
+                                      "the rule, e.g. write the coefficient as one number")
         return out
 
     def unary(self) -> LinearForm:
         if self.tok.kind == "op" and self.tok.value in "+-":
-            sign = -1.0 if self.tok.value == "-" else 1.0
+            sign = Fraction(-1 if self.tok.value == "-" else 1)
             self.i += 1
             self._enter()
             out = self.unary().scaled(sign)
@@ -326,8 +371,6 @@ class _Parser:
         t = self.tok
         if t.kind == "num":
             self.i += 1
-            if not math.isfinite(t.value):  # type: ignore[arg-type]
-                raise self.fail("the number is too large", t.pos)
             return LinearForm.constant(t.value)  # type: ignore[arg-type]
         if t.kind == "name":
             self.i += 1

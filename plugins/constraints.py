@@ -333,6 +333,19 @@ class BoundLinear:
         out = _linear.controlled_rounding(X, self._matrix, self._rhs, self._kinds, integer, fixed, plan)
         return out if np.ndim(values) == 2 else out[0]
 
+    def joined_with(self, other: Any) -> BoundLinear | None:
+        """The ``joined_with`` capability: these rules and ``other``'s as one
+        set over the same columns (``None`` unless ``other`` is linear rules
+        bound to the same columns), so that controlled rounding solves the
+        equalities of two ``[[constraints]]`` tables together and repairs
+        every table's inequalities. Not checked for consistency: each table
+        was checked on its own, and the host checks every rule on the
+        released file."""
+        if not isinstance(other, BoundLinear) or tuple(other.columns) != tuple(self.columns):
+            return None
+        handler = attrs.evolve(self.handler, rules=(*self.rules, *other.rules))
+        return BoundLinear(handler, self.columns, range(len(handler.rules)))
+
     def rounding_plan(self, integer: Any, fixed: Any = None) -> _linear.RoundingPlan:
         """Which equality is solved for which columns, and which equalities
         cannot be kept exactly (with the reason), for these integer and

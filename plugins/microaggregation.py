@@ -411,25 +411,41 @@ def _rules_kept(constraints: Any, values: np.ndarray) -> str:
             "break them (the rules could not all be met together; the host's check of each rule says which)")
 
 
-def _integer_columns(data: pd.DataFrame) -> np.ndarray:
-    """Which columns of the step's data have an integer dtype (numpy
-    ``int*``/``uint*``, pandas ``Int*``/``UInt*``; not boolean): the host
-    releases them as integers, rounding the step's output after the last
-    step (:func:`privclust.runner.release_integers`)."""
-    return np.array([pd.api.types.is_integer_dtype(data[c]) and not pd.api.types.is_bool_dtype(data[c])
+def _integer_columns(data: pd.DataFrame, context: Any = None) -> np.ndarray:
+    """Which columns of the step's data the host releases as integers,
+    rounding the step's output after the last step
+    (:func:`privclust.runner.release_integers`): those the run's context
+    names (``context.integer_columns``: the input's integer columns, which
+    hold floats when an earlier step changed them), and those with an
+    integer dtype (numpy ``int*``/``uint*``, pandas ``Int*``/``UInt*``; not
+    boolean), which is all a context outside a run can tell."""
+    named = getattr(context, "integer_columns", None) or ()
+    return np.array([c in named or (pd.api.types.is_integer_dtype(data[c]) and not pd.api.types.is_bool_dtype(data[c]))
                      for c in data.columns], dtype=bool)
 
 
 def _release_view(integer: np.ndarray, constraints: Any) -> Callable[[np.ndarray], np.ndarray] | None:
     """Points in original units -> the values the host releases for them:
     the integer columns rounded as the host rounds them after the last step
-    (each edit-rule handler's controlled rounding, ``round_integers``, then
-    every integer column to the nearest integer); ``None`` without integer
-    columns. The host's rounding is a function of each released row alone,
-    so a centre's released values are known before the draw."""
+    (each edit-rule handler's controlled rounding, ``round_integers``, with
+    the tables the host rounds together joined, ``joined_with``; then every
+    integer column to the nearest integer); ``None`` without integer
+    columns. The host's rounding is a function of each released row alone
+    (a record with a missing value may instead take the rounded values of
+    the complete records it matches), so a centre's released values are
+    known before the draw."""
     if not integer.any():
         return None
-    parts = tuple(getattr(constraints, "parts", ())) if constraints is not None else ()
+    parts: list[Any] = []
+    for part in (tuple(getattr(constraints, "parts", ())) if constraints is not None else ()):
+        for i, earlier in enumerate(parts):  # tables the host rounds together (joined_with), joined here too
+            join = privclust.capability(earlier, "joined_with")
+            joined = join(part) if join is not None and privclust.capability(part, "round_integers") else None
+            if joined is not None:
+                parts[i] = joined
+                break
+        else:
+            parts.append(part)
     methods = [m for m in (privclust.capability(part, "round_integers") for part in parts) if m is not None]
 
     def view(points: np.ndarray) -> np.ndarray:
@@ -903,7 +919,7 @@ class FuzzyMicroaggregation:
             raise ParameterError(f"{who}: Step 1 ({type(clusterer).name}) produced non-finite centres (NaN or "
                                  "infinite), so no record can be replaced by them; give finite, moderate "
                                  "fuzzifiers (m1 or lambda1) or leave them unset")
-        integer = _integer_columns(data)
+        integer = _integer_columns(data, context)
         view = _release_view(integer, constraints)
         step2_run = _step2(std, centres, step2, k, budget_bytes=budget,
                            mass_tol=getattr(clusterer, "mass_tol", 1e-3),

@@ -637,3 +637,53 @@ def test_a_replaced_output_keeps_its_permissions(tmp_path):
     fresh = tmp_path / "fresh.json"
     write_atomically([(fresh, text_writer("x"))])
     assert stat.S_IMODE(os.stat(fresh).st_mode) & 0o600 == 0o600
+
+
+def test_an_output_name_too_long_for_the_file_system_is_refused_before_any_work(files, capsys, monkeypatch):
+    import privclust.cli as cli
+
+    folder, _ = files
+    ran = []
+    monkeypatch.setattr(cli, "run", lambda *a, **k: ran.append(1))  # never reached
+    name_max = os.pathconf(folder, "PC_NAME_MAX")
+    code = main(["run", str(folder / "recipe.toml"), "-i", str(folder / "in.csv"), "-o",
+                 str(folder / ("a" * (name_max - 3) + ".csv")), "-q", "--seed", "1"])
+    assert code == 1 and not ran
+    assert f"more than the {name_max} bytes a name may have" in capsys.readouterr().err
+    assert listing(folder) == {"in.csv", "recipe.toml"}
+
+
+def test_an_output_name_that_fits_is_written_though_its_temporary_name_would_not(files, capsys):
+    folder, _ = files
+    name = "a" * (os.pathconf(folder, "PC_NAME_MAX") - 7) + ".csv"  # '.<name>.XXXXXXXX.tmp' is 14 bytes longer
+    code = main(["run", str(folder / "recipe.toml"), "-i", str(folder / "in.csv"), "-o", str(folder / name),
+                 "-q", "--seed", "1"])
+    assert code == 0, capsys.readouterr().err
+    assert listing(folder) == {"in.csv", "recipe.toml", name}
+
+
+def test_an_output_that_is_a_symbolic_link_is_written_through_it(files, capsys):
+    folder, _ = files
+    (folder / "store").mkdir()
+    real = folder / "store" / "real.csv"
+    real.write_text("old\n")
+    real.chmod(0o640)
+    (folder / "link.csv").symlink_to(real)
+    code = main(["run", str(folder / "recipe.toml"), "-i", str(folder / "in.csv"), "-o", str(folder / "link.csv"),
+                 "-q", "--seed", "1"])
+    assert code == 0, capsys.readouterr().err
+    assert (folder / "link.csv").is_symlink() and os.readlink(folder / "link.csv") == str(real)  # the link stays
+    assert pd.read_csv(real).shape == (30, 3) and (real.stat().st_mode & 0o777) == 0o640  # its target replaced
+    assert listing(folder / "store") == {"real.csv"}  # no temporary file left beside the target
+    (folder / "dangling.csv").symlink_to(folder / "store" / "new.csv")
+    assert main(["run", str(folder / "recipe.toml"), "-i", str(folder / "in.csv"), "-o",
+                 str(folder / "dangling.csv"), "-q", "--seed", "1"]) == 0
+    assert (folder / "store" / "new.csv").is_file() and (folder / "dangling.csv").is_symlink()
+    (folder / "loop.csv").symlink_to(folder / "loop.csv")
+    code = main(["run", str(folder / "recipe.toml"), "-i", str(folder / "in.csv"), "-o", str(folder / "loop.csv"),
+                 "-q", "--seed", "1"])
+    assert code == 1 and "symbolic link that cannot be followed" in capsys.readouterr().err
+    (folder / "to-input.csv").symlink_to(folder / "in.csv")
+    code = main(["run", str(folder / "recipe.toml"), "-i", str(folder / "in.csv"), "-o", str(folder / "to-input.csv"),
+                 "-q", "--seed", "1"])
+    assert code == 1 and "is the same file as --input" in capsys.readouterr().err

@@ -53,6 +53,25 @@ def test_rules_parse_to_their_normal_form(rule, kind, coefs, rhs):
     assert got_rhs == pytest.approx(rhs, rel=1e-15, abs=1e-15)
 
 
+def test_terms_are_collected_exactly_so_a_cancelling_coefficient_leaves_its_column_out():
+    # in doubles 0.1 + 0.2 - 0.3 is 5.6e-17, not 0: the rule would count 'a' as one of its columns
+    h = LinearConstraints(rules=["0.1*a + 0.2*a = 0.3*a + b", "a/3 + a/3 + a/3 - a + c <= 1", "0.1*x + 0.2*x >= 0.3"])
+    assert h.variables() == (frozenset({"b"}), frozenset({"c"}), frozenset({"x"}))
+    assert h.parsed()[0].coefs == (("b", -1.0),)
+    assert h.parsed()[2].coefs == (("x", -0.3),) and h.parsed()[2].rhs == -0.3  # 0.1 + 0.2 is 0.3 exactly
+    with pytest.raises(ConstraintError, match="names no column"):
+        LinearConstraints(rules=["0.1*a + 0.2*a - 0.3*a = 1"])
+    bound = h.bind(["a", "b", "c", "x"])
+    assert bound.violations(np.array([[1e9, 0.0, 0.0, 1.0]])).max() == 0.0  # 'a' plays no part
+
+
+def test_a_number_beyond_the_doubles_is_refused_before_it_is_built():
+    for rule, phrase in (("a <= 1e999999999", "too large"), ("a*1e-999999999 <= 1", "too small"),
+                         ("a*" + "*".join(["1e300"] * 600) + " <= 1", "overflows")):
+        with pytest.raises(ConstraintError, match=phrase):
+            LinearConstraints(rules=[rule])
+
+
 def test_variables_and_describe():
     h = LinearConstraints(rules=[TABLE1_RULE, "exp16 >= 0", "a + b - b >= 1"])
     assert h.variables() == (frozenset({"total", "exp16", "exp7"}), frozenset({"exp16"}), frozenset({"a"}))
@@ -76,6 +95,8 @@ def test_variables_and_describe():
         ("a = b $ c", 7, "unexpected character"),
         ("`unclosed = 1", 1, "never closed"),
         ("a != b", 3, "'!='"),
+        ("a =< b", 3, "'=<' is not an operator; write '<='"),
+        ("a => b", 3, "'=>' is not an operator; write '>='"),
         ("a = b c", 7, "unexpected name 'c'"),
         ("a = * b", 5, "unexpected '*'"),
     ],
@@ -223,8 +244,8 @@ def test_the_feasibility_check_agrees_with_the_unscaled_one_on_rules_rescaled_by
 
 
 def test_a_rule_whose_numbers_overflow_is_refused_by_name():
-    with pytest.raises(ConstraintError, match=r"edit rule 'a <= 1e308\*1e308\*b': a coefficient or constant "
-                                              r"overflows .* rescale the rule"):
+    with pytest.raises(ConstraintError, match=r"edit rule 'a <= 1e308\*1e308\*b' does not parse at column 11: a "
+                                              r"coefficient or constant overflows .* rescale the rule"):
         LinearConstraints(rules=["a >= 0", "a <= 1e308*1e308*b"])
 
 

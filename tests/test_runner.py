@@ -362,3 +362,34 @@ def test_min_records_is_checked_before_running(data):
 
     with pytest.raises(DataError, match="needy needs at least 100 records; the data have 40"):
         privclust.run({"steps": [{"use": "needy"}]}, data, registry=Registry(plugins=[P()], use_env=False))
+
+
+@attrs.frozen(kw_only=True)
+class ShiftFirst:
+    """A masker that shifts its first column only."""
+
+    name: ClassVar[str] = "shift-first"
+
+    def mask(self, data, context):
+        out = data.copy()
+        out.iloc[:, 0] = out.iloc[:, 0] + 1.0
+        return Masked(data=out)
+
+
+def test_a_masker_that_changes_nothing_is_not_said_to_have_replaced_anything(data):
+    class More:
+        @hookimpl
+        def privclust_register_maskers(self, register):
+            register(Shift)
+            register(ShiftFirst)
+
+    reg = Registry(plugins=[More()], use_env=False)
+    out = privclust.run({"steps": [{"use": "shift", "by": 0.0, "columns": ["a", "b"]}]}, data, registry=reg)
+    step = [e for e in out.ledger if e.kind == "process" and e.step == 0][0]
+    assert "replaced" not in step.statement
+    assert "released columns a, b of 40 records unchanged" in step.statement
+    assert step.details["unchanged_columns"] == ["a", "b"]
+    assert out.verification["verbatim_records"] == 40  # the host's own check agrees
+    out = privclust.run({"steps": [{"use": "shift-first", "columns": ["a", "b"]}]}, data, registry=reg)
+    step = [e for e in out.ledger if e.kind == "process" and e.step == 0][0]
+    assert "replaced columns a of 40 records and released b unchanged" in step.statement

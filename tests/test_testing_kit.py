@@ -229,7 +229,7 @@ def test_optional_capabilities_are_declared_in_one_place_and_checked():
     assert set(privclust.CAPABILITIES) == {"planned_cost", "privacy_relation", "step_problems", "min_records",
                                            "uses_constraints", "dp_output",
                                            "data_leaks", "leak_names", "disclosive_metrics", "missing_values",
-                                           "renamed_params", "round_integers", "magnitudes",
+                                           "renamed_params", "round_integers", "joined_with", "magnitudes",
                                            "metric_descriptions", "evaluated_on"}
     assert privclust.capability(Good(), "uses_constraints") is True  # the declared default
     assert privclust.capability(GoodCapabilities(), "min_records")(3) == 6

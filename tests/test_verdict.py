@@ -560,12 +560,12 @@ def test_a_clusterer_step_is_said_to_leave_every_record_as_it_was():
     assert "in the released file 0 of 12 records keep all of them" in first.statement
 
 
-def test_a_k_anonymity_broken_after_its_step_says_it_held_on_the_steps_output():
-    """The host's controlled rounding treats a record with a missing value
+def test_the_hosts_rounding_keeps_a_group_matched_through_a_missing_value():
+    """The host's controlled rounding treated a record with a missing value
     apart from its group-mates (the equality cannot be solved on it), which
-    can break a group that matched under sdcMicro's convention. The refutation
-    says the claim held on what the step released, so the masker is not
-    blamed for the host's rounding."""
+    broke a group that matched under sdcMicro's convention, and the claim was
+    refuted on the released file. The rounding now gives that record its
+    group-mates' rounded values, and the claim is verified."""
     rng = np.random.default_rng(1)
     data = pd.DataFrame({"a": pd.array(rng.integers(0, 500, 30), dtype="Int64"),
                          "b": pd.array(rng.integers(0, 500, 30), dtype="Int64")})
@@ -573,6 +573,21 @@ def test_a_k_anonymity_broken_after_its_step_says_it_held_on_the_steps_output():
     data.loc[[3], "a"] = pd.NA
     release = privclust.run({"constraints": [{"use": "linear", "rules": ["t = a + b"]}],
                              "steps": [{"use": "microaggregation", "k": 3}]}, data, seed=1)
+    claim = release.ledger.of_kind("guarantee")[0]
+    assert claim.status == "verified" and "a missing value counted as matching any value" in claim.statement
+    rounding = next(e for e in release.ledger if e.mechanism == "integer rounding")
+    assert rounding.details["records_rounded_with_their_matches"] == 1
+    assert rounding.details["records_split_from_matches"] == 0
+
+
+def test_a_k_anonymity_broken_after_its_step_says_it_held_on_the_steps_output():
+    """A later step can break a group the claim's step formed: the refutation
+    says the claim held on what the step released, so the masker is not
+    blamed for what came after it."""
+    rng = np.random.default_rng(1)
+    data = pd.DataFrame({"a": rng.uniform(0, 500, 30), "b": rng.uniform(0, 500, 30)})
+    release = privclust.run({"steps": [{"use": "microaggregation", "k": 3},
+                                       {"use": "microaggregation", "k": 2, "columns": ["a"]}]}, data, seed=1)
     claim = release.ledger.of_kind("guarantee")[0]
     assert claim.status == "refuted" and "It held on what the step itself released" in claim.statement
     assert "it held on what the step released, before a later step or the host's rounding" in release.verdict
