@@ -313,13 +313,10 @@ def plot_clusters(obj: Any, data: Any = None, columns: Sequence[str] | None = No
             centre_values = np.asarray(partition.centres, dtype=float)[:, [known.index(c) for c in use]]
     if centre_values is not None:
         points = _apply(transform, centre_values)
-        before = partition.diagnostics.get("labels_before_merge")
-        merged = before is not None and what == "labels" and not np.array_equal(np.asarray(before).ravel(), lab)
-        # after a reachability merge the partition's centres are the density peaks chosen before it: a merged
-        # cluster holds several of them and a cluster the merge formed may hold none, so they are not "the
-        # clusters' centres" (on flame, dp-dpcl showed 2 clusters and 2 crosses both inside one cluster)
+        # one centre per cluster, inside it: after a reachability merge the built-in clusterers give each merged
+        # cluster its densest point (the peaks chosen before the merge are the diagnostic centre_indices)
         ax.scatter(points[:, 0], points[:, 1], s=90, marker="X", color="black", edgecolors="white",
-                   linewidths=0.8, zorder=3, label="peaks before the merge" if merged else "centres")
+                   linewidths=0.8, zorder=3, label="centres")
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     n_clusters = len(kinds)

@@ -227,12 +227,11 @@ def test_plots_of_each_density_peak_clusterer(step, registry):
 
 
 def test_the_labels_say_what_is_drawn(handmade, registry):
-    # after a reachability merge the partition's centres are the peaks chosen before it (dp-dpcl on flame:
-    # 2 clusters, both crosses inside one of them), and a DP clusterer's densities are noisy (negative ones
-    # drawn under "density")
+    # a DP clusterer's densities are noisy (negative ones were drawn under "density"); the crosses are the
+    # clusters' centres, after a reachability merge too (each merged cluster's densest point)
     partition, data = handmade
     ax = plot_clusters(partition, data)
-    assert "peaks before the merge" in [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "centres" in [t.get_text() for t in ax.get_legend().get_texts()]
     ax = plot_clusters(partition, data, labels="labels_before_merge")
     assert "centres" in [t.get_text() for t in ax.get_legend().get_texts()]
     assert plot_decision_graph(partition).get_xlabel() == r"$\rho$ (density)"
