@@ -514,8 +514,8 @@ def seeded_text(seeded: bool) -> str:
     """The report's line on the run's randomness (never the seed itself)."""
     if not seeded:
         return "no (entropy from the operating system)"
-    return ("yes (the seed is not recorded; anyone who has it can draw the run's noise again and remove it, so a "
-            "release for publication is made without a seed)")
+    return ("yes (the seed is not recorded; whoever has it can redraw the run's random choices, its noise included, "
+            "so a release for publication is made without a seed)")
 
 
 def public_ledger(records: list[dict[str, Any]], entries: Sequence[Any]) -> bool:

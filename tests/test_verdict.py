@@ -623,7 +623,7 @@ def test_a_seeded_dp_verdict_says_the_seed_must_stay_secret_because_the_seed_rem
     assert privclust.verify.SEEDED_CAVEAT in seeded.verdict
     assert "seed" not in unseeded.verdict and unseeded.verdict.startswith("ε-differentially private")
     page = seeded.to_html(plots=False)
-    assert "anyone who has it can draw the run" in page and "noise again and remove it" in page
+    assert "whoever has it can redraw the run" in page and "random choices, its noise included" in page
 
 
 def test_a_seeded_run_without_dp_gets_no_seed_caveat_in_its_verdict():
