@@ -1036,15 +1036,25 @@ INCOMPATIBLE_NOISE = {
 }
 
 
-def nested_noise_problem(owner: str, noise: object, *, integer_values: bool = False) -> str | None:
+def noise_name(noise: object) -> str | None:
+    """The registered name of a nested noise mechanism (a spec, a name or a
+    built component), or ``None``."""
+    if isinstance(noise, privclust.ComponentSpec):
+        return noise.use
+    return noise if isinstance(noise, str) else getattr(type(noise), "name", None)
+
+
+def nested_noise_problem(owner: str, noise: object, *, integer_values: bool = False,
+                         integer_option: str | None = None) -> str | None:
     """The text refusing a nested noise mechanism that cannot make ``owner``'s
     releases (:data:`INCOMPATIBLE_NOISE`; ``integer_values``: they are whole
-    numbers, which ``geometric`` fits) or that sets a parameter which cannot
-    take effect inside ``owner`` (its epsilon, delta or bounds), or ``None``."""
+    numbers, which ``geometric`` fits; ``integer_option``: the setting that
+    would make them so, named in the refusal) or that sets a parameter which
+    cannot take effect inside ``owner`` (its epsilon, delta or bounds), or
+    ``None``."""
     if noise is None:
         return None
-    name = noise.use if isinstance(noise, privclust.ComponentSpec) else (
-        noise if isinstance(noise, str) else getattr(type(noise), "name", None))
+    name = noise_name(noise)
     params = getattr(noise, "params", None)  # a ComponentSpec
     if params is not None:
         given = [k for k in STEP_ONLY_NOISE_PARAMS if params.get(k) is not None]
@@ -1053,8 +1063,8 @@ def nested_noise_problem(owner: str, noise: object, *, integer_values: bool = Fa
     if not given:
         if name in INCOMPATIBLE_NOISE and not (name == "geometric" and integer_values):
             return (f"{owner}: the nested noise mechanism {name!r} {INCOMPATIBLE_NOISE[name]}; use noise = \"laplace\" "
-                    "(the default)" + (", or kernel = \"cutoff\", whose densities are counts, with 'geometric'"
-                                       if name == "geometric" and owner != "idp-kmeans" else ""))
+                    "(the default)" + (f", or {integer_option} with 'geometric'"
+                                       if name == "geometric" and integer_option else ""))
         return None
     keys = ", ".join(f"'noise.{k}'" for k in given)
     return (f"{owner}: the nested noise mechanism's {keys} cannot take effect (they apply only when the mechanism "

@@ -301,6 +301,10 @@ def _charge_check(context: PrivacyContext, name: str, epsilon: float) -> None:
 # ---------------------------------------------------------------------------
 
 
+#: The setting under which a density-peak clusterer's densities are counts (geometric noise fits them).
+CUTOFF_OPTION = 'kernel = "cutoff", whose densities are counts,'
+
+
 @attrs.frozen(kw_only=True)
 class DPC(_DensityPeaks):
     """Rodriguez & Laio's clustering by fast search and find of density peaks.
@@ -418,7 +422,8 @@ class _NoisyDensityPeaks(_DensityPeaks):
 
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
-        problem = _dpc.nested_noise_problem(self.name, self.noise, integer_values=self.kernel == "cutoff")
+        problem = _dpc.nested_noise_problem(self.name, self.noise, integer_values=self.kernel == "cutoff",
+                                             integer_option=CUTOFF_OPTION)
         if problem:
             raise ParameterError(problem)
 
@@ -734,7 +739,8 @@ class DPDPCGrid(_DensityPeaks):
         elif self.dc_epsilon is not None:
             raise ParameterError("dp-dpc-grid: 'dc_epsilon' applies only with dc = \"dp\"; remove it or set "
                                  "dc = \"dp\"")
-        problem = _dpc.nested_noise_problem(self.name, self.noise, integer_values=self.kernel == "cutoff")
+        problem = _dpc.nested_noise_problem(self.name, self.noise, integer_values=self.kernel == "cutoff",
+                                             integer_option=CUTOFF_OPTION)
         if problem:
             raise ParameterError(problem)
 

@@ -94,7 +94,7 @@ from privclust import (
     public_bounds,
 )
 
-from . import _privtree
+from . import _dpc, _privtree
 
 __version__ = "0.1.0"
 
@@ -184,8 +184,7 @@ class DPDensity:
             raise ParameterError(
                 "dp-density needs public bounds from domain knowledge, never the data: give "
                 "bounds = { column = [low, high], ... } (bounds = \"data\" is not accepted)")
-        named = self.noise.use if isinstance(self.noise, privclust.ComponentSpec) else (
-            self.noise if isinstance(self.noise, str) else getattr(type(self.noise), "name", None))
+        named = _dpc.noise_name(self.noise)
         if named is not None and named not in PURE_MECHANISMS:  # refused when the step is made, before a run
             raise ParameterError(_noise_refused(named))
 

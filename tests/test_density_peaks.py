@@ -784,5 +784,7 @@ def test_a_noise_mechanism_that_cannot_make_the_releases_is_refused_when_the_ste
     step = {"use": use, "epsilon": 1.0, "noise": noise,
             **({"bounds": {"x": [0, 1]}} if use in ("dp-dpc-grid", "dp-density") else {}),
             **({"dc": 0.1} if use != "dp-density" else {})}
-    with pytest.raises(privclust.RecipeError, match=f"{use}: the .*'{noise}'.*laplace"):
+    with pytest.raises(privclust.RecipeError, match=f"{use}: the .*'{noise}'.*laplace") as info:
         privclust.compile({"privacy": {"epsilon": 10, "delta": 1e-5}, "steps": [step]})
+    # the refusal of integer noise names the setting under which the densities are counts
+    assert ('kernel = "cutoff"' in str(info.value)) == (noise == "geometric" and use != "dp-density")
