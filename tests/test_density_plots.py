@@ -137,15 +137,24 @@ def test_from_a_release(registry):
         plot_decision_graph(release)
 
 
-def test_a_release_plots_the_values_the_clusterer_saw(registry):
-    rng = np.random.default_rng(3)
+NOISE = {"use": "laplace", "epsilon": 0.5, "bounds": "data"}
+
+
+def _noisy_kmeans(registry, seed, after=()):
+    """A frame, and its release by laplace noise, idp-kmeans and the steps ``after``."""
+    rng = np.random.default_rng(seed)
     frame = pd.DataFrame(rng.normal(size=(40, 2)) * 10, columns=["u", "v"])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", PrivacyLeakWarning)
         release = privclust.run({"privacy": {"allow_leaks": ["bounds"]},
-                                 "steps": [{"use": "laplace", "epsilon": 0.5, "bounds": "data"},
-                                           {"use": "idp-kmeans", "n_clusters": 2, "epsilon": 1.0, "bounds": "data"}]},
+                                 "steps": [NOISE, {"use": "idp-kmeans", "n_clusters": 2, "epsilon": 1.0,
+                                                   "bounds": "data"}, *after]},
                                 frame, seed=1, registry=registry)
+    return frame, release
+
+
+def test_a_release_plots_the_values_the_clusterer_saw(registry):
+    _, release = _noisy_kmeans(registry, 3)
     ax = plot_clusters(release, centres=False)
     drawn = np.vstack(offsets(ax))
     masked = release.data[["u", "v"]].to_numpy()
@@ -241,15 +250,7 @@ def test_the_labels_say_what_is_drawn(handmade, registry):
 
 
 def test_a_release_whose_clustered_values_were_changed_again_says_it_plots_the_original(registry):
-    rng = np.random.default_rng(4)
-    frame = pd.DataFrame(rng.normal(size=(40, 2)) * 10, columns=["u", "v"])
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", PrivacyLeakWarning)
-        release = privclust.run({"privacy": {"allow_leaks": ["bounds"]},
-                                 "steps": [{"use": "laplace", "epsilon": 0.5, "bounds": "data"},
-                                           {"use": "idp-kmeans", "n_clusters": 2, "epsilon": 1.0, "bounds": "data"},
-                                           {"use": "laplace", "epsilon": 0.5, "bounds": "data"}]},
-                                frame, seed=1, registry=registry)
+    frame, release = _noisy_kmeans(registry, 4, after=[NOISE])
     ax = plot_clusters(release, centres=False)
     assert "original values, not those the step saw" in ax.get_title()
     drawn = np.vstack(offsets(ax))
