@@ -66,13 +66,17 @@ __all__ = ["main"]
 
 class ProgressDisplay:
     """Observer plugin: one line per step on stderr, and a progress bar for
-    steps that report progress (only on a terminal)."""
+    steps that report progress (only on a terminal). ``timed=False``
+    (``privclust run --non-disclosive``) shows no run time: a time is a
+    function of the data, a timing side channel no differential-privacy
+    statement covers."""
 
     plugin_name = "privclust.cli.progress"
 
-    def __init__(self, stream: TextIO, *, quiet: bool = False):
+    def __init__(self, stream: TextIO, *, quiet: bool = False, timed: bool = True):
         self.stream = stream
         self.quiet = quiet
+        self.timed = timed
         self._bar: Any = None
 
     @hookimpl
@@ -88,7 +92,7 @@ class ProgressDisplay:
             # components report whole records done (privclust.RecordProgress), so the bar counts records
             self._bar = tqdm(total=total, file=self.stream, desc=f"  {step.use}", leave=False, disable=None,
                              unit=" records", bar_format="{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} "
-                                                         "records [{elapsed}<{remaining}]")
+                                                         "records" + (" [{elapsed}<{remaining}]" if self.timed else ""))
         if total is not None and self._bar.total != total:
             self._bar.total = total
         self._bar.n = done
@@ -100,12 +104,12 @@ class ProgressDisplay:
             self._bar.close()
             self._bar = None
         if not self.quiet:
-            print(f"      done in {outcome.elapsed:.3g} s", file=self.stream, flush=True)
+            print(f"      done in {outcome.elapsed:.3g} s" if self.timed else "      done", file=self.stream, flush=True)
 
 
-def _registry_with_progress(quiet: bool) -> tuple[Registry, ProgressDisplay]:
+def _registry_with_progress(quiet: bool, *, timed: bool = True) -> tuple[Registry, ProgressDisplay]:
     registry = get_registry()
-    display = ProgressDisplay(sys.stderr, quiet=quiet)
+    display = ProgressDisplay(sys.stderr, quiet=quiet, timed=timed)
     registry.register(display, ProgressDisplay.plugin_name)
     return registry, display
 
@@ -213,7 +217,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     data = read_frame(args.input)
     # Strata on a Dask cluster: the workers rebuild the registry, so the progress display (which writes
     # to this terminal) is not registered; local processes and one process show it as the steps finish.
-    registry, _ = _registry_with_progress(args.quiet or args.scheduler is not None)
+    registry, _ = _registry_with_progress(args.quiet or args.scheduler is not None, timed=not args.non_disclosive)
     try:
         release = run(recipe, data, seed=_run_seed(args), registry=registry, scheduler=args.scheduler,
                       processes=args.processes, timeout=args.timeout)

@@ -261,7 +261,10 @@ class Release:
         :data:`EFFECTIVE_PARAMS`, and :data:`EFFECTIVE_PARAMS_FROM_DATA`
         unless ``non_disclosive``); ``clusters`` the number of clusters (or
         groups) of the step's partition: its centres when it has them, else
-        the distinct labels in use.
+        the distinct labels in use; ``elapsed_seconds`` the step's run time,
+        left out when ``non_disclosive`` (a run time is a function of the
+        data, a timing side channel no differential-privacy statement
+        covers).
         """
         out = []
         for o in self.outcomes:
@@ -274,8 +277,9 @@ class Release:
                 "parameters": _thaw(o.params),
                 "effective_parameters": self._effective(o, non_disclosive),
                 "columns": list(o.columns),
-                "elapsed_seconds": round(o.elapsed, 6),
             }
+            if not non_disclosive:  # a run time is a function of the data: a timing side channel
+                entry["elapsed_seconds"] = round(o.elapsed, 6)
             if o.output:
                 entry["output"] = o.output
             partition = o.partition
@@ -355,6 +359,7 @@ class Release:
                     f"{e['evaluator']}.{e['metric']}" for e in evaluations if e not in kept))
             evaluations = kept
             left_out.append("the details of ledger entries (they may hold values taken from the data)")
+            left_out.append(RUN_TIMES_NOTE)
             if any(self._effective(o, True) != self._effective(o, False) for o in self.outcomes):
                 left_out.append(FROM_DATA_NOTE)
         rep = {
@@ -479,6 +484,9 @@ def public_statements(entries: Sequence[Any]) -> dict[int, str]:
     return out
 
 
+#: What a non-disclosive report says it left out: the steps' run times (``elapsed_seconds``).
+RUN_TIMES_NOTE = ("the run times of the steps (a run time is a function of the data: a timing side channel that "
+                  "no differential-privacy statement covers)")
 #: What a non-disclosive report says it left out when it withheld statements.
 WITHHELD_NOTE = "the statements of the steps that took parameters from the data (they may state the values)"
 #: A value in use taken from the data, in a non-disclosive report (its name stays, its value does not).
@@ -663,7 +671,8 @@ def render_html(release: Release, *, non_disclosive: bool = False, plots: bool =
                    "plugin": f"plugin {c['plugin']} ({c['distribution']} {c['version']})" + "".join(
                        f"; its {where} {n['component']} by plugin {n['plugin']} ({n['distribution']} {n['version']})"
                        for where, n in (c.get("nested") or {}).items()),
-                   "seconds": f"{c['elapsed_seconds']:.3g}"} for c in report["steps"]],
+                   "seconds": (f"{c['elapsed_seconds']:.3g}" if "elapsed_seconds" in c else None)}
+                  for c in report["steps"]],
         "rules": [r for c in report["constraints"] for r in c["rules"]],
         "ledger": [{"title": title,
                     "entries": [{"step": e.step, "step_id": e.step_id or "",

@@ -144,6 +144,11 @@ class StepOutcome:
         return getattr(self.result, "diagnostics", {})
 
     def describe(self) -> str:
+        """The step in one sentence, for its process entry in the ledger. It
+        never states the run time: a time is a function of the data (a
+        timing side channel no differential-privacy statement covers), so it
+        stays in the entry's details (``elapsed_seconds``), which a
+        non-disclosive report leaves out."""
         cols = ", ".join(self.columns)
         if self.kind == "clusterers":
             what = f"clustered {self.n_records} records on {cols} and released the labels as column {self.output!r}"
@@ -157,7 +162,7 @@ class StepOutcome:
                 f" and released {kept} unchanged (every value identical to the step's input)" if kept else "")
         else:
             what = f"perturbed columns {cols} of {self.n_records} records"
-        return f"{_ROLE[self.kind]} {self.name!r} {what} ({self.elapsed:.3g} s)."
+        return f"{_ROLE[self.kind]} {self.name!r} {what}."
 
     def audit_details(self) -> dict[str, Any]:
         details = {"parameters": _thaw(self.params), "columns": list(self.columns), "records": self.n_records,
