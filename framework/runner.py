@@ -10,7 +10,7 @@ records), then runs the steps in order. Each step sees only its columns of the
 frame as the previous steps left it:
 
 * a **masker** replaces its columns;
-* a **noise mechanism** perturbs its columns;
+* a **noise mechanism** adds noise to its columns;
 * a **clusterer** releases labels in a new column (``output``, default
   ``cluster``) appended after the existing ones.
 
@@ -161,7 +161,9 @@ class StepOutcome:
             what = f"replaced columns {changed} of {self.n_records} records" + (
                 f" and released {kept} unchanged (every value identical to the step's input)" if kept else "")
         else:
-            what = f"perturbed columns {cols} of {self.n_records} records"
+            # true whatever the draw: noise that happened to change no value was still added (saying whether
+            # values changed would tell, in a public report, that released values equal the original ones)
+            what = f"added noise to columns {cols} of {self.n_records} records"
         return f"{_ROLE[self.kind]} {self.name!r} {what}."
 
     def audit_details(self) -> dict[str, Any]:

@@ -504,3 +504,25 @@ def test_geometric_takes_the_changed_count_as_the_other_mechanisms_do():
     noisy, ctx = release(GeometricMechanism(), np.array([3, 4, 5]), changed=1)
     assert noisy.dtype == np.int64 and len(ctx.ledger) == 1
     refused_before_spending(GeometricMechanism(), np.array([3]), ParameterError, "'changed'", changed=0)
+
+
+@pytest.mark.parametrize("use", ["laplace", "geometric"])
+def test_a_noise_step_that_changed_no_value_is_not_said_to_have_perturbed_it(use):
+    """At epsilon 1e12 the noise on small integers is 0 in every draw: the
+    process entry said "perturbed columns a, b", false of this release. The
+    words must be true whatever the draw, and the same as when the noise
+    changed values (saying which would tell that the released values are
+    the original ones)."""
+    data = pd.DataFrame({"a": np.arange(10.0), "b": np.arange(10) % 3})
+
+    def process(epsilon):
+        step = {"use": use, "epsilon": epsilon, "bounds": {"a": [0, 10], "b": [0, 3]}}
+        out = privclust.run({"steps": [step]}, data, seed=1)
+        return out, next(e.statement for e in out.ledger if e.kind == "process")
+
+    untouched, said = process(1e12)
+    assert (untouched.data[["a", "b"]].to_numpy() == data.to_numpy()).all()  # the noise changed nothing
+    assert "perturbed" not in said and "changed" not in said and "unchanged" not in said
+    assert said == f"noise mechanism {use!r} added noise to columns a, b of 10 records."
+    noisy, said_noisy = process(0.1)
+    assert not (noisy.data[["a", "b"]].to_numpy() == data.to_numpy()).all() and said_noisy == said
