@@ -52,6 +52,7 @@ from ._io import (
 )
 from .compare import compare, parse_sweep, summarize
 from .constraints import RULE_RTOL, ConstraintSet
+from .accounting import _exact, at_least
 from .datasets import TABLE1_RULE, table1
 from .errors import PrivclustError, RecipeError
 from .hookspecs import hookimpl
@@ -315,9 +316,10 @@ def _cmd_check(args: argparse.Namespace) -> int:
         lines.append(f"  evaluate: {spec.use}")
     if recipe.privacy.limited:
         planned = sum(c[0] for c in planned_costs(compiled.steps))
-        lines.append(f"  budget: epsilon {recipe.privacy.epsilon:g}, delta {recipe.privacy.delta:g}; the steps declare "
-                     f"epsilon {planned:g} in all, which fits (a cost that depends on the data, such as dp-dpcl's "
-                     "with calibration = \"paper\", is checked when the step runs, before it draws any noise)")
+        lines.append(f"  budget: epsilon {_exact(recipe.privacy.epsilon)}, delta {_exact(recipe.privacy.delta)}; the "
+                     f"steps declare epsilon {at_least(planned)} in all, which fits (a cost that depends on the data, "
+                     "such as dp-dpcl's with calibration = \"paper\", is checked when the step runs, before it draws any "
+                     "noise)")
     if recipe.privacy.allow_leaks:
         lines.append(f"  allow_leaks: {', '.join(recipe.privacy.allow_leaks)}: these parameters may be taken from the "
                      "data, and a release that does so has no differential-privacy guarantee")
@@ -447,8 +449,8 @@ def _cmd_audit(args: argparse.Namespace) -> int:
         r = a.result
         # passed on the values audited; INCONCLUSIVE when some released values were not audited (r.unseen)
         sign, verdict = ("<=", "passed" if r.verdict == "PASSED" else r.verdict) if r.passed else (">", "FAILED")
-        claim = f"epsilon {r.claimed_epsilon:.4g}" + (f", delta {r.claimed_delta:.3g}" if r.claimed_delta else "")
-        print(f"  step {a.index} {a.step_id!r} ({a.component}): epsilon lower bound {r.epsilon_lower_bound:.4g} "
+        lower, claim = r.shown_figures()  # the charge rounded up, the lower bound down
+        print(f"  step {a.index} {a.step_id!r} ({a.component}): epsilon lower bound {lower} "
               f"{sign} charged {claim}: {verdict}")
         print(f"      event: {r.event}; counts {r.counts[0]} and {r.counts[1]} of {r.trials}")
         for note in r.notes:

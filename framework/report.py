@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 from markupsafe import Markup
 
-from .accounting import HOST, Accountant, Budget, Ledger, _jsonable, accountant_description, at_least
+from .accounting import HOST, Accountant, Budget, Ledger, _exact, _jsonable, accountant_description, at_least
 from .errors import PrivclustError
 from .plots import before_after
 from .recipe import Recipe, _thaw
@@ -93,15 +93,28 @@ def _same(a: Any, b: Any) -> bool:
         return False
 
 
-def _shown(value: Any) -> str:
-    """A parameter value as the report prints it (numbers to 6 significant digits)."""
+#: A parameter whose name holds one of these words (``epsilon``, ``bounds_epsilon``, ``delta``, ``rho``,
+#: ``eps_leaf``) may be a privacy-loss figure: the report shows its value exactly, never rounded.
+_PRIVACY_WORDS = frozenset({"epsilon", "eps", "delta", "rho"})
+
+
+def _privacy_parameter(name: str) -> bool:
+    """Whether the parameter ``name`` (dotted for a nested component's or a
+    table's entry) may be a privacy-loss figure (see :data:`_PRIVACY_WORDS`)."""
+    return any(_PRIVACY_WORDS & set(part.replace("-", "_").split("_")) for part in name.lower().split("."))
+
+
+def _shown(value: Any, exact: bool = False) -> str:
+    """A parameter value as the report prints it: numbers to 6 significant
+    digits, or exactly when ``exact`` (a privacy parameter: rounded to the
+    nearest, 1/3 would read 0.333333, less than the epsilon spent)."""
     value = _jsonable(value)
     if isinstance(value, float):
-        return f"{value:.6g}"
+        return _exact(value) if exact else f"{value:.6g}"
     if isinstance(value, list):
-        return "[" + ", ".join(_shown(v) for v in value) + "]"
+        return "[" + ", ".join(_shown(v, exact) for v in value) + "]"
     if isinstance(value, dict):
-        return "{" + ", ".join(f"{k}: {_shown(v)}" for k, v in value.items()) + "}"
+        return "{" + ", ".join(f"{k}: {_shown(v, exact or _privacy_parameter(str(k)))}" for k, v in value.items()) + "}"
     return str(value)
 
 
@@ -118,18 +131,19 @@ def parameter_rows(stated: Mapping[str, Any], effective: Mapping[str, Any]) -> l
     flat_effective = _flat(effective)
     rows = []
     for name, value in flat_stated.items():
+        exact = _privacy_parameter(name)
         if name in flat_effective and not _same(flat_effective[name], value):
             used = flat_effective[name]
-            note = "not set; derived by the component" if value is None else f"stated: {_shown(value)}"
-            rows.append({"name": name, "value": _shown(used), "note": note})
+            note = "not set; derived by the component" if value is None else f"stated: {_shown(value, exact)}"
+            rows.append({"name": name, "value": _shown(used, exact), "note": note})
         elif value is None:
             rows.append({"name": name, "value": "not set", "note": "the component's default applies"})
         else:
-            rows.append({"name": name, "value": _shown(value), "note": ""})
+            rows.append({"name": name, "value": _shown(value, exact), "note": ""})
     for name, value in flat_effective.items():
         if name in flat_stated or value is None:
             continue
-        row = {"name": name, "value": _shown(value), "note": "not stated; set by the component"}
+        row = {"name": name, "value": _shown(value, _privacy_parameter(name)), "note": "not stated; set by the component"}
         # beside the parameters of the same nested component (after the last row sharing its prefix)
         prefix = name.rpartition(".")[0]
         at = max((i for i, r in enumerate(rows) if prefix and (r["name"] == prefix
@@ -658,7 +672,7 @@ def render_html(release: Release, *, non_disclosive: bool = False, plots: bool =
         "dp_text": spent_text(has_dp, release.dp_guarantee, eps, delta),
         "evaluations_warning": DP_EVALUATIONS_WARNING if release.dp_guarantee and report["evaluations"] else None,
         "budget_text": ("none declared" if budget.epsilon is None
-                        else f"epsilon {budget.epsilon:g}, delta {budget.delta:g}"),
+                        else f"epsilon {_exact(budget.epsilon)}, delta {_exact(budget.delta)}"),
         "accountant": report["privacy"]["accountant"],
         "seeded": seeded_text(release.seeded),
         "created": release.created,

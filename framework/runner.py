@@ -33,7 +33,7 @@ import attrs
 import numpy as np
 import pandas as pd
 
-from .accounting import HOST, Budget, Ledger, PrivacyContext, _group_delta
+from .accounting import HOST, Budget, Ledger, PrivacyContext, _exact, _group_delta, at_least
 from .components import (
     EvaluationInputs,
     Masked,
@@ -309,15 +309,15 @@ def compile(recipe: Recipe | Mapping[str, Any] | str, registry: Registry | None 
         planned_delta = sum(c[1] for c in costs)
         assert recipe.privacy.epsilon is not None
         if math.isfinite(planned) and planned > recipe.privacy.epsilon * (1 + 1e-9):
-            parts = ", ".join(f"steps[{cs.index}] {c[0]:g}" + (" (add/remove, counted twice under replace-one)"
+            parts = ", ".join(f"steps[{cs.index}] {at_least(c[0])}" + (" (add/remove, counted twice under replace-one)"
                                                                if c[2] else "")
                               for cs, c in zip(steps, costs, strict=True) if c[0])
-            problems.append(Problem("privacy.epsilon", f"the steps ask for epsilon = {planned:g} ({parts}) but "
-                                    f"the budget is {recipe.privacy.epsilon:g}",
+            problems.append(Problem("privacy.epsilon", f"the steps ask for epsilon = {at_least(planned)} ({parts}) "
+                                    f"but the budget is {_exact(recipe.privacy.epsilon)}",
                                     "raise [privacy] epsilon or lower the steps' epsilon"))
         if math.isfinite(planned_delta) and planned_delta > recipe.privacy.delta * (1 + 1e-9):
-            problems.append(Problem("privacy.delta", f"the steps ask for delta = {planned_delta:g} but the budget "
-                                    f"is {recipe.privacy.delta:g}", "raise [privacy] delta"))
+            problems.append(Problem("privacy.delta", f"the steps ask for delta = {at_least(planned_delta)} but the "
+                                    f"budget is {_exact(recipe.privacy.delta)}", "raise [privacy] delta"))
 
     compiled = CompiledRecipe(recipe, registry, tuple(steps), tuple(constraints), tuple(evaluations))
     problems.extend(registry.hooks.check_recipe(recipe=recipe, registry=registry))

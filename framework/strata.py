@@ -43,7 +43,7 @@ from markupsafe import Markup
 
 from ._io import _signals_held, raise_if_stopped
 from ._optional import optional
-from .accounting import Budget, Ledger, PrivacyContext, accountant_description
+from .accounting import Budget, Ledger, PrivacyContext, _exact, accountant_description
 from .engines import map_tasks
 from .errors import DataError, ParameterError, PrivclustError
 from .recipe import Recipe
@@ -178,7 +178,7 @@ class DatasetRelease:
             "output": str(self.path),
             "dp_text": spent_text(has_dp, self.dp_guarantee, eps, delta),
             "budget_text": ("none declared" if self.budget.epsilon is None
-                            else f"epsilon {self.budget.epsilon:g}, delta {self.budget.delta:g}"),
+                            else f"epsilon {_exact(self.budget.epsilon)}, delta {_exact(self.budget.delta)}"),
             "accountant": report["privacy"]["accountant"],
             "seeded": seeded_text(self.seeded),
             "created": self.created,

@@ -458,3 +458,21 @@ def test_a_non_disclosive_report_states_no_run_time(tmp_path, monkeypatch, capsy
                  "--report", str(tmp_path / "full.json")]) == 0
     assert "done in 4.32e+03 s" in capsys.readouterr().err
     assert "4321.125" in (tmp_path / "full.json").read_text()
+
+
+def test_the_html_parameter_table_shows_privacy_parameters_exactly():
+    """The parameter table rounded every float to 6 significant digits to
+    the nearest: epsilon = 0.1234564 read 0.123456, less than the epsilon the
+    step spent; 1/3 per column read 0.333333."""
+    data = pd.DataFrame({"a": np.arange(20.0), "b": np.arange(20.0) % 7})
+    recipe = {"privacy": {"epsilon": 0.1234564},
+              "steps": [{"use": "laplace", "epsilon": 0.1234564, "bounds": {"a": [0, 20], "b": [0, 7]}}]}
+    release = privclust.run(recipe, data, seed=1)
+    for page in (release.to_html(plots=False), release.to_html(non_disclosive=True, plots=False)):
+        assert "<td><code>epsilon</code></td><td>0.1234564</td>" in page
+        assert "0.123456<" not in page and "0.123456," not in page and "0.123456)" not in page
+        assert "budget: epsilon 0.1234564, delta 0" in page
+    # values shown with 6 digits elsewhere in the table are not privacy figures
+    assert privclust.report._privacy_parameter("clusterer.noise.epsilon")
+    assert privclust.report._privacy_parameter("bounds_epsilon") and privclust.report._privacy_parameter("delta")
+    assert not privclust.report._privacy_parameter("noise_scale.a")
