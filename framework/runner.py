@@ -203,6 +203,40 @@ def _plan(component: Any) -> tuple[float, float, str | None]:
             sum(_group_delta(e, d) if r == "add/remove" else d for e, d, r in parts), "replace-one")
 
 
+#: The kinds of nested components a component runs through their own step method (``fit``, ``mask``), as
+#: a step runs them; a nested noise mechanism is called through ``release``, with the epsilon and the values
+#: its caller gives, so its step checks (epsilon and bounds as a step) do not apply.
+_RUN_AS_STEPS = ("clusterers", "maskers")
+
+
+def nested_step_problems(component: Any, where: str) -> list[Problem]:
+    """The step checks (``step_problems``) of the clusterers and maskers
+    nested in ``component``, which declares none itself: it runs them
+    through their own step method (microaggregation fits its clusterer as
+    a clusterer step is fitted), so what refuses them as a step refuses them
+    there, and is found when the recipe is compiled, before any step runs,
+    not when the step runs after the steps before it did their work. As
+    with :func:`_plan`, a component that declares ``step_problems`` speaks
+    for the components it nests (fuzzy microaggregation sets its clusterer's
+    ``n_clusters``, and checks the clusterer as it will run it); one that
+    declares none passes the question on to its own nested components."""
+    owner = type(component).name
+    problems: list[Problem] = []
+    for location, kind, inner in nested_components(component):
+        if "." in location or kind not in _RUN_AS_STEPS:  # children only; theirs come through them
+            continue
+        at = f"{where}.{location}"
+        check = capability(inner, "step_problems")
+        if check is None:
+            problems.extend(nested_step_problems(inner, at))
+            continue
+        name = type(inner).name
+        for text in check() or ():
+            problems.append(Problem(at, f"{name}, the {location} of {owner}, runs as a step of it: {text}",
+                                    f"give it in the nested table: {location} = {{ use = \"{name}\", ... }}"))
+    return problems
+
+
 def _planned_cost(component: Any) -> tuple[float, float]:
     """The least (epsilon, delta) a component will spend (:func:`_plan`)."""
     eps, delta, _ = _plan(component)
@@ -268,6 +302,8 @@ def compile(recipe: Recipe | Mapping[str, Any] | str, registry: Registry | None 
         check = capability(component, "step_problems")
         for text in (check() if check is not None else ()) or ():
             problems.append(Problem(where, str(text)))
+        if check is None:  # a component that declares its step checks speaks for those it nests
+            problems.extend(nested_step_problems(component, where))
         infinite = [f"{what} = {value:g}" for what, value in zip(("epsilon", "delta"), _planned_cost(component),
                                                                   strict=True) if not math.isfinite(value)]
         if infinite:  # no noise would be added, or its scale would overflow: refused before any data are read
