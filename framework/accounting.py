@@ -379,14 +379,14 @@ class BasicAccountant:
         where = f"step {new.step} ({new.step_id})" if new.step is not None else "this release"
         if eps > limit_eps * (1 + _TOLERANCE):
             raise BudgetExceededError(
-                f"{where} would spend epsilon={new.epsilon:.6g} ({new.mechanism} on {new.covers}), bringing the "
-                f"total to {eps:.6g} > the budget epsilon={limit_eps:.6g}; raise [privacy] epsilon or lower the "
+                f"{where} would spend epsilon={at_least(new.epsilon)} ({new.mechanism} on {new.covers}), bringing "
+                f"the total to {at_least(eps)} > the budget epsilon={_exact(limit_eps)}; raise [privacy] epsilon or lower the "
                 "step's epsilon. Nothing was recorded and no noise was drawn."
             )
         if delta > self.budget.delta * (1 + _TOLERANCE) + 1e-300:
             raise BudgetExceededError(
-                f"{where} would spend delta={new.delta:.3g}, bringing the total to {delta:.3g} > the budget "
-                f"delta={self.budget.delta:.3g}; raise [privacy] delta or use a pure-epsilon mechanism. "
+                f"{where} would spend delta={at_least(new.delta, 3)}, bringing the total to {at_least(delta, 3)} > the "
+                f"budget delta={_exact(self.budget.delta)}; raise [privacy] delta or use a pure-epsilon mechanism. "
                 "Nothing was recorded and no noise was drawn."
             )
 
@@ -738,9 +738,10 @@ class PrivacyContext:
         self._random_steps: set[int] = set()
 
     def __repr__(self) -> str:  # never shows the seed
-        eps = "none" if self.budget.epsilon is None else f"{self.budget.epsilon:g}"
+        eps = "none" if self.budget.epsilon is None else _exact(self.budget.epsilon)
         spent, _ = self.spent
-        return f"<PrivacyContext budget epsilon={eps} spent={spent:g} entries={len(self.ledger)} seeded={self.seeded}>"
+        return (f"<PrivacyContext budget epsilon={eps} spent={at_least(spent)} entries={len(self.ledger)} "
+                f"seeded={self.seeded}>")
 
     def __reduce__(self):  # a context is per-run state; it must not be pickled with its seed
         raise TypeError("a PrivacyContext cannot be pickled; create one per run")

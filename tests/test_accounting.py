@@ -334,3 +334,15 @@ def test_a_components_text_cannot_forge_output_lines_or_speak_for_the_host():
         with pytest.raises(PrivclustError, match="may not contain"):
             context.record(words, guarantee="k-anonymity")
     assert len(context.ledger) == 1
+
+
+def test_the_budget_refusal_states_the_total_rounded_up_and_the_budget_exactly():
+    """The refusal said "bringing the total to 0.3 > the budget epsilon=0.3"
+    for 0.1 + 0.2000001 against 0.3: the total rounded to the nearest, below
+    the one refused, and the same figure on both sides."""
+    context = PrivacyContext(Budget(epsilon=0.3))
+    spend(context, 0.1)
+    with pytest.raises(BudgetExceededError) as err:
+        spend(context, 0.2000001)
+    assert "bringing the total to 0.300001 > the budget epsilon=0.3;" in str(err.value)
+    assert repr(context).startswith("<PrivacyContext budget epsilon=0.3 spent=0.1 ")
