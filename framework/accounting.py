@@ -380,8 +380,8 @@ class BasicAccountant:
         if eps > limit_eps * (1 + _TOLERANCE):
             raise BudgetExceededError(
                 f"{where} would spend epsilon={at_least(new.epsilon)} ({new.mechanism} on {new.covers}), bringing "
-                f"the total to {at_least(eps)} > the budget epsilon={_exact(limit_eps)}; raise [privacy] epsilon or lower the "
-                "step's epsilon. Nothing was recorded and no noise was drawn."
+                f"the total to {at_least(eps)} > the budget epsilon={_exact(limit_eps)}; raise [privacy] epsilon "
+                "or lower the step's epsilon. Nothing was recorded and no noise was drawn."
             )
         if delta > self.budget.delta * (1 + _TOLERANCE) + 1e-300:
             raise BudgetExceededError(

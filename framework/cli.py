@@ -105,7 +105,8 @@ class ProgressDisplay:
             self._bar.close()
             self._bar = None
         if not self.quiet:
-            print(f"      done in {outcome.elapsed:.3g} s" if self.timed else "      done", file=self.stream, flush=True)
+            print(f"      done in {outcome.elapsed:.3g} s" if self.timed else "      done", file=self.stream,
+                  flush=True)
 
 
 def _registry_with_progress(quiet: bool, *, timed: bool = True) -> tuple[Registry, ProgressDisplay]:
@@ -318,8 +319,8 @@ def _cmd_check(args: argparse.Namespace) -> int:
         planned = sum(c[0] for c in planned_costs(compiled.steps))
         lines.append(f"  budget: epsilon {_exact(recipe.privacy.epsilon)}, delta {_exact(recipe.privacy.delta)}; the "
                      f"steps declare epsilon {at_least(planned)} in all, which fits (a cost that depends on the data, "
-                     "such as dp-dpcl's with calibration = \"paper\", is checked when the step runs, before it draws any "
-                     "noise)")
+                     "such as dp-dpcl's with calibration = \"paper\", is checked when the step runs, before it draws "
+                     "any noise)")
     if recipe.privacy.allow_leaks:
         lines.append(f"  allow_leaks: {', '.join(recipe.privacy.allow_leaks)}: these parameters may be taken from the "
                      "data, and a release that does so has no differential-privacy guarantee")

@@ -143,7 +143,8 @@ def parameter_rows(stated: Mapping[str, Any], effective: Mapping[str, Any]) -> l
     for name, value in flat_effective.items():
         if name in flat_stated or value is None:
             continue
-        row = {"name": name, "value": _shown(value, _privacy_parameter(name)), "note": "not stated; set by the component"}
+        row = {"name": name, "value": _shown(value, _privacy_parameter(name)),
+               "note": "not stated; set by the component"}
         # beside the parameters of the same nested component (after the last row sharing its prefix)
         prefix = name.rpartition(".")[0]
         at = max((i for i, r in enumerate(rows) if prefix and (r["name"] == prefix

@@ -209,7 +209,7 @@ def _plan(component: Any) -> tuple[float, float, str | None]:
 _RUN_AS_STEPS = ("clusterers", "maskers")
 
 
-def nested_step_problems(component: Any, where: str) -> list[Problem]:
+def _nested_step_problems(component: Any, where: str) -> list[Problem]:
     """The step checks (``step_problems``) of the clusterers and maskers
     nested in ``component``, which declares none itself: it runs them
     through their own step method (microaggregation fits its clusterer as
@@ -228,7 +228,7 @@ def nested_step_problems(component: Any, where: str) -> list[Problem]:
         at = f"{where}.{location}"
         check = capability(inner, "step_problems")
         if check is None:
-            problems.extend(nested_step_problems(inner, at))
+            problems.extend(_nested_step_problems(inner, at))
             continue
         name = type(inner).name
         for text in check() or ():
@@ -303,7 +303,7 @@ def compile(recipe: Recipe | Mapping[str, Any] | str, registry: Registry | None 
         for text in (check() if check is not None else ()) or ():
             problems.append(Problem(where, str(text)))
         if check is None:  # a component that declares its step checks speaks for those it nests
-            problems.extend(nested_step_problems(component, where))
+            problems.extend(_nested_step_problems(component, where))
         infinite = [f"{what} = {value:g}" for what, value in zip(("epsilon", "delta"), _planned_cost(component),
                                                                   strict=True) if not math.isfinite(value)]
         if infinite:  # no noise would be added, or its scale would overflow: refused before any data are read

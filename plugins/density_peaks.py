@@ -486,29 +486,30 @@ class _NoisyDensityPeaks(_DensityPeaks):
         # the step's diagnostics for the reproduction (the specification's table), never to the ledger or a report.
         at_hand = {"vector_sensitivity_data_at_hand_removal": local,
                    "epsilon_data_at_hand": eps * local if self.calibration == "paper" else eps * local / sens}
+        eps_text = at_least(eps)  # a privacy-loss figure as a statement shows it: never below the value
         if self.calibration == "paper":
-            covers = (f"the noisy density vector (one density per record, Lap(1/{at_least(eps)}) on each; the paper claims "
-                      f"{at_least(eps)}-DP per density)")
+            covers = (f"the noisy density vector (one density per record, Lap(1/{eps_text}) on each; the paper "
+                      f"claims {eps_text}-DP per density)")
         else:
-            covers = f"the noisy density vector (one density per record, Lap({sens:g}/{at_least(eps)}) on each)"
+            covers = f"the noisy density vector (one density per record, Lap({sens:g}/{eps_text}) on each)"
         mech = context.mechanism(self.noise)
         noisy = mech.release(rho, sensitivity=Sensitivity(l1=sens, l2=math.sqrt((n - 1) ** 2 + (n - 1))),
                              epsilon=charged, context=context, relation=RELATION, covers=covers,
                              not_covered=LABELS_NOT_COVERED, claimed_epsilon=eps, details=details)
         if self.calibration == "paper":
             statement = (
-                f"{self.name} (paper-faithful mechanism): the paper claims epsilon = {at_least(eps)} because one density "
+                f"{self.name} (paper-faithful mechanism): the paper claims epsilon = {eps_text} because one density "
                 f"changes by at most 1, but the released vector of {n} densities moves by up to {sens:g} in L1 under "
                 f"replace-one (n - 1 = {n - 1} over the common coordinates when one record is removed), so the "
-                f"accountant was charged epsilon x {sens:g} = {at_least(charged)}. (Removing the densest record moves the "
-                "vector by its own density, a figure of the raw data that is no guarantee: it is in the step's "
+                f"accountant was charged epsilon x {sens:g} = {at_least(charged)}. (Removing the densest record moves "
+                "the vector by its own density, a figure of the raw data that is no guarantee: it is in the step's "
                 "diagnostics, 'accounting', not in the ledger.) " + LABELS_NOT_COVERED[0].upper()
                 + LABELS_NOT_COVERED[1:] + "."
             )
         else:
             statement = (
-                f"{self.name} (vector calibration): Lap({sens:g}/{at_least(eps)}) on each of the {n} densities makes "
-                f"the vector {at_least(eps)}-DP under replace-one (worst-case L1 sensitivity {sens:g}); the noise scale "
+                f"{self.name} (vector calibration): Lap({sens:g}/{eps_text}) on each of the {n} densities makes "
+                f"the vector {eps_text}-DP under replace-one (worst-case L1 sensitivity {sens:g}); the noise scale "
                 f"{scale:.4g} dwarfs densities of at most n - 1 = {n - 1}, so expect no utility. "
                 + LABELS_NOT_COVERED[0].upper() + LABELS_NOT_COVERED[1:] + "."
             )

@@ -335,7 +335,8 @@ class DPDensity:
             f"dp-density: the cluster map (noisy number of records, PrivTree partition of {L} leaves, their noisy "
             f"counts, and the densities, peaks, cluster ids and centres computed from them alone) is "
             f"{at_least(self.epsilon)}-DP under {RELATION}, by sequential composition of three {mech.name} releases "
-            f"(epsilon {at_least(eps_n, 4)} + {at_least(eps_tree, 4)} + {at_least(eps_leaf, 4)}). Each record's label is the cluster id of "
+            f"(epsilon {at_least(eps_n, 4)} + {at_least(eps_tree, 4)} + {at_least(eps_leaf, 4)}). Each record's label "
+            "is the cluster id of "
             "the leaf it falls in: a function of that record and the DP map, covered only in the joint-DP "
             "(billboard) sense, not as a DP release.",
             guarantee="epsilon-DP cluster map (joint-DP labels)",

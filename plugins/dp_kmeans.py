@@ -338,7 +338,8 @@ class IDPKMeans:
         leaked = self.bounds == "data"
         dp_bounds = self.bounds_epsilon if self.bounds == "dp" else None
         context.record(
-            f"idp-kmeans: the released centres (and noisy counts) are {at_least(spent)}-DP under {RELATION}, by sequential "
+            f"idp-kmeans: the released centres (and noisy counts) are {at_least(spent)}-DP under {RELATION}, by "
+            "sequential "
             f"composition of {len(history)} {mech.name} releases (the initial blocks and {rounds_run} Lloyd round(s), "
             f"schedule {self.schedule!r}). Not covered: the per-record labels, each the nearest released centre to "
             "the record's own raw values."
