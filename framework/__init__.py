@@ -28,6 +28,7 @@ from .accounting import (
     Stash,
     StashKey,
     ThrottledProgress,
+    at_least,
 )
 from .compare import compare, summarize
 from .components import (
@@ -169,6 +170,7 @@ __all__ = [
     "TopMemberships",
     "UnknownComponentError",
     "__version__",
+    "at_least",
     "compare",
     "compile",
     "declared_leaks",

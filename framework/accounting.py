@@ -55,6 +55,7 @@ __all__ = [
     "RecordProgress",
     "Stash",
     "StashKey",
+    "at_least",
     "ThrottledProgress",
 ]
 
@@ -131,17 +132,50 @@ class LedgerEntry:
         return _jsonable(out)
 
 
-def at_least(value: float, digits: int) -> str:
-    """A privacy parameter as a statement gives it: ``digits`` significant
-    digits, rounded **up** when the nearest rounding would state less than
-    what holds (``f"{1.2349e-6:.3g}"`` is ``1.23e-06``, a stronger claim than
-    the delta spent; this gives ``1.24e-06``)."""
+def at_least(value: float, digits: int = 6) -> str:
+    """A privacy-loss figure (an epsilon, a delta, a rho) as a person reads
+    it: ``digits`` significant digits, rounded **up** whenever the nearest
+    rounding would show less than the value (``f"{1/3:.6g}"`` is
+    ``0.333333``, below the epsilon of each of three columns sharing 1;
+    ``at_least(1/3)`` is ``0.333334``; ``f"{1.2349e-6:.3g}"`` is
+    ``1.23e-06``, ``at_least(1.2349e-6, 3)`` is ``1.24e-06``). A figure
+    shown this way is never below the one that holds, so a statement that
+    quotes it never claims more privacy than it gives. Use it for every
+    privacy-loss figure a component writes into a ledger statement, a claim
+    or a report; the host uses it for its own.
+
+    >>> at_least(1 / 3), at_least(0.1234567, 3), at_least(0.5), at_least(0.0)
+    ('0.333334', '0.124', '0.5', '0')
+    """
     text = f"{value:.{digits}g}"
     if not (math.isfinite(value) and value > 0) or float(text) >= value:
         return text
     exact = decimal.Decimal(value)
     step = decimal.Decimal(1).scaleb(exact.adjusted() - digits + 1)
     return f"{float(exact.quantize(step, rounding=decimal.ROUND_CEILING)):.{digits}g}"
+
+
+def _at_most(value: float, digits: int = 4) -> str:
+    """The mirror of :func:`at_least` for a lower bound (an audit's lower
+    bound on epsilon): rounded **down** whenever the nearest rounding would
+    show more than the value, so the bound shown still holds."""
+    text = f"{value:.{digits}g}"
+    if not math.isfinite(value) or value == 0 or float(text) <= value:
+        return text
+    exact = decimal.Decimal(value)
+    step = decimal.Decimal(1).scaleb(exact.adjusted() - digits + 1)
+    return f"{float(exact.quantize(step, rounding=decimal.ROUND_FLOOR)):.{digits}g}"
+
+
+def _exact(value: Any) -> str:
+    """A stated number as it was given: the short form (``1``, ``0.1``) when
+    it is the same number, else every digit (``repr``): a budget or a
+    stated epsilon shown exactly, never rounded either way."""
+    if isinstance(value, bool) or not isinstance(value, int | float | np.floating | np.integer):
+        return str(value)
+    number = float(value)
+    text = f"{number:g}"
+    return text if float(text) == number else repr(number)
 
 
 def _dp_statement(
@@ -152,7 +186,7 @@ def _dp_statement(
     text = f"{covers} is {guarantee} under {relation}, by the {mechanism} mechanism with sensitivity {sensitivity}"
     text += f" ({noise})." if noise else "."
     if claimed_epsilon is not None and not math.isclose(claimed_epsilon, epsilon):
-        text += f" (The method's own claim is epsilon = {claimed_epsilon:.6g}; the figure above is what holds.)"
+        text += f" (The method's own claim is epsilon = {at_least(claimed_epsilon)}; the figure above is what holds.)"
     if not_covered:
         text += f" Not covered: {not_covered}"
         if not text.endswith("."):
@@ -345,14 +379,14 @@ class BasicAccountant:
         where = f"step {new.step} ({new.step_id})" if new.step is not None else "this release"
         if eps > limit_eps * (1 + _TOLERANCE):
             raise BudgetExceededError(
-                f"{where} would spend epsilon={new.epsilon:.6g} ({new.mechanism} on {new.covers}), bringing the "
-                f"total to {eps:.6g} > the budget epsilon={limit_eps:.6g}; raise [privacy] epsilon or lower the "
-                "step's epsilon. Nothing was recorded and no noise was drawn."
+                f"{where} would spend epsilon={at_least(new.epsilon)} ({new.mechanism} on {new.covers}), bringing "
+                f"the total to {at_least(eps)} > the budget epsilon={_exact(limit_eps)}; raise [privacy] epsilon "
+                "or lower the step's epsilon. Nothing was recorded and no noise was drawn."
             )
         if delta > self.budget.delta * (1 + _TOLERANCE) + 1e-300:
             raise BudgetExceededError(
-                f"{where} would spend delta={new.delta:.3g}, bringing the total to {delta:.3g} > the budget "
-                f"delta={self.budget.delta:.3g}; raise [privacy] delta or use a pure-epsilon mechanism. "
+                f"{where} would spend delta={at_least(new.delta, 3)}, bringing the total to {at_least(delta, 3)} > the "
+                f"budget delta={_exact(self.budget.delta)}; raise [privacy] delta or use a pure-epsilon mechanism. "
                 "Nothing was recorded and no noise was drawn."
             )
 
@@ -704,9 +738,10 @@ class PrivacyContext:
         self._random_steps: set[int] = set()
 
     def __repr__(self) -> str:  # never shows the seed
-        eps = "none" if self.budget.epsilon is None else f"{self.budget.epsilon:g}"
+        eps = "none" if self.budget.epsilon is None else _exact(self.budget.epsilon)
         spent, _ = self.spent
-        return f"<PrivacyContext budget epsilon={eps} spent={spent:g} entries={len(self.ledger)} seeded={self.seeded}>"
+        return (f"<PrivacyContext budget epsilon={eps} spent={at_least(spent)} entries={len(self.ledger)} "
+                f"seeded={self.seeded}>")
 
     def __reduce__(self):  # a context is per-run state; it must not be pickled with its seed
         raise TypeError("a PrivacyContext cannot be pickled; create one per run")

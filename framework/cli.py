@@ -52,6 +52,7 @@ from ._io import (
 )
 from .compare import compare, parse_sweep, summarize
 from .constraints import RULE_RTOL, ConstraintSet
+from .accounting import _exact, at_least
 from .datasets import TABLE1_RULE, table1
 from .errors import PrivclustError, RecipeError
 from .hookspecs import hookimpl
@@ -66,13 +67,17 @@ __all__ = ["main"]
 
 class ProgressDisplay:
     """Observer plugin: one line per step on stderr, and a progress bar for
-    steps that report progress (only on a terminal)."""
+    steps that report progress (only on a terminal). ``timed=False``
+    (``privclust run --non-disclosive``) shows no run time: a time is a
+    function of the data, a timing side channel no differential-privacy
+    statement covers."""
 
     plugin_name = "privclust.cli.progress"
 
-    def __init__(self, stream: TextIO, *, quiet: bool = False):
+    def __init__(self, stream: TextIO, *, quiet: bool = False, timed: bool = True):
         self.stream = stream
         self.quiet = quiet
+        self.timed = timed
         self._bar: Any = None
 
     @hookimpl
@@ -88,7 +93,7 @@ class ProgressDisplay:
             # components report whole records done (privclust.RecordProgress), so the bar counts records
             self._bar = tqdm(total=total, file=self.stream, desc=f"  {step.use}", leave=False, disable=None,
                              unit=" records", bar_format="{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} "
-                                                         "records [{elapsed}<{remaining}]")
+                                                         "records" + (" [{elapsed}<{remaining}]" if self.timed else ""))
         if total is not None and self._bar.total != total:
             self._bar.total = total
         self._bar.n = done
@@ -100,12 +105,13 @@ class ProgressDisplay:
             self._bar.close()
             self._bar = None
         if not self.quiet:
-            print(f"      done in {outcome.elapsed:.3g} s", file=self.stream, flush=True)
+            print(f"      done in {outcome.elapsed:.3g} s" if self.timed else "      done", file=self.stream,
+                  flush=True)
 
 
-def _registry_with_progress(quiet: bool) -> tuple[Registry, ProgressDisplay]:
+def _registry_with_progress(quiet: bool, *, timed: bool = True) -> tuple[Registry, ProgressDisplay]:
     registry = get_registry()
-    display = ProgressDisplay(sys.stderr, quiet=quiet)
+    display = ProgressDisplay(sys.stderr, quiet=quiet, timed=timed)
     registry.register(display, ProgressDisplay.plugin_name)
     return registry, display
 
@@ -213,7 +219,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     data = read_frame(args.input)
     # Strata on a Dask cluster: the workers rebuild the registry, so the progress display (which writes
     # to this terminal) is not registered; local processes and one process show it as the steps finish.
-    registry, _ = _registry_with_progress(args.quiet or args.scheduler is not None)
+    registry, _ = _registry_with_progress(args.quiet or args.scheduler is not None, timed=not args.non_disclosive)
     try:
         release = run(recipe, data, seed=_run_seed(args), registry=registry, scheduler=args.scheduler,
                       processes=args.processes, timeout=args.timeout)
@@ -311,9 +317,10 @@ def _cmd_check(args: argparse.Namespace) -> int:
         lines.append(f"  evaluate: {spec.use}")
     if recipe.privacy.limited:
         planned = sum(c[0] for c in planned_costs(compiled.steps))
-        lines.append(f"  budget: epsilon {recipe.privacy.epsilon:g}, delta {recipe.privacy.delta:g}; the steps declare "
-                     f"epsilon {planned:g} in all, which fits (a cost that depends on the data, such as dp-dpcl's "
-                     "with calibration = \"paper\", is checked when the step runs, before it draws any noise)")
+        lines.append(f"  budget: epsilon {_exact(recipe.privacy.epsilon)}, delta {_exact(recipe.privacy.delta)}; the "
+                     f"steps declare epsilon {at_least(planned)} in all, which fits (a cost that depends on the data, "
+                     "such as dp-dpcl's with calibration = \"paper\", is checked when the step runs, before it draws "
+                     "any noise)")
     if recipe.privacy.allow_leaks:
         lines.append(f"  allow_leaks: {', '.join(recipe.privacy.allow_leaks)}: these parameters may be taken from the "
                      "data, and a release that does so has no differential-privacy guarantee")
@@ -443,8 +450,8 @@ def _cmd_audit(args: argparse.Namespace) -> int:
         r = a.result
         # passed on the values audited; INCONCLUSIVE when some released values were not audited (r.unseen)
         sign, verdict = ("<=", "passed" if r.verdict == "PASSED" else r.verdict) if r.passed else (">", "FAILED")
-        claim = f"epsilon {r.claimed_epsilon:.4g}" + (f", delta {r.claimed_delta:.3g}" if r.claimed_delta else "")
-        print(f"  step {a.index} {a.step_id!r} ({a.component}): epsilon lower bound {r.epsilon_lower_bound:.4g} "
+        lower, claim = r.shown_figures()  # the charge rounded up, the lower bound down
+        print(f"  step {a.index} {a.step_id!r} ({a.component}): epsilon lower bound {lower} "
               f"{sign} charged {claim}: {verdict}")
         print(f"      event: {r.event}; counts {r.counts[0]} and {r.counts[1]} of {r.trials}")
         for note in r.notes:

@@ -629,8 +629,11 @@ CAPABILITIES: Mapping[str, Capability] = MappingProxyType({c.name: c for c in (
                         "possibly replace-one"),
     Capability(name="step_problems", member="method", signature="step_problems() -> list[str]",
                kinds=_STEP_KINDS, problem=_texts_problem("step_problems()"), default=(),
-               used_for="checks that only matter when the component is a recipe step (a noise mechanism needs "
-                        "epsilon and bounds as a step, not when another component calls it)"),
+               used_for="checks that only matter when the component runs as a step (a noise mechanism needs "
+                        "epsilon and bounds as a step, not when another component calls it): a recipe step, or a "
+                        "clusterer or masker nested in a component that declares no step_problems (microaggregation "
+                        "fits its clusterer as a step), checked when the recipe is compiled; a component that "
+                        "declares them speaks for the components it nests"),
     Capability(name="min_records", member="method", signature="min_records(n_columns) -> int or None",
                kinds=_STEP_KINDS, problem=_min_records_problem,
                used_for="the run is refused with a DataError if the data (or a stratum of [roles] strata) "

@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 from markupsafe import Markup
 
-from .accounting import HOST, Accountant, Budget, Ledger, _jsonable, accountant_description, at_least
+from .accounting import HOST, Accountant, Budget, Ledger, _exact, _jsonable, accountant_description, at_least
 from .errors import PrivclustError
 from .plots import before_after
 from .recipe import Recipe, _thaw
@@ -93,15 +93,28 @@ def _same(a: Any, b: Any) -> bool:
         return False
 
 
-def _shown(value: Any) -> str:
-    """A parameter value as the report prints it (numbers to 6 significant digits)."""
+#: A parameter whose name holds one of these words (``epsilon``, ``bounds_epsilon``, ``delta``, ``rho``,
+#: ``eps_leaf``) may be a privacy-loss figure: the report shows its value exactly, never rounded.
+_PRIVACY_WORDS = frozenset({"epsilon", "eps", "delta", "rho"})
+
+
+def _privacy_parameter(name: str) -> bool:
+    """Whether the parameter ``name`` (dotted for a nested component's or a
+    table's entry) may be a privacy-loss figure (see :data:`_PRIVACY_WORDS`)."""
+    return any(_PRIVACY_WORDS & set(part.replace("-", "_").split("_")) for part in name.lower().split("."))
+
+
+def _shown(value: Any, exact: bool = False) -> str:
+    """A parameter value as the report prints it: numbers to 6 significant
+    digits, or exactly when ``exact`` (a privacy parameter: rounded to the
+    nearest, 1/3 would read 0.333333, less than the epsilon spent)."""
     value = _jsonable(value)
     if isinstance(value, float):
-        return f"{value:.6g}"
+        return _exact(value) if exact else f"{value:.6g}"
     if isinstance(value, list):
-        return "[" + ", ".join(_shown(v) for v in value) + "]"
+        return "[" + ", ".join(_shown(v, exact) for v in value) + "]"
     if isinstance(value, dict):
-        return "{" + ", ".join(f"{k}: {_shown(v)}" for k, v in value.items()) + "}"
+        return "{" + ", ".join(f"{k}: {_shown(v, exact or _privacy_parameter(str(k)))}" for k, v in value.items()) + "}"
     return str(value)
 
 
@@ -118,18 +131,20 @@ def parameter_rows(stated: Mapping[str, Any], effective: Mapping[str, Any]) -> l
     flat_effective = _flat(effective)
     rows = []
     for name, value in flat_stated.items():
+        exact = _privacy_parameter(name)
         if name in flat_effective and not _same(flat_effective[name], value):
             used = flat_effective[name]
-            note = "not set; derived by the component" if value is None else f"stated: {_shown(value)}"
-            rows.append({"name": name, "value": _shown(used), "note": note})
+            note = "not set; derived by the component" if value is None else f"stated: {_shown(value, exact)}"
+            rows.append({"name": name, "value": _shown(used, exact), "note": note})
         elif value is None:
             rows.append({"name": name, "value": "not set", "note": "the component's default applies"})
         else:
-            rows.append({"name": name, "value": _shown(value), "note": ""})
+            rows.append({"name": name, "value": _shown(value, exact), "note": ""})
     for name, value in flat_effective.items():
         if name in flat_stated or value is None:
             continue
-        row = {"name": name, "value": _shown(value), "note": "not stated; set by the component"}
+        row = {"name": name, "value": _shown(value, _privacy_parameter(name)),
+               "note": "not stated; set by the component"}
         # beside the parameters of the same nested component (after the last row sharing its prefix)
         prefix = name.rpartition(".")[0]
         at = max((i for i, r in enumerate(rows) if prefix and (r["name"] == prefix
@@ -261,7 +276,10 @@ class Release:
         :data:`EFFECTIVE_PARAMS`, and :data:`EFFECTIVE_PARAMS_FROM_DATA`
         unless ``non_disclosive``); ``clusters`` the number of clusters (or
         groups) of the step's partition: its centres when it has them, else
-        the distinct labels in use.
+        the distinct labels in use; ``elapsed_seconds`` the step's run time,
+        left out when ``non_disclosive`` (a run time is a function of the
+        data, a timing side channel no differential-privacy statement
+        covers).
         """
         out = []
         for o in self.outcomes:
@@ -274,8 +292,9 @@ class Release:
                 "parameters": _thaw(o.params),
                 "effective_parameters": self._effective(o, non_disclosive),
                 "columns": list(o.columns),
-                "elapsed_seconds": round(o.elapsed, 6),
             }
+            if not non_disclosive:  # a run time is a function of the data: a timing side channel
+                entry["elapsed_seconds"] = round(o.elapsed, 6)
             if o.output:
                 entry["output"] = o.output
             partition = o.partition
@@ -355,6 +374,7 @@ class Release:
                     f"{e['evaluator']}.{e['metric']}" for e in evaluations if e not in kept))
             evaluations = kept
             left_out.append("the details of ledger entries (they may hold values taken from the data)")
+            left_out.append(RUN_TIMES_NOTE)
             if any(self._effective(o, True) != self._effective(o, False) for o in self.outcomes):
                 left_out.append(FROM_DATA_NOTE)
         rep = {
@@ -479,6 +499,9 @@ def public_statements(entries: Sequence[Any]) -> dict[int, str]:
     return out
 
 
+#: What a non-disclosive report says it left out: the steps' run times (``elapsed_seconds``).
+RUN_TIMES_NOTE = ("the run times of the steps (a run time is a function of the data: a timing side channel that "
+                  "no differential-privacy statement covers)")
 #: What a non-disclosive report says it left out when it withheld statements.
 WITHHELD_NOTE = "the statements of the steps that took parameters from the data (they may state the values)"
 #: A value in use taken from the data, in a non-disclosive report (its name stays, its value does not).
@@ -650,7 +673,7 @@ def render_html(release: Release, *, non_disclosive: bool = False, plots: bool =
         "dp_text": spent_text(has_dp, release.dp_guarantee, eps, delta),
         "evaluations_warning": DP_EVALUATIONS_WARNING if release.dp_guarantee and report["evaluations"] else None,
         "budget_text": ("none declared" if budget.epsilon is None
-                        else f"epsilon {budget.epsilon:g}, delta {budget.delta:g}"),
+                        else f"epsilon {_exact(budget.epsilon)}, delta {_exact(budget.delta)}"),
         "accountant": report["privacy"]["accountant"],
         "seeded": seeded_text(release.seeded),
         "created": release.created,
@@ -663,7 +686,8 @@ def render_html(release: Release, *, non_disclosive: bool = False, plots: bool =
                    "plugin": f"plugin {c['plugin']} ({c['distribution']} {c['version']})" + "".join(
                        f"; its {where} {n['component']} by plugin {n['plugin']} ({n['distribution']} {n['version']})"
                        for where, n in (c.get("nested") or {}).items()),
-                   "seconds": f"{c['elapsed_seconds']:.3g}"} for c in report["steps"]],
+                   "seconds": (f"{c['elapsed_seconds']:.3g}" if "elapsed_seconds" in c else None)}
+                  for c in report["steps"]],
         "rules": [r for c in report["constraints"] for r in c["rules"]],
         "ledger": [{"title": title,
                     "entries": [{"step": e.step, "step_id": e.step_id or "",

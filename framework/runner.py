@@ -10,7 +10,7 @@ records), then runs the steps in order. Each step sees only its columns of the
 frame as the previous steps left it:
 
 * a **masker** replaces its columns;
-* a **noise mechanism** perturbs its columns;
+* a **noise mechanism** adds noise to its columns;
 * a **clusterer** releases labels in a new column (``output``, default
   ``cluster``) appended after the existing ones.
 
@@ -33,7 +33,7 @@ import attrs
 import numpy as np
 import pandas as pd
 
-from .accounting import HOST, Budget, Ledger, PrivacyContext, _group_delta
+from .accounting import HOST, Budget, Ledger, PrivacyContext, _exact, _group_delta, at_least
 from .components import (
     EvaluationInputs,
     Masked,
@@ -144,6 +144,11 @@ class StepOutcome:
         return getattr(self.result, "diagnostics", {})
 
     def describe(self) -> str:
+        """The step in one sentence, for its process entry in the ledger. It
+        never states the run time: a time is a function of the data (a
+        timing side channel no differential-privacy statement covers), so it
+        stays in the entry's details (``elapsed_seconds``), which a
+        non-disclosive report leaves out."""
         cols = ", ".join(self.columns)
         if self.kind == "clusterers":
             what = f"clustered {self.n_records} records on {cols} and released the labels as column {self.output!r}"
@@ -156,8 +161,10 @@ class StepOutcome:
             what = f"replaced columns {changed} of {self.n_records} records" + (
                 f" and released {kept} unchanged (every value identical to the step's input)" if kept else "")
         else:
-            what = f"perturbed columns {cols} of {self.n_records} records"
-        return f"{_ROLE[self.kind]} {self.name!r} {what} ({self.elapsed:.3g} s)."
+            # true whatever the draw: noise that happened to change no value was still added (saying whether
+            # values changed would tell, in a public report, that released values equal the original ones)
+            what = f"added noise to columns {cols} of {self.n_records} records"
+        return f"{_ROLE[self.kind]} {self.name!r} {what}."
 
     def audit_details(self) -> dict[str, Any]:
         details = {"parameters": _thaw(self.params), "columns": list(self.columns), "records": self.n_records,
@@ -194,6 +201,40 @@ def _plan(component: Any) -> tuple[float, float, str | None]:
         return sum(p[0] for p in parts), sum(p[1] for p in parts), relations.pop()
     return (sum(2.0 * e if r == "add/remove" else e for e, _, r in parts),
             sum(_group_delta(e, d) if r == "add/remove" else d for e, d, r in parts), "replace-one")
+
+
+#: The kinds of nested components a component runs through their own step method (``fit``, ``mask``), as
+#: a step runs them; a nested noise mechanism is called through ``release``, with the epsilon and the values
+#: its caller gives, so its step checks (epsilon and bounds as a step) do not apply.
+_RUN_AS_STEPS = ("clusterers", "maskers")
+
+
+def _nested_step_problems(component: Any, where: str) -> list[Problem]:
+    """The step checks (``step_problems``) of the clusterers and maskers
+    nested in ``component``, which declares none itself: it runs them
+    through their own step method (microaggregation fits its clusterer as
+    a clusterer step is fitted), so what refuses them as a step refuses them
+    there, and is found when the recipe is compiled, before any step runs,
+    not when the step runs after the steps before it did their work. As
+    with :func:`_plan`, a component that declares ``step_problems`` speaks
+    for the components it nests (fuzzy microaggregation sets its clusterer's
+    ``n_clusters``, and checks the clusterer as it will run it); one that
+    declares none passes the question on to its own nested components."""
+    owner = type(component).name
+    problems: list[Problem] = []
+    for location, kind, inner in nested_components(component):
+        if "." in location or kind not in _RUN_AS_STEPS:  # children only; theirs come through them
+            continue
+        at = f"{where}.{location}"
+        check = capability(inner, "step_problems")
+        if check is None:
+            problems.extend(_nested_step_problems(inner, at))
+            continue
+        name = type(inner).name
+        for text in check() or ():
+            problems.append(Problem(at, f"{name}, the {location} of {owner}, runs as a step of it: {text}",
+                                    f"give it in the nested table: {location} = {{ use = \"{name}\", ... }}"))
+    return problems
 
 
 def _planned_cost(component: Any) -> tuple[float, float]:
@@ -261,6 +302,8 @@ def compile(recipe: Recipe | Mapping[str, Any] | str, registry: Registry | None 
         check = capability(component, "step_problems")
         for text in (check() if check is not None else ()) or ():
             problems.append(Problem(where, str(text)))
+        if check is None:  # a component that declares its step checks speaks for those it nests
+            problems.extend(_nested_step_problems(component, where))
         infinite = [f"{what} = {value:g}" for what, value in zip(("epsilon", "delta"), _planned_cost(component),
                                                                   strict=True) if not math.isfinite(value)]
         if infinite:  # no noise would be added, or its scale would overflow: refused before any data are read
@@ -302,15 +345,15 @@ def compile(recipe: Recipe | Mapping[str, Any] | str, registry: Registry | None 
         planned_delta = sum(c[1] for c in costs)
         assert recipe.privacy.epsilon is not None
         if math.isfinite(planned) and planned > recipe.privacy.epsilon * (1 + 1e-9):
-            parts = ", ".join(f"steps[{cs.index}] {c[0]:g}" + (" (add/remove, counted twice under replace-one)"
+            parts = ", ".join(f"steps[{cs.index}] {at_least(c[0])}" + (" (add/remove, counted twice under replace-one)"
                                                                if c[2] else "")
                               for cs, c in zip(steps, costs, strict=True) if c[0])
-            problems.append(Problem("privacy.epsilon", f"the steps ask for epsilon = {planned:g} ({parts}) but "
-                                    f"the budget is {recipe.privacy.epsilon:g}",
+            problems.append(Problem("privacy.epsilon", f"the steps ask for epsilon = {at_least(planned)} ({parts}) "
+                                    f"but the budget is {_exact(recipe.privacy.epsilon)}",
                                     "raise [privacy] epsilon or lower the steps' epsilon"))
         if math.isfinite(planned_delta) and planned_delta > recipe.privacy.delta * (1 + 1e-9):
-            problems.append(Problem("privacy.delta", f"the steps ask for delta = {planned_delta:g} but the budget "
-                                    f"is {recipe.privacy.delta:g}", "raise [privacy] delta"))
+            problems.append(Problem("privacy.delta", f"the steps ask for delta = {at_least(planned_delta)} but the "
+                                    f"budget is {_exact(recipe.privacy.delta)}", "raise [privacy] delta"))
 
     compiled = CompiledRecipe(recipe, registry, tuple(steps), tuple(constraints), tuple(evaluations))
     problems.extend(registry.hooks.check_recipe(recipe=recipe, registry=registry))

@@ -43,7 +43,7 @@ from markupsafe import Markup
 
 from ._io import _signals_held, raise_if_stopped
 from ._optional import optional
-from .accounting import Budget, Ledger, PrivacyContext, accountant_description
+from .accounting import Budget, Ledger, PrivacyContext, _exact, accountant_description
 from .engines import map_tasks
 from .errors import DataError, ParameterError, PrivclustError
 from .recipe import Recipe
@@ -51,6 +51,7 @@ from .registry import Registry
 from .report import (
     DP_EVALUATIONS_WARNING,
     FROM_DATA_NOTE,
+    RUN_TIMES_NOTE,
     WITHHELD_NOTE,
     _by_evaluator,
     _jsonable,
@@ -153,7 +154,7 @@ class DatasetRelease:
         if non_disclosive:
             derived = any(a.get("effective_parameters") != b.get("effective_parameters")
                           for a, b in zip(self.steps, self.public_steps, strict=False))
-            rep["left_out"] = ["the evaluation figures", "the details of ledger entries"] + (
+            rep["left_out"] = ["the evaluation figures", "the details of ledger entries", RUN_TIMES_NOTE] + (
                 [WITHHELD_NOTE] if withheld else []) + ([FROM_DATA_NOTE] if derived else [])
         return _jsonable(rep)
 
@@ -177,7 +178,7 @@ class DatasetRelease:
             "output": str(self.path),
             "dp_text": spent_text(has_dp, self.dp_guarantee, eps, delta),
             "budget_text": ("none declared" if self.budget.epsilon is None
-                            else f"epsilon {self.budget.epsilon:g}, delta {self.budget.delta:g}"),
+                            else f"epsilon {_exact(self.budget.epsilon)}, delta {_exact(self.budget.delta)}"),
             "accountant": report["privacy"]["accountant"],
             "seeded": seeded_text(self.seeded),
             "created": self.created,
@@ -477,7 +478,8 @@ def _merged_steps(per_stratum: Sequence[Sequence[Mapping[str, Any]]], texts: Seq
     merged = []
     for entries in zip(*per_stratum, strict=True):
         step = dict(entries[0])
-        step["elapsed_seconds"] = round(sum(float(e.get("elapsed_seconds", 0.0)) for e in entries), 6)
+        if all("elapsed_seconds" in e for e in entries):  # a non-disclosive report's steps have no run time
+            step["elapsed_seconds"] = round(sum(float(e["elapsed_seconds"]) for e in entries), 6)
         if all("clusters" in e for e in entries):
             step["clusters"] = int(sum(int(e["clusters"]) for e in entries))
         effective: dict[str, Any] = {}

@@ -79,7 +79,7 @@ import numpy as np
 import pandas as pd
 
 from ._optional import deferred, optional
-from .accounting import ADD_REMOVE, PrivacyContext, relation_kind
+from .accounting import ADD_REMOVE, PrivacyContext, _at_most, _exact, at_least, relation_kind
 from .components import (
     CAPABILITIES,
     KIND_METHODS,
@@ -477,16 +477,30 @@ class AuditResult:
             return "FAILED"
         return "INCONCLUSIVE" if self.unseen else "PASSED"
 
+    def shown_figures(self) -> tuple[str, str]:
+        """The lower bound and the charge (``"epsilon 1, delta 1e-06"``) as
+        the audit prints them: the charge rounded **up**, the lower bound
+        **down** (neither shown figure says more than what holds), with 4
+        significant digits, or more when a failed audit's bound and charge
+        would otherwise read the wrong way round."""
+        for digits in range(4, 18):
+            lower = _at_most(self.epsilon_lower_bound, digits)
+            charged = at_least(self.claimed_epsilon, digits)
+            if self.passed or not (math.isfinite(self.epsilon_lower_bound) and math.isfinite(self.claimed_epsilon)) \
+                    or float(lower) > float(charged):
+                break
+        delta = f", delta {at_least(self.claimed_delta, 3)}" if self.claimed_delta else ""
+        return lower, f"epsilon {charged}{delta}"
+
     def __str__(self) -> str:
         verdict = self.verdict
         if verdict == "INCONCLUSIVE":
             verdict += " (no evidence against the charge in the values audited; some released values were not seen)"
-        claim = f"epsilon {self.claimed_epsilon:.4g}" + (f", delta {self.claimed_delta:.3g}"
-                                                          if self.claimed_delta else "")
+        lower, claim = self.shown_figures()
         sign = "<=" if self.passed else ">"
         lines = [
             f"privacy audit of {self.subject}: {verdict}",
-            f"  epsilon lower bound {self.epsilon_lower_bound:.4g} {sign} charged {claim} "
+            f"  epsilon lower bound {lower} {sign} charged {claim} "
             f"({self.confidence:.0%} confidence{'; on the values audited' if self.unseen else ''})",
             f"  audited: {self.audited}",
             f"  neighbours: {self.neighbours}",
@@ -837,8 +851,8 @@ def audit_mechanism(mechanism: Any, *, epsilon: float = 1.0, delta: float = 0.0,
                     + _lattice_events(A_sel[:, 0], B_sel[:, 0], (0.0, *inputs)))
 
         outcomes.append(_audit_pair(A, B, charged[1], share, extra))
-    return _finish(f"the {name} mechanism (release with sensitivity {sensitivity:g}, epsilon {epsilon:g}"
-                   + (f", delta {delta:g}" if delta else "") + ")",
+    return _finish(f"the {name} mechanism (release with sensitivity {sensitivity:g}, epsilon {_exact(epsilon)}"
+                   + (f", delta {_exact(delta)}" if delta else "") + ")",
                    "the released value of each run", neighbour_pairs, outcomes, (charged[0], charged[1]),
                    1 - alpha, [])
 

@@ -482,7 +482,7 @@ def no_guarantee_reasons(entries: Sequence[LedgerEntry], outcomes: Sequence[Any]
             reasons.append(f"the composed epsilon is {eps!r} (the steps' epsilons add up beyond the largest "
                            "floating-point number), which bounds nothing")
         if not delta < 1:
-            reasons.append(f"the composed delta is {delta:.6g}, not below 1 (the bound holds with probability "
+            reasons.append(f"the composed delta is {at_least(delta)}, not below 1 (the bound holds with probability "
                            "at most 1 - delta), which guarantees nothing")
         for o in outcomes:
             if _covered(o, dp):

@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 import privclust
-from privclust import ParameterError
+from privclust import ParameterError, at_least
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 from scipy.spatial import cKDTree
@@ -1085,7 +1085,7 @@ def dp_bounds(context, X: np.ndarray, columns: list[str], low: np.ndarray, high:
         epsilon=epsilon, mechanism="exponential (DP quantile, Smith 2011)", sensitivity=1.0, relation=relation,
         covers=(f"the bounds of {', '.join(columns)}: the {q:g} and {1 - q:g} quantiles of each column, searched "
                 f"within its public range by the exponential mechanism on the rank (utility sensitivity 1), "
-                f"epsilon {each:.4g} each, composed sequentially over {2 * d} quantiles"),
+                f"epsilon {at_least(each, 4)} each, composed sequentially over {2 * d} quantiles"),
         not_covered="the exponential mechanism is sampled in floating point (not an exact sampler)",
         details={"quantile": q, "epsilon_per_quantile": each,
                  "range": {c: [float(a), float(b)] for c, a, b in zip(columns, low, high, strict=True)}},

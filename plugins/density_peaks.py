@@ -46,6 +46,7 @@ from privclust import (
     Partition,
     PrivacyContext,
     Sensitivity,
+    at_least,
     nested,
     param,
     public_bounds,
@@ -485,29 +486,30 @@ class _NoisyDensityPeaks(_DensityPeaks):
         # the step's diagnostics for the reproduction (the specification's table), never to the ledger or a report.
         at_hand = {"vector_sensitivity_data_at_hand_removal": local,
                    "epsilon_data_at_hand": eps * local if self.calibration == "paper" else eps * local / sens}
+        eps_text = at_least(eps)  # a privacy-loss figure as a statement shows it: never below the value
         if self.calibration == "paper":
-            covers = (f"the noisy density vector (one density per record, Lap(1/{eps:g}) on each; the paper claims "
-                      f"{eps:g}-DP per density)")
+            covers = (f"the noisy density vector (one density per record, Lap(1/{eps_text}) on each; the paper "
+                      f"claims {eps_text}-DP per density)")
         else:
-            covers = f"the noisy density vector (one density per record, Lap({sens:g}/{eps:g}) on each)"
+            covers = f"the noisy density vector (one density per record, Lap({sens:g}/{eps_text}) on each)"
         mech = context.mechanism(self.noise)
         noisy = mech.release(rho, sensitivity=Sensitivity(l1=sens, l2=math.sqrt((n - 1) ** 2 + (n - 1))),
                              epsilon=charged, context=context, relation=RELATION, covers=covers,
                              not_covered=LABELS_NOT_COVERED, claimed_epsilon=eps, details=details)
         if self.calibration == "paper":
             statement = (
-                f"{self.name} (paper-faithful mechanism): the paper claims epsilon = {eps:g} because one density "
+                f"{self.name} (paper-faithful mechanism): the paper claims epsilon = {eps_text} because one density "
                 f"changes by at most 1, but the released vector of {n} densities moves by up to {sens:g} in L1 under "
                 f"replace-one (n - 1 = {n - 1} over the common coordinates when one record is removed), so the "
-                f"accountant was charged epsilon x {sens:g} = {charged:.6g}. (Removing the densest record moves the "
-                "vector by its own density, a figure of the raw data that is no guarantee: it is in the step's "
+                f"accountant was charged epsilon x {sens:g} = {at_least(charged)}. (Removing the densest record moves "
+                "the vector by its own density, a figure of the raw data that is no guarantee: it is in the step's "
                 "diagnostics, 'accounting', not in the ledger.) " + LABELS_NOT_COVERED[0].upper()
                 + LABELS_NOT_COVERED[1:] + "."
             )
         else:
             statement = (
-                f"{self.name} (vector calibration): Lap({sens:g}/{eps:g}) on each of the {n} densities makes the "
-                f"vector {eps:g}-DP under replace-one (worst-case L1 sensitivity {sens:g}); the noise scale "
+                f"{self.name} (vector calibration): Lap({sens:g}/{eps_text}) on each of the {n} densities makes "
+                f"the vector {eps_text}-DP under replace-one (worst-case L1 sensitivity {sens:g}); the noise scale "
                 f"{scale:.4g} dwarfs densities of at most n - 1 = {n - 1}, so expect no utility. "
                 + LABELS_NOT_COVERED[0].upper() + LABELS_NOT_COVERED[1:] + "."
             )
@@ -910,7 +912,7 @@ class DPDPCGrid(_DensityPeaks):
                          "cluster map (a joint-DP / billboard view), not a differentially private output"),
             details=details), dtype=float)
         context.record(
-            f"dp-dpc-grid: the cluster map over {nodes.shape[0]} query points is {self.epsilon:g}-DP under "
+            f"dp-dpc-grid: the cluster map over {nodes.shape[0]} query points is {at_least(self.epsilon)}-DP under "
             f"replace-one (L1 sensitivity {worst:.4g} = 2 x {sens:.4g} for a record anywhere, independent of the "
             f"{n} records); the cluster numbers and the released centres are computed from the map alone. Every "
             f"record is first clipped to the bounds widened by {margin:.4g} (clustering units) on each side, "

@@ -89,6 +89,7 @@ from privclust import (
     ParameterError,
     Partition,
     PrivacyContext,
+    at_least,
     nested,
     param,
     public_bounds,
@@ -333,8 +334,9 @@ class DPDensity:
         context.record(
             f"dp-density: the cluster map (noisy number of records, PrivTree partition of {L} leaves, their noisy "
             f"counts, and the densities, peaks, cluster ids and centres computed from them alone) is "
-            f"{self.epsilon:g}-DP under {RELATION}, by sequential composition of three {mech.name} releases "
-            f"(epsilon {eps_n:.4g} + {eps_tree:.4g} + {eps_leaf:.4g}). Each record's label is the cluster id of "
+            f"{at_least(self.epsilon)}-DP under {RELATION}, by sequential composition of three {mech.name} releases "
+            f"(epsilon {at_least(eps_n, 4)} + {at_least(eps_tree, 4)} + {at_least(eps_leaf, 4)}). Each record's label "
+            "is the cluster id of "
             "the leaf it falls in: a function of that record and the DP map, covered only in the joint-DP "
             "(billboard) sense, not as a DP release.",
             guarantee="epsilon-DP cluster map (joint-DP labels)",

@@ -74,6 +74,7 @@ from privclust import (
     Partition,
     PrivacyContext,
     Sensitivity,
+    at_least,
     nested,
     param,
     public_bounds,
@@ -337,14 +338,15 @@ class IDPKMeans:
         leaked = self.bounds == "data"
         dp_bounds = self.bounds_epsilon if self.bounds == "dp" else None
         context.record(
-            f"idp-kmeans: the released centres (and noisy counts) are {spent:.6g}-DP under {RELATION}, by sequential "
+            f"idp-kmeans: the released centres (and noisy counts) are {at_least(spent)}-DP under {RELATION}, by "
+            "sequential "
             f"composition of {len(history)} {mech.name} releases (the initial blocks and {rounds_run} Lloyd round(s), "
             f"schedule {self.schedule!r}). Not covered: the per-record labels, each the nearest released centre to "
             "the record's own raw values."
             + (" The bounds were taken from the data, which leaks each column's range (see the leak entry)."
                if leaked else "")
-            + (f" The bounds were estimated by DP quantiles for a further epsilon = {dp_bounds:g} (its own ledger "
-               f"entry), so the step's total is {spent + dp_bounds:.6g}." if dp_bounds else ""),
+            + (f" The bounds were estimated by DP quantiles for a further epsilon = {at_least(dp_bounds)} (its own "
+               f"ledger entry), so the step's total is {at_least(spent + dp_bounds)}." if dp_bounds else ""),
             guarantee="epsilon-DP centres (sequential composition)",
             details={"epsilon": spent, "epsilon_per_release": history, "releases": len(history),
                      "labels_covered": False, "bounds_from_data": leaked,

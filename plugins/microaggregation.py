@@ -795,6 +795,25 @@ class FuzzyMicroaggregation:
 
     # -- the runner's checks ---------------------------------------------------------
 
+    def step_problems(self) -> list[str]:
+        """The step checks of the Step 1 clusterer as this step runs it, with
+        ``n_clusters`` set (the step sets it from ``k`` and the number of
+        records when it runs): declared here, because the host would check
+        the clusterer as written and refuse an ``fcm`` without
+        ``n_clusters``."""
+        clusterer = self.clusterer
+        check = privclust.capability(clusterer, "step_problems") if attrs.has(type(clusterer)) else None
+        if check is None:
+            return []
+        if "n_clusters" in {f.name for f in attrs.fields(type(clusterer))}:
+            try:  # any number will do: the checks ask whether it is set
+                clusterer = attrs.evolve(clusterer, n_clusters=2)
+                check = privclust.capability(clusterer, "step_problems")
+            except (privclust.PrivclustError, ValueError, TypeError):
+                pass
+        name = type(clusterer).name
+        return [f"{self.name}: its clusterer {name}, which it runs as a step: {text}" for text in check() or ()]
+
     def min_records(self, n_columns: int) -> int:
         if self.n_clusters is not None:
             return int(self.n_clusters)

@@ -46,6 +46,7 @@ from privclust import (
     ParameterError,
     PrivacyContext,
     Sensitivity,
+    at_least,
     param,
     public_bounds,
 )
@@ -279,7 +280,6 @@ class LaplaceMechanism(_StepMixin):
         d = len(columns)
         values = data.to_numpy(dtype=float)
         clipped = np.clip(values, low, high)
-        eps_col = self.epsilon / d if d else self.epsilon
         col_eps = _split(self.epsilon, d)
         ranges = [_range(self.name, c, lo, hi) for c, lo, hi in zip(columns, low, high, strict=True)]
         plans = [_laplace_plan(self.name, r, col_eps, 1, f"column {c}") for c, r in zip(columns, ranges, strict=True)]
@@ -288,7 +288,7 @@ class LaplaceMechanism(_StepMixin):
         context.spend(
             epsilon=self.epsilon, mechanism=self.name,
             sensitivity=f"the column ranges {_fmt_map(columns, ranges)} with epsilon split evenly, "
-                        f"{eps_col:.6g} per column",
+                        f"{at_least(col_eps)} per column",
             relation=RELATION, covers=self._covers(columns), not_covered=STEP_NOT_COVERED,
             noise=_lattices_text("Laplace", columns, plans),
             details={"bounds": {c: [lo, hi] for c, lo, hi in zip(columns, low, high, strict=True)},
@@ -383,7 +383,6 @@ class GeometricMechanism(_StepMixin):
             lows.append(lo_i)
             highs.append(hi_i)
         ranges = [max(hi - lo, 1) for lo, hi in zip(lows, highs, strict=True)]  # exact Python integers
-        eps_col = self.epsilon / d if d else self.epsilon
         col_eps = _split(self.epsilon, d)
         scales = [_geometric_scale(self.name, r, col_eps, f"column {c}") for c, r in zip(columns, ranges, strict=True)]
         as_int = np.zeros((len(data), d), dtype=np.int64)
@@ -404,7 +403,7 @@ class GeometricMechanism(_StepMixin):
             as_int[:, j] = exact
         context.spend(epsilon=self.epsilon, mechanism=self.name,
                       sensitivity=f"the column ranges {_fmt_map(columns, ranges)} with epsilon split evenly, "
-                                  f"{eps_col:.6g} per column",
+                                  f"{at_least(col_eps)} per column",
                       relation=RELATION, covers=self._covers(columns, None), not_covered=STEP_NOT_COVERED,
                       noise="exact two-sided geometric noise on the integers",
                       details={"per_column_scale": [float(u) for u in scales]})

@@ -235,7 +235,7 @@ def test_a_composed_total_that_bounds_nothing_is_no_guarantee():
     assert eps == 41.0 and delta > 1  # (1 + e^20) 1e-6 under replace-one
     checks = {"changed_columns": ["x"]}
     reasons = no_guarantee_reasons(context.ledger.entries, [], checks, spent=context.spent)
-    assert reasons == [f"the composed delta is {delta:.6g}, not below 1 (the bound holds with probability at most "
+    assert reasons == [f"the composed delta is {privclust.at_least(delta)}, not below 1 (the bound holds with probability at most "
                        "1 - delta), which guarantees nothing"]
     assert no_guarantee_reasons(context.ledger.entries, [], checks, spent=(41.0, 0.5)) == []
     assert "the composed epsilon is inf" in no_guarantee_reasons(context.ledger.entries, [], checks,
@@ -334,3 +334,15 @@ def test_a_components_text_cannot_forge_output_lines_or_speak_for_the_host():
         with pytest.raises(PrivclustError, match="may not contain"):
             context.record(words, guarantee="k-anonymity")
     assert len(context.ledger) == 1
+
+
+def test_the_budget_refusal_states_the_total_rounded_up_and_the_budget_exactly():
+    """The refusal said "bringing the total to 0.3 > the budget epsilon=0.3"
+    for 0.1 + 0.2000001 against 0.3: the total rounded to the nearest, below
+    the one refused, and the same figure on both sides."""
+    context = PrivacyContext(Budget(epsilon=0.3))
+    spend(context, 0.1)
+    with pytest.raises(BudgetExceededError) as err:
+        spend(context, 0.2000001)
+    assert "bringing the total to 0.300001 > the budget epsilon=0.3;" in str(err.value)
+    assert repr(context).startswith("<PrivacyContext budget epsilon=0.3 spent=0.1 ")

@@ -495,3 +495,23 @@ def test_the_neighbours_follow_the_relation_the_charge_is_composed_under(registr
     result = pt.audit_component(MixedRelations(), frame, trials=200, seed=1, registry=registry)
     assert "replace-one" in result.neighbours and result.claimed_epsilon == 1.5
     assert result.passed, str(result)
+
+
+def test_the_audit_shows_the_charge_rounded_up_and_the_lower_bound_rounded_down(tmp_path, capsys):
+    """`privclust audit` printed the charged epsilon with 4 digits rounded to
+    the nearest: 0.12344 read 0.1234, less than the charge."""
+    (tmp_path / "r.toml").write_text('[[steps]]\nuse = "geometric"\nepsilon = 0.12344\ncolumns = ["a"]\n'
+                                     'bounds = { a = [0, 20] }\n', encoding="utf-8")
+    pt.example_frame(n=30).round().astype(int).to_csv(tmp_path / "d.csv", index=False)
+    code = main(["audit", str(tmp_path / "r.toml"), "--input", str(tmp_path / "d.csv"), "--trials", "40",
+                 "--seed", "2"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "charged epsilon 0.1235:" in out and "0.1234:" not in out
+    result = pt.AuditResult(subject="s", audited="v", neighbours="n", epsilon_lower_bound=0.12346,
+                            claimed_epsilon=0.12344, claimed_delta=1.2341e-6, event="e", direction="d",
+                            counts=(1, 2), trials=10, p_lower=0.1, q_upper=0.2, confidence=0.95, passed=False)
+    # a failed audit's figures, each rounded its own way, would read "0.1234 > 0.1235": more digits then
+    assert "epsilon lower bound 0.12346 > charged epsilon 0.12344, delta 1.24e-06" in str(result)
+    passed = attrs.evolve(result, epsilon_lower_bound=0.0567891, passed=True)
+    assert "epsilon lower bound 0.05678 <= charged epsilon 0.1235, delta 1.24e-06" in str(passed)

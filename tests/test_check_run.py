@@ -96,3 +96,49 @@ def test_check_passes_a_bounds_table_and_an_evaluator_weight_that_are_right(tmp_
     out = capsys.readouterr().out
     assert "each step's bounds table covers its columns" in out and "the evaluations" in out
     assert main(["run", str(recipe), "-i", str(data_file), "-o", str(tmp_path / "out.csv"), "-q"]) == 0
+
+
+NESTED_WITHOUT_BOUNDS = ('[privacy]\nepsilon = 10\n\n[[steps]]\nuse = "laplace"\nepsilon = 1.0\ncolumns = ["a"]\n'
+                         'bounds = { a = [0, 10] }\n\n[[steps]]\nuse = "microaggregation"\ncolumns = ["a", "b"]\n'
+                         'clusterer = { use = "idp-kmeans", n_clusters = 2, epsilon = 1.0 }\n')
+
+
+@pytest.mark.parametrize("nested", [
+    'clusterer = { use = "idp-kmeans", n_clusters = 2, epsilon = 1.0 }',
+    'clusterer = { use = "dp-density", epsilon = 1.0 }',
+])
+def test_a_nested_component_is_refused_at_compile_time_as_it_is_as_a_step(tmp_path, capsys, nested):
+    """idp-kmeans without public bounds, nested in microaggregation, passed
+    `check` and was refused only when its step ran, after the laplace step
+    before it had done its work; the same component as a step is refused
+    when the recipe is compiled."""
+    recipe = NESTED_WITHOUT_BOUNDS.replace('clusterer = { use = "idp-kmeans", n_clusters = 2, epsilon = 1.0 }', nested)
+    name = re.search(r'use = "([^"]+)"', nested).group(1)
+    with pytest.raises(RecipeError) as err:
+        privclust.compile(privclust.Recipe.from_toml(recipe))
+    (problem,) = err.value.problems
+    assert problem.where == "steps[1].clusterer"
+    assert f"{name}, the clusterer of microaggregation" in problem.message and "'bounds'" in problem.message
+    (tmp_path / "r.toml").write_text(recipe, encoding="utf-8")
+    DATA.to_csv(tmp_path / "in.csv", index=False)
+    assert main(["check", str(tmp_path / "r.toml"), "--input", str(tmp_path / "in.csv")]) == 1
+    assert "steps[1].clusterer" in capsys.readouterr().err
+    assert main(["run", str(tmp_path / "r.toml"), "-i", str(tmp_path / "in.csv"), "-o", str(tmp_path / "out.csv"),
+                 "--report", str(tmp_path / "report.json"), "-q"]) == 1
+    assert not (tmp_path / "out.csv").exists() and not (tmp_path / "report.json").exists()
+
+
+def test_nested_components_a_step_sets_or_calls_through_release_are_not_checked_as_steps():
+    """fuzzy-microaggregation sets its fcm's n_clusters (fcm alone as a step
+    needs it), and a DP clusterer calls its noise mechanism through release
+    (laplace alone as a step needs epsilon and bounds): neither is refused;
+    fuzzy-microaggregation checks its clusterer as it will run it."""
+    privclust.compile({"steps": [{"use": "fuzzy-microaggregation", "k": 3}]})
+    privclust.compile({"steps": [{"use": "microaggregation", "clusterer": {
+        "use": "idp-kmeans", "n_clusters": 2, "epsilon": 1.0, "bounds": {"a": [0, 1], "b": [0, 1]}}}]})
+    with pytest.raises(RecipeError, match="fuzzy-microaggregation: its clusterer idp-kmeans, which it runs as a step: "
+                                          "idp-kmeans needs public 'bounds'"):
+        privclust.compile({"steps": [{"use": "fuzzy-microaggregation", "m2": 1.5,
+                                      "clusterer": {"use": "idp-kmeans", "n_clusters": 2, "epsilon": 1.0}}]})
+    with pytest.raises(RecipeError, match=r"steps\[0\]\.clusterer: fcm, the clusterer of microaggregation"):
+        privclust.compile({"steps": [{"use": "microaggregation", "clusterer": "fcm"}]})

@@ -687,3 +687,15 @@ def test_an_output_that_is_a_symbolic_link_is_written_through_it(files, capsys):
     code = main(["run", str(folder / "recipe.toml"), "-i", str(folder / "in.csv"), "-o", str(folder / "to-input.csv"),
                  "-q", "--seed", "1"])
     assert code == 1 and "is the same file as --input" in capsys.readouterr().err
+
+
+def test_check_states_the_planned_epsilon_rounded_up(tmp_path, capsys):
+    """`privclust check` said "the steps declare epsilon 0.3 in all" for
+    0.1 + 0.2 = 0.30000000000000004: a figure below the one planned."""
+    (tmp_path / "r.toml").write_text(
+        '[privacy]\nepsilon = 0.3000001\n\n[[steps]]\nuse = "laplace"\nepsilon = 0.1\ncolumns = ["a"]\n'
+        'bounds = { a = [0, 1] }\n\n[[steps]]\nuse = "laplace"\nepsilon = 0.2\ncolumns = ["b"]\n'
+        'bounds = { b = [0, 1] }\n', encoding="utf-8")
+    assert main(["check", str(tmp_path / "r.toml")]) == 0
+    out = capsys.readouterr().out
+    assert "budget: epsilon 0.3000001, delta 0; the steps declare epsilon 0.300001 in all" in out

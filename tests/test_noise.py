@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pandas as pd
@@ -504,3 +505,51 @@ def test_geometric_takes_the_changed_count_as_the_other_mechanisms_do():
     noisy, ctx = release(GeometricMechanism(), np.array([3, 4, 5]), changed=1)
     assert noisy.dtype == np.int64 and len(ctx.ledger) == 1
     refused_before_spending(GeometricMechanism(), np.array([3]), ParameterError, "'changed'", changed=0)
+
+
+@pytest.mark.parametrize("use", ["laplace", "geometric"])
+def test_a_noise_step_that_changed_no_value_is_not_said_to_have_perturbed_it(use):
+    """At epsilon 1e12 the noise on small integers is 0 in every draw: the
+    process entry said "perturbed columns a, b", false of this release. The
+    words must be true whatever the draw, and the same as when the noise
+    changed values (saying which would tell that the released values are
+    the original ones)."""
+    data = pd.DataFrame({"a": np.arange(10.0), "b": np.arange(10) % 3})
+
+    def process(epsilon):
+        step = {"use": use, "epsilon": epsilon, "bounds": {"a": [0, 10], "b": [0, 3]}}
+        out = privclust.run({"steps": [step]}, data, seed=1)
+        return out, next(e.statement for e in out.ledger if e.kind == "process")
+
+    untouched, said = process(1e12)
+    assert (untouched.data[["a", "b"]].to_numpy() == data.to_numpy()).all()  # the noise changed nothing
+    assert "perturbed" not in said and "changed" not in said and "unchanged" not in said
+    assert said == f"noise mechanism {use!r} added noise to columns a, b of 10 records."
+    noisy, said_noisy = process(0.1)
+    assert not (noisy.data[["a", "b"]].to_numpy() == data.to_numpy()).all() and said_noisy == said
+
+
+@pytest.mark.parametrize(("use", "epsilon", "d"), [("laplace", 1.0, 3), ("laplace", 0.1234567, 7),
+                                                    ("geometric", 1.0, 3), ("geometric", 0.1234567, 7)])
+def test_the_epsilon_per_column_a_noise_step_states_is_never_below_the_one_spent(use, epsilon, d):
+    """The statement said "0.333333 per column" for epsilon 1 over three
+    columns (rounded to nearest: less than the 1/3 each column spends)."""
+    columns = [f"c{j}" for j in range(d)]
+    data = pd.DataFrame({c: np.arange(12) % 5 for c in columns})
+    step = {"use": use, "epsilon": epsilon, "bounds": {c: [0, 5] for c in columns}}
+    release = privclust.run({"steps": [step]}, data, seed=1)
+    statement = next(e.statement for e in release.ledger if e.kind == "dp")
+    shown = float(re.search(r"epsilon split evenly, ([0-9.e+-]+) per column", statement).group(1))
+    assert shown >= epsilon / d
+    if (epsilon, d) == (1.0, 3):
+        assert "0.333334 per column" in statement
+
+
+def test_at_least_is_public_and_never_below_the_value():
+    rng = np.random.default_rng(5)
+    values = [1 / 3, 0.1234567, 0.30000000000000004, 1.2349e-6, *rng.uniform(0, 10, 200), *(10.0 ** rng.uniform(-9, 3, 200))]
+    for value in values:
+        for digits in (3, 4, 6):
+            assert float(privclust.at_least(value, digits)) >= value
+    assert privclust.at_least(1 / 3) == "0.333334" and privclust.at_least(0.1234567, 3) == "0.124"
+    assert privclust.at_least(0.5) == "0.5" and privclust.at_least(2.0) == "2"

@@ -402,3 +402,77 @@ def test_a_dp_release_keeps_the_figures_of_the_original_data_out_of_its_non_disc
                              "evaluate": [{"use": "moments"}, {"use": "dbrl"}]}, data, seed=1)
     assert len(sdc.report(non_disclosive=True)["evaluations"]) == len(sdc.evaluations) > 0
     assert "Not differentially private:" not in sdc.to_html(plots=False)
+
+
+class _Clock:
+    """A stand-in for ``time`` in the runner: every call to ``perf_counter``
+    moves 4321.125 s on, so each step's run time is a figure no report can
+    show by chance."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def perf_counter(self):
+        self.now += 4321.125
+        return self.now
+
+
+_TIMES = ("4321.125", "4.32e+03", "4321.12", "elapsed_seconds", "took ", "done in")
+
+
+def test_a_non_disclosive_report_states_no_run_time(tmp_path, monkeypatch, capsys):
+    """A step's run time is a function of the data (a timing side channel no
+    DP statement covers): the process entry's statement said "(4.32e+03 s)"
+    and the report's steps ``elapsed_seconds`` in the non-disclosive JSON,
+    HTML page and CLI output too. The full report keeps them."""
+    import privclust.runner
+
+    monkeypatch.setattr(privclust.runner, "time", _Clock())
+    data = pd.DataFrame({"a": np.arange(20.0), "b": np.arange(20.0) % 7})
+    recipe = {"steps": [{"use": "laplace", "epsilon": 1.0, "bounds": {"a": [0, 20], "b": [0, 7]}}],
+              "evaluate": ["sse-sst"]}
+    release = privclust.run(recipe, data, seed=1)
+    assert release.outcomes[0].elapsed == 4321.125
+    public = release.to_json(non_disclosive=True) + release.to_html(non_disclosive=True, plots=False)
+    assert not [t for t in _TIMES if t in public]
+    assert not [e for e in release.ledger if "4.32e+03" in e.statement]  # the statements state no time
+    report = release.report(non_disclosive=True)
+    assert privclust.report.RUN_TIMES_NOTE in report["left_out"]
+    assert "run times of the steps" in release.to_html(non_disclosive=True, plots=False)
+    full = release.report()
+    assert full["steps"][0]["elapsed_seconds"] == 4321.125
+    process = next(e for e in full["ledger"] if e["kind"] == "process")
+    assert process["details"]["elapsed_seconds"] == 4321.125
+    assert "took 4.32e+03 s" in release.to_html(plots=False)
+    # the CLI: its progress lines and summary with --non-disclosive state no time either
+    data.to_csv(tmp_path / "in.csv", index=False)
+    (tmp_path / "r.toml").write_text('[[steps]]\nuse = "laplace"\nepsilon = 1.0\n'
+                                     'bounds = { a = [0, 20], b = [0, 7] }\n')
+    capsys.readouterr()
+    assert main(["run", str(tmp_path / "r.toml"), "-i", str(tmp_path / "in.csv"), "-o", str(tmp_path / "o.csv"),
+                 "--report", str(tmp_path / "report.html"), "--non-disclosive"]) == 0
+    out = capsys.readouterr()
+    written = out.out + out.err + (tmp_path / "report.html").read_text() + (tmp_path / "report.json").read_text()
+    assert "done" in out.err and not [t for t in _TIMES if t in written]
+    assert main(["run", str(tmp_path / "r.toml"), "-i", str(tmp_path / "in.csv"), "-o", str(tmp_path / "o2.csv"),
+                 "--report", str(tmp_path / "full.json")]) == 0
+    assert "done in 4.32e+03 s" in capsys.readouterr().err
+    assert "4321.125" in (tmp_path / "full.json").read_text()
+
+
+def test_the_html_parameter_table_shows_privacy_parameters_exactly():
+    """The parameter table rounded every float to 6 significant digits to
+    the nearest: epsilon = 0.1234564 read 0.123456, less than the epsilon the
+    step spent; 1/3 per column read 0.333333."""
+    data = pd.DataFrame({"a": np.arange(20.0), "b": np.arange(20.0) % 7})
+    recipe = {"privacy": {"epsilon": 0.1234564},
+              "steps": [{"use": "laplace", "epsilon": 0.1234564, "bounds": {"a": [0, 20], "b": [0, 7]}}]}
+    release = privclust.run(recipe, data, seed=1)
+    for page in (release.to_html(plots=False), release.to_html(non_disclosive=True, plots=False)):
+        assert "<td><code>epsilon</code></td><td>0.1234564</td>" in page
+        assert "0.123456<" not in page and "0.123456," not in page and "0.123456)" not in page
+        assert "budget: epsilon 0.1234564, delta 0" in page
+    # values shown with 6 digits elsewhere in the table are not privacy figures
+    assert privclust.report._privacy_parameter("clusterer.noise.epsilon")
+    assert privclust.report._privacy_parameter("bounds_epsilon") and privclust.report._privacy_parameter("delta")
+    assert not privclust.report._privacy_parameter("noise_scale.a")

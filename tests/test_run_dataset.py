@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -320,3 +321,17 @@ def test_a_dp_dataset_release_says_its_evaluation_figures_are_not_dp(dataset, tm
     assert release.report(non_disclosive=True)["evaluations"] == []
     plain = privclust.run_dataset(LAPLACE_STRATA, source, tmp_path / "out2", processes=1)
     assert "Not differentially private:" not in plain.to_html()
+
+
+def test_a_non_disclosive_dataset_report_states_no_run_time(dataset, tmp_path):
+    """The steps' run times (a function of the data) were in the
+    non-disclosive dataset report: in its steps and in the process entries
+    of every stratum."""
+    _, source = dataset
+    release = privclust.run_dataset(LAPLACE_STRATA, source, tmp_path / "out", processes=1)
+    assert "elapsed_seconds" in release.report()["steps"][0]
+    public = release.report(non_disclosive=True)
+    assert "elapsed_seconds" not in json.dumps(public)
+    assert privclust.report.RUN_TIMES_NOTE in public["left_out"]
+    assert not [e.statement for e in release.ledger if re.search(r"\d s\)", e.statement)]
+    assert "run times of the steps" in release.to_html(non_disclosive=True)
