@@ -29,6 +29,7 @@ from .accounting import (
     StashKey,
     ThrottledProgress,
     at_least,
+    at_most,
 )
 from .compare import compare, summarize
 from .components import (
@@ -171,6 +172,7 @@ __all__ = [
     "UnknownComponentError",
     "__version__",
     "at_least",
+    "at_most",
     "compare",
     "compile",
     "declared_leaks",

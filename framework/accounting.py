@@ -56,6 +56,7 @@ __all__ = [
     "Stash",
     "StashKey",
     "at_least",
+    "at_most",
     "ThrottledProgress",
 ]
 
@@ -155,10 +156,18 @@ def at_least(value: float, digits: int = 6) -> str:
     return f"{float(exact.quantize(step, rounding=decimal.ROUND_CEILING)):.{digits}g}"
 
 
-def _at_most(value: float, digits: int = 4) -> str:
-    """The mirror of :func:`at_least` for a lower bound (an audit's lower
-    bound on epsilon): rounded **down** whenever the nearest rounding would
-    show more than the value, so the bound shown still holds."""
+def at_most(value: float, digits: int = 6) -> str:
+    """The mirror of :func:`at_least`: ``digits`` significant digits,
+    rounded **down** whenever the nearest rounding would show more than the
+    value. For a figure a statement is weaker for understating: the
+    sensitivity a mechanism was calibrated to and the scale of the noise it
+    drew (a guarantee stated for a sensitivity of ``2/3`` must not read
+    ``0.666667``, which covers a slightly larger change than the noise was
+    drawn for), or an audit's lower bound on epsilon.
+
+    >>> at_most(2 / 3), at_most(0.1239, 3), at_most(4.0), at_most(0.0)
+    ('0.666666', '0.123', '4', '0')
+    """
     text = f"{value:.{digits}g}"
     if not math.isfinite(value) or value == 0 or float(text) <= value:
         return text
@@ -930,11 +939,13 @@ class PrivacyContext:
                                  "do not record it as a DP release")
         if isinstance(sensitivity, Sensitivity):
             sens: Any = {"l1": sensitivity.l1, "l2": sensitivity.l2_bound}
-            sens_text = f"L1 {sensitivity.l1:.6g}" + (
-                f", L2 {sensitivity.l2:.6g}" if sensitivity.l2 is not None else "")
+            sens_text = f"L1 {at_most(sensitivity.l1)}" + (
+                f", L2 {at_most(sensitivity.l2)}" if sensitivity.l2 is not None else "")
         else:
             sens = sensitivity
-            sens_text = f"{sensitivity:.6g}" if isinstance(sensitivity, int | float) else str(sensitivity)
+            # a sensitivity shown rounded down: rounded up, the statement would cover a larger change than the
+            # noise was drawn for
+            sens_text = at_most(sensitivity) if isinstance(sensitivity, int | float) else str(sensitivity)
         statement = _dp_statement(
             epsilon=float(epsilon), delta=float(delta), mechanism=mechanism, sensitivity=sens_text,
             relation=relation, covers=covers, not_covered=not_covered, claimed_epsilon=claimed_epsilon,

@@ -79,7 +79,7 @@ import numpy as np
 import pandas as pd
 
 from ._optional import deferred, optional
-from .accounting import ADD_REMOVE, PrivacyContext, _at_most, _exact, at_least, relation_kind
+from .accounting import ADD_REMOVE, PrivacyContext, _exact, at_least, at_most, relation_kind
 from .components import (
     CAPABILITIES,
     KIND_METHODS,
@@ -484,7 +484,7 @@ class AuditResult:
         significant digits, or more when a failed audit's bound and charge
         would otherwise read the wrong way round."""
         for digits in range(4, 18):
-            lower = _at_most(self.epsilon_lower_bound, digits)
+            lower = at_most(self.epsilon_lower_bound, digits)
             charged = at_least(self.claimed_epsilon, digits)
             if self.passed or not (math.isfinite(self.epsilon_lower_bound) and math.isfinite(self.claimed_epsilon)) \
                     or float(lower) > float(charged):

@@ -47,6 +47,7 @@ from privclust import (
     PrivacyContext,
     Sensitivity,
     at_least,
+    at_most,
     nested,
     param,
     public_bounds,
@@ -491,7 +492,7 @@ class _NoisyDensityPeaks(_DensityPeaks):
             covers = (f"the noisy density vector (one density per record, Lap(1/{eps_text}) on each; the paper "
                       f"claims {eps_text}-DP per density)")
         else:
-            covers = f"the noisy density vector (one density per record, Lap({sens:g}/{eps_text}) on each)"
+            covers = f"the noisy density vector (one density per record, Lap({sens:.0f}/{eps_text}) on each)"
         mech = context.mechanism(self.noise)
         noisy = mech.release(rho, sensitivity=Sensitivity(l1=sens, l2=math.sqrt((n - 1) ** 2 + (n - 1))),
                              epsilon=charged, context=context, relation=RELATION, covers=covers,
@@ -499,18 +500,18 @@ class _NoisyDensityPeaks(_DensityPeaks):
         if self.calibration == "paper":
             statement = (
                 f"{self.name} (paper-faithful mechanism): the paper claims epsilon = {eps_text} because one density "
-                f"changes by at most 1, but the released vector of {n} densities moves by up to {sens:g} in L1 under "
+                f"changes by at most 1, but the released vector of {n} densities moves by up to {sens:.0f} in L1 under "
                 f"replace-one (n - 1 = {n - 1} over the common coordinates when one record is removed), so the "
-                f"accountant was charged epsilon x {sens:g} = {at_least(charged)}. (Removing the densest record moves "
+                f"accountant was charged epsilon x {sens:.0f} = {at_least(charged)}. (Removing the densest record moves "
                 "the vector by its own density, a figure of the raw data that is no guarantee: it is in the step's "
                 "diagnostics, 'accounting', not in the ledger.) " + LABELS_NOT_COVERED[0].upper()
                 + LABELS_NOT_COVERED[1:] + "."
             )
         else:
             statement = (
-                f"{self.name} (vector calibration): Lap({sens:g}/{eps_text}) on each of the {n} densities makes "
-                f"the vector {eps_text}-DP under replace-one (worst-case L1 sensitivity {sens:g}); the noise scale "
-                f"{scale:.4g} dwarfs densities of at most n - 1 = {n - 1}, so expect no utility. "
+                f"{self.name} (vector calibration): Lap({sens:.0f}/{eps_text}) on each of the {n} densities makes "
+                f"the vector {eps_text}-DP under replace-one (worst-case L1 sensitivity {sens:.0f}); the noise scale "
+                f"{at_most(scale, 4)} dwarfs densities of at most n - 1 = {n - 1}, so expect no utility. "
                 + LABELS_NOT_COVERED[0].upper() + LABELS_NOT_COVERED[1:] + "."
             )
         context.record(statement, guarantee="density-vector accounting", details=details)
@@ -913,8 +914,8 @@ class DPDPCGrid(_DensityPeaks):
             details=details), dtype=float)
         context.record(
             f"dp-dpc-grid: the cluster map over {nodes.shape[0]} query points is {at_least(self.epsilon)}-DP under "
-            f"replace-one (L1 sensitivity {worst:.4g} = 2 x {sens:.4g} for a record anywhere, independent of the "
-            f"{n} records); the cluster numbers and the released centres are computed from the map alone. Every "
+            f"replace-one (L1 sensitivity {at_most(worst, 4)} = 2 x {at_most(sens, 4)} for a record anywhere, "
+            f"independent of the {n} records); the cluster numbers and the released centres are computed from the map alone. Every "
             f"record is first clipped to the bounds widened by {margin:.4g} (clustering units) on each side, "
             f"{clip_effect}. Each record's label is the cluster of the node nearest to its clipped position (or of "
             "the nearest clustered node): a function of that record and the DP map, so labels are covered only in "

@@ -47,6 +47,7 @@ from privclust import (
     PrivacyContext,
     Sensitivity,
     at_least,
+    at_most,
     param,
     public_bounds,
 )
@@ -215,8 +216,8 @@ def _check_magnitude(name: str, values: np.ndarray, gamma: float) -> None:
 
 
 def _noise_text(kind: str, plan: _Plan, norm: str = "") -> str:
-    return (f"exact discrete {kind} noise of {'sigma' if kind == 'Gaussian' else 'scale'} {plan.scale:.6g} on the "
-            f"lattice {plan.lattice}, calibrated to {norm}sensitivity {plan.sensitivity:.10g} including the "
+    return (f"exact discrete {kind} noise of {'sigma' if kind == 'Gaussian' else 'scale'} {at_most(plan.scale)} on the "
+            f"lattice {plan.lattice}, calibrated to {norm}sensitivity {at_most(plan.sensitivity, 10)} including the "
             "rounding to the lattice")
 
 
@@ -317,7 +318,8 @@ def _effective(bounds: Any, columns: list[str], low: Any, high: Any, scales: lis
 
 
 def _fmt_map(columns: list[str], numbers: list[Any]) -> str:
-    return "{" + ", ".join(f"{c}: {v:.6g}" if isinstance(v, float) else f"{c}: {v}"
+    # the numbers are sensitivities (column ranges): shown rounded down, never above what the noise covers
+    return "{" + ", ".join(f"{c}: {at_most(v)}" if isinstance(v, float) else f"{c}: {v}"
                            for c, v in zip(columns, numbers, strict=True)) + "}"
 
 
@@ -358,7 +360,7 @@ class GeometricMechanism(_StepMixin):
         context.spend(epsilon=epsilon, delta=0.0, mechanism=self.name, sensitivity=s.l1, relation=relation,
                       covers=covers, not_covered=not_covered,
                       details={**(ledger.pop("details", None) or {}), "exact_noise_scale": scale},
-                      noise=f"exact two-sided geometric noise of scale {scale:.6g} on the integers", **ledger)
+                      noise=f"exact two-sided geometric noise of scale {at_most(scale)} on the integers", **ledger)
         return arr + sampling.discrete_laplace(context.rng, units, arr.shape)
 
     def perturb(self, data: pd.DataFrame, context: PrivacyContext) -> Masked:
@@ -499,7 +501,7 @@ class GaussianMechanism(_StepMixin):
         _check_magnitude(self.name, out, plan.gamma)
         details = {"sigma": plan.scale, "lattice": plan.lattice, "effective_sensitivity": plan.sensitivity,
                    **(ledger.pop("details", None) or {})}
-        context.spend(epsilon=epsilon, delta=delta, mechanism=self.name, sensitivity=f"L2 {s.l2_bound:.6g}",
+        context.spend(epsilon=epsilon, delta=delta, mechanism=self.name, sensitivity=f"L2 {at_most(s.l2_bound)}",
                       relation=relation, covers=covers, not_covered=not_covered, details=details,
                       noise=_noise_text("Gaussian", plan, "L2 "), **ledger)
         return _release_on_lattice(context.rng, out, plan, "gaussian")
@@ -517,7 +519,7 @@ class GaussianMechanism(_StepMixin):
             _check_magnitude(self.name, np.array([low[j], high[j]]), plan.gamma)
         context.spend(
             epsilon=self.epsilon, delta=self.delta, mechanism=self.name,
-            sensitivity=f"the column ranges {_fmt_map(columns, ranges)}, L2 {math.sqrt(d):.6g} with each "
+            sensitivity=f"the column ranges {_fmt_map(columns, ranges)}, L2 {at_most(math.sqrt(d))} with each "
                         "column rescaled by its range",
             relation=RELATION, covers=self._covers(columns, "L2"), not_covered=STEP_NOT_COVERED,
             noise=_lattices_text("Gaussian", columns, plans),

@@ -553,3 +553,48 @@ def test_at_least_is_public_and_never_below_the_value():
             assert float(privclust.at_least(value, digits)) >= value
     assert privclust.at_least(1 / 3) == "0.333334" and privclust.at_least(0.1234567, 3) == "0.124"
     assert privclust.at_least(0.5) == "0.5" and privclust.at_least(2.0) == "2"
+
+
+def test_at_most_is_public_and_never_above_the_value():
+    rng = np.random.default_rng(6)
+    values = [2 / 3, 0.1239, 0.30000000000000004, 1.41421356, *rng.uniform(0, 10, 200), *(10.0 ** rng.uniform(-9, 3, 200))]
+    for value in values:
+        for digits in (3, 4, 6, 10):
+            assert float(privclust.at_most(value, digits)) <= value
+    assert privclust.at_most(2 / 3) == "0.666666" and privclust.at_most(4.0) == "4"
+
+
+def test_the_column_ranges_a_noise_step_states_as_its_sensitivity_are_never_above_those_used():
+    """A column range of 2/3 read "0.666667" (rounded to nearest: a statement
+    covering a slightly larger change than the noise was drawn for)."""
+    high = 2 / 3
+    data = pd.DataFrame({"a": np.linspace(0, high, 12), "b": np.linspace(high, 0, 12)})
+    release = privclust.run({"steps": [{"use": "laplace", "epsilon": 1.0, "bounds": {"a": [0, high], "b": [0, high]}}]},
+                            data, seed=1)
+    statement = next(e.statement for e in release.ledger if e.kind == "dp")
+    assert "{a: 0.666666, b: 0.666666}" in statement, statement
+
+
+@pytest.mark.parametrize("mech, kw", [(LaplaceMechanism(), {}), (GaussianMechanism(), {"delta": 1e-6})])
+def test_the_noise_scale_and_sensitivity_a_release_states_are_never_above_those_used(mech, kw):
+    """The noise's scale was stated rounded to nearest (above the scale drawn
+    for about half of all values)."""
+    for sensitivity in (2 / 3, 1 / 7, 0.123456789):
+        _, ctx = release(mech, np.zeros(3), sensitivity=sensitivity, epsilon=0.3, **kw)
+        entry = ctx.ledger[-1]
+        statement = entry.statement
+        scale = float(re.search(r"noise of (?:scale|sigma) ([0-9.e+-]+)", statement).group(1))
+        calibrated = float(re.search(r"calibrated to (?:L2 )?sensitivity ([0-9.e+-]+)", statement).group(1))
+        assert scale <= entry.details.get("exact_noise_scale", entry.details.get("sigma")), statement
+        assert calibrated <= entry.details["effective_sensitivity"], statement
+
+
+def test_the_host_states_a_numeric_sensitivity_rounded_down():
+    context = privclust.PrivacyContext(seed=0, budget=privclust.Budget(epsilon=1.0))
+    with context.step(0, "s", "custom"):
+        context.spend(epsilon=0.5, mechanism="laplace", sensitivity=2 / 3, relation="replace-one", covers="a mean")
+        context.spend(epsilon=0.5, mechanism="gaussian", sensitivity=privclust.Sensitivity(l1=2 / 3, l2=2 / 3),
+                      relation="replace-one", covers="two values")
+    first, second = [e.statement for e in context.ledger if e.kind == "dp"]
+    assert "sensitivity 0.666666" in first and "0.666667" not in first
+    assert "L1 0.666666" in second and "L2 0.666666" in second and "0.666667" not in second
