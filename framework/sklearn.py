@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import inspect
 import math
+import warnings
 from collections.abc import Mapping
 from typing import Any
 
@@ -51,7 +52,7 @@ from sklearn.base import BaseEstimator, ClusterMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .building import renamed_to
-from .errors import ParameterError
+from .errors import DataError, ParameterError, PrivclustWarning
 from .params import param_name
 from .recipe import Budget
 from .registry import get_registry
@@ -81,12 +82,30 @@ def _budget(value: Any) -> Budget:
 
 
 def _frame(estimator: BaseEstimator, X: Any, *, reset: bool) -> pd.DataFrame:
-    """X as a DataFrame with string column names, after scikit-learn's checks."""
+    """X as a DataFrame with string column names, after scikit-learn's checks.
+
+    A DataFrame keeps its column names (as strings, also when they are not
+    strings, which scikit-learn does not record as ``feature_names_in_``);
+    the columns of an array are ``x0``, ``x1``, ... A NaN or an infinite
+    value is refused naming its column(s)."""
     names = [str(c) for c in X.columns] if isinstance(X, pd.DataFrame) else None
     index = X.index if isinstance(X, pd.DataFrame) else None
-    array = validate_data(estimator, X, reset=reset, dtype="numeric", ensure_min_samples=1)
+    array = validate_data(estimator, X, reset=reset, dtype="numeric", ensure_min_samples=1,
+                          ensure_all_finite=False)
     if names is None:
         names = [f"x{j}" for j in range(array.shape[1])]
+    bad = ~np.isfinite(array)
+    if bad.any():
+        nan = np.isnan(array).sum(axis=0)
+        inf = (bad.sum(axis=0) - nan)
+        found = [f"{names[j]} ({', '.join(t for t in (f'{nan[j]} NaN' if nan[j] else '', f'{inf[j]} inf' if inf[j] else '') if t)})"
+                 for j in np.flatnonzero(bad.any(axis=0))]
+        raise DataError(f"{type(estimator).__name__}: the input has NaN or inf values in column(s) "
+                        f"{', '.join(found)}; the estimators take complete, finite data: drop or impute those "
+                        "records first (privclust.run with a recipe keeps missing values where the step "
+                        "supports them, see the missing-values page)")
+    if reset:
+        estimator._privclust_columns = tuple(names)
     return pd.DataFrame(array, columns=names, index=index)
 
 
@@ -111,7 +130,21 @@ class _PrivclustEstimator(BaseEstimator):
         budget = _budget(self.budget)
         if budget.limited:
             recipe["privacy"] = {"epsilon": budget.epsilon, "delta": budget.delta}
-        return run(recipe, frame, seed=self.random_state)
+        seed = self.random_state
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0):
+            raise ParameterError(f"random_state: must be None or an integer >= 0; got {seed!r} (privclust draws "
+                                 "from a seed sequence of its own, so a numpy RandomState or Generator is not "
+                                 "accepted; leave random_state=None for a release to publish)")
+        release = run(recipe, frame, seed=seed)
+        if seed is not None and release.random_steps:
+            if getattr(self, "_privclust_seed_drawn", None) == int(seed):
+                warnings.warn(PrivclustWarning(
+                    f"{type(self).__name__}: this run drew its randomness (noise included) from the same stream as "
+                    "an earlier run of this estimator, since random_state is the same fixed seed; on different data, "
+                    "two such releases can cancel each other's noise, so their privacy statements do not hold together. "
+                    "Publish at most one release per seed; leave random_state=None for releases."), stacklevel=3)
+            self._privclust_seed_drawn = int(seed)
+        return release
 
     def __reduce__(self) -> tuple[Any, ...]:
         # The release holds the original data: it stays out of the pickle.
@@ -147,7 +180,9 @@ class _MaskerEstimator(TransformerMixin, _PrivclustEstimator):
     @property
     def feature_names_out_(self) -> list[str]:
         check_is_fitted(self, "n_features_in_")
-        names = getattr(self, "feature_names_in_", None)
+        names = getattr(self, "_privclust_columns", None)
+        if names is None:  # unpickled from an earlier version
+            names = getattr(self, "feature_names_in_", None)
         return [str(c) for c in names] if names is not None else [f"x{j}" for j in range(self.n_features_in_)]
 
     def get_feature_names_out(self, input_features: Any = None) -> np.ndarray:
