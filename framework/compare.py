@@ -574,12 +574,17 @@ def compare(
 def summarize(table: pd.DataFrame) -> pd.DataFrame:
     """Mean and standard deviation of every figure per configuration, with
     the number of runs and of failed runs, and ``dp``: True when every run
-    that finished is differentially private (the ``dp_epsilon`` figures are
-    NaN for a configuration where any finished run is not), False when one
-    is not, missing when none finished."""
+    that finished is differentially private (the ``dp_epsilon`` and
+    ``dp_delta`` figures are NaN for a configuration where any finished run
+    is not), False when one is not, missing when none finished; and
+    ``dp_claimed_by``, the components whose statements the ``dp`` figures
+    rest on (missing unless ``dp`` is True). The spent ``delta`` is kept
+    beside ``epsilon``: a figure of epsilon alone would read as pure
+    epsilon-DP."""
     meta = table.attrs.get("privclust", {})
     keys = list(meta.get("parameters", []))
-    metrics = list(meta.get("metrics", [])) + ["dp_epsilon", "epsilon", "claimed_epsilon", "seconds"]
+    metrics = list(meta.get("metrics", [])) + ["dp_epsilon", "dp_delta", "epsilon", "delta", "claimed_epsilon",
+                                               "seconds"]
     metrics = [m for m in metrics if m in table.columns]
     group = ["recipe", "configuration"]  # a configuration number names its parameter values
     ok = table[table["error"].isna()]
@@ -590,9 +595,15 @@ def summarize(table: pd.DataFrame) -> pd.DataFrame:
     if "dp" in table.columns:
         finished = ok.groupby(group, sort=False)["dp"].agg(lambda d: bool(d.fillna(False).astype(bool).all()))
         counts["dp"] = finished.reindex(counts.index).astype("boolean")
-        for column in ("dp_epsilon mean", "dp_epsilon std"):  # a guarantee only if every run has one
-            if column in stats.columns:
-                stats.loc[~finished.reindex(stats.index).fillna(False).astype(bool), column] = np.nan
+        every = finished.reindex(stats.index).fillna(False).astype(bool)
+        for column in ("dp_epsilon mean", "dp_epsilon std", "dp_delta mean", "dp_delta std"):
+            if column in stats.columns:  # a guarantee only if every run has one
+                stats.loc[~every, column] = np.nan
+        if "dp_claimed_by" in table.columns:  # whose statements the dp figures rest on
+            claimants = ok.groupby(group, sort=False)["dp_claimed_by"].agg(
+                lambda c: "; ".join(dict.fromkeys(str(v) for v in c.dropna())) or None)
+            counts["dp_claimed_by"] = claimants.reindex(counts.index).where(counts["dp"].fillna(False).astype(bool))
+            counts["dp_claimed_by"] = counts["dp_claimed_by"].astype("string")
     params = by[keys].first() if keys else None
     out = (counts if params is None else params.join(counts)).join(stats).reset_index()
     out.attrs["privclust"] = {**meta, "summary": True}

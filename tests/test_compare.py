@@ -587,3 +587,23 @@ def test_a_table_of_dp_runs_says_that_a_choice_made_from_it_is_not_dp(data, reg,
         warnings.simplefilter("error", privclust.PrivclustWarning)
         other = privclust.compare(plain, data, seed=1, registry=reg, processes=1, progress=False)
     assert "note" not in other.attrs["privclust"]
+
+
+def test_summarize_keeps_the_deltas_and_whose_dp_statements():
+    # the summary showed dp = True and a dp_epsilon without the delta: an (epsilon, delta) guarantee read as pure
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"a": rng.uniform(0, 10, 120), "b": rng.uniform(0, 10, 120)})
+    bounds = {"a": [0, 10], "b": [0, 10]}
+    recipes = [{"name": "gauss", "steps": [{"use": "gaussian", "epsilon": 1.0, "delta": 1e-5, "bounds": bounds}]},
+               {"name": "lap", "steps": [{"use": "laplace", "epsilon": 1.0, "bounds": bounds}]},
+               {"name": "mdav", "steps": [{"use": "microaggregation", "clusterer": {"use": "mdav", "k": 3}}]}]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", privclust.PrivclustWarning)
+        table = privclust.compare(recipes, frame, repeats=2, seed=1, progress=False, processes=1)
+    summary = privclust.summarize(table).set_index("recipe")
+    assert summary.loc["gauss", "dp_delta mean"] == 1e-5 and summary.loc["lap", "dp_delta mean"] == 0.0
+    assert pd.isna(summary.loc["mdav", "dp_delta mean"])
+    assert summary.loc["gauss", "delta mean"] == 1e-5
+    assert summary.loc["gauss", "dp_claimed_by"] == "step 0 (gaussian)"
+    assert summary.loc["lap", "dp_claimed_by"] == "step 0 (laplace)"
+    assert pd.isna(summary.loc["mdav", "dp_claimed_by"])
