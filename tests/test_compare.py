@@ -82,7 +82,8 @@ def test_table_has_a_row_per_run_with_every_figure(data, reg):
                               progress=False)
     assert len(table) == 2 * 2 * 3
     assert list(table.columns) == ["recipe", "configuration", "noise.epsilon", "repeat", "mean-shift.loss",
-                                   "mean-shift.risk", "dp", "dp_claimed_by", "dp_epsilon", "dp_delta", "epsilon",
+                                   "mean-shift.risk", "dp", "dp_claimed_by", "dp_epsilon", "dp_delta", "dp_relation",
+                                   "epsilon",
                                    "delta",
                                    "claimed_epsilon", "seconds", "error"]
     assert table["epsilon"].tolist() == [0.5] * 3 + [2.0] * 3 + [0.5] * 3 + [2.0] * 3
@@ -607,3 +608,47 @@ def test_summarize_keeps_the_deltas_and_whose_dp_statements():
     assert summary.loc["gauss", "dp_claimed_by"] == "step 0 (gaussian)"
     assert summary.loc["lap", "dp_claimed_by"] == "step 0 (laplace)"
     assert pd.isna(summary.loc["mdav", "dp_claimed_by"])
+
+
+@attrs.frozen(kw_only=True)
+class AddRemoveNoise:
+    """A third-party DP masker whose statement holds under add/remove."""
+
+    name: ClassVar[str] = "addremove-noise"
+    epsilon: float = privclust.param(float, default=1.0, doc="epsilon")
+
+    def mask(self, data, context):
+        context.spend(epsilon=self.epsilon, mechanism="laplace", sensitivity=1.0, relation="add/remove one record",
+                      covers="the values")
+        return privclust.Masked(data=data + 0.5)
+
+
+class AddRemovePlugin:
+    @hookimpl
+    def privclust_register_maskers(self, register):
+        register(AddRemoveNoise)
+
+
+def test_the_table_states_the_relation_each_dp_epsilon_holds_under():
+    # dp_epsilon 1.0 under add/remove read as the same guarantee as 1.0 under replace-one (there it is 2)
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"a": rng.uniform(0, 10, 100), "b": rng.uniform(0, 10, 100)})
+    reg = Registry(plugins=[AddRemovePlugin()])
+    recipes = [{"name": "ar", "steps": [{"use": "addremove-noise", "epsilon": 1.0}]},
+               {"name": "ro", "steps": [{"use": "laplace", "epsilon": 1.0, "bounds": BOUNDS}]},
+               {"name": "strat", "roles": {"strata": "s"},
+                "steps": [{"use": "laplace", "epsilon": 1.0, "bounds": BOUNDS, "columns": ["a", "b"]}]},
+               {"name": "mdav", "steps": [{"use": "microaggregation", "clusterer": {"use": "mdav", "k": 3}}]}]
+    data = frame.assign(s=np.repeat(["u", "v"], 50))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", privclust.PrivclustWarning)
+        table = privclust.compare(recipes[:2] + recipes[3:], frame, seed=1, progress=False, processes=1,
+                                  registry=reg).set_index("recipe")
+        strat = privclust.compare(recipes[2], data, seed=1, progress=False, processes=1)
+    assert table["dp_epsilon"].loc[["ar", "ro"]].tolist() == [1.0, 1.0]
+    assert table.loc["ar", "dp_relation"] == "add/remove"
+    assert table.loc["ro", "dp_relation"] == "replace-one"
+    assert pd.isna(table.loc["mdav", "dp_relation"]) and str(table["dp_relation"].dtype) == "string"
+    assert strat.loc[0, "dp_relation"] == "replace-one (with the public stratum column(s) s fixed)"
+    summary = privclust.summarize(table.reset_index()).set_index("recipe")
+    assert summary.loc["ar", "dp_relation"] == "add/remove" and pd.isna(summary.loc["mdav", "dp_relation"])
