@@ -82,16 +82,18 @@ def pareto_front(x: Sequence[float], y: Sequence[float]) -> np.ndarray:
 def _labels(table: pd.DataFrame, keys: Sequence[str]) -> list[str]:
     """``recipe, param=value, ...`` per row, leaving out the parameters a
     recipe does not sweep (empty in its rows)."""
-    labels = []
-    for _, row in table.iterrows():
-        parts = [str(row["recipe"])]
-        for k in keys:
-            value = row[k]
-            if value is None or (isinstance(value, float) and np.isnan(value)):
-                continue
-            parts.append(f"{k.split('.')[-1]}={value:g}" if isinstance(value, float) else f"{k.split('.')[-1]}={value}")
-        labels.append(", ".join(parts))
-    return labels
+    return [", ".join([str(row["recipe"]), *_settings(row, keys)]) for _, row in table.iterrows()]
+
+
+def _settings(row: pd.Series, keys: Sequence[str]) -> list[str]:
+    """``param=value`` of a row for each of ``keys`` it has a value of."""
+    parts = []
+    for k in keys:
+        value = row[k]
+        if value is None or (isinstance(value, float) and np.isnan(value)):
+            continue
+        parts.append(f"{k.split('.')[-1]}={value:g}" if isinstance(value, float) else f"{k.split('.')[-1]}={value}")
+    return parts
 
 
 def _aggregate(table: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
@@ -127,7 +129,8 @@ def risk_utility_map(table: pd.DataFrame, *, risk: str | None = None, loss: str 
     risk = _pick(table, risk, RISK_HINTS, "risk")
     loss = _pick(table, loss, LOSS_HINTS, "information-loss")
     agg = _aggregate(table, [loss, risk])
-    ax = _axes(ax, detached, figsize=(7, 5))
+    # constrained layout: the note under the axes and the labels near the edges stay on the saved figure
+    ax = _axes(ax, detached, figsize=(7, 5), layout="constrained")
     x, y = agg[f"{loss} mean"].to_numpy(), agg[f"{risk} mean"].to_numpy()
     xerr, yerr = agg[f"{loss} std"].fillna(0).to_numpy(), agg[f"{risk} std"].fillna(0).to_numpy()
     recipes = list(dict.fromkeys(agg["recipe"]))
@@ -181,13 +184,21 @@ def _failures(table: pd.DataFrame) -> str:
 def metric_curve(table: pd.DataFrame, parameter: str, metric: str, *, by: str = "recipe", ax: Any = None,
                  logx: bool = False) -> Any:
     """A figure against a swept parameter: the mean over repeats with a band
-    of one standard deviation, one curve per recipe (or per ``by`` column)."""
+    of one standard deviation, one curve per recipe (or per ``by`` column)
+    and, when the table sweeps other parameters too, per value of those
+    (a curve never averages over configurations). Under the axes it names
+    the configurations whose runs failed, as :func:`risk_utility_map` does."""
     for column in (parameter, metric, by):
         if column not in table.columns:
             raise PrivclustError(f"no column {column!r} in the table; columns: {', '.join(table.columns)}")
     ok = table[table["error"].isna()] if "error" in table.columns else table
-    ax = _axes(ax, figsize=(6, 4))
-    for i, (name, rows) in enumerate(ok.groupby(by, sort=False)):
+    keys = [k for k in table.attrs.get("privclust", {}).get("parameters", []) if k in table.columns]
+    others = [k for k in keys if k not in (parameter, by)
+              and (ok.groupby(by, sort=False)[k].agg(lambda v: v.map(repr).nunique()) > 1).any()]
+    curves = pd.Series([", ".join([str(row[by]), *_settings(row, others)]) for _, row in ok.iterrows()],
+                       index=ok.index, dtype=object)
+    ax = _axes(ax, figsize=(6, 4), layout="constrained")
+    for i, (name, rows) in enumerate(ok.groupby(curves, sort=False)):
         stats = rows.groupby(parameter)[metric].agg(["mean", "std"]).sort_index()
         xs = stats.index.to_numpy(dtype=float)
         ax.plot(xs, stats["mean"], "o-", color=f"C{i % 10}", label=str(name), ms=4)
@@ -197,6 +208,9 @@ def metric_curve(table: pd.DataFrame, parameter: str, metric: str, *, by: str = 
         ax.set_xscale("log")
     ax.set_xlabel(parameter)
     ax.set_ylabel(metric)
+    failed = _failures(table)
+    if failed:  # a missing point, or one drawn from fewer runs, is said
+        ax.text(0.0, -0.2, failed, transform=ax.transAxes, fontsize=7, va="top", wrap=True)
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
     return ax

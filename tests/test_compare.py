@@ -652,3 +652,45 @@ def test_the_table_states_the_relation_each_dp_epsilon_holds_under():
     assert strat.loc[0, "dp_relation"] == "replace-one (with the public stratum column(s) s fixed)"
     summary = privclust.summarize(table.reset_index()).set_index("recipe")
     assert summary.loc["ar", "dp_relation"] == "add/remove" and pd.isna(summary.loc["mdav", "dp_relation"])
+
+
+def test_metric_curve_never_averages_over_other_swept_parameters(data, reg):
+    """With two swept parameters one curve mixed the configurations of the
+    other one into each point (its band read as the spread of repeats)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from privclust.plots import metric_curve
+
+    table = privclust.compare(noise_recipe(), data, grid={"noise.epsilon": [0.5, 2.0], "noise.columns": [["a"], ["a", "b"]]},
+                              repeats=2, seed=2, registry=reg, processes=1, progress=False)
+    ax = metric_curve(table, "noise.epsilon", "mean-shift.loss")
+    assert [line.get_label() for line in ax.lines] == ["noise, columns=['a']", "noise, columns=['a', 'b']"]
+    for line, columns in zip(ax.lines, (["a"], ["a", "b"]), strict=True):
+        rows = table[table["noise.columns"].map(lambda c, columns=columns: c == columns)]
+        assert np.allclose(line.get_ydata(), rows.groupby("noise.epsilon")["mean-shift.loss"].mean().to_numpy())
+    assert not ax.texts  # nothing failed
+    broken = (table["noise.epsilon"] == 2.0) & (table["repeat"] == 1)
+    table.loc[broken, "error"] = "BudgetExceededError: simulated"
+    ax = metric_curve(table, "noise.epsilon", "mean-shift.loss")
+    assert "Drawn from the runs that finished: noise, epsilon=2, columns=['a'] (1 of 2 runs)" in ax.texts[0].get_text()
+
+
+def test_the_risk_utility_map_note_stays_on_the_saved_figure(data, reg, tmp_path):
+    """The note on failed configurations sat below the figure's edge: a map
+    saved as the docs show (savefig without bbox_inches) lost it."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from privclust.plots import risk_utility_map
+
+    table = privclust.compare(noise_recipe(), data, grid={"noise.epsilon": [0.2, 1.0]}, seed=2,
+                              registry=reg, processes=1, progress=False)
+    table.loc[table["noise.epsilon"] == 1.0, "error"] = "BudgetExceededError: simulated"
+    for detached in (False, True):
+        ax = risk_utility_map(table, detached=detached)
+        figure = ax.figure
+        figure.savefig(tmp_path / "map.png", dpi=80)
+        note = ax.texts[-1]
+        box = note.get_window_extent()
+        assert box.y0 >= 0 and box.x0 >= 0 and box.x1 <= figure.bbox.width, (box, figure.bbox)
