@@ -90,6 +90,8 @@ def _frame(estimator: BaseEstimator, X: Any, *, reset: bool) -> pd.DataFrame:
     value is refused naming its column(s)."""
     names = [str(c) for c in X.columns] if isinstance(X, pd.DataFrame) else None
     index = X.index if isinstance(X, pd.DataFrame) else None
+    if isinstance(X, pd.DataFrame):
+        _numeric_or_refuse(estimator, X)
     array = validate_data(estimator, X, reset=reset, dtype="numeric", ensure_min_samples=1,
                           ensure_all_finite=False)
     if names is None:
@@ -107,6 +109,26 @@ def _frame(estimator: BaseEstimator, X: Any, *, reset: bool) -> pd.DataFrame:
     if reset:
         estimator._privclust_columns = tuple(names)
     return pd.DataFrame(array, columns=names, index=index)
+
+
+def _numeric_or_refuse(estimator: BaseEstimator, X: pd.DataFrame) -> None:
+    """A DataFrame's columns that are not numbers are refused by name (not
+    with scikit-learn's message, which quotes a value of the data and names
+    no column)."""
+    bad = []
+    for position in range(X.shape[1]):
+        column = X.iloc[:, position]
+        if pd.api.types.is_numeric_dtype(column.dtype) or pd.api.types.is_bool_dtype(column.dtype):
+            continue
+        try:
+            pd.to_numeric(column.astype(object) if isinstance(column.dtype, pd.CategoricalDtype) else column,
+                          errors="raise")
+        except (TypeError, ValueError):
+            bad.append(str(X.columns[position]))
+    if bad:
+        raise DataError(f"{type(estimator).__name__}: column(s) {', '.join(bad)} hold values that are not numbers; "
+                        "the estimators take numeric columns only: select them (e.g. X.select_dtypes('number')) "
+                        "or encode the categories as numbers first")
 
 
 class _PrivclustEstimator(BaseEstimator):

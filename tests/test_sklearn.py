@@ -231,3 +231,14 @@ def test_random_state_must_be_an_integer_seed(X):
     for bad in (np.random.RandomState(0), np.random.default_rng(0), -1, 1.5, True):
         with pytest.raises(ParameterError, match="random_state"):
             pcs.masker("microaggregation", random_state=bad).fit(X)
+
+
+def test_a_column_that_is_not_numeric_is_refused_by_name_without_quoting_values(X):
+    # scikit-learn's own message quoted a value of the data and named no column
+    frame = pd.DataFrame(X, columns=["income", "spend"]).assign(name="Jane Roe",
+                                                                 kind=pd.Categorical(["a", "b", "c"] * 30))
+    with pytest.raises(privclust.DataError, match="column.s. name, kind hold values that are not numbers") as err:
+        pcs.masker("microaggregation", random_state=0).fit(frame)
+    assert "Jane" not in str(err.value)
+    numeric_codes = pd.DataFrame(X, columns=["income", "spend"]).assign(code=pd.Categorical([1, 2, 3] * 30))
+    assert pcs.masker("microaggregation", random_state=0).fit_transform(numeric_codes).shape == (90, 3)
