@@ -27,7 +27,11 @@ __all__ = ["before_after", "metric_curve", "pareto_front", "risk_utility_map"]
 
 #: Words that mark a risk figure and a loss figure when none is named.
 RISK_HINTS = ("dbrl", "linkage", "interval", "transparency", "risk")
-LOSS_HINTS = ("sse", "il1", "loss", "moments", "ari", "pair")
+LOSS_HINTS = ("sse", "il1", "loss", "moments")
+#: Figures of the built-in evaluators where higher is better (agreement with
+#: the true classes): never an axis of the map, whose Pareto front and
+#: "lower left is better" take both figures to be better when lower.
+HIGHER_IS_BETTER = ("ari.", "nmi.", "pair-f.")
 
 
 def _pyplot() -> Any:
@@ -60,12 +64,19 @@ def _pick(table: pd.DataFrame, given: str | None, hints: Sequence[str], what: st
             close = difflib.get_close_matches(given, metrics, n=2)
             hint = f"did you mean {' or '.join(repr(c) for c in close)}?" if close else f"figures: {', '.join(metrics)}"
             raise PrivclustError(f"no figure named {given!r} in the table; {hint}")
+        if given.lower().startswith(HIGHER_IS_BETTER):
+            raise PrivclustError(
+                f"{given} is a figure where higher is better (agreement with the true classes), not usable as the "
+                f"{what} figure: the map takes both figures to be better when lower (its Pareto front, 'lower left "
+                f"is better'); draw one minus it as a column of its own, e.g. "
+                f"table.assign(**{{'1 - {given}': 1 - table['{given}']}})")
         return given
     for hint in hints:
         for m in metrics:
-            if hint in m.lower():
+            if hint in m.lower() and not m.lower().startswith(HIGHER_IS_BETTER):
                 return m
-    raise PrivclustError(f"name the {what} figure (one of: {', '.join(metrics) or 'none: add evaluators'})")
+    usable = [m for m in metrics if not m.lower().startswith(HIGHER_IS_BETTER)]
+    raise PrivclustError(f"name the {what} figure (one of: {', '.join(usable) or 'none: add evaluators'})")
 
 
 def pareto_front(x: Sequence[float], y: Sequence[float]) -> np.ndarray:

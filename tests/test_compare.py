@@ -694,3 +694,26 @@ def test_the_risk_utility_map_note_stays_on_the_saved_figure(data, reg, tmp_path
         note = ax.texts[-1]
         box = note.get_window_extent()
         assert box.y0 >= 0 and box.x0 >= 0 and box.x1 <= figure.bbox.width, (box, figure.bbox)
+
+
+def test_the_risk_utility_map_never_takes_a_higher_is_better_figure_for_a_loss(data, reg):
+    """ari.ari was picked as the 'information loss' (a hint matched 'ari'): the axis, the Pareto front and
+    'lower left is better' all read a higher agreement with the true classes as worse."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from privclust.plots import risk_utility_map
+
+    table = privclust.compare(noise_recipe(), data, grid={"noise.epsilon": [0.2, 1.0]}, seed=2,
+                              registry=reg, processes=1, progress=False)
+    table = table.rename(columns={"mean-shift.loss": "ari.ari"})
+    table.attrs["privclust"]["metrics"] = ["ari.ari", "mean-shift.risk"]
+    with pytest.raises(PrivclustError, match=r"name the information-loss figure \(one of: mean-shift.risk\)"):
+        risk_utility_map(table)
+    for given in ("ari.ari",):
+        with pytest.raises(PrivclustError, match="higher is better"):
+            risk_utility_map(table, loss=given)
+        with pytest.raises(PrivclustError, match="higher is better"):
+            risk_utility_map(table, risk=given, loss="mean-shift.risk")
+    ax = risk_utility_map(table.assign(**{"1 - ari.ari": 1 - table["ari.ari"]}), loss="1 - ari.ari")
+    assert ax.get_xlabel() == "information loss: 1 - ari.ari"
