@@ -187,7 +187,9 @@ def plot_gamma(obj: Any, ax: Any = None, *, step: int | str | None = None, first
         ax.plot(ranks[:m], gamma[:m], "o", ms=6, color="tab:red", label=f"centres (m = {m})")
         ax.axvline(m + 0.5, color="tab:red", ls="--", lw=1)
     ax.set_xlabel("rank i")
-    ax.set_ylabel(r"$\gamma$ (sorted, decreasing)")
+    # a DP clusterer (it reports its 'accounting') computes gamma from its noisy densities
+    noisy = "from noisy densities; " if "accounting" in partition.diagnostics else ""
+    ax.set_ylabel(r"$\gamma$ (" + noisy + "sorted, decreasing)")
     ax.set_title(f"Decision values{': ' + title if title else ''}", fontsize=10)
     kappa = partition.diagnostics.get("kappa")
     handles, labels = ax.get_legend_handles_labels()

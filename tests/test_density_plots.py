@@ -247,6 +247,9 @@ def test_the_labels_say_what_is_drawn(handmade, registry):
     noisy = Partition(labels=partition.labels, centres=partition.centres, columns=partition.columns,
                       diagnostics={**partition.diagnostics, "accounting": {}})
     assert plot_decision_graph(noisy).get_xlabel() == r"$\rho$ (noisy density)"
+    # gamma is computed from the noisy densities too: its axis says so
+    assert plot_gamma(partition).get_ylabel() == r"$\gamma$ (sorted, decreasing)"
+    assert plot_gamma(noisy).get_ylabel() == r"$\gamma$ (from noisy densities; sorted, decreasing)"
 
 
 def test_a_release_whose_clustered_values_were_changed_again_says_it_plots_the_original(registry):
