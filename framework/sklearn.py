@@ -169,8 +169,9 @@ class _PrivclustEstimator(BaseEstimator):
         return release
 
     def __reduce__(self) -> tuple[Any, ...]:
-        # The release holds the original data: it stays out of the pickle.
-        state = {k: v for k, v in self.__dict__.items() if k not in ("release_", "ledger_")}
+        # The release holds the original data: it stays out of the pickle. So does the seed of the last seeded
+        # run (kept to warn when it is used again), which random_state may no longer show.
+        state = {k: v for k, v in self.__dict__.items() if k not in ("release_", "ledger_", "_privclust_seed_drawn")}
         return (_rebuild, (self._privclust_kind, self._privclust_name, self.get_params(deep=False), state))
 
     def __sklearn_tags__(self) -> Any:

@@ -242,3 +242,13 @@ def test_a_column_that_is_not_numeric_is_refused_by_name_without_quoting_values(
     assert "Jane" not in str(err.value)
     numeric_codes = pd.DataFrame(X, columns=["income", "spend"]).assign(code=pd.Categorical([1, 2, 3] * 30))
     assert pcs.masker("microaggregation", random_state=0).fit_transform(numeric_codes).shape == (90, 3)
+
+
+def test_a_pickle_holds_no_seed_once_random_state_is_cleared(X):
+    # the seed of the last seeded run, kept to warn about its reuse, must not travel in a pickle whose
+    # random_state says None
+    mask = pcs.masker("fuzzy-microaggregation", random_state=987654321).fit(X)
+    mask.set_params(random_state=None)
+    blob = pickle.dumps(mask)
+    assert b"987654321" not in blob and (987654321).to_bytes(4, "little") not in blob
+    assert pickle.loads(blob).get_params()["random_state"] is None
