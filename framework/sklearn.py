@@ -78,6 +78,11 @@ def _budget(value: Any) -> Budget:
                 or not math.isfinite(number) or number < 0:
             raise ParameterError(f"budget: the {label} must be a finite number >= 0; got {number!r} "
                                  "(give budget=None, an epsilon, or an (epsilon, delta) pair)")
+    if epsilon == 0:
+        raise ParameterError("budget: the epsilon must be > 0; got 0 (budget=None sets no limit)")
+    if delta >= 1:
+        raise ParameterError(f"budget: the delta must be below 1; got {delta!r} (give an (epsilon, delta) pair with "
+                             "a small delta, e.g. (1.0, 1e-6), or an epsilon alone for delta = 0)")
     return Budget(epsilon=float(epsilon), delta=float(delta))
 
 

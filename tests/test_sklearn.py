@@ -252,3 +252,11 @@ def test_a_pickle_holds_no_seed_once_random_state_is_cleared(X):
     blob = pickle.dumps(mask)
     assert b"987654321" not in blob and (987654321).to_bytes(4, "little") not in blob
     assert pickle.loads(blob).get_params()["random_state"] is None
+
+
+@pytest.mark.parametrize("bad, word", [(0, "epsilon must be > 0"), ((1.0, 1.0), "delta must be below 1"),
+                                       ((1.0, 2), "delta must be below 1")])
+def test_a_budget_out_of_range_is_refused_naming_budget(X, bad, word):
+    # these reached the recipe and came back as 'recipe: privacy.epsilon ...', naming no budget
+    with pytest.raises(ParameterError, match=f"budget: the {word}"):
+        pcs.masker("microaggregation", budget=bad).fit(X)
