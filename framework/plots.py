@@ -280,8 +280,14 @@ def before_after(release: Any, columns: Sequence[str] | None = None, *, bins: in
     for ax, column in zip(flat, cols, strict=False):
         original = release.original[column].to_numpy(dtype=float)
         released = release.data[column].to_numpy(dtype=float)
-        low = np.nanmin([original.min(), released.min()])
-        high = np.nanmax([original.max(), released.max()])
+        # missing values are not drawn (a NaN in the bin range drew nothing at all): the title counts them
+        missing = (int(np.isnan(original).sum()), int(np.isnan(released).sum()))
+        original, released = original[~np.isnan(original)], released[~np.isnan(released)]
+        if not original.size and not released.size:
+            ax.set_title(f"{column} (every value missing)", fontsize=9)
+            continue
+        low = min(v.min() for v in (original, released) if v.size)
+        high = max(v.max() for v in (original, released) if v.size)
         power = _axis_power(low, high)
         if power:  # matplotlib's tick arithmetic overflows near the float limit: plot in units of 10^power
             original, released = original / 10.0 ** power, released / 10.0 ** power
@@ -290,7 +296,8 @@ def before_after(release: Any, columns: Sequence[str] | None = None, *, bins: in
         edges = _edges(low, high, bins)
         ax.hist(original, bins=edges, alpha=0.5, label="original", color="C0")
         ax.hist(released, bins=edges, alpha=0.5, label="released", color="C1")
-        ax.set_title(column, fontsize=9)
+        ax.set_title(column if not any(missing) else
+                     f"{column}\nnot drawn, missing: {missing[0]} original, {missing[1]} released", fontsize=9)
         ax.xaxis.set_major_locator(_ticks(4))  # few ticks: wide values (e.g. 600000) stay apart
         ax.tick_params(labelsize=8)
         ax.legend(fontsize=7)
