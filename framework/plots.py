@@ -161,6 +161,10 @@ def risk_utility_map(table: pd.DataFrame, *, risk: str | None = None, loss: str 
     ax.set_ylabel(f"disclosure risk: {risk}")
     ax.set_title(title or "Risk-utility map (lower left is better)")
     failed = _failures(table)
+    blank = ~(np.isfinite(x) & np.isfinite(y))  # finished runs without a value of a figure (NaN): not drawn either
+    if blank.any():
+        names = [label for label, b in zip(_labels(agg, agg.attrs["keys"]), blank, strict=True) if b]
+        failed = " ".join(filter(None, [failed, f"Not shown, no value of {loss} or {risk}: " + "; ".join(names) + "."]))
     if failed:  # the map says what it leaves out: a configuration that is not drawn did not win by default
         ax.text(0.0, -0.16, failed, transform=ax.transAxes, fontsize=7, va="top", wrap=True)
     ax.legend(fontsize=8)

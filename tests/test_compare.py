@@ -717,3 +717,18 @@ def test_the_risk_utility_map_never_takes_a_higher_is_better_figure_for_a_loss(d
             risk_utility_map(table, risk=given, loss="mean-shift.risk")
     ax = risk_utility_map(table.assign(**{"1 - ari.ari": 1 - table["ari.ari"]}), loss="1 - ari.ari")
     assert ax.get_xlabel() == "information loss: 1 - ari.ari"
+
+
+def test_the_risk_utility_map_names_configurations_without_a_value(data, reg):
+    """A configuration whose runs finished without a value of a figure (NaN) vanished from the map unnamed."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from privclust.plots import risk_utility_map
+
+    table = privclust.compare(noise_recipe(), data, grid={"noise.epsilon": [0.2, 1.0, 5.0]}, seed=2,
+                              registry=reg, processes=1, progress=False)
+    table.loc[table["noise.epsilon"] == 5.0, "mean-shift.risk"] = np.nan
+    ax = risk_utility_map(table, detached=True)
+    note = ax.texts[-1].get_text()
+    assert note == "Not shown, no value of mean-shift.loss or mean-shift.risk: noise, epsilon=5."
