@@ -213,13 +213,23 @@ def metric_curve(table: pd.DataFrame, parameter: str, metric: str, *, by: str = 
     curves = pd.Series([", ".join([str(row[by]), *_settings(row, others)]) for _, row in ok.iterrows()],
                        index=ok.index, dtype=object)
     ax = _axes(ax, figsize=(6, 4), layout="constrained")
+    ok = ok[ok[parameter].map(lambda v: v is not None and not (isinstance(v, float) and np.isnan(v)))]
+    values = ok[parameter]  # the rows of a recipe that does not sweep the parameter have none
+    numeric = all(isinstance(v, int | float | np.integer | np.floating) and not isinstance(v, bool | np.bool_)
+                  for v in values)
+    # values that are not numbers (a component, a list of columns) are drawn in the order met, one tick each
+    positions = {} if numeric else {k: i for i, k in enumerate(dict.fromkeys(map(repr, values)))}
+    x = values if numeric else values.map(lambda v: positions[repr(v)])
     for i, (name, rows) in enumerate(ok.groupby(curves, sort=False)):
-        stats = rows.groupby(parameter)[metric].agg(["mean", "std"]).sort_index()
+        stats = rows[metric].groupby(x.loc[rows.index]).agg(["mean", "std"]).sort_index()
         xs = stats.index.to_numpy(dtype=float)
         ax.plot(xs, stats["mean"], "o-", color=f"C{i % 10}", label=str(name), ms=4)
         ax.fill_between(xs, stats["mean"] - stats["std"].fillna(0), stats["mean"] + stats["std"].fillna(0),
                         color=f"C{i % 10}", alpha=0.2)
-    if logx:
+    if not numeric:
+        shown = {repr(v): str(v) for v in values}
+        ax.set_xticks(list(positions.values()), [shown[k] for k in positions], fontsize=7)
+    if logx and numeric:
         ax.set_xscale("log")
     ax.set_xlabel(parameter)
     ax.set_ylabel(metric)

@@ -732,3 +732,20 @@ def test_the_risk_utility_map_names_configurations_without_a_value(data, reg):
     ax = risk_utility_map(table, detached=True)
     note = ax.texts[-1].get_text()
     assert note == "Not shown, no value of mean-shift.loss or mean-shift.risk: noise, epsilon=5."
+
+
+def test_metric_curve_over_a_parameter_whose_values_are_not_numbers(data, reg):
+    """A sweep of components or column lists crashed metric_curve (unhashable dict, no float)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from privclust.plots import metric_curve
+
+    table = privclust.compare([noise_recipe(), noise_recipe("other")], data,
+                              grid={"noise": {"noise.columns": [["a"], ["a", "b"]]}}, seed=2, registry=reg,
+                              processes=1, progress=False)
+    ax = metric_curve(table, "noise.columns", "mean-shift.loss")
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["['a']", "['a', 'b']"]
+    assert len(ax.lines) == 1 and ax.lines[0].get_label() == "noise"  # 'other' does not sweep it
+    rows = table[table["recipe"] == "noise"]
+    assert np.allclose(ax.lines[0].get_ydata(), rows["mean-shift.loss"].to_numpy())
