@@ -125,6 +125,10 @@ def _numeric_or_refuse(estimator: BaseEstimator, X: pd.DataFrame) -> None:
         column = X.iloc[:, position]
         if pd.api.types.is_numeric_dtype(column.dtype) or pd.api.types.is_bool_dtype(column.dtype):
             continue
+        if pd.api.types.is_datetime64_any_dtype(column.dtype) or pd.api.types.is_timedelta64_dtype(column.dtype) \
+                or isinstance(column.dtype, pd.PeriodDtype | pd.IntervalDtype):
+            bad.append(str(X.columns[position]))  # dates and spans: numbers only once the user says in what unit
+            continue
         try:
             pd.to_numeric(column.astype(object) if isinstance(column.dtype, pd.CategoricalDtype) else column,
                           errors="raise")

@@ -240,6 +240,10 @@ def test_a_column_that_is_not_numeric_is_refused_by_name_without_quoting_values(
     with pytest.raises(privclust.DataError, match="column.s. name, kind hold values that are not numbers") as err:
         pcs.masker("microaggregation", random_state=0).fit(frame)
     assert "Jane" not in str(err.value)
+    dated = pd.DataFrame(X, columns=["income", "spend"]).assign(day=pd.date_range("2020-01-01", periods=90),
+                                                                 span=pd.to_timedelta(np.arange(90), unit="D"))
+    with pytest.raises(privclust.DataError, match="column.s. day, span hold values that are not numbers"):
+        pcs.masker("microaggregation", random_state=0).fit(dated)  # was numpy's DTypePromotionError
     numeric_codes = pd.DataFrame(X, columns=["income", "spend"]).assign(code=pd.Categorical([1, 2, 3] * 30))
     assert pcs.masker("microaggregation", random_state=0).fit_transform(numeric_codes).shape == (90, 3)
 
