@@ -32,6 +32,9 @@ LOSS_HINTS = ("sse", "il1", "loss", "moments")
 #: the true classes): never an axis of the map, whose Pareto front and
 #: "lower left is better" take both figures to be better when lower.
 HIGHER_IS_BETTER = ("ari.", "nmi.", "pair-f.")
+#: Under a map of a comparison with differentially private runs (the table's note says why).
+SELECTION_CAPTION = ("The figures are computed from the original data: a configuration chosen by this map has no "
+                     "differential-privacy guarantee as chosen (see the table's note).")
 
 
 def _pyplot() -> Any:
@@ -165,6 +168,8 @@ def risk_utility_map(table: pd.DataFrame, *, risk: str | None = None, loss: str 
     if blank.any():
         names = [label for label, b in zip(_labels(agg, agg.attrs["keys"]), blank, strict=True) if b]
         failed = " ".join(filter(None, [failed, f"Not shown, no value of {loss} or {risk}: " + "; ".join(names) + "."]))
+    if table.attrs.get("privclust", {}).get("note"):  # DP runs: the choice the map draws is not covered
+        failed = " ".join(filter(None, [failed, SELECTION_CAPTION]))
     if failed:  # the map says what it leaves out: a configuration that is not drawn did not win by default
         ax.text(0.0, -0.16, failed, transform=ax.transAxes, fontsize=7, va="top", wrap=True)
     ax.legend(fontsize=8)

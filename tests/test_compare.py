@@ -220,7 +220,7 @@ def test_the_risk_utility_map_names_the_configurations_whose_runs_failed(data, r
     assert "Drawn from the runs that finished: noise, epsilon=1 (1 of 2 runs)." in note
     table["error"] = None
     whole = risk_utility_map(table.assign(**{"mean-shift.loss": 1.0, "mean-shift.risk": 1.0}), annotate=False)
-    assert not whole.texts  # nothing failed: no note
+    assert not any("Not shown" in t.get_text() or "Drawn from" in t.get_text() for t in whole.texts)  # none failed
 
 
 def test_each_recipe_can_have_its_own_grid(data, reg):
@@ -731,7 +731,7 @@ def test_the_risk_utility_map_names_configurations_without_a_value(data, reg):
     table.loc[table["noise.epsilon"] == 5.0, "mean-shift.risk"] = np.nan
     ax = risk_utility_map(table, detached=True)
     note = ax.texts[-1].get_text()
-    assert note == "Not shown, no value of mean-shift.loss or mean-shift.risk: noise, epsilon=5."
+    assert note.startswith("Not shown, no value of mean-shift.loss or mean-shift.risk: noise, epsilon=5. ")
 
 
 def test_metric_curve_over_a_parameter_whose_values_are_not_numbers(data, reg):
@@ -749,3 +749,20 @@ def test_metric_curve_over_a_parameter_whose_values_are_not_numbers(data, reg):
     assert len(ax.lines) == 1 and ax.lines[0].get_label() == "noise"  # 'other' does not sweep it
     rows = table[table["recipe"] == "noise"]
     assert np.allclose(ax.lines[0].get_ydata(), rows["mean-shift.loss"].to_numpy())
+
+
+def test_a_map_of_differentially_private_runs_says_the_choice_is_not_covered(data, reg):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from privclust.plots import SELECTION_CAPTION, risk_utility_map
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", privclust.PrivclustWarning)
+        table = privclust.compare(noise_recipe(), data, grid={"noise.epsilon": [0.2, 1.0]}, seed=2,
+                                  registry=reg, processes=1, progress=False)
+    assert table.attrs["privclust"]["note"]
+    ax = risk_utility_map(table, detached=True)
+    assert ax.texts[-1].get_text() == SELECTION_CAPTION
+    table.attrs["privclust"].pop("note")
+    assert not risk_utility_map(table, detached=True, annotate=False).texts
