@@ -5,9 +5,10 @@ configuration several times for randomised methods, and returns one tidy
 DataFrame with a row per run: the recipe, the swept parameters, the repeat,
 every evaluator's figure, whether the run's verdict is differentially private
 (``dp``) and, only then, the components whose own DP statements it rests on
-(``dp_claimed_by``: statements the host cannot check) and the
-guarantee's epsilon and delta (``dp_epsilon``, ``dp_delta``; NaN or <NA> for
-a run without a DP guarantee), the epsilon and delta
+(``dp_claimed_by``: statements the host cannot check), the
+guarantee's epsilon and delta (``dp_epsilon``, ``dp_delta``) and the
+neighbouring relation they hold under (``dp_relation``; NaN or <NA> for a run
+without a DP guarantee), the epsilon and delta
 the run spent (the honest figures the accountant charged, whether or not the
 release is DP), the epsilon the methods claim where they differ, the run time
 and the error of a run that failed.
@@ -65,10 +66,11 @@ MAX_CONFIGURATIONS = 10_000
 MAX_RUNS = 100_000
 
 #: Columns every comparison table has, besides the swept parameters and the figures.
-FIXED_COLUMNS = ("recipe", "configuration", "repeat", "dp", "dp_claimed_by", "dp_epsilon", "dp_delta", "epsilon",
-                 "delta", "claimed_epsilon", "seconds", "error")
+FIXED_COLUMNS = ("recipe", "configuration", "repeat", "dp", "dp_claimed_by", "dp_epsilon", "dp_delta", "dp_relation",
+                 "epsilon", "delta", "claimed_epsilon", "seconds", "error")
 #: The columns of the run's privacy figures, in table order (after the evaluators' figures).
-_PRIVACY_COLUMNS = ("dp", "dp_claimed_by", "dp_epsilon", "dp_delta", "epsilon", "delta", "claimed_epsilon")
+_PRIVACY_COLUMNS = ("dp", "dp_claimed_by", "dp_epsilon", "dp_delta", "dp_relation", "epsilon", "delta",
+                    "claimed_epsilon")
 
 
 # ---------------------------------------------------------------------------
@@ -319,12 +321,27 @@ def _run_one(recipe_dict: dict[str, Any], data: pd.DataFrame | None, seed: np.ra
                for e in release.ledger.of_kind("dp")]
     row: dict[str, Any] = {"dp": dp, "dp_claimed_by": dp_claimants(release.ledger.entries) if dp else None,
                            "dp_epsilon": eps if dp else math.nan, "dp_delta": delta if dp else math.nan,
+                           "dp_relation": _relation(release) if dp else None,
                            "epsilon": eps, "delta": delta,
                            "claimed_epsilon": float(release.accountant.total(claimed)[0]),
                            "seconds": time.perf_counter() - start, "error": None}
     for record in release.evaluations.itertuples(index=False):
         row[f"{record.evaluator}.{record.metric}"] = record.value
     return row
+
+
+def _relation(release: Any) -> str | None:
+    """The neighbouring relation a DP run's epsilon and delta hold under, as
+    its verdict states it (an epsilon under add/remove is not one under
+    replace-one: the same release counts twice under the latter)."""
+    dp = release.ledger.of_kind("dp")
+    relation_of = getattr(release.accountant, "relation", None)
+    relation = relation_of(dp) if callable(relation_of) else None
+    relation = relation or "; ".join(dict.fromkeys(e.relation for e in dp if e.relation)) or None
+    strata = tuple(getattr(getattr(release.recipe, "roles", None), "strata", None) or ())
+    if relation and strata:  # as the verdict says it
+        relation += f" (with the public stratum column(s) {', '.join(strata)} fixed)"
+    return relation
 
 
 def _is_dp(release: Any) -> bool:
@@ -557,10 +574,11 @@ def compare(
     table = pd.DataFrame(rows)
     for column in (*_PRIVACY_COLUMNS, "seconds", "error"):
         if column not in table.columns:
-            table[column] = None if column in ("dp", "dp_claimed_by", "error") else np.nan
+            table[column] = None if column in ("dp", "dp_claimed_by", "dp_relation", "error") else np.nan
     # True / False for a run that finished, missing (<NA>) for one that failed: it released nothing
     table["dp"] = table["dp"].astype("boolean")
     table["dp_claimed_by"] = table["dp_claimed_by"].astype("string")  # <NA> where dp is not True
+    table["dp_relation"] = table["dp_relation"].astype("string")
     metrics = sorted(c for c in table.columns if c not in FIXED_COLUMNS and c not in keys)
     table = table[["recipe", "configuration", *keys, "repeat", *metrics, *_PRIVACY_COLUMNS, "seconds", "error"]]
     table.attrs["privclust"] = {"parameters": keys, "metrics": metrics, "repeats": repeats}
@@ -574,12 +592,18 @@ def compare(
 def summarize(table: pd.DataFrame) -> pd.DataFrame:
     """Mean and standard deviation of every figure per configuration, with
     the number of runs and of failed runs, and ``dp``: True when every run
-    that finished is differentially private (the ``dp_epsilon`` figures are
-    NaN for a configuration where any finished run is not), False when one
-    is not, missing when none finished."""
+    that finished is differentially private (the ``dp_epsilon`` and
+    ``dp_delta`` figures are NaN for a configuration where any finished run
+    is not), False when one is not, missing when none finished; and
+    ``dp_claimed_by`` and ``dp_relation``, the components whose statements
+    the ``dp`` figures rest on and the neighbouring relation they hold under
+    (missing unless ``dp`` is True). The spent ``delta`` is kept
+    beside ``epsilon``: a figure of epsilon alone would read as pure
+    epsilon-DP."""
     meta = table.attrs.get("privclust", {})
     keys = list(meta.get("parameters", []))
-    metrics = list(meta.get("metrics", [])) + ["dp_epsilon", "epsilon", "claimed_epsilon", "seconds"]
+    metrics = list(meta.get("metrics", [])) + ["dp_epsilon", "dp_delta", "epsilon", "delta", "claimed_epsilon",
+                                               "seconds"]
     metrics = [m for m in metrics if m in table.columns]
     group = ["recipe", "configuration"]  # a configuration number names its parameter values
     ok = table[table["error"].isna()]
@@ -590,9 +614,16 @@ def summarize(table: pd.DataFrame) -> pd.DataFrame:
     if "dp" in table.columns:
         finished = ok.groupby(group, sort=False)["dp"].agg(lambda d: bool(d.fillna(False).astype(bool).all()))
         counts["dp"] = finished.reindex(counts.index).astype("boolean")
-        for column in ("dp_epsilon mean", "dp_epsilon std"):  # a guarantee only if every run has one
-            if column in stats.columns:
-                stats.loc[~finished.reindex(stats.index).fillna(False).astype(bool), column] = np.nan
+        every = finished.reindex(stats.index).fillna(False).astype(bool)
+        for column in ("dp_epsilon mean", "dp_epsilon std", "dp_delta mean", "dp_delta std"):
+            if column in stats.columns:  # a guarantee only if every run has one
+                stats.loc[~every, column] = np.nan
+        for column in ("dp_claimed_by", "dp_relation"):  # whose statements the dp figures rest on, and under what
+            if column in table.columns:
+                values = ok.groupby(group, sort=False)[column].agg(
+                    lambda c: "; ".join(dict.fromkeys(str(v) for v in c.dropna())) or None)
+                counts[column] = values.reindex(counts.index).where(counts["dp"].fillna(False).astype(bool))
+                counts[column] = counts[column].astype("string")
     params = by[keys].first() if keys else None
     out = (counts if params is None else params.join(counts)).join(stats).reset_index()
     out.attrs["privclust"] = {**meta, "summary": True}

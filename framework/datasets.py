@@ -223,6 +223,9 @@ def load(name: str) -> pd.DataFrame:
     column of integer labels (0 = noise where the source marks it); SDC files
     with their own column names.
     """
+    if not isinstance(name, str):
+        raise DatasetUnavailableError(f"a data set is named by a string; got {type(name).__name__} {name!r} "
+                                      f"(known: {', '.join(names())})")
     key = name.lower()
     if key in SHAPE_SETS:
         folder, _ = SHAPE_SETS[key]

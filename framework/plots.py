@@ -27,7 +27,14 @@ __all__ = ["before_after", "metric_curve", "pareto_front", "risk_utility_map"]
 
 #: Words that mark a risk figure and a loss figure when none is named.
 RISK_HINTS = ("dbrl", "linkage", "interval", "transparency", "risk")
-LOSS_HINTS = ("sse", "il1", "loss", "moments", "ari", "pair")
+LOSS_HINTS = ("sse", "il1", "loss", "moments")
+#: Figures of the built-in evaluators where higher is better (agreement with
+#: the true classes): never an axis of the map, whose Pareto front and
+#: "lower left is better" take both figures to be better when lower.
+HIGHER_IS_BETTER = ("ari.", "nmi.", "pair-f.")
+#: Under a map of a comparison with differentially private runs (the table's note says why).
+SELECTION_CAPTION = ("The figures are computed from the original data: a configuration chosen by this map has no "
+                     "differential-privacy guarantee as chosen (see the table's note).")
 
 
 def _pyplot() -> Any:
@@ -60,12 +67,19 @@ def _pick(table: pd.DataFrame, given: str | None, hints: Sequence[str], what: st
             close = difflib.get_close_matches(given, metrics, n=2)
             hint = f"did you mean {' or '.join(repr(c) for c in close)}?" if close else f"figures: {', '.join(metrics)}"
             raise PrivclustError(f"no figure named {given!r} in the table; {hint}")
+        if given.lower().startswith(HIGHER_IS_BETTER):
+            raise PrivclustError(
+                f"{given} is a figure where higher is better (agreement with the true classes), not usable as the "
+                f"{what} figure: the map takes both figures to be better when lower (its Pareto front, 'lower left "
+                f"is better'); draw one minus it as a column of its own, e.g. "
+                f"table.assign(**{{'1 - {given}': 1 - table['{given}']}})")
         return given
     for hint in hints:
         for m in metrics:
-            if hint in m.lower():
+            if hint in m.lower() and not m.lower().startswith(HIGHER_IS_BETTER):
                 return m
-    raise PrivclustError(f"name the {what} figure (one of: {', '.join(metrics) or 'none: add evaluators'})")
+    usable = [m for m in metrics if not m.lower().startswith(HIGHER_IS_BETTER)]
+    raise PrivclustError(f"name the {what} figure (one of: {', '.join(usable) or 'none: add evaluators'})")
 
 
 def pareto_front(x: Sequence[float], y: Sequence[float]) -> np.ndarray:
@@ -82,16 +96,18 @@ def pareto_front(x: Sequence[float], y: Sequence[float]) -> np.ndarray:
 def _labels(table: pd.DataFrame, keys: Sequence[str]) -> list[str]:
     """``recipe, param=value, ...`` per row, leaving out the parameters a
     recipe does not sweep (empty in its rows)."""
-    labels = []
-    for _, row in table.iterrows():
-        parts = [str(row["recipe"])]
-        for k in keys:
-            value = row[k]
-            if value is None or (isinstance(value, float) and np.isnan(value)):
-                continue
-            parts.append(f"{k.split('.')[-1]}={value:g}" if isinstance(value, float) else f"{k.split('.')[-1]}={value}")
-        labels.append(", ".join(parts))
-    return labels
+    return [", ".join([str(row["recipe"]), *_settings(row, keys)]) for _, row in table.iterrows()]
+
+
+def _settings(row: pd.Series, keys: Sequence[str]) -> list[str]:
+    """``param=value`` of a row for each of ``keys`` it has a value of."""
+    parts = []
+    for k in keys:
+        value = row[k]
+        if value is None or (isinstance(value, float) and np.isnan(value)):
+            continue
+        parts.append(f"{k.split('.')[-1]}={value:g}" if isinstance(value, float) else f"{k.split('.')[-1]}={value}")
+    return parts
 
 
 def _aggregate(table: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
@@ -127,7 +143,8 @@ def risk_utility_map(table: pd.DataFrame, *, risk: str | None = None, loss: str 
     risk = _pick(table, risk, RISK_HINTS, "risk")
     loss = _pick(table, loss, LOSS_HINTS, "information-loss")
     agg = _aggregate(table, [loss, risk])
-    ax = _axes(ax, detached, figsize=(7, 5))
+    # constrained layout: the note under the axes and the labels near the edges stay on the saved figure
+    ax = _axes(ax, detached, figsize=(7, 5), layout="constrained")
     x, y = agg[f"{loss} mean"].to_numpy(), agg[f"{risk} mean"].to_numpy()
     xerr, yerr = agg[f"{loss} std"].fillna(0).to_numpy(), agg[f"{risk} std"].fillna(0).to_numpy()
     recipes = list(dict.fromkeys(agg["recipe"]))
@@ -147,6 +164,12 @@ def risk_utility_map(table: pd.DataFrame, *, risk: str | None = None, loss: str 
     ax.set_ylabel(f"disclosure risk: {risk}")
     ax.set_title(title or "Risk-utility map (lower left is better)")
     failed = _failures(table)
+    blank = ~(np.isfinite(x) & np.isfinite(y))  # finished runs without a value of a figure (NaN): not drawn either
+    if blank.any():
+        names = [label for label, b in zip(_labels(agg, agg.attrs["keys"]), blank, strict=True) if b]
+        failed = " ".join(filter(None, [failed, f"Not shown, no value of {loss} or {risk}: " + "; ".join(names) + "."]))
+    if table.attrs.get("privclust", {}).get("note"):  # DP runs: the choice the map draws is not covered
+        failed = " ".join(filter(None, [failed, SELECTION_CAPTION]))
     if failed:  # the map says what it leaves out: a configuration that is not drawn did not win by default
         ax.text(0.0, -0.16, failed, transform=ax.transAxes, fontsize=7, va="top", wrap=True)
     ax.legend(fontsize=8)
@@ -181,22 +204,43 @@ def _failures(table: pd.DataFrame) -> str:
 def metric_curve(table: pd.DataFrame, parameter: str, metric: str, *, by: str = "recipe", ax: Any = None,
                  logx: bool = False) -> Any:
     """A figure against a swept parameter: the mean over repeats with a band
-    of one standard deviation, one curve per recipe (or per ``by`` column)."""
+    of one standard deviation, one curve per recipe (or per ``by`` column)
+    and, when the table sweeps other parameters too, per value of those
+    (a curve never averages over configurations). Under the axes it names
+    the configurations whose runs failed, as :func:`risk_utility_map` does."""
     for column in (parameter, metric, by):
         if column not in table.columns:
             raise PrivclustError(f"no column {column!r} in the table; columns: {', '.join(table.columns)}")
     ok = table[table["error"].isna()] if "error" in table.columns else table
-    ax = _axes(ax, figsize=(6, 4))
-    for i, (name, rows) in enumerate(ok.groupby(by, sort=False)):
-        stats = rows.groupby(parameter)[metric].agg(["mean", "std"]).sort_index()
+    keys = [k for k in table.attrs.get("privclust", {}).get("parameters", []) if k in table.columns]
+    others = [k for k in keys if k not in (parameter, by)
+              and (ok.groupby(by, sort=False)[k].agg(lambda v: v.map(repr).nunique()) > 1).any()]
+    curves = pd.Series([", ".join([str(row[by]), *_settings(row, others)]) for _, row in ok.iterrows()],
+                       index=ok.index, dtype=object)
+    ax = _axes(ax, figsize=(6, 4), layout="constrained")
+    ok = ok[ok[parameter].map(lambda v: v is not None and not (isinstance(v, float) and np.isnan(v)))]
+    values = ok[parameter]  # the rows of a recipe that does not sweep the parameter have none
+    numeric = all(isinstance(v, int | float | np.integer | np.floating) and not isinstance(v, bool | np.bool_)
+                  for v in values)
+    # values that are not numbers (a component, a list of columns) are drawn in the order met, one tick each
+    positions = {} if numeric else {k: i for i, k in enumerate(dict.fromkeys(map(repr, values)))}
+    x = values if numeric else values.map(lambda v: positions[repr(v)])
+    for i, (name, rows) in enumerate(ok.groupby(curves, sort=False)):
+        stats = rows[metric].groupby(x.loc[rows.index]).agg(["mean", "std"]).sort_index()
         xs = stats.index.to_numpy(dtype=float)
         ax.plot(xs, stats["mean"], "o-", color=f"C{i % 10}", label=str(name), ms=4)
         ax.fill_between(xs, stats["mean"] - stats["std"].fillna(0), stats["mean"] + stats["std"].fillna(0),
                         color=f"C{i % 10}", alpha=0.2)
-    if logx:
+    if not numeric:
+        shown = {repr(v): str(v) for v in values}
+        ax.set_xticks(list(positions.values()), [shown[k] for k in positions], fontsize=7)
+    if logx and numeric:
         ax.set_xscale("log")
     ax.set_xlabel(parameter)
     ax.set_ylabel(metric)
+    failed = _failures(table)
+    if failed:  # a missing point, or one drawn from fewer runs, is said
+        ax.text(0.0, -0.2, failed, transform=ax.transAxes, fontsize=7, va="top", wrap=True)
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
     return ax
@@ -255,8 +299,14 @@ def before_after(release: Any, columns: Sequence[str] | None = None, *, bins: in
     for ax, column in zip(flat, cols, strict=False):
         original = release.original[column].to_numpy(dtype=float)
         released = release.data[column].to_numpy(dtype=float)
-        low = np.nanmin([original.min(), released.min()])
-        high = np.nanmax([original.max(), released.max()])
+        # missing values are not drawn (a NaN in the bin range drew nothing at all): the title counts them
+        missing = (int(np.isnan(original).sum()), int(np.isnan(released).sum()))
+        original, released = original[~np.isnan(original)], released[~np.isnan(released)]
+        if not original.size and not released.size:
+            ax.set_title(f"{column} (every value missing)", fontsize=9)
+            continue
+        low = min(v.min() for v in (original, released) if v.size)
+        high = max(v.max() for v in (original, released) if v.size)
         power = _axis_power(low, high)
         if power:  # matplotlib's tick arithmetic overflows near the float limit: plot in units of 10^power
             original, released = original / 10.0 ** power, released / 10.0 ** power
@@ -265,7 +315,8 @@ def before_after(release: Any, columns: Sequence[str] | None = None, *, bins: in
         edges = _edges(low, high, bins)
         ax.hist(original, bins=edges, alpha=0.5, label="original", color="C0")
         ax.hist(released, bins=edges, alpha=0.5, label="released", color="C1")
-        ax.set_title(column, fontsize=9)
+        ax.set_title(column if not any(missing) else
+                     f"{column}\nnot drawn, missing: {missing[0]} original, {missing[1]} released", fontsize=9)
         ax.xaxis.set_major_locator(_ticks(4))  # few ticks: wide values (e.g. 600000) stay apart
         ax.tick_params(labelsize=8)
         ax.legend(fontsize=7)

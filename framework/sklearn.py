@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import inspect
 import math
+import warnings
 from collections.abc import Mapping
 from typing import Any
 
@@ -51,7 +52,7 @@ from sklearn.base import BaseEstimator, ClusterMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .building import renamed_to
-from .errors import ParameterError
+from .errors import DataError, ParameterError, PrivclustWarning
 from .params import param_name
 from .recipe import Budget
 from .registry import get_registry
@@ -77,17 +78,66 @@ def _budget(value: Any) -> Budget:
                 or not math.isfinite(number) or number < 0:
             raise ParameterError(f"budget: the {label} must be a finite number >= 0; got {number!r} "
                                  "(give budget=None, an epsilon, or an (epsilon, delta) pair)")
+    if epsilon == 0:
+        raise ParameterError("budget: the epsilon must be > 0; got 0 (budget=None sets no limit)")
+    if delta >= 1:
+        raise ParameterError(f"budget: the delta must be below 1; got {delta!r} (give an (epsilon, delta) pair with "
+                             "a small delta, e.g. (1.0, 1e-6), or an epsilon alone for delta = 0)")
     return Budget(epsilon=float(epsilon), delta=float(delta))
 
 
 def _frame(estimator: BaseEstimator, X: Any, *, reset: bool) -> pd.DataFrame:
-    """X as a DataFrame with string column names, after scikit-learn's checks."""
+    """X as a DataFrame with string column names, after scikit-learn's checks.
+
+    A DataFrame keeps its column names (as strings, also when they are not
+    strings, which scikit-learn does not record as ``feature_names_in_``);
+    the columns of an array are ``x0``, ``x1``, ... A NaN or an infinite
+    value is refused naming its column(s)."""
     names = [str(c) for c in X.columns] if isinstance(X, pd.DataFrame) else None
     index = X.index if isinstance(X, pd.DataFrame) else None
-    array = validate_data(estimator, X, reset=reset, dtype="numeric", ensure_min_samples=1)
+    if isinstance(X, pd.DataFrame):
+        _numeric_or_refuse(estimator, X)
+    array = validate_data(estimator, X, reset=reset, dtype="numeric", ensure_min_samples=1,
+                          ensure_all_finite=False)
     if names is None:
         names = [f"x{j}" for j in range(array.shape[1])]
+    bad = ~np.isfinite(array)
+    if bad.any():
+        nan = np.isnan(array).sum(axis=0)
+        inf = (bad.sum(axis=0) - nan)
+        found = [f"{names[j]} ({', '.join(t for t in (f'{nan[j]} NaN' if nan[j] else '', f'{inf[j]} inf' if inf[j] else '') if t)})"
+                 for j in np.flatnonzero(bad.any(axis=0))]
+        raise DataError(f"{type(estimator).__name__}: the input has NaN or inf values in column(s) "
+                        f"{', '.join(found)}; the estimators take complete, finite data: drop or impute those "
+                        "records first (privclust.run with a recipe keeps missing values where the step "
+                        "supports them, see the missing-values page)")
+    if reset:
+        estimator._privclust_columns = tuple(names)
     return pd.DataFrame(array, columns=names, index=index)
+
+
+def _numeric_or_refuse(estimator: BaseEstimator, X: pd.DataFrame) -> None:
+    """A DataFrame's columns that are not numbers are refused by name (not
+    with scikit-learn's message, which quotes a value of the data and names
+    no column)."""
+    bad = []
+    for position in range(X.shape[1]):
+        column = X.iloc[:, position]
+        if pd.api.types.is_numeric_dtype(column.dtype) or pd.api.types.is_bool_dtype(column.dtype):
+            continue
+        if pd.api.types.is_datetime64_any_dtype(column.dtype) or pd.api.types.is_timedelta64_dtype(column.dtype) \
+                or isinstance(column.dtype, pd.PeriodDtype | pd.IntervalDtype):
+            bad.append(str(X.columns[position]))  # dates and spans: numbers only once the user says in what unit
+            continue
+        try:
+            pd.to_numeric(column.astype(object) if isinstance(column.dtype, pd.CategoricalDtype) else column,
+                          errors="raise")
+        except (TypeError, ValueError):
+            bad.append(str(X.columns[position]))
+    if bad:
+        raise DataError(f"{type(estimator).__name__}: column(s) {', '.join(bad)} hold values that are not numbers; "
+                        "the estimators take numeric columns only: select them (e.g. X.select_dtypes('number')) "
+                        "or encode the categories as numbers first")
 
 
 class _PrivclustEstimator(BaseEstimator):
@@ -111,11 +161,26 @@ class _PrivclustEstimator(BaseEstimator):
         budget = _budget(self.budget)
         if budget.limited:
             recipe["privacy"] = {"epsilon": budget.epsilon, "delta": budget.delta}
-        return run(recipe, frame, seed=self.random_state)
+        seed = self.random_state
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0):
+            raise ParameterError(f"random_state: must be None or an integer >= 0; got {seed!r} (privclust draws "
+                                 "from a seed sequence of its own, so a numpy RandomState or Generator is not "
+                                 "accepted; leave random_state=None for a release to publish)")
+        release = run(recipe, frame, seed=seed)
+        if seed is not None and release.random_steps:
+            if getattr(self, "_privclust_seed_drawn", None) == int(seed):
+                warnings.warn(PrivclustWarning(
+                    f"{type(self).__name__}: this run drew its randomness (noise included) from the same stream as "
+                    "an earlier run of this estimator, since random_state is the same fixed seed; on different data, "
+                    "two such releases can cancel each other's noise, so their privacy statements do not hold together. "
+                    "Publish at most one release per seed; leave random_state=None for releases."), stacklevel=3)
+            self._privclust_seed_drawn = int(seed)
+        return release
 
     def __reduce__(self) -> tuple[Any, ...]:
-        # The release holds the original data: it stays out of the pickle.
-        state = {k: v for k, v in self.__dict__.items() if k not in ("release_", "ledger_")}
+        # The release holds the original data: it stays out of the pickle. So does the seed of the last seeded
+        # run (kept to warn when it is used again), which random_state may no longer show.
+        state = {k: v for k, v in self.__dict__.items() if k not in ("release_", "ledger_", "_privclust_seed_drawn")}
         return (_rebuild, (self._privclust_kind, self._privclust_name, self.get_params(deep=False), state))
 
     def __sklearn_tags__(self) -> Any:
@@ -147,7 +212,9 @@ class _MaskerEstimator(TransformerMixin, _PrivclustEstimator):
     @property
     def feature_names_out_(self) -> list[str]:
         check_is_fitted(self, "n_features_in_")
-        names = getattr(self, "feature_names_in_", None)
+        names = getattr(self, "_privclust_columns", None)
+        if names is None:  # unpickled from an earlier version
+            names = getattr(self, "feature_names_in_", None)
         return [str(c) for c in names] if names is not None else [f"x{j}" for j in range(self.n_features_in_)]
 
     def get_feature_names_out(self, input_features: Any = None) -> np.ndarray:

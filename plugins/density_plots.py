@@ -187,7 +187,9 @@ def plot_gamma(obj: Any, ax: Any = None, *, step: int | str | None = None, first
         ax.plot(ranks[:m], gamma[:m], "o", ms=6, color="tab:red", label=f"centres (m = {m})")
         ax.axvline(m + 0.5, color="tab:red", ls="--", lw=1)
     ax.set_xlabel("rank i")
-    ax.set_ylabel(r"$\gamma$ (sorted, decreasing)")
+    # a DP clusterer (it reports its 'accounting') computes gamma from its noisy densities
+    noisy = "from noisy densities; " if "accounting" in partition.diagnostics else ""
+    ax.set_ylabel(r"$\gamma$ (" + noisy + "sorted, decreasing)")
     ax.set_title(f"Decision values{': ' + title if title else ''}", fontsize=10)
     kappa = partition.diagnostics.get("kappa")
     handles, labels = ax.get_legend_handles_labels()
@@ -313,8 +315,9 @@ def plot_clusters(obj: Any, data: Any = None, columns: Sequence[str] | None = No
             centre_values = np.asarray(partition.centres, dtype=float)[:, [known.index(c) for c in use]]
     if centre_values is not None:
         points = _apply(transform, centre_values)
-        # one centre per cluster, inside it: after a reachability merge the built-in clusterers give each merged
-        # cluster its densest point (the peaks chosen before the merge are the diagnostic centre_indices)
+        # the partition's centres: after a reachability merge the built-in density-peak clusterers give each
+        # merged cluster its densest point (the peaks chosen before the merge are the diagnostic centre_indices);
+        # a k-means centre may have no record (the title then counts the centres too)
         ax.scatter(points[:, 0], points[:, 1], s=90, marker="X", color="black", edgecolors="white",
                    linewidths=0.8, zorder=3, label="centres")
     ax.set_xlabel(xlabel)
@@ -323,7 +326,10 @@ def plot_clusters(obj: Any, data: Any = None, columns: Sequence[str] | None = No
     caption = f"{title}: " if title else ""
     note = frame.attrs.get("privclust_plot_note") if data is own_data else None
     notes = [n for n in (None if what == "labels" else what, note) if n]
-    ax.set_title(f"{caption}{n_clusters} clusters" + (f" ({'; '.join(notes)})" if notes else ""), fontsize=10)
+    # a centre need not have records (k-means' empty cluster): the title counts both when they differ
+    shown = "" if centre_values is None or len(centre_values) == n_clusters else f", {len(centre_values)} centres"
+    ax.set_title(f"{caption}{n_clusters} clusters{shown}" + (f" ({'; '.join(notes)})" if notes else ""),
+                 fontsize=10)
     if len(kinds) <= 12:
         ax.legend(loc="best", fontsize=7, frameon=False, markerscale=1.2)
     return ax

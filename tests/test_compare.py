@@ -82,7 +82,8 @@ def test_table_has_a_row_per_run_with_every_figure(data, reg):
                               progress=False)
     assert len(table) == 2 * 2 * 3
     assert list(table.columns) == ["recipe", "configuration", "noise.epsilon", "repeat", "mean-shift.loss",
-                                   "mean-shift.risk", "dp", "dp_claimed_by", "dp_epsilon", "dp_delta", "epsilon",
+                                   "mean-shift.risk", "dp", "dp_claimed_by", "dp_epsilon", "dp_delta", "dp_relation",
+                                   "epsilon",
                                    "delta",
                                    "claimed_epsilon", "seconds", "error"]
     assert table["epsilon"].tolist() == [0.5] * 3 + [2.0] * 3 + [0.5] * 3 + [2.0] * 3
@@ -219,7 +220,7 @@ def test_the_risk_utility_map_names_the_configurations_whose_runs_failed(data, r
     assert "Drawn from the runs that finished: noise, epsilon=1 (1 of 2 runs)." in note
     table["error"] = None
     whole = risk_utility_map(table.assign(**{"mean-shift.loss": 1.0, "mean-shift.risk": 1.0}), annotate=False)
-    assert not whole.texts  # nothing failed: no note
+    assert not any("Not shown" in t.get_text() or "Drawn from" in t.get_text() for t in whole.texts)  # none failed
 
 
 def test_each_recipe_can_have_its_own_grid(data, reg):
@@ -587,3 +588,181 @@ def test_a_table_of_dp_runs_says_that_a_choice_made_from_it_is_not_dp(data, reg,
         warnings.simplefilter("error", privclust.PrivclustWarning)
         other = privclust.compare(plain, data, seed=1, registry=reg, processes=1, progress=False)
     assert "note" not in other.attrs["privclust"]
+
+
+def test_summarize_keeps_the_deltas_and_whose_dp_statements():
+    # the summary showed dp = True and a dp_epsilon without the delta: an (epsilon, delta) guarantee read as pure
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"a": rng.uniform(0, 10, 120), "b": rng.uniform(0, 10, 120)})
+    bounds = {"a": [0, 10], "b": [0, 10]}
+    recipes = [{"name": "gauss", "steps": [{"use": "gaussian", "epsilon": 1.0, "delta": 1e-5, "bounds": bounds}]},
+               {"name": "lap", "steps": [{"use": "laplace", "epsilon": 1.0, "bounds": bounds}]},
+               {"name": "mdav", "steps": [{"use": "microaggregation", "clusterer": {"use": "mdav", "k": 3}}]}]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", privclust.PrivclustWarning)
+        table = privclust.compare(recipes, frame, repeats=2, seed=1, progress=False, processes=1)
+    summary = privclust.summarize(table).set_index("recipe")
+    assert summary.loc["gauss", "dp_delta mean"] == 1e-5 and summary.loc["lap", "dp_delta mean"] == 0.0
+    assert pd.isna(summary.loc["mdav", "dp_delta mean"])
+    assert summary.loc["gauss", "delta mean"] == 1e-5
+    assert summary.loc["gauss", "dp_claimed_by"] == "step 0 (gaussian)"
+    assert summary.loc["lap", "dp_claimed_by"] == "step 0 (laplace)"
+    assert pd.isna(summary.loc["mdav", "dp_claimed_by"])
+
+
+@attrs.frozen(kw_only=True)
+class AddRemoveNoise:
+    """A third-party DP masker whose statement holds under add/remove."""
+
+    name: ClassVar[str] = "addremove-noise"
+    epsilon: float = privclust.param(float, default=1.0, doc="epsilon")
+
+    def mask(self, data, context):
+        context.spend(epsilon=self.epsilon, mechanism="laplace", sensitivity=1.0, relation="add/remove one record",
+                      covers="the values")
+        return privclust.Masked(data=data + 0.5)
+
+
+class AddRemovePlugin:
+    @hookimpl
+    def privclust_register_maskers(self, register):
+        register(AddRemoveNoise)
+
+
+def test_the_table_states_the_relation_each_dp_epsilon_holds_under():
+    # dp_epsilon 1.0 under add/remove read as the same guarantee as 1.0 under replace-one (there it is 2)
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"a": rng.uniform(0, 10, 100), "b": rng.uniform(0, 10, 100)})
+    reg = Registry(plugins=[AddRemovePlugin()])
+    recipes = [{"name": "ar", "steps": [{"use": "addremove-noise", "epsilon": 1.0}]},
+               {"name": "ro", "steps": [{"use": "laplace", "epsilon": 1.0, "bounds": BOUNDS}]},
+               {"name": "strat", "roles": {"strata": "s"},
+                "steps": [{"use": "laplace", "epsilon": 1.0, "bounds": BOUNDS, "columns": ["a", "b"]}]},
+               {"name": "mdav", "steps": [{"use": "microaggregation", "clusterer": {"use": "mdav", "k": 3}}]}]
+    data = frame.assign(s=np.repeat(["u", "v"], 50))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", privclust.PrivclustWarning)
+        table = privclust.compare(recipes[:2] + recipes[3:], frame, seed=1, progress=False, processes=1,
+                                  registry=reg).set_index("recipe")
+        strat = privclust.compare(recipes[2], data, seed=1, progress=False, processes=1)
+    assert table["dp_epsilon"].loc[["ar", "ro"]].tolist() == [1.0, 1.0]
+    assert table.loc["ar", "dp_relation"] == "add/remove"
+    assert table.loc["ro", "dp_relation"] == "replace-one"
+    assert pd.isna(table.loc["mdav", "dp_relation"]) and str(table["dp_relation"].dtype) == "string"
+    assert strat.loc[0, "dp_relation"] == "replace-one (with the public stratum column(s) s fixed)"
+    summary = privclust.summarize(table.reset_index()).set_index("recipe")
+    assert summary.loc["ar", "dp_relation"] == "add/remove" and pd.isna(summary.loc["mdav", "dp_relation"])
+
+
+def test_metric_curve_never_averages_over_other_swept_parameters(data, reg):
+    """With two swept parameters one curve mixed the configurations of the
+    other one into each point (its band read as the spread of repeats)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from privclust.plots import metric_curve
+
+    table = privclust.compare(noise_recipe(), data, grid={"noise.epsilon": [0.5, 2.0], "noise.columns": [["a"], ["a", "b"]]},
+                              repeats=2, seed=2, registry=reg, processes=1, progress=False)
+    ax = metric_curve(table, "noise.epsilon", "mean-shift.loss")
+    assert [line.get_label() for line in ax.lines] == ["noise, columns=['a']", "noise, columns=['a', 'b']"]
+    for line, columns in zip(ax.lines, (["a"], ["a", "b"]), strict=True):
+        rows = table[table["noise.columns"].map(lambda c, columns=columns: c == columns)]
+        assert np.allclose(line.get_ydata(), rows.groupby("noise.epsilon")["mean-shift.loss"].mean().to_numpy())
+    assert not ax.texts  # nothing failed
+    broken = (table["noise.epsilon"] == 2.0) & (table["repeat"] == 1)
+    table.loc[broken, "error"] = "BudgetExceededError: simulated"
+    ax = metric_curve(table, "noise.epsilon", "mean-shift.loss")
+    assert "Drawn from the runs that finished: noise, epsilon=2, columns=['a'] (1 of 2 runs)" in ax.texts[0].get_text()
+
+
+def test_the_risk_utility_map_note_stays_on_the_saved_figure(data, reg, tmp_path):
+    """The note on failed configurations sat below the figure's edge: a map
+    saved as the docs show (savefig without bbox_inches) lost it."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from privclust.plots import risk_utility_map
+
+    table = privclust.compare(noise_recipe(), data, grid={"noise.epsilon": [0.2, 1.0]}, seed=2,
+                              registry=reg, processes=1, progress=False)
+    table.loc[table["noise.epsilon"] == 1.0, "error"] = "BudgetExceededError: simulated"
+    for detached in (False, True):
+        ax = risk_utility_map(table, detached=detached)
+        figure = ax.figure
+        figure.savefig(tmp_path / "map.png", dpi=80)
+        note = ax.texts[-1]
+        box = note.get_window_extent()
+        assert box.y0 >= 0 and box.x0 >= 0 and box.x1 <= figure.bbox.width, (box, figure.bbox)
+
+
+def test_the_risk_utility_map_never_takes_a_higher_is_better_figure_for_a_loss(data, reg):
+    """ari.ari was picked as the 'information loss' (a hint matched 'ari'): the axis, the Pareto front and
+    'lower left is better' all read a higher agreement with the true classes as worse."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from privclust.plots import risk_utility_map
+
+    table = privclust.compare(noise_recipe(), data, grid={"noise.epsilon": [0.2, 1.0]}, seed=2,
+                              registry=reg, processes=1, progress=False)
+    table = table.rename(columns={"mean-shift.loss": "ari.ari"})
+    table.attrs["privclust"]["metrics"] = ["ari.ari", "mean-shift.risk"]
+    with pytest.raises(PrivclustError, match=r"name the information-loss figure \(one of: mean-shift.risk\)"):
+        risk_utility_map(table)
+    for given in ("ari.ari",):
+        with pytest.raises(PrivclustError, match="higher is better"):
+            risk_utility_map(table, loss=given)
+        with pytest.raises(PrivclustError, match="higher is better"):
+            risk_utility_map(table, risk=given, loss="mean-shift.risk")
+    ax = risk_utility_map(table.assign(**{"1 - ari.ari": 1 - table["ari.ari"]}), loss="1 - ari.ari")
+    assert ax.get_xlabel() == "information loss: 1 - ari.ari"
+
+
+def test_the_risk_utility_map_names_configurations_without_a_value(data, reg):
+    """A configuration whose runs finished without a value of a figure (NaN) vanished from the map unnamed."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from privclust.plots import risk_utility_map
+
+    table = privclust.compare(noise_recipe(), data, grid={"noise.epsilon": [0.2, 1.0, 5.0]}, seed=2,
+                              registry=reg, processes=1, progress=False)
+    table.loc[table["noise.epsilon"] == 5.0, "mean-shift.risk"] = np.nan
+    ax = risk_utility_map(table, detached=True)
+    note = ax.texts[-1].get_text()
+    assert note.startswith("Not shown, no value of mean-shift.loss or mean-shift.risk: noise, epsilon=5. ")
+
+
+def test_metric_curve_over_a_parameter_whose_values_are_not_numbers(data, reg):
+    """A sweep of components or column lists crashed metric_curve (unhashable dict, no float)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from privclust.plots import metric_curve
+
+    table = privclust.compare([noise_recipe(), noise_recipe("other")], data,
+                              grid={"noise": {"noise.columns": [["a"], ["a", "b"]]}}, seed=2, registry=reg,
+                              processes=1, progress=False)
+    ax = metric_curve(table, "noise.columns", "mean-shift.loss")
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["['a']", "['a', 'b']"]
+    assert len(ax.lines) == 1 and ax.lines[0].get_label() == "noise"  # 'other' does not sweep it
+    rows = table[table["recipe"] == "noise"]
+    assert np.allclose(ax.lines[0].get_ydata(), rows["mean-shift.loss"].to_numpy())
+
+
+def test_a_map_of_differentially_private_runs_says_the_choice_is_not_covered(data, reg):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from privclust.plots import SELECTION_CAPTION, risk_utility_map
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", privclust.PrivclustWarning)
+        table = privclust.compare(noise_recipe(), data, grid={"noise.epsilon": [0.2, 1.0]}, seed=2,
+                                  registry=reg, processes=1, progress=False)
+    assert table.attrs["privclust"]["note"]
+    ax = risk_utility_map(table, detached=True)
+    assert ax.texts[-1].get_text() == SELECTION_CAPTION
+    table.attrs["privclust"].pop("note")
+    assert not risk_utility_map(table, detached=True, annotate=False).texts

@@ -49,6 +49,13 @@ def test_unknown_name_suggests():
         datasets.load("agregation")
 
 
+@pytest.mark.parametrize("bad", [3, None, ["flame"], b"flame"])
+def test_a_name_that_is_not_a_string_is_refused_clearly(bad):
+    # load(3) raised AttributeError: 'int' object has no attribute 'lower'
+    with pytest.raises(DatasetUnavailableError, match="named by a string.*known: aggregation"):
+        datasets.load(bad)
+
+
 @pytest.fixture
 def elsewhere(tmp_path, monkeypatch):
     """A user with no local folder and an empty cache."""
@@ -140,6 +147,10 @@ def test_the_survey_file_with_categorical_keys_and_weights():
     survey = datasets.load("sdc_testdata")
     assert survey.shape == (4580, 15)
     assert survey["ori_hid"].nunique() == 1000
+    # every column the docs' description names, and no other
+    described = {"ori_hid", "urbrur", "roof", "walls", "water", "electcon", "relat", "sex", "age", "hhcivil",
+                 "expend", "income", "savings", "sampling_weight", "household_weights"}
+    assert set(survey.columns) == described
     assert "sdc_testdata" in datasets.names()
 
 

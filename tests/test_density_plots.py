@@ -247,6 +247,9 @@ def test_the_labels_say_what_is_drawn(handmade, registry):
     noisy = Partition(labels=partition.labels, centres=partition.centres, columns=partition.columns,
                       diagnostics={**partition.diagnostics, "accounting": {}})
     assert plot_decision_graph(noisy).get_xlabel() == r"$\rho$ (noisy density)"
+    # gamma is computed from the noisy densities too: its axis says so
+    assert plot_gamma(partition).get_ylabel() == r"$\gamma$ (sorted, decreasing)"
+    assert plot_gamma(noisy).get_ylabel() == r"$\gamma$ (from noisy densities; sorted, decreasing)"
 
 
 def test_a_release_whose_clustered_values_were_changed_again_says_it_plots_the_original(registry):
@@ -255,3 +258,15 @@ def test_a_release_whose_clustered_values_were_changed_again_says_it_plots_the_o
     assert "original values, not those the step saw" in ax.get_title()
     drawn = np.vstack(offsets(ax))
     assert sorted(map(tuple, drawn)) == sorted(map(tuple, frame[["u", "v"]].to_numpy()))
+
+
+def test_a_centre_without_records_is_counted_in_the_title(handmade):
+    # k-means can release a centre no record is nearest to: the title said "2 clusters" over 3 centre crosses
+    partition, data = handmade
+    three = Partition(labels=np.where(partition.labels < 0, 0, partition.labels),
+                      centres=np.vstack([partition.centres, [[9.0, -3.0]]]), columns=partition.columns)
+    ax = plot_clusters(three, data)
+    assert ax.get_title() == "2 clusters, 3 centres"
+    assert len(offsets(ax)[-1]) == 3
+    assert plot_clusters(partition, data).get_title() == "2 clusters"  # as many centres as clusters
+    assert plot_clusters(three, data, centres=False).get_title() == "2 clusters"

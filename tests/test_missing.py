@@ -661,3 +661,26 @@ def test_the_regime_warnings_still_work_with_missing_values(data):
     with pytest.warns(UniformMembershipsWarning, match="near-uniform memberships"):
         release = privclust.run({"steps": [{"use": "fuzzy-microaggregation", "k": 3, "m1": 10.0}]}, data, seed=3)
     np.testing.assert_array_equal(release.data.isna().to_numpy(), data.isna().to_numpy())
+
+
+def test_before_after_draws_the_values_there_are_and_counts_the_missing_ones():
+    """A column with a missing value drew empty histograms (the bin range was NaN) under 'original' and
+    'released' legends."""
+    pytest.importorskip("matplotlib")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from privclust.plots import before_after
+
+    frame = pd.DataFrame({"income": [1200.0, 1350.0, np.nan, 2100.0, 2250.0, 2000.0, 3900.0, np.nan, 4100.0],
+                          "spend": [900.0, 1000.0, 950.0, 1500.0, 1200.0, 1450.0, 2600.0, 2500.0, 2700.0]})
+    release = privclust.run({"steps": [{"use": "microaggregation", "clusterer": {"use": "mdav", "k": 3}}]}, frame,
+                            seed=1)
+    axes = before_after(release, detached=True).ravel()
+    income, spend = axes[0], axes[1]
+    assert sum(p.get_height() for p in income.patches) == 7 + 7  # the observed values of both files
+    assert income.get_title() == "income\nnot drawn, missing: 2 original, 2 released"
+    assert spend.get_title() == "spend" and sum(p.get_height() for p in spend.patches) == 18
+    none = pd.DataFrame({"a": [np.nan] * 4})
+    axes = before_after(attrs.evolve(release, original=none, data=none), columns=["a"], detached=True).ravel()
+    assert axes[0].get_title() == "a (every value missing)" and not axes[0].patches

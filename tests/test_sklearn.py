@@ -181,3 +181,86 @@ def test_the_docs_page_runs_as_written(tmp_path):
     from _docblocks import run_page
 
     assert run_page("sklearn.md", tmp_path) >= 3
+
+
+def test_a_frame_with_non_string_column_names_is_masked(X):
+    # scikit-learn records no feature_names_in_ for integer names: fit_transform looked up x0, x1 (KeyError)
+    frame = pd.DataFrame(X, columns=[0, 1])
+    mask = pcs.masker("microaggregation", clusterer={"use": "mdav", "k": 4}, random_state=0)
+    out = mask.fit_transform(frame)
+    assert out.shape == X.shape
+    assert list(mask.get_feature_names_out()) == ["0", "1"]
+    np.testing.assert_array_equal(out, mask.release_.data.loc[:, ["0", "1"]].to_numpy())
+
+
+@pytest.mark.parametrize("bad, word", [(np.nan, "1 NaN"), (np.inf, "1 inf"), (-np.inf, "1 inf")])
+def test_nan_or_inf_input_is_refused_naming_the_column(X, bad, word):
+    frame = pd.DataFrame(X, columns=["income", "spend"])
+    frame.iloc[5, 1] = bad
+    before = frame.copy()
+    mask = pcs.masker("microaggregation", random_state=0)
+    with pytest.raises(privclust.DataError, match=rf"spend \({word}\)") as err:
+        mask.fit(frame)
+    assert "income" not in str(err.value)
+    assert isinstance(err.value, ValueError)  # scikit-learn's contract
+    assert frame.equals(before)
+    mask.fit(X)
+    with pytest.raises(privclust.DataError, match=rf"x1 \({word}\)"):
+        mask.transform(np.where(np.arange(90)[:, None] == 5, [[0.0, bad]], X))
+
+
+def test_a_second_seeded_run_with_the_same_seed_is_warned_about(X):
+    bounds = {"x0": [-3.0, 10.0], "x1": [-3.0, 10.0]}
+    km = pcs.clusterer("idp-kmeans", n_clusters=3, epsilon=1.0, bounds=bounds, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", privclust.PrivclustWarning)
+        warnings.simplefilter("ignore", privclust.NothingProtectedWarning)
+        km.fit(X)  # the first run with this seed: nothing to say
+    assert "The run was seeded" in km.release_.verdict
+    with pytest.warns(privclust.PrivclustWarning, match="same stream as an earlier run"):
+        km.fit(X[1:])  # neighbouring data, the same noise
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", privclust.PrivclustWarning)
+        warnings.simplefilter("ignore", privclust.NothingProtectedWarning)
+        km.set_params(random_state=1).fit(X)  # another seed
+        km.set_params(random_state=None).fit(X)
+        km.fit(X)  # no seed: fresh randomness each time
+
+
+def test_random_state_must_be_an_integer_seed(X):
+    for bad in (np.random.RandomState(0), np.random.default_rng(0), -1, 1.5, True):
+        with pytest.raises(ParameterError, match="random_state"):
+            pcs.masker("microaggregation", random_state=bad).fit(X)
+
+
+def test_a_column_that_is_not_numeric_is_refused_by_name_without_quoting_values(X):
+    # scikit-learn's own message quoted a value of the data and named no column
+    frame = pd.DataFrame(X, columns=["income", "spend"]).assign(name="Jane Roe",
+                                                                 kind=pd.Categorical(["a", "b", "c"] * 30))
+    with pytest.raises(privclust.DataError, match="column.s. name, kind hold values that are not numbers") as err:
+        pcs.masker("microaggregation", random_state=0).fit(frame)
+    assert "Jane" not in str(err.value)
+    dated = pd.DataFrame(X, columns=["income", "spend"]).assign(day=pd.date_range("2020-01-01", periods=90),
+                                                                 span=pd.to_timedelta(np.arange(90), unit="D"))
+    with pytest.raises(privclust.DataError, match="column.s. day, span hold values that are not numbers"):
+        pcs.masker("microaggregation", random_state=0).fit(dated)  # was numpy's DTypePromotionError
+    numeric_codes = pd.DataFrame(X, columns=["income", "spend"]).assign(code=pd.Categorical([1, 2, 3] * 30))
+    assert pcs.masker("microaggregation", random_state=0).fit_transform(numeric_codes).shape == (90, 3)
+
+
+def test_a_pickle_holds_no_seed_once_random_state_is_cleared(X):
+    # the seed of the last seeded run, kept to warn about its reuse, must not travel in a pickle whose
+    # random_state says None
+    mask = pcs.masker("fuzzy-microaggregation", random_state=987654321).fit(X)
+    mask.set_params(random_state=None)
+    blob = pickle.dumps(mask)
+    assert b"987654321" not in blob and (987654321).to_bytes(4, "little") not in blob
+    assert pickle.loads(blob).get_params()["random_state"] is None
+
+
+@pytest.mark.parametrize("bad, word", [(0, "epsilon must be > 0"), ((1.0, 1.0), "delta must be below 1"),
+                                       ((1.0, 2), "delta must be below 1")])
+def test_a_budget_out_of_range_is_refused_naming_budget(X, bad, word):
+    # these reached the recipe and came back as 'recipe: privacy.epsilon ...', naming no budget
+    with pytest.raises(ParameterError, match=f"budget: the {word}"):
+        pcs.masker("microaggregation", budget=bad).fit(X)
