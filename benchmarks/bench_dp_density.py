@@ -228,15 +228,12 @@ HDBSCAN_SIZES = [25, 50, 100, 200, 500, 1000]
 def run_dbscan(dataset: str, n: int, sub: int = 10_000, refit: int = 6) -> dict:
     """The best ARI of DBSCAN: :data:`DBSCAN_GRID` screened on the first ``sub`` points, its best ``refit``
     settings fitted on all ``n`` (min_samples scaled to the number of points: the same density level)."""
-    from sklearn.cluster import DBSCAN
-
     data, y, bounds = load(dataset, n)
     X = data.to_numpy()
     span = max(b[1] - b[0] for b in bounds.values()) / 1.2
 
     def labels(points, setting):
-        frac, per = setting
-        return DBSCAN(eps=frac * span, min_samples=max(5, int(per * len(points) / 1e5))).fit_predict(points)
+        return _dbscan_labels(points, span, *setting)
 
     settings = DBSCAN_GRID
     if n > sub:
@@ -250,6 +247,14 @@ def run_dbscan(dataset: str, n: int, sub: int = 10_000, refit: int = 6) -> dict:
                        "ari_assigned": _ari(y, _assign_noise(X, found))}
 
     return _best_of(y, settings, fit)
+
+
+def _dbscan_labels(X: np.ndarray, span: float, frac: float, per: float) -> np.ndarray:
+    """DBSCAN's labels with radius ``frac * span`` and ``per`` min_samples per 100,000 points (scaled to the
+    number of points, at least 5)."""
+    from sklearn.cluster import DBSCAN
+
+    return DBSCAN(eps=frac * span, min_samples=max(5, int(per * len(X) / 1e5))).fit_predict(X)
 
 
 def _assign_noise(X: np.ndarray, labels: np.ndarray) -> np.ndarray:
@@ -291,14 +296,12 @@ def run_dbscan_wide(dataset: str, n: int, sub: int = 10_000) -> dict:
     conventions: the best ARI with the points of no cluster as one more class (scikit-learn's, as returned), and
     the best once each of them takes the cluster of its nearest clustered point (every point in a cluster, as the
     private methods label them)."""
-    from sklearn.cluster import DBSCAN
-
     data, y, bounds = load(dataset, n)
     X, y = data.to_numpy()[:sub], y[:sub]
     span = max(b[1] - b[0] for b in bounds.values()) / 1.2
     found = []
     for frac, per in DBSCAN_WIDE_GRID:
-        labels = DBSCAN(eps=frac * span, min_samples=max(5, int(per * len(y) / 1e5))).fit_predict(X)
+        labels = _dbscan_labels(X, span, frac, per)
         found.append({"ari": _ari(y, labels), "ari_assigned": _ari(y, _assign_noise(X, labels)),
                       "radius_fraction": frac, "min_samples_per_1e5": per,
                       "clusters": int(np.unique(labels[labels >= 0]).size),
