@@ -626,6 +626,10 @@ def _evaluation_problems(compiled: CompiledRecipe, frame: pd.DataFrame, default_
     computes on (``evaluated_on``: key variables, a weight column of its
     own), so that a run is refused before its first step, not after."""
     problems: list[str] = []
+    # the label columns the clusterer steps will release, as placeholders: an evaluator of a clustering checks
+    # that its labels (and truth) column will be there before any step runs, not after every step has run
+    labels = pd.DataFrame({cs.step.output or DEFAULT_LABEL_COLUMN: np.zeros(len(frame), dtype=np.int64)
+                           for cs in compiled.steps if cs.kind == "clusterers"}, index=frame.index)
     for i, ev in enumerate(compiled.evaluations):
         where = f"evaluate[{i}] ({ev.spec.use})"
         columns = ev.spec.columns if ev.spec.columns is not None else tuple(default_columns)
@@ -635,7 +639,7 @@ def _evaluation_problems(compiled: CompiledRecipe, frame: pd.DataFrame, default_
         if found or method is None:
             continue
         inputs = EvaluationInputs(original=frame, protected=frame, columns=tuple(columns),
-                                  labels=pd.DataFrame(index=frame.index), registry=compiled.registry,
+                                  labels=labels, registry=compiled.registry,
                                   roles=compiled.recipe.roles)
         try:
             said = method(inputs)
