@@ -688,8 +688,10 @@ def _main(args: argparse.Namespace) -> int:
         return err.exit_status
     except PrivclustError as err:
         recipe = getattr(args, "recipe", None)
-        if isinstance(err, RecipeError) and err.source is None and recipe:
-            err = RecipeError(err.problems, source=recipe)  # name the file the problems are in
+        if isinstance(err, RecipeError) and recipe and err.source != str(recipe):
+            # name the file the problems are in: compiling names the recipe by its `name`, which is no file
+            # (a named recipe's errors read "recipe noisy expenditure: ..." and did not say which file)
+            err = RecipeError(err.problems, source=str(recipe))
         message = " ".join(str(err).split())
         print(f"privclust: error: {message}", file=sys.stderr)
         return 1

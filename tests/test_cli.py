@@ -699,3 +699,18 @@ def test_check_states_the_planned_epsilon_rounded_up(tmp_path, capsys):
     assert main(["check", str(tmp_path / "r.toml")]) == 0
     out = capsys.readouterr().out
     assert "budget: epsilon 0.3000001, delta 0; the steps declare epsilon 0.300001 in all" in out
+
+
+def test_an_error_in_a_named_recipe_names_its_file_not_its_name(tmp_path, capsys):
+    """Compiling names a recipe by its ``name``; the command line names the file it was given (audit16b:
+    "recipe noisy expenditure: ..." said which recipe, not which file)."""
+    recipe = tmp_path / "named.toml"
+    recipe.write_text('name = "noisy expenditure"\n[privacy]\nepsilon = 0.5\n[[steps]]\nuse = "laplace"\n'
+                      'epsilon = 1.0\nbounds = { a = [0, 10] }\n')
+    data = tmp_path / "in.csv"
+    data.write_text("a\n1\n2\n")
+    for argv in (["check", str(recipe)], ["run", str(recipe), "-i", str(data), "-o", str(tmp_path / "o.csv")]):
+        assert main(argv) == 1
+        err = capsys.readouterr().err
+        assert f"privclust: error: recipe {recipe}: privacy.epsilon: the steps ask for epsilon = 1" in err
+        assert "noisy expenditure" not in err
