@@ -25,6 +25,7 @@ import difflib
 import math
 import multiprocessing as mp
 import time
+import unicodedata
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
@@ -434,6 +435,12 @@ def _not_in_data(frame: pd.DataFrame, columns: Sequence[str], where: str) -> lis
     names = [str(x) for x in frame.columns]
     for c in columns:
         if c in frame.columns:
+            continue
+        same = [x for x in names if unicodedata.normalize("NFC", x) == unicodedata.normalize("NFC", c)]
+        if same:  # 'café' and 'café' print alike ("did you mean 'café'?" named the column the user wrote)
+            problems.append(f"{where}: column {c!r} is not in the data: the data have {same[0]!r}, which reads the "
+                            "same but is written with other Unicode characters (composed and decomposed accents); "
+                            "write the name as the data do, or normalise the header (NFC)")
             continue
         close = [x for x in names if x.lower() == c.lower()] or difflib.get_close_matches(c, names, n=2, cutoff=0.6)
         fix = ("did you mean " + " or ".join(repr(x) for x in close) + "?") if close else "check the column names"
