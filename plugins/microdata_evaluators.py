@@ -516,6 +516,10 @@ def _named_keys(keys: tuple[str, ...], who: str) -> tuple[str, ...]:
     if not keys:
         raise DataError(f"{who}: name the categorical key variables: {{ use = \"{who}\", keys = [\"sex\", "
                         "\"region\"] }, or give the recipe a [roles] keys = [...] table")
+    bad = [k for k in keys if not isinstance(k, str)]
+    if bad:  # keys = [1] passed check (a number is no column name) and was refused after every step had run
+        raise DataError(f"{who}: keys must be column names (strings); got {bad!r} (e.g. keys = [\"sex\", "
+                        "\"region\"])")
     return keys
 
 

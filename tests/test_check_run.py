@@ -52,6 +52,10 @@ DRIFT = {
     "key-frequencies-without-keys": ('[[steps]]\nuse = "laplace"\nepsilon = 1.0\ncolumns = ["a"]\n'
                                      'bounds = { a = [0, 10] }\n[[evaluate]]\nuse = "key-frequencies"\n', DataError,
                                      "evaluate[0] (key-frequencies): key-frequencies: name the categorical key"),
+    "key-frequencies-keys-not-names": ('[[steps]]\nuse = "laplace"\nepsilon = 1.0\ncolumns = ["a"]\n'
+                                       'bounds = { a = [0, 10] }\n[[evaluate]]\nuse = "key-frequencies"\n'
+                                       'keys = [1]\n', DataError,
+                                       "key-frequencies: keys must be column names (strings); got [1]"),
     "edit-violations-rule-column-missing": ('[[steps]]\nuse = "laplace"\nepsilon = 1.0\ncolumns = ["a"]\n'
                                             'bounds = { a = [0, 10] }\n[[evaluate]]\nuse = "edit-violations"\n'
                                             'rules = ["zz = a"]\n', DataError,
