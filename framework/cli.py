@@ -298,6 +298,13 @@ CHECKED = ("every column of the steps, the evaluations (those their evaluators s
            "step's bounds table covers its columns; there are enough records for each step")
 
 
+#: What ``privclust check --input`` cannot check, said after its OK: ``run`` may still refuse the recipe for
+#: these as a step runs (before that step draws any noise; nothing is written). The OK alone read as a promise
+#: that ``run`` would succeed, and a geometric step on a column of fractions passed check and failed in run.
+UNCHECKED = ("checked only as each step runs: the components' own checks of the values (such as geometric's whole "
+             "numbers), bounds taken from the data or by a DP quantile")
+
+
 def _cmd_check(args: argparse.Namespace) -> int:
     recipe = _load_recipe(args)
     compiled = compile(recipe)
@@ -346,6 +353,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
             sizes = [len(rows) for _, rows in checked.parts]
             lines.append(f"    strata: {len(sizes)} (records per stratum: {min(sizes)} to {max(sizes)})"
                          + (f"; merged: {', '.join(checked.merges)}" if checked.merges else ""))
+        lines.append(f"  {UNCHECKED}")
     print("\n".join(lines))
     return 0
 

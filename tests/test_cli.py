@@ -714,3 +714,19 @@ def test_an_error_in_a_named_recipe_names_its_file_not_its_name(tmp_path, capsys
         err = capsys.readouterr().err
         assert f"privclust: error: recipe {recipe}: privacy.epsilon: the steps ask for epsilon = 1" in err
         assert "noisy expenditure" not in err
+
+
+def test_check_names_what_it_leaves_to_run(tmp_path, capsys):
+    """A geometric step on a column of fractions passes check's checks and is refused by run as the step runs:
+    check's OK said nothing of what it had not checked (audit16b); its last line names it."""
+    data = tmp_path / "in.csv"
+    data.write_text("a\n1.5\n2.5\n3.5\n")
+    recipe = tmp_path / "geo.toml"
+    recipe.write_text('[[steps]]\nuse = "geometric"\nepsilon = 1.0\nbounds = { a = [0, 10] }\n')
+    assert main(["check", str(recipe), "--input", str(data)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[-1] == ("  checked only as each step runs: the components' own checks of the values (such as "
+                       "geometric's whole numbers), bounds taken from the data or by a DP quantile")
+    assert main(["run", str(recipe), "-i", str(data), "-o", str(tmp_path / "o.csv"), "-q"]) == 1
+    assert "hold non-integer values" in capsys.readouterr().err
+    assert not (tmp_path / "o.csv").exists()
