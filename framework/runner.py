@@ -657,7 +657,8 @@ def _evaluation_problems(compiled: CompiledRecipe, frame: pd.DataFrame, default_
             continue  # the run names a malformed answer (a bug in the plugin) after evaluating
         named = said.get("columns")
         if isinstance(named, Sequence) and not isinstance(named, str):
-            problems.extend(_not_in_data(frame, [c for c in named if isinstance(c, str)], where))
+            problems.extend(_not_in_data(frame, [c for c in named if isinstance(c, str) and c not in labels.columns],
+                                         where))  # a label column a clusterer step will release is there
         weight = said.get("weight")
         if isinstance(weight, str):
             problems.extend(_weight_problems(frame, weight, f"{where}: weight"))

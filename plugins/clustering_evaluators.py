@@ -166,13 +166,16 @@ class _AgainstTruth:
     labels: str = param(str, default="cluster", doc="label column released by the clusterer step to evaluate")
 
     def evaluated_on(self, inputs: EvaluationInputs) -> Mapping[str, Any]:
-        """The evaluation's columns; asked before any step runs (``privclust
-        check --input``, ``run``'s checks), it raises when the labels or the
-        truth column will not be there, or the truth has missing values: a
-        run used to be refused only after every step had run."""
+        """The truth and labels columns: the figures compare these two
+        columns and read no other (the report said "computed on the columns
+        exp16, exp7" of a figure such as the number of true classes). Asked
+        before any step runs (``privclust check --input``, ``run``'s checks),
+        it raises when either column will not be there, or the truth has
+        missing values: a run used to be refused only after every step had
+        run."""
         _, truth = self._labels_and_truth(inputs)
         _truth_codes(truth, self.name)
-        return {"columns": list(inputs.columns)}
+        return {"columns": list(dict.fromkeys([self.truth, self.labels]))}
 
     def _labels_and_truth(self, inputs: EvaluationInputs) -> tuple[pd.Series, pd.Series]:
         labels = _column(inputs, self.labels, "labels", ("labels", "protected", "original"), self.name)

@@ -176,3 +176,13 @@ def test_a_clustering_evaluation_of_a_label_column_a_step_releases_passes_check_
     assert "OK" in capsys.readouterr().out
     assert main(["run", str(recipe), "-i", str(data_file), "-o", str(tmp_path / "out.csv"), "-q", "--seed", "1"]) == 0
     assert (tmp_path / "out.csv").exists()
+
+
+def test_an_evaluation_of_a_clustering_is_said_to_be_computed_on_its_truth_and_labels():
+    """The report said ARI and the number of true classes were "computed on the columns a, b" (the steps'
+    columns); they compare the truth and labels columns and read nothing else (audit16b)."""
+    release = privclust.run({"steps": [{"use": "fcm", "n_clusters": 2, "columns": ["a", "b"], "output": "group"}],
+                             "evaluate": [{"use": "ari", "truth": "cluster", "labels": "group"},
+                                          {"use": "n-clusters", "truth": "cluster", "labels": "group"}]},
+                            DATA, seed=1)
+    assert set(release.evaluations["columns"]) == {"cluster, group"}
