@@ -299,10 +299,11 @@ CHECKED = ("every column of the steps, the evaluations (those their evaluators s
 
 
 #: What ``privclust check --input`` cannot check, said after its OK: ``run`` may still refuse the recipe for
-#: these as a step runs (before that step draws any noise; nothing is written). The OK alone read as a promise
+#: these as the recipe runs (nothing is written then). The OK alone read as a promise
 #: that ``run`` would succeed, and a geometric step on a column of fractions passed check and failed in run.
-UNCHECKED = ("checked only as each step runs: the components' own checks of the values (such as geometric's whole "
-             "numbers), bounds taken from the data or by a DP quantile")
+UNCHECKED = ("checked only as the recipe runs: the components' own checks of the values (such as geometric's whole "
+             "numbers), bounds taken from the data or by a DP quantile, and the partition an evaluator needs from the "
+             "steps (such as group-sizes')")
 
 
 def _cmd_check(args: argparse.Namespace) -> int:

@@ -725,8 +725,9 @@ def test_check_names_what_it_leaves_to_run(tmp_path, capsys):
     recipe.write_text('[[steps]]\nuse = "geometric"\nepsilon = 1.0\nbounds = { a = [0, 10] }\n')
     assert main(["check", str(recipe), "--input", str(data)]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[-1] == ("  checked only as each step runs: the components' own checks of the values (such as "
-                       "geometric's whole numbers), bounds taken from the data or by a DP quantile")
+    assert out[-1] == ("  checked only as the recipe runs: the components' own checks of the values (such as "
+                       "geometric's whole numbers), bounds taken from the data or by a DP quantile, and the partition "
+                       "an evaluator needs from the steps (such as group-sizes')")
     assert main(["run", str(recipe), "-i", str(data), "-o", str(tmp_path / "o.csv"), "-q"]) == 1
     assert "hold non-integer values" in capsys.readouterr().err
     assert not (tmp_path / "o.csv").exists()
