@@ -731,3 +731,22 @@ def test_check_names_what_it_leaves_to_run(tmp_path, capsys):
     assert main(["run", str(recipe), "-i", str(data), "-o", str(tmp_path / "o.csv"), "-q"]) == 1
     assert "hold non-integer values" in capsys.readouterr().err
     assert not (tmp_path / "o.csv").exists()
+
+
+def test_a_csv_line_with_more_values_than_the_header_is_refused(tmp_path, capsys):
+    """A first data line with one value more than the header made pandas read the first column as the row
+    index: every value moved one column left, the first column's values were dropped, and the run released
+    the file so shifted (audit16b). A trailing separator on every line stays accepted."""
+    recipe = tmp_path / "r.toml"
+    recipe.write_text('[[steps]]\nuse = "microaggregation"\nk = 2\n')
+    shifted = tmp_path / "shifted.csv"
+    shifted.write_text("a,b\n1,2,3\n3,4\n5,6\n7,8\n9,10\n")
+    out = tmp_path / "o.csv"
+    assert main(["run", str(recipe), "-i", str(shifted), "-o", str(out), "-q"]) == 1
+    assert "a line has more values than the header has column names" in capsys.readouterr().err
+    assert not out.exists()
+    trailing = tmp_path / "trailing.csv"
+    trailing.write_text("a,b\n1,2,\n3,4,\n5,6,\n7,8,\n")
+    from privclust._io import read_frame
+
+    assert read_frame(trailing).to_dict("list") == {"a": [1, 3, 5, 7], "b": [2, 4, 6, 8]}
