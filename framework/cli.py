@@ -333,6 +333,10 @@ def _cmd_check(args: argparse.Namespace) -> int:
         lines.append(f"  allow_leaks: {', '.join(recipe.privacy.allow_leaks)}: these parameters may be taken from the "
                      "data, and a release that does so has no differential-privacy guarantee")
     if args.input:
+        if args.input != STDIO and Path(args.input).is_dir():  # "unknown file type" of what run accepts
+            raise PrivclustError(f"--input {args.input} is a folder: check does not read a Parquet dataset (run "
+                                 "checks it stratum by stratum as it runs); check the recipe against one file of "
+                                 "the data (e.g. one stratum's), or without --input")
         checked = preflight(compiled, read_frame(args.input))  # the checks `run` makes before its first step
         lines.append(f"  data {args.input}: {checked.frame.shape[0]} records; {CHECKED}")
         changed: set[str] = set()

@@ -750,3 +750,15 @@ def test_a_csv_line_with_more_values_than_the_header_is_refused(tmp_path, capsys
     from privclust._io import read_frame
 
     assert read_frame(trailing).to_dict("list") == {"a": [1, 3, 5, 7], "b": [2, 4, 6, 8]}
+
+
+def test_check_says_it_does_not_read_a_dataset_folder(tmp_path, capsys):
+    """run protects a Parquet dataset (a folder); check --input called it "unknown file type" (audit16b)."""
+    folder = tmp_path / "dataset"
+    folder.mkdir()
+    recipe = tmp_path / "r.toml"
+    recipe.write_text('[[steps]]\nuse = "microaggregation"\nk = 2\n')
+    assert main(["check", str(recipe), "--input", str(folder)]) == 1
+    err = capsys.readouterr().err
+    assert f"--input {folder} is a folder: check does not read a Parquet dataset" in err
+    assert "unknown file type" not in err
