@@ -29,6 +29,7 @@ import stat
 import sys
 import tempfile
 import threading
+import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -124,8 +125,19 @@ def _read_csv(source: Path | bytes, sep: str = ",") -> pd.DataFrame:
     missing values kept; a column written as ``1.0, 2.0`` stays ``float64``.
     """
     def read(**options: object) -> pd.DataFrame:
-        return pd.read_csv(io.BytesIO(source) if isinstance(source, bytes) else source, sep=sep,
-                           **options)  # type: ignore[call-overload]
+        # index_col=False: a line with more values than the header has names made pandas take the first
+        # column for the row index, silently: every value moved one column left and the first column's
+        # values were dropped from the release. Such a file is refused.
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", pd.errors.ParserWarning)
+            try:
+                return pd.read_csv(io.BytesIO(source) if isinstance(source, bytes) else source, sep=sep,
+                                   index_col=False, **options)  # type: ignore[call-overload]
+            except pd.errors.ParserWarning:
+                raise pd.errors.ParserError(
+                    "a line has more values than the header has column names (read as it is, the first column "
+                    "would be taken for a row index and every value moved one column left); give every line one "
+                    "value per column of the header") from None
 
     frame = read()
     gaps = [c for c in frame.columns if frame[c].dtype == float and frame[c].isna().any() and frame[c].notna().any()

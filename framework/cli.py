@@ -298,6 +298,14 @@ CHECKED = ("every column of the steps, the evaluations (those their evaluators s
            "step's bounds table covers its columns; there are enough records for each step")
 
 
+#: What ``privclust check --input`` cannot check, said after its OK: ``run`` may still refuse the recipe for
+#: these as the recipe runs (nothing is written then). The OK alone read as a promise
+#: that ``run`` would succeed, and a geometric step on a column of fractions passed check and failed in run.
+UNCHECKED = ("checked only as the recipe runs: the components' own checks of the values (such as geometric's whole "
+             "numbers), bounds taken from the data or by a DP quantile, and the partition an evaluator needs from the "
+             "steps (such as group-sizes')")
+
+
 def _cmd_check(args: argparse.Namespace) -> int:
     recipe = _load_recipe(args)
     compiled = compile(recipe)
@@ -325,6 +333,10 @@ def _cmd_check(args: argparse.Namespace) -> int:
         lines.append(f"  allow_leaks: {', '.join(recipe.privacy.allow_leaks)}: these parameters may be taken from the "
                      "data, and a release that does so has no differential-privacy guarantee")
     if args.input:
+        if args.input != STDIO and Path(args.input).is_dir():  # "unknown file type" of what run accepts
+            raise PrivclustError(f"--input {args.input} is a folder: check does not read a Parquet dataset (run "
+                                 "checks it stratum by stratum as it runs); check the recipe against one file of "
+                                 "the data (e.g. one stratum's), or without --input")
         checked = preflight(compiled, read_frame(args.input))  # the checks `run` makes before its first step
         lines.append(f"  data {args.input}: {checked.frame.shape[0]} records; {CHECKED}")
         changed: set[str] = set()
@@ -346,6 +358,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
             sizes = [len(rows) for _, rows in checked.parts]
             lines.append(f"    strata: {len(sizes)} (records per stratum: {min(sizes)} to {max(sizes)})"
                          + (f"; merged: {', '.join(checked.merges)}" if checked.merges else ""))
+        lines.append(f"  {UNCHECKED}")
     print("\n".join(lines))
     return 0
 
@@ -688,8 +701,10 @@ def _main(args: argparse.Namespace) -> int:
         return err.exit_status
     except PrivclustError as err:
         recipe = getattr(args, "recipe", None)
-        if isinstance(err, RecipeError) and err.source is None and recipe:
-            err = RecipeError(err.problems, source=recipe)  # name the file the problems are in
+        if isinstance(err, RecipeError) and recipe and err.source != str(recipe):
+            # name the file the problems are in: compiling names the recipe by its `name`, which is no file
+            # (a named recipe's errors read "recipe noisy expenditure: ..." and did not say which file)
+            err = RecipeError(err.problems, source=str(recipe))
         message = " ".join(str(err).split())
         print(f"privclust: error: {message}", file=sys.stderr)
         return 1

@@ -190,6 +190,17 @@ def _columns(value: Any) -> tuple[str, ...] | None:
     return tuple(value)
 
 
+def _evaluation_column_problems(columns: list[Any], where: str) -> list[Problem]:
+    """An evaluation's ``columns``, checked as a step's are: not empty, names (strings), each once."""
+    if not columns:
+        return [Problem(where, "is empty", "list at least one column or leave it out")]
+    bad = [c for c in columns if not isinstance(c, str)]
+    if bad:
+        return [Problem(where, f"must be column names (strings); got {bad!r}")]
+    dup = sorted({c for c in columns if columns.count(c) > 1})
+    return [Problem(where, f"names {', '.join(dup)} more than once")] if dup else []
+
+
 def _check_role(inst: Any, attribute: attrs.Attribute, value: Any) -> None:
     where = f"roles.{attribute.name}"
     if not isinstance(value, tuple) or not all(isinstance(v, str) and v for v in value):
@@ -577,6 +588,8 @@ class Recipe:
             if columns is not None and not isinstance(columns, Sequence):
                 problems.append(Problem(f"evaluate[{i}].columns", f"must be a list of column names; got {columns!r}"))
                 columns = None
+            if columns is not None:  # as a step's columns (a number crashed check and run with a traceback)
+                problems.extend(_evaluation_column_problems(list(columns), f"evaluate[{i}].columns"))
             evaluate.append(EvaluateSpec(use=raw["use"],
                                          params={k: v for k, v in raw.items() if k not in ("use", "columns")},
                                          columns=columns))

@@ -698,6 +698,9 @@ def render_html(release: Release, *, non_disclosive: bool = False, plots: bool =
                   for role in ("ids", "weight", "strata", "keys") if getattr(release.recipe.roles, role)],
         "has_dp": has_dp,
         "evaluations": groups,
+        # what the page says when it shows no figure: a recipe with evaluators whose figures were all left out
+        # (a non-disclosive report of a DP release) read "No evaluators in the recipe."
+        "evaluators": ", ".join(dict.fromkeys(spec.use for spec in release.recipe.evaluate)),
         # the columns once, above the table, when every evaluator judged the same ones
         "evaluation_columns": (groups[0]["columns"] if len(groups) > 1 and groups[0]["columns"]
                                and all(g["columns"] == groups[0]["columns"] for g in groups) else ""),

@@ -25,6 +25,7 @@ import difflib
 import math
 import multiprocessing as mp
 import time
+import unicodedata
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
@@ -435,6 +436,12 @@ def _not_in_data(frame: pd.DataFrame, columns: Sequence[str], where: str) -> lis
     for c in columns:
         if c in frame.columns:
             continue
+        same = [x for x in names if unicodedata.normalize("NFC", x) == unicodedata.normalize("NFC", c)]
+        if same:  # 'café' and 'café' print alike ("did you mean 'café'?" named the column the user wrote)
+            problems.append(f"{where}: column {c!r} is not in the data: the data have {same[0]!r}, which reads the "
+                            "same but is written with other Unicode characters (composed and decomposed accents); "
+                            "write the name as the data do, or normalise the header (NFC)")
+            continue
         close = [x for x in names if x.lower() == c.lower()] or difflib.get_close_matches(c, names, n=2, cutoff=0.6)
         fix = ("did you mean " + " or ".join(repr(x) for x in close) + "?") if close else "check the column names"
         problems.append(f"{where}: column {c!r} is not in the data ({fix})")
@@ -626,6 +633,10 @@ def _evaluation_problems(compiled: CompiledRecipe, frame: pd.DataFrame, default_
     computes on (``evaluated_on``: key variables, a weight column of its
     own), so that a run is refused before its first step, not after."""
     problems: list[str] = []
+    # the label columns the clusterer steps will release, as placeholders: an evaluator of a clustering checks
+    # that its labels (and truth) column will be there before any step runs, not after every step has run
+    labels = pd.DataFrame({cs.step.output or DEFAULT_LABEL_COLUMN: np.zeros(len(frame), dtype=np.int64)
+                           for cs in compiled.steps if cs.kind == "clusterers"}, index=frame.index)
     for i, ev in enumerate(compiled.evaluations):
         where = f"evaluate[{i}] ({ev.spec.use})"
         columns = ev.spec.columns if ev.spec.columns is not None else tuple(default_columns)
@@ -635,7 +646,7 @@ def _evaluation_problems(compiled: CompiledRecipe, frame: pd.DataFrame, default_
         if found or method is None:
             continue
         inputs = EvaluationInputs(original=frame, protected=frame, columns=tuple(columns),
-                                  labels=pd.DataFrame(index=frame.index), registry=compiled.registry,
+                                  labels=labels, registry=compiled.registry,
                                   roles=compiled.recipe.roles)
         try:
             said = method(inputs)
@@ -646,7 +657,8 @@ def _evaluation_problems(compiled: CompiledRecipe, frame: pd.DataFrame, default_
             continue  # the run names a malformed answer (a bug in the plugin) after evaluating
         named = said.get("columns")
         if isinstance(named, Sequence) and not isinstance(named, str):
-            problems.extend(_not_in_data(frame, [c for c in named if isinstance(c, str)], where))
+            problems.extend(_not_in_data(frame, [c for c in named if isinstance(c, str) and c not in labels.columns],
+                                         where))  # a label column a clusterer step will release is there
         weight = said.get("weight")
         if isinstance(weight, str):
             problems.extend(_weight_problems(frame, weight, f"{where}: weight"))

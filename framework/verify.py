@@ -251,7 +251,16 @@ def verify(context: PrivacyContext, original: pd.DataFrame, released: pd.DataFra
     for o in outcomes:
         columns = tuple(o.columns)
         if o.kind == "clusterers":
-            step_out = n  # a clusterer releases labels and leaves its columns as it found them
+            # a clusterer releases labels and leaves its columns as it found them: as the last earlier step that
+            # wrote each of them left it (a clusterer after a noise step found, and left, noisy values; every
+            # record was counted as left with its original values)
+            own = np.ones(n, dtype=bool)
+            for c in columns:
+                found = next((e.result.data[c] for e in reversed(outcomes)
+                              if e.index < o.index and e.kind != "clusterers" and c in e.columns), None)
+                if found is not None:
+                    own &= _equal(original[c].to_numpy(), found.to_numpy())
+            step_out = int(own.sum())
         else:
             data = o.result.data
             own = np.ones(n, dtype=bool)

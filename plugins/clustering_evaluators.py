@@ -165,11 +165,27 @@ class _AgainstTruth:
     truth: str = param(str, default="class", doc="column of the true classes (any dtype, e.g. categorical)")
     labels: str = param(str, default="cluster", doc="label column released by the clusterer step to evaluate")
 
+    def evaluated_on(self, inputs: EvaluationInputs) -> Mapping[str, Any]:
+        """The truth and labels columns: the figures compare these two
+        columns and read no other (the report said "computed on the columns
+        exp16, exp7" of a figure such as the number of true classes). Asked
+        before any step runs (``privclust check --input``, ``run``'s checks),
+        it raises when either column will not be there, or the truth has
+        missing values: a run used to be refused only after every step had
+        run."""
+        _, truth = self._labels_and_truth(inputs)
+        _truth_codes(truth, self.name)
+        return {"columns": list(dict.fromkeys([self.truth, self.labels]))}
+
+    def _labels_and_truth(self, inputs: EvaluationInputs) -> tuple[pd.Series, pd.Series]:
+        labels = _column(inputs, self.labels, "labels", ("labels", "protected", "original"), self.name)
+        truth = _column(inputs, self.truth, "truth", ("original", "protected", "labels"), self.name)
+        return labels, truth
+
     def _columns(self, inputs: EvaluationInputs) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Codes of the true classes and the labels, and the unassigned mask."""
         owner = self.name
-        labels = _column(inputs, self.labels, "labels", ("labels", "protected", "original"), owner)
-        truth = _column(inputs, self.truth, "truth", ("original", "protected", "labels"), owner)
+        labels, truth = self._labels_and_truth(inputs)
         if len(labels) != len(truth):
             raise DataError(f"{owner}: the labels column {self.labels!r} has {len(labels)} values but the truth "
                             f"column {self.truth!r} has {len(truth)}; both must describe the same records")

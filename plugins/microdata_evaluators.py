@@ -435,10 +435,9 @@ class EditViolations:
     def evaluated_on(self, inputs: EvaluationInputs) -> Mapping[str, Any]:
         """The columns the rules use (the evaluation's columns were named,
         whatever the rules read)."""
-        try:
-            rules = self._own_rules(inputs) if self.rules else inputs.constraints
-        except privclust.PrivclustError:  # evaluate() raises it, with its own type, when the run gets there
-            return {"columns": list(inputs.columns)}
+        # rules that do not parse or name a column not in the data are refused here too: asked before any step
+        # runs (privclust check --input, run's checks), as evaluate() refuses them after every step has run
+        rules = self._own_rules(inputs) if self.rules else inputs.constraints
         if rules is None or not rules.rules:
             return {"columns": list(inputs.columns)}
         used = _rule_columns(rules, len(rules.columns)).any(axis=0)
@@ -512,10 +511,20 @@ def _weight_role(weight: str | None, inputs: EvaluationInputs) -> str | None:
     return weight if weight is not None else (roles.weight_column if roles is not None else None)
 
 
-def _keys(frame: pd.DataFrame, keys: tuple[str, ...], who: str, what: str) -> pd.DataFrame:
+def _named_keys(keys: tuple[str, ...], who: str) -> tuple[str, ...]:
+    """``keys``, refused when there are none (asked by ``evaluated_on`` before any step runs as well)."""
     if not keys:
         raise DataError(f"{who}: name the categorical key variables: {{ use = \"{who}\", keys = [\"sex\", "
                         "\"region\"] }, or give the recipe a [roles] keys = [...] table")
+    bad = [k for k in keys if not isinstance(k, str)]
+    if bad:  # keys = [1] passed check (a number is no column name) and was refused after every step had run
+        raise DataError(f"{who}: keys must be column names (strings); got {bad!r} (e.g. keys = [\"sex\", "
+                        "\"region\"])")
+    return keys
+
+
+def _keys(frame: pd.DataFrame, keys: tuple[str, ...], who: str, what: str) -> pd.DataFrame:
+    _named_keys(keys, who)
     missing = [c for c in keys if c not in frame.columns]
     if missing:
         raise DataError(f"{who}: key column(s) {', '.join(map(repr, missing))} are not in the {what} data; "
@@ -587,7 +596,7 @@ class KeyFrequencies:
                    doc="the minimum group size: a cell with fewer than k records breaks k-anonymity on the keys")
 
     def evaluated_on(self, inputs: EvaluationInputs) -> Mapping[str, Any]:
-        return {"columns": list(_key_role(self.keys, inputs, self.with_strata))}
+        return {"columns": list(_named_keys(_key_role(self.keys, inputs, self.with_strata), self.name))}
 
     def evaluate(self, inputs: EvaluationInputs) -> Mapping[str, float]:
         out: dict[str, float] = {}
@@ -635,7 +644,7 @@ class IndividualRisk:
     threshold: float = param(float, default=0.1, gt=0, le=1, doc="a record is at risk above this individual risk")
 
     def evaluated_on(self, inputs: EvaluationInputs) -> Mapping[str, Any]:
-        return {"columns": list(_key_role(self.keys, inputs, self.with_strata)),
+        return {"columns": list(_named_keys(_key_role(self.keys, inputs, self.with_strata), self.name)),
                 "weight": _weight_role(self.weight, inputs)}
 
     def evaluate(self, inputs: EvaluationInputs) -> Mapping[str, float]:
@@ -682,7 +691,8 @@ class KeyLinkage:
     with_strata: bool = _strata_param()
 
     def evaluated_on(self, inputs: EvaluationInputs) -> Mapping[str, Any]:
-        keys = [k for k in _key_role(self.keys, inputs, self.with_strata) if k not in inputs.columns]
+        keys = [k for k in _named_keys(_key_role(self.keys, inputs, self.with_strata), self.name)
+                if k not in inputs.columns]
         return {"columns": [*inputs.columns, *keys]}
 
     def evaluate(self, inputs: EvaluationInputs) -> Mapping[str, float]:

@@ -40,6 +40,26 @@ DRIFT = {
     "bounds-table-misses-a-column": ('[[steps]]\nuse = "laplace"\nepsilon = 1.0\ncolumns = ["a", "b"]\n'
                                      'bounds = { a = [0, 10] }\n', DataError,
                                      "steps[0] (laplace): laplace: no public bounds for column(s) b"),
+    # check said OK to these; run refused them only after every step had run (audit16b): the columns and keys
+    # an evaluator reads beyond the evaluation's columns (a clustering's truth and labels, key variables, the
+    # columns of its own edit rules) are asked of it before any step runs
+    "ari-truth-missing": ('[[steps]]\nuse = "laplace"\nepsilon = 1.0\ncolumns = ["a"]\nbounds = { a = [0, 10] }\n'
+                          '[[evaluate]]\nuse = "ari"\n', DataError,
+                          "evaluate[0] (ari): ari: the 'truth' column 'class' is not in"),
+    "nmi-labels-missing": ('[[steps]]\nuse = "laplace"\nepsilon = 1.0\ncolumns = ["a"]\nbounds = { a = [0, 10] }\n'
+                           '[[evaluate]]\nuse = "nmi"\ntruth = "cluster"\nlabels = "group"\n', DataError,
+                           "evaluate[0] (nmi): nmi: the 'labels' column 'group' is not in"),
+    "key-frequencies-without-keys": ('[[steps]]\nuse = "laplace"\nepsilon = 1.0\ncolumns = ["a"]\n'
+                                     'bounds = { a = [0, 10] }\n[[evaluate]]\nuse = "key-frequencies"\n', DataError,
+                                     "evaluate[0] (key-frequencies): key-frequencies: name the categorical key"),
+    "key-frequencies-keys-not-names": ('[[steps]]\nuse = "laplace"\nepsilon = 1.0\ncolumns = ["a"]\n'
+                                       'bounds = { a = [0, 10] }\n[[evaluate]]\nuse = "key-frequencies"\n'
+                                       'keys = [1]\n', DataError,
+                                       "key-frequencies: keys must be column names (strings); got [1]"),
+    "edit-violations-rule-column-missing": ('[[steps]]\nuse = "laplace"\nepsilon = 1.0\ncolumns = ["a"]\n'
+                                            'bounds = { a = [0, 10] }\n[[evaluate]]\nuse = "edit-violations"\n'
+                                            'rules = ["zz = a"]\n', DataError,
+                                            "edit-violations: rule 1 'zz = a' names column 'zz', which is not in"),
 }
 
 
@@ -142,3 +162,27 @@ def test_nested_components_a_step_sets_or_calls_through_release_are_not_checked_
                                       "clusterer": {"use": "idp-kmeans", "n_clusters": 2, "epsilon": 1.0}}]})
     with pytest.raises(RecipeError, match=r"steps\[0\]\.clusterer: fcm, the clusterer of microaggregation"):
         privclust.compile({"steps": [{"use": "microaggregation", "clusterer": "fcm"}]})
+
+
+def test_a_clustering_evaluation_of_a_label_column_a_step_releases_passes_check_and_runs(tmp_path, data_file,
+                                                                                        capsys):
+    """The labels column an evaluation of a clustering reads is released by a clusterer step: check (and run's
+    checks before the first step) take it as there (audit16b)."""
+    recipe = tmp_path / "recipe.toml"
+    recipe.write_text('[[steps]]\nuse = "fcm"\nn_clusters = 2\ncolumns = ["a", "b"]\noutput = "group"\n'
+                      '[[evaluate]]\nuse = "ari"\ntruth = "cluster"\nlabels = "group"\n'
+                      '[[evaluate]]\nuse = "n-clusters"\ntruth = "group"\nlabels = "group"\n')
+    assert main(["check", str(recipe), "--input", str(data_file)]) == 0
+    assert "OK" in capsys.readouterr().out
+    assert main(["run", str(recipe), "-i", str(data_file), "-o", str(tmp_path / "out.csv"), "-q", "--seed", "1"]) == 0
+    assert (tmp_path / "out.csv").exists()
+
+
+def test_an_evaluation_of_a_clustering_is_said_to_be_computed_on_its_truth_and_labels():
+    """The report said ARI and the number of true classes were "computed on the columns a, b" (the steps'
+    columns); they compare the truth and labels columns and read nothing else (audit16b)."""
+    release = privclust.run({"steps": [{"use": "fcm", "n_clusters": 2, "columns": ["a", "b"], "output": "group"}],
+                             "evaluate": [{"use": "ari", "truth": "cluster", "labels": "group"},
+                                          {"use": "n-clusters", "truth": "cluster", "labels": "group"}]},
+                            DATA, seed=1)
+    assert set(release.evaluations["columns"]) == {"cluster, group"}

@@ -699,3 +699,66 @@ def test_check_states_the_planned_epsilon_rounded_up(tmp_path, capsys):
     assert main(["check", str(tmp_path / "r.toml")]) == 0
     out = capsys.readouterr().out
     assert "budget: epsilon 0.3000001, delta 0; the steps declare epsilon 0.300001 in all" in out
+
+
+def test_an_error_in_a_named_recipe_names_its_file_not_its_name(tmp_path, capsys):
+    """Compiling names a recipe by its ``name``; the command line names the file it was given (audit16b:
+    "recipe noisy expenditure: ..." said which recipe, not which file)."""
+    recipe = tmp_path / "named.toml"
+    recipe.write_text('name = "noisy expenditure"\n[privacy]\nepsilon = 0.5\n[[steps]]\nuse = "laplace"\n'
+                      'epsilon = 1.0\nbounds = { a = [0, 10] }\n')
+    data = tmp_path / "in.csv"
+    data.write_text("a\n1\n2\n")
+    for argv in (["check", str(recipe)], ["run", str(recipe), "-i", str(data), "-o", str(tmp_path / "o.csv")]):
+        assert main(argv) == 1
+        err = capsys.readouterr().err
+        assert f"privclust: error: recipe {recipe}: privacy.epsilon: the steps ask for epsilon = 1" in err
+        assert "noisy expenditure" not in err
+
+
+def test_check_names_what_it_leaves_to_run(tmp_path, capsys):
+    """A geometric step on a column of fractions passes check's checks and is refused by run as the step runs:
+    check's OK said nothing of what it had not checked (audit16b); its last line names it."""
+    data = tmp_path / "in.csv"
+    data.write_text("a\n1.5\n2.5\n3.5\n")
+    recipe = tmp_path / "geo.toml"
+    recipe.write_text('[[steps]]\nuse = "geometric"\nepsilon = 1.0\nbounds = { a = [0, 10] }\n')
+    assert main(["check", str(recipe), "--input", str(data)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[-1] == ("  checked only as the recipe runs: the components' own checks of the values (such as "
+                       "geometric's whole numbers), bounds taken from the data or by a DP quantile, and the partition "
+                       "an evaluator needs from the steps (such as group-sizes')")
+    assert main(["run", str(recipe), "-i", str(data), "-o", str(tmp_path / "o.csv"), "-q"]) == 1
+    assert "hold non-integer values" in capsys.readouterr().err
+    assert not (tmp_path / "o.csv").exists()
+
+
+def test_a_csv_line_with_more_values_than_the_header_is_refused(tmp_path, capsys):
+    """A first data line with one value more than the header made pandas read the first column as the row
+    index: every value moved one column left, the first column's values were dropped, and the run released
+    the file so shifted (audit16b). A trailing separator on every line stays accepted."""
+    recipe = tmp_path / "r.toml"
+    recipe.write_text('[[steps]]\nuse = "microaggregation"\nk = 2\n')
+    shifted = tmp_path / "shifted.csv"
+    shifted.write_text("a,b\n1,2,3\n3,4\n5,6\n7,8\n9,10\n")
+    out = tmp_path / "o.csv"
+    assert main(["run", str(recipe), "-i", str(shifted), "-o", str(out), "-q"]) == 1
+    assert "a line has more values than the header has column names" in capsys.readouterr().err
+    assert not out.exists()
+    trailing = tmp_path / "trailing.csv"
+    trailing.write_text("a,b\n1,2,\n3,4,\n5,6,\n7,8,\n")
+    from privclust._io import read_frame
+
+    assert read_frame(trailing).to_dict("list") == {"a": [1, 3, 5, 7], "b": [2, 4, 6, 8]}
+
+
+def test_check_says_it_does_not_read_a_dataset_folder(tmp_path, capsys):
+    """run protects a Parquet dataset (a folder); check --input called it "unknown file type" (audit16b)."""
+    folder = tmp_path / "dataset"
+    folder.mkdir()
+    recipe = tmp_path / "r.toml"
+    recipe.write_text('[[steps]]\nuse = "microaggregation"\nk = 2\n')
+    assert main(["check", str(recipe), "--input", str(folder)]) == 1
+    err = capsys.readouterr().err
+    assert f"--input {folder} is a folder: check does not read a Parquet dataset" in err
+    assert "unknown file type" not in err

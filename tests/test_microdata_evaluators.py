@@ -458,7 +458,10 @@ def test_edit_violations_resolves_its_rules_handler_through_the_registry():
     release = privclust.run(recipe, frame, seed=1)
     assert "b >= a: share violated" in set(release.evaluations["metric"])
     blocked = privclust.Registry(block=["constraints"])
-    with pytest.raises(privclust.ParameterError, match="constraint handler 'linear'.*plugin 'constraints'"):
+    # refused before any step runs (run's checks ask evaluated_on), as one of the data checks' problems
+    with pytest.raises(privclust.PrivclustError, match="evaluate\\[0\\] \\(edit-violations\\): edit-violations: "
+                                                       "its 'rules' need the constraint handler 'linear'.*plugin "
+                                                       "'constraints'"):
         privclust.run(recipe, frame, seed=1, registry=blocked)
 
 

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import tomllib
+import unicodedata
 from collections.abc import Mapping
 from pathlib import Path
 
 import attrs
+import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -383,3 +385,26 @@ def test_deeply_nested_edit_rules_are_a_clean_error(registry, rule, message):
     with pytest.raises(privclust.PrivclustError, match=message) as info:
         privclust.compile(recipe, registry)
     assert len(str(info.value)) < 1000  # a long rule is quoted around the fault, not whole
+
+
+@pytest.mark.parametrize("columns, message", [
+    ("[1]", "evaluate[0].columns: must be column names (strings); got [1]"),
+    ("[]", "evaluate[0].columns: is empty"),
+    ('["a", "a"]', "evaluate[0].columns: names a more than once"),
+])
+def test_an_evaluations_columns_are_checked_as_a_steps_are(columns, message):
+    """`columns = [1]` in an [[evaluate]] table crashed check and run with an AttributeError traceback; an
+    empty list was refused only after every step had run (audit16b)."""
+    text = f'[[steps]]\nuse = "microaggregation"\nk = 3\n[[evaluate]]\nuse = "dbrl"\ncolumns = {columns}\n'
+    with pytest.raises(RecipeError) as err:
+        Recipe.from_dict(tomllib.loads(text))
+    assert message in str(err.value)
+
+
+def test_a_column_named_with_other_unicode_characters_is_named_so():
+    """A recipe's 'café' (composed) against a header's 'café' (decomposed): the error said "did you mean
+    'café'?", naming what the user had written (audit16b)."""
+    frame = pd.DataFrame({unicodedata.normalize("NFD", "café"): [1.0, 2.0, 3.0, 4.0], "b": [1.0, 2.0, 3.0, 4.0]})
+    recipe = {"steps": [{"use": "microaggregation", "k": 2, "columns": [unicodedata.normalize("NFC", "café"), "b"]}]}
+    with pytest.raises(privclust.DataError, match="reads the same but is written with other Unicode characters"):
+        privclust.run(recipe, frame, seed=1)

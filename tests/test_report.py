@@ -476,3 +476,21 @@ def test_the_html_parameter_table_shows_privacy_parameters_exactly():
     assert privclust.report._privacy_parameter("clusterer.noise.epsilon")
     assert privclust.report._privacy_parameter("bounds_epsilon") and privclust.report._privacy_parameter("delta")
     assert not privclust.report._privacy_parameter("noise_scale.a")
+
+
+def test_a_page_without_figures_does_not_say_the_recipe_has_no_evaluators():
+    """The non-disclosive page of a DP release leaves out every evaluation figure; it said "No evaluators in
+    the recipe." of a recipe with two (audit16b)."""
+    from privclust.datasets import table1
+
+    recipe = {"privacy": {"epsilon": 1.0},
+              "steps": [{"use": "laplace", "epsilon": 1.0, "columns": ["exp16"], "bounds": {"exp16": [0, 100]}}],
+              "evaluate": ["moments", "dbrl"]}
+    release = privclust.run(recipe, table1(), seed=1)
+    public = release.to_html(non_disclosive=True)
+    assert "No evaluators in the recipe" not in public
+    assert "The figures of the recipe's evaluators (moments, dbrl) are left out of this non-disclosive report" \
+        in public
+    assert "No evaluators in the recipe" not in release.to_html()
+    bare = privclust.run({"steps": recipe["steps"]}, table1(), seed=1)
+    assert "No evaluators in the recipe." in bare.to_html(non_disclosive=True)

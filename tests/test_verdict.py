@@ -560,6 +560,20 @@ def test_a_clusterer_step_is_said_to_leave_every_record_as_it_was():
     assert "in the released file 0 of 12 records keep all of them" in first.statement
 
 
+def test_a_clusterer_after_a_noise_step_is_not_said_to_leave_the_original_values():
+    """A clusterer leaves its columns as it finds them: after a noise step, noisy values. The host's entry said
+    "step 1 (mdav) left 12 of 12 records with all their original values of exp16, exp7" (audit16b)."""
+    release = privclust.run({"steps": [{"use": "laplace", "epsilon": 1.0, "columns": ["exp16"],
+                                        "bounds": {"exp16": [0, 100]}},
+                                       {"use": "mdav", "k": 3, "columns": ["exp16", "exp7"]}]}, table1(), seed=1)
+    second = [e for e in release.ledger.of_kind("verified") if e.step == 1][0]
+    kept = int((release.data["exp16"] == table1()["exp16"]).sum())
+    assert kept == 0
+    assert f"step 1 (mdav) left {kept} of 12 records with all their original values of exp16, exp7" \
+        in second.statement
+    assert release.verification["steps"][1]["verbatim_by_step"] == kept
+
+
 def test_the_hosts_rounding_keeps_a_group_matched_through_a_missing_value():
     """The host's controlled rounding treated a record with a missing value
     apart from its group-mates (the equality cannot be solved on it), which
