@@ -159,7 +159,7 @@ def plot_decision_graph(obj: Any, ax: Any = None, *, step: int | str | None = No
     # a DP clusterer (it reports its 'accounting') orders by noisy densities, which may be negative
     noisy = "noisy " if "accounting" in partition.diagnostics else ""
     ax.set_xlabel(r"$\rho$ (" + noisy + "density" + (" at grid nodes" if grid else "") + ")")
-    ax.set_ylabel(r"$\delta$ (distance to a denser point)")
+    ax.set_ylabel(r"$\delta$ (distance to a point of higher " + noisy + "density)")
     ax.set_title(f"Decision graph{': ' + title if title else ''}", fontsize=10)
     ax.legend(loc="best", fontsize=8, frameon=False)
     return ax

@@ -247,6 +247,9 @@ def test_the_labels_say_what_is_drawn(handmade, registry):
     noisy = Partition(labels=partition.labels, centres=partition.centres, columns=partition.columns,
                       diagnostics={**partition.diagnostics, "accounting": {}})
     assert plot_decision_graph(noisy).get_xlabel() == r"$\rho$ (noisy density)"
+    # delta is a distance to a point of higher *noisy* density: its axis says so too
+    assert plot_decision_graph(noisy).get_ylabel() == r"$\delta$ (distance to a point of higher noisy density)"
+    assert plot_decision_graph(partition).get_ylabel() == r"$\delta$ (distance to a point of higher density)"
     # gamma is computed from the noisy densities too: its axis says so
     assert plot_gamma(partition).get_ylabel() == r"$\gamma$ (sorted, decreasing)"
     assert plot_gamma(noisy).get_ylabel() == r"$\gamma$ (from noisy densities; sorted, decreasing)"
