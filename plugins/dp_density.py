@@ -296,10 +296,10 @@ class DPDensity:
         pool = np.asarray(_release(
             mech, f"the tree's pool of max_nodes = {self.max_nodes} noise values", "tree_share",
             np.zeros(self.max_nodes), sensitivity=3.0, epsilon=eps_tree, context=context, relation=RELATION,
-            covers=("the PrivTree partition: the split decision of every examined node (biased count "
+            covers=("the PrivTree partition (every examined node's split decision, made on its biased count "
                     f"max(c - (depth - {start_depth}) delta, theta - delta) plus this noise, theta = "
-                    f"{self.theta:g}, delta = {delta:.6g}), {where}; the factor 3 = (2 beta - 1) / (beta - 1), "
-                    "beta = 2, is PrivTree's (Zhang, Xiao & Xie 2016), not the sensitivity of a single count"),
+                    f"{self.theta:g}, delta = {delta:.6g}, {where}, with PrivTree's factor 3 = (2 beta - 1) / "
+                    "(beta - 1), beta = 2, of Zhang, Xiao & Xie 2016 as its sensitivity, not a single count's)"),
             not_covered=NOT_COVERED,
             details={"release": "tree", "lambda": lam, "delta": delta, "theta": self.theta, "fanout": 2,
                      "start_depth": start_depth, "max_depth": max_depth, "max_nodes": self.max_nodes}),

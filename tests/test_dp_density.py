@@ -214,6 +214,12 @@ def test_ledger_states_three_releases_that_sum_to_epsilon():
     assert leaves.details["leaves"] == part.diagnostics["leaves"]
     guarantee = context.ledger.of_kind("guarantee")[0]
     assert "joint-DP" in guarantee.statement and "0.8-DP" in guarantee.statement
+    # the tree's entry names what it covers as one clause: the statement reads "the PrivTree partition
+    # (...) is 0.36-DP", and the verdict, which lists what each entry covers separated by "; ", shows it as
+    # one item
+    assert tree.covers.startswith("the PrivTree partition (") and tree.covers.endswith(")")
+    assert ";" not in tree.covers
+    assert tree.statement.startswith(tree.covers + " is ")
     assert context.ledger.of_kind("leak") == []
 
 
