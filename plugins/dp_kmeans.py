@@ -103,6 +103,11 @@ def _check_quantile(value: Any) -> str | None:
 #: and 10^10 rounds ran out of memory there.
 MAX_ROUNDS = 10**6
 
+#: Most clusters and initial blocks (``n_clusters``, ``n_blocks``). No refusal may depend on the number of records
+#: (private under add/remove), so more clusters than records are allowed; this cap does not depend on the data:
+#: 10^9 blocks asked for 7.45 GiB for their sizes alone.
+MAX_CLUSTERS = 1 << 16
+
 #: Largest span of a column's bounds (high - low) that is scaled safely.
 MAX_SPAN = 1e300
 
@@ -136,7 +141,7 @@ class IDPKMeans:
     #: Old recipe keys and their new names (the error for an old key names the new one).
     renamed_params: ClassVar[Mapping[str, str]] = {"k": "n_clusters", "m": "n_blocks"}
 
-    n_clusters: int = param(int, ge=1, doc="number of clusters (the paper's k)")
+    n_clusters: int = param(int, ge=1, le=MAX_CLUSTERS, doc="number of clusters (the paper's k; at most 65,536)")
     epsilon: float = param(float, gt=0, finite=True,
                            doc="total privacy budget of the step (all rounds together); finite")
     bounds: Any = public_bounds(default=None, dp=True,
@@ -151,9 +156,9 @@ class IDPKMeans:
                                              'epsilon, split over 2 quantiles per column)')
     bounds_quantile: float = param(float, default=0.02, check=_check_quantile,
                                    doc='with bounds = "dp": the bounds are the q and 1 - q quantiles of each column')
-    n_blocks: int | None = param(int, default=None, ge=1,
+    n_blocks: int | None = param(int, default=None, ge=1, le=MAX_CLUSTERS,
                                  doc="number of equal attribute-sum blocks for the initial centres (the paper's m; "
-                                     "default n_clusters; >= n_clusters)")
+                                     "default n_clusters; >= n_clusters; at most 65,536)")
     schedule: str = param(str, default="halving", choices=("halving", "uniform"),
                           doc="budget per release: 'halving' (epsilon/2^(t+1)) or 'uniform' (epsilon/(rounds+1))")
     rounds: int = param(int, default=5, ge=1, le=MAX_ROUNDS,

@@ -465,3 +465,13 @@ def test_a_number_of_rounds_beyond_a_million_is_a_parameter_error(key):
     with pytest.raises(ParameterError, match=key):
         IDPKMeans(n_clusters=2, epsilon=1.0, bounds=BOUNDS, schedule="uniform", **other)
     IDPKMeans(n_clusters=2, epsilon=1.0, bounds=BOUNDS, schedule="uniform", rounds=10**6, max_iter=10**6)
+
+
+@pytest.mark.parametrize("key", ["n_clusters", "n_blocks"])
+def test_more_than_65536_clusters_or_blocks_is_a_parameter_error_not_a_memory_error(key):
+    """More clusters than records are allowed (the number of records is private under add/remove), so the
+    cap does not depend on the data: n_blocks = 10^9 asked for 7.45 GiB (a MemoryError) before it."""
+    kwargs = {"n_clusters": 2, "n_blocks": 10**9} if key == "n_blocks" else {"n_clusters": 10**9}
+    with pytest.raises(ParameterError, match=key):
+        IDPKMeans(epsilon=1.0, bounds=BOUNDS, **kwargs)
+    IDPKMeans(n_clusters=2, n_blocks=1 << 16, epsilon=1.0, bounds=BOUNDS)
