@@ -650,8 +650,11 @@ GOLD = [
 def test_complete_data_give_the_same_release_as_before_the_missing_value_path(step, sums, centres, labels):
     release = privclust.run({"steps": [step]}, gold_frame(), seed=2)
     part = release.outcomes[0].partition
-    np.testing.assert_allclose(release.data[["a", "b", "c"]].to_numpy().sum(axis=0), sums, rtol=1e-12)
-    np.testing.assert_allclose(float(np.asarray(part.centres).sum()), centres, rtol=1e-12)
+    # rtol 1e-7, not 1e-12: the fits go through OpenBLAS, whose kernels depend on the CPU, and the iterations
+    # carry a last-bit difference on (efcm's sums differ by 2.5e-9 on an AMD EPYC from where they were computed);
+    # the labels, a discrete outcome, must match exactly
+    np.testing.assert_allclose(release.data[["a", "b", "c"]].to_numpy().sum(axis=0), sums, rtol=1e-7)
+    np.testing.assert_allclose(float(np.asarray(part.centres).sum()), centres, rtol=1e-7)
     assert int(np.asarray(part.labels).sum()) == labels
 
 
