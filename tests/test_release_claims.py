@@ -1,0 +1,71 @@
+"""What the ledger says about the released file, against the file itself, on
+adversarial data (audit of stop 17): every statement must hold on the
+released values, or say what the host could not decide."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import privclust
+
+
+def _rule_entries(release):
+    return {e.details["rule"]: e for e in release.ledger.entries
+            if e.kind == "guarantee" and e.mechanism == "edit rule"}
+
+
+@pytest.fixture
+def grouped():
+    rng = np.random.default_rng(0)
+    return pd.DataFrame({"a": rng.normal(size=8), "b": rng.normal(size=8)})
+
+
+def _run(recipe, frame):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return privclust.run(recipe, frame, seed=1)
+
+
+def test_an_edit_rule_is_not_said_to_hold_where_its_residual_is_infinite_or_overflows(grouped):
+    # x + y = 2 with x = inf, y = -inf: the residual is inf - inf = NaN, and NaN > tolerance is False;
+    # x + y <= 1 with x = y = 1e308 (finite): the residual overflows to inf and so does the tolerance
+    # (1e-11 times 1 + inf), so "inf > inf" passed it. Both were "holds on every released record".
+    frame = grouped.assign(x=[np.inf] + [1.0] * 7, y=[-np.inf] + [1.0] * 7,
+                           u=[1e308] * 2 + [0.5] * 6, v=[1e308] * 2 + [0.25] * 6)
+    rules = ["x + y = 2", "u + v <= 1", "u >= v"]
+    release = _run({"constraints": [{"use": "linear", "rules": rules}],
+                    "steps": [{"use": "microaggregation", "columns": ["a", "b"], "k": 2}]}, frame)
+    entries = _rule_entries(release)
+    inf_pair, huge, same = entries["x + y = 2"], entries["u + v <= 1"], entries["u >= v"]
+    for entry, unknown in ((inf_pair, 1), (huge, 2)):
+        assert "holds on every released record" not in entry.statement, entry.statement
+        assert entry.details["not_evaluable_records"] == unknown
+        assert entry.details["violated_records"] == 0
+        assert f"cannot be evaluated in double precision on {unknown} record(s)" in entry.statement
+    assert "holds on every one of the 7 released records it could be evaluated on" in inf_pair.statement
+    # u >= v on the huge records: the residual is exactly 0 (finite), however the size of its terms overflows;
+    # and the infinite x of record 0 (not in the rule) does not spoil it (inf * 0 is NaN in a matrix product)
+    assert same.details["not_evaluable_records"] == 0 and same.details["violated_records"] == 0
+    assert "holds on every released record" in same.statement
+
+
+def test_an_edit_rule_evaluable_on_no_record_says_so(grouped):
+    frame = grouped.assign(u=[1e308] * 8, v=[1e308] * 8)
+    release = _run({"constraints": [{"use": "linear", "rules": ["u + v <= 1"]}],
+                    "steps": [{"use": "microaggregation", "columns": ["a", "b"], "k": 2}]}, frame)
+    entry = _rule_entries(release)["u + v <= 1"]
+    assert "could not be evaluated on any released record" in entry.statement
+    assert "holds on" not in entry.statement and entry.details["not_evaluable_records"] == 8
+
+
+def test_constraint_set_satisfied_is_false_where_evaluating_the_rule_overflows():
+    from privclust_plugins.constraints import LinearConstraints
+
+    columns = ("u", "v")
+    rules = privclust.ConstraintSet(columns, [LinearConstraints(rules=["u + v <= 1"]).bind(columns)])
+    points = np.array([[1e308, 1e308], [0.5, 0.25], [np.inf, -np.inf]])
+    np.testing.assert_array_equal(rules.satisfied(points), [False, True, False])
