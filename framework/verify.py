@@ -340,6 +340,8 @@ def verify(context: PrivacyContext, original: pd.DataFrame, released: pd.DataFra
                     "noise step that changes nothing protects nothing).")),
             stacklevel=3)
 
+    _qualify_dp_inputs(context, outcomes)
+
     by_step = {s["step"]: s for s in steps}
     for entry in list(context.ledger):
         if entry.kind != "guarantee" or entry.status != "claimed":
@@ -428,6 +430,41 @@ def verify(context: PrivacyContext, original: pd.DataFrame, released: pd.DataFra
     for s in steps:
         s.pop("_sizes", None)
     return checks
+
+
+def _written(outcome: Any) -> set[str]:
+    """The columns a step wrote: a masker's or noise step's columns, a clusterer's label column."""
+    if outcome.kind == "clusterers":
+        return {str(outcome.output)} if getattr(outcome, "output", None) else set()
+    return {str(c) for c in outcome.columns}
+
+
+def _qualify_dp_inputs(context: PrivacyContext, outcomes: Sequence[Any]) -> None:
+    """Qualify the DP statements of a step whose input an earlier step wrote
+    without differential privacy. A DP statement is about its step's input
+    (neighbouring inputs differ in one row). When an earlier step that no DP
+    statement covers wrote a column the step reads (a microaggregation's
+    group means, say), one original record can change many rows of that
+    input, so the statement does not hold between data sets that differ in
+    one record: the host says so in the entry (the verdict already gives no
+    DP guarantee for such a release)."""
+    dp = [e for e in context.ledger.entries if e.kind == "dp"]
+    for entry in dp:
+        own = next((o for o in outcomes if o.index == entry.step), None) if entry.step is not None else None
+        if own is None:
+            continue
+        read = {str(c) for c in own.columns}
+        earlier = [o for o in outcomes if o.index < own.index and _written(o) & read and not _covered(o, dp)]
+        if not earlier:
+            continue
+        columns = [str(c) for c in own.columns if any(str(c) in _written(o) for o in earlier)]
+        names = ", ".join(f"step {o.index} ({o.name})" if o.id == o.name else f"step {o.index} ({o.id}, {o.name})"
+                          for o in earlier)
+        note = (f" Host note: the values of {_cols(columns)} this step was given were written by {names} without "
+                "differential privacy, so this statement holds between inputs of this step that differ in one row, "
+                "not between data sets that differ in one original record: a value computed from several records "
+                "(such as a group mean) can change in many rows when one record changes.")
+        context.ledger._replace(attrs.evolve(entry, statement=(entry.statement or "") + note))
 
 
 def _joined(items: Sequence[str]) -> str:

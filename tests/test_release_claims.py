@@ -69,3 +69,25 @@ def test_constraint_set_satisfied_is_false_where_evaluating_the_rule_overflows()
     rules = privclust.ConstraintSet(columns, [LinearConstraints(rules=["u + v <= 1"]).bind(columns)])
     points = np.array([[1e308, 1e308], [0.5, 0.25], [np.inf, -np.inf]])
     np.testing.assert_array_equal(rules.satisfied(points), [False, True, False])
+
+
+def test_a_noise_step_after_microaggregation_does_not_state_dp_for_the_original_records():
+    # laplace after microaggregation: its DP statement is about its own input (group means); one original
+    # record's change moves a whole group mean (and may regroup the records), so "every released value of a, b
+    # is 1-DP under replace-one (data sets differ in one record's values)" was false of the original records
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame(rng.normal(size=(30, 2)), columns=["a", "b"])
+    bounds = {"a": [-3, 3], "b": [-3, 3]}
+    release = _run({"steps": [{"use": "microaggregation", "k": 3},
+                              {"use": "laplace", "epsilon": 1.0, "bounds": bounds}]}, frame)
+    (entry,) = release.ledger.of_kind("dp")
+    assert "written by step 0 (microaggregation) without differential privacy" in entry.statement
+    assert "not between data sets that differ in one original record" in entry.statement
+    assert not release.dp_guarantee
+    # noise on columns no earlier step wrote, or after another noise step (row by row): no note
+    alone = _run({"steps": [{"use": "microaggregation", "columns": ["a"], "k": 3},
+                            {"use": "laplace", "epsilon": 1.0, "bounds": {"b": [-3, 3]}, "columns": ["b"]}]}, frame)
+    assert "Host note" not in alone.ledger.of_kind("dp")[0].statement
+    twice = _run({"steps": [{"use": "laplace", "epsilon": 1.0, "bounds": bounds},
+                            {"use": "laplace", "id": "again", "epsilon": 1.0, "bounds": bounds}]}, frame)
+    assert all("Host note" not in e.statement for e in twice.ledger.of_kind("dp"))
