@@ -91,3 +91,21 @@ def test_a_noise_step_after_microaggregation_does_not_state_dp_for_the_original_
     twice = _run({"steps": [{"use": "laplace", "epsilon": 1.0, "bounds": bounds},
                             {"use": "laplace", "id": "again", "epsilon": 1.0, "bounds": bounds}]}, frame)
     assert all("Host note" not in e.statement for e in twice.ledger.of_kind("dp"))
+
+
+def test_edit_violations_evaluator_leaves_out_records_double_precision_cannot_decide(grouped):
+    # the evaluator's "share violated" passed inf - inf (NaN) and 1e308 + 1e308 (inf against a tolerance of inf)
+    frame = grouped.assign(x=[np.inf] + [1.0] * 7, y=[-np.inf] + [1.0] * 7,
+                           u=[1e308] * 2 + [0.5] * 6, v=[1e308] * 2 + [0.25] * 6)
+    release = _run({"constraints": [{"use": "linear", "rules": ["x + y = 2", "u + v <= 1"]}],
+                    "steps": [{"use": "microaggregation", "columns": ["a", "b"], "k": 2}],
+                    "evaluate": [{"use": "edit-violations"}]}, frame)
+    figures = dict(zip(release.evaluations["metric"], release.evaluations["value"], strict=True))
+    assert figures["x + y = 2: records not evaluable"] == 1
+    assert figures["u + v <= 1: records not evaluable"] == 2
+    assert figures["x + y = 2: max violation"] == 0.0 and figures["u + v <= 1: max violation"] == 0.0
+    assert figures["u + v <= 1: share violated"] == 0.0
+    # as the host's own check counts them
+    entries = _rule_entries(release)
+    assert entries["x + y = 2"].details["not_evaluable_records"] == 1
+    assert entries["u + v <= 1"].details["not_evaluable_records"] == 2
