@@ -1202,14 +1202,15 @@ def _run_checked(compiled: CompiledRecipe, checked: Preflight, seed: int | np.ra
 
     all_constraints = _all_rules(compiled.constraints, tuple(map(str, frame.columns)))
     rounding = release_integers(context, frame, current, outcomes, compiled.constraints, all_constraints)
-    _record_rules(context, all_constraints, current,
-                  [frozenset(v) for h in compiled.constraints for v in h.variables()], rounding)
+    variables = [frozenset(v) for h in compiled.constraints for v in h.variables()]
+    broken_rules = _record_rules(context, all_constraints, current, variables, rounding)
     if parts is not None:
         context._record_host("verified", _strata_statement(roles.strata, parts, checked.merges, outcomes),
                              details={"strata": list(roles.strata), "merged": list(checked.merges),
                                       "parts": {text: int(len(rows)) for text, rows in parts}},
                              mechanism="strata")
     checks = verify(context, frame, current, outcomes, label_columns=tuple(labels.columns), strata=roles.strata)
+    _note_broken_rules(context, outcomes, broken_rules)
 
     changed = tuple(c for c in frame.columns if any(c in o.columns for o in outcomes if o.kind != "clusterers"))
     evaluations = _evaluate(compiled, frame, current, labels, outcomes, all_constraints, context,
@@ -1268,7 +1269,8 @@ def _all_rules(constraints: Sequence[Any], columns: tuple[str, ...]) -> Constrai
 
 
 def _record_rules(context: PrivacyContext, rules: ConstraintSet | None, frame: pd.DataFrame,
-                  variables: Sequence[frozenset[str]] = (), rounding: Mapping[int, int] | None = None) -> None:
+                  variables: Sequence[frozenset[str]] = (), rounding: Mapping[int, int] | None = None,
+                  ) -> list[tuple[str, frozenset[str], int, int]]:
     """Record, for each edit rule, whether the released file satisfies it. A
     rule cannot be evaluated on a record that misses one of its columns:
     such records are counted as not evaluable, neither violations nor
@@ -1276,9 +1278,13 @@ def _record_rules(context: PrivacyContext, rules: ConstraintSet | None, frame: p
 
     ``rounding`` (from :func:`release_integers`): for each rule over a column
     the host rounded, on how many records it held before the rounding and
-    not after."""
+    not after.
+
+    Returns the rules the released file breaks: ``(rule, its columns, records
+    that break it, records it was evaluated on)``."""
+    kept_out: list[tuple[str, frozenset[str], int, int]] = []
     if rules is None or not rules.rules:
-        return
+        return kept_out
     values = frame.loc[:, list(rules.columns)].to_numpy(dtype=float, na_value=np.nan)
     nan = np.isnan(values)
     complete = np.where(nan, 0.0, values)  # rules are evaluated where all their columns are observed
@@ -1328,6 +1334,35 @@ def _record_rules(context: PrivacyContext, rules: ConstraintSet | None, frame: p
                           f" Of these, {broken} held before the host rounded the integer columns: the rounding "
                           "could not keep the rule on them.")
         context._record_host("guarantee", statement, mechanism="edit rule", status="verified", details=details)
+        if bad.any():
+            kept_out.append((text, frozenset(rules.columns[j] for j in used), int(bad.sum()), int(counted.sum())))
+    return kept_out
+
+
+def _note_broken_rules(context: PrivacyContext, outcomes: Sequence[StepOutcome],
+                       broken: Sequence[tuple[str, frozenset[str], int, int]]) -> None:
+    """Append to the claims of a masker that uses edit rules the rules over its
+    columns that the released file breaks. Such a step states what its own
+    values do (projected onto the rules, "so every released record satisfies
+    them"); after a later step or the host's rounding of integer columns the
+    released file may break a rule, and a claim the host marks verified (its
+    k-anonymity) must not carry a sentence about the rules that the file
+    contradicts without saying so."""
+    if not broken:
+        return
+    for o in outcomes:
+        if o.kind != "maskers" or not capability(o.component, "uses_constraints"):
+            continue
+        mine = [(text, bad, counted) for text, columns, bad, counted in broken if columns and columns <= set(o.columns)]
+        if not mine:
+            continue
+        listed = "; ".join(f"{text!r} is violated by {bad} of {counted} released records" for text, bad, counted in mine)
+        note = (f" Host check of the edit rules on the released file: {listed} (see each rule's entry); what this "
+                "claim says of the rules describes the values the step itself released, before any later step and "
+                "the host's rounding of integer columns.")
+        for entry in list(context.ledger):
+            if entry.kind == "guarantee" and entry.step == o.index and entry.mechanism != "edit rule":
+                context.ledger._replace(attrs.evolve(entry, statement=(entry.statement or "") + note))
 
 
 # ---------------------------------------------------------------------------

@@ -109,3 +109,25 @@ def test_edit_violations_evaluator_leaves_out_records_double_precision_cannot_de
     entries = _rule_entries(release)
     assert entries["x + y = 2"].details["not_evaluable_records"] == 1
     assert entries["u + v <= 1"].details["not_evaluable_records"] == 2
+
+
+def test_a_masker_claim_about_its_rules_is_qualified_when_the_released_file_breaks_one():
+    # microaggregation projects the group means onto 0.5 <= a <= 0.7 and says "so every released record satisfies
+    # them"; the host then rounds the integer column a (to 0 or 1) and the file breaks 'a >= 0.5' on every record,
+    # while the claim stayed "verified" (its k-anonymity) with the sentence about the rules unqualified
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"a": rng.integers(0, 2, 30), "b": rng.integers(0, 100, 30), "t": rng.normal(size=30)})
+    release = _run({"constraints": [{"use": "linear", "rules": ["a >= 0.5", "a <= 0.7"]}],
+                    "steps": [{"use": "microaggregation", "k": 3}]}, frame)
+    assert (release.data["a"] < 0.5).all()
+    assert _rule_entries(release)["a >= 0.5"].details["violated_records"] == 30
+    claims = [e for e in release.ledger.of_kind("guarantee") if e.mechanism != "edit rule"]
+    assert claims and any("so every released record satisfies them" in e.statement for e in claims)
+    for entry in claims:
+        assert "Host check of the edit rules on the released file: 'a >= 0.5' is violated by 30 of 30" \
+            in entry.statement, entry.statement
+        assert "'a <= 0.7'" not in entry.statement.split("Host check of the edit rules")[1]
+    # a release that keeps its rules gets no such note
+    kept = _run({"constraints": [{"use": "linear", "rules": ["a >= 0"]}],
+                 "steps": [{"use": "microaggregation", "k": 3}]}, frame)
+    assert all("Host check of the edit rules" not in e.statement for e in kept.ledger.of_kind("guarantee"))
