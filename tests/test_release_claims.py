@@ -93,6 +93,20 @@ def test_a_noise_step_after_microaggregation_does_not_state_dp_for_the_original_
     assert all("Host note" not in e.statement for e in twice.ledger.of_kind("dp"))
 
 
+def test_a_noise_step_before_microaggregation_does_not_state_dp_for_the_released_file():
+    # laplace on a, then microaggregation grouping on a and on c (released as in the original): the released a
+    # are group means whose groups depend on other records' original c, yet the DP entry still read "every
+    # released value of column(s) a is 1-DP"
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame(rng.normal(size=(30, 3)), columns=["a", "b", "c"])
+    release = _run({"steps": [{"use": "laplace", "epsilon": 1.0, "bounds": {"a": [-3, 3]}, "columns": ["a"]},
+                              {"use": "microaggregation", "k": 3, "columns": ["a", "c"]}]}, frame)
+    (entry,) = release.ledger.of_kind("dp")
+    assert "step 1 (microaggregation) then replaced the values of a without differential privacy" in entry.statement
+    assert "not about the released file's" in entry.statement
+    assert not release.dp_guarantee
+
+
 def test_edit_violations_evaluator_leaves_out_records_double_precision_cannot_decide(grouped):
     # the evaluator's "share violated" passed inf - inf (NaN) and 1e308 + 1e308 (inf against a tolerance of inf)
     frame = grouped.assign(x=[np.inf] + [1.0] * 7, y=[-np.inf] + [1.0] * 7,
