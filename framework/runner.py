@@ -1356,7 +1356,8 @@ def _note_broken_rules(context: PrivacyContext, outcomes: Sequence[StepOutcome],
         mine = [(text, bad, counted) for text, columns, bad, counted in broken if columns and columns <= set(o.columns)]
         if not mine:
             continue
-        listed = "; ".join(f"{text!r} is violated by {bad} of {counted} released records" for text, bad, counted in mine)
+        listed = "; ".join(f"{text!r} is violated by {bad} of {counted} released records"
+                           for text, bad, counted in mine)
         note = (f" Host check of the edit rules on the released file: {listed} (see each rule's entry); what this "
                 "claim says of the rules describes the values the step itself released, before any later step and "
                 "the host's rounding of integer columns.")
