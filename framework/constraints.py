@@ -35,6 +35,20 @@ __all__ = ["RULE_RTOL", "ConstraintSet"]
 RULE_RTOL = 1e-11
 
 
+def within(violations: np.ndarray, tol: float, magnitudes: np.ndarray) -> np.ndarray:
+    """Per row, whether every rule's violation is at most ``tol`` times 1 +
+    the size of its terms, decided in double precision: a residual that is
+    not finite (an infinite value, or terms whose sum overflows) satisfies
+    nothing, and neither does one above ``tol`` times the largest double
+    when the size of the terms overflows (``tol`` times infinity would pass
+    any violation)."""
+    violations = np.asarray(violations, dtype=float)
+    with np.errstate(invalid="ignore", over="ignore"):
+        bound = tol * (1.0 + np.asarray(magnitudes, dtype=float))
+    bound = np.where(np.isfinite(bound), bound, tol * np.finfo(float).max)
+    return np.all(np.isfinite(violations) & (violations <= bound), axis=1)
+
+
 class ConstraintSet:
     """Several bound constraint handlers over the same ordered columns."""
 
@@ -111,4 +125,5 @@ class ConstraintSet:
         """Per row, whether every rule holds within ``tol`` times 1 + the size
         of its terms (:meth:`magnitudes`)."""
         points = np.asarray(points, dtype=float)
-        return np.all(self.violations(points) <= tol * (1.0 + self.magnitudes(points)), axis=1)
+        with np.errstate(invalid="ignore", over="ignore"):
+            return within(self.violations(points), tol, self.magnitudes(points))

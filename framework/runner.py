@@ -1202,14 +1202,15 @@ def _run_checked(compiled: CompiledRecipe, checked: Preflight, seed: int | np.ra
 
     all_constraints = _all_rules(compiled.constraints, tuple(map(str, frame.columns)))
     rounding = release_integers(context, frame, current, outcomes, compiled.constraints, all_constraints)
-    _record_rules(context, all_constraints, current,
-                  [frozenset(v) for h in compiled.constraints for v in h.variables()], rounding)
+    variables = [frozenset(v) for h in compiled.constraints for v in h.variables()]
+    broken_rules = _record_rules(context, all_constraints, current, variables, rounding)
     if parts is not None:
         context._record_host("verified", _strata_statement(roles.strata, parts, checked.merges, outcomes),
                              details={"strata": list(roles.strata), "merged": list(checked.merges),
                                       "parts": {text: int(len(rows)) for text, rows in parts}},
                              mechanism="strata")
     checks = verify(context, frame, current, outcomes, label_columns=tuple(labels.columns), strata=roles.strata)
+    _note_broken_rules(context, outcomes, broken_rules)
 
     changed = tuple(c for c in frame.columns if any(c in o.columns for o in outcomes if o.kind != "clusterers"))
     evaluations = _evaluate(compiled, frame, current, labels, outcomes, all_constraints, context,
@@ -1268,7 +1269,8 @@ def _all_rules(constraints: Sequence[Any], columns: tuple[str, ...]) -> Constrai
 
 
 def _record_rules(context: PrivacyContext, rules: ConstraintSet | None, frame: pd.DataFrame,
-                  variables: Sequence[frozenset[str]] = (), rounding: Mapping[int, int] | None = None) -> None:
+                  variables: Sequence[frozenset[str]] = (), rounding: Mapping[int, int] | None = None,
+                  ) -> list[tuple[str, frozenset[str], int, int]]:
     """Record, for each edit rule, whether the released file satisfies it. A
     rule cannot be evaluated on a record that misses one of its columns:
     such records are counted as not evaluable, neither violations nor
@@ -1276,36 +1278,54 @@ def _record_rules(context: PrivacyContext, rules: ConstraintSet | None, frame: p
 
     ``rounding`` (from :func:`release_integers`): for each rule over a column
     the host rounded, on how many records it held before the rounding and
-    not after."""
+    not after.
+
+    Returns the rules the released file breaks: ``(rule, its columns, records
+    that break it, records it was evaluated on)``."""
+    kept_out: list[tuple[str, frozenset[str], int, int]] = []
     if rules is None or not rules.rules:
-        return
+        return kept_out
     values = frame.loc[:, list(rules.columns)].to_numpy(dtype=float, na_value=np.nan)
     nan = np.isnan(values)
     complete = np.where(nan, 0.0, values)  # rules are evaluated where all their columns are observed
-    violations = rules.violations(complete)
     columns_of = _rule_indices(rules, variables)
-    tolerances = _rule_tolerances(rules, complete, columns_of)
+    bad_all, undecided = _rule_status(rules, complete, columns_of)
+    with np.errstate(invalid="ignore", over="ignore"):
+        violations = rules.violations(complete)
     for r, text in enumerate(rules.rules):
         used = columns_of[r]
         skipped = nan[:, used].any(axis=1) if used else np.zeros(len(values), dtype=bool)
-        counted = ~skipped
+        unknown = undecided[:, r] & ~skipped
+        counted = ~skipped & ~unknown
         viol = np.where(counted, violations[:, r], 0.0)
-        bad = (viol > tolerances[:, r]) & counted
+        bad = bad_all[:, r] & counted
         largest = float(viol.max()) if counted.any() else 0.0
-        n_skip = int(skipped.sum())
+        n_skip, n_unknown = int(skipped.sum()), int(unknown.sum())
         not_evaluable = (f" It cannot be evaluated on {n_skip} record(s) that miss a value of its columns "
                          "(neither satisfied nor violated there)." if n_skip else "")
-        if not bad.any():
-            where = "every released record" if not n_skip else f"every one of the {int(counted.sum())} released " \
-                "records with all its columns observed"
+        if n_unknown:
+            # an infinite value, or terms whose sum overflows: the rule's residual (inf, or inf - inf) decides
+            # nothing, and a tolerance of "1e-11 times infinity" would pass any violation
+            not_evaluable += (f" It cannot be evaluated in double precision on {n_unknown} record(s) whose values of "
+                              "its columns are infinite or so large that evaluating the rule overflows (neither "
+                              "satisfied nor violated there).")
+        if not counted.any() and len(values):
+            statement = (f"edit rule {text!r} could not be evaluated on any released record, so the host says "
+                         f"neither that it holds nor that it is violated.{not_evaluable}")
+        elif not bad.any():
+            where = "every released record" if not (n_skip or n_unknown) else \
+                f"every one of the {int(counted.sum())} released records " + \
+                ("it could be evaluated on" if n_unknown else "with all its columns observed")
             statement = f"edit rule {text!r} holds on {where} (largest deviation {largest:.3g}, within the " \
                         f"host's tolerance for floating-point error: {RULE_RTOL:g} times 1 + the size of its " \
                         f"terms).{not_evaluable}"
         else:
             statement = f"edit rule {text!r} is violated by {int(bad.sum())} of {int(counted.sum())} released " \
                         f"records (largest violation {largest:.6g}).{not_evaluable}"
-        details = {"rule": text, "violated_records": int(bad.sum()), "not_evaluable_records": n_skip,
+        details = {"rule": text, "violated_records": int(bad.sum()), "not_evaluable_records": n_skip + n_unknown,
                    "max_violation": largest}
+        if n_unknown:
+            details["not_evaluable_in_double_precision"] = n_unknown
         if rounding is not None and r in rounding:
             broken = int(rounding[r])
             details["broken_by_rounding"] = broken
@@ -1314,6 +1334,36 @@ def _record_rules(context: PrivacyContext, rules: ConstraintSet | None, frame: p
                           f" Of these, {broken} held before the host rounded the integer columns: the rounding "
                           "could not keep the rule on them.")
         context._record_host("guarantee", statement, mechanism="edit rule", status="verified", details=details)
+        if bad.any():
+            kept_out.append((text, frozenset(rules.columns[j] for j in used), int(bad.sum()), int(counted.sum())))
+    return kept_out
+
+
+def _note_broken_rules(context: PrivacyContext, outcomes: Sequence[StepOutcome],
+                       broken: Sequence[tuple[str, frozenset[str], int, int]]) -> None:
+    """Append to the claims of a masker that uses edit rules the rules over its
+    columns that the released file breaks. Such a step states what its own
+    values do (projected onto the rules, "so every released record satisfies
+    them"); after a later step or the host's rounding of integer columns the
+    released file may break a rule, and a claim the host marks verified (its
+    k-anonymity) must not carry a sentence about the rules that the file
+    contradicts without saying so."""
+    if not broken:
+        return
+    for o in outcomes:
+        if o.kind != "maskers" or not capability(o.component, "uses_constraints"):
+            continue
+        mine = [(text, bad, counted) for text, columns, bad, counted in broken if columns and columns <= set(o.columns)]
+        if not mine:
+            continue
+        listed = "; ".join(f"{text!r} is violated by {bad} of {counted} released records"
+                           for text, bad, counted in mine)
+        note = (f" Host check of the edit rules on the released file: {listed} (see each rule's entry); what this "
+                "claim says of the rules describes the values the step itself released, before any later step and "
+                "the host's rounding of integer columns.")
+        for entry in list(context.ledger):
+            if entry.kind == "guarantee" and entry.step == o.index and entry.mechanism != "edit rule":
+                context.ledger._replace(attrs.evolve(entry, statement=(entry.statement or "") + note))
 
 
 # ---------------------------------------------------------------------------
@@ -1343,12 +1393,44 @@ def _rule_tolerances(rules: ConstraintSet, values: np.ndarray, columns_of: Seque
     return RULE_RTOL * (1.0 + rules.magnitudes(values, columns_of))
 
 
+def _rule_status(rules: ConstraintSet, values: np.ndarray,
+                 columns_of: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:
+    """``(violated, undecided)``, each ``(n, n_rules)``: which records violate
+    which rule, with the tolerance of :func:`_record_rules`, and where double
+    precision cannot decide it: a value of the rule's columns is infinite, its
+    residual is not finite (``inf``, or ``inf - inf`` when its terms overflow),
+    or its terms overflow (a tolerance of 1e-11 times infinity would pass
+    any violation) and the residual exceeds the smallest tolerance they could
+    give. An undecided record violates nothing. Missing values are the
+    caller's (give them as 0 and count them apart)."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        violations = np.asarray(rules.violations(values), dtype=float)
+        if not columns_of:
+            return violations > 0, ~np.isfinite(violations)
+        tolerances = _rule_tolerances(rules, values, columns_of)
+        infinite = np.isinf(values)
+        rows = np.flatnonzero(infinite.any(axis=1))
+        if rows.size:  # an infinite value of another column must not spoil a rule (inf * 0 is NaN)
+            for r, used in enumerate(columns_of):
+                own = np.zeros_like(values[rows])
+                own[:, list(used)] = values[np.ix_(rows, list(used))]
+                violations[rows, r] = np.asarray(rules.violations(own), dtype=float)[:, r]
+                tolerances[rows, r] = _rule_tolerances(rules, own, columns_of)[:, r]
+    undecided = np.zeros(violations.shape, dtype=bool)
+    for r in range(violations.shape[1]):
+        used = list(columns_of[r])
+        undecided[:, r] = infinite[:, used].any(axis=1) if used else infinite.any(axis=1)
+    undecided |= ~np.isfinite(violations)
+    undecided |= ~np.isfinite(tolerances) & ~(violations <= RULE_RTOL * np.finfo(float).max)
+    violated = ~undecided & (violations > np.where(np.isfinite(tolerances), tolerances, np.inf))
+    return violated, undecided
+
+
 def _violated(rules: ConstraintSet, values: np.ndarray, columns_of: Sequence[Sequence[int]]) -> np.ndarray:
     """``(n, n_rules)``: which records violate which rule, with the tolerance of
-    :func:`_record_rules` (a record with a missing value violates nothing)."""
-    with np.errstate(invalid="ignore"):
-        violations = rules.violations(values)
-        return violations > _rule_tolerances(rules, values, columns_of) if columns_of else violations > 0
+    :func:`_record_rules` (a record with a missing value, or one double
+    precision cannot decide, violates nothing)."""
+    return _rule_status(rules, values, columns_of)[0]
 
 
 def _integer_dtype(dtype: Any, values: np.ndarray) -> tuple[Any, str | None]:

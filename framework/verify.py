@@ -340,6 +340,8 @@ def verify(context: PrivacyContext, original: pd.DataFrame, released: pd.DataFra
                     "noise step that changes nothing protects nothing).")),
             stacklevel=3)
 
+    _qualify_dp_inputs(context, outcomes)
+
     by_step = {s["step"]: s for s in steps}
     for entry in list(context.ledger):
         if entry.kind != "guarantee" or entry.status != "claimed":
@@ -428,6 +430,60 @@ def verify(context: PrivacyContext, original: pd.DataFrame, released: pd.DataFra
     for s in steps:
         s.pop("_sizes", None)
     return checks
+
+
+def _written(outcome: Any) -> set[str]:
+    """The columns a step wrote: a masker's or noise step's columns, a clusterer's label column."""
+    if outcome.kind == "clusterers":
+        return {str(outcome.output)} if getattr(outcome, "output", None) else set()
+    return {str(c) for c in outcome.columns}
+
+
+def _qualify_dp_inputs(context: PrivacyContext, outcomes: Sequence[Any]) -> None:
+    """Qualify the DP statements of a step whose input or output another step
+    touched without differential privacy. A DP statement is about its step:
+    its input (neighbouring inputs differ in one row) and what it released.
+
+    * When an earlier step that no DP statement covers wrote a column the
+      step reads (a microaggregation's group means, say), one original record
+      can change many rows of that input, so the statement does not hold
+      between data sets that differ in one record.
+    * When a later such step rewrote a column the step released, the
+      released file holds that step's values, not this one's (a
+      microaggregation grouping on a column released as in the original
+      makes each noisy value depend on other records' original values).
+
+    The host says so in the entry (the verdict already gives no DP guarantee
+    for such a release)."""
+    dp = [e for e in context.ledger.entries if e.kind == "dp"]
+
+    def named(steps: Sequence[Any]) -> str:
+        return ", ".join(f"step {o.index} ({o.name})" if o.id == o.name else f"step {o.index} ({o.id}, {o.name})"
+                         for o in steps)
+
+    for entry in dp:
+        own = next((o for o in outcomes if o.index == entry.step), None) if entry.step is not None else None
+        if own is None:
+            continue
+        read = {str(c) for c in own.columns}
+        note = ""
+        earlier = [o for o in outcomes if o.index < own.index and _written(o) & read and not _covered(o, dp)]
+        if earlier:
+            columns = [str(c) for c in own.columns if any(str(c) in _written(o) for o in earlier)]
+            note += (f" Host note: the values of {_cols(columns)} this step was given were written by {named(earlier)} "
+                     "without differential privacy, so this statement holds between inputs of this step that differ "
+                     "in one row, not between data sets that differ in one original record: a value computed from "
+                     "several records (such as a group mean) can change in many rows when one record changes.")
+        wrote = set() if own.kind == "clusterers" else read
+        later = [o for o in outcomes if o.index > own.index and o.kind != "clusterers" and _written(o) & wrote
+                 and not _covered(o, dp)]
+        if later:
+            columns = [str(c) for c in own.columns if any(str(c) in _written(o) for o in later)]
+            note += (f" Host note: {named(later)} then replaced the values of {_cols(columns)} without differential "
+                     "privacy, so the released file holds that step's values of them: this statement is about the "
+                     "values this step released, not about the released file's.")
+        if note:
+            context.ledger._replace(attrs.evolve(entry, statement=(entry.statement or "") + note))
 
 
 def _joined(items: Sequence[str]) -> str:

@@ -358,7 +358,14 @@ class BoundLinear:
     def satisfied(self, points: Any, *, tol: float = 1e-9) -> np.ndarray:
         """Per row, whether every rule holds to ``tol`` relative to the size of its terms."""
         X = self._points(points)
-        return np.all(self.violations(X) <= tol * (1.0 + self._slack_scale(X)), axis=1)
+        with np.errstate(invalid="ignore", over="ignore"):
+            violations = self.violations(X)
+            bound = tol * (1.0 + self._slack_scale(X))
+        # decided in double precision: a residual that is not finite (an infinite value, or terms whose sum
+        # overflows) satisfies nothing, nor does one above tol times the largest double when the size of the
+        # terms overflows (tol times infinity would pass any violation)
+        bound = np.where(np.isfinite(bound), bound, tol * np.finfo(float).max)
+        return np.all(np.isfinite(violations) & (violations <= bound), axis=1)
 
 
 @privclust.hookimpl

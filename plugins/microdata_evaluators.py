@@ -371,8 +371,9 @@ class EditViolations:
     """For each edit rule of the recipe, the largest violation and the share
     of records violating it (beyond ``tol`` times 1 + the size of the rule's
     terms, the host's test), in the protected file and in the original. A rule is
-    judged on the records that have all its columns; where some miss one,
-    their count is reported as ``records not evaluable``."""
+    judged on the records that have all its columns and on which double
+    precision decides it (no infinite value, no overflow); the count of the
+    others is reported as ``records not evaluable``."""
 
     name: ClassVar[str] = "edit-violations"
     #: The largest violation in the original file is one record's value: a
@@ -388,9 +389,12 @@ class EditViolations:
         "*: share violated": ("share of released records breaking the rule (among those that have all its "
                               "columns)", "share (0-1)"),
         "*: records not evaluable": ("released records that miss a column of the rule (a missing value, or a "
-                                     "column the file lacks or holds as text); the two figures above leave them "
-                                     "out, and are NaN when no record is left", "records"),
-        "*: records not evaluable (original)": ("original records that miss a column of the rule", "records"),
+                                     "column the file lacks or holds as text), or on which double precision "
+                                     "cannot decide it (an infinite value, or terms so large that evaluating it "
+                                     "overflows); the two figures above leave them out, and are NaN when no "
+                                     "record is left", "records"),
+        "*: records not evaluable (original)": ("original records that miss a column of the rule, or on which "
+                                                "double precision cannot decide it", "records"),
     }
 
     tol: float = param(float, default=1e-11, gt=0,
@@ -454,13 +458,27 @@ class EditViolations:
             values = self._values(frame, columns)
             nan = np.isnan(values)
             filled = np.where(nan, 0.0, values)
-            viol = rules.violations(filled)
-            sizes = rules.magnitudes(filled, [np.flatnonzero(row) for row in involved])  # each rule's own columns
+            own_columns = [np.flatnonzero(row) for row in involved]  # each rule's own columns
+            with np.errstate(invalid="ignore", over="ignore"):
+                violations = np.asarray(rules.violations(filled), dtype=float)
+                sizes = np.asarray(rules.magnitudes(filled, own_columns), dtype=float)
+                rows = np.flatnonzero(np.isinf(filled).any(axis=1))
+                for r in range(len(rules.rules)) if rows.size else ():
+                    # an infinite value of another column must not spoil a rule (inf * 0 is NaN)
+                    own = np.where(involved[r], filled[rows], 0.0)
+                    violations[rows, r] = np.asarray(rules.violations(own), dtype=float)[:, r]
+                    sizes[rows, r] = np.asarray(rules.magnitudes(own, own_columns), dtype=float)[:, r]
+                bounds = self.tol * (1.0 + sizes)  # the host's own test
             for r, text in enumerate(rules.rules):
-                # a rule cannot be evaluated on a record that misses one of its columns
-                evaluable = ~nan[:, involved[r]].any(axis=1)
-                bound = self.tol * (1.0 + sizes[:, r])  # the host's own test
-                v = viol[evaluable, r]
+                viol, bound = violations[:, r], bounds[:, r]
+                # a rule cannot be evaluated on a record that misses one of its columns, nor, in double precision,
+                # where a value of them is infinite or evaluating it overflows (the host's own test counts such a
+                # record neither as satisfying nor as breaking it)
+                undecided = (np.isinf(filled[:, involved[r]]).any(axis=1) | ~np.isfinite(viol)
+                             | (~np.isfinite(bound) & ~(viol <= self.tol * np.finfo(float).max)))
+                evaluable = ~nan[:, involved[r]].any(axis=1) & ~undecided
+                bound = np.where(np.isfinite(bound), bound, np.inf)
+                v = viol[evaluable]
                 # no evaluable record: nothing is known (0 read as "satisfied")
                 out[f"{text}: max violation{label}"] = float(np.max(v)) if v.size else float("nan")
                 out[f"{text}: share violated{label}"] = float(np.mean(v > bound[evaluable])) if v.size else \
