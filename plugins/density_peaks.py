@@ -430,8 +430,14 @@ class _NoisyDensityPeaks(_DensityPeaks):
             raise ParameterError(problem)
 
     def planned_cost(self) -> tuple[float, float]:
-        # The paper calibration charges epsilon x 2(n - 1), known only with the data; epsilon is the least.
-        return (self.epsilon, 0.0)
+        """The least charge: ``epsilon`` with ``calibration = "vector"``; the
+        paper calibration charges epsilon x 2(n - 1), known only with the
+        data, and at least that for the fewest records the step accepts
+        (``min_records``): a budget below it can never fit, whatever the
+        data, and is refused when the recipe is compiled."""
+        if self.calibration == "vector":
+            return (self.epsilon, 0.0)
+        return (self._charge(self.min_records(0))[1], 0.0)
 
     def _charge(self, n: int) -> tuple[float, float]:
         """(sensitivity of the release call, epsilon charged) for ``n`` records."""

@@ -788,3 +788,21 @@ def test_a_noise_mechanism_that_cannot_make_the_releases_is_refused_when_the_ste
         privclust.compile({"privacy": {"epsilon": 10, "delta": 1e-5}, "steps": [step]})
     # the refusal of integer noise names the setting under which the densities are counts
     assert ('kernel = "cutoff"' in str(info.value)) == (noise == "geometric" and use != "dp-density")
+
+
+@pytest.mark.parametrize("use, extra", [("dp-dpcl", {}), ("addpc-rdp", {}), ("dp-rccfsfdp", {"n_clusters": 4})])
+def test_paper_calibration_declares_its_true_least_charge(use, extra):
+    """trust17a: the paper calibration declared ``epsilon`` as its least
+    cost, so `privclust check` said a budget of 1 "fits" a step with
+    epsilon = 0.5 whose charge, epsilon x 2(n - 1), is at least 2 for the
+    3 records it needs at the fewest: no data could make it fit, and only
+    the run refused it. The least is now the charge for the fewest records
+    the step accepts, and compiling refuses a budget below it."""
+    step = {"use": use, "epsilon": 0.5, "dc": 0.5, **({} if use == "addpc-rdp" else {"radius": 0.5}), **extra}
+    least = 0.5 * 2 * (max(3, extra.get("n_clusters", 0)) - 1)
+    component = privclust.get_registry().create("clusterers", step)
+    assert component.planned_cost() == (least, 0.0)
+    assert privclust.get_registry().create("clusterers", {**step, "calibration": "vector"}).planned_cost() == (0.5, 0.0)
+    with pytest.raises(privclust.RecipeError, match=r"privacy\.epsilon.*steps ask for epsilon = "):
+        privclust.compile({"privacy": {"epsilon": least * 0.99}, "steps": [step]})
+    privclust.compile({"privacy": {"epsilon": least}, "steps": [step]})  # the least fits: n = 3 may
