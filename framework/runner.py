@@ -51,7 +51,7 @@ from .params import column_bounds, leak_problems
 from .recipe import DEFAULT_LABEL_COLUMN, EvaluateSpec, Recipe, Roles, Step, _thaw
 from .registry import Registry, get_registry, unknown_leak_problems
 from .report import EFFECTIVE_PARAMS, EFFECTIVE_PARAMS_FROM_DATA, Release
-from .specs import _META_LEAK, nested_components
+from .specs import _META_LEAK, nested_components, step_id_params
 from .verify import _equal, _values, random_step_names, snapshot, verdict, verify
 
 __all__ = ["CompiledRecipe", "CompiledStep", "StepOutcome", "compile", "run", "numeric_columns"]
@@ -311,6 +311,7 @@ def compile(recipe: Recipe | Mapping[str, Any] | str, registry: Registry | None 
             problems.append(Problem(where, f"{step.use} would spend {' and '.join(infinite)}; a step's privacy cost "
                                     "must be a finite number", "give a finite value, e.g. epsilon = 1.0"))
         problems.extend(leak_problems(component, recipe.privacy, where))  # secure defaults for DP
+        problems.extend(_step_id_problems(component, where, recipe.step_ids))
         steps.append(CompiledStep(i, step_id, step, kind, component))
 
     constraints = []
@@ -333,6 +334,7 @@ def compile(recipe: Recipe | Mapping[str, Any] | str, registry: Registry | None 
         except RecipeError as err:
             problems.extend(err.problems)
             continue
+        problems.extend(_step_id_problems(evaluator, where, recipe.step_ids))
         evaluations.append(CompiledEvaluation(spec, evaluator))
 
     # Rules must not straddle the explicit columns of a step that changes values.
@@ -361,6 +363,22 @@ def compile(recipe: Recipe | Mapping[str, Any] | str, registry: Registry | None 
     if problems:
         raise RecipeError(problems, source=recipe.name)
     return compiled
+
+
+def _step_id_problems(component: Any, where: str, step_ids: Sequence[str]) -> list[Problem]:
+    """A parameter that names a step by its id (``param(..., step_id=True)``,
+    such as group-sizes' ``step``) must name a step of the recipe: refused
+    here, before any data are read, not after every step has run."""
+    problems = []
+    for location, value in step_id_params(component):
+        if value in step_ids:
+            continue
+        close = difflib.get_close_matches(str(value), list(step_ids), n=1, cutoff=0.5)
+        problems.append(Problem(f"{where}.{location}", f"{type(component).name}: no step has id {value!r}; the "
+                                f"recipe's step ids are {', '.join(map(repr, step_ids)) or '(none: it has no steps)'}",
+                                (f"did you mean {close[0]!r}? " if close else "")
+                                + "give the id of a step (its 'id', or else its 'use', numbered 'use-2', ... when repeated)"))
+    return problems
 
 
 def _changes_values_under_rules(cs: CompiledStep) -> bool:
