@@ -100,10 +100,43 @@ class _StepMixin:
                     problems.append(str(err))
                     continue
                 if self.epsilon is not None and not math.isfinite(span / self.epsilon):
-                    problems.append(f"{self.name}: the noise scale of column {column} (its range {span:.6g} / "
-                                    f"epsilon {self.epsilon:.6g}, or more) overflows the range of doubles; use a "
-                                    "larger epsilon or narrower bounds")
+                    problems.append(f"{self.name}: the noise scale of column {column} (its range {at_least(span)} / "
+                                    f"epsilon {at_most(self.epsilon)}, or more) overflows the range of doubles; use "
+                                    "a larger epsilon or narrower bounds")
+                    continue
+                if self.epsilon is not None and getattr(self, "delta", 0.0) is not None:
+                    # the exact sampler's range, decided from the bounds and epsilon alone: refused when the recipe
+                    # is compiled, not when the step runs. The step splits epsilon over its columns, which only the
+                    # data name when the step does not: the whole epsilon is what is checked here (a necessary
+                    # condition), the split when the step runs.
+                    try:
+                        self._column_plan(str(column), float(pair[0]), float(pair[1]), span, self.epsilon)
+                    except ParameterError as err:
+                        problems.append(f"{err} (epsilon is split evenly over the step's columns: the whole "
+                                        "epsilon is already too small for this one)")
         return problems
+
+    def _column_plan(self, column: str, low: float, high: float, span: float, epsilon: float) -> Any:
+        """The noise plan of one column (raises ParameterError where the exact sampler cannot draw it)."""
+        return _laplace_plan(self.name, span, epsilon, 1, f"column {column}")  # type: ignore[attr-defined]
+
+    def release_problem(self, *, sensitivity: float | Sensitivity, epsilon: float, delta: float = 0.0,
+                        changed: int = 1) -> str | None:
+        """The refusal :meth:`release` would make for these figures, decided
+        without any data (``None`` when it would draw): ``changed`` values
+        with this sensitivity and epsilon (and delta for ``gaussian``). A
+        component that calls the mechanism calls it from its
+        ``step_problems``, so that an epsilon too small for the exact sampler
+        is refused when the recipe is compiled, not when the step runs."""
+        try:
+            self._release_plan(Sensitivity.of(sensitivity), epsilon, delta, changed)
+        except ParameterError as err:
+            return str(err)
+        return None
+
+    def _release_plan(self, s: Sensitivity, epsilon: float, delta: float, changed: int) -> Any:
+        _check_release(self.name, s.l1, epsilon)  # type: ignore[attr-defined]
+        return _laplace_plan(self.name, s.l1, epsilon, _changed(self.name, changed, 1))  # type: ignore[attr-defined]
 
     def _step_bounds(self, data: pd.DataFrame, context: PrivacyContext) -> tuple[np.ndarray, np.ndarray]:
         name = self.name  # type: ignore[attr-defined]
@@ -343,6 +376,13 @@ class GeometricMechanism(_StepMixin):
     bounds: Any = public_bounds(default=None,
                                 doc='public integer bounds {column = [low, high]} (as a step only), or "data"')
 
+    def _column_plan(self, column: str, low: float, high: float, span: float, epsilon: float) -> Any:
+        return _geometric_scale(self.name, max(math.ceil(high) - math.floor(low), 1), epsilon, f"column {column}")
+
+    def _release_plan(self, s: Sensitivity, epsilon: float, delta: float, changed: int) -> Any:
+        _check_release(self.name, s.l1, epsilon)
+        return _geometric_scale(self.name, s.l1, epsilon)
+
     def release(self, values: Any, *, sensitivity: float | Sensitivity, epsilon: float, delta: float = 0.0,
                 context: PrivacyContext, relation: str, covers: str, not_covered: str = "",
                 changed: int | None = None, **ledger: Any) -> np.ndarray:
@@ -475,6 +515,16 @@ class GaussianMechanism(_StepMixin):
     delta: float | None = param(float, default=None, gt=0, lt=1, doc="delta of the step (as a step only)")
     bounds: Any = public_bounds(default=None,
                                 doc='public bounds {column = [low, high]} (as a step only), or "data"')
+
+    def _column_plan(self, column: str, low: float, high: float, span: float, epsilon: float) -> Any:
+        assert self.delta is not None
+        return _gaussian_columns([span], epsilon, self.delta, [column])
+
+    def _release_plan(self, s: Sensitivity, epsilon: float, delta: float, changed: int) -> Any:
+        _check_release(self.name, s.l2_bound, epsilon)
+        if isinstance(delta, bool) or not isinstance(delta, int | float) or not 0 < delta < 1:
+            raise ParameterError(f"gaussian: delta must be in (0, 1); got {delta!r}")
+        return _gaussian_plan(s.l2_bound, epsilon, delta, _changed(self.name, changed, 1))
 
     def step_problems(self) -> list[str]:
         problems = super().step_problems()
