@@ -212,7 +212,7 @@ def _laplace_plan(name: str, sensitivity: float, epsilon: float, changed: int, w
     sens, eps = Fraction(sensitivity), Fraction(epsilon)
     if sens / eps > Fraction(_TOP):
         raise ParameterError(
-            f"{name}: the noise scale sensitivity / epsilon = {sensitivity:.6g} / {epsilon:.6g}{where} overflows "
+            f"{name}: the noise scale sensitivity / epsilon = {at_least(sensitivity)} / {at_most(epsilon)}{where} overflows "
             "the range of doubles; the release would be infinite. Use a larger epsilon or rescale the values.")
     cap = sens / (eps * 2**40)  # the spacing that keeps sensitivity / (gamma epsilon) <= 2^40
     gamma = sampling.lattice_for(sensitivity, changed, cap)
@@ -220,8 +220,8 @@ def _laplace_plan(name: str, sensitivity: float, epsilon: float, changed: int, w
     units = Fraction(effective) / (Fraction(gamma) * eps)
     if units > sampling.MAX_LAPLACE_SCALE or not math.isfinite(effective):
         raise ParameterError(
-            f"{name}: epsilon = {epsilon:.6g}{where} is too small for {changed} released value(s) with sensitivity "
-            f"{sensitivity:.6g}: the noise scale needs a lattice as coarse as {sampling.lattice_name(gamma)}, and "
+            f"{name}: epsilon = {at_most(epsilon)}{where} is too small for {changed} released value(s) with sensitivity "
+            f"{at_least(sensitivity)}: the noise scale needs a lattice as coarse as {sampling.lattice_name(gamma)}, and "
             f"with the rounding to it the noise would be {_approx(units)} lattice steps, beyond the exact sampler's "
             "range (2^48). Use a larger epsilon or release fewer values.")
     units = sampling.rational_scale(units)
@@ -377,7 +377,8 @@ class GeometricMechanism(_StepMixin):
                                 doc='public integer bounds {column = [low, high]} (as a step only), or "data"')
 
     def _column_plan(self, column: str, low: float, high: float, span: float, epsilon: float) -> Any:
-        return _geometric_scale(self.name, max(math.ceil(high) - math.floor(low), 1), epsilon, f"column {column}")
+        lo, hi = _integer_bounds(column, low, high)
+        return _geometric_scale(self.name, max(hi - lo, 1), epsilon, f"column {column}")
 
     def _release_plan(self, s: Sensitivity, epsilon: float, delta: float, changed: int) -> Any:
         _check_release(self.name, s.l1, epsilon)
@@ -416,12 +417,7 @@ class GeometricMechanism(_StepMixin):
         d = len(columns)
         lows, highs = [], []
         for c, lo, hi in zip(columns, low, high, strict=True):
-            lo_i, hi_i = math.floor(lo), math.ceil(hi)
-            if max(abs(lo_i), abs(hi_i)) > MAX_INTEGER:
-                raise ParameterError(
-                    f"geometric: the bounds of column {c} ([{lo:.6g}, {hi:.6g}]) exceed +-2^62 = {MAX_INTEGER:.3g}, "
-                    "the range in which the noisy integers stay exact in int64. Rescale the column (e.g. count in "
-                    "thousands) or use the laplace mechanism.")
+            lo_i, hi_i = _integer_bounds(c, lo, hi)
             lows.append(lo_i)
             highs.append(hi_i)
         ranges = [max(hi - lo, 1) for lo, hi in zip(lows, highs, strict=True)]  # exact Python integers
@@ -486,6 +482,17 @@ def _integers(name: str, values: Any) -> np.ndarray:
         raise DataError(f"{name}: integer values beyond +-2^62 = {MAX_INTEGER:.3g} cannot take noise without "
                         "overflowing int64; subtract a public offset or rescale them first")
     return as_float.astype(np.int64)
+
+
+def _integer_bounds(column: str, low: float, high: float) -> tuple[int, int]:
+    """A column's public bounds as whole numbers (floor and ceiling), refused beyond +-2^62."""
+    lo_i, hi_i = math.floor(low), math.ceil(high)
+    if max(abs(lo_i), abs(hi_i)) > MAX_INTEGER:
+        raise ParameterError(
+            f"geometric: the bounds of column {column} ([{low:.6g}, {high:.6g}]) exceed +-2^62 = {MAX_INTEGER:.3g}, "
+            "the range in which the noisy integers stay exact in int64. Rescale the column (e.g. count in "
+            "thousands) or use the laplace mechanism.")
+    return lo_i, hi_i
 
 
 def _geometric_scale(name: str, sensitivity: float | int, epsilon: float, what: str = "") -> Fraction:
@@ -666,8 +673,8 @@ def _gaussian_plan(sensitivity: float, epsilon: float, delta: float, changed: in
     reference = discrete_gaussian_sigma(epsilon, delta, sensitivity)
     if not math.isfinite(reference) or reference > _TOP / 4:
         raise ParameterError(
-            f"gaussian: epsilon = {epsilon:.6g} and delta = {delta:.3g} need a noise sigma beyond the range of "
-            "doubles; the release would be infinite. Use a larger epsilon or delta.")
+            f"gaussian: epsilon = {at_most(epsilon)} and delta = {at_most(delta, 3)} need a noise sigma beyond the range "
+            "of doubles; the release would be infinite. Use a larger epsilon or delta.")
     root = math.isqrt(changed - 1) + 1  # ceil(sqrt(changed))
     gamma = sampling.lattice_for(sensitivity, root, Fraction(reference) / 2**24)
     effective = sampling.lattice_sensitivity(sensitivity, gamma, changed, "L2")
@@ -681,7 +688,7 @@ def _gaussian_units(name: str, sigma: float, effective: float, gamma: float, eps
     if sigma_units > sampling.MAX_GAUSSIAN_SIGMA or not math.isfinite(sigma):
         where = f" for {what}" if what else ""
         raise ParameterError(
-            f"{name}: epsilon = {epsilon:.6g} and delta = {delta:.3g}{where} need a sigma of {_approx(sigma_units)} "
+            f"{name}: epsilon = {at_most(epsilon)} and delta = {at_most(delta, 3)}{where} need a sigma of {_approx(sigma_units)} "
             f"lattice steps (lattice {sampling.lattice_name(gamma)}), beyond the exact sampler's range (2^26). "
             "Use a larger epsilon or delta, or release fewer values.")
     variance = sampling.discrete_gaussian_variance(sigma_units**2)
@@ -697,8 +704,8 @@ def _gaussian_columns(ranges: list[float], epsilon: float, delta: float, columns
     unit = discrete_gaussian_sigma(epsilon, delta, math.sqrt(d))  # sigma per unit of (range + step)
     if not math.isfinite(unit) or unit > _TOP / 4:
         raise ParameterError(
-            f"gaussian: epsilon = {epsilon:.6g} and delta = {delta:.3g} need a noise sigma beyond the range of "
-            "doubles. Use a larger epsilon or delta.")
+            f"gaussian: epsilon = {at_most(epsilon)} and delta = {at_most(delta, 3)} need a noise sigma beyond the range "
+            "of doubles. Use a larger epsilon or delta.")
     plans = []
     for column, r in zip(columns, ranges, strict=True):
         gamma = sampling.lattice_for(r, 1, Fraction(unit) * Fraction(r) / 2**24)

@@ -806,3 +806,15 @@ def test_paper_calibration_declares_its_true_least_charge(use, extra):
     with pytest.raises(privclust.RecipeError, match=r"privacy\.epsilon.*steps ask for epsilon = "):
         privclust.compile({"privacy": {"epsilon": least * 0.99}, "steps": [step]})
     privclust.compile({"privacy": {"epsilon": least}, "steps": [step]})  # the least fits: n = 3 may
+
+
+def test_a_refused_charge_shows_no_figure_on_the_wrong_side_of_the_budget():
+    """trust17a: the refusal read "bringing the total to 0.333333 > the
+    budget epsilon=0.333333": figures rounded to nearest. The spend is shown
+    rounded up, the budget rounded down (privclust.at_least / at_most)."""
+    frame = pd.DataFrame({"x": [0.0, 1.0, 2.0, 3.0], "y": [0.0, 1.0, 5.0, 7.0]})
+    budget = 1 / 3
+    step = {"use": "dp-dpcl", "epsilon": budget / 6 * (1 + 1e-7), "dc": 0.5, "radius": 0.5}  # charge 6 epsilon
+    with pytest.raises(BudgetExceededError) as err:
+        privclust.run({"privacy": {"epsilon": budget}, "steps": [step]}, frame, seed=1)
+    assert "bringing the total to 0.333334 > the budget epsilon=0.333333" in str(err.value)
