@@ -295,7 +295,8 @@ def _report_paths(report: Path | None) -> dict[str, Path]:
 #: ``run`` makes before its first step (:func:`privclust.runner.preflight`).
 CHECKED = ("every column of the steps, the evaluations (those their evaluators say they compute on included), the "
            "roles and the rules is present; those the steps and evaluations work on are numeric and finite; each "
-           "step's bounds table covers its columns; there are enough records for each step")
+           "step's bounds table covers its columns; there are enough records for each step; no edit rule is one that "
+           "no record can satisfy with the data's whole-number (integer dtype) columns")
 
 
 #: What ``privclust check --input`` cannot check, said after its OK: ``run`` may still refuse the recipe for

@@ -601,9 +601,12 @@ def check_data(compiled: CompiledRecipe, frame: pd.DataFrame) -> list[tuple[str,
         problems.extend(found)
         if not found:  # the rules' columns are in the data: edit rules are over numbers
             used = {c for v in handler.variables() for c in v}
-            problems.extend(f"constraints[{h}]: column {c!r} of its rules is not numeric (dtype {frame[c].dtype}); "
-                            "an edit rule is over numeric columns: convert it, or remove the rules that name it"
-                            for c in frame.columns if c in used and not is_real_column(frame[c]))
+            not_numeric = [f"constraints[{h}]: column {c!r} of its rules is not numeric (dtype {frame[c].dtype}); "
+                           "an edit rule is over numeric columns: convert it, or remove the rules that name it"
+                           for c in frame.columns if c in used and not is_real_column(frame[c])]
+            problems.extend(not_numeric)
+            if not not_numeric:
+                problems.extend(_integer_rule_problems(handler, h, frame, used))
     outputs: dict[str, int] = {}
     for cs in compiled.steps:  # label columns, checked before any step runs (or spends)
         if cs.kind != "clusterers":
@@ -625,6 +628,28 @@ def check_data(compiled: CompiledRecipe, frame: pd.DataFrame) -> list[tuple[str,
     if recipe_problems:
         raise RecipeError(recipe_problems, source=compiled.recipe.name)
     return step_columns
+
+
+def _integer_rule_problems(handler: Any, h: int, frame: pd.DataFrame, used: set[str]) -> list[str]:
+    """Rules of ``constraints[h]`` that no record can satisfy once the data's
+    integer columns hold whole numbers, as the host releases them (``2*x ==
+    1`` with ``x`` an integer column): the released file could not satisfy
+    them, so they are refused before any step runs. Asked of the bound
+    rules' ``integer_problems(integer)`` where a handler has it (the
+    linear rules do)."""
+    integers = set(integer_columns(frame))
+    if not integers & used:
+        return []
+    columns = tuple(c for c in map(str, frame.columns) if c in used)
+    bound = handler.bind(columns)
+    ask = getattr(bound, "integer_problems", None)
+    if not callable(ask):
+        return []
+    found = ask(np.array([c in integers for c in columns]))
+    named = ", ".join(c for c in columns if c in integers)
+    return [f"constraints[{h}]: {text}. The data's integer column(s) {named} are released as whole numbers, so the "
+            "released file could not satisfy the rule; correct the rule, or write the column with decimals (15.0) "
+            "if it is not a whole-number column" for text in found or ()]
 
 
 def _bounds_problems(cs: CompiledStep, columns: Sequence[str]) -> list[str]:
@@ -1220,14 +1245,15 @@ def _run_checked(compiled: CompiledRecipe, checked: Preflight, seed: int | np.ra
 
     all_constraints = _all_rules(compiled.constraints, tuple(map(str, frame.columns)))
     rounding = release_integers(context, frame, current, outcomes, compiled.constraints, all_constraints)
-    _record_rules(context, all_constraints, current,
-                  [frozenset(v) for h in compiled.constraints for v in h.variables()], rounding)
+    broken_rules = _record_rules(context, all_constraints, current,
+                                 [frozenset(v) for h in compiled.constraints for v in h.variables()], rounding)
     if parts is not None:
         context._record_host("verified", _strata_statement(roles.strata, parts, checked.merges, outcomes),
                              details={"strata": list(roles.strata), "merged": list(checked.merges),
                                       "parts": {text: int(len(rows)) for text, rows in parts}},
                              mechanism="strata")
-    checks = verify(context, frame, current, outcomes, label_columns=tuple(labels.columns), strata=roles.strata)
+    checks = verify(context, frame, current, outcomes, label_columns=tuple(labels.columns), strata=roles.strata,
+                    broken_rules=broken_rules)
 
     changed = tuple(c for c in frame.columns if any(c in o.columns for o in outcomes if o.kind != "clusterers"))
     evaluations = _evaluate(compiled, frame, current, labels, outcomes, all_constraints, context,
@@ -1286,7 +1312,8 @@ def _all_rules(constraints: Sequence[Any], columns: tuple[str, ...]) -> Constrai
 
 
 def _record_rules(context: PrivacyContext, rules: ConstraintSet | None, frame: pd.DataFrame,
-                  variables: Sequence[frozenset[str]] = (), rounding: Mapping[int, int] | None = None) -> None:
+                  variables: Sequence[frozenset[str]] = (), rounding: Mapping[int, int] | None = None
+                  ) -> list[tuple[str, frozenset[str], int, int]]:
     """Record, for each edit rule, whether the released file satisfies it. A
     rule cannot be evaluated on a record that misses one of its columns:
     such records are counted as not evaluable, neither violations nor
@@ -1294,9 +1321,14 @@ def _record_rules(context: PrivacyContext, rules: ConstraintSet | None, frame: p
 
     ``rounding`` (from :func:`release_integers`): for each rule over a column
     the host rounded, on how many records it held before the rounding and
-    not after."""
+    not after.
+
+    Returns the rules the released file violates, as (text, its columns,
+    violating records, records judged), for :func:`~privclust.verify.verify`
+    to say so beside the claims of the steps over those columns."""
+    violated_rules: list[tuple[str, frozenset[str], int, int]] = []
     if rules is None or not rules.rules:
-        return
+        return violated_rules
     values = frame.loc[:, list(rules.columns)].to_numpy(dtype=float, na_value=np.nan)
     nan = np.isnan(values)
     complete = np.where(nan, 0.0, values)  # rules are evaluated where all their columns are observed
@@ -1332,6 +1364,10 @@ def _record_rules(context: PrivacyContext, rules: ConstraintSet | None, frame: p
                           f" Of these, {broken} held before the host rounded the integer columns: the rounding "
                           "could not keep the rule on them.")
         context._record_host("guarantee", statement, mechanism="edit rule", status="verified", details=details)
+        if bad.any():
+            violated_rules.append((text, frozenset(str(rules.columns[j]) for j in used), int(bad.sum()),
+                                   int(counted.sum())))
+    return violated_rules
 
 
 # ---------------------------------------------------------------------------
