@@ -142,6 +142,8 @@ class _DensityPeaks:
     automatic: ClassVar[bool] = False
     #: Old recipe keys and their new names (the error for an old key names the new one).
     renamed_params: ClassVar[Mapping[str, str]] = {"k": "n_clusters"}
+    #: Whether the centres are chosen from the records' exact distances (not from a DP release alone).
+    centres_from_records: ClassVar[bool] = True
 
     kernel: str = param(str, default="gaussian", choices=("gaussian", "cutoff"),
                         doc='density kernel: "gaussian" exp(-(d/d_c)^2) or "cutoff" 1[d < d_c]')
@@ -266,11 +268,16 @@ class _DensityPeaks:
         """The parameters in use that the recipe left unset, for the report
         (privclust.EFFECTIVE_PARAMS): the number of centres chosen
         automatically, the d_c percentage; d_c itself, a quantile of the
-        data's distances, goes under privclust.EFFECTIVE_PARAMS_FROM_DATA."""
+        data's distances, goes under privclust.EFFECTIVE_PARAMS_FROM_DATA,
+        and so does the number of centres where the records' exact distances
+        chose it (every clusterer here but dp-dpc-grid, whose centres are
+        chosen on its DP map: the noisy mechanisms' choice uses the raw
+        deltas too, and with a merge or a halo the released labels do not
+        show it)."""
         public: dict[str, Any] = {}
         from_data: dict[str, Any] = {}
         if self.n_clusters is None:
-            public["n_clusters"] = int(n_centres)
+            (from_data if self.centres_from_records else public)["n_clusters"] = int(n_centres)
         if self.dc is None:
             public["dc_percent"] = 2.0 if self.dc_percent is None else float(self.dc_percent)
             from_data["dc"] = float(diagnostics["dc"])
@@ -677,6 +684,7 @@ class DPDPCGrid(_DensityPeaks):
     """
 
     name: ClassVar[str] = "dp-dpc-grid"
+    centres_from_records: ClassVar[bool] = False
     private: ClassVar[bool] = True
     privacy_relation: ClassVar[str] = "replace-one"
     automatic: ClassVar[bool] = True

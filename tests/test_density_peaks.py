@@ -818,3 +818,25 @@ def test_a_refused_charge_shows_no_figure_on_the_wrong_side_of_the_budget():
     with pytest.raises(BudgetExceededError) as err:
         privclust.run({"privacy": {"epsilon": budget}, "steps": [step]}, frame, seed=1)
     assert "bringing the total to 0.333334 > the budget epsilon=0.333333" in str(err.value)
+
+
+@pytest.mark.parametrize("use", ["addpc-rdp", "dp-dpcl", "addpc"])
+def test_an_automatic_count_of_centres_from_the_records_is_withheld_from_a_non_disclosive_report(use):
+    """trust17a: the number of centres the AdDPC rule chose from the records'
+    exact distances (the noisy mechanisms' deltas are raw) was reported as a
+    public value in use, also in a non-disclosive report, which leaves out
+    what is derived from individual original values; dp-dpc-grid chooses its
+    centres on its DP map, and its count stays public."""
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame(np.vstack([rng.normal(0, 1, (30, 2)), rng.normal(6, 1, (30, 2))]), columns=["x", "y"])
+    step = {"use": use, "dc": 0.5, **({"epsilon": 0.5} if use != "addpc" else {}),
+            **({"radius": 1.5} if use == "dp-dpcl" else {})}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        release = privclust.run({"privacy": {"epsilon": 1000.0}, "steps": [step]}, frame, seed=1)
+        grid = privclust.run({"steps": [{"use": "dp-dpc-grid", "dc": 0.5, "bounds": {"x": [-5, 10], "y": [-5, 10]}}]},
+                             frame, seed=1)
+    shown = release.report(non_disclosive=True)["steps"][0]["effective_parameters"]
+    assert shown["n_clusters"] == "withheld (derived from the data)"
+    assert isinstance(release.report()["steps"][0]["effective_parameters"]["n_clusters"], int)
+    assert isinstance(grid.report(non_disclosive=True)["steps"][0]["effective_parameters"]["n_clusters"], int)
