@@ -327,8 +327,9 @@ def _cmd_check(args: argparse.Namespace) -> int:
     if recipe.privacy.limited:
         planned = sum(c[0] for c in planned_costs(compiled.steps))
         lines.append(f"  budget: epsilon {_exact(recipe.privacy.epsilon)}, delta {_exact(recipe.privacy.delta)}; the "
-                     f"steps declare at least epsilon {at_least(planned)} in all, which fits (a cost that depends on the "
-                     "data, such as dp-dpcl's with calibration = \"paper\", epsilon x 2(n - 1) for n records, is "
+                     f"steps declare at least epsilon {at_least(planned)} in all, which fits (a cost that depends "
+                     "on the data, such as dp-dpcl's with calibration = \"paper\", epsilon x 2(n - 1) for n records, "
+                     "is "
                      "checked when the step runs, before it draws any noise)")
     if recipe.privacy.allow_leaks:
         lines.append(f"  allow_leaks: {', '.join(recipe.privacy.allow_leaks)}: these parameters may be taken from the "

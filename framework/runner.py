@@ -377,7 +377,8 @@ def _step_id_problems(component: Any, where: str, step_ids: Sequence[str]) -> li
         problems.append(Problem(f"{where}.{location}", f"{type(component).name}: no step has id {value!r}; the "
                                 f"recipe's step ids are {', '.join(map(repr, step_ids)) or '(none: it has no steps)'}",
                                 (f"did you mean {close[0]!r}? " if close else "")
-                                + "give the id of a step (its 'id', or else its 'use', numbered 'use-2', ... when repeated)"))
+                                + "give the id of a step (its 'id', or else its 'use', numbered 'use-2', ... when "
+                                  "repeated)"))
     return problems
 
 

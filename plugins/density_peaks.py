@@ -301,8 +301,9 @@ def _charge_check(context: PrivacyContext, name: str, epsilon: float) -> None:
         spent, _ = context.spent
         raise BudgetExceededError(
             f"{name} would spend epsilon={at_least(epsilon)} (Laplace noise on the density vector), bringing the total "
-            f"to {at_least(spent + epsilon)} > the budget epsilon={at_most(context.budget.epsilon)}; raise [privacy] epsilon, "
-            "lower the step's epsilon or use calibration = \"vector\". Nothing was recorded and no noise was drawn.")
+            f"to {at_least(spent + epsilon)} > the budget epsilon={at_most(context.budget.epsilon)}; raise [privacy] "
+            "epsilon, lower the step's epsilon or use calibration = \"vector\". Nothing was recorded and no noise was "
+            "drawn.")
 
 
 # ---------------------------------------------------------------------------
@@ -454,8 +455,8 @@ class _NoisyDensityPeaks(_DensityPeaks):
         else:
             charged = self.epsilon * worst
         if not (math.isfinite(charged) and math.isfinite(worst / self.epsilon)):
-            raise ParameterError(f"{self.name}: epsilon = {at_least(self.epsilon)} with {n} records gives a charge or a noise "
-                                 "scale that overflows a float; use a smaller 'epsilon' (or calibration = "
+            raise ParameterError(f"{self.name}: epsilon = {at_least(self.epsilon)} with {n} records gives a charge "
+                                 "or a noise scale that overflows a float; use a smaller 'epsilon' (or calibration = "
                                  "\"vector\")")
         return worst, charged
 

@@ -179,8 +179,8 @@ class DPDensity:
                 f"{self.count_share:g} + {self.tree_share:g}")
         if not all(share > 0 and math.isfinite(3.0 / share) for share in self.shares):
             raise ParameterError(
-                f"dp-density: epsilon = {at_most(self.epsilon)} is too small to be shared out: its parts for the count, "
-                "the tree and the leaf counts ({}, {}, {}) must each be positive with a finite noise "
+                f"dp-density: epsilon = {at_most(self.epsilon)} is too small to be shared out: its parts for the "
+                "count, the tree and the leaf counts ({}, {}, {}) must each be positive with a finite noise "
                 "scale; raise 'epsilon'".format(*map(at_most, self.shares)))
         if isinstance(self.bounds, str):
             raise ParameterError(
@@ -269,8 +269,8 @@ class DPDensity:
             raise DataError("dp-density: the data have no records")
         if not context.can_spend(self.epsilon):
             raise BudgetExceededError(
-                f"dp-density would spend epsilon = {at_least(self.epsilon)} but only {at_most(context.remaining)} of the budget "
-                "is left; lower 'epsilon' or raise the budget. Nothing was recorded and no noise was drawn.")
+                f"dp-density would spend epsilon = {at_least(self.epsilon)} but only {at_most(context.remaining)} of "
+                "the budget is left; lower 'epsilon' or raise the budget. Nothing was recorded and no noise was drawn.")
         mech = context.mechanism(self.noise)
         if mech.name not in PURE_MECHANISMS:
             raise ParameterError(_noise_refused(mech.name) + " Nothing was recorded and no noise was drawn.")

@@ -265,8 +265,9 @@ class IDPKMeans:
         total = _kmeans.total_epsilon(epsilons) + (self.bounds_epsilon or 0.0)
         if not context.can_spend(total):
             raise BudgetExceededError(
-                f"idp-kmeans: its schedule may spend epsilon = {at_least(total)} but only {at_most(context.remaining)} of the "
-                "budget is left; lower 'epsilon' or raise the budget. Nothing was recorded and no noise was drawn."
+                f"idp-kmeans: its schedule may spend epsilon = {at_least(total)} but only {at_most(context.remaining)} "
+                "of the budget is left; lower 'epsilon' or raise the budget. Nothing was recorded and no noise was "
+                "drawn."
             )
         unit, low, high, _ = self._unit(data, context)  # how many values were clipped: a raw count, not reported
 

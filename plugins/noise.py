@@ -212,16 +212,18 @@ def _laplace_plan(name: str, sensitivity: float, epsilon: float, changed: int, w
     sens, eps = Fraction(sensitivity), Fraction(epsilon)
     if sens / eps > Fraction(_TOP):
         raise ParameterError(
-            f"{name}: the noise scale sensitivity / epsilon = {at_least(sensitivity)} / {at_most(epsilon)}{where} overflows "
-            "the range of doubles; the release would be infinite. Use a larger epsilon or rescale the values.")
+            f"{name}: the noise scale sensitivity / epsilon = {at_least(sensitivity)} / {at_most(epsilon)}{where} "
+            "overflows the range of doubles; the release would be infinite. Use a larger epsilon or rescale the "
+            "values.")
     cap = sens / (eps * 2**40)  # the spacing that keeps sensitivity / (gamma epsilon) <= 2^40
     gamma = sampling.lattice_for(sensitivity, changed, cap)
     effective = sampling.lattice_sensitivity(sensitivity, gamma, changed, "L1")
     units = Fraction(effective) / (Fraction(gamma) * eps)
     if units > sampling.MAX_LAPLACE_SCALE or not math.isfinite(effective):
         raise ParameterError(
-            f"{name}: epsilon = {at_most(epsilon)}{where} is too small for {changed} released value(s) with sensitivity "
-            f"{at_least(sensitivity)}: the noise scale needs a lattice as coarse as {sampling.lattice_name(gamma)}, and "
+            f"{name}: epsilon = {at_most(epsilon)}{where} is too small for {changed} released value(s) with "
+            f"sensitivity {at_least(sensitivity)}: the noise scale needs a lattice as coarse as "
+            f"{sampling.lattice_name(gamma)}, and "
             f"with the rounding to it the noise would be {_approx(units)} lattice steps, beyond the exact sampler's "
             "range (2^48). Use a larger epsilon or release fewer values.")
     units = sampling.rational_scale(units)
@@ -673,8 +675,8 @@ def _gaussian_plan(sensitivity: float, epsilon: float, delta: float, changed: in
     reference = discrete_gaussian_sigma(epsilon, delta, sensitivity)
     if not math.isfinite(reference) or reference > _TOP / 4:
         raise ParameterError(
-            f"gaussian: epsilon = {at_most(epsilon)} and delta = {at_most(delta, 3)} need a noise sigma beyond the range "
-            "of doubles; the release would be infinite. Use a larger epsilon or delta.")
+            f"gaussian: epsilon = {at_most(epsilon)} and delta = {at_most(delta, 3)} need a noise sigma beyond the "
+            "range of doubles; the release would be infinite. Use a larger epsilon or delta.")
     root = math.isqrt(changed - 1) + 1  # ceil(sqrt(changed))
     gamma = sampling.lattice_for(sensitivity, root, Fraction(reference) / 2**24)
     effective = sampling.lattice_sensitivity(sensitivity, gamma, changed, "L2")
@@ -688,7 +690,8 @@ def _gaussian_units(name: str, sigma: float, effective: float, gamma: float, eps
     if sigma_units > sampling.MAX_GAUSSIAN_SIGMA or not math.isfinite(sigma):
         where = f" for {what}" if what else ""
         raise ParameterError(
-            f"{name}: epsilon = {at_most(epsilon)} and delta = {at_most(delta, 3)}{where} need a sigma of {_approx(sigma_units)} "
+            f"{name}: epsilon = {at_most(epsilon)} and delta = {at_most(delta, 3)}{where} need a sigma of "
+            f"{_approx(sigma_units)} "
             f"lattice steps (lattice {sampling.lattice_name(gamma)}), beyond the exact sampler's range (2^26). "
             "Use a larger epsilon or delta, or release fewer values.")
     variance = sampling.discrete_gaussian_variance(sigma_units**2)
@@ -704,8 +707,8 @@ def _gaussian_columns(ranges: list[float], epsilon: float, delta: float, columns
     unit = discrete_gaussian_sigma(epsilon, delta, math.sqrt(d))  # sigma per unit of (range + step)
     if not math.isfinite(unit) or unit > _TOP / 4:
         raise ParameterError(
-            f"gaussian: epsilon = {at_most(epsilon)} and delta = {at_most(delta, 3)} need a noise sigma beyond the range "
-            "of doubles. Use a larger epsilon or delta.")
+            f"gaussian: epsilon = {at_most(epsilon)} and delta = {at_most(delta, 3)} need a noise sigma beyond the "
+            "range of doubles. Use a larger epsilon or delta.")
     plans = []
     for column, r in zip(columns, ranges, strict=True):
         gamma = sampling.lattice_for(r, 1, Fraction(unit) * Fraction(r) / 2**24)
