@@ -295,7 +295,8 @@ def _report_paths(report: Path | None) -> dict[str, Path]:
 #: ``run`` makes before its first step (:func:`privclust.runner.preflight`).
 CHECKED = ("every column of the steps, the evaluations (those their evaluators say they compute on included), the "
            "roles and the rules is present; those the steps and evaluations work on are numeric and finite; each "
-           "step's bounds table covers its columns; there are enough records for each step")
+           "step's bounds table covers its columns; there are enough records for each step; no edit rule is one that "
+           "no record can satisfy with the data's whole-number (integer dtype) columns")
 
 
 #: What ``privclust check --input`` cannot check, said after its OK: ``run`` may still refuse the recipe for
@@ -326,9 +327,10 @@ def _cmd_check(args: argparse.Namespace) -> int:
     if recipe.privacy.limited:
         planned = sum(c[0] for c in planned_costs(compiled.steps))
         lines.append(f"  budget: epsilon {_exact(recipe.privacy.epsilon)}, delta {_exact(recipe.privacy.delta)}; the "
-                     f"steps declare epsilon {at_least(planned)} in all, which fits (a cost that depends on the data, "
-                     "such as dp-dpcl's with calibration = \"paper\", is checked when the step runs, before it draws "
-                     "any noise)")
+                     f"steps declare at least epsilon {at_least(planned)} in all, which fits (a cost that depends "
+                     "on the data, such as dp-dpcl's with calibration = \"paper\", epsilon x 2(n - 1) for n records, "
+                     "is "
+                     "checked when the step runs, before it draws any noise)")
     if recipe.privacy.allow_leaks:
         lines.append(f"  allow_leaks: {', '.join(recipe.privacy.allow_leaks)}: these parameters may be taken from the "
                      "data, and a release that does so has no differential-privacy guarantee")

@@ -10,8 +10,17 @@ guarantee's epsilon and delta (``dp_epsilon``, ``dp_delta``) and the
 neighbouring relation they hold under (``dp_relation``; NaN or <NA> for a run
 without a DP guarantee), the epsilon and delta
 the run spent (the honest figures the accountant charged, whether or not the
-release is DP), the epsilon the methods claim where they differ, the run time
-and the error of a run that failed.
+release is DP), the epsilon the methods claim where they differ, whether the
+runs were seeded (``seeded``), the run time and the error of a run that
+failed.
+
+The table is a working document for choosing a protection, not a release
+document: its figures are computed from the original values, and its
+``seconds`` (each run's wall-clock time, kept for comparing the methods'
+costs) are a function of the data that no differential-privacy statement
+covers, the timing side channel a non-disclosive report leaves out
+(:data:`privclust.report.RUN_TIMES_NOTE`). Publish the chosen release's
+non-disclosive report, never the table.
 
 Runs go to local processes by default, or to a Dask cluster when a scheduler
 is named (``scheduler="tcp://host:8786"``, a ``distributed.Client``, or
@@ -67,7 +76,7 @@ MAX_RUNS = 100_000
 
 #: Columns every comparison table has, besides the swept parameters and the figures.
 FIXED_COLUMNS = ("recipe", "configuration", "repeat", "dp", "dp_claimed_by", "dp_epsilon", "dp_delta", "dp_relation",
-                 "epsilon", "delta", "claimed_epsilon", "seconds", "error")
+                 "epsilon", "delta", "claimed_epsilon", "seeded", "seconds", "error")
 #: The columns of the run's privacy figures, in table order (after the evaluators' figures).
 _PRIVACY_COLUMNS = ("dp", "dp_claimed_by", "dp_epsilon", "dp_delta", "dp_relation", "epsilon", "delta",
                     "claimed_epsilon")
@@ -507,7 +516,9 @@ def compare(
     :param repeats: runs per configuration (for randomised methods).
     :param seed: makes the table reproducible (every column but ``seconds``,
         the runs' wall-clock times); with ``None`` the runs
-        take entropy from the operating system. Never written to the table.
+        take entropy from the operating system. Never written to the table;
+        its column ``seeded`` says whether one was given (the DP figures of
+        a seeded run hold only while the seed stays secret).
     :param scheduler: ``None`` for local processes, ``"local"`` for a Dask
         LocalCluster, a scheduler address, or a ``distributed.Client``.
     :param processes: local worker processes (default: the number of cores).
@@ -570,7 +581,7 @@ def compare(
         for r in range(repeats):
             result = results[index * repeats + r]
             rows.append({"recipe": name, "configuration": c, **{k: params.get(k) for k in keys}, "repeat": r,
-                         **result})
+                         **result, "seeded": seed is not None})
     table = pd.DataFrame(rows)
     for column in (*_PRIVACY_COLUMNS, "seconds", "error"):
         if column not in table.columns:
@@ -580,7 +591,8 @@ def compare(
     table["dp_claimed_by"] = table["dp_claimed_by"].astype("string")  # <NA> where dp is not True
     table["dp_relation"] = table["dp_relation"].astype("string")
     metrics = sorted(c for c in table.columns if c not in FIXED_COLUMNS and c not in keys)
-    table = table[["recipe", "configuration", *keys, "repeat", *metrics, *_PRIVACY_COLUMNS, "seconds", "error"]]
+    table = table[["recipe", "configuration", *keys, "repeat", *metrics, *_PRIVACY_COLUMNS, "seeded", "seconds",
+                   "error"]]
     table.attrs["privclust"] = {"parameters": keys, "metrics": metrics, "repeats": repeats}
     dp_runs = int(table["dp"].fillna(False).sum())
     if dp_runs:
@@ -599,7 +611,7 @@ def summarize(table: pd.DataFrame) -> pd.DataFrame:
     the ``dp`` figures rest on and the neighbouring relation they hold under
     (missing unless ``dp`` is True). The spent ``delta`` is kept
     beside ``epsilon``: a figure of epsilon alone would read as pure
-    epsilon-DP."""
+    epsilon-DP. ``seeded`` says whether the runs were seeded."""
     meta = table.attrs.get("privclust", {})
     keys = list(meta.get("parameters", []))
     metrics = list(meta.get("metrics", [])) + ["dp_epsilon", "dp_delta", "epsilon", "delta", "claimed_epsilon",
@@ -611,6 +623,8 @@ def summarize(table: pd.DataFrame) -> pd.DataFrame:
     stats.columns = [f"{m} {s}" for m, s in stats.columns]
     by = table.groupby(group, sort=False)
     counts = by.agg(runs=("repeat", "size"), failed=("error", lambda e: int(e.notna().sum())))
+    if "seeded" in table.columns:  # every run of a comparison is seeded or none is
+        counts["seeded"] = by["seeded"].agg(lambda v: bool(v.astype(bool).any()))
     if "dp" in table.columns:
         finished = ok.groupby(group, sort=False)["dp"].agg(lambda d: bool(d.fillna(False).astype(bool).all()))
         counts["dp"] = finished.reindex(counts.index).astype("boolean")

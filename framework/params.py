@@ -26,6 +26,7 @@ from .specs import (
     _META_DOC,
     _META_KIND,
     _META_LEAK,
+    _META_STEP_ID,
     _META_TYPE,
     ComponentSpec,
     field_doc,
@@ -117,6 +118,7 @@ def param(
     finite: bool = False,
     converter: Callable[[Any], Any] | None = None,
     check: Callable[[Any], str | None] | None = None,
+    step_id: bool = False,
     _leak: str | None = None,
 ) -> Any:
     """A validated hyper-parameter field.
@@ -137,6 +139,10 @@ def param(
         ``epsilon = inf`` would add no noise).
     :param converter: a converter run before the built-in one.
     :param check: an extra check returning an error text or ``None``.
+    :param step_id: the value is the id of a step of the recipe (an
+        evaluator's ``step``): a value that names no step is refused when the
+        recipe is compiled (``privclust check``, and ``run`` before any step
+        runs), with the recipe's step ids.
     """
     if default is None:
         optional = True
@@ -181,6 +187,8 @@ def param(
     metadata = {_META_DOC: doc, _META_TYPE: tp}
     if _leak is not None:
         metadata[_META_LEAK] = _leak
+    if step_id:
+        metadata[_META_STEP_ID] = True
     return attrs.field(default=default, converter=convert, validator=validate, metadata=metadata, kw_only=True)
 
 

@@ -51,7 +51,7 @@ from .params import column_bounds, leak_problems
 from .recipe import DEFAULT_LABEL_COLUMN, EvaluateSpec, Recipe, Roles, Step, _thaw
 from .registry import Registry, get_registry, unknown_leak_problems
 from .report import EFFECTIVE_PARAMS, EFFECTIVE_PARAMS_FROM_DATA, Release
-from .specs import _META_LEAK, nested_components
+from .specs import _META_LEAK, nested_components, step_id_params
 from .verify import _equal, _values, random_step_names, snapshot, verdict, verify
 
 __all__ = ["CompiledRecipe", "CompiledStep", "StepOutcome", "compile", "run", "numeric_columns"]
@@ -311,6 +311,7 @@ def compile(recipe: Recipe | Mapping[str, Any] | str, registry: Registry | None 
             problems.append(Problem(where, f"{step.use} would spend {' and '.join(infinite)}; a step's privacy cost "
                                     "must be a finite number", "give a finite value, e.g. epsilon = 1.0"))
         problems.extend(leak_problems(component, recipe.privacy, where))  # secure defaults for DP
+        problems.extend(_step_id_problems(component, where, recipe.step_ids))
         steps.append(CompiledStep(i, step_id, step, kind, component))
 
     constraints = []
@@ -333,6 +334,7 @@ def compile(recipe: Recipe | Mapping[str, Any] | str, registry: Registry | None 
         except RecipeError as err:
             problems.extend(err.problems)
             continue
+        problems.extend(_step_id_problems(evaluator, where, recipe.step_ids))
         evaluations.append(CompiledEvaluation(spec, evaluator))
 
     # Rules must not straddle the explicit columns of a step that changes values.
@@ -361,6 +363,23 @@ def compile(recipe: Recipe | Mapping[str, Any] | str, registry: Registry | None 
     if problems:
         raise RecipeError(problems, source=recipe.name)
     return compiled
+
+
+def _step_id_problems(component: Any, where: str, step_ids: Sequence[str]) -> list[Problem]:
+    """A parameter that names a step by its id (``param(..., step_id=True)``,
+    such as group-sizes' ``step``) must name a step of the recipe: refused
+    here, before any data are read, not after every step has run."""
+    problems = []
+    for location, value in step_id_params(component):
+        if value in step_ids:
+            continue
+        close = difflib.get_close_matches(str(value), list(step_ids), n=1, cutoff=0.5)
+        problems.append(Problem(f"{where}.{location}", f"{type(component).name}: no step has id {value!r}; the "
+                                f"recipe's step ids are {', '.join(map(repr, step_ids)) or '(none: it has no steps)'}",
+                                (f"did you mean {close[0]!r}? " if close else "")
+                                + "give the id of a step (its 'id', or else its 'use', numbered 'use-2', ... when "
+                                  "repeated)"))
+    return problems
 
 
 def _changes_values_under_rules(cs: CompiledStep) -> bool:
@@ -583,9 +602,12 @@ def check_data(compiled: CompiledRecipe, frame: pd.DataFrame) -> list[tuple[str,
         problems.extend(found)
         if not found:  # the rules' columns are in the data: edit rules are over numbers
             used = {c for v in handler.variables() for c in v}
-            problems.extend(f"constraints[{h}]: column {c!r} of its rules is not numeric (dtype {frame[c].dtype}); "
-                            "an edit rule is over numeric columns: convert it, or remove the rules that name it"
-                            for c in frame.columns if c in used and not is_real_column(frame[c]))
+            not_numeric = [f"constraints[{h}]: column {c!r} of its rules is not numeric (dtype {frame[c].dtype}); "
+                           "an edit rule is over numeric columns: convert it, or remove the rules that name it"
+                           for c in frame.columns if c in used and not is_real_column(frame[c])]
+            problems.extend(not_numeric)
+            if not not_numeric:
+                problems.extend(_integer_rule_problems(handler, h, frame, used))
     outputs: dict[str, int] = {}
     for cs in compiled.steps:  # label columns, checked before any step runs (or spends)
         if cs.kind != "clusterers":
@@ -607,6 +629,28 @@ def check_data(compiled: CompiledRecipe, frame: pd.DataFrame) -> list[tuple[str,
     if recipe_problems:
         raise RecipeError(recipe_problems, source=compiled.recipe.name)
     return step_columns
+
+
+def _integer_rule_problems(handler: Any, h: int, frame: pd.DataFrame, used: set[str]) -> list[str]:
+    """Rules of ``constraints[h]`` that no record can satisfy once the data's
+    integer columns hold whole numbers, as the host releases them (``2*x ==
+    1`` with ``x`` an integer column): the released file could not satisfy
+    them, so they are refused before any step runs. Asked of the bound
+    rules' ``integer_problems(integer)`` where a handler has it (the
+    linear rules do)."""
+    integers = set(integer_columns(frame))
+    if not integers & used:
+        return []
+    columns = tuple(c for c in map(str, frame.columns) if c in used)
+    bound = handler.bind(columns)
+    ask = getattr(bound, "integer_problems", None)
+    if not callable(ask):
+        return []
+    found = ask(np.array([c in integers for c in columns]))
+    named = ", ".join(c for c in columns if c in integers)
+    return [f"constraints[{h}]: {text}. The data's integer column(s) {named} are released as whole numbers, so the "
+            "released file could not satisfy the rule; correct the rule, or write the column with decimals (15.0) "
+            "if it is not a whole-number column" for text in found or ()]
 
 
 def _bounds_problems(cs: CompiledStep, columns: Sequence[str]) -> list[str]:
@@ -1202,15 +1246,15 @@ def _run_checked(compiled: CompiledRecipe, checked: Preflight, seed: int | np.ra
 
     all_constraints = _all_rules(compiled.constraints, tuple(map(str, frame.columns)))
     rounding = release_integers(context, frame, current, outcomes, compiled.constraints, all_constraints)
-    variables = [frozenset(v) for h in compiled.constraints for v in h.variables()]
-    broken_rules = _record_rules(context, all_constraints, current, variables, rounding)
+    broken_rules = _record_rules(context, all_constraints, current,
+                                 [frozenset(v) for h in compiled.constraints for v in h.variables()], rounding)
     if parts is not None:
         context._record_host("verified", _strata_statement(roles.strata, parts, checked.merges, outcomes),
                              details={"strata": list(roles.strata), "merged": list(checked.merges),
                                       "parts": {text: int(len(rows)) for text, rows in parts}},
                              mechanism="strata")
-    checks = verify(context, frame, current, outcomes, label_columns=tuple(labels.columns), strata=roles.strata)
-    _note_broken_rules(context, outcomes, broken_rules)
+    checks = verify(context, frame, current, outcomes, label_columns=tuple(labels.columns), strata=roles.strata,
+                    broken_rules=broken_rules)
 
     changed = tuple(c for c in frame.columns if any(c in o.columns for o in outcomes if o.kind != "clusterers"))
     evaluations = _evaluate(compiled, frame, current, labels, outcomes, all_constraints, context,
@@ -1269,7 +1313,7 @@ def _all_rules(constraints: Sequence[Any], columns: tuple[str, ...]) -> Constrai
 
 
 def _record_rules(context: PrivacyContext, rules: ConstraintSet | None, frame: pd.DataFrame,
-                  variables: Sequence[frozenset[str]] = (), rounding: Mapping[int, int] | None = None,
+                  variables: Sequence[frozenset[str]] = (), rounding: Mapping[int, int] | None = None
                   ) -> list[tuple[str, frozenset[str], int, int]]:
     """Record, for each edit rule, whether the released file satisfies it. A
     rule cannot be evaluated on a record that misses one of its columns:
@@ -1280,11 +1324,12 @@ def _record_rules(context: PrivacyContext, rules: ConstraintSet | None, frame: p
     the host rounded, on how many records it held before the rounding and
     not after.
 
-    Returns the rules the released file breaks: ``(rule, its columns, records
-    that break it, records it was evaluated on)``."""
-    kept_out: list[tuple[str, frozenset[str], int, int]] = []
+    Returns the rules the released file violates, as (text, its columns,
+    violating records, records judged), for :func:`~privclust.verify.verify`
+    to say so beside the claims of the steps over those columns."""
+    violated_rules: list[tuple[str, frozenset[str], int, int]] = []
     if rules is None or not rules.rules:
-        return kept_out
+        return violated_rules
     values = frame.loc[:, list(rules.columns)].to_numpy(dtype=float, na_value=np.nan)
     nan = np.isnan(values)
     complete = np.where(nan, 0.0, values)  # rules are evaluated where all their columns are observed
@@ -1335,35 +1380,9 @@ def _record_rules(context: PrivacyContext, rules: ConstraintSet | None, frame: p
                           "could not keep the rule on them.")
         context._record_host("guarantee", statement, mechanism="edit rule", status="verified", details=details)
         if bad.any():
-            kept_out.append((text, frozenset(rules.columns[j] for j in used), int(bad.sum()), int(counted.sum())))
-    return kept_out
-
-
-def _note_broken_rules(context: PrivacyContext, outcomes: Sequence[StepOutcome],
-                       broken: Sequence[tuple[str, frozenset[str], int, int]]) -> None:
-    """Append to the claims of a masker that uses edit rules the rules over its
-    columns that the released file breaks. Such a step states what its own
-    values do (projected onto the rules, "so every released record satisfies
-    them"); after a later step or the host's rounding of integer columns the
-    released file may break a rule, and a claim the host marks verified (its
-    k-anonymity) must not carry a sentence about the rules that the file
-    contradicts without saying so."""
-    if not broken:
-        return
-    for o in outcomes:
-        if o.kind != "maskers" or not capability(o.component, "uses_constraints"):
-            continue
-        mine = [(text, bad, counted) for text, columns, bad, counted in broken if columns and columns <= set(o.columns)]
-        if not mine:
-            continue
-        listed = "; ".join(f"{text!r} is violated by {bad} of {counted} released records"
-                           for text, bad, counted in mine)
-        note = (f" Host check of the edit rules on the released file: {listed} (see each rule's entry); what this "
-                "claim says of the rules describes the values the step itself released, before any later step and "
-                "the host's rounding of integer columns.")
-        for entry in list(context.ledger):
-            if entry.kind == "guarantee" and entry.step == o.index and entry.mechanism != "edit rule":
-                context.ledger._replace(attrs.evolve(entry, statement=(entry.statement or "") + note))
+            violated_rules.append((text, frozenset(str(rules.columns[j]) for j in used), int(bad.sum()),
+                                   int(counted.sum())))
+    return violated_rules
 
 
 # ---------------------------------------------------------------------------

@@ -29,6 +29,8 @@ _META_DOC = "privclust_doc"
 _META_KIND = "privclust_kind"
 _META_TYPE = "privclust_type"
 _META_LEAK = "privclust_leak"
+#: Marks a parameter whose value is the id of a step of the recipe (``param(..., step_id=True)``).
+_META_STEP_ID = "privclust_step_id"
 
 
 def param_name(field_name: str) -> str:
@@ -213,6 +215,22 @@ def nested_components(component: Any, where: str = "") -> list[tuple[str, str, A
         location = f"{where}.{param_name(f.name)}" if where else param_name(f.name)
         out.append((location, kind, value))
         out += nested_components(value, location)
+    return out
+
+
+def step_id_params(component: Any) -> list[tuple[str, str]]:
+    """The parameters of ``component`` and of the components nested in it
+    that name a step of the recipe by its id (``param(..., step_id=True)``)
+    and are set, as ``(location, value)``: ``("step", "mask")``,
+    ``("clusterer.step", "mask")``."""
+    out: list[tuple[str, str]] = []
+    for where, inner in [("", component), *((f"{loc}.", c) for loc, _, c in nested_components(component))]:
+        if not attrs.has(type(inner)):
+            continue
+        for f in attrs.fields(type(inner)):
+            value = getattr(inner, f.name, None)
+            if f.metadata.get(_META_STEP_ID) and value is not None:
+                out.append((f"{where}{param_name(f.name)}", value))
     return out
 
 

@@ -227,10 +227,18 @@ def _cols(columns: Sequence[str]) -> str:
 
 
 def verify(context: PrivacyContext, original: pd.DataFrame, released: pd.DataFrame, outcomes: Sequence[Any], *,
-           label_columns: Sequence[str] = (), strata: Sequence[str] = ()) -> dict[str, Any]:
+           label_columns: Sequence[str] = (), strata: Sequence[str] = (),
+           broken_rules: Sequence[tuple[str, frozenset[str], int, int]] = ()) -> dict[str, Any]:
     """Measure the release, write the host's ``verified`` entries, and settle
     the components' claims. Returns the measurements (also kept by the
     Release as ``release.verification``).
+
+    ``broken_rules``: the edit rules the released file violates, as (text,
+    columns, violating records, records judged); a claim of a step over all
+    of a rule's columns is followed by the host's word that the rule does
+    not hold on the released file (a claim that the step's values satisfy
+    the rules speaks of its output, before a later step or the host's
+    rounding of integer columns).
 
     With ``strata``, the public stratum columns are released beside every
     step's columns, so groups of identical rows are counted over the step's
@@ -423,6 +431,15 @@ def verify(context: PrivacyContext, original: pd.DataFrame, released: pd.DataFra
         else:
             status = "claimed"
             text = f"{who} claims: {claim}"
+        broken = [(rule, bad, judged) for rule, columns, bad, judged in broken_rules
+                  if s is not None and columns and columns <= set(s["columns"])]
+        if broken and status != "void":
+            text += (" Host check of the edit rules over these columns on the released file: "
+                     + "; ".join(f"{rule!r} is violated by {bad} of {judged} released records"
+                                 for rule, bad, judged in broken)
+                     + " (see the host's edit-rule entries): whatever this claim says of these rules does not hold "
+                       "on the released file.")
+            record["violated_rules"] = [rule for rule, _, _ in broken]
         record["status"] = status
         checks["claims"].append(record)
         context.ledger._replace(attrs.evolve(entry, statement=text, status=status))

@@ -779,6 +779,36 @@ def _integral_sets(E: np.ndarray, f: np.ndarray, columns: list[int]) -> list[tup
     return found
 
 
+def _number(value: float) -> str:
+    """A constant of a rule as written: ``1`` for 1.0, ``1.5``, every digit otherwise."""
+    return str(int(value)) if value == int(value) else repr(value)
+
+
+def integer_infeasible(M: np.ndarray, rhs: np.ndarray, is_eq: np.ndarray,
+                       integer: np.ndarray) -> list[tuple[int, str]]:
+    """The equalities no integer record satisfies, decided from the rules
+    alone, with the reason: every column of the rule is an ``integer``
+    column and every coefficient a whole number, so the left side is a
+    multiple of their gcd, and the constant is not (``2*x == 1``,
+    ``x + y == 1.5``)."""
+    out = []
+    for i in np.flatnonzero(is_eq):
+        i = int(i)
+        row = M[i]
+        cols = np.flatnonzero(row != 0.0)
+        if not cols.size or not integer[cols].all() or not _integral(row[cols]):
+            continue
+        b = float(rhs[i])
+        if not (math.isfinite(b) and abs(b) < 2.0**53):
+            continue
+        g = float(np.gcd.reduce(np.abs(row[cols]).astype(np.int64)))
+        if b % g != 0.0:
+            out.append((i, f"no integer record satisfies it: its columns hold whole numbers and its coefficients are "
+                           f"whole numbers, so its left side is a multiple of {g:g} (their gcd), and the constant "
+                           f"{_number(b)} is not"))
+    return out
+
+
 def rounding_plan(M: np.ndarray, rhs: np.ndarray, is_eq: np.ndarray, integer: np.ndarray,
                   fixed: np.ndarray) -> RoundingPlan:
     """Choose which columns each equality is solved for.
@@ -810,6 +840,7 @@ def rounding_plan(M: np.ndarray, rhs: np.ndarray, is_eq: np.ndarray, integer: np
     unsolved: list[tuple[int, str]] = []
     ints: dict[int, np.ndarray] = {}  # integer equalities, each divided by its gcd
     floats: dict[int, tuple[int, ...]] = {}
+    impossible = dict(integer_infeasible(M, rhs, is_eq, integer))
     for i in np.flatnonzero(is_eq):
         i = int(i)
         row = M[i]
@@ -821,14 +852,13 @@ def rounding_plan(M: np.ndarray, rhs: np.ndarray, is_eq: np.ndarray, integer: np
         if not integer[cols].all():
             unsolved.append((i, "a column of the rule is neither an integer column nor changed by a step"))
             continue
+        if i in impossible:
+            unsolved.append((i, impossible[i]))
+            continue
         if not (_integral(row[cols]) and _integral(np.array([rhs[i]]))):
             unsolved.append((i, "a coefficient or the constant is not an integer"))
             continue
         g = float(np.gcd.reduce(np.abs(row[cols]).astype(np.int64)))
-        if rhs[i] % g != 0.0:
-            unsolved.append((i, f"no integer record satisfies it (the constant is not a multiple of {g:g}, "
-                                "the gcd of the coefficients)"))
-            continue
         if not movable_int[cols].any():
             unsolved.append((i, "no column of the rule was changed by a step"))
             continue

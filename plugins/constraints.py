@@ -346,6 +346,18 @@ class BoundLinear:
         handler = attrs.evolve(self.handler, rules=(*self.rules, *other.rules))
         return BoundLinear(handler, self.columns, range(len(handler.rules)))
 
+    def integer_problems(self, integer: Any) -> list[str]:
+        """The rules no record of whole numbers satisfies when the
+        ``integer`` columns (``(d,)`` booleans in the order of
+        :attr:`columns`) hold whole numbers, decided from the rules alone:
+        an equality over integer columns with whole coefficients whose
+        constant is not a multiple of their gcd (``2*x == 1``,
+        ``x + y == 1.5``). The host asks before any step runs, where the
+        data say which columns are integers."""
+        integer = np.asarray(integer, dtype=bool).reshape(-1)
+        return [f"edit rule {self.rules[i]!r}: {why}"
+                for i, why in _linear.integer_infeasible(self._matrix, self._rhs, self._kinds, integer)]
+
     def rounding_plan(self, integer: Any, fixed: Any = None) -> _linear.RoundingPlan:
         """Which equality is solved for which columns, and which equalities
         cannot be kept exactly (with the reason), for these integer and

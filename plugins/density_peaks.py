@@ -142,6 +142,8 @@ class _DensityPeaks:
     automatic: ClassVar[bool] = False
     #: Old recipe keys and their new names (the error for an old key names the new one).
     renamed_params: ClassVar[Mapping[str, str]] = {"k": "n_clusters"}
+    #: Whether the centres are chosen from the records' exact distances (not from a DP release alone).
+    centres_from_records: ClassVar[bool] = True
 
     kernel: str = param(str, default="gaussian", choices=("gaussian", "cutoff"),
                         doc='density kernel: "gaussian" exp(-(d/d_c)^2) or "cutoff" 1[d < d_c]')
@@ -266,11 +268,16 @@ class _DensityPeaks:
         """The parameters in use that the recipe left unset, for the report
         (privclust.EFFECTIVE_PARAMS): the number of centres chosen
         automatically, the d_c percentage; d_c itself, a quantile of the
-        data's distances, goes under privclust.EFFECTIVE_PARAMS_FROM_DATA."""
+        data's distances, goes under privclust.EFFECTIVE_PARAMS_FROM_DATA,
+        and so does the number of centres where the records' exact distances
+        chose it (every clusterer here but dp-dpc-grid, whose centres are
+        chosen on its DP map: the noisy mechanisms' choice uses the raw
+        deltas too, and with a merge or a halo the released labels do not
+        show it)."""
         public: dict[str, Any] = {}
         from_data: dict[str, Any] = {}
         if self.n_clusters is None:
-            public["n_clusters"] = int(n_centres)
+            (from_data if self.centres_from_records else public)["n_clusters"] = int(n_centres)
         if self.dc is None:
             public["dc_percent"] = 2.0 if self.dc_percent is None else float(self.dc_percent)
             from_data["dc"] = float(diagnostics["dc"])
@@ -293,9 +300,10 @@ def _charge_check(context: PrivacyContext, name: str, epsilon: float) -> None:
     if not context.can_spend(epsilon):
         spent, _ = context.spent
         raise BudgetExceededError(
-            f"{name} would spend epsilon={epsilon:.6g} (Laplace noise on the density vector), bringing the total "
-            f"to {spent + epsilon:.6g} > the budget epsilon={context.budget.epsilon:.6g}; raise [privacy] epsilon, "
-            "lower the step's epsilon or use calibration = \"vector\". Nothing was recorded and no noise was drawn.")
+            f"{name} would spend epsilon={at_least(epsilon)} (Laplace noise on the density vector), bringing the total "
+            f"to {at_least(spent + epsilon)} > the budget epsilon={at_most(context.budget.epsilon)}; raise [privacy] "
+            "epsilon, lower the step's epsilon or use calibration = \"vector\". Nothing was recorded and no noise was "
+            "drawn.")
 
 
 # ---------------------------------------------------------------------------
@@ -430,8 +438,14 @@ class _NoisyDensityPeaks(_DensityPeaks):
             raise ParameterError(problem)
 
     def planned_cost(self) -> tuple[float, float]:
-        # The paper calibration charges epsilon x 2(n - 1), known only with the data; epsilon is the least.
-        return (self.epsilon, 0.0)
+        """The least charge: ``epsilon`` with ``calibration = "vector"``; the
+        paper calibration charges epsilon x 2(n - 1), known only with the
+        data, and at least that for the fewest records the step accepts
+        (``min_records``): a budget below it can never fit, whatever the
+        data, and is refused when the recipe is compiled."""
+        if self.calibration == "vector":
+            return (self.epsilon, 0.0)
+        return (self._charge(self.min_records(0))[1], 0.0)
 
     def _charge(self, n: int) -> tuple[float, float]:
         """(sensitivity of the release call, epsilon charged) for ``n`` records."""
@@ -441,8 +455,8 @@ class _NoisyDensityPeaks(_DensityPeaks):
         else:
             charged = self.epsilon * worst
         if not (math.isfinite(charged) and math.isfinite(worst / self.epsilon)):
-            raise ParameterError(f"{self.name}: epsilon = {self.epsilon:g} with {n} records gives a charge or a noise "
-                                 "scale that overflows a float; use a smaller 'epsilon' (or calibration = "
+            raise ParameterError(f"{self.name}: epsilon = {at_least(self.epsilon)} with {n} records gives a charge "
+                                 "or a noise scale that overflows a float; use a smaller 'epsilon' (or calibration = "
                                  "\"vector\")")
         return worst, charged
 
@@ -671,6 +685,7 @@ class DPDPCGrid(_DensityPeaks):
     """
 
     name: ClassVar[str] = "dp-dpc-grid"
+    centres_from_records: ClassVar[bool] = False
     private: ClassVar[bool] = True
     privacy_relation: ClassVar[str] = "replace-one"
     automatic: ClassVar[bool] = True

@@ -90,6 +90,7 @@ from privclust import (
     Partition,
     PrivacyContext,
     at_least,
+    at_most,
     nested,
     param,
     public_bounds,
@@ -178,9 +179,9 @@ class DPDensity:
                 f"{self.count_share:g} + {self.tree_share:g}")
         if not all(share > 0 and math.isfinite(3.0 / share) for share in self.shares):
             raise ParameterError(
-                f"dp-density: epsilon = {self.epsilon:.6g} is too small to be shared out: its parts for the count, "
-                "the tree and the leaf counts ({:.6g}, {:.6g}, {:.6g}) must each be positive with a finite noise "
-                "scale; raise 'epsilon'".format(*self.shares))
+                f"dp-density: epsilon = {at_most(self.epsilon)} is too small to be shared out: its parts for the "
+                "count, the tree and the leaf counts ({}, {}, {}) must each be positive with a finite noise "
+                "scale; raise 'epsilon'".format(*map(at_most, self.shares)))
         if isinstance(self.bounds, str):
             raise ParameterError(
                 "dp-density needs public bounds from domain knowledge, never the data: give "
@@ -197,7 +198,22 @@ class DPDensity:
     def step_problems(self) -> list[str]:
         if self.bounds is None:
             return ["dp-density needs public 'bounds' (e.g. bounds = { x = [0, 10], y = [-5, 5] })"]
-        return []
+        # The first two releases have figures known without the data (the leaf counts' number is known only as the
+        # tree grows): an epsilon too small for the noise mechanism's exact sampler is refused when the recipe is
+        # compiled, with the error the run would give, not when the step runs.
+        check = getattr(self.noise, "release_problem", None)
+        if check is None:
+            return []
+        eps_n, eps_tree, _ = self.shares
+        problems = []
+        for what, share, sensitivity, epsilon, changed in (
+                ("the noisy number of records", "count_share", 1.0, eps_n, 1),
+                (f"the tree's pool of max_nodes = {self.max_nodes} noise values", "tree_share", 3.0, eps_tree,
+                 self.max_nodes)):
+            problem = check(sensitivity=sensitivity, epsilon=epsilon, changed=changed)
+            if problem:
+                problems.append(_refused(what, share, epsilon, problem))
+        return problems
 
     def min_records(self, n_columns: int) -> int:
         return 1
@@ -253,8 +269,8 @@ class DPDensity:
             raise DataError("dp-density: the data have no records")
         if not context.can_spend(self.epsilon):
             raise BudgetExceededError(
-                f"dp-density would spend epsilon = {self.epsilon:.6g} but only {context.remaining:.6g} of the budget "
-                "is left; lower 'epsilon' or raise the budget. Nothing was recorded and no noise was drawn.")
+                f"dp-density would spend epsilon = {at_least(self.epsilon)} but only {at_most(context.remaining)} of "
+                "the budget is left; lower 'epsilon' or raise the budget. Nothing was recorded and no noise was drawn.")
         mech = context.mechanism(self.noise)
         if mech.name not in PURE_MECHANISMS:
             raise ParameterError(_noise_refused(mech.name) + " Nothing was recorded and no noise was drawn.")
@@ -398,9 +414,14 @@ def _release(mech: Any, what: str, share: str, values: np.ndarray, **kwargs: Any
         return mech.release(values, **kwargs)
     except ParameterError as err:
         raise ParameterError(
-            f"dp-density: {what} cannot be released with epsilon = {kwargs['epsilon']:.6g} (the step's epsilon "
-            f"times {share}): {err} Raise 'epsilon' or that share, or lower 'max_nodes'. The releases made before "
-            "this one are in the ledger (their noise was drawn); nothing else was.") from err
+            _refused(what, share, kwargs["epsilon"], str(err)) + " The releases made before this one are in the "
+            "ledger (their noise was drawn); nothing else was.") from err
+
+
+def _refused(what: str, share: str, epsilon: float, problem: str) -> str:
+    """Why a release cannot be made, and the parameters that fix it."""
+    return (f"dp-density: {what} cannot be released with epsilon = {at_most(epsilon)} (the step's epsilon times "
+            f"{share}): {problem} Raise 'epsilon' or that share, or lower 'max_nodes'.")
 
 
 #: The coarse pass of the automatic clusters: the same released map seen with a

@@ -75,6 +75,7 @@ from privclust import (
     PrivacyContext,
     Sensitivity,
     at_least,
+    at_most,
     nested,
     param,
     public_bounds,
@@ -269,8 +270,9 @@ class IDPKMeans:
         total = _kmeans.total_epsilon(epsilons) + (self.bounds_epsilon or 0.0)
         if not context.can_spend(total):
             raise BudgetExceededError(
-                f"idp-kmeans: its schedule may spend epsilon = {total:.6g} but only {context.remaining:.6g} of the "
-                "budget is left; lower 'epsilon' or raise the budget. Nothing was recorded and no noise was drawn."
+                f"idp-kmeans: its schedule may spend epsilon = {at_least(total)} but only {at_most(context.remaining)} "
+                "of the budget is left; lower 'epsilon' or raise the budget. Nothing was recorded and no noise was "
+                "drawn."
             )
         unit, low, high, _ = self._unit(data, context)  # how many values were clipped: a raw count, not reported
 
@@ -300,7 +302,7 @@ class IDPKMeans:
             covers=(f"the release of the coordinate sums and counts of the {m} equal attribute-sum blocks "
                     "(the initial centres)"),
             note=(f"rank-based blocks: one record shifts each of the {m - 1} block boundaries by at most one "
-                  f"position, so Delta = (2m - 1) M + 1 = {l1_init:g}, not the paper's M + 1 = {d + 1}"
+                  f"position, so Delta = (2m - 1) M + 1 = {at_most(l1_init)}, not the paper's M + 1 = {d + 1}"
                   if m > 1 else "a single block: Delta = M + 1"),
         )
         block_centres, _ = _kmeans.update_centres(noisy_sums, noisy_counts, None, 1.0)

@@ -286,8 +286,8 @@ class GroupSizes:
         "share_clusters_expected_below_k": ("share of centres whose expected size is below k", "share (0-1)"),
     }
 
-    step: str | None = param(str, default=None, doc="id of the step whose partition to judge (default: the last "
-                                                    "one over these columns)")
+    step: str | None = param(str, default=None, step_id=True,
+                             doc="id of the step whose partition to judge (default: the last one over these columns)")
     k: int | None = param(int, default=None, ge=1,
                           doc="the minimum group size k to compare with (default: the step's own k)")
 
@@ -350,8 +350,8 @@ class TransparencyRisk:
                                        "probability above 1/2", "share (0-1)"),
     }
 
-    step: str | None = param(str, default=None, doc="id of the masking step (default: the last one over these "
-                                                    "columns)")
+    step: str | None = param(str, default=None, step_id=True,
+                             doc="id of the masking step (default: the last one over these columns)")
 
     def evaluated_on(self, inputs: EvaluationInputs) -> Mapping[str, Any]:
         return _partition_columns(inputs, self.step, self.name)

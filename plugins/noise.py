@@ -100,10 +100,43 @@ class _StepMixin:
                     problems.append(str(err))
                     continue
                 if self.epsilon is not None and not math.isfinite(span / self.epsilon):
-                    problems.append(f"{self.name}: the noise scale of column {column} (its range {span:.6g} / "
-                                    f"epsilon {self.epsilon:.6g}, or more) overflows the range of doubles; use a "
-                                    "larger epsilon or narrower bounds")
+                    problems.append(f"{self.name}: the noise scale of column {column} (its range {at_least(span)} / "
+                                    f"epsilon {at_most(self.epsilon)}, or more) overflows the range of doubles; use "
+                                    "a larger epsilon or narrower bounds")
+                    continue
+                if self.epsilon is not None and getattr(self, "delta", 0.0) is not None:
+                    # the exact sampler's range, decided from the bounds and epsilon alone: refused when the recipe
+                    # is compiled, not when the step runs. The step splits epsilon over its columns, which only the
+                    # data name when the step does not: the whole epsilon is what is checked here (a necessary
+                    # condition), the split when the step runs.
+                    try:
+                        self._column_plan(str(column), float(pair[0]), float(pair[1]), span, self.epsilon)
+                    except ParameterError as err:
+                        problems.append(f"{err} (epsilon is split evenly over the step's columns: the whole "
+                                        "epsilon is already too small for this one)")
         return problems
+
+    def _column_plan(self, column: str, low: float, high: float, span: float, epsilon: float) -> Any:
+        """The noise plan of one column (raises ParameterError where the exact sampler cannot draw it)."""
+        return _laplace_plan(self.name, span, epsilon, 1, f"column {column}")  # type: ignore[attr-defined]
+
+    def release_problem(self, *, sensitivity: float | Sensitivity, epsilon: float, delta: float = 0.0,
+                        changed: int = 1) -> str | None:
+        """The refusal :meth:`release` would make for these figures, decided
+        without any data (``None`` when it would draw): ``changed`` values
+        with this sensitivity and epsilon (and delta for ``gaussian``). A
+        component that calls the mechanism calls it from its
+        ``step_problems``, so that an epsilon too small for the exact sampler
+        is refused when the recipe is compiled, not when the step runs."""
+        try:
+            self._release_plan(Sensitivity.of(sensitivity), epsilon, delta, changed)
+        except ParameterError as err:
+            return str(err)
+        return None
+
+    def _release_plan(self, s: Sensitivity, epsilon: float, delta: float, changed: int) -> Any:
+        _check_release(self.name, s.l1, epsilon)  # type: ignore[attr-defined]
+        return _laplace_plan(self.name, s.l1, epsilon, _changed(self.name, changed, 1))  # type: ignore[attr-defined]
 
     def _step_bounds(self, data: pd.DataFrame, context: PrivacyContext) -> tuple[np.ndarray, np.ndarray]:
         name = self.name  # type: ignore[attr-defined]
@@ -179,16 +212,18 @@ def _laplace_plan(name: str, sensitivity: float, epsilon: float, changed: int, w
     sens, eps = Fraction(sensitivity), Fraction(epsilon)
     if sens / eps > Fraction(_TOP):
         raise ParameterError(
-            f"{name}: the noise scale sensitivity / epsilon = {sensitivity:.6g} / {epsilon:.6g}{where} overflows "
-            "the range of doubles; the release would be infinite. Use a larger epsilon or rescale the values.")
+            f"{name}: the noise scale sensitivity / epsilon = {at_least(sensitivity)} / {at_most(epsilon)}{where} "
+            "overflows the range of doubles; the release would be infinite. Use a larger epsilon or rescale the "
+            "values.")
     cap = sens / (eps * 2**40)  # the spacing that keeps sensitivity / (gamma epsilon) <= 2^40
     gamma = sampling.lattice_for(sensitivity, changed, cap)
     effective = sampling.lattice_sensitivity(sensitivity, gamma, changed, "L1")
     units = Fraction(effective) / (Fraction(gamma) * eps)
     if units > sampling.MAX_LAPLACE_SCALE or not math.isfinite(effective):
         raise ParameterError(
-            f"{name}: epsilon = {epsilon:.6g}{where} is too small for {changed} released value(s) with sensitivity "
-            f"{sensitivity:.6g}: the noise scale needs a lattice as coarse as {sampling.lattice_name(gamma)}, and "
+            f"{name}: epsilon = {at_most(epsilon)}{where} is too small for {changed} released value(s) with "
+            f"sensitivity {at_least(sensitivity)}: the noise scale needs a lattice as coarse as "
+            f"{sampling.lattice_name(gamma)}, and "
             f"with the rounding to it the noise would be {_approx(units)} lattice steps, beyond the exact sampler's "
             "range (2^48). Use a larger epsilon or release fewer values.")
     units = sampling.rational_scale(units)
@@ -343,6 +378,14 @@ class GeometricMechanism(_StepMixin):
     bounds: Any = public_bounds(default=None,
                                 doc='public integer bounds {column = [low, high]} (as a step only), or "data"')
 
+    def _column_plan(self, column: str, low: float, high: float, span: float, epsilon: float) -> Any:
+        lo, hi = _integer_bounds(column, low, high)
+        return _geometric_scale(self.name, max(hi - lo, 1), epsilon, f"column {column}")
+
+    def _release_plan(self, s: Sensitivity, epsilon: float, delta: float, changed: int) -> Any:
+        _check_release(self.name, s.l1, epsilon)
+        return _geometric_scale(self.name, s.l1, epsilon)
+
     def release(self, values: Any, *, sensitivity: float | Sensitivity, epsilon: float, delta: float = 0.0,
                 context: PrivacyContext, relation: str, covers: str, not_covered: str = "",
                 changed: int | None = None, **ledger: Any) -> np.ndarray:
@@ -376,12 +419,7 @@ class GeometricMechanism(_StepMixin):
         d = len(columns)
         lows, highs = [], []
         for c, lo, hi in zip(columns, low, high, strict=True):
-            lo_i, hi_i = math.floor(lo), math.ceil(hi)
-            if max(abs(lo_i), abs(hi_i)) > MAX_INTEGER:
-                raise ParameterError(
-                    f"geometric: the bounds of column {c} ([{lo:.6g}, {hi:.6g}]) exceed +-2^62 = {MAX_INTEGER:.3g}, "
-                    "the range in which the noisy integers stay exact in int64. Rescale the column (e.g. count in "
-                    "thousands) or use the laplace mechanism.")
+            lo_i, hi_i = _integer_bounds(c, lo, hi)
             lows.append(lo_i)
             highs.append(hi_i)
         ranges = [max(hi - lo, 1) for lo, hi in zip(lows, highs, strict=True)]  # exact Python integers
@@ -448,6 +486,17 @@ def _integers(name: str, values: Any) -> np.ndarray:
     return as_float.astype(np.int64)
 
 
+def _integer_bounds(column: str, low: float, high: float) -> tuple[int, int]:
+    """A column's public bounds as whole numbers (floor and ceiling), refused beyond +-2^62."""
+    lo_i, hi_i = math.floor(low), math.ceil(high)
+    if max(abs(lo_i), abs(hi_i)) > MAX_INTEGER:
+        raise ParameterError(
+            f"geometric: the bounds of column {column} ([{low:.6g}, {high:.6g}]) exceed +-2^62 = {MAX_INTEGER:.3g}, "
+            "the range in which the noisy integers stay exact in int64. Rescale the column (e.g. count in "
+            "thousands) or use the laplace mechanism.")
+    return lo_i, hi_i
+
+
 def _geometric_scale(name: str, sensitivity: float | int, epsilon: float, what: str = "") -> Fraction:
     """The exact scale sensitivity / epsilon, rounded up to the sampler's rational."""
     units = Fraction(sensitivity) / Fraction(epsilon)
@@ -475,6 +524,16 @@ class GaussianMechanism(_StepMixin):
     delta: float | None = param(float, default=None, gt=0, lt=1, doc="delta of the step (as a step only)")
     bounds: Any = public_bounds(default=None,
                                 doc='public bounds {column = [low, high]} (as a step only), or "data"')
+
+    def _column_plan(self, column: str, low: float, high: float, span: float, epsilon: float) -> Any:
+        assert self.delta is not None
+        return _gaussian_columns([span], epsilon, self.delta, [column])
+
+    def _release_plan(self, s: Sensitivity, epsilon: float, delta: float, changed: int) -> Any:
+        _check_release(self.name, s.l2_bound, epsilon)
+        if isinstance(delta, bool) or not isinstance(delta, int | float) or not 0 < delta < 1:
+            raise ParameterError(f"gaussian: delta must be in (0, 1); got {delta!r}")
+        return _gaussian_plan(s.l2_bound, epsilon, delta, _changed(self.name, changed, 1))
 
     def step_problems(self) -> list[str]:
         problems = super().step_problems()
@@ -616,8 +675,8 @@ def _gaussian_plan(sensitivity: float, epsilon: float, delta: float, changed: in
     reference = discrete_gaussian_sigma(epsilon, delta, sensitivity)
     if not math.isfinite(reference) or reference > _TOP / 4:
         raise ParameterError(
-            f"gaussian: epsilon = {epsilon:.6g} and delta = {delta:.3g} need a noise sigma beyond the range of "
-            "doubles; the release would be infinite. Use a larger epsilon or delta.")
+            f"gaussian: epsilon = {at_most(epsilon)} and delta = {at_most(delta, 3)} need a noise sigma beyond the "
+            "range of doubles; the release would be infinite. Use a larger epsilon or delta.")
     root = math.isqrt(changed - 1) + 1  # ceil(sqrt(changed))
     gamma = sampling.lattice_for(sensitivity, root, Fraction(reference) / 2**24)
     effective = sampling.lattice_sensitivity(sensitivity, gamma, changed, "L2")
@@ -631,7 +690,8 @@ def _gaussian_units(name: str, sigma: float, effective: float, gamma: float, eps
     if sigma_units > sampling.MAX_GAUSSIAN_SIGMA or not math.isfinite(sigma):
         where = f" for {what}" if what else ""
         raise ParameterError(
-            f"{name}: epsilon = {epsilon:.6g} and delta = {delta:.3g}{where} need a sigma of {_approx(sigma_units)} "
+            f"{name}: epsilon = {at_most(epsilon)} and delta = {at_most(delta, 3)}{where} need a sigma of "
+            f"{_approx(sigma_units)} "
             f"lattice steps (lattice {sampling.lattice_name(gamma)}), beyond the exact sampler's range (2^26). "
             "Use a larger epsilon or delta, or release fewer values.")
     variance = sampling.discrete_gaussian_variance(sigma_units**2)
@@ -647,8 +707,8 @@ def _gaussian_columns(ranges: list[float], epsilon: float, delta: float, columns
     unit = discrete_gaussian_sigma(epsilon, delta, math.sqrt(d))  # sigma per unit of (range + step)
     if not math.isfinite(unit) or unit > _TOP / 4:
         raise ParameterError(
-            f"gaussian: epsilon = {epsilon:.6g} and delta = {delta:.3g} need a noise sigma beyond the range of "
-            "doubles. Use a larger epsilon or delta.")
+            f"gaussian: epsilon = {at_most(epsilon)} and delta = {at_most(delta, 3)} need a noise sigma beyond the "
+            "range of doubles. Use a larger epsilon or delta.")
     plans = []
     for column, r in zip(columns, ranges, strict=True):
         gamma = sampling.lattice_for(r, 1, Fraction(unit) * Fraction(r) / 2**24)

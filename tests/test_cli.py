@@ -698,7 +698,7 @@ def test_check_states_the_planned_epsilon_rounded_up(tmp_path, capsys):
         'bounds = { b = [0, 1] }\n', encoding="utf-8")
     assert main(["check", str(tmp_path / "r.toml")]) == 0
     out = capsys.readouterr().out
-    assert "budget: epsilon 0.3000001, delta 0; the steps declare epsilon 0.300001 in all" in out
+    assert "budget: epsilon 0.3000001, delta 0; the steps declare at least epsilon 0.300001 in all" in out
 
 
 def test_an_error_in_a_named_recipe_names_its_file_not_its_name(tmp_path, capsys):

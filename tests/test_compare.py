@@ -85,7 +85,7 @@ def test_table_has_a_row_per_run_with_every_figure(data, reg):
                                    "mean-shift.risk", "dp", "dp_claimed_by", "dp_epsilon", "dp_delta", "dp_relation",
                                    "epsilon",
                                    "delta",
-                                   "claimed_epsilon", "seconds", "error"]
+                                   "claimed_epsilon", "seeded", "seconds", "error"]
     assert table["epsilon"].tolist() == [0.5] * 3 + [2.0] * 3 + [0.5] * 3 + [2.0] * 3
     assert table["error"].isna().all()
     loss = table.groupby("noise.epsilon")["mean-shift.loss"].mean()
@@ -766,3 +766,19 @@ def test_a_map_of_differentially_private_runs_says_the_choice_is_not_covered(dat
     assert ax.texts[-1].get_text() == SELECTION_CAPTION
     table.attrs["privclust"].pop("note")
     assert not risk_utility_map(table, detached=True, annotate=False).texts
+
+
+def test_the_table_says_whether_the_runs_were_seeded(data, reg):
+    """trust17a: the table's `dp` column of a seeded comparison read like the
+    guarantee of a release made that way, with no word of the seed (a seeded
+    release is DP only while its seed is secret). A `seeded` column (and in
+    the summary) says whether `seed=` was given; the seed itself never
+    appears."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        seeded = privclust.compare(noise_recipe(), data, seed=12345, registry=reg, processes=1, progress=False)
+        unseeded = privclust.compare(noise_recipe(), data, registry=reg, processes=1, progress=False)
+    assert seeded["seeded"].tolist() == [True] and unseeded["seeded"].tolist() == [False]
+    assert "12345" not in seeded.drop(columns=["seconds"]).to_csv()
+    assert privclust.summarize(seeded)["seeded"].tolist() == [True]
+    assert privclust.summarize(unseeded)["seeded"].tolist() == [False]

@@ -788,3 +788,55 @@ def test_a_noise_mechanism_that_cannot_make_the_releases_is_refused_when_the_ste
         privclust.compile({"privacy": {"epsilon": 10, "delta": 1e-5}, "steps": [step]})
     # the refusal of integer noise names the setting under which the densities are counts
     assert ('kernel = "cutoff"' in str(info.value)) == (noise == "geometric" and use != "dp-density")
+
+
+@pytest.mark.parametrize("use, extra", [("dp-dpcl", {}), ("addpc-rdp", {}), ("dp-rccfsfdp", {"n_clusters": 4})])
+def test_paper_calibration_declares_its_true_least_charge(use, extra):
+    """trust17a: the paper calibration declared ``epsilon`` as its least
+    cost, so `privclust check` said a budget of 1 "fits" a step with
+    epsilon = 0.5 whose charge, epsilon x 2(n - 1), is at least 2 for the
+    3 records it needs at the fewest: no data could make it fit, and only
+    the run refused it. The least is now the charge for the fewest records
+    the step accepts, and compiling refuses a budget below it."""
+    step = {"use": use, "epsilon": 0.5, "dc": 0.5, **({} if use == "addpc-rdp" else {"radius": 0.5}), **extra}
+    least = 0.5 * 2 * (max(3, extra.get("n_clusters", 0)) - 1)
+    component = privclust.get_registry().create("clusterers", step)
+    assert component.planned_cost() == (least, 0.0)
+    assert privclust.get_registry().create("clusterers", {**step, "calibration": "vector"}).planned_cost() == (0.5, 0.0)
+    with pytest.raises(privclust.RecipeError, match=r"privacy\.epsilon.*steps ask for epsilon = "):
+        privclust.compile({"privacy": {"epsilon": least * 0.99}, "steps": [step]})
+    privclust.compile({"privacy": {"epsilon": least}, "steps": [step]})  # the least fits: n = 3 may
+
+
+def test_a_refused_charge_shows_no_figure_on_the_wrong_side_of_the_budget():
+    """trust17a: the refusal read "bringing the total to 0.333333 > the
+    budget epsilon=0.333333": figures rounded to nearest. The spend is shown
+    rounded up, the budget rounded down (privclust.at_least / at_most)."""
+    frame = pd.DataFrame({"x": [0.0, 1.0, 2.0, 3.0], "y": [0.0, 1.0, 5.0, 7.0]})
+    budget = 1 / 3
+    step = {"use": "dp-dpcl", "epsilon": budget / 6 * (1 + 1e-7), "dc": 0.5, "radius": 0.5}  # charge 6 epsilon
+    with pytest.raises(BudgetExceededError) as err:
+        privclust.run({"privacy": {"epsilon": budget}, "steps": [step]}, frame, seed=1)
+    assert "bringing the total to 0.333334 > the budget epsilon=0.333333" in str(err.value)
+
+
+@pytest.mark.parametrize("use", ["addpc-rdp", "dp-dpcl", "addpc"])
+def test_an_automatic_count_of_centres_from_the_records_is_withheld_from_a_non_disclosive_report(use):
+    """trust17a: the number of centres the AdDPC rule chose from the records'
+    exact distances (the noisy mechanisms' deltas are raw) was reported as a
+    public value in use, also in a non-disclosive report, which leaves out
+    what is derived from individual original values; dp-dpc-grid chooses its
+    centres on its DP map, and its count stays public."""
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame(np.vstack([rng.normal(0, 1, (30, 2)), rng.normal(6, 1, (30, 2))]), columns=["x", "y"])
+    step = {"use": use, "dc": 0.5, **({"epsilon": 0.5} if use != "addpc" else {}),
+            **({"radius": 1.5} if use == "dp-dpcl" else {})}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        release = privclust.run({"privacy": {"epsilon": 1000.0}, "steps": [step]}, frame, seed=1)
+        grid = privclust.run({"steps": [{"use": "dp-dpc-grid", "dc": 0.5, "bounds": {"x": [-5, 10], "y": [-5, 10]}}]},
+                             frame, seed=1)
+    shown = release.report(non_disclosive=True)["steps"][0]["effective_parameters"]
+    assert shown["n_clusters"] == "withheld (derived from the data)"
+    assert isinstance(release.report()["steps"][0]["effective_parameters"]["n_clusters"], int)
+    assert isinstance(grid.report(non_disclosive=True)["steps"][0]["effective_parameters"]["n_clusters"], int)

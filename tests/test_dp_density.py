@@ -715,3 +715,15 @@ def test_fewer_clusters_than_asked_for_are_stated_in_the_effective_parameters():
     partition, _ = fit(DPDensity(epsilon=1.0, bounds=BOUNDS, n_clusters=1000), data)
     assert partition.centres.shape[0] < 1000
     assert partition.diagnostics[privclust.EFFECTIVE_PARAMS]["n_clusters"] == partition.centres.shape[0]
+
+
+@pytest.mark.parametrize("epsilon, what", [(1e-300, "the noisy number of records"), (1e-12, "the tree's pool")])
+def test_an_epsilon_too_small_for_the_sampler_is_refused_when_compiled(epsilon, what):
+    """trust17a: dp-density's first two releases have figures known without
+    the data; an epsilon too small for the exact sampler passed `privclust
+    check` and was refused only when the step ran."""
+    step = {"use": "dp-density", "columns": ["x", "y"], "epsilon": epsilon,
+            "bounds": {"x": [0, 1], "y": [0, 1]}}
+    with pytest.raises(privclust.RecipeError, match=f"dp-density: {what}.*cannot be released with epsilon = "):
+        privclust.compile({"steps": [step]})
+    privclust.compile({"steps": [{**step, "epsilon": 1.0}]})

@@ -232,17 +232,10 @@ def test_rules_that_cannot_be_kept_exactly_are_named_with_the_reason():
 def test_coefficient_two_on_every_column_is_reported_honestly():
     frame = _households()
     rules = ["2*t = 2*a + 2*b + 1"]  # feasible over the reals, no integer record satisfies it
-    release = privclust.run({"constraints": [{"use": "linear", "rules": rules}], "steps": [MDAV]}, frame, seed=1)
-    data = release.data
-    broken = int((2 * data["t"] != 2 * data["a"] + 2 * data["b"] + 1).sum())
-    assert broken == len(frame)
-    entry = _rule_entry(release, rules[0])
-    assert entry.details["violated_records"] == broken == entry.details["broken_by_rounding"]
-    assert f"is violated by {broken} of {len(frame)} released records" in entry.statement
-    assert "the rounding could not keep the rule on them" in entry.statement
-    rounding = _rounding_entry(release)
-    assert "no integer record satisfies it" in rounding.statement
-    assert rounding.details["rules_not_kept_exactly"] == rules
+    # it was run, and its violation by every released record reported; since trust17a no released file could
+    # satisfy it, so it is refused before any step runs
+    with pytest.raises(privclust.DataError, match="no integer record satisfies it"):
+        privclust.run({"constraints": [{"use": "linear", "rules": rules}], "steps": [MDAV]}, frame, seed=1)
     even = ["2*t = 2*a + 2*b"]  # the same with an even constant: kept exactly
     release = privclust.run({"constraints": [{"use": "linear", "rules": even}], "steps": [MDAV]}, frame, seed=1)
     assert (release.data["t"] == release.data["a"] + release.data["b"]).all()
@@ -653,3 +646,42 @@ def test_the_context_names_the_steps_integer_columns():
     privclust.run({"steps": [{"use": "spy"}, {"use": "spy"}]}, frame, seed=0, registry=registry)
     assert seen == [("a",), ("a",)]  # the second step gets floats in 'a', which the host still rounds
     assert PrivacyContext().integer_columns is None
+
+
+@pytest.mark.parametrize("rule", ["2*a == 1", "a + b == 1.5", "2*a == 2*b + 1"])
+def test_a_rule_no_integer_record_satisfies_is_refused_before_any_step(rule):
+    """trust17a: an equality over integer columns whose constant is not a
+    multiple of the gcd of its whole coefficients passed `privclust check`,
+    and the run released a file that violated it in every record. It is
+    refused with the data, before any step runs (check --input, run)."""
+    frame = pd.DataFrame({"a": [1, 4, 7, 10], "b": [2, 5, 8, 11], "c": [3, 6, 9, 12]})
+    recipe = {"constraints": [{"use": "linear", "rules": [rule]}],
+              "steps": [{"use": "microaggregation", "columns": ["a", "b"], "k": 2}]}
+    compiled = privclust.compile(recipe)  # without data, the columns' types are unknown
+    with pytest.raises(privclust.DataError, match=r"constraints\[0\]: edit rule .*no integer record satisfies it"):
+        privclust.runner.preflight(compiled, frame)
+    with pytest.raises(privclust.DataError, match="no integer record satisfies it"):
+        privclust.run(recipe, frame, seed=1)
+    privclust.runner.preflight(compiled, frame.astype(float))  # float columns: the rule can hold
+
+
+def test_a_claim_that_rules_hold_is_answered_when_the_released_file_breaks_them():
+    """trust17a: the rounding of integer columns broke '3*a + 5*b == 7' on
+    every record; microaggregation's claim "every released record satisfies
+    them" stood in the ledger followed by "Verified by the host". The host
+    now says beside the claim that the rule does not hold on the released
+    file."""
+    frame = pd.DataFrame({"a": [1, 4, 7, 10], "b": [2, 5, 8, 11], "c": [3, 6, 9, 12]})
+    recipe = {"constraints": [{"use": "linear", "rules": ["3*a + 5*b == 7"]}],
+              "steps": [{"use": "microaggregation", "columns": ["a", "b"], "k": 2}]}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        release = privclust.run(recipe, frame, seed=1)
+    values = release.data
+    assert not np.all(3 * values["a"] + 5 * values["b"] == 7)  # the rule is broken on the released file
+    claims = [e for e in release.ledger if e.kind == "guarantee" and e.component == "microaggregation"]
+    assert claims and any("every released record satisfies them" in e.statement for e in claims)
+    for e in claims:
+        assert "'3*a + 5*b == 7' is violated by 4 of 4 released records" in e.statement
+        assert "does not hold on the released file" in e.statement
+    assert all(c.get("violated_rules") == ["3*a + 5*b == 7"] for c in release.verification["claims"])

@@ -614,3 +614,18 @@ def test_partition_figures_say_the_columns_of_the_step_they_judge():
                                           {"use": "transparency-risk", "step": "m"}, "sse-sst"]}, frame, seed=1)
     on = release.evaluations.drop_duplicates("evaluator").set_index("evaluator")["columns"]
     assert on["group-sizes"] == on["transparency-risk"] == "a, b" and on["sse-sst"] == "a, b, c"
+
+
+@pytest.mark.parametrize("use", ["group-sizes", "transparency-risk"])
+def test_a_step_id_naming_no_step_is_refused_when_compiled(use):
+    """trust17a: an evaluator's ``step`` naming no step of the recipe was
+    refused only after every step had run; it is refused when the recipe is
+    compiled (check, and run before any data are read), naming the parameter
+    and the recipe's step ids."""
+    recipe = {"steps": [{"id": "mask", "use": "microaggregation", "k": 3}],
+              "evaluate": [{"use": use, "step": "mask2"}]}
+    with pytest.raises(privclust.RecipeError) as err:
+        privclust.compile(recipe)
+    text = str(err.value)
+    assert "evaluate[0].step" in text and "no step has id 'mask2'" in text and "'mask'" in text
+    privclust.compile({**recipe, "evaluate": [{"use": use, "step": "mask"}]})

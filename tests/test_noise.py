@@ -270,14 +270,14 @@ def test_geometric_refuses_values_that_would_overflow_int64():
 def test_geometric_step_with_bounds_beyond_int64_is_refused_with_the_column():
     data = pd.DataFrame({"n": [1, 2, 3]})
     recipe = {"steps": [{"use": "geometric", "epsilon": 1.0, "bounds": {"n": [0, 1e19]}}]}
-    with pytest.raises(ParameterError, match=r"column n .*2\^62"):
+    with pytest.raises(privclust.RecipeError, match=r"column n .*2\^62"):  # the bounds need no data: at compile
         privclust.run(recipe, data, seed=1)
 
 
 def test_geometric_step_with_a_huge_range_is_refused_not_understated():
     data = pd.DataFrame({"n": [1, 2, 3]})
     recipe = {"steps": [{"use": "geometric", "epsilon": 1.0, "bounds": {"n": [0, 2**61]}}]}
-    with pytest.raises(ParameterError, match="exceeds 2\\^48"):
+    with pytest.raises(privclust.RecipeError, match="exceeds 2\\^48"):  # the bounds need no data: at compile
         privclust.run(recipe, data, seed=1)
     ok = {"steps": [{"use": "geometric", "epsilon": 1.0, "bounds": {"n": [0, 2**40]}}]}
     out = privclust.run(ok, data, seed=1)
@@ -598,3 +598,33 @@ def test_the_host_states_a_numeric_sensitivity_rounded_down():
     first, second = [e.statement for e in context.ledger if e.kind == "dp"]
     assert "sensitivity 0.666666" in first and "0.666667" not in first
     assert "L1 0.666666" in second and "L2 0.666666" in second and "0.666667" not in second
+
+
+@pytest.mark.parametrize("use, extra", [("laplace", {}), ("geometric", {}), ("laplace", {"epsilon": 1e-17})])
+def test_an_epsilon_too_small_for_the_sampler_is_refused_when_compiled(use, extra):
+    """trust17a: a tiny positive epsilon (1e-300) passed `privclust check`
+    and was refused only when the step ran; with public bounds the refusal
+    depends on no data, so compiling makes it, naming epsilon and the
+    column."""
+    step = {"use": use, "columns": ["x"], "epsilon": 1e-300, "bounds": {"x": [0, 20]}, **extra}
+    with pytest.raises(privclust.RecipeError) as err:
+        privclust.compile({"steps": [step]})
+    assert "epsilon = " in str(err.value) and "column x" in str(err.value)
+    frame = pd.DataFrame({"x": [1, 2, 3, 4]})
+    with pytest.raises(privclust.PrivclustError):  # run refuses it too, before any step
+        privclust.run({"steps": [step]}, frame, seed=1)
+    privclust.compile({"steps": [{**step, "epsilon": 0.1}]})
+
+
+def test_release_problem_says_what_release_would_refuse():
+    """The mechanisms' ``release_problem``: the refusal ``release`` makes for
+    these figures, decided without data (for a component's step_problems)."""
+    registry = privclust.get_registry()
+    laplace = registry.create("noise_mechanisms", {"use": "laplace"})
+    assert laplace.release_problem(sensitivity=1.0, epsilon=1.0, changed=10) is None
+    assert "too small" in laplace.release_problem(sensitivity=1.0, epsilon=1e-300)
+    gaussian = registry.create("noise_mechanisms", {"use": "gaussian"})
+    assert gaussian.release_problem(sensitivity=1.0, epsilon=1.0, delta=1e-6) is None
+    assert "delta" in gaussian.release_problem(sensitivity=1.0, epsilon=1.0, delta=0.0)
+    geometric = registry.create("noise_mechanisms", {"use": "geometric"})
+    assert "2^48" in geometric.release_problem(sensitivity=1.0, epsilon=1e-300)
