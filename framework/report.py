@@ -346,9 +346,12 @@ class Release:
 
         :param non_disclosive: leave out everything derived from individual
             original values, for publication beside the data: the ledger
-            entries' details (they may hold data-derived bounds or maxima) and
-            the figures evaluators mark as disclosive. What was left out is
-            listed under ``left_out``.
+            entries' details (they may hold data-derived bounds or maxima),
+            the figures evaluators mark as disclosive (every evaluation
+            figure when the verdict is a DP guarantee), the statements of
+            the steps that took parameters from the data, the values in use
+            derived from the data, and the steps' run times. What was left
+            out is listed under ``left_out``.
         """
         eps, delta = self.spent
         ledger = self.ledger.to_records()
