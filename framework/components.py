@@ -619,8 +619,9 @@ def _relation_problem(value: Any, _: int) -> str | None:
 CAPABILITIES: Mapping[str, Capability] = MappingProxyType({c.name: c for c in (
     Capability(name="planned_cost", member="method", signature="planned_cost() -> (epsilon, delta) or None",
                kinds=_STEP_KINDS, problem=_cost_problem,
-               used_for="the least budget the step will spend; a recipe whose steps ask for more than its "
-                        "[privacy] budget is refused when it is compiled"),
+               used_for="the budget the step needs (it may spend less, as idp-kmeans stopping early, or more "
+                        "where the cost depends on the data, as dp-dpcl's, checked as it runs); a recipe whose "
+                        "steps ask for more than its [privacy] budget is refused when it is compiled"),
     Capability(name="privacy_relation", member="class attribute", signature="privacy_relation: ClassVar[str]",
                kinds=_STEP_KINDS, problem=_relation_problem,
                used_for="the neighbouring relation its DP releases are stated under (\"add/remove\" or "

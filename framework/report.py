@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 from markupsafe import Markup
 
-from .accounting import HOST, Accountant, Budget, Ledger, _exact, _jsonable, accountant_description, at_least
+from .accounting import HOST, Accountant, Budget, Ledger, _exact, _jsonable, accountant_description, at_least, at_most
 from .errors import PrivclustError
 from .plots import before_after
 from .recipe import Recipe, _thaw
@@ -96,25 +96,48 @@ def _same(a: Any, b: Any) -> bool:
 #: A parameter whose name holds one of these words (``epsilon``, ``bounds_epsilon``, ``delta``, ``rho``,
 #: ``eps_leaf``) may be a privacy-loss figure: the report shows its value exactly, never rounded.
 _PRIVACY_WORDS = frozenset({"epsilon", "eps", "delta", "rho"})
+#: A parameter whose name holds one of these words (``noise_scale``, ``sigma``, ``sensitivity``,
+#: ``privtree_lambda``) may be the scale of noise drawn or the sensitivity it was drawn for: the report rounds
+#: it down (:func:`privclust.at_most`), so that it never reads as more noise, or a larger change covered, than
+#: holds (3.3333365 read 3.33334 to the nearest).
+_NOISE_WORDS = frozenset({"scale", "sigma", "sensitivity", "lambda"})
+
+
+def _words(name: str) -> set[str]:
+    return {w for part in name.lower().split(".") for w in part.replace("-", "_").split("_")}
 
 
 def _privacy_parameter(name: str) -> bool:
     """Whether the parameter ``name`` (dotted for a nested component's or a
     table's entry) may be a privacy-loss figure (see :data:`_PRIVACY_WORDS`)."""
-    return any(_PRIVACY_WORDS & set(part.replace("-", "_").split("_")) for part in name.lower().split("."))
+    return bool(_PRIVACY_WORDS & _words(name))
 
 
-def _shown(value: Any, exact: bool = False) -> str:
+def _rounding(name: str) -> str:
+    """How the report shows the numbers of the parameter ``name``: ``"exact"``
+    (a privacy-loss figure), ``"down"`` (a noise scale or a sensitivity,
+    :data:`_NOISE_WORDS`) or ``"nearest"``."""
+    return "exact" if _privacy_parameter(name) else "down" if _NOISE_WORDS & _words(name) else "nearest"
+
+
+def _stricter(how: str, name: str) -> str:
+    """The rounding of an entry ``name`` of a table shown ``how``: exact wins over down."""
+    return "exact" if "exact" in (how, _rounding(name)) else "down"
+
+
+def _shown(value: Any, how: str = "nearest") -> str:
     """A parameter value as the report prints it: numbers to 6 significant
-    digits, or exactly when ``exact`` (a privacy parameter: rounded to the
-    nearest, 1/3 would read 0.333333, less than the epsilon spent)."""
+    digits, exactly when ``how`` is ``"exact"`` (a privacy parameter: rounded
+    to the nearest, 1/3 would read 0.333333, less than the epsilon spent),
+    rounded down when it is ``"down"`` (a noise scale or sensitivity)."""
     value = _jsonable(value)
     if isinstance(value, float):
-        return _exact(value) if exact else f"{value:.6g}"
+        return _exact(value) if how == "exact" else at_most(value) if how == "down" else f"{value:.6g}"
     if isinstance(value, list):
-        return "[" + ", ".join(_shown(v, exact) for v in value) + "]"
+        return "[" + ", ".join(_shown(v, how) for v in value) + "]"
     if isinstance(value, dict):
-        return "{" + ", ".join(f"{k}: {_shown(v, exact or _privacy_parameter(str(k)))}" for k, v in value.items()) + "}"
+        return "{" + ", ".join(f"{k}: {_shown(v, _rounding(str(k)) if how == 'nearest' else _stricter(how, str(k)))}"
+                               for k, v in value.items()) + "}"
     return str(value)
 
 
@@ -131,19 +154,19 @@ def parameter_rows(stated: Mapping[str, Any], effective: Mapping[str, Any]) -> l
     flat_effective = _flat(effective)
     rows = []
     for name, value in flat_stated.items():
-        exact = _privacy_parameter(name)
+        how = _rounding(name)
         if name in flat_effective and not _same(flat_effective[name], value):
             used = flat_effective[name]
-            note = "not set; derived by the component" if value is None else f"stated: {_shown(value, exact)}"
-            rows.append({"name": name, "value": _shown(used, exact), "note": note})
+            note = "not set; derived by the component" if value is None else f"stated: {_shown(value, how)}"
+            rows.append({"name": name, "value": _shown(used, how), "note": note})
         elif value is None:
             rows.append({"name": name, "value": "not set", "note": "the component's default applies"})
         else:
-            rows.append({"name": name, "value": _shown(value, exact), "note": ""})
+            rows.append({"name": name, "value": _shown(value, how), "note": ""})
     for name, value in flat_effective.items():
         if name in flat_stated or value is None:
             continue
-        row = {"name": name, "value": _shown(value, _privacy_parameter(name)),
+        row = {"name": name, "value": _shown(value, _rounding(name)),
                "note": "not stated; set by the component"}
         # beside the parameters of the same nested component (after the last row sharing its prefix)
         prefix = name.rpartition(".")[0]
@@ -346,9 +369,12 @@ class Release:
 
         :param non_disclosive: leave out everything derived from individual
             original values, for publication beside the data: the ledger
-            entries' details (they may hold data-derived bounds or maxima) and
-            the figures evaluators mark as disclosive. What was left out is
-            listed under ``left_out``.
+            entries' details (they may hold data-derived bounds or maxima),
+            the figures evaluators mark as disclosive (every evaluation
+            figure when the verdict is a DP guarantee), the statements of
+            the steps that took parameters from the data, the values in use
+            derived from the data, and the steps' run times. What was left
+            out is listed under ``left_out``.
         """
         eps, delta = self.spent
         ledger = self.ledger.to_records()

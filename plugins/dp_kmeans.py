@@ -344,16 +344,17 @@ class IDPKMeans:
         spent = math.fsum(history)
         leaked = self.bounds == "data"
         dp_bounds = self.bounds_epsilon if self.bounds == "dp" else None
+        # With DP bounds the centres are placed within them, so the bounds' epsilon is part of the centres' own.
         context.record(
-            f"idp-kmeans: the released centres (and noisy counts) are {at_least(spent)}-DP under {RELATION}, by "
-            "sequential "
-            f"composition of {len(history)} {mech.name} releases (the initial blocks and {rounds_run} Lloyd round(s), "
+            f"idp-kmeans: the released centres (and noisy counts) are {at_least(spent + (dp_bounds or 0.0))}-DP "
+            f"under {RELATION}, by sequential composition of "
+            + (f"the DP quantiles that set the bounds the centres lie in (epsilon = {at_least(dp_bounds)}, their own "
+               "ledger entry) and " if dp_bounds else "")
+            + f"{len(history)} {mech.name} releases (the initial blocks and {rounds_run} Lloyd round(s), "
             f"schedule {self.schedule!r}). Not covered: the per-record labels, each the nearest released centre to "
             "the record's own raw values."
             + (" The bounds were taken from the data, which leaks each column's range (see the leak entry)."
-               if leaked else "")
-            + (f" The bounds were estimated by DP quantiles for a further epsilon = {at_least(dp_bounds)} (its own "
-               f"ledger entry), so the step's total is {at_least(spent + dp_bounds)}." if dp_bounds else ""),
+               if leaked else ""),
             guarantee="epsilon-DP centres (sequential composition)",
             details={"epsilon": spent, "epsilon_per_release": history, "releases": len(history),
                      "labels_covered": False, "bounds_from_data": leaked,

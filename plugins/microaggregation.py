@@ -405,8 +405,11 @@ def _rules_kept(constraints: Any, values: np.ndarray) -> str:
     a projection that stopped short)."""
     observed = ~np.isnan(values).any(axis=1)
     broken = int(np.count_nonzero(observed & ~constraints.satisfied(np.where(np.isnan(values), 0.0, values))))
-    if not broken:
+    if not broken and observed.all():
         return "so every released record satisfies them"
+    if not broken:  # a record with a missing value neither satisfies nor breaks a rule over it
+        return (f"so every released record with all these columns observed satisfies them ({int((~observed).sum())} "
+                "with a missing value cannot be checked against them)")
     return (f"yet {broken} of the {int(observed.sum())} released records with all these columns observed still "
             "break them (the rules could not all be met together; the host's check of each rule says which)")
 

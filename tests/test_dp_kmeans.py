@@ -475,3 +475,18 @@ def test_more_than_65536_clusters_or_blocks_is_a_parameter_error_not_a_memory_er
     with pytest.raises(ParameterError, match=key):
         IDPKMeans(epsilon=1.0, bounds=BOUNDS, **kwargs)
     IDPKMeans(n_clusters=2, n_blocks=1 << 16, epsilon=1.0, bounds=BOUNDS)
+
+
+def test_with_dp_bounds_the_centres_are_stated_at_the_epsilon_of_the_bounds_and_the_rounds_together():
+    # The released centres are placed within the DP bounds (data units = low + unit centre x width), so the bounds'
+    # epsilon is part of theirs: the summary said "the released centres ... are 0.75-DP" of centres that cost 1.25.
+    data, _ = blobs()
+    component = IDPKMeans(n_clusters=3, epsilon=1.0, bounds="dp", bounds_range={"x": [-10, 20], "y": [-10, 20]},
+                          bounds_epsilon=0.5)
+    _, context = fit(component, data, budget=Budget(epsilon=2.0))
+    statement = context.ledger.of_kind("guarantee")[0].statement
+    total = context.spent[0]
+    rounds = total - 0.5
+    assert f"the released centres (and noisy counts) are {privclust.at_least(total)}-DP" in statement
+    assert f"are {privclust.at_least(rounds)}-DP" not in statement
+    assert "bounds" in statement

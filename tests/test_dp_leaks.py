@@ -268,7 +268,9 @@ def test_idp_kmeans_with_dp_bounds():
     dp = ctx.ledger.of_kind("dp")
     assert dp[0].epsilon == 0.5 and "quantile" in dp[0].covers and "add/remove" in dp[0].relation
     assert ctx.spent[0] <= 2.5 and not ctx.ledger.of_kind("leak")
-    assert "further epsilon = 0.5" in ctx.ledger.of_kind("guarantee")[0].statement
+    statement = ctx.ledger.of_kind("guarantee")[0].statement
+    assert "the DP quantiles that set the bounds the centres lie in (epsilon = 0.5" in statement
+    assert f"are {privclust.at_least(ctx.spent[0])}-DP" in statement  # the centres' epsilon includes the bounds
     assert IDPKMeans(n_clusters=3, epsilon=2.0, bounds="dp", bounds_range={"x": [0, 1]}, bounds_epsilon=0.5
                      ).planned_cost() == (2.5, 0.0)
 

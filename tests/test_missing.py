@@ -319,6 +319,24 @@ def test_edit_rules_are_not_evaluable_on_records_missing_one_of_their_columns(da
     np.testing.assert_array_equal(out[list(frame.columns)].isna().to_numpy(), frame.isna().to_numpy())
 
 
+@pytest.mark.parametrize("masker", [{"use": "microaggregation", "clusterer": {"use": "mdav", "k": 3}},
+                                    {"use": "fuzzy-microaggregation", "k": 3}])
+def test_a_masker_does_not_claim_its_rules_on_records_it_cannot_check(data, masker):
+    """The maskers' statements said "so every released record satisfies them" of rules that a record with a
+    missing value in their columns neither satisfies nor breaks (the host's check says it cannot evaluate
+    them there)."""
+    frame = data.assign(total=data["a"] + data["b"])
+    release = run({"steps": [masker], "constraints": [{"use": "linear", "rules": ["total = a + b"]}]}, frame)
+    claim = next(e.statement for e in release.ledger.of_kind("guarantee")
+                 if "projected onto the edit rules" in e.statement)
+    assert "so every released record satisfies them" not in claim
+    assert "so every released record with all these columns observed satisfies them" in claim
+    complete = run({"steps": [masker], "constraints": [{"use": "linear", "rules": ["total = a + b"]}]},
+                   frame.dropna())
+    assert "so every released record satisfies them" in next(
+        e.statement for e in complete.ledger.of_kind("guarantee") if "projected onto the edit rules" in e.statement)
+
+
 # ---------------------------------------------------------------------------
 # Evaluators over the observed cells
 # ---------------------------------------------------------------------------

@@ -478,6 +478,26 @@ def test_the_html_parameter_table_shows_privacy_parameters_exactly():
     assert not privclust.report._privacy_parameter("noise_scale.a")
 
 
+def test_a_noise_scale_in_use_is_never_shown_above_the_noise_drawn():
+    """The values in use were shown to 6 significant digits to the nearest: a laplace step at epsilon 0.3 on
+    bounds [0, 1] drew noise of scale 3.3333365 (the range plus one lattice step, over epsilon), which the
+    summary, repr and report tables read 3.33334, more noise than was drawn. Noise scales, sigmas,
+    sensitivities and PrivTree's lambda are rounded down (privclust.at_most), as in the ledger's statements."""
+    data = pd.DataFrame({"a": [0.1, 0.5, 0.9, 0.3]})
+    release = privclust.run({"steps": [{"use": "laplace", "epsilon": 0.3, "bounds": {"a": [0, 1]}}]}, data, seed=1)
+    scale = release.step(0).diagnostics["noise_scale"][0]
+    shown = privclust.at_most(scale)
+    assert float(shown) <= scale < float(f"{scale:.6g}")  # the case where the nearest rounding goes up
+    for text in (repr(release), release.to_html(plots=False)):
+        assert f"{scale:.6g}" not in text and shown in text
+    assert privclust.report._rounding("noise_scale.a") == "down"
+    assert privclust.report._rounding("steps.noise.sigma") == "down"
+    assert privclust.report._rounding("privtree_lambda") == "down"
+    assert privclust.report._rounding("epsilon_tree") == "exact" and privclust.report._rounding("m1") == "nearest"
+    assert privclust.report._shown({"noise_scale": {"a": 2 / 3, "eps": 1 / 3}}) == (
+        "{noise_scale: {a: 0.666666, eps: 0.3333333333333333}}")
+
+
 def test_a_page_without_figures_does_not_say_the_recipe_has_no_evaluators():
     """The non-disclosive page of a DP release leaves out every evaluation figure; it said "No evaluators in
     the recipe." of a recipe with two (audit16b)."""
