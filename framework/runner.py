@@ -351,11 +351,11 @@ def compile(recipe: Recipe | Mapping[str, Any] | str, registry: Registry | None 
             parts = ", ".join(f"steps[{cs.index}] {at_least(c[0])}" + (" (add/remove, counted twice under replace-one)"
                                                                if c[2] else "")
                               for cs, c in zip(steps, costs, strict=True) if c[0])
-            problems.append(Problem("privacy.epsilon", f"the steps ask for epsilon = {at_least(planned)} ({parts}) "
+            problems.append(Problem("privacy.epsilon", f"the steps need at least epsilon = {at_least(planned)} ({parts}) "
                                     f"but the budget is {_exact(recipe.privacy.epsilon)}",
                                     "raise [privacy] epsilon or lower the steps' epsilon"))
         if math.isfinite(planned_delta) and planned_delta > recipe.privacy.delta * (1 + 1e-9):
-            problems.append(Problem("privacy.delta", f"the steps ask for delta = {at_least(planned_delta)} but the "
+            problems.append(Problem("privacy.delta", f"the steps need at least delta = {at_least(planned_delta)} but the "
                                     f"budget is {_exact(recipe.privacy.delta)}", "raise [privacy] delta"))
 
     compiled = CompiledRecipe(recipe, registry, tuple(steps), tuple(constraints), tuple(evaluations))

@@ -111,7 +111,7 @@ def test_parquet_in_and_out_and_html_report(files):
     [
         ('[[steps]]\nuse = "laplace\n', "is not valid TOML"),
         ('[[steps]]\nuse = "laplase"\nepsilon = 1.0\nbounds = "data"\n', "did you mean 'laplace'"),
-        (RECIPE.replace("epsilon = 1.0\nbounds", "epsilon = 2.0\nbounds"), "ask for epsilon = 2"),
+        (RECIPE.replace("epsilon = 1.0\nbounds", "epsilon = 2.0\nbounds"), "need at least epsilon = 2"),
         (RECIPE.replace('["a", "b"]', '["a", "c"]'), "column 'c' is not in the data"),
     ],
 )
@@ -712,7 +712,7 @@ def test_an_error_in_a_named_recipe_names_its_file_not_its_name(tmp_path, capsys
     for argv in (["check", str(recipe)], ["run", str(recipe), "-i", str(data), "-o", str(tmp_path / "o.csv")]):
         assert main(argv) == 1
         err = capsys.readouterr().err
-        assert f"privclust: error: recipe {recipe}: privacy.epsilon: the steps ask for epsilon = 1" in err
+        assert f"privclust: error: recipe {recipe}: privacy.epsilon: the steps need at least epsilon = 1" in err
         assert "noisy expenditure" not in err
 
 

@@ -133,7 +133,7 @@ def test_bad_sweeps_fail_before_anything_runs(data, reg, grid, message):
 
 def test_budget_sweep_over_privacy_epsilon(data, reg):
     recipe = {**noise_recipe(), "privacy": {"epsilon": 1.0}}
-    with pytest.raises(RecipeError, match=r"privacy.epsilon=0.5\].*ask for epsilon = 1"):
+    with pytest.raises(RecipeError, match=r"privacy.epsilon=0.5\].*need at least epsilon = 1"):
         privclust.compare(recipe, data, grid={"privacy.epsilon": [0.5, 2.0]}, registry=reg, progress=False)
 
 

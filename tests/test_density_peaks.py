@@ -803,7 +803,7 @@ def test_paper_calibration_declares_its_true_least_charge(use, extra):
     component = privclust.get_registry().create("clusterers", step)
     assert component.planned_cost() == (least, 0.0)
     assert privclust.get_registry().create("clusterers", {**step, "calibration": "vector"}).planned_cost() == (0.5, 0.0)
-    with pytest.raises(privclust.RecipeError, match=r"privacy\.epsilon.*steps ask for epsilon = "):
+    with pytest.raises(privclust.RecipeError, match=r"privacy\.epsilon.*steps need at least epsilon = "):
         privclust.compile({"privacy": {"epsilon": least * 0.99}, "steps": [step]})
     privclust.compile({"privacy": {"epsilon": least}, "steps": [step]})  # the least fits: n = 3 may
 

@@ -202,7 +202,7 @@ def test_compile_refuses_a_recipe_asking_for_more_than_its_budget(registry):
         {"use": "laplace", "epsilon": 0.6, "bounds": {"a": [0, 1]}}]}
     with pytest.raises(RecipeError) as err:
         privclust.compile(recipe, registry)
-    assert "ask for epsilon = 1.3" in str(err.value) and "the budget is 1" in str(err.value)
+    assert "need at least epsilon = 1.3" in str(err.value) and "the budget is 1" in str(err.value)
 
 
 def test_a_noise_step_needs_epsilon_and_bounds(registry):
