@@ -93,7 +93,12 @@ def _create(registry: ComponentTables, kind: str, value: Any, extra: Mapping[str
         kwargs[field.name] = val
     bad_values = _probe_fields(cls, kwargs, where)
     problems.extend(bad_values)
-    if not ok or bad_values:
+    missing = [(key, f) for key, f in fields.items() if f.default is attrs.NOTHING and f.name not in kwargs]
+    for key, f in missing:
+        doc = field_doc(f)
+        problems.append(Problem(f"{prefix}{key}", f"{spec.use} needs the parameter {key!r}, which has no default"
+                                + (f" ({doc})" if doc else ""), f"set {key} = <value> in its table"))
+    if not ok or bad_values or missing:
         return None
     try:
         instance = cls(**kwargs)

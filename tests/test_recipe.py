@@ -408,3 +408,15 @@ def test_a_column_named_with_other_unicode_characters_is_named_so():
     recipe = {"steps": [{"use": "microaggregation", "k": 2, "columns": [unicodedata.normalize("NFC", "café"), "b"]}]}
     with pytest.raises(privclust.DataError, match="reads the same but is written with other Unicode characters"):
         privclust.run(recipe, frame, seed=1)
+
+
+def test_a_required_parameter_left_out_is_named_with_its_meaning_every_one_at_once():
+    # it read "DPrcCFSFDP.__init__() missing 1 required keyword-only argument: 'n_clusters'", naming the class,
+    # and only the first of two missing parameters
+    with pytest.raises(RecipeError) as err:
+        privclust.compile({"steps": [{"use": "idp-kmeans", "bounds": {"a": [0, 5]}}]})
+    text = str(err.value)
+    assert "steps[0].n_clusters: idp-kmeans needs the parameter 'n_clusters'" in text
+    assert "steps[0].epsilon: idp-kmeans needs the parameter 'epsilon'" in text
+    assert "number of clusters" in text and "set n_clusters = <value>" in text
+    assert "__init__" not in text
