@@ -1081,6 +1081,10 @@ class FuzzyMicroaggregation:
             f"smallest has {dg['identical_group_size_min']}). This is not k-anonymity: a released record may be "
             "unique. It covers these columns only, and it is not differential privacy."
         )
+        if k < 2:
+            text += (f" With k = {k} (c = {c} centres for {n} records) a centre need carry no more than one record "
+                     "in expectation, so this gives no anonymity: the centres can sit on the records, and each "
+                     "released record may carry another record's original values.")
         if dg.get("missing_values"):
             text += (f" {dg['records_with_missing_values']} records have {dg['missing_values']} missing values, "
                      "released missing: their memberships were computed exactly on the variables they have "

@@ -355,6 +355,9 @@ def test_extremes_c_equals_n_and_c_equals_one():
     on = same.diagnostics["records_on_a_centre"]
     assert on >= 1 and same.diagnostics["verbatim_records"] == 0
     assert f"{on} records had such a centre" in context.ledger.entries[-1].statement
+    # k = floor(N / c) = 1 is said to give no anonymity (it read as a probabilistic k-anonymity like any other)
+    claim = next(e for e in context.ledger.entries if "Probabilistic k-anonymity for k = 1" in e.statement)
+    assert "this gives no anonymity" in claim.statement
     one, _ = mask(FuzzyMicroaggregation(n_clusters=1), frame, [RULE])
     mean = frame.to_numpy().mean(0)
     assert np.unique(one.data.to_numpy(), axis=0).shape[0] == 1
