@@ -509,8 +509,11 @@ def _step2_rows(std, centres, fz, own_rows, own):
     for r, cols in zip(own_rows, own, strict=True):
         D[r, cols] = np.inf
     if fz.kind == "fcm":
+        # in logs, scaled by the row's largest weight: D ** (-1 / (m - 1)) overflows to inf for m near 1 and a
+        # small D (m2 = 1.05: exponent -20), and inf / inf is NaN
         with np.errstate(divide="ignore"):
-            w = D ** (-1.0 / (fz.value - 1.0))
+            logw = -np.log(D) / (fz.value - 1.0)
+        w = np.exp(logw - logw.max(1, keepdims=True))
     else:
         w = np.exp(-fz.value * (D - D.min(1, keepdims=True)))
     return w / w.sum(1, keepdims=True)
