@@ -1334,9 +1334,7 @@ def _record_rules(context: PrivacyContext, rules: ConstraintSet | None, frame: p
     nan = np.isnan(values)
     complete = np.where(nan, 0.0, values)  # rules are evaluated where all their columns are observed
     columns_of = _rule_indices(rules, variables)
-    bad_all, undecided = _rule_status(rules, complete, columns_of)
-    with np.errstate(invalid="ignore", over="ignore"):
-        violations = rules.violations(complete)
+    bad_all, undecided, violations = _rule_status(rules, complete, columns_of)
     for r, text in enumerate(rules.rules):
         used = columns_of[r]
         skipped = nan[:, used].any(axis=1) if used else np.zeros(len(values), dtype=bool)
@@ -1413,19 +1411,20 @@ def _rule_tolerances(rules: ConstraintSet, values: np.ndarray, columns_of: Seque
 
 
 def _rule_status(rules: ConstraintSet, values: np.ndarray,
-                 columns_of: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:
-    """``(violated, undecided)``, each ``(n, n_rules)``: which records violate
+                 columns_of: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(violated, undecided, violations)``, each ``(n, n_rules)``: which records violate
     which rule, with the tolerance of :func:`_record_rules`, and where double
     precision cannot decide it: a value of the rule's columns is infinite, its
     residual is not finite (``inf``, or ``inf - inf`` when its terms overflow),
     or its terms overflow (a tolerance of 1e-11 times infinity would pass
     any violation) and the residual exceeds the smallest tolerance they could
-    give. An undecided record violates nothing. Missing values are the
+    give. An undecided record violates nothing. ``violations`` are the
+    residuals, each rule evaluated on its own columns. Missing values are the
     caller's (give them as 0 and count them apart)."""
     with np.errstate(invalid="ignore", over="ignore"):
         violations = np.asarray(rules.violations(values), dtype=float)
         if not columns_of:
-            return violations > 0, ~np.isfinite(violations)
+            return violations > 0, ~np.isfinite(violations), violations
         tolerances = _rule_tolerances(rules, values, columns_of)
         infinite = np.isinf(values)
         rows = np.flatnonzero(infinite.any(axis=1))
@@ -1442,7 +1441,7 @@ def _rule_status(rules: ConstraintSet, values: np.ndarray,
     undecided |= ~np.isfinite(violations)
     undecided |= ~np.isfinite(tolerances) & ~(violations <= RULE_RTOL * np.finfo(float).max)
     violated = ~undecided & (violations > np.where(np.isfinite(tolerances), tolerances, np.inf))
-    return violated, undecided
+    return violated, undecided, violations
 
 
 def _violated(rules: ConstraintSet, values: np.ndarray, columns_of: Sequence[Sequence[int]]) -> np.ndarray:

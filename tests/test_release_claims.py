@@ -51,6 +51,8 @@ def test_an_edit_rule_is_not_said_to_hold_where_its_residual_is_infinite_or_over
     # and the infinite x of record 0 (not in the rule) does not spoil it (inf * 0 is NaN in a matrix product)
     assert same.details["not_evaluable_records"] == 0 and same.details["violated_records"] == 0
     assert "holds on every released record" in same.statement
+    # and the largest deviation it states is a number (it read "largest deviation nan")
+    assert same.details["max_violation"] == 0.0 and "deviation nan" not in same.statement
 
 
 def test_an_edit_rule_evaluable_on_no_record_says_so(grouped):
