@@ -11,8 +11,9 @@ import pandas as pd
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-#: The shared real data sets (never copied into the project).
-DATASETS = (ROOT.parent / "shared" / "datasets").resolve()
+#: The shared real data sets (never copied into the project): the folder ``PRIVCLUST_DATA`` names, else
+#: ``../shared/datasets`` beside the checkout.
+DATASETS = Path(os.environ.get("PRIVCLUST_DATA") or ROOT.parent / "shared" / "datasets").expanduser().resolve()
 
 if DATASETS.is_dir():
     os.environ.setdefault("PRIVCLUST_DATA", str(DATASETS))
@@ -34,7 +35,7 @@ def require_dataset(filename: str) -> Path:
     """The path of a shared data file, or skip the test with the reason."""
     path = DATASETS / filename
     if not path.is_file():
-        pytest.skip(f"{filename} not found: the shared data folder {DATASETS} is absent")
+        pytest.skip(f"{filename} not found: it is not in the shared data folder {DATASETS} (absent here)")
     return path
 
 
@@ -61,6 +62,19 @@ def _fresh_session_registry():
     privclust.reset_registry()
     yield
     privclust.reset_registry()
+
+
+@pytest.fixture(autouse=True)
+def _never_download(monkeypatch):
+    """Tests never reach the network: a data set that is not on this machine
+    skips the test with the reason instead of being downloaded
+    (``tests/test_datasets.py`` replaces the download with fakes of its own)."""
+    import urllib.request
+
+    def refuse(url, *args, **kwargs):
+        pytest.skip(f"{url} is not on this machine ({DATASETS} has no copy) and tests never download")
+
+    monkeypatch.setattr(urllib.request, "urlopen", refuse)
 
 
 @pytest.fixture
