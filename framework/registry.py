@@ -41,7 +41,7 @@ import attrs
 import pluggy
 
 from . import accounting, building, hookspecs
-from .accounting import BasicAccountant
+from .accounting import BasicAccountant, looks_like_host
 from .components import KIND_METHODS, KINDS, capability
 from .errors import (
     DuplicateComponentError,
@@ -502,6 +502,9 @@ class Registry:
                 f"'-', '_' or '.'; got {name!r}",
                 plugin=plugin.name,
             )
+        if looks_like_host(name):
+            raise PluginError(f"{where}: {cls.__qualname__} ({name!r}) reads as the host's name; only the host "
+                              "writes as the host: name the component after what it does", plugin=plugin.name)
         if not attrs.has(cls):
             raise PluginError(
                 f"{where}: {cls.__qualname__} ({name!r}) must be an attrs class "
