@@ -52,6 +52,7 @@ from .errors import (
     UnknownComponentError,
 )
 from .hookspecs import NAME
+from .params import answer_renames
 from .recipe import KNOWN_LEAKS, STEP_KEYS
 from .specs import _thaw, field_doc, field_kind, param_name
 
@@ -511,6 +512,7 @@ class Registry:
                 "(decorate it with @attrs.frozen(kw_only=True))",
                 plugin=plugin.name,
             )
+        answer_renames(cls)  # its constructor (and its subclasses') names the new name of a renamed parameter
         missing = [m for m in KIND_METHODS[kind] if not callable(getattr(cls, m, None))]
         if missing:
             raise PluginError(
