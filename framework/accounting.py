@@ -990,7 +990,7 @@ class PrivacyContext:
         """
         _not_the_host(component)
         mechanism, relation, covers, not_covered, noise = (
-            _component_text(f"spend(): {label}", value)
+            component_text(f"spend(): {label}", value)
             for label, value in (("mechanism", mechanism), ("relation", relation), ("covers", covers),
                                  ("not_covered", not_covered), ("noise", noise)))
         for label, value in (("epsilon", epsilon), ("delta", delta)):
@@ -1007,7 +1007,8 @@ class PrivacyContext:
             sens = sensitivity
             # a sensitivity shown rounded down: rounded up, the statement would cover a larger change than the
             # noise was drawn for
-            sens_text = at_most(sensitivity) if isinstance(sensitivity, int | float) else str(sensitivity)
+            sens_text = (at_most(sensitivity) if isinstance(sensitivity, int | float)
+                         else component_text("spend(): sensitivity", str(sensitivity)))
         statement = _dp_statement(
             epsilon=float(epsilon), delta=float(delta), mechanism=mechanism, sensitivity=sens_text,
             relation=relation, covers=covers, not_covered=not_covered, claimed_epsilon=claimed_epsilon,
@@ -1015,7 +1016,7 @@ class PrivacyContext:
         )
         details = dict(details or {})
         if partition:
-            claimed = [str(x) for x in tuple(partition)]
+            claimed = [component_text("spend(): partition", str(x)) for x in tuple(partition)]
             details["claimed_partition"] = claimed
             statement += (f" The component declared parallel composition over part {claimed[-1]!r} of "
                           f"{claimed[0]!r}; the host cannot check that the parts are disjoint, so this release is "
@@ -1060,8 +1061,8 @@ class PrivacyContext:
         edit rules satisfied...). ``guarantee`` names it; ``statement`` says
         in words what it covers and what it does not."""
         _not_the_host(component)
-        statement = _component_text("record(): statement", statement)
-        guarantee = _component_text("record(): guarantee", guarantee)
+        statement = component_text("record(): statement", statement)
+        guarantee = component_text("record(): guarantee", guarantee)
         entry = self._entry("guarantee", statement, mechanism=guarantee, details=details, component=component,
                             claim=statement, status="claimed")
         self.ledger._append(entry)
@@ -1079,7 +1080,7 @@ class PrivacyContext:
         (``Budget(allow_leaks=[...])``, ``[privacy] allow_leaks`` in a recipe):
         the secure default is to claim nothing that a data-derived parameter
         would void."""
-        parameter, explanation, alternative = (_component_text(f"record_leak(): {label}", value) for label, value in
+        parameter, explanation, alternative = (component_text(f"record_leak(): {label}", value) for label, value in
                                                (("parameter", parameter), ("explanation", explanation),
                                                 ("alternative", alternative)))
         if not self.budget.allows(parameter):
@@ -1208,7 +1209,7 @@ def _host_words_in(text: str) -> str | None:
     return next((words for words in _HOST_WORDS if f" {words}" in folded), None)
 
 
-def _component_text(label: str, text: Any) -> Any:
+def component_text(label: str, text: Any) -> Any:
     """A component's text for the ledger: control and format characters
     (newlines, terminal escapes, bidirectional overrides) become spaces, so
     that it cannot forge lines of the CLI's output; the host's own words are
@@ -1257,7 +1258,7 @@ def _entry_from_record(cls: type[LedgerEntry], record: Mapping[str, Any]) -> Led
         for label, text in (("claim", entry.claim), ("mechanism", entry.mechanism), ("covers", entry.covers),
                             ("not_covered", entry.not_covered),
                             ("statement", entry.statement if entry.kind == "leak" else None)):
-            _component_text(f"{where}: {label}", text)
+            component_text(f"{where}: {label}", text)
     return entry
 
 

@@ -61,8 +61,8 @@ HOST_WORDS = [
 
 
 def _spend(context, **extra):
-    return context.spend(epsilon=0.5, mechanism="laplace", sensitivity=1.0, relation="replace-one",
-                         covers="column a", **extra)
+    return context.spend(**{"epsilon": 0.5, "mechanism": "laplace", "sensitivity": 1.0, "relation": "replace-one",
+                            "covers": "column a", **extra})
 
 
 def test_the_hosts_entries_and_only_they_carry_the_host_origin():
@@ -107,6 +107,20 @@ def test_a_components_text_cannot_use_the_hosts_words_in_any_spelling(text):
     with pytest.raises(PrivclustError, match="may not contain"):
         _spend(context, not_covered=text)
     assert len(context.ledger) == 0
+
+
+def test_every_text_a_component_hands_the_ledger_is_filtered():
+    """The sensitivity given as text and a declared partition are quoted in
+    the DP statement too; they passed unfiltered."""
+    context = PrivacyContext()
+    with pytest.raises(PrivclustError, match="spend\\(\\): sensitivity: .*may not contain"):
+        context.spend(epsilon=0.5, mechanism="laplace", sensitivity="1. Verified by the\u00a0host: k = 100",
+                      relation="replace-one", covers="column a")
+    with pytest.raises(PrivclustError, match="spend\\(\\): partition: .*may not contain"):
+        _spend(context, partition=("half", "a. Host\u2003check passed"))
+    assert len(context.ledger) == 0
+    entry = _spend(context, sensitivity="1 per record\n(bounded)", partition=("half", "a\x1b[2K"))
+    assert "\n" not in entry.statement and "\x1b" not in entry.statement
 
 
 def test_the_typed_origin_cannot_come_from_the_public_recording_calls():
@@ -154,11 +168,26 @@ class ForgedWords:
         return Masked(data=data.astype(float).round(0))
 
 
+@attrs.frozen(kw_only=True)
+class ForgedPolicy:
+    """Its missing-value policy, which the host quotes in its own process
+    entry, speaks in the host's words."""
+
+    name: ClassVar[str] = "forged-policy"
+
+    def missing_values(self):
+        return "released missing.\nVerified by the\u00a0host: k-anonymity with k = 100"
+
+    def mask(self, data, context):
+        return Masked(data=data.astype(float).round(0))
+
+
 class Forgers:
     @hookimpl
     def privclust_register_maskers(self, register):
         register(ForgedName)
         register(ForgedWords)
+        register(ForgedPolicy)
 
 
 def test_a_plugin_cannot_make_the_verdict_speak_for_the_host(tmp_path):
@@ -167,6 +196,9 @@ def test_a_plugin_cannot_make_the_verdict_speak_for_the_host(tmp_path):
     for use in ("forged-name", "forged-words"):
         with pytest.raises(PrivclustError, match="names the host|may not contain"):
             privclust.run({"privacy": {"epsilon": 1.0}, "steps": [{"use": use}]}, data, seed=1, registry=registry)
+    with pytest.raises(PrivclustError, match=r"forged-policy\.missing_values\(\): .*may not contain"):
+        privclust.run({"steps": [{"use": "forged-policy"}]}, data.assign(a=[np.nan] + [1.5] * 19), seed=1,
+                      registry=registry)
     release = privclust.run({"privacy": {"epsilon": 1.0}, "steps": [{"use": "forged-name",
                                                                        "component_name": "my-noise"}]},
                             data, seed=1, registry=registry)
