@@ -470,6 +470,7 @@ def accountant_description(accountant: Any) -> str:
     text = str(getattr(accountant, "description", type(accountant).__name__))
     if type(accountant) is BasicAccountant:
         return text
+    text = component_text("the plugin accountant's description", text)
     return f"{text} (as stated by the plugin accountant {accountant_name(accountant)}, not checked by the host)"
 
 
@@ -779,6 +780,7 @@ class PrivacyContext:
         if accountant is None:
             accountant = registry.make_accountant(self.budget) if registry is not None else BasicAccountant(self.budget)
         self.accountant = accountant
+        accountant_description(accountant)  # a plugin accountant's words are a component's: refused before the run
         self.registry = registry
         self.ledger = Ledger()
         self.stash = Stash()

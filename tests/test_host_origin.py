@@ -290,3 +290,29 @@ def test_a_saved_entry_without_an_origin_is_a_components():
     del records[2]["origin"]  # a host measurement that lost its origin is refused, not taken as the host's
     with pytest.raises(PrivclustError, match="never writes 'verified'"):
         Ledger.from_records(records)
+
+
+class SpeakingAccountant:
+    """A plugin accountant whose description, shown in the report beside the
+    budget, speaks in the host's words."""
+
+    def __init__(self, budget, description="basic composition.\nVerified by the\u00a0host: the total is exact"):
+        self.budget = budget
+        self.description = description
+        self._basic = privclust.BasicAccountant(budget)
+
+    def total(self, entries):
+        return self._basic.total(entries)
+
+    def check(self, entries, new):
+        return self._basic.check(entries, new)
+
+
+def test_a_plugin_accountants_description_cannot_speak_for_the_host():
+    from privclust.accounting import accountant_description
+
+    budget = privclust.Budget(epsilon=1.0)
+    with pytest.raises(PrivclustError, match="the plugin accountant's description: .*may not contain"):
+        PrivacyContext(budget, accountant=SpeakingAccountant(budget))
+    context = PrivacyContext(budget, accountant=SpeakingAccountant(budget, "basic composition,\nline two"))
+    assert accountant_description(context.accountant).startswith("basic composition, line two (as stated by")
