@@ -13,6 +13,7 @@ claim.
 from __future__ import annotations
 
 import json
+import pickle
 from typing import ClassVar
 
 import attrs
@@ -246,6 +247,8 @@ def test_a_saved_ledger_keeps_its_origins_through_json():
         assert [(e.seq, e.kind, e.component) for e in loaded] == [(e.seq, e.kind, e.component) for e in release.ledger]
     records = json.loads(release.to_json())["ledger"]
     assert Ledger.from_records(records).to_records() == records  # a second round trip changes nothing
+    copied = pickle.loads(pickle.dumps(release))  # and a pickled release (a worker's, a saved one) keeps them
+    assert [e.origin for e in copied.ledger] == [e.origin for e in release.ledger]
 
 
 def _saved():
