@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import copy
 import decimal
+import enum
 import math
+import re
 import unicodedata
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -50,6 +52,7 @@ __all__ = [
     "Ledger",
     "LedgerEntry",
     "NothingProtectedWarning",
+    "Origin",
     "PrivacyContext",
     "PrivacyLeakWarning",
     "RecordProgress",
@@ -65,8 +68,30 @@ T = TypeVar("T")
 #: Relative slack when comparing a total with the budget (float rounding only).
 _TOLERANCE = 1e-9
 
-#: The ``component`` of the entries the host writes itself.
+#: The ``component`` the host's own entries show (for people: whether an
+#: entry is the host's is its typed :attr:`LedgerEntry.origin`, never this text).
 HOST = "privclust (host)"
+
+
+class Origin(enum.Enum):
+    """Who wrote a ledger entry. ``HOST``: the host's private recording path
+    (``PrivacyContext._record_host``), the only one that sets it; ``COMPONENT``:
+    everything else (``spend``, ``record``, ``record_leak``, and any entry built
+    without an origin). A component cannot obtain ``HOST`` through the public
+    recording calls, whatever name or text it passes."""
+
+    HOST = "host"
+    COMPONENT = "component"
+
+
+def _to_origin(value: Any) -> Origin:
+    """An :class:`Origin`, or exactly its value's text (a saved ledger's
+    ``"host"`` / ``"component"``); anything else is refused, not folded."""
+    if isinstance(value, Origin):
+        return value
+    if isinstance(value, str) and value in ("host", "component"):
+        return Origin(value)
+    raise PrivclustError(f"a ledger entry's origin is 'host' or 'component'; got {value!r}")
 
 #: The ``status`` of a ``guarantee`` entry: ``claimed`` (written by a
 #: component, not checked by the host), ``verified`` (checked on the released
@@ -126,11 +151,34 @@ class LedgerEntry:
     details: Mapping[str, Any] = attrs.field(factory=dict, converter=lambda d: dict(d or {}))
     claim: str | None = None
     status: str | None = None
+    #: Who wrote the entry (:class:`Origin`): typed, set to ``HOST`` only by
+    #: the host's own recording path; ``component`` is only the name shown.
+    origin: Origin = attrs.field(default=Origin.COMPONENT, converter=_to_origin)
+
+    @property
+    def by_host(self) -> bool:
+        """Whether the host wrote this entry (its typed origin, not its text)."""
+        return self.origin is Origin.HOST
 
     def to_dict(self) -> dict[str, Any]:
         out = attrs.asdict(self, recurse=False)
         out["partition"] = list(self.partition) if self.partition else None
+        out["origin"] = self.origin.value
         return _jsonable(out)
+
+    @classmethod
+    def from_dict(cls, record: Mapping[str, Any]) -> LedgerEntry:
+        """An entry from :meth:`to_dict`'s plain data (a saved JSON ledger).
+
+        The origin is restored exactly as saved (an entry without one is a
+        component's), and the loader refuses what no run writes: an unknown
+        origin, a host origin on a ``dp`` or ``leak`` entry or on a host
+        ``verified``/``guarantee`` entry shown under another name, a
+        ``process`` or ``verified`` entry that is not the host's, and a
+        component's entry named like the host or whose own words (its
+        ``claim``, or a leak's statement) read as the host's. A file is not
+        signed: whoever can edit it can edit both fields together."""
+        return _entry_from_record(cls, record)
 
 
 def at_least(value: float, digits: int = 6) -> str:
@@ -236,10 +284,21 @@ class Ledger:
     def to_records(self) -> list[dict[str, Any]]:
         return [e.to_dict() for e in self._entries]
 
+    @classmethod
+    def from_records(cls, records: Iterable[Mapping[str, Any]]) -> Ledger:
+        """A ledger from :meth:`to_records` (e.g. the ``ledger`` of a JSON
+        report): every entry keeps the origin it was saved with, checked by
+        :meth:`LedgerEntry.from_dict`; entries are numbered in order."""
+        entries = [LedgerEntry.from_dict(r) for r in records]
+        wrong = [e.seq for i, e in enumerate(entries) if e.seq != i]
+        if wrong:
+            raise PrivclustError(f"a saved ledger numbers its entries 0, 1, ...; entry {wrong[0]} is out of place")
+        return cls(entries)
+
     def to_frame(self) -> pd.DataFrame:
-        columns = ["seq", "kind", "step", "step_id", "component", "mechanism", "epsilon", "delta",
+        columns = ["seq", "kind", "origin", "step", "step_id", "component", "mechanism", "epsilon", "delta",
                    "claimed_epsilon", "sensitivity", "relation", "statement"]
-        rows = [{c: getattr(e, c) for c in columns} for e in self._entries]
+        rows = [{c: getattr(e, c) for c in columns} | {"origin": e.origin.value} for e in self._entries]
         return pd.DataFrame(rows, columns=columns)
 
     def __str__(self) -> str:
@@ -412,6 +471,7 @@ def accountant_description(accountant: Any) -> str:
     text = str(getattr(accountant, "description", type(accountant).__name__))
     if type(accountant) is BasicAccountant:
         return text
+    text = component_text("the plugin accountant's description", text)
     return f"{text} (as stated by the plugin accountant {accountant_name(accountant)}, not checked by the host)"
 
 
@@ -721,6 +781,7 @@ class PrivacyContext:
         if accountant is None:
             accountant = registry.make_accountant(self.budget) if registry is not None else BasicAccountant(self.budget)
         self.accountant = accountant
+        accountant_description(accountant)  # a plugin accountant's words are a component's: refused before the run
         self.registry = registry
         self.ledger = Ledger()
         self.stash = Stash()
@@ -798,6 +859,7 @@ class PrivacyContext:
     ) -> Iterator[PrivacyContext]:
         """Enter a step: a fresh random stream, its constraints, its progress
         sink, and the step's columns the host releases as integers."""
+        _not_the_host(component)
         previous = (self._step, self._rng, self._rng_seq)
         self._step = _StepInfo(index, step_id, component, constraints, on_progress,
                                None if integer_columns is None else tuple(map(str, integer_columns)))
@@ -875,12 +937,15 @@ class PrivacyContext:
 
     def _entry(self, kind: str, statement: str, **fields: Any) -> LedgerEntry:
         info = self._step
+        component = fields.pop("component", None) or (None if info is None else info.component)
+        if fields.get("origin", Origin.COMPONENT) is not Origin.HOST:
+            _not_the_host(component)
         return LedgerEntry(
             seq=len(self.ledger),
             kind=kind,
             step=None if info is None else info.index,
             step_id=None if info is None else info.step_id,
-            component=fields.pop("component", None) or (None if info is None else info.component),
+            component=component,
             statement=statement,
             **fields,
         )
@@ -928,7 +993,7 @@ class PrivacyContext:
         """
         _not_the_host(component)
         mechanism, relation, covers, not_covered, noise = (
-            _component_text(f"spend(): {label}", value)
+            component_text(f"spend(): {label}", value)
             for label, value in (("mechanism", mechanism), ("relation", relation), ("covers", covers),
                                  ("not_covered", not_covered), ("noise", noise)))
         for label, value in (("epsilon", epsilon), ("delta", delta)):
@@ -945,7 +1010,8 @@ class PrivacyContext:
             sens = sensitivity
             # a sensitivity shown rounded down: rounded up, the statement would cover a larger change than the
             # noise was drawn for
-            sens_text = at_most(sensitivity) if isinstance(sensitivity, int | float) else str(sensitivity)
+            sens_text = (at_most(sensitivity) if isinstance(sensitivity, int | float)
+                         else component_text("spend(): sensitivity", str(sensitivity)))
         statement = _dp_statement(
             epsilon=float(epsilon), delta=float(delta), mechanism=mechanism, sensitivity=sens_text,
             relation=relation, covers=covers, not_covered=not_covered, claimed_epsilon=claimed_epsilon,
@@ -953,7 +1019,7 @@ class PrivacyContext:
         )
         details = dict(details or {})
         if partition:
-            claimed = [str(x) for x in tuple(partition)]
+            claimed = [component_text("spend(): partition", str(x)) for x in tuple(partition)]
             details["claimed_partition"] = claimed
             statement += (f" The component declared parallel composition over part {claimed[-1]!r} of "
                           f"{claimed[0]!r}; the host cannot check that the parts are disjoint, so this release is "
@@ -998,8 +1064,8 @@ class PrivacyContext:
         edit rules satisfied...). ``guarantee`` names it; ``statement`` says
         in words what it covers and what it does not."""
         _not_the_host(component)
-        statement = _component_text("record(): statement", statement)
-        guarantee = _component_text("record(): guarantee", guarantee)
+        statement = component_text("record(): statement", statement)
+        guarantee = component_text("record(): guarantee", guarantee)
         entry = self._entry("guarantee", statement, mechanism=guarantee, details=details, component=component,
                             claim=statement, status="claimed")
         self.ledger._append(entry)
@@ -1017,7 +1083,7 @@ class PrivacyContext:
         (``Budget(allow_leaks=[...])``, ``[privacy] allow_leaks`` in a recipe):
         the secure default is to claim nothing that a data-derived parameter
         would void."""
-        parameter, explanation, alternative = (_component_text(f"record_leak(): {label}", value) for label, value in
+        parameter, explanation, alternative = (component_text(f"record_leak(): {label}", value) for label, value in
                                                (("parameter", parameter), ("explanation", explanation),
                                                 ("alternative", alternative)))
         if not self.budget.allows(parameter):
@@ -1044,7 +1110,7 @@ class PrivacyContext:
         """Host only (the runner): a ``process`` or ``verified`` entry, or a
         guarantee the host itself checked on the released data."""
         fields.setdefault("component", HOST if kind != "process" else None)
-        entry = self._entry(kind, statement, details=details, **fields)
+        entry = self._entry(kind, statement, details=details, origin=Origin.HOST, **fields)
         self.ledger._append(entry)
         return entry
 
@@ -1078,31 +1144,129 @@ class PrivacyContext:
         return max(0.0, self.budget.epsilon - self.spent[0])
 
 
+#: Look-alike letters folded to the Latin letter they are read as (Cyrillic
+#: and Greek, both cases, as in Unicode's confusables data), plus dotless i,
+#: digit zero as o and digit one as l. Applied after NFKC (which already folds
+#: full-width, mathematical and ligature forms) and before case folding.
+_CONFUSABLES = str.maketrans({
+    **dict(zip("\u0410\u0412\u0415\u0405\u0406\u0408\u041a\u041c\u041d\u041e\u0420\u0421\u0422\u0425\u0423"
+               "\u0430\u0435\u043e\u0440\u0441\u0443\u0445\u0456\u0458\u0455\u04bb\u0501\u051b\u051d\u04cf\u043a",
+               "ABESIJKMHOPCTXYaeopcyxijshdqwlk", strict=True)),  # Cyrillic
+    **dict(zip("\u0391\u0392\u0395\u0396\u0397\u0399\u039a\u039c\u039d\u039f\u03a1\u03a4\u03a5\u03a7"
+               "\u03b1\u03b9\u03ba\u03bd\u03bf\u03c1\u03c4\u03c5\u03c7",
+               "ABEZHIKMNOPTYXaikvoptux", strict=True)),  # Greek
+    "\u0131": "i", "0": "o", "1": "l",  # dotless i, digits zero and one
+})
+
+_NOT_ALNUM = re.compile(r"[^0-9a-z]+")
+
+#: Characters that show nothing (besides the format characters, category Cf,
+#: and combining marks, which are dropped): Hangul fillers and the Braille blank.
+_BLANKS = frozenset("\u115f\u1160\u3164\uffa0\u2800")
+
+
+def _fold(text: str) -> str:
+    """``text`` as the host's filters read it: NFKC; combining marks and
+    zero-width or other format characters dropped; every Unicode space,
+    control and blank-looking character a space; look-alike letters as the
+    Latin letter they are read as (:data:`_CONFUSABLES`); case folded; every
+    run of characters that are not letters or digits one space. ``"Verified
+    by the\u00a0host"``, ``"VERIFIED BY THE HOST"`` and
+    ``"vеrified by the hоst"`` (Cyrillic е, о) all fold to
+    ``"verified by the host"``."""
+    if text.isascii():  # the common case, the same result without the per-character pass
+        return " ".join(_NOT_ALNUM.sub(" ", text.translate(_CONFUSABLES).lower()).split())
+    text = unicodedata.normalize("NFKD", unicodedata.normalize("NFKC", text))
+    kept = []
+    for ch in text:
+        category = unicodedata.category(ch)
+        if category in ("Mn", "Me", "Cf"):
+            continue
+        kept.append(" " if ch in _BLANKS or category[0] in "CZ" or ch.isspace() else ch)
+    folded = "".join(kept).translate(_CONFUSABLES).casefold()
+    return " ".join("".join(ch if ch.isalnum() else " " for ch in folded).split())
+
+
+def looks_like_host(name: Any) -> bool:
+    """Whether a name (a component's, a ``component=`` given to the ledger)
+    reads as the host's :data:`HOST` once folded (:func:`_fold`, spaces and
+    punctuation ignored): ``privclust\u00a0(host)``, ``PRIVCLUST-HOST``,
+    ``privclust.host`` and ``рrivclust (hоst)`` (Cyrillic р, о) all do."""
+    return isinstance(name, str) and _fold(name).replace(" ", "") == _HOST_SKELETON
+
+
+_HOST_SKELETON = "privclusthost"
+
+
 def _not_the_host(component: str | None) -> None:
-    if component is not None and component.strip().lower() == HOST:
-        raise PrivclustError(f"component={component!r} names the host; a component records under its own name")
+    if looks_like_host(component):
+        raise PrivclustError(f"component={component!r} names the host (or reads as its name, {HOST!r}); a "
+                             "component records under its own name")
 
 
-#: Words only the host's own entries use: a component's text with them would
-#: read, in the verdict and the report, as something the host checked.
-_HOST_WORDS = ("verified by the host", "host check", "host verified", "host verifies")
+#: Words only the host's own entries use, folded (:func:`_fold`): a
+#: component's text with them would read, in the verdict and the report, as
+#: something the host checked, or as written by the host.
+_HOST_WORDS = ("verified by the host", "host check", "host verified", "host verifies", "privclust host")
 
 
-def _component_text(label: str, text: Any) -> Any:
+def _host_words_in(text: str) -> str | None:
+    """The first of the host's words in ``text`` once folded, else ``None``."""
+    folded = f" {_fold(text)} "
+    return next((words for words in _HOST_WORDS if f" {words}" in folded), None)
+
+
+def component_text(label: str, text: Any) -> Any:
     """A component's text for the ledger: control and format characters
     (newlines, terminal escapes, bidirectional overrides) become spaces, so
     that it cannot forge lines of the CLI's output; the host's own words are
-    refused."""
+    refused, however written (:func:`_fold`: any Unicode space, zero-width
+    characters, case, look-alike letters)."""
     if not isinstance(text, str):
         return text
     clean = "".join(" " if unicodedata.category(ch)[0] == "C" else ch for ch in text)
-    low = clean.lower()
-    for words in _HOST_WORDS:
-        if words in low:
-            raise PrivclustError(f"{label}: a component's statement may not contain {words!r}; only the host says "
-                                 "what it verified on the released data. State the claim in the component's own "
-                                 "words (the host adds its check to the entry).")
+    words = _host_words_in(clean)
+    if words is not None:
+        raise PrivclustError(f"{label}: a component's statement may not contain {words!r} (in any spelling, "
+                             "spacing or look-alike letters); only the host says what it verified on the released "
+                             "data. State the claim in the component's own words (the host adds its check to the "
+                             "entry).")
     return clean
+
+
+#: The kinds of entry each origin writes.
+_HOST_KINDS = ("process", "verified", "guarantee")
+_COMPONENT_KINDS = ("dp", "guarantee", "leak")
+
+
+def _entry_from_record(cls: type[LedgerEntry], record: Mapping[str, Any]) -> LedgerEntry:
+    if not isinstance(record, Mapping):
+        raise PrivclustError(f"a saved ledger entry is a table of fields; got {type(record).__name__}")
+    names = {f.name for f in attrs.fields(cls)}
+    unknown = sorted(str(k) for k in record if k not in names)
+    if unknown:
+        raise PrivclustError(f"a saved ledger entry has unknown field(s) {', '.join(unknown)}")
+    values = dict(record)
+    origin = _to_origin(values.pop("origin", Origin.COMPONENT))
+    partition = values.get("partition")
+    if partition is not None:
+        values["partition"] = tuple(partition)
+    entry = cls(**values, origin=origin)
+    where = f"saved ledger entry {entry.seq} ({entry.kind})"
+    if entry.kind not in (_HOST_KINDS if entry.by_host else _COMPONENT_KINDS):
+        raise PrivclustError(f"{where}: origin {origin.value!r} never writes {entry.kind!r} entries; the file was "
+                             "changed after the run")
+    if entry.by_host and entry.kind != "process" and entry.component != HOST:
+        raise PrivclustError(f"{where}: a host entry shown as {entry.component!r}; the file was changed after the run")
+    if entry.status is not None and entry.status not in STATUSES:
+        raise PrivclustError(f"{where}: unknown status {entry.status!r} (one of {', '.join(STATUSES)})")
+    if not entry.by_host:
+        _not_the_host(entry.component)
+        for label, text in (("claim", entry.claim), ("mechanism", entry.mechanism), ("covers", entry.covers),
+                            ("not_covered", entry.not_covered),
+                            ("statement", entry.statement if entry.kind == "leak" else None)):
+            component_text(f"{where}: {label}", text)
+    return entry
 
 
 @attrs.frozen(kw_only=True)

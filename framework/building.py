@@ -22,6 +22,7 @@ import attrs
 
 from .components import capability
 from .errors import ParameterError, PrivclustError, Problem, RecipeError, UnknownComponentError
+from .params import renamed_message, renamed_to
 from .specs import ComponentSpec, field_doc, field_kind, param_name
 
 __all__ = ["ComponentTables", "create", "renamed_to", "unknown_parameter"]
@@ -111,23 +112,15 @@ def _create(registry: ComponentTables, kind: str, value: Any, extra: Mapping[str
     return _resolve_nested(registry, kind, instance, where, problems)
 
 
-def renamed_to(cls: type, key: str) -> str | None:
-    """The new name of ``key`` when ``cls`` lists it in its ``renamed_params``
-    (``{old recipe key: new recipe key}``, a class attribute declared in
-    :data:`~privclust.CAPABILITIES`), else ``None``."""
-    renamed = capability(cls, "renamed_params")
-    new = renamed.get(key) if isinstance(renamed, Mapping) else None
-    return new if isinstance(new, str) else None
-
-
 def unknown_parameter(cls: type, use: str, key: str, fields: Mapping[str, attrs.Attribute], where: str) -> Problem:
     """The problem for a parameter ``key`` that ``cls`` does not take: a
-    renamed one names its new name; otherwise the close names, or the list."""
+    renamed one names its new name (the message Python constructors give too,
+    :func:`privclust.params.check_renamed`); otherwise the close names, or the list."""
     new = renamed_to(cls, key)
     if new is not None and new in fields:
         doc = field_doc(fields[new])
         new_where = where[: len(where) - len(key)] + new if where.endswith(key) else new
-        return Problem(where, f"{use}: parameter {key!r} was renamed {new!r}",
+        return Problem(where, renamed_message(use, key, new),
                        f"write {new} instead ({new_where})" + (f"; {new}: {doc}" if doc else ""))
     close = difflib.get_close_matches(key, list(fields), n=2, cutoff=0.6)
     fix = ("did you mean " + " or ".join(repr(c) for c in close) + "?") if close else (

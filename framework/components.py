@@ -691,7 +691,9 @@ CAPABILITIES: Mapping[str, Capability] = MappingProxyType({c.name: c for c in (
                signature="renamed_params: ClassVar[Mapping[str, str]]", kinds=KINDS,
                problem=_renamed_problem, default=MappingProxyType({}),
                used_for="parameters renamed in a new version, {old recipe key: new key}: a recipe that still "
-                        "writes an old key is refused with an error naming the new one"),
+                        "writes an old key is refused with an error naming the new one, and so is a Python "
+                        "constructor given the old keyword (the class's and its subclasses', once the registry "
+                        "has loaded the class: privclust.params.RenamedParameterError)"),
     Capability(name="metric_descriptions", member="class attribute",
                signature="metric_descriptions: ClassVar[Mapping[str, tuple[str, str]]]", kinds=("evaluators",),
                problem=_descriptions_problem, default=MappingProxyType({}),

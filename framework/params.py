@@ -14,6 +14,7 @@ so the field ``lambda_`` is written ``lambda`` in recipes (Python forbids
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -35,8 +36,9 @@ from .specs import (
     to_component_value,
 )
 
-__all__ = ["NOTHING", "DataLeak", "column_bounds", "declared_leaks", "leak_problems", "nested", "param",
-           "param_name", "public_bounds"]
+__all__ = ["NOTHING", "DataLeak", "RenamedParameterError", "answer_renames", "check_renamed", "column_bounds",
+           "declared_leaks", "leak_problems", "nested", "param", "param_name", "public_bounds", "renamed_message",
+           "renamed_to"]
 
 #: Sentinel: the parameter is required (no default).
 NOTHING = attrs.NOTHING
@@ -389,3 +391,104 @@ def nested(kind: str, *, default: Any = None, doc: str = "") -> Any:
         metadata=metadata,
         kw_only=True,
     )
+
+
+# -- renamed parameters ------------------------------------------------------------------------------------------
+#
+# One mechanism for recipes and Python: a component lists the parameters it renamed in its ``renamed_params``
+# class attribute ({old recipe key: new recipe key}, a capability declared in privclust.components). A recipe that
+# writes an old key gets a Problem with :func:`renamed_message` (privclust.building); a Python constructor given an
+# old keyword (the component's class, or any subclass of it, a third party's included) raises
+# :class:`RenamedParameterError` with the same message, once the registry has loaded the class
+# (:func:`answer_renames`).
+
+
+class RenamedParameterError(ParameterError, TypeError):
+    """A component was given a parameter under the name it had before a
+    rename. A :class:`~privclust.ParameterError` (the message names the new
+    name), and a :class:`TypeError` as Python's own unexpected-keyword error
+    was, so code that caught that keeps working."""
+
+
+def renamed_to(cls: type, key: str) -> str | None:
+    """The new recipe key of ``key`` (a recipe key, or a Python keyword with
+    its trailing underscore) when ``cls`` lists it in its ``renamed_params``,
+    else ``None``."""
+    renamed = getattr(cls, "renamed_params", None)
+    if not isinstance(renamed, Mapping):
+        return None
+    new = renamed.get(key, renamed.get(param_name(key)))
+    return new if isinstance(new, str) else None
+
+
+def renamed_message(use: str, key: str, new: str) -> str:
+    """What recipes and constructors say of an old name: ``"fcm: parameter 'c'
+    was renamed 'n_clusters'"``."""
+    return f"{use}: parameter {key!r} was renamed {new!r}"
+
+
+def _keywords(cls: type) -> frozenset[str] | None:
+    """The keywords ``cls(...)`` names in its ``__init__`` (a ``**kwargs``
+    passes the others on, to the class it extends), or ``None`` when its
+    signature cannot be read (then the constructor decides)."""
+    init = cls.__init__
+    cached = _KEYWORDS.get(cls)
+    if cached is not None and cached[0] is init:
+        return cached[1]
+    try:
+        parameters = list(inspect.signature(init).parameters.values())[1:]
+    except (TypeError, ValueError):
+        names = None
+    else:
+        names = frozenset(p.name for p in parameters if p.kind is not inspect.Parameter.VAR_KEYWORD)
+    _KEYWORDS[cls] = (init, names)
+    return names
+
+
+_KEYWORDS: dict[type, tuple[Any, frozenset[str] | None]] = {}
+
+
+def check_renamed(cls: type, params: Mapping[str, Any]) -> None:
+    """Raise :class:`RenamedParameterError` when ``params`` (keyword
+    arguments for ``cls``) give a parameter under its old name and ``cls``
+    does not take that name (a subclass may take it again)."""
+    taken = _keywords(cls)
+    old = [] if taken is None else [key for key in params if key not in taken and renamed_to(cls, key)]
+    if not old:
+        return
+    use = getattr(cls, "name", None) or cls.__name__
+    fields = {param_name(f.name): f for f in getattr(cls, "__attrs_attrs__", ()) if f.init}
+    parts = []
+    for key in old:
+        new = renamed_to(cls, key)
+        assert new is not None
+        field = fields.get(new)
+        keyword = (field.alias or field.name) if field is not None else new
+        doc = field_doc(field) if field is not None else ""
+        parts.append(f"{renamed_message(use, key, new)} (write {keyword}=... instead" + (f"; {new}: {doc})" if doc
+                                                                                          else ")"))
+    raise RenamedParameterError("; ".join(parts) + ". Renamed parameters give this message for at least one minor "
+                                "version (CHANGELOG.md).")
+
+
+def answer_renames(cls: type) -> None:
+    """Make ``cls(...)`` and its subclasses' constructors answer an old
+    parameter name with :func:`check_renamed`'s message instead of Python's
+    bare ``TypeError`` (the registry calls this for every component class it
+    loads). A ``__new__`` that checks the keywords, then creates the
+    instance as before: attrs generates each subclass's ``__init__``, but a
+    subclass inherits ``__new__``. Idempotent; nothing is installed on a
+    class that lists no renamed parameter (or inherits none)."""
+    if not getattr(cls, "renamed_params", None) or getattr(cls.__new__, "_answers_renames", False):
+        return
+    original = cls.__new__
+
+    def __new__(klass: type, *args: Any, **kwargs: Any) -> Any:
+        if kwargs:
+            check_renamed(klass, kwargs)
+        if original is object.__new__:
+            return object.__new__(klass)
+        return original(klass, *args, **kwargs)
+
+    __new__._answers_renames = True  # type: ignore[attr-defined]
+    cls.__new__ = staticmethod(__new__)  # type: ignore[assignment]

@@ -41,7 +41,7 @@ import attrs
 import pluggy
 
 from . import accounting, building, hookspecs
-from .accounting import BasicAccountant
+from .accounting import BasicAccountant, looks_like_host
 from .components import KIND_METHODS, KINDS, capability
 from .errors import (
     DuplicateComponentError,
@@ -52,6 +52,7 @@ from .errors import (
     UnknownComponentError,
 )
 from .hookspecs import NAME
+from .params import answer_renames
 from .recipe import KNOWN_LEAKS, STEP_KEYS
 from .specs import _thaw, field_doc, field_kind, param_name
 
@@ -502,12 +503,16 @@ class Registry:
                 f"'-', '_' or '.'; got {name!r}",
                 plugin=plugin.name,
             )
+        if looks_like_host(name):
+            raise PluginError(f"{where}: {cls.__qualname__} ({name!r}) reads as the host's name; only the host "
+                              "writes as the host: name the component after what it does", plugin=plugin.name)
         if not attrs.has(cls):
             raise PluginError(
                 f"{where}: {cls.__qualname__} ({name!r}) must be an attrs class "
                 "(decorate it with @attrs.frozen(kw_only=True))",
                 plugin=plugin.name,
             )
+        answer_renames(cls)  # its constructor (and its subclasses') names the new name of a renamed parameter
         missing = [m for m in KIND_METHODS[kind] if not callable(getattr(cls, m, None))]
         if missing:
             raise PluginError(

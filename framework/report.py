@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 from markupsafe import Markup
 
-from .accounting import HOST, Accountant, Budget, Ledger, _exact, _jsonable, accountant_description, at_least, at_most
+from .accounting import Accountant, Budget, Ledger, _exact, _jsonable, accountant_description, at_least, at_most
 from .errors import PrivclustError
 from .plots import before_after
 from .recipe import Recipe, _thaw
@@ -511,11 +511,14 @@ def public_statements(entries: Sequence[Any]) -> dict[int, str]:
     a step took a parameter from the data (bounds, a distance quantile), and
     its statements may state the value (the sensitivity "the column ranges
     {a: 123449}", "d_c = 0.2967 is the 2% quantile"); a leak entry keeps its
-    name only. The host's own entries are kept: they state no parameter."""
+    name only. The host's own measurements and checks are kept (their typed
+    origin, never their text, says they are the host's): they state no
+    parameter. The host's record of a step (a ``process`` entry) quotes the
+    step's parameters and is withheld like the step's own."""
     leaky = {e.step for e in entries if e.kind == "leak" and e.step is not None}
     out: dict[int, str] = {}
     for e in entries:
-        if e.step not in leaky or e.component == HOST:
+        if e.step not in leaky or (e.by_host and e.kind != "process"):
             continue
         if e.kind == "leak":
             out[e.seq] = (f"{e.mechanism or 'a parameter'}: taken from the data, outside the differential-privacy "

@@ -34,7 +34,7 @@ import attrs
 import numpy as np
 import pandas as pd
 
-from .accounting import HOST, Budget, Ledger, PrivacyContext, _exact, _group_delta, at_least
+from .accounting import HOST, Budget, Ledger, PrivacyContext, _exact, _group_delta, at_least, component_text
 from .components import (
     EvaluationInputs,
     Masked,
@@ -507,7 +507,7 @@ def _missing_policy(cs: CompiledStep) -> str | None:
     """The step's missing-value policy text, ``None`` if it refuses missing values."""
     policy = capability(cs.component, "missing_values")
     text = policy() if policy is not None else None
-    return str(text) if text else None
+    return component_text(f"{type(cs.component).name}.missing_values()", str(text)) if text else None
 
 
 def _refusal(cs: CompiledStep) -> str:

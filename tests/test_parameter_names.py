@@ -9,12 +9,18 @@ old name is answered with its new one.
 
 from __future__ import annotations
 
+import copy
+import pickle
+from typing import ClassVar
+
+import attrs
 import pytest
 
 import privclust
 import privclust_plugins.mdav
 import privclust_plugins.microaggregation
 from privclust import sklearn as pcs
+from privclust.params import RenamedParameterError
 from privclust.registry import BUILTIN_DISTRIBUTION
 
 #: Names that mean two things, or that the built-ins no longer use.
@@ -131,6 +137,95 @@ def test_a_defaulted_nested_component_can_be_swept():
     assert table["error"].isna().all()
     assert list(table["group-sizes.k"]) == [4.0, 6.0]
     assert (table["group-sizes.min_size"] >= table["mask.clusterer.k"]).all()
+
+
+#: Every rename of the built-ins (issue 10), kept answered for at least one minor version (CHANGELOG.md):
+#: removing one from a component's renamed_params is a decision this table makes visible.
+RENAMES = {
+    "fcm": {"c": "n_clusters", "standardise": "scale"},
+    "efcm": {"c": "n_clusters", "standardise": "scale"},
+    "fuzzy-microaggregation": {"c": "n_clusters"},
+    "idp-kmeans": {"k": "n_clusters", "m": "n_blocks"},
+    **{name: {"k": "n_clusters"} for name in ("dpc", "addpc", "dp-dpcl", "addpc-rdp", "dp-rccfsfdp", "dp-dpc-grid")},
+}
+
+RENAMED = [(info, old, new) for info in BUILTINS for old, new in getattr(info.cls, "renamed_params", {}).items()]
+
+
+def test_every_rename_of_the_built_ins_is_still_listed():
+    listed = {info.name: dict(getattr(info.cls, "renamed_params", {})) for info in BUILTINS}
+    for name, renames in RENAMES.items():
+        assert listed[name] == renames, f"{name} stopped answering a renamed parameter before its time"
+    assert {name for name, renames in listed.items() if renames} == set(RENAMES)  # a new rename goes in the table
+    assert len(RENAMED) == 13
+
+
+def _value(info, new):
+    """A valid value for the new parameter (the old one is given it)."""
+    return {"n_clusters": 3, "scale": "none", "n_blocks": 4}[new]
+
+
+@pytest.mark.parametrize(("info", "old", "new"), RENAMED, ids=[f"{i.name}:{o}" for i, o, _ in RENAMED])
+def test_a_python_constructor_answers_an_old_name_as_a_recipe_does(info, old, new):
+    with pytest.raises(RenamedParameterError) as err:
+        info.cls(**{old: _value(info, new)})
+    message = str(err.value)
+    assert message.startswith(f"{info.name}: parameter {old!r} was renamed {new!r} (write {new}=... instead")
+    assert "at least one minor version" in message
+    assert isinstance(err.value, privclust.ParameterError) and isinstance(err.value, TypeError)
+    with pytest.raises(privclust.RecipeError) as recipe_err:  # the recipe's message is the same sentence
+        privclust.compile({"steps": [{"use": info.name, old: _value(info, new)}]})
+    assert f"{info.name}: parameter {old!r} was renamed {new!r}" in str(recipe_err.value)
+
+
+def test_a_third_party_subclass_gets_the_renamed_message():
+    """The issue's case: a plugin subclasses fcm and passes c=4 (attrs gives
+    the subclass its own __init__; it inherits the check)."""
+    from privclust_plugins.fuzzy import FCM
+
+    privclust.get_registry().components()  # a run, compile or get_registry loads the classes
+
+    @attrs.frozen(kw_only=True)
+    class MyFCM(FCM):
+        name: ClassVar[str] = "my-fcm"
+        extra: int = 1
+
+    with pytest.raises(RenamedParameterError, match=r"my-fcm: parameter 'c' was renamed 'n_clusters'"):
+        MyFCM(c=4)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'cc'"):  # other mistakes stay Python's
+        MyFCM(cc=4)
+
+    class Forwards(FCM):
+        def __init__(self, **params):
+            super().__init__(**params)
+
+    with pytest.raises(RenamedParameterError, match="'c' was renamed"):
+        Forwards(c=4)
+
+    class TakesC(FCM):  # a subclass that takes the old name itself is left alone
+        def __init__(self, c, **params):
+            super().__init__(n_clusters=c, **params)
+
+    assert TakesC(c=4).n_clusters == 4
+
+    @attrs.frozen(kw_only=True)
+    class OwnC(FCM):
+        c: float = 0.5
+
+    assert OwnC(c=0.25, n_clusters=2).c == 0.25
+    with pytest.raises(RenamedParameterError, match="'standardise' was renamed 'scale'"):
+        OwnC(standardise=False)
+
+
+def test_the_check_changes_nothing_else_about_a_component():
+    from privclust_plugins.fuzzy import FCM
+
+    privclust.get_registry().components()
+    fcm = FCM(n_clusters=3, tol=1e-3)
+    assert pickle.loads(pickle.dumps(fcm)) == fcm and copy.deepcopy(fcm) == fcm
+    assert attrs.evolve(fcm, tol=0.5).tol == 0.5
+    privclust.get_registry().components()  # loading again installs nothing twice
+    assert FCM(n_clusters=2).n_clusters == 2
 
 
 def test_the_sklearn_wrapper_names_the_new_parameter():
