@@ -424,6 +424,7 @@ def verify(context: PrivacyContext, original: pd.DataFrame, released: pd.DataFra
             later = on_file["holds"] != own["holds"] or on_file["min_group_size"] != smallest
             # the words say which values were judged when they are not the released file's
             on = f"the values step {entry.step} released" if later else "the released data"
+            rows = f"identical rows of the values step {entry.step} released" if later else "identical released rows"
             record.update(k=k, columns=list(columns), min_group_size=smallest, records_in_small_groups=small,
                           checked_on=on)
             if later:  # a later step or the host's rounding changed them: what the released file holds
@@ -488,10 +489,9 @@ def verify(context: PrivacyContext, original: pd.DataFrame, released: pd.DataFra
                 text = (f"{who} claims: {claim} Host check: "
                         + ("" if dp_release else f"{verbatim} of {n} records were released verbatim (all their "
                            f"values of {_cols(columns)} unchanged); ")
-                        + (f"on {on} {_records(small)} in a group of identical rows smaller than k = {k}; the "
-                           f"smallest group has {smallest}." if k is not None else
-                           f"the claim names no k; on {on} the smallest group of identical rows has {smallest}.")
-                        + after)
+                        + (f"{_records(small)} in a group of {rows} smaller than k = {k}; the smallest group has "
+                           f"{smallest}." if k is not None else
+                           f"the claim names no k; the smallest group of {rows} has {smallest}.") + after)
         else:
             status = "claimed"
             text = f"{who} claims: {claim}"
