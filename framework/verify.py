@@ -331,7 +331,8 @@ def verify(context: PrivacyContext, original: pd.DataFrame, released: pd.DataFra
         "steps": steps,
         "claims": [],
     }
-    # The whole released file: every released column that depends on the original values.
+    # The whole released file: every released column that identifies records by original values (its
+    # quasi-identifiers): the steps' columns, the labels computed from them, the declared keys and strata.
     depends = {*protected, *map(str, label_columns), *map(str, keys), *map(str, strata)}
     whole_columns = [str(c) for c in released.columns if str(c) in depends]
     file_k = max((k for e in context.ledger.entries if e.kind == "guarantee" and e.status == "claimed"
@@ -511,11 +512,14 @@ def verify(context: PrivacyContext, original: pd.DataFrame, released: pd.DataFra
     return checks
 
 
+#: The columns the host's check of the whole file counts groups over.
+WHOLE_FILE_SCOPE = "the columns the steps worked on, the label columns and the declared keys and strata"
+
+
 def _whole_file_text(whole: Mapping[str, Any], n: int) -> str:
     """The host's words on k-anonymity over the whole released file."""
     k = whole.get("k")
-    text = (f"Over every released column that depends on the original values ({_cols(whole['columns'])}: the "
-            "columns the steps worked on, the label columns, the declared keys and strata), the released records "
+    text = (f"Over {WHOLE_FILE_SCOPE} ({_cols(whole['columns'])}), the released records "
             f"form {whole['groups']} groups of identical rows, the smallest of {whole['min_group_size']} record(s); "
             f"{_records(whole['unique_records'])} unique")
     if k is None:
@@ -523,8 +527,9 @@ def _whole_file_text(whole: Mapping[str, Any], n: int) -> str:
     if whole.get("holds"):
         how = (f" (a missing value counted as matching any value: every record matches at least "
                f"{whole['min_matching_records']})" if "min_matching_records" in whole else "")
-        return text + f". The whole released file is k-anonymous with k = {k}, the largest k a step claims{how}."
-    return text + (f". The whole released file is NOT k-anonymous with k = {k} (the largest k a step claims): "
+        return text + (f". Together these columns are k-anonymous with k = {k}, the largest k a step claims{how} "
+                       "(columns released as in the original without a role, and ids, are not counted).")
+    return text + (f". The released file is NOT k-anonymous with k = {k} (the largest k a step claims): "
                    f"{whole['records_in_small_groups']} of {n} records are in groups smaller than {k}"
                    + (f" (with a missing value counted as matching any value, {whole['records_with_few_matches']} "
                       f"match fewer than {k})" if "records_with_few_matches" in whole else "") + ".")
@@ -730,8 +735,8 @@ def _whole_file_extras(checks: Mapping[str, Any]) -> list[str]:
     k = whole.get("k")
     if k is None or whole.get("holds") or not checks.get("changed_columns"):
         return []
-    return [f"The released file is NOT k-anonymous with k = {k}: over every released column that depends on the "
-            f"original values ({_cols(whole['columns'])}), {whole['records_in_small_groups']} of {checks['records']} "
+    return [f"The released file is NOT k-anonymous with k = {k}: over {WHOLE_FILE_SCOPE} "
+            f"({_cols(whole['columns'])}), {whole['records_in_small_groups']} of {checks['records']} "
             f"records are in groups of identical rows smaller than {k} ({_records(whole['unique_records'])} unique)"
             + (f"; with a missing value counted as matching any value, {whole['records_with_few_matches']} match "
                f"fewer than {k}" if "records_with_few_matches" in whole else "") + "."]

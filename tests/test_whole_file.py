@@ -203,9 +203,9 @@ def test_a_label_column_that_leaves_records_unique_is_said_first():
     assert whole["records_in_small_groups"] == 150
     first, second = release.verdict.split(". ")[1:3]
     assert first == "Released as in the original: class"
-    assert second.startswith("The released file is NOT k-anonymous with k = 5: over every released column that "
-                             "depends on the original values (sepal_length, sepal_width, petal_length, petal_width, "
-                             "grp), 150 of 150 records are in groups of identical rows smaller than 5 (78 records "
+    assert second.startswith("The released file is NOT k-anonymous with k = 5: over the columns the steps worked "
+                             "on, the label columns and the declared keys and strata (sepal_length, sepal_width, "
+                             "petal_length, petal_width, grp), 150 of 150 records are in groups of identical rows smaller than 5 (78 records "
                              "are unique)")
     assert release.verdict.index("NOT k-anonymous") < release.verdict.index("Verified by the host")
     assert "Verified by the host for these columns only: k-anonymity with k = 5" in release.verdict
