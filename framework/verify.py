@@ -749,9 +749,8 @@ def _claim_scope(claim: Mapping[str, Any], broken_file: bool) -> str:
     if claim.get("holds_on_released_file") is False:
         return (f" on {claim.get('checked_on')} only (a later step or the host's rounding changed them: NOT on the "
                 "released file)")
-    if broken_file:
-        return " for these columns only"
-    return ""
+    where = f" on {claim.get('checked_on')}" if "holds_on_released_file" in claim else ""
+    return where + (" for these columns only" if broken_file else "")
 
 
 def verdict(ledger: Ledger, accountant: Accountant, outcomes: Sequence[Any], checks: Mapping[str, Any], *,
@@ -780,7 +779,7 @@ def verdict(ledger: Ledger, accountant: Accountant, outcomes: Sequence[Any], che
         elif claim.get("guarantee") == "k-anonymity" and claim.get("status") == "verified":
             extras.append(f"Verified by the host{where}: k-anonymity with k = {claim['k']} of "
                           f"{_cols(claim['columns'])} (every "
-                          + ("" if claim.get("holds_on_released_file") is False else "released ") + "combination is "
+                          + ("" if "holds_on_released_file" in claim else "released ") + "combination is "
                           "shared by at least "
                           f"{claim['min_group_size']} records).")
         elif claim.get("guarantee") == "k-anonymity" and claim.get("status") == "refuted" and claim.get("k") is None:

@@ -263,3 +263,18 @@ def test_changed_columns_lists_only_columns_whose_values_differ(reg):
     assert release.verification["changed_columns"] == ["a"]
     assert release.verification["unchanged_columns"] == ["b", "c"]
     assert "the columns released as in the original (b, c)" in release.verdict
+
+
+def test_a_claim_whose_values_a_later_step_changed_names_the_values_it_was_checked_on():
+    """microaggregation k = 3, then k = 6 over the same columns: the first
+    claim is checked on its own step's values (groups of 3), and the verdict
+    does not give that figure as the released file's (which has groups of 6)."""
+    rng = np.random.default_rng(1)
+    data = pd.DataFrame({"a": rng.uniform(0, 500, 30), "b": rng.uniform(0, 500, 30)})
+    release = _run({"steps": [{"use": "microaggregation", "k": 3}, {"use": "microaggregation", "k": 6}]}, data)
+    first = release.verification["claims"][0]
+    assert first["status"] == "verified" and first["min_group_size"] == 3 and first["released_min_group_size"] == 6
+    assert ("Verified by the host on the values step 0 released: k-anonymity with k = 3 of a, b (every combination "
+            "is shared by at least 3 records)") in release.verdict
+    assert "every released combination is shared by at least 6 records" in release.verdict
+    assert release.verification["whole_file"]["holds"] and "NOT k-anonymous" not in release.verdict
