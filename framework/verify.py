@@ -2,24 +2,31 @@
 
 After the last step the runner measures, on the released frame itself:
 
-* which columns changed at all, and which label columns were added;
+* which columns changed at all (by content, whatever was spent), and which
+  label columns were added;
 * per step and overall, how many records were released *verbatim* (every one
   of the step's columns equal to the original value);
 * the groups of identical released rows over each step's columns: how many,
-  the smallest, and how many records sit in a group smaller than a claimed k.
+  the smallest, and how many records sit in a group smaller than a claimed k;
+* the same over the whole file's quasi-identifiers (the steps' columns, the
+  label columns, the declared keys and strata), at the largest claimed k.
 
 These measurements are written in the ledger as ``verified`` entries (the
 host's, with exact numbers). A component's ``guarantee`` entry is a claim:
-k-anonymity is checked on the released data and marked ``verified`` or
-``refuted``; probabilistic k-anonymity gets the verbatim count appended; any
-other claim is presented as "<component> claims: ...". When the release
-changes no column, every claim is marked ``void`` and a
-:class:`~privclust.NothingProtectedWarning` is raised.
+k-anonymity is checked on the values its step released (never on a later
+step's) and marked ``verified`` or ``refuted``; probabilistic k-anonymity
+gets the verbatim count appended; any other claim is presented as
+"<component> claims: ...". When the release changes no column, every claim
+is marked ``void`` and a :class:`~privclust.NothingProtectedWarning` is
+raised.
 
 The verdict is computed from the ledger: "epsilon-differentially private
 (...) under <relation> for <what>; not covered: ..." or "No
 differential-privacy guarantee: <reasons>", followed by what the host
-verified.
+verified (first, when the whole file is not k-anonymous at the claimed k).
+Differential privacy is decided per released column: a step's value or
+label column is covered only when its DP entries are declared to cover that
+output (``dp_output``, :func:`~privclust.components.dp_outputs`).
 """
 
 from __future__ import annotations
