@@ -523,6 +523,32 @@ def _bool_problem(value: Any, _: int) -> str | None:
     return None if isinstance(value, bool) else f"uses_constraints must be True or False; got {value!r}"
 
 
+#: What a step's DP entries can cover of what it releases (``dp_output``):
+#: the values it writes (a masker's or noise step's columns) and the labels
+#: (a clusterer's label column).
+DP_OUTPUTS = ("values", "labels")
+
+
+def dp_outputs(component: Any) -> frozenset[str]:
+    """What of its release a component's DP ledger entries cover, from its
+    ``dp_output`` declaration: ``True`` (the default) everything it releases,
+    ``False`` nothing, a tuple of :data:`DP_OUTPUTS` those outputs only. A
+    declaration that is none of these covers nothing."""
+    value = capability(component, "dp_output")
+    if value is True:
+        return frozenset(DP_OUTPUTS)
+    if isinstance(value, tuple | list | frozenset | set) and all(v in DP_OUTPUTS for v in value):
+        return frozenset(value)
+    return frozenset()
+
+
+def _dp_output_problem(value: Any, _: int) -> str | None:
+    if isinstance(value, bool) or (isinstance(value, tuple) and all(v in DP_OUTPUTS for v in value)):
+        return None
+    return (f"dp_output must be True, False or a tuple of {', '.join(map(repr, DP_OUTPUTS))} (what of the step's "
+            f"release its DP entries cover); got {value!r}")
+
+
 def _missing_problem(value: Any, _: int) -> str | None:
     if value is None or (isinstance(value, str) and value.strip()):
         return None
@@ -643,12 +669,16 @@ CAPABILITIES: Mapping[str, Capability] = MappingProxyType({c.name: c for c in (
                kinds=_STEP_KINDS, problem=_bool_problem, default=True,
                used_for="False if the component ignores edit rules, so a rule need not lie wholly inside or "
                         "outside its columns (read for maskers: a clusterer or a noise step never has to)"),
-    Capability(name="dp_output", member="class attribute", signature="dp_output: ClassVar[bool]",
-               kinds=_STEP_KINDS, problem=_bool_problem, default=True,
-               used_for="False when the values (or labels) the step releases are never covered by its DP ledger "
-                        "entries, whatever a nested component spends (microaggregation's group means are computed "
-                        "from the records): the verdict then names the step as releasing without differential "
-                        "privacy"),
+    Capability(name="dp_output", member="class attribute",
+               signature="dp_output: ClassVar[bool | tuple[str, ...]]",
+               kinds=_STEP_KINDS, problem=_dp_output_problem, default=True,
+               used_for="what of the step's release its DP ledger entries cover: True (default) everything, False "
+                        "nothing, or a tuple of \"values\" (the columns a masker or noise step writes) and "
+                        "\"labels\" (a clusterer's label column). The host decides per released column: a column "
+                        "its step's DP entries do not cover (microaggregation's group means, computed from the "
+                        "records whatever a nested DP clusterer spent; dp-dpcl's labels, computed from raw "
+                        "distances whatever its density vector spent) voids the verdict's DP guarantee, naming "
+                        "the column"),
     Capability(name="data_leaks", member="method", signature="data_leaks() -> list[privclust.DataLeak]",
                kinds=_STEP_KINDS, problem=_leaks_problem, default=(),
                used_for="parameters the component would take from the data, read before any data are seen: the "

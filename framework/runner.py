@@ -1254,7 +1254,7 @@ def _run_checked(compiled: CompiledRecipe, checked: Preflight, seed: int | np.ra
                                       "parts": {text: int(len(rows)) for text, rows in parts}},
                              mechanism="strata")
     checks = verify(context, frame, current, outcomes, label_columns=tuple(labels.columns), strata=roles.strata,
-                    broken_rules=broken_rules)
+                    keys=roles.keys, broken_rules=broken_rules)
 
     changed = tuple(c for c in frame.columns if any(c in o.columns for o in outcomes if o.kind != "clusterers"))
     evaluations = _evaluate(compiled, frame, current, labels, outcomes, all_constraints, context,

@@ -312,6 +312,17 @@ def _sum_checks(checks: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> 
                 "records_in_small_groups", 0)) for e in each)
             merged["missing_values"] = sum(int(e.get("missing_values", 0)) for e in each)
         out["claims"].append(merged)
+    wholes = [k["whole_file"] for k in checks if "whole_file" in k]
+    if wholes:  # the stratum columns are among its columns: a group never crosses a stratum
+        whole = {**wholes[0], "k": max((w["k"] for w in wholes if w.get("k") is not None), default=None),
+                 "holds": all(w.get("holds") for w in wholes),
+                 "min_group_size": min(w["min_group_size"] for w in wholes)}
+        for key in ("groups", "unique_records", "records_in_small_groups", "missing_values"):
+            whole[key] = sum(int(w.get(key, 0)) for w in wholes)
+        if any("records_with_few_matches" in w for w in wholes):  # a stratum without: its identical-row count
+            whole["records_with_few_matches"] = sum(int(w.get("records_with_few_matches", w["records_in_small_groups"]))
+                                                    for w in wholes)
+        out["whole_file"] = whole
     return out
 
 

@@ -2,24 +2,31 @@
 
 After the last step the runner measures, on the released frame itself:
 
-* which columns changed at all, and which label columns were added;
+* which columns changed at all (by content, whatever was spent), and which
+  label columns were added;
 * per step and overall, how many records were released *verbatim* (every one
   of the step's columns equal to the original value);
 * the groups of identical released rows over each step's columns: how many,
-  the smallest, and how many records sit in a group smaller than a claimed k.
+  the smallest, and how many records sit in a group smaller than a claimed k;
+* the same over the whole file's quasi-identifiers (the steps' columns, the
+  label columns, the declared keys and strata), at the largest claimed k.
 
 These measurements are written in the ledger as ``verified`` entries (the
 host's, with exact numbers). A component's ``guarantee`` entry is a claim:
-k-anonymity is checked on the released data and marked ``verified`` or
-``refuted``; probabilistic k-anonymity gets the verbatim count appended; any
-other claim is presented as "<component> claims: ...". When the release
-changes no column, every claim is marked ``void`` and a
-:class:`~privclust.NothingProtectedWarning` is raised.
+k-anonymity is checked on the values its step released (never on a later
+step's) and marked ``verified`` or ``refuted``; probabilistic k-anonymity
+gets the verbatim count appended; any other claim is presented as
+"<component> claims: ...". When the release changes no column, every claim
+is marked ``void`` and a :class:`~privclust.NothingProtectedWarning` is
+raised.
 
 The verdict is computed from the ledger: "epsilon-differentially private
 (...) under <relation> for <what>; not covered: ..." or "No
 differential-privacy guarantee: <reasons>", followed by what the host
-verified.
+verified (first, when the whole file is not k-anonymous at the claimed k).
+Differential privacy is decided per released column: a step's value or
+label column is covered only when its DP entries are declared to cover that
+output (``dp_output``, :func:`~privclust.components.dp_outputs`).
 """
 
 from __future__ import annotations
@@ -45,7 +52,7 @@ from .accounting import (
     accountant_name,
     at_least,
 )
-from .components import capability
+from .components import capability, dp_outputs
 from .errors import PrivclustError
 from .specs import nested_components
 
@@ -159,23 +166,49 @@ def _groups_of(released: pd.DataFrame, columns: Sequence[str], extra: Sequence[s
     return _groups(keyed, [*columns, "\0part"])
 
 
-def _held_on_step_output(outcomes: Sequence[Any], step: int | None, released: pd.DataFrame,
-                         columns: Sequence[str], extra: Sequence[str], k: int) -> bool:
-    """Whether k-anonymity with ``k`` held on the values step ``step`` itself
-    released (identical rows, or a missing value matching any value), before
-    later steps and the host's rounding."""
-    own = next((o for o in outcomes if o.index == step and o.kind != "clusterers"), None)
-    data = getattr(getattr(own, "result", None), "data", None)
-    if data is None or not all(c in data.columns for c in columns):
-        return False
-    frame = pd.DataFrame({c: data[c].to_numpy() for c in columns}, index=released.index)
+def _step_values(outcomes: Sequence[Any], outcome: Any, original: pd.DataFrame,
+                 released: pd.DataFrame, extra: Sequence[str]) -> pd.DataFrame:
+    """The values of a step's columns as that step released them, before any
+    later step and the host's rounding: a masker's or noise step's output; a
+    clusterer's columns as it found and left them (as the last earlier step
+    that wrote each left it, else the original). The public ``extra`` (strata)
+    columns are the released ones. A step's claim is checked on these."""
+    out: dict[str, Any] = {}
+    for c in outcome.columns:
+        if outcome.kind != "clusterers":
+            out[c] = outcome.result.data[c].to_numpy()
+            continue
+        found = next((e.result.data[c] for e in reversed(outcomes)
+                      if e.index < outcome.index and e.kind != "clusterers" and c in e.columns), None)
+        out[c] = (original[c] if found is None else found).to_numpy()
+    frame = pd.DataFrame(out, index=released.index)
     for c in extra:
-        frame[c] = released[c].to_numpy()
-    sizes, _ = _groups_of(frame, columns, extra)
-    if int(sizes.min()) >= k:
-        return True
-    found = _matching(frame, columns, extra) if frame.loc[:, list(columns)].isna().to_numpy().any() else None
-    return found is not None and int(found.min()) >= k
+        if c not in frame.columns:
+            frame[c] = released[c].to_numpy()
+    return frame
+
+
+def _k_check(frame: pd.DataFrame, columns: Sequence[str], extra: Sequence[str], k: int | None) -> dict[str, Any]:
+    """Groups of identical rows of ``columns`` (within each value of
+    ``extra``) and, when some record is in a group smaller than ``k`` and a
+    value is missing, sdcMicro's matching count (a missing value matches any
+    value). ``holds``: k-anonymity with ``k`` under one of the two."""
+    sizes, n_groups = _groups_of(frame, columns, extra)
+    n = len(frame)
+    smallest = int(sizes.min()) if n else 0
+    out: dict[str, Any] = {"groups": n_groups, "min_group_size": smallest,
+                           "unique_records": int((sizes == 1).sum()),
+                           "records_in_small_groups": int((sizes < k).sum()) if k else 0, "_sizes": sizes}
+    holes = int(frame.loc[:, list(columns)].isna().to_numpy().sum()) if columns else 0
+    out["holds"] = k is not None and smallest >= k
+    out["_holes"] = holes
+    if holes and k is not None and smallest < k:
+        found = _matching(frame, columns, extra)
+        if found is not None:
+            out.update(identical_min_group_size=smallest, min_matching_records=int(found.min()),
+                       records_with_few_matches=int((found < k).sum()), missing_values=holes)
+            out["holds"] = int(found.min()) >= k
+    return out
 
 
 def _kind_of_claim(guarantee: str | None) -> str | None:
@@ -227,7 +260,7 @@ def _cols(columns: Sequence[str]) -> str:
 
 
 def verify(context: PrivacyContext, original: pd.DataFrame, released: pd.DataFrame, outcomes: Sequence[Any], *,
-           label_columns: Sequence[str] = (), strata: Sequence[str] = (),
+           label_columns: Sequence[str] = (), strata: Sequence[str] = (), keys: Sequence[str] = (),
            broken_rules: Sequence[tuple[str, frozenset[str], int, int]] = ()) -> dict[str, Any]:
     """Measure the release, write the host's ``verified`` entries, and settle
     the components' claims. Returns the measurements (also kept by the
@@ -242,16 +275,24 @@ def verify(context: PrivacyContext, original: pd.DataFrame, released: pd.DataFra
 
     With ``strata``, the public stratum columns are released beside every
     step's columns, so groups of identical rows are counted over the step's
-    columns *and* them (a combination is shared only within a stratum)."""
+    columns *and* them (a combination is shared only within a stratum).
+
+    A step's k-anonymity claim is checked on the values that step released
+    (:func:`_step_values`), never on a later step's; the whole released file
+    is checked too (``whole_file``): groups of identical rows over every
+    released column that depends on the original values (the columns the
+    steps worked on, the label columns, the declared ``keys`` and
+    ``strata``), at the largest k a step claims."""
     extra = tuple(strata)
     n = int(len(original))
     # A release the verdict can call differentially private: nothing the host writes about it (verdict, ledger,
-    # report) may compare released with original values, a count the DP statements do not cover (one record's
-    # value can decide it); what changed is then what the steps wrote, not what differs.
+    # report) may compare released with original values in counts of records, which the DP statements do not
+    # cover (one record's value can decide them).
     dp_release = _dp_structured(context.ledger.entries, outcomes)
-    written = [str(c) for c in original.columns if any(c in o.columns for o in outcomes if o.kind != "clusterers")]
-    changed = written if dp_release else [str(c) for c in original.columns
-                                          if not _same(original, released, [c]).all()]
+    # Changed columns by content, whatever was spent: a column whose released values all equal the original's
+    # (NaN equal to NaN, 3 equal to 3.0) is released as in the original, and a release that changes no column
+    # protects nothing (a DP entry of a step that returned its input unchanged does not make it private).
+    changed = [str(c) for c in original.columns if not _same(original, released, [c]).all()]
     unchanged = [str(c) for c in original.columns if c not in changed]
     protected = [c for c in original.columns if any(c in o.columns for o in outcomes)]
     protected = [str(c) for c in protected]
@@ -283,7 +324,6 @@ def verify(context: PrivacyContext, original: pd.DataFrame, released: pd.DataFra
             "groups": n_groups,
             "min_group_size": int(sizes.min()) if n else 0,
             "unique_records": int((sizes == 1).sum()),
-            "_sizes": sizes,
         })
     overall_same = _same(original, released, protected)
     checks: dict[str, Any] = {
@@ -298,6 +338,20 @@ def verify(context: PrivacyContext, original: pd.DataFrame, released: pd.DataFra
         "steps": steps,
         "claims": [],
     }
+    # The whole released file: every released column that identifies records by original values (its
+    # quasi-identifiers): the steps' columns, the labels computed from them, the declared keys and strata.
+    depends = {*protected, *map(str, label_columns), *map(str, keys), *map(str, strata)}
+    whole_columns = [str(c) for c in released.columns if str(c) in depends]
+    file_k = max((k for e in context.ledger.entries if e.kind == "guarantee" and e.status == "claimed"
+                  and _kind_of_claim(e.mechanism) == "k-anonymity" and (k := _claimed_k(e)) is not None),
+                 default=None)
+    whole = {"columns": whole_columns, "k": file_k,
+             **(_k_check(released, whole_columns, (), file_k) if whole_columns and n else
+                {"groups": 0, "min_group_size": 0, "unique_records": 0, "records_in_small_groups": 0,
+                 "holds": False})}
+    whole.pop("_sizes", None)
+    whole.pop("_holes", None)
+    checks["whole_file"] = whole
 
     # One host entry per step, then one for the release.
     for s in steps:
@@ -325,13 +379,16 @@ def verify(context: PrivacyContext, original: pd.DataFrame, released: pd.DataFra
                "stays missing counts as kept); which values are missing is released as in the original and is not "
                "protected." if checks["missing_values"] else "")
     if dp_release:
-        text = (f"Host check of the release: columns written by the steps: {_cols(changed)}; columns released as in "
-                f"the original: {_cols(unchanged)}{added}. The host does not compare the written values with the "
-                f"original ones (every step released through its differential-privacy mechanisms).{missing}")
+        text = (f"Host check of the release: columns changed: {_cols(changed)}; columns released as in the "
+                f"original: {_cols(unchanged)}{added}. The host does not count the records that keep their original "
+                f"values (every step released through its differential-privacy mechanisms, which do not cover that "
+                f"count).{missing}")
     else:
         text = (f"Host check of the release: columns changed: {_cols(changed)}; columns released as in the original: "
                 f"{_cols(unchanged)}{added}. {checks['verbatim_records']} of {n} records keep all their original "
                 f"values of the columns the steps worked on ({_cols(protected)}).{missing}")
+    if whole_columns and n:
+        text += " " + _whole_file_text(whole, n)
     context._record_host("verified", text, mechanism="release check",
                          details=_shown({k: v for k, v in checks.items() if k not in ("steps", "claims")}, dp_release))
 
@@ -366,68 +423,83 @@ def verify(context: PrivacyContext, original: pd.DataFrame, released: pd.DataFra
         elif _kind_of_claim(entry.mechanism) is not None and s is not None:
             k = _claimed_k(entry)
             columns = _claim_columns(entry, s["columns"], original)
-            sizes = s["_sizes"] if tuple(columns) == tuple(s["columns"]) else _groups_of(released, columns, extra)[0]
-            smallest = int(sizes.min())
-            small = int((sizes < k).sum()) if k else 0
+            own_outcome = next(o for o in outcomes if o.index == entry.step)
+            # the claim is the step's: checked on the values it released, never on a later step's
+            own = _k_check(_step_values(outcomes, own_outcome, original, released, extra), columns, extra, k)
+            on_file = _k_check(released, columns, extra, k)
+            smallest, small = own["min_group_size"], own["records_in_small_groups"]
             verbatim = int(_same(original, released, columns).sum())
-            record.update(k=k, columns=list(columns), min_group_size=smallest, records_in_small_groups=small)
+            later = on_file["holds"] != own["holds"] or on_file["min_group_size"] != smallest
+            # the words say which values were judged when they are not the released file's
+            on = f"the values step {entry.step} released" if later else "the released data"
+            rows = f"identical rows of the values step {entry.step} released" if later else "identical released rows"
+            record.update(k=k, columns=list(columns), min_group_size=smallest, records_in_small_groups=small,
+                          checked_on=on)
+            if later:  # a later step or the host's rounding changed them: what the released file holds
+                record.update(released_min_group_size=on_file["min_group_size"],
+                              released_records_in_small_groups=on_file["records_in_small_groups"],
+                              holds_on_released_file=on_file["holds"])
             if not dp_release:
                 record["verbatim_records"] = verbatim
-            holes = int(released.loc[:, list(columns)].isna().to_numpy().sum())
-            matching = None
-            if holes and _kind_of_claim(entry.mechanism) == "k-anonymity" and k is not None and smallest < k:
-                # identical rows keep the missingness pattern apart; sdcMicro counts a missing value as
-                # matching any value: the host checks that convention too, and says which one holds
-                found = _matching(released, columns, extra)
-                if found is not None:
-                    matching = int(found.min())
-                    record.update(identical_min_group_size=smallest, min_matching_records=matching,
-                                  records_with_few_matches=int((found < k).sum()), missing_values=holes)
+            holes = own["_holes"]
+            matching = own.get("min_matching_records") if _kind_of_claim(entry.mechanism) == "k-anonymity" else None
+            if matching is not None:
+                record.update({key: own[key] for key in ("identical_min_group_size", "min_matching_records",
+                                                         "records_with_few_matches", "missing_values")})
+            after = ""
+            if later:
+                after = (f" A later step or the host's rounding of integer columns changed these values afterwards: "
+                         f"on the released file the smallest group of identical rows of {_cols(columns)} has "
+                         f"{on_file['min_group_size']} record(s)"
+                         + (f" and {on_file['records_in_small_groups']} records are in groups smaller than {k}"
+                            if k else "") + (", so the claim does NOT hold on the released file."
+                                             if k and not on_file["holds"] else "."))
             if _kind_of_claim(entry.mechanism) == "k-anonymity":
-                if matching is not None and k is not None and matching >= k:
+                if matching is not None and own["holds"]:
                     status = "verified"
-                    record.update(min_group_size=matching, records_in_small_groups=int((found < k).sum()))
-                    text = (f"{who} claims: {claim} Verified by the host with a missing value counted as matching "
-                            f"any value (sdcMicro's convention; {holes} values of {_cols(columns)} are released "
-                            f"missing): every released record agrees, on the columns both observe, with at least "
-                            f"{matching} released records (k = {k}). Counting identical rows only (the missingness "
-                            f"pattern as part of the row), the smallest group has {smallest} record(s): the "
-                            "missingness pattern is released as in the original and is not protected.")
-                elif k is not None and smallest >= k:
+                    record.update(min_group_size=matching, records_in_small_groups=own["records_with_few_matches"])
+                    text = (f"{who} claims: {claim} Verified by the host"
+                            + (f" on the values step {entry.step} released" if later else "")
+                            + f" with a missing value counted as matching any value (sdcMicro's convention; {holes} "
+                            f"values of {_cols(columns)} are released missing): every released record agrees, on the "
+                            f"columns both observe, with at least {matching} released records (k = {k}). Counting identical rows only (the "
+                            f"missingness pattern as part of the row), the smallest group has {smallest} record(s): "
+                            "the missingness pattern is released as in the original and is not protected." + after)
+                elif own["holds"]:
                     status = "verified"
-                    text = (f"{who} claims: {claim} Verified by the host: every released combination of "
-                            f"{_cols(columns)} is shared by at least {smallest} records (k = {k})"
+                    text = (f"{who} claims: {claim} Verified by the host"
+                            + (f" on the values step {entry.step} released: every combination" if later else
+                               ": every released combination")
+                            + f" of {_cols(columns)} is shared by at least {smallest} records (k = {k})"
                             + (f", a missing value counted as a value of its own ({holes} are released missing)"
-                               if holes else "") + ".")
+                               if holes else "") + "." + after)
                 elif k is None:
                     status = "refuted"
                     text = (f"Claimed by {who}, not verified: the k-anonymity claim names no k the host can check "
-                            f"(a component states it as details={{'k': ...}}); on the released data the smallest "
-                            f"group of identical rows of {_cols(columns)} has {smallest} record(s). The claim was: "
-                            f"{claim}")
+                            f"(a component states it as details={{'k': ...}}); on {on} the smallest group of identical rows of {_cols(columns)} has {smallest} "
+                            f"record(s). The claim was: {claim}")
                 else:
                     status = "refuted"
-                    if _held_on_step_output(outcomes, entry.step, released, columns, extra, k):
-                        record["held_on_step_output"] = True
+                    clusterer = own_outcome.kind == "clusterers"
                     text = (f"Claimed by {who}, does NOT hold: k-anonymity with k = {k} of {_cols(columns)}. On "
-                            f"the released data {small} of {n} records share their combination of these columns "
-                            f"with fewer than {k - 1} other record(s) (the smallest group has {smallest}"
+                            f"{on}"
+                            + (" (a clusterer leaves its columns as it found them; it releases labels)"
+                               if clusterer else "")
+                            + f" {small} of {n} records share their combination of these columns with fewer than "
+                            f"{k - 1} other record(s) (the smallest group has {smallest}"
                             + (f"; with a missing value counted as matching any value, "
                                f"{record['records_with_few_matches']} records match fewer than {k}, the fewest "
                                f"{matching}" if matching is not None else "") + "); "
                             + ("" if dp_release else f"{verbatim} records are released verbatim. ")
-                            + ("It held on what the step itself released: a later step or the host's rounding of "
-                               "integer columns changed its values afterwards. " if record.get("held_on_step_output")
-                               else "")
                             + f"The claim was: {claim}")
             else:
                 status = "claimed"
                 text = (f"{who} claims: {claim} Host check: "
                         + ("" if dp_release else f"{verbatim} of {n} records were released verbatim (all their "
                            f"values of {_cols(columns)} unchanged); ")
-                        + (f"{_records(small)} in a group of identical released rows smaller than k = {k}; the "
-                           f"smallest group has {smallest}." if k is not None else
-                           f"the claim names no k; the smallest group of identical released rows has {smallest}."))
+                        + (f"{_records(small)} in a group of {rows} smaller than k = {k}; the smallest group has "
+                           f"{smallest}." if k is not None else
+                           f"the claim names no k; the smallest group of {rows} has {smallest}.") + after)
         else:
             status = "claimed"
             text = f"{who} claims: {claim}"
@@ -444,9 +516,30 @@ def verify(context: PrivacyContext, original: pd.DataFrame, released: pd.DataFra
         checks["claims"].append(record)
         context.ledger._replace(attrs.evolve(entry, statement=text, status=status))
 
-    for s in steps:
-        s.pop("_sizes", None)
     return checks
+
+
+#: The columns the host's check of the whole file counts groups over.
+WHOLE_FILE_SCOPE = "the columns the steps worked on, the label columns and the declared keys and strata"
+
+
+def _whole_file_text(whole: Mapping[str, Any], n: int) -> str:
+    """The host's words on k-anonymity over the whole released file."""
+    k = whole.get("k")
+    text = (f"Over {WHOLE_FILE_SCOPE} ({_cols(whole['columns'])}), the released records "
+            f"form {whole['groups']} groups of identical rows, the smallest of {whole['min_group_size']} record(s); "
+            f"{_records(whole['unique_records'])} unique")
+    if k is None:
+        return text + "."
+    if whole.get("holds"):
+        how = (f" (a missing value counted as matching any value: every record matches at least "
+               f"{whole['min_matching_records']})" if "min_matching_records" in whole else "")
+        return text + (f". Together these columns are k-anonymous with k = {k}, the largest k a step claims{how} "
+                       "(columns released as in the original without a role, and ids, are not counted).")
+    return text + (f". The released file is NOT k-anonymous with k = {k} (the largest k a step claims): "
+                   f"{whole['records_in_small_groups']} of {n} records are in groups smaller than {k}"
+                   + (f" (with a missing value counted as matching any value, {whole['records_with_few_matches']} "
+                      f"match fewer than {k})" if "records_with_few_matches" in whole else "") + ".")
 
 
 def _written(outcome: Any) -> set[str]:
@@ -484,6 +577,12 @@ def _qualify_dp_inputs(context: PrivacyContext, outcomes: Sequence[Any]) -> None
             continue
         read = {str(c) for c in own.columns}
         note = ""
+        if not _covered(own, dp):
+            what = (f"the label column {own.output!r}" if own.kind == "clusterers"
+                    else f"the values of {_cols([str(c) for c in own.columns])}")
+            note += (f" Host note: this statement does not cover {what} that this step released ({own.name} "
+                     f"declares that its DP entries do not cover its {_output_kind(own)}), so the released file is "
+                     "not differentially private; the statement holds for what it names only.")
         earlier = [o for o in outcomes if o.index < own.index and _written(o) & read and not _covered(o, dp)]
         if earlier:
             columns = [str(c) for c in own.columns if any(str(c) in _written(o) for o in earlier)]
@@ -532,12 +631,37 @@ def _dp_structured(entries: Sequence[LedgerEntry], outcomes: Sequence[Any]) -> b
     return bool(dp) and not any(e.kind == "leak" for e in entries) and all(_covered(o, dp) for o in outcomes)
 
 
+def _output_kind(outcome: Any) -> str:
+    """What a step releases into the file: ``"labels"`` (a clusterer's label
+    column) or ``"values"`` (the columns a masker or noise step writes)."""
+    return "labels" if outcome.kind == "clusterers" else "values"
+
+
 def _covered(outcome: Any, dp: Sequence[LedgerEntry]) -> bool:
-    """Whether a step's release is one its DP entries speak for: it made
-    some, and its component does not declare (``dp_output = False``) that
-    the values it releases are computed outside them (microaggregation's
-    group means, whatever a nested DP clusterer spent on the grouping)."""
-    return any(e.step == outcome.index for e in dp) and capability(outcome.component, "dp_output") is not False
+    """Whether the columns a step released are ones its DP entries speak for:
+    it made some, and its component declares that they cover what it
+    releases (``dp_output``, :func:`~privclust.components.dp_outputs`): the
+    labels for a clusterer, the values for a masker or noise step. Not
+    microaggregation's group means (computed from the records whatever a
+    nested DP clusterer spent), nor dp-dpcl's labels (computed from raw
+    distances whatever its density vector spent)."""
+    return any(e.step == outcome.index for e in dp) and _output_kind(outcome) in dp_outputs(outcome.component)
+
+
+def _uncovered_reason(outcome: Any, dp: Sequence[LedgerEntry]) -> str:
+    """Why the columns a step released carry no differential privacy, naming them."""
+    o = outcome
+    what = (f"the label column {o.output!r}" if o.kind == "clusterers" else f"the values of {_cols(o.columns)}")
+    own = [e for e in dp if e.step == o.index]
+    text = f"step {o.index} ({o.id}, {o.name}) released {what} without differential privacy"
+    if not own:
+        return text
+    covers = _joined([e.covers or "" for e in own])
+    outside = _joined([e.not_covered or "" for e in own])
+    thing = "labels" if o.kind == "clusterers" else "values it writes"
+    return text + (f" (its DP statements cover {covers or 'what they name'}, not the {thing}, which {o.name} "
+                   "computes from the records themselves" + (f"; they state as not covered: {outside}"
+                                                              if outside else "") + ")")
 
 
 def no_guarantee_reasons(entries: Sequence[LedgerEntry], outcomes: Sequence[Any],
@@ -566,15 +690,7 @@ def no_guarantee_reasons(entries: Sequence[LedgerEntry], outcomes: Sequence[Any]
         if not delta < 1:
             reasons.append(f"the composed delta is {at_least(delta)}, not below 1 (the bound holds with probability "
                            "at most 1 - delta), which guarantees nothing")
-        for o in outcomes:
-            if _covered(o, dp):
-                continue
-            what = (f"the label column {o.output!r}" if o.kind == "clusterers"
-                    else f"the values of {_cols(o.columns)}")
-            spent_here = any(e.step == o.index for e in dp)
-            reasons.append(f"step {o.index} ({o.id}, {o.name}) released {what} without differential privacy"
-                           + (" (its DP releases, of a nested component, do not cover the values it writes: they "
-                              "are computed from the records themselves)" if spent_here else ""))
+        reasons += [_uncovered_reason(o, dp) for o in outcomes if not _covered(o, dp)]
     return reasons
 
 
@@ -618,6 +734,32 @@ def random_step_names(outcomes: Sequence[Any], indices: Sequence[int]) -> tuple[
     return tuple(f"step {o.index} ({o.name})" for o in outcomes if o.index in chosen)
 
 
+def _whole_file_extras(checks: Mapping[str, Any]) -> list[str]:
+    """The verdict's first words after its DP sentence when the whole released
+    file is not k-anonymous at the largest k a step claims: no k-anonymity of
+    some columns is stated before it."""
+    whole = checks.get("whole_file") or {}
+    k = whole.get("k")
+    if k is None or whole.get("holds") or not checks.get("changed_columns"):
+        return []
+    return [f"The released file is NOT k-anonymous with k = {k}: over {WHOLE_FILE_SCOPE} "
+            f"({_cols(whole['columns'])}), {whole['records_in_small_groups']} of {checks['records']} "
+            f"records are in groups of identical rows smaller than {k} ({_records(whole['unique_records'])} unique)"
+            + (f"; with a missing value counted as matching any value, {whole['records_with_few_matches']} match "
+               f"fewer than {k}" if "records_with_few_matches" in whole else "") + "."]
+
+
+def _claim_scope(claim: Mapping[str, Any], broken_file: bool) -> str:
+    """Where a verified claim holds, as the verdict says it: on the values its
+    step released when a later step changed them, and for its columns only
+    when the whole file is not k-anonymous."""
+    if claim.get("holds_on_released_file") is False:
+        return (f" on {claim.get('checked_on')} only (a later step or the host's rounding changed them: NOT on the "
+                "released file)")
+    where = f" on {claim.get('checked_on')}" if "holds_on_released_file" in claim else ""
+    return where + (" for these columns only" if broken_file else "")
+
+
 def verdict(ledger: Ledger, accountant: Accountant, outcomes: Sequence[Any], checks: Mapping[str, Any], *,
             strata: Sequence[str] = (), seeded: bool = False, randomised: Sequence[str] = ()) -> str:
     """The release's verdict in one sentence (plus what the host verified).
@@ -630,24 +772,29 @@ def verdict(ledger: Ledger, accountant: Accountant, outcomes: Sequence[Any], che
     entries = ledger.entries
     dp = [e for e in entries if e.kind == "dp"]
     reasons = no_guarantee_reasons(entries, outcomes, checks, spent=accountant.total(entries))
-    extras = []
+    extras = _whole_file_extras(checks)
+    broken_file = bool(extras)
     for claim in checks.get("claims", ()):
+        where = _claim_scope(claim, broken_file)
         if claim.get("guarantee") == "k-anonymity" and claim.get("status") == "verified" \
                 and "min_matching_records" in claim:
-            extras.append(f"Verified by the host: k-anonymity with k = {claim['k']} of {_cols(claim['columns'])} "
-                          f"with a missing value counted as matching any value (sdcMicro's convention: every released "
-                          f"record matches at least {claim['min_matching_records']} records; identical rows, the "
-                          f"missingness pattern included, form groups of {claim['identical_min_group_size']} or more).")
+            extras.append(f"Verified by the host{where}: k-anonymity with k = {claim['k']} of "
+                          f"{_cols(claim['columns'])} with a missing value counted as matching any value (sdcMicro's "
+                          f"convention: every released record matches at least {claim['min_matching_records']} records; "
+                          f"identical rows, the missingness pattern included, form groups of "
+                          f"{claim['identical_min_group_size']} or more).")
         elif claim.get("guarantee") == "k-anonymity" and claim.get("status") == "verified":
-            extras.append(f"Verified by the host: k-anonymity with k = {claim['k']} of {_cols(claim['columns'])} "
-                          f"(every released combination is shared by at least {claim['min_group_size']} records).")
+            extras.append(f"Verified by the host{where}: k-anonymity with k = {claim['k']} of "
+                          f"{_cols(claim['columns'])} (every "
+                          + ("" if "holds_on_released_file" in claim else "released ") + "combination is "
+                          "shared by at least "
+                          f"{claim['min_group_size']} records).")
         elif claim.get("guarantee") == "k-anonymity" and claim.get("status") == "refuted" and claim.get("k") is None:
             extras.append(f"{claim['component']} claims k-anonymity without a k the host can check: not verified.")
         elif claim.get("guarantee") == "k-anonymity" and claim.get("status") == "refuted":
             extras.append(f"{claim['component']} claims k-anonymity with k = {claim.get('k')}, which does NOT hold "
-                          f"on the released data ({claim['records_in_small_groups']} records in smaller groups"
-                          + ("; it held on what the step released, before a later step or the host's rounding"
-                             if claim.get("held_on_step_output") else "") + ").")
+                          f"on {claim.get('checked_on', 'the released data')} ({claim['records_in_small_groups']} "
+                          "records in smaller groups).")
         elif claim.get("guarantee") == "probabilistic k-anonymity" and claim.get("status") == "claimed":
             extras.append(f"{claim['component']} claims probabilistic k-anonymity"
                           + (f" (k = {claim['k']})" if claim.get("k") is not None else " without a k")

@@ -420,6 +420,9 @@ class _NoisyDensityPeaks(_DensityPeaks):
 
     private: ClassVar[bool] = True
     privacy_relation: ClassVar[str] = "replace-one"
+    #: its DP entries cover the noisy density vector, which is not released into the file; the labels it
+    #: releases are computed from the exact pairwise distances of the raw records (LABELS_NOT_COVERED)
+    dp_output: ClassVar[tuple[str, ...]] = ()
     #: Whether the component merges along the E-graph (and so needs E).
     merges: ClassVar[str] = "none"
 
@@ -688,6 +691,9 @@ class DPDPCGrid(_DensityPeaks):
     centres_from_records: ClassVar[bool] = False
     private: ClassVar[bool] = True
     privacy_relation: ClassVar[str] = "replace-one"
+    #: its DP entries cover the cluster map (the noisy node densities and what is computed from them alone); each record's label is a function of that record's own raw values
+    #: and the DP map (joint DP only): not a differentially private output, so they cover none of its release
+    dp_output: ClassVar[tuple[str, ...]] = ()
     automatic: ClassVar[bool] = True
 
     epsilon: float = param(float, default=1.0, gt=0, check=_check_epsilon, doc="privacy budget of the node densities")

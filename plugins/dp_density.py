@@ -149,6 +149,9 @@ class DPDensity:
     name: ClassVar[str] = "dp-density"
     uses_constraints: ClassVar[bool] = False
     privacy_relation: ClassVar[str] = "add/remove"
+    #: its DP entries cover the noisy count, the PrivTree partition and the leaf counts; each record's label is a function of that record's own raw values
+    #: and the DP map (joint DP only): not a differentially private output, so they cover none of its release
+    dp_output: ClassVar[tuple[str, ...]] = ()
 
     epsilon: float = param(float, gt=0, finite=True,
                            doc="total privacy budget of the step (noisy count, tree, leaf counts)")

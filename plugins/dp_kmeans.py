@@ -138,6 +138,9 @@ class IDPKMeans:
     name: ClassVar[str] = "idp-kmeans"
     uses_constraints: ClassVar[bool] = False
     privacy_relation: ClassVar[str] = "add/remove"
+    #: its DP entries cover the noisy sums and counts (the centres); each record's label is a function of that record's own raw values
+    #: and the DP centres (joint DP only): not a differentially private output, so they cover none of its release
+    dp_output: ClassVar[tuple[str, ...]] = ()
 
     #: Old recipe keys and their new names (the error for an old key names the new one).
     renamed_params: ClassVar[Mapping[str, str]] = {"k": "n_clusters", "m": "n_blocks"}

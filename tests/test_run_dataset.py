@@ -56,7 +56,14 @@ def test_each_stratum_is_protected_alone_and_written_partitioned(dataset, tmp_pa
         assert sorted(part["w"].round(9)) == sorted(original["w"].round(9))  # the weight is released as it is
     assert release.verification["records"] == len(frame)
     assert release.verification["steps"][0]["min_group_size"] >= 3
-    assert "Verified by the host: k-anonymity with k = 3" in release.verdict
+    # the declared key sex is released as in the original: over x, y, sex and region the file is not 3-anonymous,
+    # and the verdict says so before the claim it verified on x, y (issue 24)
+    whole = release.verification["whole_file"]
+    assert whole["columns"] == ["region", "sex", "x", "y"] or set(whole["columns"]) == {"region", "sex", "x", "y"}
+    assert not whole["holds"] and whole["records_in_small_groups"] > 0
+    assert "The released file is NOT k-anonymous with k = 3" in release.verdict
+    assert "Verified by the host for these columns only: k-anonymity with k = 3" in release.verdict
+    assert release.verdict.index("NOT k-anonymous") < release.verdict.index("Verified by the host")
     assert set(release.evaluations["stratum"]) == {"a", "b", "c"}
     strata = [e for e in release.ledger.of_kind("verified") if e.mechanism == "strata"]
     assert len(strata) == 1 and "3 disjoint strata" in strata[0].statement

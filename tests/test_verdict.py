@@ -520,9 +520,10 @@ def test_a_dp_release_states_nothing_that_compares_released_with_original_values
     """An attacker's event: one record's value decided whether the verdict said
     "1 of 2 records keep all their original values" (geometric noise 0 on an
     in-bounds value), a count outside every DP statement. Now the verdict, the
-    ledger and the report of a DP release carry no such count, and whether a
-    column changed is what the steps wrote, not what differs: at an epsilon so
-    large that the noise is 0, the verdict stays the DP one."""
+    ledger and the report of a DP release carry no such count. Whether a
+    column changed is by content (issue 24): at an epsilon so large that the
+    noise is 0, the release is its input and has no guarantee, whatever was
+    spent."""
     recipe = {"steps": [{"use": "geometric", "epsilon": 1.0, "bounds": {"a": [0, 10]}, "columns": ["a"]}]}
     here, there = pd.DataFrame({"a": [5, 3], "b": [1, 2]}), pd.DataFrame({"a": [6, 3], "b": [1, 2]})
     verdicts = set()
@@ -538,9 +539,11 @@ def test_a_dp_release_states_nothing_that_compares_released_with_original_values
             assert release.verification["dp_release"] is True and "verbatim_records" in release.verification
     assert len(verdicts) == 1  # the same sentence whichever data set and whatever the noise
     huge = {"steps": [{"use": "geometric", "epsilon": 1e12, "bounds": {"a": [0, 10]}, "columns": ["a"]}]}
-    release = privclust.run(huge, here, seed=1)
-    assert release.data["a"].tolist() == [5, 3]  # no noise at all ...
-    assert release.verdict == next(iter(verdicts)).replace("ε = 1,", "ε = 1e+12,")  # ... and the same verdict
+    with pytest.warns(NothingProtectedWarning):
+        release = privclust.run(huge, here, seed=1)
+    assert release.data["a"].tolist() == [5, 3]  # no noise at all: the release is the input ...
+    assert release.verdict.startswith("No differential-privacy guarantee: the release changes no column")
+    assert release.verification["changed_columns"] == [] and not release.dp_guarantee
 
 
 def test_a_verdict_without_dp_names_the_columns_released_as_in_the_original():
@@ -594,17 +597,24 @@ def test_the_hosts_rounding_keeps_a_group_matched_through_a_missing_value():
     assert rounding.details["records_split_from_matches"] == 0
 
 
-def test_a_k_anonymity_broken_after_its_step_says_it_held_on_the_steps_output():
-    """A later step can break a group the claim's step formed: the refutation
-    says the claim held on what the step released, so the masker is not
-    blamed for what came after it."""
+def test_a_k_anonymity_broken_after_its_step_is_judged_on_the_steps_output_and_the_file_on_its_own():
+    """A later step can break a group the claim's step formed. A step's claim
+    is checked on the values that step released (issue 24: never on a later
+    step's), and the whole released file is checked on its own: the verdict
+    says first that the file is not k-anonymous, then that the claim holds on
+    the step's values only."""
     rng = np.random.default_rng(1)
     data = pd.DataFrame({"a": rng.uniform(0, 500, 30), "b": rng.uniform(0, 500, 30)})
     release = privclust.run({"steps": [{"use": "microaggregation", "k": 3},
                                        {"use": "microaggregation", "k": 2, "columns": ["a"]}]}, data, seed=1)
     claim = release.ledger.of_kind("guarantee")[0]
-    assert claim.status == "refuted" and "It held on what the step itself released" in claim.statement
-    assert "it held on what the step released, before a later step or the host's rounding" in release.verdict
+    assert claim.status == "verified" and "Verified by the host on the values step 0 released" in claim.statement
+    assert "so the claim does NOT hold on the released file" in claim.statement
+    whole = release.verification["whole_file"]
+    assert whole["k"] == 3 and not whole["holds"] and whole["records_in_small_groups"] > 0
+    opening = release.verdict.split(". ", 2)[1]
+    assert opening.startswith("The released file is NOT k-anonymous with k = 3")
+    assert "Verified by the host on the values step 0 released only" in release.verdict
 
 
 # ---------------------------------------------------------------------------

@@ -1,0 +1,280 @@
+"""Issue 24: the verdict and k-anonymity are about the whole released file.
+
+* DP: a released column computed from the data (values or labels) is covered
+  only when a DP entry of the step that released it covers it (``dp_output``);
+  the DP clusterers' labels are computed from the raw records, so they void the
+  file's DP verdict, naming the column, while their DP statements stay in the
+  ledger as what they are.
+* k-anonymity: a step's claim is checked on the values that step released; the
+  whole file is checked over every released column that depends on the
+  original values (the steps' columns, labels, keys, strata), and the verdict
+  says first when it is not k-anonymous.
+* Changed columns by content: a release equal to its input has no guarantee
+  and warns, whatever was spent.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import ClassVar
+
+import attrs
+import numpy as np
+import pandas as pd
+import pytest
+
+import privclust
+from privclust import Masked, NothingProtectedWarning, Partition, Registry, hookimpl, param
+from privclust.verify import guarantees_dp
+
+IRIS = privclust.datasets.iris()
+NUMERIC = IRIS.select_dtypes("number")
+BOUNDS = {c: [0, 10] for c in NUMERIC.columns}
+LAPLACE = {"use": "laplace", "epsilon": 0.5, "bounds": BOUNDS}
+
+
+def _run(recipe, frame, **kw):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return privclust.run(recipe, frame, seed=1, **kw)
+
+
+# ---------------------------------------------------------------------------
+# DP over every released column
+# ---------------------------------------------------------------------------
+
+DP_CLUSTERERS = {
+    "dp-dpcl": {"epsilon": 0.01, "calibration": "vector", "dc": 0.5, "radius": 0.3, "n_clusters": 3},
+    "addpc-rdp": {"epsilon": 0.01, "calibration": "vector", "dc": 0.5},
+    "dp-rccfsfdp": {"epsilon": 0.01, "calibration": "vector", "dc": 0.5, "radius": 0.3, "n_clusters": 3},
+    "dp-dpc-grid": {"epsilon": 0.5, "bounds": BOUNDS, "dc": 0.5, "n_clusters": 3},
+    "dp-density": {"epsilon": 0.8, "bounds": BOUNDS},
+    "idp-kmeans": {"epsilon": 0.5, "bounds": BOUNDS, "n_clusters": 3},
+}
+
+
+@pytest.mark.parametrize("name", list(DP_CLUSTERERS))
+def test_a_dp_clusterers_labels_void_the_dp_verdict_of_the_file(name):
+    """dp-dpcl + laplace on every numeric column read "ε-differentially
+    private (ε = 0.51)": the label column is computed from raw distances (the
+    paper mechanisms) or is each record's own raw values mapped through a DP
+    map (grid, PrivTree, k-means: joint DP only), never a DP output."""
+    release = _run({"steps": [{"use": name, **DP_CLUSTERERS[name]}, LAPLACE]}, NUMERIC)
+    assert release.verdict.startswith(f"No differential-privacy guarantee: step 0 ({name}, {name}) released the "
+                                       "label column 'cluster' without differential privacy (its DP statements cover ")
+    assert "not the labels" in release.verdict
+    assert not release.dp_guarantee
+    assert not guarantees_dp(release.ledger.entries, release.accountant, release.outcomes, release.verification)
+    # the DP statements stay in the ledger as what they are, qualified: they do not cover the labels
+    own = [e for e in release.ledger.of_kind("dp") if e.step == 0]
+    assert own and all("does not cover the label column 'cluster'" in e.statement for e in own)
+    noise = [e for e in release.ledger.of_kind("dp") if e.step == 1]
+    assert noise and not any("Host note" in e.statement for e in noise)
+    # the non-disclosive report reads the same decision
+    public = release.report(non_disclosive=True)
+    assert public["verdict"] == release.verdict
+
+
+def test_compare_reads_the_same_decision_for_a_dp_clusterers_labels():
+    recipes = [{"name": "labels", "steps": [{"use": "dp-dpcl", **DP_CLUSTERERS["dp-dpcl"]}, LAPLACE]},
+               {"name": "noise", "steps": [LAPLACE]}]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        table = privclust.compare(recipes, NUMERIC, seed=1, progress=False, processes=1).set_index("recipe")
+    assert not table.loc["labels", "dp"] and pd.isna(table.loc["labels", "dp_epsilon"])
+    assert table.loc["noise", "dp"]
+
+
+@attrs.frozen(kw_only=True)
+class NoisyLabels:
+    """A clusterer whose labels are a DP output: randomised response on a
+    public split, charged through the context (``dp_output`` as declared)."""
+
+    name: ClassVar[str] = "noisy-labels"
+    dp_output: ClassVar[bool | tuple[str, ...]] = True
+
+    def fit(self, data, context):
+        context.spend(epsilon=1.0, mechanism="randomised response", sensitivity=1.0, relation="replace-one",
+                      covers="every released label (randomised response on a public threshold)")
+        keep = context.rng.random(len(data)) < np.e / (1 + np.e)
+        truth = (data.iloc[:, 0].to_numpy() > 5).astype(int)
+        labels = np.where(keep, truth, 1 - truth)
+        return Partition(labels=labels, centres=None, columns=tuple(data.columns))
+
+
+@attrs.frozen(kw_only=True)
+class ValuesOnlyLabels(NoisyLabels):
+    """The same, declaring that its DP entries cover values only (it releases labels)."""
+
+    name: ClassVar[str] = "values-only-labels"
+    dp_output: ClassVar[tuple[str, ...]] = ("values",)
+
+
+@attrs.frozen(kw_only=True)
+class LabelsOnlyNoise:
+    """A noise masker declaring that its DP entries cover labels only (it releases values)."""
+
+    name: ClassVar[str] = "labels-only-noise"
+    dp_output: ClassVar[tuple[str, ...]] = ("labels",)
+
+    def mask(self, data, context):
+        context.spend(epsilon=1.0, mechanism="laplace", sensitivity=10.0, relation="replace-one",
+                      covers="the released values")
+        noisy = data.to_numpy(dtype=float) + context.rng.laplace(0, 10.0, data.shape)
+        return Masked(data=pd.DataFrame(noisy, index=data.index, columns=data.columns))
+
+
+@attrs.frozen(kw_only=True)
+class SpendsAndReturnsItsInput:
+    """Spends epsilon and returns its input unchanged: a false DP claim."""
+
+    name: ClassVar[str] = "spends-and-returns"
+    only: str | None = param(str, default=None)
+
+    def missing_values(self):
+        return "missing values released missing"
+
+    def mask(self, data, context):
+        context.spend(epsilon=1.0, mechanism="laplace", sensitivity=1.0, relation="replace-one",
+                      covers="every released value")
+        out = data.copy()
+        if self.only is not None:  # noise on one column only, the others returned as received (as floats)
+            for c in out.columns:
+                out[c] = out[c].astype(float) if c != self.only else out[c] + 1.5
+        return Masked(data=out)
+
+
+class Fakes:
+    @hookimpl
+    def privclust_register_clusterers(self, register):
+        register(NoisyLabels)
+        register(ValuesOnlyLabels)
+
+    @hookimpl
+    def privclust_register_maskers(self, register):
+        register(LabelsOnlyNoise)
+        register(SpendsAndReturnsItsInput)
+
+
+@pytest.fixture
+def reg():
+    return Registry(plugins=[Fakes()], use_env=False)
+
+
+def test_the_host_decides_per_released_column_from_what_each_step_declares_its_dp_covers(reg):
+    frame = NUMERIC.iloc[:, :2]
+    noise = {"use": "laplace", "epsilon": 1.0, "bounds": {c: [0, 10] for c in frame.columns}}
+    covered = _run({"steps": [{"use": "noisy-labels"}, noise]}, frame, registry=reg)
+    assert covered.verdict.startswith("ε-differentially private (ε = 2, δ = 0)") and covered.dp_guarantee
+    assert "every released label" in covered.verdict
+    values_only = _run({"steps": [{"use": "values-only-labels"}, noise]}, frame, registry=reg)
+    assert values_only.verdict.startswith("No differential-privacy guarantee: step 0 (values-only-labels, "
+                                          "values-only-labels) released the label column 'cluster' without")
+    labels_only = _run({"steps": [{"use": "labels-only-noise"}]}, frame, registry=reg)
+    assert labels_only.verdict.startswith("No differential-privacy guarantee: step 0 (labels-only-noise, "
+                                          "labels-only-noise) released the values of sepal_length, sepal_width "
+                                          "without differential privacy")
+
+
+def test_a_dp_output_declaration_is_checked_by_the_conformance_kit():
+    assert privclust.components.dp_outputs(NoisyLabels()) == {"values", "labels"}
+    assert privclust.components.dp_outputs(ValuesOnlyLabels()) == {"values"}
+    assert privclust.components.dp_outputs(SpendsAndReturnsItsInput()) == {"values", "labels"}  # the default
+    problem = privclust.CAPABILITIES["dp_output"].problem
+    assert problem(("labels",), 0) is None and problem(False, 0) is None
+    assert "dp_output must be True, False or a tuple" in problem(("centres",), 0)
+    assert "dp_output must be True, False or a tuple" in problem("values", 0)
+
+
+# ---------------------------------------------------------------------------
+# k-anonymity over the whole released file
+# ---------------------------------------------------------------------------
+
+
+def test_a_label_column_that_leaves_records_unique_is_said_first():
+    """mdav (k = 2, output = "grp") then microaggregation (k = 5) on iris read
+    "Verified by the host: k-anonymity with k = 5", while with the released
+    grp column 78 of 150 records are unique; mdav's own k = 2 claim was
+    "verified" on the values microaggregation wrote."""
+    release = _run({"steps": [{"use": "mdav", "k": 2, "output": "grp"}, {"use": "microaggregation", "k": 5}]}, IRIS)
+    whole = release.verification["whole_file"]
+    assert whole["columns"] == [*NUMERIC.columns, "grp"] and whole["k"] == 5
+    assert whole["unique_records"] == 78 and not whole["holds"]
+    assert whole["records_in_small_groups"] == 150
+    first, second = release.verdict.split(". ")[1:3]
+    assert first == "Released as in the original: class"
+    assert second.startswith("The released file is NOT k-anonymous with k = 5: over the columns the steps worked "
+                             "on, the label columns and the declared keys and strata (sepal_length, sepal_width, "
+                             "petal_length, petal_width, grp), 150 of 150 records are in groups of identical rows smaller than 5 (78 records "
+                             "are unique)")
+    assert release.verdict.index("NOT k-anonymous") < release.verdict.index("Verified by the host")
+    assert "Verified by the host for these columns only: k-anonymity with k = 5" in release.verdict
+    # mdav's claim is checked on what mdav released: its columns as it found them (the originals)
+    mdav, micro = release.verification["claims"][0], release.verification["claims"][-1]
+    assert mdav["component"] == "mdav" and mdav["status"] == "refuted" and mdav["records_in_small_groups"] == 148
+    assert "mdav claims k-anonymity with k = 2, which does NOT hold on the values step 0 released" in release.verdict
+    assert micro["component"] == "microaggregation" and micro["status"] == "verified"
+    check = next(e for e in release.ledger if e.kind == "verified" and e.statement.startswith("Host check of the "
+                                                                                               "release"))
+    assert "78 records are unique" in check.statement and "NOT k-anonymous with k = 5" in check.statement
+
+
+def test_declared_keys_count_in_the_whole_file():
+    rng = np.random.default_rng(0)
+    frame = NUMERIC.assign(region=rng.choice(list("abcdefgh"), len(NUMERIC)))
+    plain = _run({"steps": [{"use": "microaggregation", "k": 3}]}, frame)
+    assert plain.verification["whole_file"]["holds"] and "NOT k-anonymous" not in plain.verdict
+    keyed = _run({"roles": {"keys": "region"}, "steps": [{"use": "microaggregation", "k": 3}]}, frame)
+    whole = keyed.verification["whole_file"]
+    assert "region" in whole["columns"] and not whole["holds"] and whole["unique_records"] > 0
+    assert "The released file is NOT k-anonymous with k = 3" in keyed.verdict
+    assert keyed.verification["claims"][0]["status"] == "verified"  # its own columns: still true
+
+
+def test_a_whole_file_that_holds_adds_no_warning():
+    release = _run({"steps": [{"use": "microaggregation", "k": 4}]}, NUMERIC)
+    whole = release.verification["whole_file"]
+    assert whole["holds"] and whole["min_group_size"] >= 4 and whole["k"] == 4
+    assert "NOT k-anonymous" not in release.verdict
+    assert "Verified by the host: k-anonymity with k = 4" in release.verdict
+    public = release.report(non_disclosive=True)
+    assert public["verification"]["whole_file"]["holds"] is True
+
+
+# ---------------------------------------------------------------------------
+# Changed columns by content
+# ---------------------------------------------------------------------------
+
+
+def test_a_step_that_spends_and_returns_its_input_gets_no_guarantee_and_warns(reg):
+    frame = pd.DataFrame({"a": [1, 2, 3, 4], "b": [0.5, np.nan, 2.5, 3.5]})
+    with pytest.warns(NothingProtectedWarning, match="CHANGES NO COLUMN"):
+        release = privclust.run({"steps": [{"use": "spends-and-returns"}]}, frame, registry=reg, seed=1)
+    assert release.verdict.startswith("No differential-privacy guarantee: the release changes no column")
+    assert release.verification["changed_columns"] == [] and not release.dp_guarantee
+    assert release.report(non_disclosive=True)["verdict"] == release.verdict
+
+
+def test_changed_columns_lists_only_columns_whose_values_differ(reg):
+    """a is changed; b comes back as floats equal to its integers (and NaN as
+    NaN): dtype-insensitive, it is released as in the original."""
+    frame = pd.DataFrame({"a": [1.0, 2.0, 3.0, 4.0], "b": [1, 2, 3, 4], "c": [0.5, np.nan, 2.5, 3.5]})
+    release = _run({"steps": [{"use": "spends-and-returns", "only": "a"}]}, frame, registry=reg)
+    assert release.verification["changed_columns"] == ["a"]
+    assert release.verification["unchanged_columns"] == ["b", "c"]
+    assert "the columns released as in the original (b, c)" in release.verdict
+
+
+def test_a_claim_whose_values_a_later_step_changed_names_the_values_it_was_checked_on():
+    """microaggregation k = 3, then k = 6 over the same columns: the first
+    claim is checked on its own step's values (groups of 3), and the verdict
+    does not give that figure as the released file's (which has groups of 6)."""
+    rng = np.random.default_rng(1)
+    data = pd.DataFrame({"a": rng.uniform(0, 500, 30), "b": rng.uniform(0, 500, 30)})
+    release = _run({"steps": [{"use": "microaggregation", "k": 3}, {"use": "microaggregation", "k": 6}]}, data)
+    first = release.verification["claims"][0]
+    assert first["status"] == "verified" and first["min_group_size"] == 3 and first["released_min_group_size"] == 6
+    assert ("Verified by the host on the values step 0 released: k-anonymity with k = 3 of a, b (every combination "
+            "is shared by at least 3 records)") in release.verdict
+    assert "every released combination is shared by at least 6 records" in release.verdict
+    assert release.verification["whole_file"]["holds"] and "NOT k-anonymous" not in release.verdict
