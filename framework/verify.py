@@ -577,13 +577,13 @@ def _qualify_dp_inputs(context: PrivacyContext, outcomes: Sequence[Any]) -> None
             continue
         read = {str(c) for c in own.columns}
         note = ""
-        if not _covered(own, dp):
+        if not _covered(own, dp, outcomes):
             what = (f"the label column {own.output!r}" if own.kind == "clusterers"
                     else f"the values of {_cols([str(c) for c in own.columns])}")
             note += (f" Host note: this statement does not cover {what} that this step released ({own.name} "
                      f"declares that its DP entries do not cover its {_output_kind(own)}), so the released file is "
                      "not differentially private; the statement holds for what it names only.")
-        earlier = [o for o in outcomes if o.index < own.index and _written(o) & read and not _covered(o, dp)]
+        earlier = [o for o in outcomes if o.index < own.index and _written(o) & read and not _covered(o, dp, outcomes)]
         if earlier:
             columns = [str(c) for c in own.columns if any(str(c) in _written(o) for o in earlier)]
             note += (f" Host note: the values of {_cols(columns)} this step was given were written by {named(earlier)} "
@@ -592,7 +592,7 @@ def _qualify_dp_inputs(context: PrivacyContext, outcomes: Sequence[Any]) -> None
                      "several records (such as a group mean) can change in many rows when one record changes.")
         wrote = set() if own.kind == "clusterers" else read
         later = [o for o in outcomes if o.index > own.index and o.kind != "clusterers" and _written(o) & wrote
-                 and not _covered(o, dp)]
+                 and not _covered(o, dp, outcomes)]
         if later:
             columns = [str(c) for c in own.columns if any(str(c) in _written(o) for o in later)]
             note += (f" Host note: {named(later)} then replaced the values of {_cols(columns)} without differential "
@@ -628,7 +628,7 @@ def _dp_structured(entries: Sequence[LedgerEntry], outcomes: Sequence[Any]) -> b
     the ledger and the steps alone (never from the values): some DP entry, no
     leak, and every step spent through the accountant."""
     dp = [e for e in entries if e.kind == "dp"]
-    return bool(dp) and not any(e.kind == "leak" for e in entries) and all(_covered(o, dp) for o in outcomes)
+    return bool(dp) and not any(e.kind == "leak" for e in entries) and all(_covered(o, dp, outcomes) for o in outcomes)
 
 
 def _output_kind(outcome: Any) -> str:
@@ -637,15 +637,54 @@ def _output_kind(outcome: Any) -> str:
     return "labels" if outcome.kind == "clusterers" else "values"
 
 
-def _covered(outcome: Any, dp: Sequence[LedgerEntry]) -> bool:
+def _covered(outcome: Any, dp: Sequence[LedgerEntry], outcomes: Sequence[Any] = ()) -> bool:
     """Whether the columns a step released are ones its DP entries speak for:
     it made some, and its component declares that they cover what it
     releases (``dp_output``, :func:`~privclust.components.dp_outputs`): the
     labels for a clusterer, the values for a masker or noise step. Not
     microaggregation's group means (computed from the records whatever a
     nested DP clusterer spent), nor dp-dpcl's labels (computed from raw
-    distances whatever its density vector spent)."""
-    return any(e.step == outcome.index for e in dp) and _output_kind(outcome) in dp_outputs(outcome.component)
+    distances whatever its density vector spent). Or the step is
+    post-processing (:func:`_post_processing`)."""
+    return ((any(e.step == outcome.index for e in dp) and _output_kind(outcome) in dp_outputs(outcome.component))
+            or _post_processing(outcome, dp, outcomes))
+
+
+def _last_writer(outcomes: Sequence[Any], column: str, before: int) -> Any:
+    """The last step before step ``before`` that wrote ``column`` (values or a label column), or ``None``."""
+    return next((o for o in reversed(outcomes) if o.index < before and column in _written(o)), None)
+
+
+def _post_processing(outcome: Any, dp: Sequence[LedgerEntry], outcomes: Sequence[Any]) -> bool:
+    """Whether a step computed what it released from DP-released values
+    alone: every column it reads was last written, before it, by a step whose
+    release is covered. A step is given only its own columns (the runner's
+    view; no weight, the strata public by declaration), so its output is a
+    function of DP releases and public facts: post-processing, covered by
+    the statements of the steps it read (a clusterer's labels on columns a
+    noise step wrote first, a microaggregation of noisy values)."""
+    if not outcomes or not outcome.columns:
+        return False
+    for c in outcome.columns:
+        writer = _last_writer(outcomes, str(c), outcome.index)
+        if writer is None or not _covered(writer, dp, outcomes):
+            return False
+    return True
+
+
+def post_processed(entries: Sequence[LedgerEntry], outcomes: Sequence[Any]) -> list[str]:
+    """The releases of steps covered only as post-processing of earlier DP
+    releases, as the verdict names them (``"the label column 'cluster' of
+    step 1 (dpc), computed from those DP values only"``)."""
+    dp = [e for e in entries if e.kind == "dp"]
+    out = []
+    for o in outcomes:
+        if _post_processing(o, dp, outcomes) and not (any(e.step == o.index for e in dp)
+                                                       and _output_kind(o) in dp_outputs(o.component)):
+            what = (f"the label column {o.output!r}" if o.kind == "clusterers"
+                    else f"the values of {_cols([str(c) for c in o.columns])}")
+            out.append(f"{what} of step {o.index} ({o.name}), computed from those DP values only (post-processing)")
+    return out
 
 
 def _uncovered_reason(outcome: Any, dp: Sequence[LedgerEntry]) -> str:
@@ -690,7 +729,7 @@ def no_guarantee_reasons(entries: Sequence[LedgerEntry], outcomes: Sequence[Any]
         if not delta < 1:
             reasons.append(f"the composed delta is {at_least(delta)}, not below 1 (the bound holds with probability "
                            "at most 1 - delta), which guarantees nothing")
-        reasons += [_uncovered_reason(o, dp) for o in outcomes if not _covered(o, dp)]
+        reasons += [_uncovered_reason(o, dp) for o in outcomes if not _covered(o, dp, outcomes)]
     return reasons
 
 
@@ -710,6 +749,11 @@ def dp_claimants(entries: Sequence[LedgerEntry]) -> str:
     return _joined([f"step {e.step} ({e.component})" if e.step is not None else (e.component or "a component")
                     for e in entries if e.kind == "dp"]).replace("; ", ", ")
 
+
+#: In a DP verdict's "not covered": the host decides which columns changed by content (a release equal to its
+#: input is never called private), one fact about the original values that no DP statement covers.
+UNCHANGED_CHECK = ("the host's check of which columns the release changed (a column is changed when some released "
+                   "value differs from the original one; a release that changes none is never called private)")
 
 #: The last of a DP verdict's "not covered": the epsilon is this run's; releases of the same records compose.
 OTHER_RELEASES = "any other release made from the same records (the epsilons of all of them add up)"
@@ -825,7 +869,7 @@ def verdict(ledger: Ledger, accountant: Accountant, outcomes: Sequence[Any], che
         relation = relation or _joined([e.relation or "" for e in dp]) or "the relation each entry states"
         if strata:
             relation += f" (with the public stratum column(s) {_cols(strata)} fixed)"
-        covers = _joined([e.covers or "" for e in dp])
+        covers = _joined([e.covers or "" for e in dp] + post_processed(entries, outcomes))
         not_covered = [e.not_covered or "" for e in dp]
         left = [c for c in checks.get("unchanged_columns", ()) if c not in strata]
         if left:
@@ -833,7 +877,7 @@ def verdict(ledger: Ledger, accountant: Accountant, outcomes: Sequence[Any], che
         if strata:
             not_covered.append(f"the public stratum column(s) {_cols(strata)}, their values and the size of each "
                                "stratum")
-        not_covered.append(OTHER_RELEASES)
+        not_covered += [UNCHANGED_CHECK, OTHER_RELEASES]
         # the host composes the entries; what each states (sensitivity, relation, coverage) is its component's
         who = dp_claimants(dp)
         composer = ("the host composes them but" if type(accountant) is BasicAccountant else

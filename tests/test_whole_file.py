@@ -85,6 +85,42 @@ def test_compare_reads_the_same_decision_for_a_dp_clusterers_labels():
     assert table.loc["noise", "dp"]
 
 
+def test_labels_computed_from_dp_values_only_are_post_processing_and_keep_the_dp_verdict():
+    """A clusterer run after a noise step on every column it reads computes its
+    labels from DP releases alone (a step is given only its own columns): the
+    file keeps its DP verdict, which names the labels as post-processing; one
+    original column among its inputs voids it, naming the label column."""
+    columns = list(NUMERIC.columns)
+    after = _run({"steps": [LAPLACE, {"use": "dpc", "n_clusters": 3, "columns": columns}]}, NUMERIC)
+    assert after.verdict.startswith("ε-differentially private (ε = 0.5, δ = 0)")
+    assert ("the label column 'cluster' of step 1 (dpc), computed from those DP values only (post-processing)"
+            in after.verdict)
+    assert after.dp_guarantee
+    # a DP clusterer after the noise: its own statements and the post-processing both hold; the epsilons add up
+    # (dp-density states add/remove: 0.8 counts twice under replace-one)
+    dp_after = _run({"steps": [LAPLACE, {"use": "dp-density", **DP_CLUSTERERS["dp-density"]}]}, NUMERIC)
+    assert dp_after.dp_guarantee and dp_after.verdict.startswith("ε-differentially private (ε = 2.1, δ = 0)")
+    assert not any("Host note" in e.statement for e in dp_after.ledger.of_kind("dp"))
+    # a microaggregation of the noisy values is post-processing too
+    grouped = _run({"steps": [LAPLACE, {"use": "microaggregation", "k": 5, "columns": columns}]}, NUMERIC)
+    assert grouped.dp_guarantee and "the values of" in grouped.verdict and "(post-processing)" in grouped.verdict
+    # one column the noise did not write: the labels read an original value
+    half = {"use": "laplace", "epsilon": 0.5, "bounds": {c: BOUNDS[c] for c in columns[:2]}, "columns": columns[:2]}
+    partly = _run({"steps": [half, {"use": "dpc", "n_clusters": 3, "columns": columns}]}, NUMERIC)
+    assert partly.verdict.startswith("No differential-privacy guarantee: step 1 (dpc, dpc) released the label "
+                                     "column 'cluster' without differential privacy")
+    assert not partly.dp_guarantee
+
+
+def test_a_dp_verdict_lists_the_hosts_check_of_changed_columns_as_not_covered():
+    """Which columns changed is decided by comparing released with original
+    values, a fact no DP statement covers: the DP verdict says so."""
+    release = _run({"steps": [LAPLACE]}, NUMERIC)
+    assert release.dp_guarantee
+    assert "not covered: " in release.verdict
+    assert "the host's check of which columns the release changed" in release.verdict.split("not covered: ", 1)[1]
+
+
 @attrs.frozen(kw_only=True)
 class NoisyLabels:
     """A clusterer whose labels are a DP output: randomised response on a
