@@ -217,8 +217,8 @@ def test_the_verdict_of_a_dp_release_names_epsilon_relation_and_what_is_not_cove
                                       "released value of column(s) exp16")
     assert "the columns released as in the original (exp7, total)" in release.verdict
     # the ledger sees one run: a second release from the same records spends again
-    assert ("the columns released as in the original (exp7, total); " + privclust.verify.OTHER_RELEASES + ". These DP"
-            in release.verdict)
+    assert ("the columns released as in the original (exp7, total); " + privclust.verify.UNCHANGED_CHECK + "; "
+            + privclust.verify.OTHER_RELEASES + ". These DP" in release.verdict)
     # the sensitivity is the component's statement: the verdict says whose, and that the host cannot check it
     assert release.verdict.endswith("These DP statements are the claims of step 0 (laplace): the host composes "
                                     "them but cannot check a sensitivity (privclust audit tests one empirically). "
