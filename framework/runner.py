@@ -27,7 +27,7 @@ import multiprocessing as mp
 import time
 import unicodedata
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Hashable, Iterator, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -45,6 +45,7 @@ from .components import (
     is_real_column,
 )
 from .constraints import RULE_RTOL, ConstraintSet
+from ._io import keep_text
 from .engines import map_tasks
 from .errors import DataError, ParameterError, PrivclustError, Problem, RecipeError
 from .params import column_bounds, leak_problems
@@ -445,7 +446,24 @@ def _check_frame(data: Any) -> pd.DataFrame:
     bad = [c for c in data.columns if not isinstance(c, str)]
     if bad:
         raise DataError(f"column names must be strings; got {bad[:5]!r} (use frame.columns = frame.columns.map(str))")
+    nested = [_first_nested(data[c]) for c in data.columns]
+    found = [f"{c!r} (record {i}: a {what})" for c, (i, what) in zip(data.columns, nested, strict=True) if what]
+    if found:
+        raise DataError(f"column(s) {', '.join(found)} hold cells that are not single values (lists, arrays, "
+                        "mappings, as Parquet stores them); a record's cell holds one value: drop the column or turn "
+                        "it into text (frame[column].astype(str))")
     return data
+
+
+def _first_nested(series: pd.Series) -> tuple[Any, str | None]:
+    """The first record whose cell holds a list, an array or another
+    unhashable value (which no check or count can compare), and its type."""
+    if series.dtype != object:
+        return None, None
+    for i, value in enumerate(series.to_numpy()):
+        if not isinstance(value, Hashable):
+            return series.index[i], type(value).__name__
+    return None, None
 
 
 def _not_in_data(frame: pd.DataFrame, columns: Sequence[str], where: str) -> list[str]:
@@ -1255,6 +1273,7 @@ def _run_checked(compiled: CompiledRecipe, checked: Preflight, seed: int | np.ra
                              mechanism="strata")
     checks = verify(context, frame, current, outcomes, label_columns=tuple(labels.columns), strata=roles.strata,
                     broken_rules=broken_rules)
+    keep_text(frame, current, checks["unchanged_columns"])  # written with their original text (a CSV read)
 
     changed = tuple(c for c in frame.columns if any(c in o.columns for o in outcomes if o.kind != "clusterers"))
     evaluations = _evaluate(compiled, frame, current, labels, outcomes, all_constraints, context,
