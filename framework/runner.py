@@ -447,7 +447,7 @@ def _check_frame(data: Any) -> pd.DataFrame:
     if bad:
         raise DataError(f"column names must be strings; got {bad[:5]!r} (use frame.columns = frame.columns.map(str))")
     nested = [_first_nested(data[c]) for c in data.columns]
-    found = [f"{c!r} (record {i}: a {what})" for c, (i, what) in zip(data.columns, nested, strict=True) if what]
+    found = [f"{c!r} (record {i} holds a {what})" for c, (i, what) in zip(data.columns, nested, strict=True) if what]
     if found:
         raise DataError(f"column(s) {', '.join(found)} hold cells that are not single values (lists, arrays, "
                         "mappings, as Parquet stores them); a record's cell holds one value: drop the column or turn "
@@ -610,6 +610,7 @@ def check_data(compiled: CompiledRecipe, frame: pd.DataFrame) -> list[tuple[str,
                             f"the data have {frame.shape[0]}")
         if not found:  # a column absent from the data is named once
             problems.extend(_bounds_problems(cs, columns))
+            problems.extend(_inexact_integer_problems(cs, frame, columns))
     changed = tuple(c for c in frame.columns
                     if any(c in cols for cs, cols in zip(compiled.steps, step_columns, strict=True)
                            if cs.kind != "clusterers"))
@@ -1507,6 +1508,34 @@ def _integer_dtype(dtype: Any, values: np.ndarray) -> tuple[Any, str | None]:
 EXACT_INTEGERS = 2.0**53
 
 
+def _largest_magnitude(series: pd.Series) -> int:
+    """The largest magnitude of an integer column's values, exactly (0 when
+    it has none; never through a double, and -2^63 is not negative)."""
+    if not pd.api.types.is_integer_dtype(series) or pd.api.types.is_bool_dtype(series):
+        return 0
+    values = series.dropna()
+    return max(abs(int(values.min())), abs(int(values.max()))) if len(values) else 0
+
+
+def _inexact_integers(column: str, series: pd.Series, where: str, what: str) -> str:
+    """Why ``column``, an integer column with values of 2^53 or more in
+    magnitude, cannot be released by a step that computes on doubles."""
+    largest = _largest_magnitude(series)
+    return (f"{where}: column {column!r} holds integers beyond 2^53 (up to {largest} in magnitude) and the step "
+            f"{what}: doubles cannot hold such integers exactly (the nearest double to {largest} is "
+            f"{float(largest):.17g}), so they would be released rounded; leave the column out of the step's columns "
+            "(an identifier needs no masking: declare it with [roles] ids = [...]), or subtract a public offset so "
+            "that its values lie within +-2^53")
+
+
+def _inexact_integer_problems(cs: CompiledStep, frame: pd.DataFrame, columns: Sequence[str]) -> list[str]:
+    """A masker computes on doubles: its integer columns must be exact as doubles."""
+    if cs.kind != "maskers":
+        return []
+    return [_inexact_integers(c, frame[c], f"steps[{cs.index}] ({cs.id})", "computes on them as doubles")
+            for c in columns if c in frame.columns and _largest_magnitude(frame[c]) >= EXACT_INTEGERS]
+
+
 def release_integers(context: PrivacyContext, frame: pd.DataFrame, current: pd.DataFrame,
                      outcomes: Sequence[StepOutcome], handlers: Sequence[Any],
                      rules: ConstraintSet | None) -> dict[int, int] | None:
@@ -1530,6 +1559,11 @@ def release_integers(context: PrivacyContext, frame: pd.DataFrame, current: pd.D
     if not targets:
         return None
     exact = {c for c in targets if pd.api.types.is_integer_dtype(current[c])}  # a step released integers
+    for c in targets:
+        if c not in exact and _largest_magnitude(frame[c]) >= EXACT_INTEGERS:  # passed through doubles: rounded
+            step = next(o for o in reversed(outcomes) if o.kind != "clusterers" and c in o.columns)
+            raise DataError(_inexact_integers(c, frame[c], f"steps[{step.index}] ({step.id})",
+                                              f"released it as {current[c].dtype} values"))
     before: dict[str, np.ndarray] = {}  # the values before rounding, of the columns rounded here
     after: dict[str, np.ndarray] = {}
     adjusted: dict[str, np.ndarray] = {}
@@ -1548,8 +1582,7 @@ def release_integers(context: PrivacyContext, frame: pd.DataFrame, current: pd.D
         held_before = ~_violated(rules, X, columns_of)
         X.flags.writeable = False  # a handler returns new values; it never changes these
         integer = np.array([c in integers for c in columns])
-        huge = np.array([c in exact and bool(np.any(np.abs(current[c].to_numpy()) >= EXACT_INTEGERS))
-                         for c in columns])
+        huge = np.array([c in exact and _largest_magnitude(current[c]) >= EXACT_INTEGERS for c in columns])
         fixed = np.array([c not in changed for c in columns]) | huge
         Y = X
         done = np.zeros(len(columns), dtype=bool)  # columns an earlier handler's rules already settled
