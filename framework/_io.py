@@ -158,6 +158,7 @@ def _read_csv(source: Path | bytes, sep: str = ",", where: str = "") -> pd.DataF
                     "would be taken for a row index and every value moved one column left); give every line one "
                     "value per column of the header") from None
 
+    stamp = _stamp(source)  # before reading: a change made meanwhile is a change
     header = _csv_header(source, sep)
     _check_header(header, where or "the CSV data")
     frame = read()
@@ -172,12 +173,11 @@ def _read_csv(source: Path | bytes, sep: str = ",", where: str = "") -> pd.DataF
         for c in gaps:
             if pd.api.types.is_integer_dtype(typed[c]):
                 frame[c] = typed[c]
-    # The cells' text, where pandas would write another: every column but text without missing values.
+    # Where the cells' text can be read again, for the columns pandas may write otherwise (all but text
+    # without missing values): read when a column is written (keeping it here cost 8 times the frame's memory).
     texts = [c for c in frame.columns if not (frame[c].dtype == object and not frame[c].isna().any())]
     if texts:
-        raw = read(usecols=texts, dtype=str, keep_default_na=False, na_filter=False)
-        _remember(frame, _CellText({c: raw[c].fillna("").to_numpy(dtype=object) for c in texts},
-                                   {c: frame[c].copy() for c in texts}))
+        _remember(frame, _CellText(source, sep, stamp, {c: frame[c].copy() for c in texts}))
     return frame
 
 
@@ -235,15 +235,45 @@ def read_frame(path: str | Path) -> pd.DataFrame:
 
 
 class _CellText:
-    """The text of some columns' cells as a CSV file wrote them, and the
+    """Where the text of some columns' cells can be read again (a CSV file,
+    as long as it is unchanged, or the bytes of standard input), and the
     values pandas read from that text (a copy: a later change of the frame
     does not change them)."""
 
-    __slots__ = ("text", "values")
+    __slots__ = ("sep", "source", "stamp", "values")
 
-    def __init__(self, text: dict[str, np.ndarray], values: dict[str, pd.Series]):
-        self.text = text
-        self.values = values
+    def __init__(self, source: Path | bytes, sep: str, stamp: tuple[int, ...] | None, values: dict[str, pd.Series]):
+        self.source, self.sep, self.stamp, self.values = source, sep, stamp, values
+
+    def only(self, columns: Sequence[str]) -> _CellText:
+        return _CellText(self.source, self.sep, self.stamp, {c: self.values[c] for c in columns})
+
+    def text(self, columns: Sequence[str]) -> dict[str, np.ndarray] | None:
+        """The cells' text of ``columns`` (``None`` when the file has
+        changed since it was read, or is gone)."""
+        if self.stamp is not None and _stamp(self.source) != self.stamp:
+            return None
+        source = io.BytesIO(self.source) if isinstance(self.source, bytes) else self.source
+        try:
+            raw = pd.read_csv(source, sep=self.sep, index_col=False, usecols=list(columns), dtype=str,
+                              keep_default_na=False, na_filter=False)
+        except (OSError, ValueError, EOFError, pd.errors.ParserError):
+            return None
+        if any(len(raw) != len(self.values[c]) for c in columns):
+            return None
+        return {c: raw[c].fillna("").to_numpy(dtype=object) for c in columns}
+
+
+def _stamp(source: Path | bytes) -> tuple[int, ...] | None:
+    """What identifies a file's version (device, inode, size, modification
+    time); ``None`` for bytes, which cannot change, and for a file gone."""
+    if isinstance(source, bytes):
+        return None
+    try:
+        st = os.stat(source)
+    except OSError:
+        return (-1,)
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
 
 #: Frames whose columns have their cells' original text: ``id(frame)`` ->
@@ -300,10 +330,10 @@ def keep_text(original: pd.DataFrame, released: pd.DataFrame, columns: Sequence[
     cells = _cell_text(original)
     if cells is None:
         return
-    kept = [c for c in columns if c in cells.text and c in released.columns
+    kept = [c for c in columns if c in cells.values and c in released.columns
             and _identical(released[c], cells.values[c])]
     if kept:
-        _remember(released, _CellText({c: cells.text[c] for c in kept}, {c: cells.values[c] for c in kept}))
+        _remember(released, cells.only(kept))
 
 
 def _with_text(frame: pd.DataFrame) -> pd.DataFrame:
@@ -313,12 +343,13 @@ def _with_text(frame: pd.DataFrame) -> pd.DataFrame:
     cells = _cell_text(frame)
     if cells is None:
         return frame
-    kept = [c for c in cells.text if c in frame.columns and _identical(frame[c], cells.values[c])]
-    if not kept:
+    kept = [c for c in cells.values if c in frame.columns and _identical(frame[c], cells.values[c])]
+    text = cells.text(kept) if kept else None
+    if text is None:
         return frame
     out = frame.copy(deep=False)
     for c in kept:
-        out[c] = pd.Series(cells.text[c], index=frame.index, dtype=object)
+        out[c] = pd.Series(text[c], index=frame.index, dtype=object)
     return out
 
 

@@ -321,3 +321,18 @@ def test_verbatim_records_are_counted_by_content_not_by_position():
     assert checks["verbatim_records"] == 12  # by position: 0 of 12
     assert checks["steps"][0]["verbatim_by_step"] == checks["steps"][0]["verbatim_released"] == 12
     assert "12 of 12 records" in release.verdict + " ".join(e.statement for e in release.ledger.entries)
+
+
+def test_the_text_is_read_again_only_from_the_unchanged_file(tmp_path):
+    """The cells' text is not held in memory: it is read again from the file when a column is written, and only
+    while the file is the one read (changed or gone: written as pandas writes the values)."""
+    path = tmp_path / "in.csv"
+    path.write_text("id,e\n00037,1e3\n00038,2e3\n")
+    frame = read_frame(path)
+    out = tmp_path / "out.csv"
+    path.write_text("id,e\n00037,1000\n00038,2000\n")  # the same values, other text
+    frame_writer(frame, out)(out)
+    assert out.read_text() == "id,e\n37,1000.0\n38,2000.0\n"
+    path.unlink()
+    frame_writer(frame, out)(out)
+    assert out.read_text() == "id,e\n37,1000.0\n38,2000.0\n"
