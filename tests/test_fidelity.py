@@ -212,7 +212,7 @@ def test_a_nullable_boolean_column_with_missing_values_is_released_as_it_is():
 @pytest.mark.parametrize("cells", [[[1, 2], [3], []] * 4, [np.array([1.0, 2.0])] * N, [{"a": 1}] * N])
 def test_list_or_array_cells_are_refused_by_name(tmp_path, cells):
     frame = pd.DataFrame({"x": np.arange(N, dtype=float), "tags": pd.Series(cells, dtype=object)})
-    with pytest.raises(DataError, match="'tags' .record 0 holds a (list|ndarray|dict).*astype.str."):
+    with pytest.raises(DataError, match="'tags' .record 0 holds a value of type (list|ndarray|dict).*astype.str."):
         privclust.run({"steps": [{"use": "microaggregation", "k": 3, "columns": ["x"]}]}, frame, seed=1)
 
 
