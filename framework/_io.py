@@ -280,25 +280,24 @@ def _stamp(source: Path | bytes) -> tuple[int, ...] | None:
 #: (a weak reference to the frame, its text). Kept beside the frame, never in
 #: it (``frame.attrs`` would travel into every frame derived from it, and into
 #: Parquet metadata), and forgotten when the frame is.
+#: Each operation on it is one dictionary operation (atomic): no lock, which the
+#: garbage collector could call ``forget`` under, in the thread that holds it.
 _TEXT: dict[int, tuple[weakref.ref, _CellText]] = {}
-_TEXT_LOCK = threading.Lock()
 
 
 def _remember(frame: pd.DataFrame, cells: _CellText) -> None:
     key = id(frame)
 
     def forget(ref: weakref.ref) -> None:
-        with _TEXT_LOCK:
-            if _TEXT.get(key, (None,))[0] is ref:
-                del _TEXT[key]
+        entry = _TEXT.get(key)
+        if entry is not None and entry[0] is ref:
+            _TEXT.pop(key, None)
 
-    with _TEXT_LOCK:
-        _TEXT[key] = (weakref.ref(frame, forget), cells)
+    _TEXT[key] = (weakref.ref(frame, forget), cells)
 
 
 def _cell_text(frame: pd.DataFrame) -> _CellText | None:
-    with _TEXT_LOCK:
-        entry = _TEXT.get(id(frame))
+    entry = _TEXT.get(id(frame))
     return entry[1] if entry is not None and entry[0]() is frame else None
 
 

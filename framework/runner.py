@@ -1265,6 +1265,7 @@ def _run_checked(compiled: CompiledRecipe, checked: Preflight, seed: int | np.ra
 
     all_constraints = _all_rules(compiled.constraints, tuple(map(str, frame.columns)))
     rounding = release_integers(context, frame, current, outcomes, compiled.constraints, all_constraints)
+    _restore_nullable_floats(frame, current)
     broken_rules = _record_rules(context, all_constraints, current,
                                  [frozenset(v) for h in compiled.constraints for v in h.variables()], rounding)
     if parts is not None:
@@ -1506,6 +1507,18 @@ def _integer_dtype(dtype: Any, values: np.ndarray) -> tuple[Any, str | None]:
 #: moved by controlled rounding (it is held fixed), and its values never pass
 #: through a double.
 EXACT_INTEGERS = 2.0**53
+
+
+def _restore_nullable_floats(frame: pd.DataFrame, current: pd.DataFrame) -> None:
+    """A nullable ``Float64`` column of the input that a step released as
+    numpy doubles is released as ``Float64`` again (exactly: the doubles it
+    holds, a missing value as ``<NA>``), so that Parquet keeps the file's own
+    type; ``Float32`` and ``float32`` stay as the step released them (casting
+    would round the released values)."""
+    for c in frame.columns:
+        dtype = frame[c].dtype
+        if isinstance(dtype, pd.Float64Dtype) and current[c].dtype == np.float64:
+            current[c] = pd.array(current[c].to_numpy(), dtype=dtype)
 
 
 def _largest_magnitude(series: pd.Series) -> int:

@@ -10,6 +10,7 @@ cleanly; verbatim records are counted by content, not by position.
 from __future__ import annotations
 
 import csv
+import importlib.util
 import io
 import sys
 import types
@@ -175,9 +176,12 @@ OTHER = {
     "mixed object": pd.Series([1, "a", 2.5, None] * 3, dtype=object),
     "period": pd.period_range("2020", periods=N, freq="D"),
     "bool": np.array([True, False] * 6),
+    "complex": np.arange(N) * 1j,
     "uint64": np.array([2**64 - 1 - i for i in range(N)], dtype=np.uint64),
     "int64 near its minimum": np.array([-(2**63) + i for i in range(N)], dtype=np.int64),
 }
+if importlib.util.find_spec("pyarrow") is not None:
+    OTHER["string[pyarrow]"] = pd.array(["a", None, "c"] * 4, dtype="string[pyarrow]")
 
 
 @pytest.mark.parametrize("kind", list(OTHER))
@@ -196,6 +200,9 @@ def test_every_dtype_works_or_is_refused_cleanly(tmp_path, kind, use):
         return
     if use == "left alone" or "other" not in release.verification["changed_columns"]:
         assert release.data["other"].equals(frame["other"])  # released as in the original, dtype and all
+        assert release.data["other"].dtype == frame["other"].dtype
+    if kind in ("Int64 with NA", "Float64 with NA"):  # changed by the step: the input's nullable dtype kept
+        assert release.data["other"].dtype == frame["other"].dtype
     for name in ("out.csv", "out.parquet"):
         try:
             frame_writer(release.data, tmp_path / name)(tmp_path / name)
