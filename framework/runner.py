@@ -450,8 +450,9 @@ def _check_frame(data: Any) -> pd.DataFrame:
     found = [f"{c!r} (record {i} holds a value of type {what})" for c, (i, what) in zip(data.columns, nested, strict=True) if what]
     if found:
         raise DataError(f"column(s) {', '.join(found)} hold cells that are not single values (lists, arrays, "
-                        "mappings, as Parquet stores them); a record's cell holds one value: drop the column or turn "
-                        "it into text (frame[column].astype(str))")
+                        "mappings, as Parquet stores them): such a column cannot be grouped, compared or counted; a "
+                        "record's cell holds one value: drop the column or turn it into text "
+                        "(frame[column].astype(str))")
     return data
 
 
