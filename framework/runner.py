@@ -456,11 +456,15 @@ def _check_frame(data: Any) -> pd.DataFrame:
     return data
 
 
+#: What ``pandas.api.types.infer_dtype`` calls a column that may hold lists or arrays.
+_MIXED = ("mixed", "mixed-integer", "unknown-array")
+
+
 def _first_nested(series: pd.Series) -> tuple[Any, str | None]:
     """The first record whose cell holds a list, an array or another
     unhashable value (which no check or count can compare), and its type."""
-    if series.dtype != object:
-        return None, None
+    if series.dtype != object or pd.api.types.infer_dtype(series, skipna=True) not in _MIXED:
+        return None, None  # text, numbers, dates...: one value a cell (pandas' own scan, in C)
     for i, value in enumerate(series.to_numpy()):
         if not isinstance(value, Hashable):
             return series.index[i], type(value).__name__

@@ -221,6 +221,9 @@ def test_list_or_array_cells_are_refused_by_name(tmp_path, cells):
     frame = pd.DataFrame({"x": np.arange(N, dtype=float), "tags": pd.Series(cells, dtype=object)})
     with pytest.raises(DataError, match="'tags' .record 0 holds a value of type (list|ndarray|dict).*astype.str."):
         privclust.run({"steps": [{"use": "microaggregation", "k": 3, "columns": ["x"]}]}, frame, seed=1)
+    mixed = frame.assign(tags=pd.Series([1, "a", [2]] * 4, dtype=object))  # a list among single values
+    with pytest.raises(DataError, match="'tags' .record 2 holds a value of type list"):
+        privclust.run({"steps": [{"use": "microaggregation", "k": 3, "columns": ["x"]}]}, mixed, seed=1)
 
 
 def test_list_cells_of_a_parquet_file_are_a_clean_error(tmp_path, capsys):
