@@ -447,7 +447,8 @@ def _check_frame(data: Any) -> pd.DataFrame:
     if bad:
         raise DataError(f"column names must be strings; got {bad[:5]!r} (use frame.columns = frame.columns.map(str))")
     nested = [_first_nested(data[c]) for c in data.columns]
-    found = [f"{c!r} (record {i} holds a value of type {what})" for c, (i, what) in zip(data.columns, nested, strict=True) if what]
+    found = [f"{c!r} (record {i} holds a value of type {what})"
+             for c, (i, what) in zip(data.columns, nested, strict=True) if what]
     if found:
         raise DataError(f"column(s) {', '.join(found)} hold cells that are not single values (lists, arrays, "
                         "mappings, as Parquet stores them): such a column cannot be grouped, compared or counted; a "

@@ -108,8 +108,8 @@ def _joint_codes(a: Any, b: Any) -> np.ndarray:
     try:
         codes = pd.factorize(both)[0]
     except TypeError:  # unhashable cells (lists, arrays): compared by their type and whole text
-        codes = pd.factorize(both.map(lambda v: f"{type(v).__name__}:{v.tolist() if isinstance(v, np.ndarray) else v!r}")
-                             .where(both.notna(), None))[0]
+        text = both.map(lambda v: f"{type(v).__name__}:{v.tolist() if isinstance(v, np.ndarray) else v!r}")
+        codes = pd.factorize(text.where(both.notna(), None))[0]
     return np.where(codes < 0, codes.max(initial=0) + 1, codes)
 
 
@@ -296,8 +296,8 @@ def verify(context: PrivacyContext, original: pd.DataFrame, released: pd.DataFra
             # wrote each of them left it (a clusterer after a noise step found, and left, noisy values; every
             # record was counted as left with its original values)
             left = {c: next((e.result.data[c] for e in reversed(outcomes)
-                             if e.index < o.index and e.kind != "clusterers" and c in e.columns), original[c]).to_numpy()
-                    for c in columns}
+                             if e.index < o.index and e.kind != "clusterers" and c in e.columns),
+                            original[c]).to_numpy() for c in columns}
             step_out = int(_verbatim(original, pd.DataFrame(left, index=original.index), columns).sum())
         else:  # what the step itself released, before any later step
             step_out = int(_verbatim(original, o.result.data, columns).sum())
