@@ -266,7 +266,8 @@ class _CellText:
 
 def _stamp(source: Path | bytes) -> tuple[int, ...] | None:
     """What identifies a file's version (device, inode, size, modification
-    time); ``None`` for bytes, which cannot change, and for a file gone."""
+    time); ``None`` for bytes, which cannot change; ``(-1,)`` for a file
+    that cannot be read (gone)."""
     if isinstance(source, bytes):
         return None
     try:
