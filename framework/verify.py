@@ -341,9 +341,9 @@ def verify(context: PrivacyContext, original: pd.DataFrame, released: pd.DataFra
                         "original values: that count is not covered by the DP statements.")
             else:
                 text = (f"Host check on the released data: step {s['step']} ({s['id']}) "
-                        f"{'left' if clusterer else 'released'} {s['verbatim_by_step']} of {n} records with all "
-                        f"their original values of {cols}; in the released file {s['verbatim_released']} of {n} "
-                        f"records keep all of them, and {groups}.")
+                        f"{'left' if clusterer else 'released'} {s['verbatim_by_step']} of {n} records verbatim "
+                        f"(identical on {cols} to an original record, its own or another's); in the released file "
+                        f"{s['verbatim_released']} of {n} records are, and {groups}.")
             context._record_host("verified", text, mechanism="release check",
                                  details=_shown(s, dp_release))
     added = f"; label column(s) added: {_cols(checks['label_columns'])}" if label_columns else ""
@@ -356,8 +356,9 @@ def verify(context: PrivacyContext, original: pd.DataFrame, released: pd.DataFra
                 f"original ones (every step released through its differential-privacy mechanisms).{missing}")
     else:
         text = (f"Host check of the release: columns changed: {_cols(changed)}; columns released as in the original: "
-                f"{_cols(unchanged)}{added}. {checks['verbatim_records']} of {n} records keep all their original "
-                f"values of the columns the steps worked on ({_cols(protected)}).{missing}")
+                f"{_cols(unchanged)}{added}. {checks['verbatim_records']} of {n} records are released verbatim "
+                f"(identical on the columns the steps worked on, {_cols(protected)}, to an original record, its own "
+                f"or another's).{missing}")
     context._record_host("verified", text, mechanism="release check",
                          details=_shown({k: v for k, v in checks.items() if k not in ("steps", "claims")}, dp_release))
 
@@ -449,8 +450,8 @@ def verify(context: PrivacyContext, original: pd.DataFrame, released: pd.DataFra
             else:
                 status = "claimed"
                 text = (f"{who} claims: {claim} Host check: "
-                        + ("" if dp_release else f"{verbatim} of {n} records were released verbatim (all their "
-                           f"values of {_cols(columns)} unchanged); ")
+                        + ("" if dp_release else f"{verbatim} of {n} records were released verbatim (identical on "
+                           f"{_cols(columns)} to an original record, its own or another's); ")
                         + (f"{_records(small)} in a group of identical released rows smaller than k = {k}; the "
                            f"smallest group has {smallest}." if k is not None else
                            f"the claim names no k; the smallest group of identical released rows has {smallest}."))
@@ -684,8 +685,8 @@ def verdict(ledger: Ledger, accountant: Accountant, outcomes: Sequence[Any], che
     # a differentially private release states nothing that compares released with original values
     if not checks.get("dp_release") and checks.get("changed_columns") and checks.get("verbatim_records") \
             and checks.get("verbatim_records") not in stated:
-        extras.append(f"{checks['verbatim_records']} of {checks['records']} records keep all their original values "
-                      f"of the columns the steps worked on.")
+        extras.append(f"{checks['verbatim_records']} of {checks['records']} records are released verbatim (identical "
+                      f"on the columns the steps worked on to an original record, its own or another's).")
     if checks.get("missing_values"):
         extras.append(f"{checks['missing_values']} values are released missing as in the original: the missingness "
                       "pattern is not protected.")
