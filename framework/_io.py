@@ -199,8 +199,9 @@ def read_frame(path: str | Path) -> pd.DataFrame:
     """Read a CSV or Parquet file into a DataFrame; ``"-"`` reads CSV from
     standard input. A CSV column of whole numbers is ``int64``, or the
     nullable ``Int64`` when some of its values are missing (see
-    :func:`_read_csv`); Parquet keeps the dtypes it stores. The text of a
-    CSV file's cells is remembered with the frame, so that
+    :func:`_read_csv`); Parquet keeps the dtypes it stores, and a named
+    index (a column pandas stored as the index) is read as columns. The text
+    of a CSV file's cells is remembered with the frame, so that
     :func:`frame_writer` writes a column released as in the original with
     its original text (``00037`` stays ``00037``, see :func:`keep_text`).
 
@@ -220,7 +221,10 @@ def read_frame(path: str | Path) -> pd.DataFrame:
     try:
         if kind == "csv":
             return _read_csv(path, sep, str(path))
-        return pd.read_parquet(path)
+        frame = pd.read_parquet(path)
+        if any(name is not None for name in frame.index.names):  # pandas' set_index: columns of the file
+            frame = frame.reset_index()  # checked, named by the verdict and written, never dropped unseen
+        return frame
     except DataError:
         raise
     except ImportError as err:

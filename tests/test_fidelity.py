@@ -346,3 +346,19 @@ def test_the_text_is_read_again_only_from_the_unchanged_file(tmp_path):
     path.unlink()
     frame_writer(frame, out)(out)
     assert out.read_text() == "id,e\n37,1000.0\n38,2000.0\n"
+
+
+def test_a_named_parquet_index_is_read_as_columns_not_dropped(tmp_path):
+    """pandas stores ``set_index("pid")`` as the file's index: it was read as the frame's index, and the release,
+    written without an index, dropped the column unseen."""
+    pytest.importorskip("pyarrow")
+    path = tmp_path / "in.parquet"
+    pd.DataFrame({"pid": ["00037", "00038", "00039", "00040", "00041", "00042"],
+                  "x": np.arange(6.0)}).set_index("pid").to_parquet(path)
+    (tmp_path / "recipe.toml").write_text(RECIPE)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert main(["run", str(tmp_path / "recipe.toml"), "-i", str(path), "-o", str(tmp_path / "o.csv"), "-q"]) == 0
+    assert _cells((tmp_path / "o.csv").read_text())["pid"][0] == "00037"
+    pd.DataFrame({"x": np.arange(6.0)}, index=np.arange(6) * 2).to_parquet(path)  # row labels only: not a column
+    assert list(read_frame(path).columns) == ["x"]
