@@ -49,6 +49,7 @@ from ._io import (
     read_frame,
     text_writer,
     write_atomically,
+    write_csv,
 )
 from .compare import compare, parse_sweep, summarize
 from .constraints import RULE_RTOL, ConstraintSet
@@ -230,7 +231,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         targets += _report_targets(release, report, args.non_disclosive)
     write_atomically(targets)  # the files first: a failure there leaves standard output empty
     if to_stdout:
-        release.data.to_csv(sys.stdout, index=False)
+        write_csv(release.data, sys.stdout)  # columns released as in the original: their original text
         sys.stdout.flush()
     if not args.quiet:
         files = [str(t[0]) for t in targets[0 if to_stdout else 1:]]

@@ -27,7 +27,7 @@ import multiprocessing as mp
 import time
 import unicodedata
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Hashable, Iterator, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -45,6 +45,7 @@ from .components import (
     is_real_column,
 )
 from .constraints import RULE_RTOL, ConstraintSet
+from ._io import keep_text
 from .engines import map_tasks
 from .errors import DataError, ParameterError, PrivclustError, Problem, RecipeError
 from .params import column_bounds, leak_problems
@@ -445,7 +446,30 @@ def _check_frame(data: Any) -> pd.DataFrame:
     bad = [c for c in data.columns if not isinstance(c, str)]
     if bad:
         raise DataError(f"column names must be strings; got {bad[:5]!r} (use frame.columns = frame.columns.map(str))")
+    nested = [_first_nested(data[c]) for c in data.columns]
+    found = [f"{c!r} (record {i} holds a value of type {what})"
+             for c, (i, what) in zip(data.columns, nested, strict=True) if what]
+    if found:
+        raise DataError(f"column(s) {', '.join(found)} hold cells that are not single values (lists, arrays, "
+                        "mappings, as Parquet stores them): such a column cannot be grouped, compared or counted; a "
+                        "record's cell holds one value: drop the column or turn it into text "
+                        "(frame[column].astype(str))")
     return data
+
+
+#: What ``pandas.api.types.infer_dtype`` calls a column that may hold lists or arrays.
+_MIXED = ("mixed", "mixed-integer", "unknown-array")
+
+
+def _first_nested(series: pd.Series) -> tuple[Any, str | None]:
+    """The first record whose cell holds a list, an array or another
+    unhashable value (which no check or count can compare), and its type."""
+    if series.dtype != object or pd.api.types.infer_dtype(series, skipna=True) not in _MIXED:
+        return None, None  # text, numbers, dates...: one value a cell (pandas' own scan, in C)
+    for i, value in enumerate(series.to_numpy()):
+        if not isinstance(value, Hashable):
+            return series.index[i], type(value).__name__
+    return None, None
 
 
 def _not_in_data(frame: pd.DataFrame, columns: Sequence[str], where: str) -> list[str]:
@@ -592,6 +616,7 @@ def check_data(compiled: CompiledRecipe, frame: pd.DataFrame) -> list[tuple[str,
                             f"the data have {frame.shape[0]}")
         if not found:  # a column absent from the data is named once
             problems.extend(_bounds_problems(cs, columns))
+            problems.extend(_inexact_integer_problems(cs, frame, columns))
     changed = tuple(c for c in frame.columns
                     if any(c in cols for cs, cols in zip(compiled.steps, step_columns, strict=True)
                            if cs.kind != "clusterers"))
@@ -1246,6 +1271,7 @@ def _run_checked(compiled: CompiledRecipe, checked: Preflight, seed: int | np.ra
 
     all_constraints = _all_rules(compiled.constraints, tuple(map(str, frame.columns)))
     rounding = release_integers(context, frame, current, outcomes, compiled.constraints, all_constraints)
+    _restore_nullable_floats(frame, current)
     broken_rules = _record_rules(context, all_constraints, current,
                                  [frozenset(v) for h in compiled.constraints for v in h.variables()], rounding)
     if parts is not None:
@@ -1255,6 +1281,7 @@ def _run_checked(compiled: CompiledRecipe, checked: Preflight, seed: int | np.ra
                              mechanism="strata")
     checks = verify(context, frame, current, outcomes, label_columns=tuple(labels.columns), strata=roles.strata,
                     keys=roles.keys, broken_rules=broken_rules)
+    keep_text(frame, current, checks["unchanged_columns"])  # written with their original text (a CSV read)
 
     changed = tuple(c for c in frame.columns if any(c in o.columns for o in outcomes if o.kind != "clusterers"))
     evaluations = _evaluate(compiled, frame, current, labels, outcomes, all_constraints, context,
@@ -1488,6 +1515,46 @@ def _integer_dtype(dtype: Any, values: np.ndarray) -> tuple[Any, str | None]:
 EXACT_INTEGERS = 2.0**53
 
 
+def _restore_nullable_floats(frame: pd.DataFrame, current: pd.DataFrame) -> None:
+    """A nullable ``Float64`` column of the input that a step released as
+    numpy doubles is released as ``Float64`` again (exactly: the doubles it
+    holds, a missing value as ``<NA>``), so that Parquet keeps the file's own
+    type; ``Float32`` and ``float32`` stay as the step released them (casting
+    would round the released values)."""
+    for c in frame.columns:
+        dtype = frame[c].dtype
+        if isinstance(dtype, pd.Float64Dtype) and current[c].dtype == np.float64:
+            current[c] = pd.array(current[c].to_numpy(), dtype=dtype)
+
+
+def _largest_magnitude(series: pd.Series) -> int:
+    """The largest magnitude of an integer column's values, exactly (0 when
+    it has none; never through a double, and -2^63 is not negative)."""
+    if not pd.api.types.is_integer_dtype(series) or pd.api.types.is_bool_dtype(series):
+        return 0
+    values = series.dropna()
+    return max(abs(int(values.min())), abs(int(values.max()))) if len(values) else 0
+
+
+def _inexact_integers(column: str, series: pd.Series, where: str, what: str) -> str:
+    """Why ``column``, an integer column with values of 2^53 or more in
+    magnitude, cannot be released by a step that computes on doubles."""
+    largest = _largest_magnitude(series)
+    return (f"{where}: column {column!r} holds integers beyond 2^53 (up to {largest} in magnitude) and the step "
+            f"{what}: doubles cannot hold such integers exactly (the nearest double to {largest} is "
+            f"{float(largest):.17g}), so they would be released rounded; leave the column out of the step's columns "
+            "(an identifier needs no masking: declare it with [roles] ids = [...]), or subtract a public offset so "
+            "that its values lie within +-2^53")
+
+
+def _inexact_integer_problems(cs: CompiledStep, frame: pd.DataFrame, columns: Sequence[str]) -> list[str]:
+    """A masker computes on doubles: its integer columns must be exact as doubles."""
+    if cs.kind != "maskers":
+        return []
+    return [_inexact_integers(c, frame[c], f"steps[{cs.index}] ({cs.id})", "computes on them as doubles")
+            for c in columns if c in frame.columns and _largest_magnitude(frame[c]) >= EXACT_INTEGERS]
+
+
 def release_integers(context: PrivacyContext, frame: pd.DataFrame, current: pd.DataFrame,
                      outcomes: Sequence[StepOutcome], handlers: Sequence[Any],
                      rules: ConstraintSet | None) -> dict[int, int] | None:
@@ -1511,6 +1578,11 @@ def release_integers(context: PrivacyContext, frame: pd.DataFrame, current: pd.D
     if not targets:
         return None
     exact = {c for c in targets if pd.api.types.is_integer_dtype(current[c])}  # a step released integers
+    for c in targets:
+        if c not in exact and _largest_magnitude(frame[c]) >= EXACT_INTEGERS:  # passed through doubles: rounded
+            step = next(o for o in reversed(outcomes) if o.kind != "clusterers" and c in o.columns)
+            raise DataError(_inexact_integers(c, frame[c], f"steps[{step.index}] ({step.id})",
+                                              f"released it as {current[c].dtype} values"))
     before: dict[str, np.ndarray] = {}  # the values before rounding, of the columns rounded here
     after: dict[str, np.ndarray] = {}
     adjusted: dict[str, np.ndarray] = {}
@@ -1529,8 +1601,7 @@ def release_integers(context: PrivacyContext, frame: pd.DataFrame, current: pd.D
         held_before = ~_violated(rules, X, columns_of)
         X.flags.writeable = False  # a handler returns new values; it never changes these
         integer = np.array([c in integers for c in columns])
-        huge = np.array([c in exact and bool(np.any(np.abs(current[c].to_numpy()) >= EXACT_INTEGERS))
-                         for c in columns])
+        huge = np.array([c in exact and _largest_magnitude(current[c]) >= EXACT_INTEGERS for c in columns])
         fixed = np.array([c not in changed for c in columns]) | huge
         Y = X
         done = np.zeros(len(columns), dtype=bool)  # columns an earlier handler's rules already settled

@@ -458,8 +458,9 @@ def _combined(compiled: CompiledRecipe, context: PrivacyContext, results: Sequen
         f"{', '.join(checks['changed_columns']) or '(none)'}; columns released as in the original: "
         f"{', '.join(checks['unchanged_columns']) or '(none)'}. "
         + ("The host does not compare the written values with the original ones (every step released through "
-           "its differential-privacy mechanisms); " if dp_release else f"{checks['verbatim_records']} of {checks['records']} records keep all "
-           "their original values of the columns the steps worked on; ")
+           "its differential-privacy mechanisms); " if dp_release else f"{checks['verbatim_records']} of {checks['records']} records are "
+           "released verbatim (identical on the columns the steps worked on to an original record of their stratum, "
+           "its own or another's); ")
         + "; ".join(f"step {s['step']} ({s['id']}): the smallest group of identical released rows (within a "
                     f"stratum) has {s['min_group_size']} record(s), {s['unique_records']} unique"
                     for s in checks["steps"]) + ".",

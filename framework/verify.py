@@ -75,7 +75,7 @@ def _values(frame: pd.DataFrame, columns: Sequence[str]) -> np.ndarray:
 
 
 def _same(original: pd.DataFrame, released: pd.DataFrame, columns: Sequence[str]) -> np.ndarray:
-    """Per record: are all of ``columns`` released exactly as in the original?"""
+    """Per record: are all of ``columns`` released exactly as in the original, at that record's position?"""
     if not columns:
         return np.ones(len(original), dtype=bool)
     same = np.ones(len(original), dtype=bool)
@@ -84,21 +84,54 @@ def _same(original: pd.DataFrame, released: pd.DataFrame, columns: Sequence[str]
     return same
 
 
+def _verbatim(original: pd.DataFrame, released: pd.DataFrame, columns: Sequence[str]) -> np.ndarray:
+    """Per released record: is it an original record released verbatim, that
+    is equal on all of ``columns`` to *some* record of the original, wherever
+    it stands (a missing value equal to a missing value)? Counted by content,
+    not by position: a release that swaps records releases every original
+    record verbatim. Values are compared exactly (an integer beyond 2^53 is
+    not equal to its nearest double)."""
+    n = len(released)
+    if not columns:
+        return np.ones(n, dtype=bool)
+    keys = np.empty((len(original) + n, len(columns)), dtype=np.int64)
+    for j, c in enumerate(columns):
+        keys[:, j] = _joint_codes(original[c], released[c])
+    _, inverse = np.unique(keys, axis=0, return_inverse=True)
+    inverse = np.asarray(inverse).ravel()
+    return np.isin(inverse[len(original):], inverse[:len(original)])
+
+
+def _joint_codes(a: Any, b: Any) -> np.ndarray:
+    """Codes of the values of ``a`` followed by those of ``b``: equal exactly
+    when the values are (a missing value has a code of its own; an integer
+    and a double compared exactly; cells that are not single values by their
+    text)."""
+    x, y = (pd.Series(v).reset_index(drop=True) if isinstance(v, pd.Series) else pd.Series(np.asarray(v))
+            for v in (a, b))
+    if x.dtype != y.dtype:
+        x, y = x.astype(object), y.astype(object)
+    both = pd.concat([x, y], ignore_index=True)
+    try:
+        codes = pd.factorize(both)[0]
+    except TypeError:  # unhashable cells (lists, arrays): compared by their type and whole text
+        text = both.map(lambda v: f"{type(v).__name__}:{v.tolist() if isinstance(v, np.ndarray) else v!r}")
+        codes = pd.factorize(text.where(both.notna(), None))[0]
+    return np.where(codes < 0, codes.max(initial=0) + 1, codes)
+
+
 def _equal(a: Any, b: Any) -> np.ndarray:
-    """Element-wise equality, a missing value equal to a missing value."""
-    if not _is_object(a) and not _is_object(b):
-        x, y = np.asarray(a), np.asarray(b)
+    """Element-wise equality, a missing value equal to a missing value; exact
+    for integers against doubles, and for any dtype (nullable booleans and
+    integers with missing values, categories, cells holding arrays)."""
+    x, y = np.asarray(a), np.asarray(b)
+    if x.dtype.kind in "iufb" and (x.dtype == y.dtype or x.dtype.kind == y.dtype.kind == "f"):
         same = np.asarray(x == y, dtype=bool)
-        if x.dtype.kind == "f" or y.dtype.kind == "f":
-            same |= np.isnan(x.astype(float)) & np.isnan(y.astype(float))
+        if x.dtype.kind == "f":
+            same |= np.isnan(x) & np.isnan(y)
         return same
-    a, b = pd.Series(np.asarray(a, dtype=object) if _is_object(a) else np.asarray(a)), \
-        pd.Series(np.asarray(b, dtype=object) if _is_object(b) else np.asarray(b))
-    return np.asarray(a.eq(b) | (a.isna() & b.isna()), dtype=bool)
-
-
-def _is_object(values: Any) -> bool:
-    return not pd.api.types.is_numeric_dtype(getattr(values, "dtype", np.asarray(values).dtype))
+    codes = _joint_codes(a, b)
+    return codes[:len(x)] == codes[len(x):]
 
 
 def _keys(values: np.ndarray) -> np.ndarray:
@@ -303,29 +336,22 @@ def verify(context: PrivacyContext, original: pd.DataFrame, released: pd.DataFra
             # a clusterer releases labels and leaves its columns as it found them: as the last earlier step that
             # wrote each of them left it (a clusterer after a noise step found, and left, noisy values; every
             # record was counted as left with its original values)
-            own = np.ones(n, dtype=bool)
-            for c in columns:
-                found = next((e.result.data[c] for e in reversed(outcomes)
-                              if e.index < o.index and e.kind != "clusterers" and c in e.columns), None)
-                if found is not None:
-                    own &= _equal(original[c].to_numpy(), found.to_numpy())
-            step_out = int(own.sum())
-        else:
-            data = o.result.data
-            own = np.ones(n, dtype=bool)
-            for c in columns:  # what the step itself released, before any later step
-                own &= _equal(original[c].to_numpy(), data[c].to_numpy())
-            step_out = int(own.sum())
+            left = {c: next((e.result.data[c] for e in reversed(outcomes)
+                             if e.index < o.index and e.kind != "clusterers" and c in e.columns),
+                            original[c]).to_numpy() for c in columns}
+            step_out = int(_verbatim(original, pd.DataFrame(left, index=original.index), columns).sum())
+        else:  # what the step itself released, before any later step
+            step_out = int(_verbatim(original, o.result.data, columns).sum())
         sizes, n_groups = _groups_of(released, columns, extra)
         steps.append({
             "step": o.index, "id": o.id, "component": o.name, "columns": list(columns),
             "verbatim_by_step": step_out,
-            "verbatim_released": int(_same(original, released, columns).sum()),
+            "verbatim_released": int(_verbatim(original, released, columns).sum()),
             "groups": n_groups,
             "min_group_size": int(sizes.min()) if n else 0,
             "unique_records": int((sizes == 1).sum()),
         })
-    overall_same = _same(original, released, protected)
+    overall_same = _verbatim(original, released, protected)
     checks: dict[str, Any] = {
         "records": n,
         "dp_release": dp_release,
@@ -369,9 +395,9 @@ def verify(context: PrivacyContext, original: pd.DataFrame, released: pd.DataFra
                         "original values: that count is not covered by the DP statements.")
             else:
                 text = (f"Host check on the released data: step {s['step']} ({s['id']}) "
-                        f"{'left' if clusterer else 'released'} {s['verbatim_by_step']} of {n} records with all "
-                        f"their original values of {cols}; in the released file {s['verbatim_released']} of {n} "
-                        f"records keep all of them, and {groups}.")
+                        f"{'left' if clusterer else 'released'} {s['verbatim_by_step']} of {n} records verbatim "
+                        f"(identical on {cols} to an original record, its own or another's); in the released file "
+                        f"{s['verbatim_released']} of {n} records are, and {groups}.")
             context._record_host("verified", text, mechanism="release check",
                                  details=_shown(s, dp_release))
     added = f"; label column(s) added: {_cols(checks['label_columns'])}" if label_columns else ""
@@ -385,8 +411,9 @@ def verify(context: PrivacyContext, original: pd.DataFrame, released: pd.DataFra
                 f"count).{missing}")
     else:
         text = (f"Host check of the release: columns changed: {_cols(changed)}; columns released as in the original: "
-                f"{_cols(unchanged)}{added}. {checks['verbatim_records']} of {n} records keep all their original "
-                f"values of the columns the steps worked on ({_cols(protected)}).{missing}")
+                f"{_cols(unchanged)}{added}. {checks['verbatim_records']} of {n} records are released verbatim "
+                f"(identical on the columns the steps worked on, {_cols(protected)}, to an original record, its own "
+                f"or another's).{missing}")
     if whole_columns and n:
         text += " " + _whole_file_text(whole, n)
     context._record_host("verified", text, mechanism="release check",
@@ -428,7 +455,7 @@ def verify(context: PrivacyContext, original: pd.DataFrame, released: pd.DataFra
             own = _k_check(_step_values(outcomes, own_outcome, original, released, extra), columns, extra, k)
             on_file = _k_check(released, columns, extra, k)
             smallest, small = own["min_group_size"], own["records_in_small_groups"]
-            verbatim = int(_same(original, released, columns).sum())
+            verbatim = int(_verbatim(original, released, columns).sum())
             later = on_file["holds"] != own["holds"] or on_file["min_group_size"] != smallest
             # the words say which values were judged when they are not the released file's
             on = f"the values step {entry.step} released" if later else "the released data"
@@ -495,8 +522,8 @@ def verify(context: PrivacyContext, original: pd.DataFrame, released: pd.DataFra
             else:
                 status = "claimed"
                 text = (f"{who} claims: {claim} Host check: "
-                        + ("" if dp_release else f"{verbatim} of {n} records were released verbatim (all their "
-                           f"values of {_cols(columns)} unchanged); ")
+                        + ("" if dp_release else f"{verbatim} of {n} records were released verbatim (identical on "
+                           f"{_cols(columns)} to an original record, its own or another's); ")
                         + (f"{_records(small)} in a group of {rows} smaller than k = {k}; the smallest group has "
                            f"{smallest}." if k is not None else
                            f"the claim names no k; the smallest group of {rows} has {smallest}.") + after)
@@ -849,8 +876,8 @@ def verdict(ledger: Ledger, accountant: Accountant, outcomes: Sequence[Any], che
     # a differentially private release states nothing that compares released with original values
     if not checks.get("dp_release") and checks.get("changed_columns") and checks.get("verbatim_records") \
             and checks.get("verbatim_records") not in stated:
-        extras.append(f"{checks['verbatim_records']} of {checks['records']} records keep all their original values "
-                      f"of the columns the steps worked on.")
+        extras.append(f"{checks['verbatim_records']} of {checks['records']} records are released verbatim (identical "
+                      f"on the columns the steps worked on to an original record, its own or another's).")
     if checks.get("missing_values"):
         extras.append(f"{checks['missing_values']} values are released missing as in the original: the missingness "
                       "pattern is not protected.")
