@@ -761,18 +761,22 @@ def _select(A_sel: np.ndarray, B_sel: np.ndarray, delta: float, alpha: float,
 
 
 def _audit_pair(A: np.ndarray, B: np.ndarray, delta: float, alpha: float,
-                extra: Callable[[np.ndarray, np.ndarray], Sequence[Event]]) -> _PairOutcome:
-    """Select an event on the first half of each sample (:func:`_select`), measure it on the second."""
+                extra: Callable[[np.ndarray, np.ndarray], Sequence[Event]], selection: int | None = None
+                ) -> _PairOutcome:
+    """Select an event on the first ``selection`` rows of each sample (half
+    by default; :func:`_select`), measure it on the rest."""
     A, B = _padded(A, B)
-    half = min(A.shape[0], B.shape[0]) // 2
-    A_est, B_est = A[half:2 * half], B[half:2 * half]
+    rows = min(A.shape[0], B.shape[0])
+    half = rows // 2 if selection is None else selection
+    n = rows - half if selection is not None else half
+    A_est, B_est = A[half:half + n], B[half:half + n]
     event, forward, _ = _select(A[:half], B[:half], delta, alpha, extra)
     ka, kb = int(event.contains(A_est).sum()), int(event.contains(B_est).sum())
     hits = (ka, kb) if forward else (kb, ka)
-    p_low, _ = clopper_pearson(hits[0], half, alpha)
-    _, q_high = clopper_pearson(hits[1], half, alpha)
+    p_low, _ = clopper_pearson(hits[0], n, alpha)
+    _, q_high = clopper_pearson(hits[1], n, alpha)
     bound = max(0.0, float(_epsilon_bound(p_low, q_high, delta)))
-    return _PairOutcome(bound, event, forward, hits, half, float(p_low), float(q_high))
+    return _PairOutcome(bound, event, forward, hits, n, float(p_low), float(q_high))
 
 
 def _finish(subject: str, audited: str, pairs: Sequence[NeighbourPair], outcomes: Sequence[_PairOutcome],
@@ -1310,61 +1314,103 @@ def _label_statistics(labels: np.ndarray, rows: np.ndarray, near: np.ndarray) ->
     return out
 
 
-def _own_draw_locations(runs: Sequence[Any]) -> tuple[np.ndarray, np.ndarray] | None:
+@attrs.frozen
+class _OwnDraws:
+    """What a step's own ``laplace`` draws say about one input, from its
+    selection runs: for each value of the table (in row order), the scale
+    and the candidate noise-free values ``table - noise`` (most frequent
+    first), and the released values of those runs."""
+
+    scales: np.ndarray
+    candidates: tuple[np.ndarray, ...]
+    released: np.ndarray  # runs x values
+
+    @property
+    def locations(self) -> np.ndarray:
+        return np.array([c[0] for c in self.candidates])
+
+    def location(self, j: int) -> float:
+        """The candidate under which most of the runs' value ``j`` is an
+        output of numpy's sampler (``fl(fl(v + n) - n)`` is ``v`` but for
+        rounding, so the most frequent estimate may be a neighbour of ``v``)."""
+        options = self.candidates[j][:4]
+        if options.size == 1:
+            return float(options[0])
+        shares = [float(np.mean(float_laplace_reachable(self.released[:, j], float(c), float(self.scales[j]))))
+                  for c in options]
+        return float(options[int(np.argmax(shares))])
+
+
+def _own_draw_locations(runs: Sequence[Any]) -> _OwnDraws | None:
     """Where a step's own ``laplace`` draws were added: for a step whose table
     is ``values + rng.laplace(0, scale)`` (value by value, in the table's row
     or column order), the noise-free values and scales, when every run gives
-    the same ones (the input is fixed); else ``None``. Estimated from the
-    selection runs only (the event built from them is then a fixed set of
-    outputs for the estimation runs)."""
-    tables = [r.table for r in runs]
-    if not runs or any(t is None or r.draws is None for t, r in zip(tables, runs, strict=True)):
+    the same ones but for rounding (the input is fixed); else ``None``.
+    Estimated from the selection runs only (the events built from them are
+    then fixed sets of outputs for the estimation runs)."""
+    if not runs or any(r.table is None or r.draws is None for r in runs):
         return None
+    shape = runs[0].table.shape
+    if any(r.table.shape != shape for r in runs):
+        return None
+    released = np.vstack([r.table.ravel() for r in runs])
     best: tuple[float, np.ndarray, np.ndarray] | None = None
     for order in ("C", "F"):
         locs, scales = [], []
         for r in runs:
             loc_arg, scale, drawn = r.draws
-            table = r.table if order == "C" else r.table_f
+            table = r.table.ravel(order=order)  # type: ignore[call-overload]
             if drawn.size != table.size:
                 return None
             locs.append(table - (drawn - loc_arg))
             scales.append(scale)
         L, S = np.vstack(locs), np.vstack(scales)
+        if order == "F":  # back to the table's row order (the order of the audited values)
+            L = L.reshape(len(runs), shape[1], shape[0]).transpose(0, 2, 1).reshape(len(runs), -1)
+            S = S.reshape(len(runs), shape[1], shape[0]).transpose(0, 2, 1).reshape(len(runs), -1)
         if not np.all(S == S[0]) or not np.all(np.isfinite(S[0])) or not np.all(S[0] > 0):
             continue
-        # the most frequent estimate of each value (fl(fl(v + n) - n) is v but for rounding)
-        mode = np.array([_mode(L[:, j]) for j in range(L.shape[1])])
-        spread = float(np.nanmax(np.abs(L - mode) / (1.0 + np.abs(mode)))) if L.size else math.inf
+        centre = np.median(L, axis=0)
+        spread = float(np.max(np.abs(L - centre) / (1.0 + np.abs(centre)))) if L.size else math.inf
         if spread < 1e-9 and (best is None or spread < best[0]):
-            best = (spread, mode, S[0].copy())
-    return None if best is None else (best[1], best[2])
+            best = (spread, L, S[0].copy())
+    if best is None:
+        return None
+    _, L, scales = best
+    candidates = []
+    for j in range(L.shape[1]):
+        found, counts = np.unique(L[:, j], return_counts=True)
+        candidates.append(found[np.argsort(-counts, kind="stable")])
+    return _OwnDraws(scales=scales, candidates=tuple(candidates), released=released)
 
 
-def _mode(values: np.ndarray) -> float:
-    found, counts = np.unique(values, return_counts=True)
-    return float(found[int(np.argmax(counts))])
+def _moved_values(first: _OwnDraws | None, second: _OwnDraws | None, limit: int) -> np.ndarray:
+    """The table values whose noise-free value differs between the inputs by
+    more than rounding (at most ``limit`` of them)."""
+    if first is None or second is None or first.scales.size != second.scales.size:
+        return np.arange(0)
+    la, lb = first.locations, second.locations
+    tolerance = 1e-9 * (1.0 + np.maximum(np.abs(la), np.abs(lb)))
+    return np.flatnonzero(np.isfinite(la) & np.isfinite(lb) & (np.abs(la - lb) > tolerance))[:limit]
 
 
-def _own_draw_events(first: tuple[np.ndarray, np.ndarray] | None, second: tuple[np.ndarray, np.ndarray] | None,
-                     width: int) -> list[Event]:
-    """Float-support and lattice events on the values of a step's table whose
-    noise-free value differs between the two inputs (at most 16 of them)."""
-    if first is None or second is None or first[0].size != second[0].size or first[0].size > width:
-        return []
-    (la, sa), (lb, sb) = first, second
-    moved = np.flatnonzero((la != lb) & np.isfinite(la) & np.isfinite(lb))[:16]
-    if moved.size == 0:
+def _own_draw_events(first: _OwnDraws | None, second: _OwnDraws | None, width: int) -> list[Event]:
+    """Float-support events on the values of a step's table whose noise-free
+    value differs between the two inputs (at most 16 of them)."""
+    moved = _moved_values(first, second, 16)
+    if moved.size == 0 or first is None or second is None or first.scales.size > width:
         return []
     events = []
-    for which, locs, scales in (("first", la, sa), ("second", lb, sb)):
-        def test(X: np.ndarray, _l: np.ndarray = locs, _s: np.ndarray = scales) -> np.ndarray:
+    for which, own in (("first", first), ("second", second)):
+        locs = {int(j): own.location(int(j)) for j in moved}
+
+        def test(X: np.ndarray, _l: dict[int, float] = locs, _s: np.ndarray = own.scales) -> np.ndarray:
             ok = np.ones(X.shape[0], dtype=bool)
-            for j in moved:
+            for j, loc in _l.items():
                 rows = np.flatnonzero(ok)
                 if rows.size == 0:
                     break
-                ok[rows] = float_laplace_reachable(X[rows, j], float(_l[j]), float(_s[j]))
+                ok[rows] = float_laplace_reachable(X[rows, j], loc, float(_s[j]))
             return ok
 
         events.append(Event("float-support", f"the released values whose noise-free value differs between the "
@@ -1373,20 +1419,16 @@ def _own_draw_events(first: tuple[np.ndarray, np.ndarray] | None, second: tuple[
     return events
 
 
-def _own_draw_lattice_events(first: tuple[np.ndarray, np.ndarray] | None,
-                             second: tuple[np.ndarray, np.ndarray] | None,
+def _own_draw_lattice_events(first: _OwnDraws | None, second: _OwnDraws | None,
                              A_sel: np.ndarray, B_sel: np.ndarray) -> list[Event]:
     """Lattice events on (up to 4 of) the table values whose noise-free value
     differs between the inputs, anchored at both noise-free values."""
-    if first is None or second is None or first[0].size != second[0].size:
-        return []
-    la, lb = first[0], second[0]
-    moved = np.flatnonzero((la != lb) & np.isfinite(la) & np.isfinite(lb))[:4]
     events = []
-    for j in moved:
-        if j >= A_sel.shape[1]:
+    for j in _moved_values(first, second, 4):
+        if j >= A_sel.shape[1] or first is None or second is None:
             break
-        for e in _lattice_events(A_sel[:, j], B_sel[:, j], (float(la[j]), float(lb[j]))):
+        anchors = (float(first.locations[j]), float(second.locations[j]))
+        for e in _lattice_events(A_sel[:, j], B_sel[:, j], anchors):
             events.append(Event(e.family, f"released value {int(j)}: {e.description}",
                                 lambda X, _e=e, _j=int(j): _e.test(X[:, [_j]])))
     return events
@@ -1399,8 +1441,7 @@ class _Run:
 
     values: _RunValues
     labels: np.ndarray | None
-    table: np.ndarray | None
-    table_f: np.ndarray | None
+    table: np.ndarray | None  # the released table (records x columns) of a step that drew laplace itself
     draws: tuple[np.ndarray, np.ndarray, np.ndarray] | None
     spent: tuple[float, float]
 
@@ -1419,16 +1460,16 @@ def _runs(component: Any, kind: str, frame: pd.DataFrame, reg: Registry, seeds: 
             run_values = _released(result, context)
         labels = _labels_of(result) if statistic is None and rows is not None else None
         stats = None if labels is None else _label_statistics(labels, rows, near)  # type: ignore[arg-type]
-        table = table_f = draws = None
+        table = draws = None
         if statistic is None and isinstance(result, Masked) and not context.releases and context.draws:
             try:
                 matrix = result.data.to_numpy(dtype=float)
             except (TypeError, ValueError):
                 matrix = None
             if matrix is not None:
-                table, table_f = matrix.ravel(), matrix.ravel(order="F")
+                table = matrix
                 draws = tuple(np.concatenate([d[i] for d in context.draws]) for i in range(3))
-        out.append(_Run(values=run_values, labels=stats, table=table, table_f=table_f, draws=draws,  # type: ignore[arg-type]
+        out.append(_Run(values=run_values, labels=stats, table=table, draws=draws,  # type: ignore[arg-type]
                         spent=context.spent))
     return out
 
@@ -1526,8 +1567,9 @@ def audit_component(component: Any, data: pd.DataFrame | None = None, *, pairs: 
     states, or only :func:`neighbour_pairs`' with ``search=False`` (the
     conformance kit's cheaper setting). With several pairs, each gets
     ``trials // 2`` selection runs per input; the pair and event with the
-    most evidence on them are measured on ``trials // 2`` fresh runs per
-    input (so the confidence is not split over the pairs). With
+    most evidence on them are measured on ``trials`` fresh runs per input
+    (so the confidence is not split over the pairs); with one pair, half the
+    ``trials`` choose the event and half measure it. With
     ``float_support`` (and when every run hands its mechanisms the same
     values) the float-support event is tried on the mechanisms' released
     values too. The claim is the largest ``context.spent`` of the runs.
@@ -1587,14 +1629,16 @@ def audit_component(component: Any, data: pd.DataFrame | None = None, *, pairs: 
             scores.append(_select(A, B, charged[1], share, events)[2])
         k = int(np.argmax(scores))
     pair, shared, sel, (est_a, est_b) = trial_runs[k]
-    est = [_runs(component, kind, frame_in, reg, side.spawn(half), statistic,
+    # with several pairs the selection runs are spread over them: the chosen one is measured on `trials` fresh runs
+    measure = trials if len(trial_runs) > 1 else half
+    est = [_runs(component, kind, frame_in, reg, side.spawn(measure), statistic,
                  None if shared is None else rows, np.arange(0) if shared is None else shared.near)
            for frame_in, side, rows in ((pair.first, est_a, None if shared is None else shared.first_rows),
                                         (pair.second, est_b, None if shared is None else shared.second_rows))]
     charged = (max(charged[0], *(r.spent[0] for runs in est for r in runs)),
                max(charged[1], *(r.spent[1] for runs in est for r in runs)))
     A, B, events, audited, unseen = _samples([sel[0] + est[0], sel[1] + est[1]], statistic, float_support, half)
-    outcome = _audit_pair(A, B, charged[1], share, events)
+    outcome = _audit_pair(A, B, charged[1], share, events, selection=half)
     if len(chosen) > 1:
         pair = attrs.evolve(pair, description=pair.description + f" (chosen among {len(chosen)} pairs on the "
                                                                   "selection runs)")

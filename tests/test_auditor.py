@@ -650,3 +650,14 @@ def test_the_kit_keeps_its_single_pair(registry):
     step = registry.create("noise_mechanisms", "laplace", epsilon=1.0, bounds=BOUNDS)
     result = pt.audit_component(step, _frame("x"), trials=40, seed=1, registry=registry, search=False)
     assert "chosen among" not in result.neighbours
+
+
+def test_cli_audit_fails_on_labels_from_raw_distances(tmp_path, capsys):
+    """`privclust audit` passed dp-dpcl although its label column alone tells the neighbours apart."""
+    (tmp_path / "r.toml").write_text('[[steps]]\nuse = "dp-dpcl"\nepsilon = 0.5\ndc = 1.0\nradius = 1.0\n'
+                                     'calibration = "vector"\n', encoding="utf-8")
+    _bridge().to_csv(tmp_path / "d.csv", index=False)
+    code = main(["audit", str(tmp_path / "r.toml"), "--input", str(tmp_path / "d.csv"), "--seed", "0"])
+    captured = capsys.readouterr()
+    assert code == 1, captured.out + captured.err
+    assert "FAILED" in captured.out and "event: label statistic" in captured.out
