@@ -969,20 +969,10 @@ def neighbour_pairs(data: pd.DataFrame, relation: str = "replace-one", *, record
     ``add/remove``: the data, against the data with that corner added as one
     more record.
     """
-    values = data.to_numpy(dtype=float)
-    low, high = np.nanmin(values, axis=0), np.nanmax(values, axis=0)
-    if isinstance(bounds, dict):
-        for j, column in enumerate(data.columns):
-            if column in bounds:
-                low[j], high[j] = float(bounds[column][0]), float(bounds[column][1])
+    values, low, high = _box(data, bounds)
     row = values[record]
     corner = np.where(np.abs(row - low) >= np.abs(high - row), low, high)
-    moved = data.copy(deep=True)
-    for j, column in enumerate(data.columns):
-        value = corner[j]
-        if pd.api.types.is_integer_dtype(data[column]):
-            value = int(round(value))
-        moved.iloc[record, j] = value
+    moved = _placed(data, record, corner)
     corner_text = ", ".join(f"{c} = {v:g}" for c, v in zip(data.columns, corner, strict=True))
     if relation_kind(relation) == ADD_REMOVE:
         extra = moved.iloc[[record]].copy()
@@ -994,6 +984,28 @@ def neighbour_pairs(data: pd.DataFrame, relation: str = "replace-one", *, record
     return [NeighbourPair(first=data, second=moved,
                           description=f"the data ({len(data)} records) against the same with record {record} "
                                       f"moved to ({corner_text}) (replace-one)")]
+
+
+def _box(data: pd.DataFrame, bounds: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The data's values and the box records move in: the public ``bounds`` where given, else the data's range."""
+    values = data.to_numpy(dtype=float)
+    low, high = np.nanmin(values, axis=0), np.nanmax(values, axis=0)
+    if isinstance(bounds, dict):
+        for j, column in enumerate(data.columns):
+            if column in bounds:
+                low[j], high[j] = float(bounds[column][0]), float(bounds[column][1])
+    return values, low, high
+
+
+def _placed(data: pd.DataFrame, record: int, point: np.ndarray) -> pd.DataFrame:
+    """A copy of ``data`` with the record at position ``record`` put at ``point`` (rounded in integer columns)."""
+    moved = data.copy(deep=True)
+    for j, column in enumerate(data.columns):
+        value = point[j]
+        if pd.api.types.is_integer_dtype(data[column]):
+            value = int(round(value))
+        moved.iloc[record, j] = value
+    return moved
 
 
 def _public_bounds(component: Any) -> dict[str, Any] | None:
@@ -1484,10 +1496,11 @@ def _central_record(values: np.ndarray, pool: int = 1000) -> int:
         return 0
     span = X.max(axis=0) - X.min(axis=0)
     X = X / np.where(span > 0, span, 1.0)
-    D = np.sqrt(((X[:, None, :] - X[None, :, :]) ** 2).sum(axis=2))
+    squares = np.einsum("ij,ij->i", X, X)  # distances without a pool x pool x columns array
+    D = np.sqrt(np.maximum(squares[:, None] + squares[None, :] - 2.0 * (X @ X.T), 0.0))
     k = min(5, X.shape[0] - 1)
     radius = float(np.median(np.sort(D, axis=1)[:, k]))
-    return int(np.argmax((D <= radius).sum(axis=1)))
+    return int(np.argmax((D <= radius * (1 + 1e-9) + 1e-12).sum(axis=1)))  # ties within rounding count
 
 
 def _candidate_pairs(data: pd.DataFrame, relation: str, bounds: Any) -> list[NeighbourPair]:
@@ -1503,21 +1516,11 @@ def _candidate_pairs(data: pd.DataFrame, relation: str, bounds: Any) -> list[Nei
         return pairs
     add_remove = relation_kind(relation) == ADD_REMOVE
     if not add_remove:
-        values = data.to_numpy(dtype=float)
-        low, high = np.nanmin(values, axis=0), np.nanmax(values, axis=0)
-        if isinstance(bounds, dict):
-            for j, column in enumerate(data.columns):
-                if column in bounds:
-                    low[j], high[j] = float(bounds[column][0]), float(bounds[column][1])
+        values, low, high = _box(data, bounds)
         row = values[0]
         nearest = np.where(np.abs(row - low) >= np.abs(high - row), high, low)
         if not np.array_equal(nearest, row):
-            first = pairs[0].second.copy(deep=True)
-            for j, column in enumerate(data.columns):
-                value = nearest[j]
-                if pd.api.types.is_integer_dtype(data[column]):
-                    value = int(round(value))
-                first.iloc[0, j] = value
+            first = _placed(data, 0, nearest)
             text = ", ".join(f"{c} = {v:g}" for c, v in zip(data.columns, nearest, strict=True))
             pairs.append(NeighbourPair(first=first, second=pairs[0].second,
                                        description=f"the data ({len(data)} records) with record 0 at the corner "
@@ -1526,7 +1529,7 @@ def _candidate_pairs(data: pd.DataFrame, relation: str, bounds: Any) -> list[Nei
     central = _central_record(data.to_numpy(dtype=float))
     if central != 0:
         if add_remove:
-            without = data.drop(index=data.index[central])
+            without = data.iloc[np.r_[0:central, central + 1:len(data)]]  # by position: labels may repeat
             pairs.append(NeighbourPair(first=without, second=pd.concat([without, data.iloc[[central]]]),
                                        description=f"the data without record {central} (its most central record, "
                                                    f"{len(data) - 1} records) against the data (add/remove)"))

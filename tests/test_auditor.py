@@ -529,13 +529,15 @@ def _one_column() -> pd.DataFrame:
     return pt.example_frame(n=30, d=1, seed=2).rename(columns={"a": "x"})
 
 
-@attrs.frozen(kw_only=True)
-class OwnLaplaceStep:
-    """A third-party noise step that draws ``rng.laplace`` in its own perturb
-    (clipped values + Lap(factor x range / epsilon)), not through
-    ``context.mechanism``."""
+def _clipped(data, bounds):
+    """The values clipped to the public bounds, and the L1 sensitivity of a record (the sum of the ranges)."""
+    low = np.array([bounds[c][0] for c in data.columns], dtype=float)
+    high = np.array([bounds[c][1] for c in data.columns], dtype=float)
+    return np.clip(data.to_numpy(dtype=float), low, high), float(np.sum(high - low))
 
-    name: ClassVar[str] = "own-float-laplace"
+
+@attrs.frozen(kw_only=True)
+class _BoundedStep:
     uses_constraints: ClassVar[bool] = False
     epsilon: float = 1.0
     bounds: dict = attrs.field(factory=lambda: dict(ONE_BOUNDS))
@@ -544,35 +546,33 @@ class OwnLaplaceStep:
     def planned_cost(self):
         return (self.epsilon, 0.0)
 
+
+@attrs.frozen(kw_only=True)
+class OwnLaplaceStep(_BoundedStep):
+    """A third-party noise step that draws ``rng.laplace`` in its own perturb
+    (clipped values + Lap(factor x range / epsilon)), not through
+    ``context.mechanism``."""
+
+    name: ClassVar[str] = "own-float-laplace"
+
     def perturb(self, data, context):
-        low = np.array([self.bounds[c][0] for c in data.columns], dtype=float)
-        high = np.array([self.bounds[c][1] for c in data.columns], dtype=float)
-        sens = float(np.sum(high - low))
+        x, sens = _clipped(data, self.bounds)
         context.spend(epsilon=self.epsilon, mechanism="laplace", sensitivity=sens, relation="replace-one",
                       covers="every released value")
-        x = np.clip(data.to_numpy(dtype=float), low, high)
         out = x + context.rng.laplace(0.0, self.factor * sens / self.epsilon, size=x.shape)
         return privclust.Masked(data=pd.DataFrame(out, index=data.index, columns=data.columns))
 
 
 @attrs.frozen(kw_only=True)
-class UnderstatedStep:
+class UnderstatedStep(_BoundedStep):
     """Releases through the host's exact laplace mechanism with the sensitivity understated by ``factor``."""
 
     name: ClassVar[str] = "understated-step"
-    uses_constraints: ClassVar[bool] = False
-    epsilon: float = 1.0
-    bounds: dict = attrs.field(factory=lambda: dict(ONE_BOUNDS))
     factor: float = 0.5
 
-    def planned_cost(self):
-        return (self.epsilon, 0.0)
-
     def perturb(self, data, context):
-        low = np.array([self.bounds[c][0] for c in data.columns], dtype=float)
-        high = np.array([self.bounds[c][1] for c in data.columns], dtype=float)
-        x = np.clip(data.to_numpy(dtype=float), low, high)
-        out = context.mechanism("laplace").release(x, sensitivity=self.factor * float(np.sum(high - low)),
+        x, sens = _clipped(data, self.bounds)
+        out = context.mechanism("laplace").release(x, sensitivity=self.factor * sens,
                                                    epsilon=self.epsilon, context=context, relation="replace-one",
                                                    covers="the values")
         return privclust.Masked(data=pd.DataFrame(np.asarray(out).reshape(x.shape), index=data.index,
