@@ -33,7 +33,8 @@ The checks (each raises ``AssertionError`` with a message saying what to fix):
     the empirical privacy auditor (below) finds no lower bound on epsilon
     above what the ledger charges: for a noise mechanism, its ``release``
     on 0 against 1 (300 runs each, float-support events included), and for
-    any DP component, its run on neighbouring frames (200 runs each). When a
+    any DP component, its run on one neighbouring pair of frames (200 runs
+    each; its released labels and its own ``laplace`` draws included). When a
     run released more values than the audit keeps, the check warns
     (:class:`~privclust.PrivclustWarning`, INCONCLUSIVE) naming the values it
     did not see.
@@ -57,8 +58,12 @@ The empirical privacy auditor: :func:`audit_mechanism`,
 :func:`audit_component` and :func:`audit_recipe` run a mechanism, a
 component or a recipe's DP steps many times on neighbouring inputs and
 return an :class:`AuditResult` whose ``epsilon_lower_bound`` holds at the
-stated confidence (Clopper-Pearson bounds on an event chosen on a separate
-half of the runs); ``passed`` is false when it exceeds the epsilon charged.
+stated confidence (Clopper-Pearson bounds on an event, and for a component
+a neighbouring pair, chosen on separate runs); ``passed`` is false when it
+exceeds the epsilon charged. A component's audit covers its mechanisms'
+releases, its released table, its released labels (:data:`LABEL_STATISTICS`
+of the records the two inputs share) and its own ``rng.laplace`` draws
+(float-support and lattice events).
 A component's audit samples the first values of *every* release of a run
 (:data:`AUDIT_VALUES` in all); when some released values could not be kept,
 ``unseen`` names them and ``verdict`` is ``"INCONCLUSIVE"`` instead of
