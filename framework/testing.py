@@ -741,7 +741,8 @@ class _PairOutcome:
 
 def _padded(A: np.ndarray, B: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     width = max(A.shape[1], B.shape[1])  # runs may release different numbers of values: pad with NaN
-    return tuple(np.pad(X, ((0, 0), (0, width - X.shape[1])), constant_values=np.nan) for X in (A, B))  # type: ignore[return-value]
+    pad = ((0, 0), (0, width - A.shape[1])), ((0, 0), (0, width - B.shape[1]))
+    return np.pad(A, pad[0], constant_values=np.nan), np.pad(B, pad[1], constant_values=np.nan)
 
 
 def _select(A_sel: np.ndarray, B_sel: np.ndarray, delta: float, alpha: float,

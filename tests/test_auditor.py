@@ -589,7 +589,8 @@ def _bridge() -> pd.DataFrame:
 def test_a_step_drawing_rng_laplace_itself_is_caught_by_the_float_support_event_on_its_own_draws(registry):
     """It passed at 400 and 3000 trials: the float-support event was tried only on values passed through
     context.mechanism().release."""
-    result = pt.audit_component(OwnLaplaceStep(), _one_column(), seed=0, kind=NOISE, registry=registry)  # default trials
+    # the default 400 trials
+    result = pt.audit_component(OwnLaplaceStep(), _one_column(), seed=0, kind=NOISE, registry=registry)
     assert not result.passed and result.epsilon_lower_bound > 1.0, str(result)
     assert "[float-support]" in result.event and "own laplace draws" in result.audited
 
