@@ -515,3 +515,150 @@ def test_the_audit_shows_the_charge_rounded_up_and_the_lower_bound_rounded_down(
     assert "epsilon lower bound 0.12346 > charged epsilon 0.12344, delta 1.24e-06" in str(result)
     passed = attrs.evolve(result, epsilon_lower_bound=0.0567891, passed=True)
     assert "epsilon lower bound 0.05678 <= charged epsilon 0.1235, delta 1.24e-06" in str(passed)
+
+
+# ---------------------------------------------------------------------------
+# Issue 24: the auditor audits what the verdict claims (labels, a step's own draws, adversarial pairs)
+# ---------------------------------------------------------------------------
+
+ONE_BOUNDS = {"x": [0, 10]}
+NOISE = "noise_mechanisms"  # steps with perturb only
+
+
+def _one_column() -> pd.DataFrame:
+    return pt.example_frame(n=30, d=1, seed=2).rename(columns={"a": "x"})
+
+
+def _clipped(data, bounds):
+    """The values clipped to the public bounds, and the L1 sensitivity of a record (the sum of the ranges)."""
+    low = np.array([bounds[c][0] for c in data.columns], dtype=float)
+    high = np.array([bounds[c][1] for c in data.columns], dtype=float)
+    return np.clip(data.to_numpy(dtype=float), low, high), float(np.sum(high - low))
+
+
+@attrs.frozen(kw_only=True)
+class _BoundedStep:
+    uses_constraints: ClassVar[bool] = False
+    epsilon: float = 1.0
+    bounds: dict = attrs.field(factory=lambda: dict(ONE_BOUNDS))
+    factor: float = 1.0
+
+    def planned_cost(self):
+        return (self.epsilon, 0.0)
+
+
+@attrs.frozen(kw_only=True)
+class OwnLaplaceStep(_BoundedStep):
+    """A third-party noise step that draws ``rng.laplace`` in its own perturb
+    (clipped values + Lap(factor x range / epsilon)), not through
+    ``context.mechanism``."""
+
+    name: ClassVar[str] = "own-float-laplace"
+
+    def perturb(self, data, context):
+        x, sens = _clipped(data, self.bounds)
+        context.spend(epsilon=self.epsilon, mechanism="laplace", sensitivity=sens, relation="replace-one",
+                      covers="every released value")
+        out = x + context.rng.laplace(0.0, self.factor * sens / self.epsilon, size=x.shape)
+        return privclust.Masked(data=pd.DataFrame(out, index=data.index, columns=data.columns))
+
+
+@attrs.frozen(kw_only=True)
+class UnderstatedStep(_BoundedStep):
+    """Releases through the host's exact laplace mechanism with the sensitivity understated by ``factor``."""
+
+    name: ClassVar[str] = "understated-step"
+    factor: float = 0.5
+
+    def perturb(self, data, context):
+        x, sens = _clipped(data, self.bounds)
+        out = context.mechanism("laplace").release(x, sensitivity=self.factor * sens,
+                                                   epsilon=self.epsilon, context=context, relation="replace-one",
+                                                   covers="the values")
+        return privclust.Masked(data=pd.DataFrame(np.asarray(out).reshape(x.shape), index=data.index,
+                                                  columns=data.columns))
+
+
+def _bridge() -> pd.DataFrame:
+    """Record 0 bridges two rows of 20 records (gaps 0.6 < radius 1): moving it splits them."""
+    a = np.vstack([[0.0, 0.0], np.c_[np.linspace(-3, -0.6, 20), np.zeros(20)],
+                   np.c_[np.linspace(0.6, 3, 20), np.zeros(20)]])
+    return pd.DataFrame(a, columns=["a", "b"])
+
+
+def test_a_step_drawing_rng_laplace_itself_is_caught_by_the_float_support_event_on_its_own_draws(registry):
+    """It passed at 400 and 3000 trials: the float-support event was tried only on values passed through
+    context.mechanism().release."""
+    # the default 400 trials
+    result = pt.audit_component(OwnLaplaceStep(), _one_column(), seed=0, kind=NOISE, registry=registry)
+    assert not result.passed and result.epsilon_lower_bound > 1.0, str(result)
+    assert "[float-support]" in result.event and "own laplace draws" in result.audited
+
+
+def test_half_the_scale_is_caught_at_the_default_trials(registry):
+    result = pt.audit_component(OwnLaplaceStep(factor=0.5), _one_column(), seed=0, kind=NOISE, registry=registry)
+    assert not result.passed, str(result)
+    assert "chosen among 3 pairs" in result.neighbours
+
+
+def test_a_sensitivity_understated_twice_is_caught_at_the_default_trials(registry):
+    result = pt.audit_component(UnderstatedStep(), _one_column(), seed=0, kind=NOISE, registry=registry)
+    assert not result.passed, str(result)
+    honest = pt.audit_component(UnderstatedStep(factor=1.0), _one_column(), seed=0, kind=NOISE, registry=registry)
+    assert honest.passed, str(honest)
+
+
+@pytest.mark.parametrize("use", ["dp-dpcl", "dp-rccfsfdp"])
+def test_labels_computed_from_raw_distances_are_caught(registry, use):
+    """The label column alone tells neighbours apart (the reachability merge on raw distances), while the
+    ledger charges 0.5 for the density vector; the auditor used to audit only the density vector."""
+    extra = {"n_clusters": 2} if use == "dp-rccfsfdp" else {}
+    component = registry.create("clusterers", use, epsilon=0.5, dc=1.0, radius=1.0, calibration="vector", **extra)
+    result = pt.audit_component(component, _bridge(), seed=0, registry=registry)
+    assert not result.passed and result.event.startswith("label statistic"), str(result)
+    assert "the released labels" in result.audited
+
+
+def test_dp_dpc_grid_labels_show_no_signal(registry):
+    component = registry.create("clusterers", "dp-dpc-grid", epsilon=1.0, dc=1.0, points_per_dim=8,
+                                bounds={"a": [-4, 4], "b": [-4, 4]})
+    result = pt.audit_component(component, _bridge(), seed=0, registry=registry)
+    assert result.passed, str(result)
+
+
+def test_label_statistics_leave_the_moved_record_out():
+    frame = _bridge()
+    (pair,) = pt.neighbour_pairs(frame)
+    shared = pt._shared_records(pair)
+    assert 0 not in shared.first_rows.tolist() and shared.first_rows.size == len(frame) - 1
+    one = pt._label_statistics(np.r_[7, np.zeros(40, dtype=int)], shared.first_rows, shared.near)
+    assert one[0] == 1 and one[1] == 1 and one[2] == 1  # record 0's own label (7) is not counted
+    split = pt._label_statistics(np.r_[0, np.zeros(20, dtype=int), np.ones(20, dtype=int)], shared.first_rows,
+                                 shared.near)
+    assert split[0] == 2 and split[1] == 0
+
+
+def test_the_recording_generator_draws_what_the_step_would_draw():
+    plain = np.random.default_rng(5)
+    sink: list = []
+    recording = pt._RecordingGenerator(np.random.default_rng(5).bit_generator, sink)
+    assert np.array_equal(recording.laplace(0.0, 2.0, 4), plain.laplace(0.0, 2.0, 4))
+    assert np.array_equal(recording.normal(size=3), plain.normal(size=3))
+    assert len(sink) == 1 and sink[0][1].tolist() == [2.0] * 4
+
+
+def test_the_kit_keeps_its_single_pair(registry):
+    step = registry.create("noise_mechanisms", "laplace", epsilon=1.0, bounds=BOUNDS)
+    result = pt.audit_component(step, _frame("x"), trials=40, seed=1, registry=registry, search=False)
+    assert "chosen among" not in result.neighbours
+
+
+def test_cli_audit_fails_on_labels_from_raw_distances(tmp_path, capsys):
+    """`privclust audit` passed dp-dpcl although its label column alone tells the neighbours apart."""
+    (tmp_path / "r.toml").write_text('[[steps]]\nuse = "dp-dpcl"\nepsilon = 0.5\ndc = 1.0\nradius = 1.0\n'
+                                     'calibration = "vector"\n', encoding="utf-8")
+    _bridge().to_csv(tmp_path / "d.csv", index=False)
+    code = main(["audit", str(tmp_path / "r.toml"), "--input", str(tmp_path / "d.csv"), "--seed", "0"])
+    captured = capsys.readouterr()
+    assert code == 1, captured.out + captured.err
+    assert "FAILED" in captured.out and "event: label statistic" in captured.out
