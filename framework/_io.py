@@ -613,7 +613,11 @@ def _backup(target: Path) -> Path | None:
                                  getattr(errno, "ENOSYS", -1)):
                 _release(backup)
                 raise
-        shutil.copy2(target, backup, follow_symlinks=False)  # no hard links on this file system
+        try:
+            shutil.copy2(target, backup, follow_symlinks=False)  # no hard links on this file system
+        except BaseException:
+            _discard(backup)
+            raise
         return backup
     raise PrivclustError(f"cannot write {target}: no free name for its backup")  # pragma: no cover
 
@@ -623,15 +627,15 @@ def _commit(temps: Sequence[tuple[Path, Path]]) -> None:
     the stop signals held)."""
     backups: list[Path | None] = []
     done = 0
+    failed = temps[0][1] if temps else None
     try:
         try:
-            for _, target in temps:
-                backups.append(_backup(target))
-            for tmp, target in temps:
-                os.replace(tmp, target)
+            for _, failed in temps:
+                backups.append(_backup(failed))
+            for tmp, failed in temps:
+                os.replace(tmp, failed)
                 done += 1
         except OSError as err:
-            failed = temps[min(done, len(temps) - 1)][1]
             kept = _undo(temps[:done], backups)
             raise PrivclustError(f"cannot write {failed}: {err.strerror or err}; nothing was written" if not kept else
                                  f"cannot write {failed}: {err.strerror or err}; and could not put back "

@@ -772,6 +772,7 @@ def entry() -> None:
     except KeyboardInterrupt as err:  # a stop between handle_signals' edges and main's own handling
         status = getattr(err, "exit_status", 130)
         print(f"privclust: interrupted; {_written((0, 0))}", file=sys.stderr)
+        _stopped(status)
     sys.stdout.flush()
     sys.exit(status)
 
