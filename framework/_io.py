@@ -297,8 +297,8 @@ def _probe_folder(folder: Path) -> None:
     _discard(Path(name))
 
 
-_KINDS = ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
-          (stat.S_ISSOCK, "a socket"))
+_KINDS = ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+          (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"))
 
 
 def _not_regular(path: Path) -> str | None:
@@ -323,7 +323,8 @@ def check_outputs(outputs: Mapping[str, Path | str | None], inputs: Mapping[str,
         ``None`` entries are skipped.
     :param inputs: ``{what: path}`` of the files the command reads.
     :raises PrivclustError: for an output that is a folder, a device, a FIFO
-        or a socket (or a symbolic link to one), in a folder that does not exist or cannot be written, that is one of the inputs, or
+        or a socket (or a symbolic link to one), in a folder that does not
+        exist or cannot be written, that is one of the inputs, or
         that is another output of the command.
     """
     named = [(what, Path(p)) for what, p in outputs.items() if p is not None and str(p) != STDIO]

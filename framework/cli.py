@@ -262,11 +262,11 @@ def _parse_seed(text: str, where: str) -> int:
     """A seed written as a whole number from 0 to :data:`MAX_SEED`."""
     text = text.strip()
     if not re.fullmatch(r"[+-]?[0-9]{1,60}", text):
-        raise PrivclustError(f"{where}: a seed is a whole number from 0 to 2^128 - 1 (digits 0-9 only); "
+        raise PrivclustError(f"{where}: a seed is a non-negative whole number, at most 2^128 - 1 (digits 0-9 only); "
                              f"got {text[:20]!r}{'...' if len(text) > 20 else ''}")
     value = int(text, 10)
     if not 0 <= value <= MAX_SEED:
-        raise PrivclustError(f"{where}: a seed is a whole number from 0 to 2^128 - 1; got {value}")
+        raise PrivclustError(f"{where}: a seed is a non-negative whole number, at most 2^128 - 1; got {value}")
     return value
 
 

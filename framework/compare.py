@@ -66,7 +66,8 @@ from .runner import _check_frame, compile, run
 from .specs import ComponentSpec, field_kind, param_name
 from .verify import dp_claimants, guarantees_dp
 
-__all__ = ["MAX_CONFIGURATIONS", "MAX_RUNS", "check_plot", "compare", "expand_grid", "grid_size", "parse_sweep", "summarize"]
+__all__ = ["MAX_CONFIGURATIONS", "MAX_RUNS", "check_plot", "compare", "expand_grid", "grid_size", "parse_sweep",
+           "summarize"]
 
 #: The largest number of configurations (points of the grids, over every
 #: recipe) a comparison runs; a larger sweep is refused before anything is

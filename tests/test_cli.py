@@ -819,7 +819,7 @@ def test_a_seed_file_is_a_small_regular_file(files, capsys):
     for path, message in (("/dev/zero", "it is not a regular file"), (folder / "link", "it is not a regular file"),
                           (folder / "fifo", "it is not a regular file"), (folder / "dir", "it is a folder"),
                           (folder / "long", "longer than 256 bytes"), (folder / "binary", "the file is not text"),
-                          (folder / "negative", "a seed is a whole number from 0 to 2^128 - 1; got -5"),
+                          (folder / "negative", "a seed is a non-negative whole number, at most 2^128 - 1; got -5"),
                           (folder / "missing", "cannot read it")):
         code = main(["run", str(folder / "recipe.toml"), "-i", str(folder / "in.csv"), "-o", str(folder / "o.csv"),
                      "-q", "--seed-file", str(path)])
