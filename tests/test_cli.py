@@ -409,9 +409,23 @@ cli.entry()  # the console script: exits at once after an interruption
 """
 
 
+def stopped(process: subprocess.Popen, signame: str) -> str:
+    """Send ``signame`` to the command, wait for it to end and check its status, 128 + the signal's number (130 for
+    SIGINT); returns what it printed on standard error."""
+    import signal
+
+    try:
+        process.send_signal(getattr(signal, signame))
+        _, err = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 128 + getattr(signal, signame), err
+    return err
+
+
 @pytest.mark.parametrize("signame", ["SIGTERM", "SIGHUP", "SIGINT"])
 def test_a_signal_while_writing_removes_the_temporaries(files, signame):
-    import signal
     import time
 
     folder, _ = files
@@ -427,13 +441,10 @@ def test_a_signal_while_writing_removes_the_temporaries(files, signame):
             time.sleep(0.05)
         assert (folder / "writing").exists(), "the run never reached the writes"
         assert any(p.name.endswith(".tmp") for p in folder.iterdir())
-        process.send_signal(getattr(signal, signame))
-        _, err = process.communicate(timeout=60)
-    finally:
-        if process.poll() is None:
-            process.kill()
-    signum = getattr(signal, signame)
-    assert process.returncode == (130 if signame == "SIGINT" else 128 + signum), err
+    except BaseException:
+        process.kill()
+        raise
+    err = stopped(process, signame)
     assert "interrupted" in err and "nothing was written" in err and "Traceback" not in err
     assert not [p.name for p in folder.iterdir() if p.name.endswith(".tmp")]
     assert (folder / "out.csv").read_text() == "old output\n"

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import fcntl
 import os
-import signal
 import socket
 import stat
 import subprocess
@@ -23,25 +22,14 @@ import privclust._io as io_
 from privclust import PrivclustError
 from privclust._io import check_outputs, text_writer, write_atomically
 from privclust.cli import main
-
-RECIPE = """
-name = "outputs test"
-[privacy]
-epsilon = 1.0
-
-[[steps]]
-use = "laplace"
-columns = ["a", "b"]
-epsilon = 1.0
-bounds = { a = [0, 10], b = [0, 10] }
-"""
-
+from test_cli import RECIPE, stopped
 
 @pytest.fixture
 def files(tmp_path, monkeypatch):
+    """The files of test_cli's fixture (a 30-record data set and a laplace recipe), the test run in their folder."""
     rng = np.random.default_rng(0)
-    data = pd.DataFrame({"id": range(30), "a": rng.uniform(0, 10, 30), "b": rng.uniform(0, 10, 30)})
-    data.to_csv(tmp_path / "in.csv", index=False)
+    pd.DataFrame({"id": range(30), "a": rng.uniform(0, 10, 30), "b": rng.uniform(0, 10, 30)}).to_csv(
+        tmp_path / "in.csv", index=False)
     (tmp_path / "recipe.toml").write_text(RECIPE)
     monkeypatch.chdir(tmp_path)
     return tmp_path
@@ -229,19 +217,12 @@ def test_a_signal_while_the_command_starts_gives_its_status_and_no_traceback(fil
     """The signal is sent as soon as numpy is loaded: the command is still importing its modules (about a second)."""
     process = subprocess.Popen([_command(), "run", "recipe.toml", "-i", "in.csv", "-o", "out.csv", "-q"], cwd=files,
                                stderr=subprocess.PIPE, text=True, preexec_fn=default_stop_signals)
-    try:
-        for _ in range(200_000):
-            try:
-                if "_multiarray_umath" in Path(f"/proc/{process.pid}/maps").read_text():
-                    break
-            except OSError:
+    for _ in range(200_000):
+        try:
+            if "_multiarray_umath" in Path(f"/proc/{process.pid}/maps").read_text():
                 break
-        process.send_signal(getattr(signal, signame))
-        _, err = process.communicate(timeout=60)
-    finally:
-        if process.poll() is None:
-            process.kill()
-    signum = getattr(signal, signame)
-    assert process.returncode == (130 if signame == "SIGINT" else 128 + signum), err
+        except OSError:
+            break
+    err = stopped(process, signame)
     assert f"interrupted by {signame}; nothing was written" in err and "Traceback" not in err
     assert not Path("out.csv").exists() and temporaries(files) == []
