@@ -316,12 +316,13 @@ def _run_seed(args: argparse.Namespace) -> int | None:
     return None
 
 
-def _whole(text: str, option: str, low: int, high: int, what: str = "a whole number") -> int:
+def _whole(text: str, option: str, low: int, high: int) -> int:
+    """A whole number from ``low`` to ``high``, written in the digits 0-9."""
     if not re.fullmatch(r"\s*[+-]?[0-9]{1,60}\s*", text):
-        raise PrivclustError(f"{option} must be {what} from {low:,} to {high:,}; got {text[:20]!r}")
+        raise PrivclustError(f"{option} must be a whole number from {low:,} to {high:,}; got {text[:20]!r}")
     value = int(text)
     if not low <= value <= high:
-        raise PrivclustError(f"{option} must be {what} from {low:,} to {high:,}; got {value:,}")
+        raise PrivclustError(f"{option} must be a whole number from {low:,} to {high:,}; got {value:,}")
     return value
 
 
@@ -330,6 +331,7 @@ MAX_TIMEOUT = 86_400.0
 
 
 def _seconds(text: str, option: str) -> float:
+    """A number of seconds, more than 0 and at most :data:`MAX_TIMEOUT` (no nan or inf)."""
     try:
         value = float(text)
     except ValueError:
