@@ -226,3 +226,25 @@ def test_a_signal_while_the_command_starts_gives_its_status_and_no_traceback(fil
     err = stopped(process, signame)
     assert f"interrupted by {signame}; nothing was written" in err and "Traceback" not in err
     assert not Path("out.csv").exists() and temporaries(files) == []
+
+
+def test_a_signal_after_the_command_has_written_says_what_was_written(files):
+    """Between the command's end and the process's exit: 143, no traceback, and the line names the output."""
+    (files / "driver.py").write_text(
+        "import time\nfrom pathlib import Path\nimport privclust.cli as cli\nreal = cli.main\n"
+        "def main(argv=None):\n    status = real(argv)\n    Path('done').write_text('1')\n    time.sleep(120)\n"
+        "    return status\ncli.main = main\ncli.entry()\n")
+    process = subprocess.Popen([sys.executable, "driver.py", "run", "recipe.toml", "-i", "in.csv", "-o", "out.csv",
+                                "-q"], cwd=files, stderr=subprocess.PIPE, text=True, preexec_fn=default_stop_signals)
+    try:
+        for _ in range(1200):
+            if Path("done").exists() or process.poll() is not None:
+                break
+            time.sleep(0.05)
+        assert Path("done").exists(), "the command never finished"
+    except BaseException:
+        process.kill()
+        raise
+    err = stopped(process, "SIGTERM")
+    assert "interrupted by SIGTERM; the outputs had already been written: out.csv" in err and "Traceback" not in err
+    assert pd.read_csv("out.csv").shape == (30, 3) and temporaries(files) == []
