@@ -49,6 +49,19 @@ def dead_pid() -> int:
     return child.pid
 
 
+def reached(process: subprocess.Popen, marker: str) -> None:
+    """Wait until the driver run by ``process`` writes the file ``marker`` (the process is killed if it never does)."""
+    try:
+        for _ in range(1200):
+            if Path(marker).exists() or process.poll() is not None:
+                break
+            time.sleep(0.05)
+        assert Path(marker).exists(), f"the command never wrote {marker}"
+    except BaseException:
+        process.kill()
+        raise
+
+
 # ---------------------------------------------------------------------------
 # Outputs that are not regular files
 # ---------------------------------------------------------------------------
@@ -183,17 +196,9 @@ def test_a_killed_run_leaves_temporaries_that_the_next_run_removes(files):
         "    return go\ncli.frame_writer = slow\ncli.entry()\n")
     process = subprocess.Popen([sys.executable, str(driver), "run", "recipe.toml", "-i", "in.csv", "-o", "out.csv",
                                 "-q"], cwd=files, stderr=subprocess.DEVNULL)
-    try:
-        for _ in range(1200):
-            if Path("writing").exists() or process.poll() is not None:
-                break
-            time.sleep(0.05)
-        assert Path("writing").exists(), "the run never reached the writes"
-        process.kill()  # SIGKILL: no clean-up can run
-        process.wait(timeout=60)
-    finally:
-        if process.poll() is None:
-            process.kill()
+    reached(process, "writing")
+    process.kill()  # SIGKILL: no clean-up can run
+    process.wait(timeout=60)
     assert len(temporaries(files)) == 1 and not Path("out.csv").exists()
     assert run("-o", "out.csv") == 0
     assert temporaries(files) == [] and pd.read_csv("out.csv").shape == (30, 3)
@@ -236,15 +241,7 @@ def test_a_signal_after_the_command_has_written_says_what_was_written(files):
         "    return status\ncli.main = main\ncli.entry()\n")
     process = subprocess.Popen([sys.executable, "driver.py", "run", "recipe.toml", "-i", "in.csv", "-o", "out.csv",
                                 "-q"], cwd=files, stderr=subprocess.PIPE, text=True, preexec_fn=default_stop_signals)
-    try:
-        for _ in range(1200):
-            if Path("done").exists() or process.poll() is not None:
-                break
-            time.sleep(0.05)
-        assert Path("done").exists(), "the command never finished"
-    except BaseException:
-        process.kill()
-        raise
+    reached(process, "done")
     err = stopped(process, "SIGTERM")
     assert "interrupted by SIGTERM; the outputs had already been written: out.csv" in err and "Traceback" not in err
     assert pd.read_csv("out.csv").shape == (30, 3) and temporaries(files) == []
