@@ -9,6 +9,31 @@ The public API. Everything else is private and may change.
 
 from __future__ import annotations
 
+import os as _os
+import signal as _signal
+import sys as _sys
+
+
+def _stop_while_starting(signum: int, frame: object) -> None:
+    """The ``privclust`` command stopped by a signal while its modules are
+    imported, before it has begun: 128 + the signal's number, no traceback
+    (``privclust.cli.entry`` installs the handlers of the command itself)."""
+    _os.write(2, f"privclust: interrupted by {_signal.Signals(signum).name}; nothing was written\n".encode())
+    _os._exit(128 + signum)
+
+
+# First of all, and only in the privclust command (the console script, or python -m privclust.cli): the imports
+# below take about a second, and a stop signal then ended the process by the signal or with a traceback.
+_argv = getattr(_sys, "orig_argv", None) or _sys.argv
+if (_os.path.basename(_sys.argv[0] if _sys.argv else "") in ("privclust", "privclust.exe")
+        or any(a == "-m" and b == "privclust.cli" for a, b in zip(_argv, _argv[1:], strict=False))):
+    for _name in ("SIGINT", "SIGTERM", "SIGHUP"):
+        try:
+            if _signal.getsignal(getattr(_signal, _name)) is not _signal.SIG_IGN:  # nohup's SIGHUP stays ignored
+                _signal.signal(getattr(_signal, _name), _stop_while_starting)
+        except (AttributeError, OSError, ValueError):  # no such signal here, or not the main thread
+            pass
+
 from importlib.metadata import PackageNotFoundError, version
 
 # the submodules privclust.datasets, privclust.plots and privclust.sampling, reachable as attributes

@@ -2,18 +2,24 @@
 transaction, and the signal handling that keeps interrupted commands clean.
 
 Every output of a command is first written to a hidden temporary file in its
-target's folder (``.<name>.<random>.tmp``, the name cut to 64 bytes; for a
-symbolic link, beside the file it points to, which is replaced and the link
-kept); only when all of them are
-complete are they moved into place, one ``os.replace`` each, with the
-termination signals held back meanwhile. If any write fails, or the command
-is interrupted (Ctrl-C, SIGTERM, SIGHUP), every temporary file is removed and
-no existing target is touched. Before any computation,
-:func:`check_outputs` refuses an output whose name the file system would
-refuse (too long for its folder's file system), that is a folder, sits in a missing
-or unwritable folder (found by really creating and removing a probe file
-there), is one of the command's inputs, or is another output of the same
-command.
+target's folder (``.<name>.privclust-<pid>.<random>.tmp``, the name cut to 64
+bytes; for a symbolic link, beside the file it points to, which is replaced
+and the link kept); only when all of them are complete are they moved into
+place, one ``os.replace`` each, with the termination signals held back
+meanwhile. Each target that already exists is first hard-linked to a backup
+(named as a temporary file), so that when a rename fails every target already
+replaced is put back: the outputs are committed together or not at all. If
+any write fails, or the command is interrupted (Ctrl-C, SIGTERM, SIGHUP),
+every temporary file is removed and no existing target is touched. Before
+any computation, :func:`check_outputs` refuses an output whose name the file
+system would refuse (too long for its folder's file system), that is a
+folder, a device, a FIFO, a socket or a symbolic link to one, sits in a
+missing or unwritable folder (found by really creating and removing a probe
+file there), is one of the command's inputs, or is another output of the
+same command; it also removes the temporary files a killed run (SIGKILL, a
+power cut) left in an output's folder: only files named as this module names
+them, owned by the user, whose process is gone and which no process holds
+locked.
 """
 
 from __future__ import annotations
@@ -21,9 +27,14 @@ from __future__ import annotations
 import contextlib
 import csv
 import ctypes
+import errno
+import fcntl
 import gzip
 import io
 import os
+import re
+import secrets
+import shutil
 import signal
 import stat
 import sys
@@ -48,6 +59,7 @@ __all__ = [
     "handle_signals",
     "keep_text",
     "read_frame",
+    "remove_stale_temporaries",
     "remove_temporaries",
     "text_writer",
     "write_atomically",
@@ -63,8 +75,14 @@ STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SI
 #: Temporary files that exist right now (removed on any failure or interruption).
 _LIVE: set[Path] = set()
 _LIVE_LOCK = threading.Lock()
+#: The open, locked descriptor of each temporary file (the lock tells another run the file is in use).
+_FDS: dict[Path, int] = {}
 #: Targets moved into place by this process (so an interruption message can be honest).
 _COMMITTED: list[Path] = []
+
+#: The name of every temporary file this module makes: ``.<name cut to 64 bytes>.privclust-<pid>.<8 random>.tmp``.
+#: Only files named so are ever removed as stale temporaries.
+_OURS = re.compile(r"\..*\.privclust-([0-9]{1,10})\.[a-z0-9_]{8}\.tmp", re.DOTALL)
 
 
 class Interrupted(KeyboardInterrupt):
@@ -404,11 +422,12 @@ _TEMP_NAME_BYTES = 64
 
 
 def _temp_prefix(target: Path) -> str:
-    """The prefix of a temporary file for ``target``: ``.<name>.``, the name
-    cut to :data:`_TEMP_NAME_BYTES` bytes, so the temporary name fits the
+    """The prefix of a temporary file for ``target``: ``.<name>.privclust-<pid>.``,
+    the name cut to :data:`_TEMP_NAME_BYTES` bytes, so the temporary name fits the
     file system whenever the target's name does (a 248-character name's
     temporary file would not)."""
-    return f".{os.fsencode(target.name)[:_TEMP_NAME_BYTES].decode('utf-8', 'ignore')}."  # a cut character dropped
+    cut = os.fsencode(target.name)[:_TEMP_NAME_BYTES].decode("utf-8", "ignore")  # a cut character dropped
+    return f".{cut}.privclust-{os.getpid()}."
 
 
 def _limit(folder: Path, name: str, default: int) -> int:
@@ -441,10 +460,26 @@ def _probe_folder(folder: Path) -> None:
     """Create and remove a temporary file in ``folder``: the only test that
     holds for root, read-only mounts, full disks and access-control lists."""
     with _signals_held():
-        fd, name = tempfile.mkstemp(dir=folder, prefix=".privclust-probe.", suffix=".tmp")
-        _register(Path(name))
-    os.close(fd)
+        fd, name = tempfile.mkstemp(dir=folder, prefix=_temp_prefix(Path("probe")), suffix=".tmp")
+        _register(Path(name), fd)
     _discard(Path(name))
+
+
+_KINDS = ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+          (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"))
+
+
+def _not_regular(path: Path) -> str | None:
+    """What ``path`` is when it exists and is neither a regular file nor a
+    folder (the caller refuses a folder with its own message): "a character
+    device", "a FIFO (named pipe)"... ``None`` for a regular file or no file."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return None
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return None
+    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
 
 
 def check_outputs(outputs: Mapping[str, Path | str | None], inputs: Mapping[str, Path | str | None] = {}) -> None:  # noqa: B006
@@ -455,8 +490,9 @@ def check_outputs(outputs: Mapping[str, Path | str | None], inputs: Mapping[str,
         "--report": "r.html", "the JSON beside --report": "r.json"}``;
         ``None`` entries are skipped.
     :param inputs: ``{what: path}`` of the files the command reads.
-    :raises PrivclustError: for an output that is a folder, in a folder that
-        does not exist or cannot be written, that is one of the inputs, or
+    :raises PrivclustError: for an output that is a folder, a device, a FIFO
+        or a socket (or a symbolic link to one), in a folder that does not
+        exist or cannot be written, that is one of the inputs, or
         that is another output of the command.
     """
     named = [(what, Path(p)) for what, p in outputs.items() if p is not None and str(p) != STDIO]
@@ -469,6 +505,13 @@ def check_outputs(outputs: Mapping[str, Path | str | None], inputs: Mapping[str,
         if path.is_dir():
             raise PrivclustError(f"cannot write {path} ({what}): it is a folder; give the name of a file")
         given, path = path, _destination(path)  # a symbolic link is written through, to its target
+        kind = _not_regular(path)
+        if kind:
+            via = f"{given} is a symbolic link to {path}, which is {kind}" if path != given else f"it is {kind}"
+            raise PrivclustError(f"cannot write {given} ({what}): {via}; privclust writes its outputs only to regular "
+                                 "files (a new file, or one it replaces)" + (
+                                     ", or - for standard output" if what == "--output" else "")
+                                 + ": give the name of a file")
         for source_what, source in sources:
             if _same(path, source):
                 raise PrivclustError(f"{what} {path} is the same file as {source_what} {source}; the input is never "
@@ -495,6 +538,7 @@ def check_outputs(outputs: Mapping[str, Path | str | None], inputs: Mapping[str,
             raise PrivclustError(f"cannot write {path} ({what}): the folder {folder} is not writable "
                                  f"({err.strerror or err}); choose another folder or fix its permissions") from err
         probed.add(resolved)
+        remove_stale_temporaries(folder)
 
 
 # ---------------------------------------------------------------------------
@@ -567,16 +611,86 @@ def _signals_held() -> Iterator[None]:
             signal.raise_signal(pending[0])  # delivered now, to the handler the block found
 
 
-def _register(tmp: Path) -> None:
+def _register(tmp: Path, fd: int | None = None) -> None:
+    """Note a temporary file (removed on any failure); with ``fd``, its open
+    descriptor, locked (``flock``) until the file is moved or removed, so that
+    another run never takes it for a killed run's leftover."""
+    if fd is not None:
+        with contextlib.suppress(OSError):
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     with _LIVE_LOCK:
         _LIVE.add(tmp)
+        if fd is not None:
+            _FDS[tmp] = fd
+
+
+def _release(tmp: Path) -> None:
+    with _LIVE_LOCK:
+        _LIVE.discard(tmp)
+        fd = _FDS.pop(tmp, None)
+    if fd is not None:
+        with contextlib.suppress(OSError):
+            os.close(fd)
 
 
 def _discard(tmp: Path) -> None:
     with contextlib.suppress(OSError):
         tmp.unlink(missing_ok=True)
-    with _LIVE_LOCK:
-        _LIVE.discard(tmp)
+    _release(tmp)
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, ValueError):  # another user's process (or no valid pid: left alone)
+        return True
+    return True
+
+
+def remove_stale_temporaries(folder: Path) -> list[str]:
+    """Remove from ``folder`` the temporary files a killed run of privclust
+    left (SIGKILL, a power cut: no clean-up ran). A file is removed only when
+    it is named as this module names its temporaries
+    (``.<name>.privclust-<pid>.<8 random>.tmp``), is a regular file owned by
+    this user, its process ``<pid>`` no longer runs, and no process holds it
+    locked (a live run holds its temporaries locked). Returns the names
+    removed."""
+    removed: list[str] = []
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return removed
+    for entry in entries:
+        match = _OURS.fullmatch(entry.name)
+        if not match or _alive(int(match.group(1))):
+            continue
+        try:
+            if not entry.is_file(follow_symlinks=False):
+                continue
+            fd = os.open(entry.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        except OSError:
+            continue
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
+                continue
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # held by a live run (another pid namespace)
+            except OSError:
+                continue
+            now = os.lstat(entry.path)
+            if (now.st_ino, now.st_dev) == (st.st_ino, st.st_dev):  # still the file checked
+                os.unlink(entry.path)
+                removed.append(entry.name)
+        except OSError:
+            continue
+        finally:
+            os.close(fd)
+    return removed
 
 
 def remove_temporaries() -> int:
@@ -595,14 +709,19 @@ def committed() -> tuple[Path, ...]:
 
 
 def write_atomically(targets: Sequence[tuple[Path, Callable[[Path], None]]]) -> None:
-    """Write every target to a temporary file, then move them all into place.
+    """Write every target to a temporary file, then move them all into place,
+    all or none.
 
     If any writer fails or the process is interrupted while writing, every
     temporary file is removed and no target is touched. The renames happen
     with the stop signals held back, after checking that no target has
-    become a folder meanwhile. A target that is a symbolic link is written
-    through it: the file it points to is replaced atomically (its temporary
-    file in that file's folder, its permissions kept) and the link stays.
+    become a folder, a device, a FIFO or a socket meanwhile; each existing
+    target is first hard-linked to a backup, and if a rename fails the
+    targets already replaced are put back (a new one removed), so every
+    target holds what it held before. A target that is a symbolic link is
+    written through it: the file it points to is replaced atomically (its
+    temporary file in that file's folder, its permissions kept) and the link
+    stays.
     """
     temps: list[tuple[Path, Path]] = []
     try:
@@ -610,16 +729,14 @@ def write_atomically(targets: Sequence[tuple[Path, Callable[[Path], None]]]) -> 
             target = _destination(Path(given))  # through a symbolic link: the link stays, its target is replaced
             if not target.parent.is_dir():
                 raise PrivclustError(f"cannot write {target}: the folder {target.parent} does not exist")
-            if target.is_dir():
-                raise PrivclustError(f"cannot write {target}: it is a folder; give a file name")
+            _refuse_not_regular(target)
             with _signals_held():
                 try:
                     fd, name = tempfile.mkstemp(dir=target.parent, prefix=_temp_prefix(target), suffix=".tmp")
                 except OSError as err:
                     raise PrivclustError(f"cannot write {target}: {err.strerror or err}") from err
                 tmp = Path(name)
-                _register(tmp)
-            os.close(fd)
+                _register(tmp, fd)
             temps.append((tmp, target))
             try:
                 write(tmp)
@@ -634,28 +751,94 @@ def write_atomically(targets: Sequence[tuple[Path, Callable[[Path], None]]]) -> 
             os.chmod(tmp, kept)
         with _signals_held():
             raise_if_stopped()  # a stop whose exception a finalizer swallowed still stops the renames
-            clash = [str(t) for _, t in temps if t.is_dir()]
-            if clash:
-                raise PrivclustError(f"cannot write {', '.join(clash)}: a folder of that name appeared meanwhile")
-            done = 0
-            try:
-                for tmp, target in temps:
-                    os.replace(tmp, target)
-                    _register_done(tmp, target)
-                    done += 1
-            except OSError as err:
-                raise PrivclustError(f"cannot move {tmp} to {target}: {err.strerror or err} ({done} of "
-                                     f"{len(temps)} outputs were already in place)") from err
+            for _, target in temps:
+                _refuse_not_regular(target, meanwhile=True)
+            _commit(temps)
     except BaseException:
         for tmp, _ in temps:
             _discard(tmp)
         raise
 
 
-def _register_done(tmp: Path, target: Path) -> None:
-    with _LIVE_LOCK:
-        _LIVE.discard(tmp)
-    _COMMITTED.append(target)
+def _refuse_not_regular(target: Path, meanwhile: bool = False) -> None:
+    when = " (it became one meanwhile)" if meanwhile else ""
+    if target.is_dir():
+        raise PrivclustError(f"cannot write {target}: it is a folder{when}; give a file name")
+    kind = _not_regular(target)
+    if kind:
+        raise PrivclustError(f"cannot write {target}: it is {kind}{when}; privclust writes its outputs only to "
+                             "regular files")
+
+
+def _backup(target: Path) -> Path | None:
+    """A second name for ``target``'s current file (a hard link, or a copy
+    where the file system has none), named as a temporary file; ``None`` when
+    there is no file at ``target``."""
+    if not os.path.lexists(target):
+        return None
+    for _ in range(100):
+        backup = target.parent / f"{_temp_prefix(target)}{secrets.token_hex(4)}.tmp"
+        _register(backup)
+        try:
+            os.link(target, backup, follow_symlinks=False)
+            return backup
+        except FileExistsError:
+            _release(backup)
+            continue
+        except OSError as err:
+            if err.errno not in (errno.EPERM, errno.EXDEV, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EMLINK,
+                                 getattr(errno, "ENOSYS", -1)):
+                _release(backup)
+                raise
+        try:
+            shutil.copy2(target, backup, follow_symlinks=False)  # no hard links on this file system
+        except BaseException:
+            _discard(backup)
+            raise
+        return backup
+    raise PrivclustError(f"cannot write {target}: no free name for its backup")  # pragma: no cover
+
+
+def _commit(temps: Sequence[tuple[Path, Path]]) -> None:
+    """Move every temporary file onto its target, all or none (called with
+    the stop signals held)."""
+    backups: list[Path | None] = []
+    done = 0
+    failed = temps[0][1] if temps else None
+    try:
+        try:
+            for _, failed in temps:
+                backups.append(_backup(failed))
+            for tmp, failed in temps:
+                os.replace(tmp, failed)
+                done += 1
+        except OSError as err:
+            kept = _undo(temps[:done], backups)
+            raise PrivclustError(f"cannot write {failed}: {err.strerror or err}; nothing was written" if not kept else
+                                 f"cannot write {failed}: {err.strerror or err}; and could not put back "
+                                 f"{', '.join(kept)}, which hold the new output") from err
+        for tmp, target in temps:
+            _release(tmp)
+            _COMMITTED.append(target)
+    finally:
+        for backup in backups:
+            if backup is not None:
+                _discard(backup)
+
+
+def _undo(done: Sequence[tuple[Path, Path]], backups: Sequence[Path | None]) -> list[str]:
+    """Put back the targets already replaced; returns those it could not."""
+    kept = []
+    for (_, target), backup in zip(reversed(done), reversed(backups[:len(done)]), strict=True):
+        try:
+            if backup is None:
+                os.unlink(target)
+            else:
+                os.replace(backup, target)
+                _release(backup)
+        except OSError:
+            kept.append(str(target))
+    return kept
 
 
 def _umask() -> int:

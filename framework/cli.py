@@ -20,10 +20,14 @@ file.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import math
 import os
+import re
 import shutil
 import signal
+import stat
 import sys
 import textwrap
 import time
@@ -41,6 +45,7 @@ from tqdm import tqdm
 from . import __version__, testing
 from ._io import (
     STDIO,
+    STOP_SIGNALS,
     Interrupted,
     check_outputs,
     committed,
@@ -51,7 +56,7 @@ from ._io import (
     write_atomically,
     write_csv,
 )
-from .compare import compare, parse_sweep, summarize
+from .compare import MAX_RUNS, check_plot, compare, parse_sweep, summarize
 from .constraints import RULE_RTOL, ConstraintSet
 from .accounting import _exact, at_least
 from .datasets import TABLE1_RULE, table1
@@ -248,15 +253,50 @@ def _cmd_run(args: argparse.Namespace) -> int:
 ENV_SEED = "PRIVCLUST_SEED"
 
 
+#: The largest seed (numpy's SeedSequence takes any non-negative integer; 128 bits is all the entropy it keeps).
+MAX_SEED = 2**128 - 1
+#: The most bytes read from a seed file (a seed of 128 bits has 39 digits).
+SEED_FILE_BYTES = 256
+
+
 def _parse_seed(text: str, where: str) -> int:
+    """A seed written as a whole number from 0 to :data:`MAX_SEED`."""
     text = text.strip()
-    try:
-        value = int(text, 10)
-    except ValueError:
-        raise PrivclustError(f"{where}: a seed is a non-negative whole number; got {text[:20]!r}") from None
-    if value < 0:
-        raise PrivclustError(f"{where}: a seed is a non-negative whole number; got {value}")
+    if not re.fullmatch(r"[+-]?[0-9]{1,60}", text):
+        raise PrivclustError(f"{where}: a seed is a non-negative whole number, at most 2^128 - 1 (digits 0-9 only); "
+                             f"got {text[:20]!r}{'...' if len(text) > 20 else ''}")
+    value = int(text, 10)
+    if not 0 <= value <= MAX_SEED:
+        raise PrivclustError(f"{where}: a seed is a non-negative whole number, at most 2^128 - 1; got {value}")
     return value
+
+
+def _read_seed_file(path: Path) -> str:
+    """The text of a seed file: a regular file of at most
+    :data:`SEED_FILE_BYTES` bytes (a device such as /dev/zero, a FIFO or a
+    folder is refused without being read, or waited on)."""
+    where = f"--seed-file {path}"
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError as err:
+        raise PrivclustError(f"{where}: cannot read it ({err.strerror or err})") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = "a folder" if stat.S_ISDIR(mode) else "not a regular file (a device, a FIFO or a socket)"
+            raise PrivclustError(f"{where}: it is {kind}; give a file holding the seed")
+        raw = os.read(fd, SEED_FILE_BYTES + 1)
+    except OSError as err:
+        raise PrivclustError(f"{where}: cannot read it ({err.strerror or err})") from None
+    finally:
+        os.close(fd)
+    if len(raw) > SEED_FILE_BYTES:
+        raise PrivclustError(f"{where}: the file is longer than {SEED_FILE_BYTES} bytes; a seed file holds one whole "
+                             "number")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise PrivclustError(f"{where}: the file is not text; a seed file holds one whole number") from None
 
 
 def _run_seed(args: argparse.Namespace) -> int | None:
@@ -267,20 +307,61 @@ def _run_seed(args: argparse.Namespace) -> int | None:
     if args.seed is not None and args.seed_file is not None:
         raise PrivclustError("give either --seed or --seed-file, not both")
     if args.seed is not None:
-        if args.seed < 0:
-            raise PrivclustError(f"--seed: a seed is a non-negative whole number; got {args.seed}")
         return int(args.seed)
     if args.seed_file is not None:
         path = Path(args.seed_file)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as err:
-            raise PrivclustError(f"--seed-file {path}: cannot read it ({type(err).__name__}: {err})") from None
-        return _parse_seed(text, f"--seed-file {path}")
+        return _parse_seed(_read_seed_file(path), f"--seed-file {path}")
     env = os.environ.get(ENV_SEED)
     if env is not None and env.strip():
         return _parse_seed(env, ENV_SEED)
     return None
+
+
+def _whole(text: str, option: str, low: int, high: int) -> int:
+    """A whole number from ``low`` to ``high``, written in the digits 0-9."""
+    if not re.fullmatch(r"\s*[+-]?[0-9]{1,60}\s*", text):
+        raise PrivclustError(f"{option} must be a whole number from {low:,} to {high:,}; got {text[:20]!r}")
+    value = int(text)
+    if not low <= value <= high:
+        raise PrivclustError(f"{option} must be a whole number from {low:,} to {high:,}; got {value:,}")
+    return value
+
+
+#: The longest wait for a Dask scheduler (seconds): a day.
+MAX_TIMEOUT = 86_400.0
+
+
+def _seconds(text: str, option: str) -> float:
+    """A number of seconds, more than 0 and at most :data:`MAX_TIMEOUT` (no nan or inf)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and 0 < value <= MAX_TIMEOUT):
+        raise PrivclustError(f"{option} must be a number of seconds more than 0 and at most {MAX_TIMEOUT:g} (a "
+                             f"day); got {text[:20]!r}")
+    return value
+
+
+#: The most local worker processes a command starts.
+MAX_PROCESSES = max(256, 4 * (os.cpu_count() or 1))
+
+#: Every numeric option of every command, read from its text by the command (not by argparse, whose errors are
+#: several lines): each is bounded, and nan, inf, fractions and values out of range are one-line errors.
+NUMERIC_OPTIONS: dict[str, Any] = {
+    "seed": lambda text: _parse_seed(text, "--seed"),
+    "processes": lambda text: _whole(text, "--processes", 1, MAX_PROCESSES),
+    "timeout": lambda text: _seconds(text, "--timeout"),
+    "repeats": lambda text: _whole(text, "--repeats", 1, MAX_RUNS),
+}
+
+
+def _read_numbers(args: argparse.Namespace) -> None:
+    """Replace the text of each numeric option given by its checked value."""
+    for name, read in NUMERIC_OPTIONS.items():
+        text = getattr(args, name, None)
+        if isinstance(text, str):
+            setattr(args, name, read(text))
 
 
 def _report_paths(report: Path | None) -> dict[str, Path]:
@@ -425,6 +506,8 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         named[recipe.name or Path(path).stem] = recipe
     if len(named) != len(recipes):
         named = {f"{Path(p).stem}": r for p, r in zip(args.recipes, recipes, strict=True)}
+    if args.plot:  # before the first run: a map that cannot be drawn failed after every run and lost them all
+        check_plot(recipes, args.risk, args.loss)
     data = read_frame(args.input)
     start = time.perf_counter()
     table = compare(named, data, grid=grid or None, repeats=args.repeats, seed=args.seed,
@@ -608,7 +691,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--report", help="where to write the report (.json, or .html with the .json beside it)")
     p.add_argument("--non-disclosive", action="store_true",
                    help="leave out of the report everything derived from individual original values")
-    p.add_argument("--seed", type=int, help="seed for reproducible experiments (never written to the report; "
+    p.add_argument("--seed", metavar="N", help="seed for reproducible experiments (never written to the report; "
                                              "visible in the process list: prefer --seed-file or PRIVCLUST_SEED)")
     p.add_argument("--seed-file", metavar="PATH",
                    help="read the seed from this file (keeps it out of the process list); the PRIVCLUST_SEED "
@@ -616,8 +699,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", "-q", action="store_true", help="no progress output")
     p.add_argument("--scheduler", help='run the strata as independent tasks on a Dask cluster: "local" for a '
                                        "LocalCluster, or an address such as tcp://host:8786")
-    p.add_argument("--processes", type=int, help="run the strata as independent tasks on this many local processes")
-    p.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for the scheduler (default 10)")
+    p.add_argument("--processes", metavar="N", help="run the strata as independent tasks on this many local processes")
+    p.add_argument("--timeout", metavar="SECONDS", default=10.0, help="seconds to wait for the scheduler (default 10)")
     _add_role_flags(p)
     p.set_defaults(func=_cmd_run)
 
@@ -638,12 +721,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sweep", action="append", default=[], metavar="KEY=VALUES",
                    help='e.g. "mask.k=3,5,10" or "privacy.epsilon=0.1:2:0.1" (repeatable: the grid is their product); '
                         'prefix a recipe name ("mdav:mask.k=3,5") to sweep that recipe only')
-    p.add_argument("--repeats", type=int, default=1, help="runs per configuration (default 1)")
+    p.add_argument("--repeats", metavar="N", default=1, help="runs per configuration (default 1)")
     p.add_argument("--scheduler", help='a Dask scheduler address (tcp://host:8786), or "local" for a LocalCluster; '
                                        "default: local processes")
-    p.add_argument("--processes", type=int, help="local worker processes (default: one per core)")
-    p.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for the scheduler (default 10)")
-    p.add_argument("--seed", type=int, help="seed for a reproducible table (never written to it)")
+    p.add_argument("--processes", metavar="N", help="local worker processes (default: one per core)")
+    p.add_argument("--timeout", metavar="SECONDS", default=10.0, help="seconds to wait for the scheduler (default 10)")
+    p.add_argument("--seed", metavar="N", help="seed for a reproducible table (never written to it)")
     p.add_argument("--output", "-o", required=True, help="where to write the table (.csv or .parquet)")
     p.add_argument("--summary", help="also write the mean and spread per configuration (.csv or .parquet)")
     p.add_argument("--plot", help="also draw the risk-utility map (.png, .svg or .pdf)")
@@ -656,11 +739,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("recipe", help="the recipe (a TOML file)")
     p.add_argument("--input", "-i", help="the data the steps run on (default: a small synthetic frame)")
     p.add_argument("--trials", type=int, default=400, help="runs of each step per neighbouring input (default 400)")
-    p.add_argument("--seed", type=int, help="seed of the auditor's runs (default 0)")
+    p.add_argument("--seed", metavar="N", help="seed of the auditor's runs (default 0)")
     p.set_defaults(func=_cmd_audit)
 
     p = sub.add_parser("demo", help="run the main job on built-in data")
-    p.add_argument("--seed", type=int, help="seed for a reproducible demo")
+    p.add_argument("--seed", metavar="N", help="seed for a reproducible demo")
     p.add_argument("--output", "-o", help="also write the protected table (.csv or .parquet)")
     p.set_defaults(func=_cmd_demo)
     return parser
@@ -673,10 +756,37 @@ _exit_when_stopped = False
 
 
 def entry() -> None:
-    """The ``privclust`` command: :func:`main`, and the process exits with its status."""
+    """The ``privclust`` command: :func:`main`, and the process exits with its status.
+
+    A stop signal at any moment gives the status 128 + its number (130 for
+    Ctrl-C) and one line on stderr, never a traceback: while the modules are
+    imported (the handlers ``privclust/__init__.py`` installs first), while
+    the command line is parsed and after the command has finished (the
+    handlers installed here), and while the command runs (those of
+    :func:`~privclust._io.handle_signals`)."""
     global _exit_when_stopped
     _exit_when_stopped = True
-    sys.exit(main())
+    for signum in STOP_SIGNALS:
+        with contextlib.suppress(OSError, ValueError):
+            if signal.getsignal(signum) is not signal.SIG_IGN:  # SIGHUP under nohup stays ignored
+                signal.signal(signum, _stop_outside_command)
+    try:
+        status = main()
+    except KeyboardInterrupt as err:  # a stop between handle_signals' edges and main's own handling
+        status = getattr(err, "exit_status", 130)
+        print(f"privclust: interrupted; {_written((0, 0))}", file=sys.stderr)
+        _stopped(status)
+    sys.stdout.flush()
+    sys.exit(status)
+
+
+def _stop_outside_command(signum: int, frame: object) -> None:
+    """A stop signal before or after the command itself ran: say what was
+    written and end the process at once with 128 + the signal's number."""
+    with contextlib.suppress(Exception):
+        print(f"privclust: interrupted by {signal_name(signum)}; {_written((0, 0))}", file=sys.stderr)
+    _stopped(128 + signum)
+    os._exit(128 + signum)  # pragma: no cover - _stopped ends the process in the command
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -697,6 +807,7 @@ def _show_warning(message: Warning | str, category: type[Warning], filename: str
 def _main(args: argparse.Namespace) -> int:
     done = (len(committed()), len(published()))
     try:
+        _read_numbers(args)
         return int(args.func(args) or 0)
     except Interrupted as err:
         print(f"privclust: interrupted by {signal_name(err.signum)}; {_written(done)}", file=sys.stderr)

@@ -56,7 +56,8 @@ import pandas as pd
 from tqdm import tqdm
 
 from ._io import worker_signals
-from ._optional import optional
+from ._optional import PLOTS, optional
+from .plots import HIGHER_IS_BETTER, LOSS_HINTS, RISK_HINTS
 from .engines import DASK, _check_engine, _client, _stop_pool
 from .errors import PrivclustError, PrivclustWarning, Problem, RecipeError
 from .recipe import Recipe
@@ -65,7 +66,8 @@ from .runner import _check_frame, compile, run
 from .specs import ComponentSpec, field_kind, param_name
 from .verify import dp_claimants, guarantees_dp
 
-__all__ = ["MAX_CONFIGURATIONS", "MAX_RUNS", "compare", "expand_grid", "grid_size", "parse_sweep", "summarize"]
+__all__ = ["MAX_CONFIGURATIONS", "MAX_RUNS", "check_plot", "compare", "expand_grid", "grid_size", "parse_sweep",
+           "summarize"]
 
 #: The largest number of configurations (points of the grids, over every
 #: recipe) a comparison runs; a larger sweep is refused before anything is
@@ -478,6 +480,40 @@ def _grids(grid: Mapping[str, Any] | None, names: Sequence[str]) -> dict[str, Ma
             f"grid is {{recipe name: {{key: values}}}} with recipes named {', '.join(map(repr, names))}"
         )
     return {name: {**shared, **per_recipe.get(name, {})} for name in names}
+
+
+def check_plot(recipes: Iterable[Recipe], risk: str | None = None, loss: str | None = None) -> None:
+    """Check, before any run, that a risk-utility map of the comparison of
+    ``recipes`` can be drawn (``privclust compare --plot``): matplotlib is
+    installed, and each figure of the map is one the runs will compute. A
+    figure's column is ``<evaluator>.<metric>``, the metric known only once
+    a run has finished, so a figure named (``risk``, ``loss``) must begin
+    with the name of an evaluator the recipes use, and a figure left to be
+    chosen needs an evaluator whose name marks it as one (the words of
+    :data:`privclust.plots.RISK_HINTS` and ``LOSS_HINTS``).
+
+    :raises PrivclustError: naming the figure, the evaluators the recipes
+        use, and the option to give.
+    """
+    optional("matplotlib.figure", PLOTS)
+    used = list(dict.fromkeys(spec.use for recipe in recipes for spec in recipe.evaluate))
+    listed = ", ".join(used) if used else "none: add an [[evaluate]] entry to the recipes"
+    for what, option, given, hints in (("risk", "--risk", risk, RISK_HINTS),
+                                       ("information-loss", "--loss", loss, LOSS_HINTS)):
+        if given is not None:
+            if given.lower().startswith(HIGHER_IS_BETTER):
+                raise PrivclustError(f"{option} {given}: a figure where higher is better (agreement with the true "
+                                     f"classes) is not usable as the {what} figure of the map, which takes both "
+                                     "figures to be better when lower")
+            if not any(given.startswith(f"{use}.") for use in used):
+                raise PrivclustError(f"{option} {given}: no evaluator of the recipes computes it (a figure is "
+                                     f"<evaluator>.<metric>; the recipes' evaluators: {listed})")
+            continue
+        if not any(h in use.lower() for use in used for h in hints if not f"{use}.".lower().startswith(
+                HIGHER_IS_BETTER)):
+            raise PrivclustError(f"--plot needs a {what} figure and no evaluator of the recipes is one by its name "
+                                 f"(evaluators: {listed}); name the {what} figure with {option} <evaluator>.<metric>, "
+                                 "or leave --plot out")
 
 
 def selection_note(dp_runs: int) -> str:

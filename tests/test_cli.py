@@ -409,9 +409,23 @@ cli.entry()  # the console script: exits at once after an interruption
 """
 
 
+def stopped(process: subprocess.Popen, signame: str) -> str:
+    """Send ``signame`` to the command, wait for it to end and check its status, 128 + the signal's number (130 for
+    SIGINT); returns what it printed on standard error."""
+    import signal
+
+    try:
+        process.send_signal(getattr(signal, signame))
+        _, err = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 128 + getattr(signal, signame), err
+    return err
+
+
 @pytest.mark.parametrize("signame", ["SIGTERM", "SIGHUP", "SIGINT"])
 def test_a_signal_while_writing_removes_the_temporaries(files, signame):
-    import signal
     import time
 
     folder, _ = files
@@ -427,13 +441,10 @@ def test_a_signal_while_writing_removes_the_temporaries(files, signame):
             time.sleep(0.05)
         assert (folder / "writing").exists(), "the run never reached the writes"
         assert any(p.name.endswith(".tmp") for p in folder.iterdir())
-        process.send_signal(getattr(signal, signame))
-        _, err = process.communicate(timeout=60)
-    finally:
-        if process.poll() is None:
-            process.kill()
-    signum = getattr(signal, signame)
-    assert process.returncode == (130 if signame == "SIGINT" else 128 + signum), err
+    except BaseException:
+        process.kill()
+        raise
+    err = stopped(process, signame)
     assert "interrupted" in err and "nothing was written" in err and "Traceback" not in err
     assert not [p.name for p in folder.iterdir() if p.name.endswith(".tmp")]
     assert (folder / "out.csv").read_text() == "old output\n"
@@ -762,3 +773,100 @@ def test_check_says_it_does_not_read_a_dataset_folder(tmp_path, capsys):
     err = capsys.readouterr().err
     assert f"--input {folder} is a folder: check does not read a Parquet dataset" in err
     assert "unknown file type" not in err
+
+
+# ---------------------------------------------------------------------------
+# Numeric options and seed files (issue 24, item 7)
+# ---------------------------------------------------------------------------
+
+NUMERIC_CASES = [
+    (command, option, value)
+    for command, options in (("run", ("--seed", "--processes", "--timeout")),
+                             ("compare", ("--seed", "--processes", "--timeout", "--repeats")),
+                             ("audit", ("--seed",)), ("demo", ("--seed",)))
+    for option in options
+    for value in ("-1", "0", "nan", "inf", "-inf", "1.5", "1e3", str(2**128), "9" * 5000, "x", "")
+    if not (option == "--seed" and value == "0") and not (option == "--timeout" and value in ("1.5", "1e3"))
+]
+
+
+@pytest.mark.parametrize(("command", "option", "value"), NUMERIC_CASES)
+def test_every_numeric_option_is_bounded_with_a_one_line_error(files, capsys, monkeypatch, command, option, value):
+    import privclust.cli as cli
+
+    folder, _ = files
+    reached = []
+    for name in ("run", "compare"):
+        monkeypatch.setattr(cli, name, lambda *a, **k: reached.append(1))
+    monkeypatch.setattr(cli.testing, "audit_recipe", lambda *a, **k: reached.append(1))
+    args = {"run": ["run", str(folder / "recipe.toml"), "-i", str(folder / "in.csv"), "-o", str(folder / "o.csv")],
+            "compare": ["compare", str(folder / "recipe.toml"), "-i", str(folder / "in.csv"), "-o",
+                        str(folder / "o.csv")],
+            "audit": ["audit", str(folder / "recipe.toml")], "demo": ["demo"]}[command]
+    given = f"{option}={value}"  # "-inf" alone reads as an option to argparse
+    code = main([*args, "-q", given] if command in ("run", "compare") else [*args, given])
+    err = capsys.readouterr().err
+    assert code == 1 and not reached, err
+    assert err.startswith(f"privclust: error: {option}") and err.count("\n") == 1 and "Traceback" not in err
+    assert listing(folder) == {"in.csv", "recipe.toml"}
+
+
+def test_the_bounds_of_a_seed_are_accepted(files, capsys):
+    folder, _ = files
+    for seed in ("0", str(2**128 - 1), " 7 "):
+        code = main(["run", str(folder / "recipe.toml"), "-i", str(folder / "in.csv"), "-o", str(folder / "o.csv"),
+                     "-q", "--seed", seed])
+        assert code == 0, capsys.readouterr().err
+
+
+def test_a_seed_file_is_a_small_regular_file(files, capsys):
+    folder, _ = files
+    os.mkfifo(folder / "fifo")  # opened without waiting for a writer
+    (folder / "dir").mkdir()
+    (folder / "long").write_text("1" * 300)
+    (folder / "binary").write_bytes(b"\xff\xfe1")
+    (folder / "negative").write_text("-5\n")
+    (folder / "link").symlink_to("/dev/zero")
+    for path, message in (("/dev/zero", "it is not a regular file"), (folder / "link", "it is not a regular file"),
+                          (folder / "fifo", "it is not a regular file"), (folder / "dir", "it is a folder"),
+                          (folder / "long", "longer than 256 bytes"), (folder / "binary", "the file is not text"),
+                          (folder / "negative", "a seed is a non-negative whole number, at most 2^128 - 1; got -5"),
+                          (folder / "missing", "cannot read it")):
+        code = main(["run", str(folder / "recipe.toml"), "-i", str(folder / "in.csv"), "-o", str(folder / "o.csv"),
+                     "-q", "--seed-file", str(path)])
+        err = capsys.readouterr().err
+        assert code == 1 and f"--seed-file {path}: " in err and message in err, err
+        assert err.count("\n") == 1 and "Traceback" not in err
+    (folder / "seed").write_text("  42\n")
+    assert main(["run", str(folder / "recipe.toml"), "-i", str(folder / "in.csv"), "-o", str(folder / "o.csv"),
+                 "-q", "--seed-file", str(folder / "seed")]) == 0
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    ([], "--plot needs a risk figure and no evaluator of the recipes is one by its name (evaluators: none"),
+    (["--risk", "dbrl.dbrl"], "--risk dbrl.dbrl: no evaluator of the recipes computes it"),
+    (["--risk", "ari.ari"], "--risk ari.ari: a figure where higher is better"),
+    (["--risk", "sse-sst.sse", "--loss", "dbrl.x"], "--loss dbrl.x: no evaluator of the recipes computes it"),
+])
+def test_compare_checks_its_plot_before_the_first_run(files, capsys, monkeypatch, extra, message):
+    import privclust.cli as cli
+
+    folder, _ = files
+    recipe = folder / "evaluated.toml"
+    recipe.write_text(RECIPE + '\n[[evaluate]]\nuse = "sse-sst"\n' if extra else RECIPE)
+    reached = []
+    monkeypatch.setattr(cli, "compare", lambda *a, **k: reached.append(1))
+    code = main(["compare", str(recipe), "-i", str(folder / "in.csv"), "-o", str(folder / "t.csv"), "-q", "--plot",
+                 str(folder / "map.png"), *extra])
+    err = capsys.readouterr().err
+    assert code == 1 and not reached and message in err, err
+    assert not (folder / "t.csv").exists() and not (folder / "map.png").exists()
+
+
+def test_compare_draws_a_map_whose_figures_it_checked(files, capsys):
+    folder, _ = files
+    (folder / "evaluated.toml").write_text(RECIPE + '\n[[evaluate]]\nuse = "sse-sst"\n\n[[evaluate]]\nuse = "dbrl"\n')
+    code = main(["compare", str(folder / "evaluated.toml"), "-i", str(folder / "in.csv"), "-o", str(folder / "t.csv"),
+                 "-q", "--plot", str(folder / "map.png"), "--processes", "1", "--seed", "1"])
+    assert code == 0, capsys.readouterr().err
+    assert (folder / "map.png").stat().st_size > 0 and len(pd.read_csv(folder / "t.csv")) == 1
