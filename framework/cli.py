@@ -601,6 +601,9 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     if recipe.description:
         print(textwrap.fill(" ".join(recipe.description.split()), width), file=out)
     print("=" * width, file=out)
+    # like every release (the CLI's summary, the reports), the demo opens with the host's verdict
+    heading("Verdict (the host's, on the released file):")
+    wrapped(release.verdict)
     print(f"\nRecipe ({recipe_path}, name and description as above):\n", file=out)
     body = attrs.evolve(recipe, name=None, description=None).to_toml().strip()
     print("    " + body.replace("\n", "\n    "), file=out)

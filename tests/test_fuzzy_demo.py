@@ -37,6 +37,18 @@ def test_demo_protects_table1_with_the_rule(capsys, tmp_path):
     assert np.unique(released.to_numpy(), axis=0).shape[0] <= 4
 
 
+def test_the_demo_opens_with_the_verdict(capsys):
+    """Every release opens with the host's verdict, the demo's too (it printed none: issue 27)."""
+    assert main(["demo"]) == 0
+    out = capsys.readouterr().out
+    banner_end = out.index("=" * 78, out.index("=" * 78) + 1)
+    first = out[banner_end:].split("\n\n")
+    assert first[1] == "Verdict (the host's, on the released file):"
+    verdict = " ".join(first[2].split())
+    assert verdict.startswith("No differential-privacy guarantee: no step is differentially private.")
+    assert out.index("Verdict (the host's") < out.index("Recipe (") < out.index("Ledger:")
+
+
 def test_demo_is_reproducible_under_a_seed(capsys):
     main(["demo", "--seed", "3"])
     first = capsys.readouterr().out
