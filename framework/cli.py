@@ -635,12 +635,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         print(shown, file=out)
     if rules is not None:
         heading("Rule check:")
-
-        def violated(frame: Any) -> Any:  # per rule, how many records break it (the host's own test)
-            return judge(rules, frame.loc[:, list(rules.columns)].to_numpy(dtype=float, na_value=np.nan)
-                         ).violated.sum(axis=0)
-
-        before, after = violated(data), violated(release.data)
+        before, after = _rules_violated(data, rules), _rules_violated(release.data, rules)
         for r, text in enumerate(rules.rules):
             wrapped(f"{text}: original {before[r]} of {len(data)} records violate it; protected {after[r]} of "
                     f"{len(release.data)}.")
@@ -659,6 +654,11 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         write_atomically([(path, frame_writer(release.data, path))])
         print(f"\nwrote {path}", file=out)
     return 0
+
+
+def _rules_violated(frame: Any, rules: ConstraintSet) -> np.ndarray:
+    """Per rule, how many records of ``frame`` violate it (the host's own test, :func:`judge`)."""
+    return judge(rules, frame.loc[:, list(rules.columns)].to_numpy(dtype=float, na_value=np.nan)).violated.sum(axis=0)
 
 
 def _with_rule_check(frame: Any, rules: Any = None) -> Any:
