@@ -419,12 +419,13 @@ def _bind_constraints(cs: CompiledStep, constraints: Sequence[Any], columns: Seq
     if not constraints:
         return None
     cols = set(columns)
-    parts = []
+    parts, used = [], []
     for handler in constraints:
         chosen = [r for r, variables in enumerate(handler.variables()) if variables and set(variables) <= cols]
         if chosen:
             parts.append(handler.bind(tuple(columns), rules=chosen))
-    return ConstraintSet(columns, parts) if parts else None
+            used.extend(handler.variables()[r] for r in chosen)
+    return ConstraintSet(columns, parts, variables=used) if parts else None
 
 
 # ---------------------------------------------------------------------------
