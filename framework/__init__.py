@@ -79,7 +79,7 @@ from .components import (
     is_real_column,
     stated_params,
 )
-from .constraints import ConstraintSet
+from .constraints import RULE_RTOL, ConstraintSet, RuleStatus, judge
 from .errors import (
     BudgetExceededError,
     ConstraintError,
@@ -158,6 +158,9 @@ __all__ = [
     "ConstraintError",
     "ConstraintHandler",
     "ConstraintSet",
+    "RULE_RTOL",
+    "RuleStatus",
+    "judge",
     "ContextView",
     "DataError",
     "DataLeak",

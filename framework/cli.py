@@ -57,7 +57,7 @@ from ._io import (
     write_csv,
 )
 from .compare import MAX_RUNS, check_plot, compare, parse_sweep, summarize
-from .constraints import RULE_RTOL, ConstraintSet
+from .constraints import ConstraintSet, judge
 from .accounting import _exact, at_least
 from .datasets import TABLE1_RULE, table1
 from .errors import PrivclustError, RecipeError
@@ -586,7 +586,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     finally:
         registry.unregister(ProgressDisplay.plugin_name)
     columns = tuple(map(str, data.columns))
-    rules = ConstraintSet(columns, [h.bind(columns) for h in compiled.constraints]) if compiled.constraints else None
+    rules = ConstraintSet.of(compiled.constraints, columns)
     out = sys.stdout
     width = 78
 
@@ -638,12 +638,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         print(shown, file=out)
     if rules is not None:
         heading("Rule check:")
-
-        def violated(frame: Any) -> Any:  # per rule, how many records break it (the host's own test)
-            values = frame.loc[:, list(rules.columns)].to_numpy(dtype=float)
-            return (rules.violations(values) > RULE_RTOL * (1.0 + rules.magnitudes(values))).sum(axis=0)
-
-        before, after = violated(data), violated(release.data)
+        before, after = _rules_violated(data, rules), _rules_violated(release.data, rules)
         for r, text in enumerate(rules.rules):
             wrapped(f"{text}: original {before[r]} of {len(data)} records violate it; protected {after[r]} of "
                     f"{len(release.data)}.")
@@ -664,6 +659,11 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _rules_violated(frame: Any, rules: ConstraintSet) -> np.ndarray:
+    """Per rule, how many records of ``frame`` violate it (the host's own test, :func:`judge`)."""
+    return judge(rules, frame.loc[:, list(rules.columns)].to_numpy(dtype=float, na_value=np.nan)).violated.sum(axis=0)
+
+
 def _with_rule_check(frame: Any, rules: Any = None) -> Any:
     """The frame with the Table 1 residual ``total - (1.16 exp16 + 1.07
     exp7)`` and, given the recipe's rules, whether each record satisfies
@@ -673,8 +673,10 @@ def _with_rule_check(frame: Any, rules: Any = None) -> Any:
         residual = frame["total"] - (1.16 * frame["exp16"] + 1.07 * frame["exp7"])
         shown["residual"] = residual.where(residual.abs() > 1e-9, 0.0)  # no "-0.00" from float rounding
     if rules is not None and set(rules.columns) <= set(map(str, frame.columns)):
-        values = frame.loc[:, list(rules.columns)].to_numpy(dtype=float)
-        shown["rule"] = ["ok" if ok else "VIOLATED" for ok in rules.satisfied(values)]
+        status = judge(rules, frame.loc[:, list(rules.columns)].to_numpy(dtype=float, na_value=np.nan))
+        # a record a rule cannot be decided on (a missing or infinite value) neither satisfies nor violates it
+        shown["rule"] = np.where(status.violated.any(axis=1), "VIOLATED",
+                                 np.where(status.holds(), "ok", "not evaluable"))
     return shown
 
 

@@ -10,18 +10,24 @@ With one handler the set delegates to it. With several, the projection onto
 the intersection of their (convex) feasible sets uses Dykstra's alternating
 projections, which converge to the exact Euclidean projection (Boyle &
 Dykstra 1986).
+
+Whether a record satisfies a rule has one answer, :func:`judge`, which the
+host's check of the released file, the handlers' ``satisfied``, the
+``edit-violations`` evaluator and the CLI demo all ask.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from .components import BoundConstraints
 from .errors import ConstraintError
 
-__all__ = ["RULE_RTOL", "ConstraintSet"]
+__all__ = ["RULE_RTOL", "ConstraintSet", "RuleStatus", "judge"]
 
 #: A record satisfies an edit rule when the rule's violation is at most this
 #: times 1 + the size of the rule's terms in the record
@@ -35,25 +41,90 @@ __all__ = ["RULE_RTOL", "ConstraintSet"]
 RULE_RTOL = 1e-11
 
 
-def within(violations: np.ndarray, tol: float, magnitudes: np.ndarray) -> np.ndarray:
-    """Per row, whether every rule's violation is at most ``tol`` times 1 +
-    the size of its terms, decided in double precision: a residual that is
-    not finite (an infinite value, or terms whose sum overflows) satisfies
-    nothing, and neither does one above ``tol`` times the largest double
-    when the size of the terms overflows (``tol`` times infinity would pass
-    any violation)."""
-    violations = np.asarray(violations, dtype=float)
+@dataclass(frozen=True, eq=False)
+class RuleStatus:
+    """What :func:`judge` says of each record and rule, each ``(n, n_rules)``.
+
+    :ivar violated: the rule's residual exceeds the tolerance.
+    :ivar undecided: the rule cannot be judged on the record: it misses a
+        value of the rule's columns (``missing``), or double precision
+        cannot decide it (a value of its columns is infinite, its residual
+        is not finite, or the size of its terms overflows and the residual
+        is above the smallest tolerance they could give). An undecided
+        record neither satisfies nor violates the rule.
+    :ivar residuals: by how much the record violates the rule (``|a.x - b|``
+        for a linear equality, ``max(0, a.x - b)`` for an inequality),
+        computed on the rule's own columns; NaN where ``missing``.
+    :ivar missing: the part of ``undecided`` due to a missing value (NaN) of
+        the rule's columns.
+    """
+
+    violated: np.ndarray
+    undecided: np.ndarray
+    residuals: np.ndarray
+    missing: np.ndarray
+
+    @property
+    def satisfied(self) -> np.ndarray:
+        """``(n, n_rules)``: decided and not violated."""
+        return ~self.violated & ~self.undecided
+
+    def holds(self) -> np.ndarray:
+        """Per record, whether it satisfies every rule (an undecided rule is
+        not satisfied)."""
+        return np.all(self.satisfied, axis=1)
+
+
+def judge(rules: Any, values: Any, *, rtol: float = RULE_RTOL) -> RuleStatus:
+    """The one answer to "does this record satisfy this edit rule?".
+
+    ``rules`` is a :class:`ConstraintSet` or the rules a constraint handler's
+    ``bind()`` returns; ``values`` is ``(n, len(rules.columns))`` in the
+    order of ``rules.columns``, NaN for a missing value. A record violates a
+    rule when the rule's residual exceeds ``rtol`` (the host's
+    :data:`RULE_RTOL`) times 1 + the size of the rule's terms
+    (:meth:`ConstraintSet.magnitudes`); each rule is evaluated on its own
+    columns (:attr:`ConstraintSet.rule_columns`), so a missing or infinite
+    value of another column does not touch it. See :class:`RuleStatus` for
+    the records it leaves undecided."""
+    rules = rules if isinstance(rules, ConstraintSet) else ConstraintSet(rules.columns, [rules])
+    values = np.asarray(values, dtype=float)
+    d, k = len(rules.columns), len(rules.rules)
+    if values.ndim != 2 or values.shape[1] != d:
+        raise ConstraintError(f"judge: values must have one column per rule column ({', '.join(rules.columns)}); "
+                              f"got shape {values.shape}")
+    own = rules.rule_positions
+    nan = np.isnan(values)
+    filled = np.where(nan, 0.0, values)
     with np.errstate(invalid="ignore", over="ignore"):
-        bound = tol * (1.0 + np.asarray(magnitudes, dtype=float))
-    bound = np.where(np.isfinite(bound), bound, tol * np.finfo(float).max)
-    return np.all(np.isfinite(violations) & (violations <= bound), axis=1)
+        residuals = np.array(rules.violations(filled), dtype=float).reshape(values.shape[0], k)
+        sizes = np.array(rules.magnitudes(filled, own), dtype=float).reshape(values.shape[0], k)
+        rows = np.flatnonzero(np.isinf(filled).any(axis=1))
+        for r, used in enumerate(own if rows.size else ()):
+            # an infinite value of another column must not spoil a rule (inf * 0 is NaN)
+            alone = np.zeros((rows.size, d))
+            alone[:, used] = filled[np.ix_(rows, used)]
+            residuals[rows, r] = np.asarray(rules.violations(alone), dtype=float)[:, r]
+            sizes[rows, r] = np.asarray(rules.magnitudes(alone, own), dtype=float)[:, r]
+        bound = rtol * (1.0 + sizes)
+    missing = np.zeros((values.shape[0], k), dtype=bool)
+    infinite = np.zeros_like(missing)
+    for r, used in enumerate(own):
+        missing[:, r] = nan[:, used].any(axis=1)
+        infinite[:, r] = np.isinf(filled[:, used]).any(axis=1)
+    # rtol times an overflowing size would pass any violation: decided only below rtol times the largest double
+    undecided = missing | infinite | ~np.isfinite(residuals) \
+        | (~np.isfinite(bound) & ~(residuals <= rtol * np.finfo(float).max))
+    violated = ~undecided & (residuals > np.where(np.isfinite(bound), bound, np.inf))
+    return RuleStatus(violated=violated, undecided=undecided, residuals=np.where(missing, np.nan, residuals),
+                      missing=missing)
 
 
 class ConstraintSet:
     """Several bound constraint handlers over the same ordered columns."""
 
     def __init__(self, columns: Sequence[str], parts: Sequence[BoundConstraints], *,
-                 max_iter: int = 500, tol: float = 1e-10):
+                 max_iter: int = 500, tol: float = 1e-10, variables: Sequence[Iterable[str]] | None = None):
         self.columns = tuple(columns)
         self.parts = tuple(parts)
         for p in self.parts:
@@ -62,8 +133,47 @@ class ConstraintSet:
                     f"bound constraints over {list(p.columns)} cannot join a set over {list(self.columns)}"
                 )
         self.rules: tuple[str, ...] = tuple(r for p in self.parts for r in p.rules)
+        #: Per rule, the columns it uses, in the order of :attr:`columns`: the
+        #: ``rule_columns`` of the bound rules when they state them, else
+        #: ``variables`` (one set of names per rule, e.g. the handlers'
+        #: ``variables()``), else every column.
+        self.rule_columns: tuple[tuple[str, ...], ...] = self._rule_columns(variables)
+        index = {c: j for j, c in enumerate(self.columns)}
+        #: :attr:`rule_columns` as positions in :attr:`columns`.
+        self.rule_positions: list[list[int]] = [[index[c] for c in cols] for cols in self.rule_columns]
         self.max_iter = max_iter
         self.tol = tol
+
+    @classmethod
+    def of(cls, handlers: Sequence[Any], columns: Sequence[str]) -> ConstraintSet | None:
+        """Every rule of ``handlers`` bound to the columns the rules use, in
+        the order of ``columns`` (``None`` without handlers)."""
+        if not handlers:
+            return None
+        variables = [frozenset(v) for h in handlers for v in h.variables()]
+        used = set().union(*variables)
+        ordered = tuple(str(c) for c in columns if c in used)
+        return cls(ordered, [h.bind(ordered) for h in handlers], variables=variables)
+
+    def _rule_columns(self, variables: Sequence[Iterable[str]] | None) -> tuple[tuple[str, ...], ...]:
+        given = [set(map(str, v)) for v in variables] if variables is not None else None
+        if given is not None and len(given) != len(self.rules):
+            given = None
+        out: list[tuple[str, ...]] = []
+        for p in self.parts:
+            stated = getattr(p, "rule_columns", None)
+            if stated is not None and len(stated) != len(p.rules):
+                raise ConstraintError(f"bound rules {p!r}: rule_columns lists {len(stated)} rule(s) for "
+                                      f"{len(p.rules)} rule(s) (a bug in its plugin)")
+            for r in range(len(p.rules)):
+                names = set(map(str, stated[r])) if stated is not None else \
+                    given[len(out)] if given is not None else set(self.columns)
+                unknown = sorted(names - set(self.columns))
+                if unknown:
+                    raise ConstraintError(f"edit rule {p.rules[r]!r} uses column(s) {unknown}, which are not among "
+                                          f"the bound columns {list(self.columns)}")
+                out.append(tuple(c for c in self.columns if c in names))
+        return tuple(out)
 
     def __bool__(self) -> bool:
         return bool(self.rules)
@@ -122,8 +232,7 @@ class ConstraintSet:
         return size
 
     def satisfied(self, points: np.ndarray, *, tol: float = RULE_RTOL) -> np.ndarray:
-        """Per row, whether every rule holds within ``tol`` times 1 + the size
-        of its terms (:meth:`magnitudes`)."""
-        points = np.asarray(points, dtype=float)
-        with np.errstate(invalid="ignore", over="ignore"):
-            return within(self.violations(points), tol, self.magnitudes(points))
+        """Per row, whether every rule holds (:func:`judge`, with ``tol`` as
+        its ``rtol``): a record a rule cannot be decided on (a missing or
+        infinite value, an overflow) does not satisfy it."""
+        return judge(self, points, rtol=tol).holds()

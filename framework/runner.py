@@ -44,7 +44,7 @@ from .components import (
     component_params,
     is_real_column,
 )
-from .constraints import RULE_RTOL, ConstraintSet
+from .constraints import RULE_RTOL, ConstraintSet, judge
 from ._io import keep_text
 from .engines import map_tasks
 from .errors import DataError, ParameterError, PrivclustError, Problem, RecipeError
@@ -419,12 +419,13 @@ def _bind_constraints(cs: CompiledStep, constraints: Sequence[Any], columns: Seq
     if not constraints:
         return None
     cols = set(columns)
-    parts = []
+    parts, used = [], []
     for handler in constraints:
         chosen = [r for r, variables in enumerate(handler.variables()) if variables and set(variables) <= cols]
         if chosen:
             parts.append(handler.bind(tuple(columns), rules=chosen))
-    return ConstraintSet(columns, parts) if parts else None
+            used.extend(handler.variables()[r] for r in chosen)
+    return ConstraintSet(columns, parts, variables=used) if parts else None
 
 
 # ---------------------------------------------------------------------------
@@ -1269,11 +1270,10 @@ def _run_checked(compiled: CompiledRecipe, checked: Preflight, seed: int | np.ra
         hooks.step_finished(step=cs.step, index=cs.index, outcome=outcome, context=context.view())
         outcomes.append(outcome)
 
-    all_constraints = _all_rules(compiled.constraints, tuple(map(str, frame.columns)))
+    all_constraints = ConstraintSet.of(compiled.constraints, tuple(map(str, frame.columns)))
     rounding = release_integers(context, frame, current, outcomes, compiled.constraints, all_constraints)
     _restore_nullable_floats(frame, current)
-    broken_rules = _record_rules(context, all_constraints, current,
-                                 [frozenset(v) for h in compiled.constraints for v in h.variables()], rounding)
+    broken_rules = _record_rules(context, all_constraints, current, rounding)
     if parts is not None:
         context._record_host("verified", _strata_statement(roles.strata, parts, checked.merges, outcomes),
                              details={"strata": list(roles.strata), "merged": list(checked.merges),
@@ -1330,22 +1330,13 @@ def _strata_statement(strata: Sequence[str], parts: list[tuple[str, np.ndarray]]
             "values and their sizes are not protected.")
 
 
-def _all_rules(constraints: Sequence[Any], columns: tuple[str, ...]) -> ConstraintSet | None:
-    """Every rule of the recipe, bound to the columns the rules use (in frame order)."""
-    if not constraints:
-        return None
-    used = set().union(*(v for h in constraints for v in h.variables()))
-    ordered = tuple(c for c in columns if c in used)
-    return ConstraintSet(ordered, [h.bind(ordered) for h in constraints])
-
-
 def _record_rules(context: PrivacyContext, rules: ConstraintSet | None, frame: pd.DataFrame,
-                  variables: Sequence[frozenset[str]] = (), rounding: Mapping[int, int] | None = None
-                  ) -> list[tuple[str, frozenset[str], int, int]]:
-    """Record, for each edit rule, whether the released file satisfies it. A
-    rule cannot be evaluated on a record that misses one of its columns:
-    such records are counted as not evaluable, neither violations nor
-    satisfied.
+                  rounding: Mapping[int, int] | None = None) -> list[tuple[str, frozenset[str], int, int]]:
+    """Record, for each edit rule, whether the released file satisfies it, as
+    :func:`~privclust.constraints.judge` says. A rule cannot be evaluated on a
+    record that misses one of its columns or that double precision cannot
+    decide: such records are counted as not evaluable, neither violations
+    nor satisfied.
 
     ``rounding`` (from :func:`release_integers`): for each rule over a column
     the host rounded, on how many records it held before the rounding and
@@ -1358,17 +1349,13 @@ def _record_rules(context: PrivacyContext, rules: ConstraintSet | None, frame: p
     if rules is None or not rules.rules:
         return violated_rules
     values = frame.loc[:, list(rules.columns)].to_numpy(dtype=float, na_value=np.nan)
-    nan = np.isnan(values)
-    complete = np.where(nan, 0.0, values)  # rules are evaluated where all their columns are observed
-    columns_of = _rule_indices(rules, variables)
-    bad_all, undecided, violations = _rule_status(rules, complete, columns_of)
+    status = judge(rules, values)
     for r, text in enumerate(rules.rules):
-        used = columns_of[r]
-        skipped = nan[:, used].any(axis=1) if used else np.zeros(len(values), dtype=bool)
-        unknown = undecided[:, r] & ~skipped
-        counted = ~skipped & ~unknown
-        viol = np.where(counted, violations[:, r], 0.0)
-        bad = bad_all[:, r] & counted
+        skipped = status.missing[:, r]
+        unknown = status.undecided[:, r] & ~skipped
+        counted = ~status.undecided[:, r]
+        viol = np.where(counted, status.residuals[:, r], 0.0)
+        bad = status.violated[:, r]
         largest = float(viol.max()) if counted.any() else 0.0
         n_skip, n_unknown = int(skipped.sum()), int(unknown.sum())
         not_evaluable = (f" It cannot be evaluated on {n_skip} record(s) that miss a value of its columns "
@@ -1405,8 +1392,7 @@ def _record_rules(context: PrivacyContext, rules: ConstraintSet | None, frame: p
                           "could not keep the rule on them.")
         context._record_host("guarantee", statement, mechanism="edit rule", status="verified", details=details)
         if bad.any():
-            violated_rules.append((text, frozenset(str(rules.columns[j]) for j in used), int(bad.sum()),
-                                   int(counted.sum())))
+            violated_rules.append((text, frozenset(rules.rule_columns[r]), int(bad.sum()), int(counted.sum())))
     return violated_rules
 
 
@@ -1420,62 +1406,6 @@ def integer_columns(frame: pd.DataFrame) -> tuple[str, ...]:
     ``uint*``, pandas nullable ``Int*`` and ``UInt*`` (not boolean)."""
     return tuple(c for c in frame.columns
                  if pd.api.types.is_integer_dtype(frame[c]) and not pd.api.types.is_bool_dtype(frame[c]))
-
-
-def _rule_indices(rules: ConstraintSet, variables: Sequence[frozenset[str] | set[str]]) -> list[list[int]]:
-    """Per rule, the positions in ``rules.columns`` of the columns it uses
-    (every column when ``variables`` does not list one set per rule)."""
-    index = {c: j for j, c in enumerate(rules.columns)}
-    if len(variables) != len(rules.rules):
-        return [list(range(len(index)))] * len(rules.rules)
-    return [sorted(index[c] for c in v if c in index) for v in variables]
-
-
-def _rule_tolerances(rules: ConstraintSet, values: np.ndarray, columns_of: Sequence[Sequence[int]]) -> np.ndarray:
-    """``(n, n_rules)``: :data:`RULE_RTOL` times 1 + the size of each rule's
-    terms at each record (``rules.magnitudes``, on the rule's own columns)."""
-    return RULE_RTOL * (1.0 + rules.magnitudes(values, columns_of))
-
-
-def _rule_status(rules: ConstraintSet, values: np.ndarray,
-                 columns_of: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(violated, undecided, violations)``, each ``(n, n_rules)``: which records violate
-    which rule, with the tolerance of :func:`_record_rules`, and where double
-    precision cannot decide it: a value of the rule's columns is infinite, its
-    residual is not finite (``inf``, or ``inf - inf`` when its terms overflow),
-    or its terms overflow (a tolerance of 1e-11 times infinity would pass
-    any violation) and the residual exceeds the smallest tolerance they could
-    give. An undecided record violates nothing. ``violations`` are the
-    residuals, each rule evaluated on its own columns. Missing values are the
-    caller's (give them as 0 and count them apart)."""
-    with np.errstate(invalid="ignore", over="ignore"):
-        violations = np.asarray(rules.violations(values), dtype=float)
-        if not columns_of:
-            return violations > 0, ~np.isfinite(violations), violations
-        tolerances = _rule_tolerances(rules, values, columns_of)
-        infinite = np.isinf(values)
-        rows = np.flatnonzero(infinite.any(axis=1))
-        if rows.size:  # an infinite value of another column must not spoil a rule (inf * 0 is NaN)
-            for r, used in enumerate(columns_of):
-                own = np.zeros_like(values[rows])
-                own[:, list(used)] = values[np.ix_(rows, list(used))]
-                violations[rows, r] = np.asarray(rules.violations(own), dtype=float)[:, r]
-                tolerances[rows, r] = _rule_tolerances(rules, own, columns_of)[:, r]
-    undecided = np.zeros(violations.shape, dtype=bool)
-    for r in range(violations.shape[1]):
-        used = list(columns_of[r])
-        undecided[:, r] = infinite[:, used].any(axis=1) if used else infinite.any(axis=1)
-    undecided |= ~np.isfinite(violations)
-    undecided |= ~np.isfinite(tolerances) & ~(violations <= RULE_RTOL * np.finfo(float).max)
-    violated = ~undecided & (violations > np.where(np.isfinite(tolerances), tolerances, np.inf))
-    return violated, undecided, violations
-
-
-def _violated(rules: ConstraintSet, values: np.ndarray, columns_of: Sequence[Sequence[int]]) -> np.ndarray:
-    """``(n, n_rules)``: which records violate which rule, with the tolerance of
-    :func:`_record_rules` (a record with a missing value, or one double
-    precision cannot decide, violates nothing)."""
-    return _rule_status(rules, values, columns_of)[0]
 
 
 def _integer_dtype(dtype: Any, values: np.ndarray) -> tuple[Any, str | None]:
@@ -1597,8 +1527,7 @@ def release_integers(context: PrivacyContext, frame: pd.DataFrame, current: pd.D
     if rules is not None and rules.rules and set(targets) & set(rules.columns):
         columns = list(rules.columns)
         X = current.loc[:, columns].to_numpy(dtype=float, na_value=np.nan)
-        columns_of = _rule_indices(rules, _rule_columns(handlers))
-        held_before = ~_violated(rules, X, columns_of)
+        held_before = ~judge(rules, X).violated
         X.flags.writeable = False  # a handler returns new values; it never changes these
         integer = np.array([c in integers for c in columns])
         huge = np.array([c in exact and _largest_magnitude(current[c]) >= EXACT_INTEGERS for c in columns])
@@ -1642,8 +1571,8 @@ def release_integers(context: PrivacyContext, frame: pd.DataFrame, current: pd.D
                 before[c], after[c] = X[:, j], Y[:, j]
             elif not fixed[j] and not np.array_equal(Y[:, j], X[:, j], equal_nan=True):
                 adjusted[c] = Y[:, j]
-        broken_rows = held_before & _violated(rules, Y, columns_of)
-        involved_rules = [r for r, p in enumerate(_rule_columns(handlers)) if p & set(targets)]
+        broken_rows = held_before & judge(rules, Y).violated
+        involved_rules = [r for r, cols in enumerate(rules.rule_columns) if set(cols) & set(targets)]
         broken = {r: int(np.count_nonzero(broken_rows[:, r])) for r in involved_rules}
     for c in targets:
         if c not in after and c not in exact:
@@ -1823,11 +1752,6 @@ def _rounding_groups(handlers: Sequence[Any], parts: Sequence[Any], columns: Seq
             out.append((name, part, involved))
             joined.append(1)
     return [(name, part, involved, n) for (name, part, involved), n in zip(out, joined, strict=True)]
-
-
-def _rule_columns(handlers: Sequence[Any]) -> list[set[str]]:
-    """The columns of every rule, in the order of :func:`_all_rules`."""
-    return [set(v) for h in handlers for v in h.variables()]
 
 
 def _evaluate(compiled: CompiledRecipe, original: pd.DataFrame, protected: pd.DataFrame, labels: pd.DataFrame,

@@ -40,6 +40,8 @@ from fractions import Fraction
 
 import numpy as np
 
+import privclust
+
 __all__ = [
     "LinearForm",
     "ParsedRule",
@@ -727,7 +729,7 @@ def project_polyhedron(Z: np.ndarray, E: np.ndarray, f: np.ndarray, A: np.ndarra
 #: this, relative to 1 + the size of the rule's terms in the record,
 #: ``sum_j |a_j x_j| + |b|`` (the tolerance with which the host records
 #: whether a released file satisfies a rule).
-HELD_RTOL = 1e-11
+HELD_RTOL = privclust.RULE_RTOL
 
 
 @dataclass(frozen=True)

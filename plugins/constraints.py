@@ -212,6 +212,9 @@ class BoundLinear:
 
     :ivar columns: the columns, in the order of the points' coordinates.
     :ivar rules: the rule texts, in the order of the violations' columns.
+    :ivar rule_columns: per rule, the columns it uses (a non-zero
+        coefficient), in the order of :attr:`columns`: the host and
+        :func:`privclust.judge` evaluate each rule on these alone.
     """
 
     def __init__(self, handler: LinearConstraints, columns: tuple[str, ...], chosen: Sequence[int]):
@@ -220,6 +223,8 @@ class BoundLinear:
         self.chosen = tuple(chosen)
         parsed = [handler.parsed()[i] for i in self.chosen]
         self.rules: tuple[str, ...] = tuple(p.text for p in parsed)
+        self.rule_columns: tuple[tuple[str, ...], ...] = tuple(tuple(c for c in columns if c in p.variables)
+                                                               for p in parsed)
         index = {c: j for j, c in enumerate(columns)}
         d = len(columns)
         self._kinds = np.array([p.kind == "eq" for p in parsed], dtype=bool)
@@ -367,17 +372,10 @@ class BoundLinear:
         fixed = np.zeros(d, dtype=bool) if fixed is None else np.asarray(fixed, dtype=bool).reshape(-1)
         return _linear.rounding_plan(self._matrix, self._rhs, self._kinds, integer, fixed)
 
-    def satisfied(self, points: Any, *, tol: float = 1e-9) -> np.ndarray:
-        """Per row, whether every rule holds to ``tol`` relative to the size of its terms."""
-        X = self._points(points)
-        with np.errstate(invalid="ignore", over="ignore"):
-            violations = self.violations(X)
-            bound = tol * (1.0 + self._slack_scale(X))
-        # decided in double precision: a residual that is not finite (an infinite value, or terms whose sum
-        # overflows) satisfies nothing, nor does one above tol times the largest double when the size of the
-        # terms overflows (tol times infinity would pass any violation)
-        bound = np.where(np.isfinite(bound), bound, tol * np.finfo(float).max)
-        return np.all(np.isfinite(violations) & (violations <= bound), axis=1)
+    def satisfied(self, points: Any, *, tol: float = privclust.RULE_RTOL) -> np.ndarray:
+        """Per row, whether every rule holds, as :func:`privclust.judge` says
+        (``tol``: its ``rtol``, the host's tolerance unless given)."""
+        return privclust.judge(self, self._points(points), rtol=tol).holds()
 
 
 @privclust.hookimpl

@@ -432,9 +432,7 @@ class EditViolations:
         problems = handler.check(tuple(map(str, inputs.original.columns)))
         if problems:
             raise DataError(f"edit-violations: {'; '.join(map(str, problems))}")
-        used = set().union(*handler.variables())
-        columns = tuple(c for c in inputs.original.columns if c in used)
-        return privclust.ConstraintSet(columns, [handler.bind(columns)])
+        return privclust.ConstraintSet.of([handler], tuple(map(str, inputs.original.columns)))
 
     def evaluated_on(self, inputs: EvaluationInputs) -> Mapping[str, Any]:
         """The columns the rules use (the evaluation's columns were named,
@@ -444,8 +442,8 @@ class EditViolations:
         rules = self._own_rules(inputs) if self.rules else inputs.constraints
         if rules is None or not rules.rules:
             return {"columns": list(inputs.columns)}
-        used = _rule_columns(rules, len(rules.columns)).any(axis=0)
-        return {"columns": [c for c, u in zip(rules.columns, used, strict=True) if u]}
+        used = {c for cols in rules.rule_columns for c in cols}
+        return {"columns": [c for c in rules.columns if c in used]}
 
     def evaluate(self, inputs: EvaluationInputs) -> Mapping[str, float]:
         rules = self._own_rules(inputs) if self.rules else inputs.constraints
@@ -453,51 +451,20 @@ class EditViolations:
             return {"rules": 0.0}
         columns = tuple(rules.columns)
         out: dict[str, float] = {"rules": float(len(rules.rules))}
-        involved = _rule_columns(rules, len(columns))
         for label, frame in (("", inputs.protected), (" (original)", inputs.original)):
-            values = self._values(frame, columns)
-            nan = np.isnan(values)
-            filled = np.where(nan, 0.0, values)
-            own_columns = [np.flatnonzero(row) for row in involved]  # each rule's own columns
-            with np.errstate(invalid="ignore", over="ignore"):
-                violations = np.asarray(rules.violations(filled), dtype=float)
-                sizes = np.asarray(rules.magnitudes(filled, own_columns), dtype=float)
-                rows = np.flatnonzero(np.isinf(filled).any(axis=1))
-                for r in range(len(rules.rules)) if rows.size else ():
-                    # an infinite value of another column must not spoil a rule (inf * 0 is NaN)
-                    own = np.where(involved[r], filled[rows], 0.0)
-                    violations[rows, r] = np.asarray(rules.violations(own), dtype=float)[:, r]
-                    sizes[rows, r] = np.asarray(rules.magnitudes(own, own_columns), dtype=float)[:, r]
-                bounds = self.tol * (1.0 + sizes)  # the host's own test
+            # the host's own test (privclust.judge): a rule is judged on the records that have all its columns and
+            # on which double precision decides it
+            status = privclust.judge(rules, self._values(frame, columns), rtol=self.tol)
             for r, text in enumerate(rules.rules):
-                viol, bound = violations[:, r], bounds[:, r]
-                # a rule cannot be evaluated on a record that misses one of its columns, nor, in double precision,
-                # where a value of them is infinite or evaluating it overflows (the host's own test counts such a
-                # record neither as satisfying nor as breaking it)
-                undecided = (np.isinf(filled[:, involved[r]]).any(axis=1) | ~np.isfinite(viol)
-                             | (~np.isfinite(bound) & ~(viol <= self.tol * np.finfo(float).max)))
-                evaluable = ~nan[:, involved[r]].any(axis=1) & ~undecided
-                bound = np.where(np.isfinite(bound), bound, np.inf)
-                v = viol[evaluable]
+                evaluable = ~status.undecided[:, r]
+                v = status.residuals[evaluable, r]
                 # no evaluable record: nothing is known (0 read as "satisfied")
                 out[f"{text}: max violation{label}"] = float(np.max(v)) if v.size else float("nan")
-                out[f"{text}: share violated{label}"] = float(np.mean(v > bound[evaluable])) if v.size else \
-                    float("nan")
+                out[f"{text}: share violated{label}"] = float(np.mean(status.violated[evaluable, r])) if v.size \
+                    else float("nan")
                 if not evaluable.all():
                     out[f"{text}: records not evaluable{label}"] = float((~evaluable).sum())
         return out
-
-
-def _rule_columns(rules: Any, n_columns: int) -> np.ndarray:
-    """``(n_rules, n_columns)``: which columns each bound rule uses, found by
-    probing: a rule over column ``j`` is violated differently at ``0`` and
-    at ``+T e_j`` or ``-T e_j`` (a linear rule with a coefficient on ``j``
-    is; one without it cannot tell these points apart)."""
-    big = 1e6
-    probes = np.vstack([np.zeros((1, n_columns)), big * np.eye(n_columns), -big * np.eye(n_columns)])
-    v = np.asarray(rules.violations(probes), dtype=float)
-    base = v[0]
-    return ((v[1:n_columns + 1] != base) | (v[n_columns + 1:] != base)).T
 
 
 # ---------------------------------------------------------------------------
