@@ -10,6 +10,7 @@ they agree on every key both observe; record ``i`` is safe when at least
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -19,6 +20,10 @@ MAX_EXACT_RECORDS = 250
 #: The greedy heuristic suppresses one record at a time while at most this many records are unsafe; above, it
 #: treats every record of the smallest match count at once (vectorised rounds).
 SEQUENTIAL_BELOW = 2000
+
+#: While (unsafe records) x (records) is at most this, each suppression is the one of largest gain over every unsafe
+#: record and key (:func:`_best_gain`); above, the record with the fewest matches is treated first.
+GAIN_BELOW = 200_000
 
 
 def _encoded(codes: np.ndarray, columns: np.ndarray, radix: np.ndarray) -> np.ndarray | None:
@@ -85,6 +90,32 @@ def _choice(counts_by_key: np.ndarray, observed: np.ndarray, k: int, order: Sequ
     return np.argmin(score, axis=1) if n else np.zeros(0, dtype=np.int64)
 
 
+def _best_gain(codes: np.ndarray, counts: np.ndarray, unsafe: np.ndarray, k: int,
+               order: Sequence[int]) -> tuple[int, int, np.ndarray, int]:
+    """The suppression (record, key) that reduces the total shortfall of
+    the unsafe records the most: the record's own gain (up to its
+    shortfall) plus one for each unsafe record that newly matches it; ties
+    go to the record with the fewest matches, then the least important key.
+    Returns it, the records that newly match and the record's new count."""
+    deficit = np.maximum(k - counts, 0)
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[list(order)] = np.arange(len(order))
+    best: tuple[Any, ...] | None = None
+    for i in unsafe:
+        before = _matches(codes[i], codes)
+        for c in np.flatnonzero(codes[i] >= 0):
+            query = codes[i].copy()
+            query[c] = -1
+            after = _matches(query, codes)
+            new = after & ~before
+            gain = min(int(deficit[i]), int(new.sum())) + int((new & (deficit > 0)).sum())
+            score = (gain, -int(counts[i]), -int(rank[c]))
+            if best is None or score > best[0]:
+                best = (score, int(i), int(c), new, int(after.sum()))
+    assert best is not None
+    return best[1], best[2], best[3], best[4]
+
+
 def greedy(codes: np.ndarray, k: int, order: Sequence[int], radix: np.ndarray,
            progress: Callable[[int], None] | None = None) -> np.ndarray:
     """Suppress key values (set codes to -1) until every record matches at
@@ -116,6 +147,12 @@ def greedy(codes: np.ndarray, k: int, order: Sequence[int], radix: np.ndarray,
             chosen = _choice(by_key, codes[targets] >= 0, k, order)
             codes[targets, chosen] = -1
             counts = match_counts(codes, codes, radix)
+            continue
+        if len(unsafe) * n <= GAIN_BELOW:
+            i, c, gained, total = _best_gain(codes, counts, unsafe, k, order)
+            codes[i, c] = -1
+            counts += gained
+            counts[i] = total
             continue
         i = int(unsafe[np.argmin(counts[unsafe])])
         before = _matches(codes[i], codes)
