@@ -17,6 +17,8 @@ from privclust import DataError, ParameterError, PrivclustError, RecipeError
 from privclust_plugins import _suppress
 from privclust_plugins.keys import PRAM, LocalSuppression, _invariant
 
+from _docblocks import run_page
+
 SURVEY = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "sdc_testdata.csv"
 SURVEY_KEYS = ["roof", "walls", "water", "electcon", "relat", "sex"]
 
@@ -278,3 +280,10 @@ def test_survey_file_local_suppression_per_stratum():
     suppressed = release.verification["values_set_missing"]
     assert 0 < suppressed < 0.01 * len(frame) * len(SURVEY_KEYS)
     print(f"survey file: {suppressed} suppressions in {elapsed:.2f} s")  # the figure quoted in docs/key-maskers.md
+
+
+def test_key_maskers_page_runs(tmp_path):
+    """docs/key-maskers.md: every example runs and prints what the page shows."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert run_page("key-maskers.md", tmp_path) == 4
