@@ -633,9 +633,10 @@ def check_data(compiled: CompiledRecipe, frame: pd.DataFrame) -> list[tuple[str,
         if not found:  # a column absent from the data is named once
             problems.extend(_bounds_problems(cs, columns))
             problems.extend(_inexact_integer_problems(cs, frame, columns))
+    # an evaluation's default columns: those the numeric steps change (key maskers' keys: the keys role's evaluators)
     changed = tuple(c for c in frame.columns
                     if any(c in cols for cs, cols in zip(compiled.steps, step_columns, strict=True)
-                           if cs.kind != "clusterers"))
+                           if cs.kind != "clusterers" and not _key_masker(cs)))
     problems.extend(_evaluation_problems(compiled, frame, changed or default_columns))
     for h, handler in enumerate(compiled.constraints):
         found = [str(p) if isinstance(p, Problem) else f"constraints[{h}]: {p}"
@@ -1310,7 +1311,8 @@ def _run_checked(compiled: CompiledRecipe, checked: Preflight, seed: int | np.ra
                     keys=roles.keys, broken_rules=broken_rules)
     keep_text(frame, current, checks["unchanged_columns"])  # written with their original text (a CSV read)
 
-    changed = tuple(c for c in frame.columns if any(c in o.columns for o in outcomes if o.kind != "clusterers"))
+    changed = tuple(c for c in frame.columns if any(c in o.columns for o in outcomes if o.kind != "clusterers"
+                                                    and capability(o.component, "key_masker") is not True))
     evaluations = _evaluate(compiled, frame, current, labels, outcomes, all_constraints, context,
                             changed or default_columns)
     ledger = context.ledger

@@ -287,3 +287,30 @@ def test_key_maskers_page_runs(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         assert run_page("key-maskers.md", tmp_path) == 4
+
+
+def test_key_maskers_pass_the_conformance_kit():
+    import privclust.testing
+
+    frame = _people(60)[["sex", "age"]]
+    identity = {"0-17": {"0-17": 1.0}, "18-39": {"18-39": 1.0}, "40-64": {"40-64": 1.0}, "65+": {"65+": 1.0}}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        privclust.testing.check_component(LocalSuppression(k=3), frame)
+        privclust.testing.check_component(PRAM(matrix={**MATRIX, **identity}), frame)
+
+
+def test_a_text_key_recipe_runs_with_evaluators_and_a_report(tmp_path):
+    """Text keys reach no numeric code path: the evaluations' default columns and the report's histograms
+    leave a key masker's columns to the key evaluators (a traceback before)."""
+    frame = _people()
+    frame.to_csv(tmp_path / "in.csv", index=False)
+    (tmp_path / "r.toml").write_text('[roles]\nkeys = ["sex", "age", "job"]\n[[steps]]\nuse = "local-suppression"\n'
+                                     'columns = ["sex", "age", "job"]\n[[evaluate]]\nuse = "key-frequencies"\n')
+    from privclust.cli import main
+
+    code = main(["run", str(tmp_path / "r.toml"), "-i", str(tmp_path / "in.csv"), "-o", str(tmp_path / "out.csv"),
+                 "--report", str(tmp_path / "out.html"), "--seed", "1", "--quiet"])
+    assert code == 0 and (tmp_path / "out.html").exists()
+    out = pd.read_csv(tmp_path / "out.csv")
+    assert (_matches(out, KEYS) >= 3).all()
