@@ -102,7 +102,8 @@ class LocalSuppression:
     key_masker: ClassVar[bool] = True
     uses_constraints: ClassVar[bool] = False
 
-    k: int = param(int, default=3, ge=2, doc="every record matches at least k records (itself included), k >= 2")
+    k: int = param(int, default=3, ge=2, doc="the minimum group size: every record matches at least k records "
+                                                   "(itself included), k >= 2")
     importance: tuple[str, ...] = param(tuple, default=(), doc="the key columns, the most important (suppressed "
                                                                "last) first; default: the keys with the fewest "
                                                                "categories are the most important (sdcMicro's rule)")
