@@ -256,7 +256,7 @@ class PRAM:
         for c in data.columns:
             series = data[c]
             missing = series.isna().to_numpy()
-            text = series.astype(object).where(~series.isna(), None).map(lambda v: None if v is None else str(v))
+            text = series.astype(object).where(~series.isna(), None).map(lambda v: None if v is None else _text(v))
             observed = text[~missing]
             if self.matrix is not None:
                 table = self.matrix
@@ -323,11 +323,20 @@ def _invariant(frequencies: pd.Series, pd_: float, alpha: float) -> dict[str, di
     return {a: {b: float(R[i, j]) for j, b in enumerate(names)} for i, a in enumerate(names)}
 
 
+def _text(value: Any) -> str:
+    """A category as the matrix names it: its text, a whole number without
+    a decimal point (an integer-coded key with missing values is read as
+    floats: 1.0 is the category "1")."""
+    if isinstance(value, float | np.floating) and float(value).is_integer():
+        return str(int(value))
+    return str(value)
+
+
 def _values_of(series: pd.Series, names: list[str]) -> np.ndarray:
     """The values of ``series`` the category texts ``names`` stand for (a
     category of the matrix the column does not hold: its text, or the
     number it spells in a numeric column)."""
-    seen = {str(v): v for v in pd.unique(series.dropna())}
+    seen = {_text(v): v for v in pd.unique(series.dropna())}
     out = np.empty(len(names), dtype=object)
     for i, a in enumerate(names):
         if a in seen:

@@ -314,3 +314,9 @@ def test_a_text_key_recipe_runs_with_evaluators_and_a_report(tmp_path):
     assert code == 0 and (tmp_path / "out.html").exists()
     out = pd.read_csv(tmp_path / "out.csv")
     assert (_matches(out, KEYS) >= 3).all()
+
+
+def test_pram_reads_integer_codes_with_missing_values_as_the_matrix_names_them():
+    frame = pd.DataFrame({"sex": [1.0, 2.0, np.nan, 1.0, 2.0, 2.0]})  # integer codes read as floats (a NaN)
+    out = PRAM(matrix={"1": {"1": 0.0, "2": 1.0}, "2": {"2": 1.0}}).mask(frame, privclust.PrivacyContext(seed=0))
+    assert out.data["sex"].tolist()[:2] == [2.0, 2.0] and np.isnan(out.data["sex"][2])
