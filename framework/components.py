@@ -519,8 +519,13 @@ def _min_records_problem(value: Any, n_columns: int) -> str | None:
     return None
 
 
-def _bool_problem(value: Any, _: int) -> str | None:
-    return None if isinstance(value, bool) else f"uses_constraints must be True or False; got {value!r}"
+def _bool_problem_of(name: str) -> Callable[[Any, Any], str | None]:
+    def problem(value: Any, _: int) -> str | None:
+        return None if isinstance(value, bool) else f"{name} must be True or False; got {value!r}"
+    return problem
+
+
+_bool_problem = _bool_problem_of("uses_constraints")
 
 
 #: What a step's DP entries can cover of what it releases (``dp_output``):
@@ -669,6 +674,12 @@ CAPABILITIES: Mapping[str, Capability] = MappingProxyType({c.name: c for c in (
                kinds=_STEP_KINDS, problem=_bool_problem, default=True,
                used_for="False if the component ignores edit rules, so a rule need not lie wholly inside or "
                         "outside its columns (read for maskers: a clusterer or a noise step never has to)"),
+    Capability(name="key_masker", member="class attribute", signature="key_masker: ClassVar[bool]",
+               kinds=("maskers",), problem=_bool_problem_of("key_masker"), default=False,
+               used_for="True if the masker treats categorical key variables (local suppression, PRAM): its step may "
+                        "name [roles] keys columns, of any dtype (text, categories, integer codes), and may release "
+                        "a key value missing where the original has one (a suppression, released missing and "
+                        "counted by the host's missing-value checks); every other step naming a key is refused"),
     Capability(name="dp_output", member="class attribute",
                signature="dp_output: ClassVar[bool | tuple[str, ...]]",
                kinds=_STEP_KINDS, problem=_dp_output_problem, default=True,

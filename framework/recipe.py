@@ -431,20 +431,32 @@ def _structural_problems(steps: Sequence[Step], indices: Sequence[int] | None = 
     return problems
 
 
-def _role_problems(roles: Roles, steps: Sequence[Step], indices: Sequence[int] | None = None) -> list[Problem]:
+def _role_problems(roles: Roles, steps: Sequence[Step], indices: Sequence[int] | None = None,
+                   key_maskers: Sequence[bool] | None = None) -> list[Problem]:
     """Steps that name a column a step may not change: a stratum (public by
-    declaration) or a categorical key (not numeric data for a numeric step)."""
+    declaration) or a categorical key (not numeric data for a numeric step).
+
+    ``key_maskers``: per step, whether its component declares the
+    ``key_masker`` capability (it treats categorical keys); only those steps
+    may name keys, and they must name their columns. ``None`` (a recipe
+    built before its components are resolved): keys are not judged here; the
+    runner's ``compile`` judges them with the components in hand."""
     problems = []
-    for i, s in zip(indices if indices is not None else range(len(steps)), steps, strict=True):
+    flags = list(key_maskers) if key_maskers is not None else [None] * len(steps)
+    for i, s, masker in zip(indices if indices is not None else range(len(steps)), steps, flags, strict=True):
+        if masker and s.columns is None:
+            problems.append(Problem(f"steps[{i}].columns", f"{s.use!r} treats categorical keys and needs its "
+                                    "columns named", f"columns = {list(roles.keys) or ['the key columns']!r}"))
         for c in s.columns or ():
             if c in roles.strata:
                 problems.append(Problem(f"steps[{i}].columns", f"names the stratum column {c!r}; strata are public "
                                         "and released unchanged", "leave it out of the step's columns"))
-            elif c in roles.keys:
+            elif c in roles.keys and masker is False:
                 problems.append(Problem(f"steps[{i}].columns", f"names the categorical key {c!r}; a numeric step "
                                         "cannot protect a categorical key",
                                         "leave it out of the step's columns, or take it out of [roles] keys if it "
-                                        "is a numeric variable"))
+                                        "is a numeric variable (the key maskers local-suppression and pram treat "
+                                        "keys)"))
     return problems
 
 

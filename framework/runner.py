@@ -50,6 +50,7 @@ from .engines import map_tasks
 from .errors import DataError, ParameterError, PrivclustError, Problem, RecipeError
 from .params import column_bounds, leak_problems
 from .recipe import DEFAULT_LABEL_COLUMN, EvaluateSpec, Recipe, Roles, Step, _thaw
+from .recipe import _role_problems as _role_problems_of_steps
 from .registry import Registry, get_registry, unknown_leak_problems
 from .report import EFFECTIVE_PARAMS, EFFECTIVE_PARAMS_FROM_DATA, Release
 from .specs import _META_LEAK, nested_components, step_id_params
@@ -338,6 +339,9 @@ def compile(recipe: Recipe | Mapping[str, Any] | str, registry: Registry | None 
         problems.extend(_step_id_problems(evaluator, where, recipe.step_ids))
         evaluations.append(CompiledEvaluation(spec, evaluator))
 
+    # Keys are named by key maskers only (judged here, with the components in hand).
+    problems.extend(_role_problems_of_steps(recipe.roles, [cs.step for cs in steps], [cs.index for cs in steps],
+                                            key_maskers=[_key_masker(cs) for cs in steps]))
     # Rules must not straddle the explicit columns of a step that changes values.
     for cs in steps:
         if cs.step.columns is not None and _changes_values_under_rules(cs):
@@ -493,11 +497,13 @@ def _not_in_data(frame: pd.DataFrame, columns: Sequence[str], where: str) -> lis
 
 
 def _check_columns(frame: pd.DataFrame, columns: Sequence[str], where: str, *,
-                   missing: str | None = None) -> list[str]:
+                   missing: str | None = None, categorical: bool = False) -> list[str]:
     """Problems of ``columns`` for a step (or an evaluation): absent, not
     numeric, infinite values, a column with no observed value, and missing
     (NaN) values when ``missing`` (the step's missing-value policy) is
-    ``None``: the step refuses them (the caller names why)."""
+    ``None``: the step refuses them (the caller names why). ``categorical``
+    (a key masker's step): columns of any dtype are accepted (text,
+    categories, codes); the key masker judges the values it can treat."""
     problems = _not_in_data(frame, columns, where)
     if problems:
         return problems
@@ -505,14 +511,18 @@ def _check_columns(frame: pd.DataFrame, columns: Sequence[str], where: str, *,
     n_rows = np.zeros(len(frame), dtype=bool)
     for c in columns:
         series = frame[c]
-        if not is_real_column(series):
+        if not is_real_column(series) and not categorical:
             problems.append(f"{where}: column {c!r} is not numeric (dtype {series.dtype}); convert it or leave it "
                             "out of the step's columns")
             continue
-        values = series.to_numpy(dtype=float, na_value=np.nan)
-        nan = np.isnan(values)
+        if is_real_column(series):
+            values = series.to_numpy(dtype=float, na_value=np.nan)
+            nan = np.isnan(values)
+            n_inf = int(np.isinf(values).sum())
+        else:
+            nan, n_inf = series.isna().to_numpy(), 0
+            values = nan
         n_nan = int(nan.sum())
-        n_inf = int(np.isinf(values).sum())
         if n_inf:
             problems.append(f"{where}: column {c!r} has {n_inf} infinite values; replace them (by NaN, a missing "
                             "value, where the step accepts missing values) or drop those records")
@@ -559,6 +569,11 @@ def _missing_counts(view: pd.DataFrame) -> dict[str, Any]:
 # ---------------------------------------------------------------------------
 # Running
 # ---------------------------------------------------------------------------
+
+
+def _key_masker(cs: CompiledStep) -> bool:
+    """Whether the step's component treats categorical keys (the ``key_masker`` capability, maskers only)."""
+    return cs.kind == "maskers" and capability(cs.component, "key_masker") is True
 
 
 def _as_masked(result: Any, cs: CompiledStep, view: pd.DataFrame) -> Masked:
@@ -608,7 +623,8 @@ def check_data(compiled: CompiledRecipe, frame: pd.DataFrame) -> list[tuple[str,
             problems.append(f"steps[{cs.index}]: the data have no {what}; name the step's columns")
         step_columns.append(tuple(columns))
         policy = _missing_policy(cs)
-        found = _check_columns(frame, columns, f"steps[{cs.index}] ({cs.id})", missing=policy)
+        found = _check_columns(frame, columns, f"steps[{cs.index}] ({cs.id})", missing=policy,
+                               categorical=_key_masker(cs))
         problems.extend(p.replace("and this step refuses them", "and " + _refusal(cs)) for p in found)
         minimum = capability(cs.component, "min_records")
         need = minimum(len(columns)) if minimum is not None else None
@@ -618,9 +634,10 @@ def check_data(compiled: CompiledRecipe, frame: pd.DataFrame) -> list[tuple[str,
         if not found:  # a column absent from the data is named once
             problems.extend(_bounds_problems(cs, columns))
             problems.extend(_inexact_integer_problems(cs, frame, columns))
+    # an evaluation's default columns: those the numeric steps change (key maskers' keys: the keys role's evaluators)
     changed = tuple(c for c in frame.columns
                     if any(c in cols for cs, cols in zip(compiled.steps, step_columns, strict=True)
-                           if cs.kind != "clusterers"))
+                           if cs.kind != "clusterers" and not _key_masker(cs)))
     problems.extend(_evaluation_problems(compiled, frame, changed or default_columns))
     for h, handler in enumerate(compiled.constraints):
         found = [str(p) if isinstance(p, Problem) else f"constraints[{h}]: {p}"
@@ -913,6 +930,17 @@ def _check_finite(cs: CompiledStep, result: Any, view: pd.DataFrame | None = Non
     if isinstance(result, Masked):
         for j, c in enumerate(result.data.columns):
             values = result.data[c].to_numpy()
+            if _key_masker(cs):  # categories of any dtype; a suppression is a value released missing
+                released_missing = result.data[c].isna().to_numpy()
+                if given is not None and (given[:, j] & ~released_missing).any():
+                    filled = int((given[:, j] & ~released_missing).sum())
+                    raise PrivclustError(f"{where} released {filled} value(s) in column {c!r} where the original is "
+                                         f"missing; a missing value must stay missing; {fix}")
+                if is_real_column(result.data[c]):
+                    found = _finite_problem(np.asarray(values, dtype=float)[~released_missing])
+                    if found:
+                        raise PrivclustError(f"{where} released {found[1]} values in column {c!r}; {fix}")
+                continue
             if given is not None and given[:, j].any():
                 released = np.asarray(values, dtype=float)
                 filled = int((~np.isnan(released[given[:, j]])).sum())
@@ -1283,7 +1311,8 @@ def _run_checked(compiled: CompiledRecipe, checked: Preflight, seed: int | np.ra
                     keys=roles.keys, broken_rules=broken_rules)
     keep_text(frame, current, checks["unchanged_columns"])  # written with their original text (a CSV read)
 
-    changed = tuple(c for c in frame.columns if any(c in o.columns for o in outcomes if o.kind != "clusterers"))
+    changed = tuple(c for c in frame.columns if any(c in o.columns for o in outcomes if o.kind != "clusterers"
+                                                    and capability(o.component, "key_masker") is not True))
     evaluations = _evaluate(compiled, frame, current, labels, outcomes, all_constraints, context,
                             changed or default_columns)
     ledger = context.ledger
@@ -1312,7 +1341,8 @@ def _missing_statement(cs: CompiledStep, missing: Mapping[str, Any], policy: str
     return (f"{cs.role} {type(cs.component).name!r} was given {missing['records']} record(s) with "
             f"{missing['values']} missing value(s) in column(s) {per_column}; what it does with them, as it states: "
             f"{policy.rstrip('.')}. The host checked that every missing value is released missing; which values are "
-            "missing (the missingness pattern) is released as in the original and is not protected.")
+            "missing (the missingness pattern) is released and is not protected"
+            + (" (this key masker may set more values missing: its suppressions)." if _key_masker(cs) else "."))
 
 
 def _strata_statement(strata: Sequence[str], parts: list[tuple[str, np.ndarray]], merges: Sequence[str],

@@ -361,6 +361,9 @@ def verify(context: PrivacyContext, original: pd.DataFrame, released: pd.DataFra
         "protected_columns": protected,
         "verbatim_records": int(overall_same.sum()) if protected else n,
         "missing_values": int(released.loc[:, protected].isna().to_numpy().sum()) if protected else 0,
+        # values a step (a key masker's suppressions) set missing where the original has a value
+        "values_set_missing": int((released.loc[:, protected].isna().to_numpy()
+                                   & original.loc[:, protected].notna().to_numpy()).sum()) if protected else 0,
         "steps": steps,
         "claims": [],
     }
@@ -403,9 +406,12 @@ def verify(context: PrivacyContext, original: pd.DataFrame, released: pd.DataFra
             context._record_host("verified", text, mechanism="release check",
                                  details=_shown(s, dp_release))
     added = f"; label column(s) added: {_cols(checks['label_columns'])}" if label_columns else ""
-    missing = (f" {checks['missing_values']} values of these columns are released missing (a missing value that "
-               "stays missing counts as kept); which values are missing is released as in the original and is not "
-               "protected." if checks["missing_values"] else "")
+    kept_missing = checks["missing_values"] - checks["values_set_missing"]
+    missing = (f" {kept_missing} values of these columns are released missing as in the original (a missing value "
+               "that stays missing counts as kept); which of the original values are missing is released and is not "
+               "protected." if kept_missing else "") + (
+        f" {checks['values_set_missing']} values of these columns were set missing by the steps (suppressed)."
+        if checks["values_set_missing"] else "")
     if dp_release:
         text = (f"Host check of the release: columns changed: {_cols(changed)}; columns released as in the "
                 f"original: {_cols(unchanged)}{added}. The host does not count the records that keep their original "
@@ -493,7 +499,7 @@ def verify(context: PrivacyContext, original: pd.DataFrame, released: pd.DataFra
                             f"values of {_cols(columns)} are released missing): every released record agrees, on the "
                             f"columns both observe, with at least {matching} released records (k = {k}). Counting identical rows only (the "
                             f"missingness pattern as part of the row), the smallest group has {smallest} record(s): "
-                            "the missingness pattern is released as in the original and is not protected." + after)
+                            "which values are missing is released and is not protected." + after)
                 elif own["holds"]:
                     status = "verified"
                     text = (f"{who} claims: {claim} Verified by the host"
@@ -880,9 +886,12 @@ def verdict(ledger: Ledger, accountant: Accountant, outcomes: Sequence[Any], che
             and checks.get("verbatim_records") not in stated:
         extras.append(f"{checks['verbatim_records']} of {checks['records']} records are released verbatim (identical "
                       f"on the columns the steps worked on to an original record, its own or another's).")
-    if checks.get("missing_values"):
-        extras.append(f"{checks['missing_values']} values are released missing as in the original: the missingness "
+    kept_missing = checks.get("missing_values", 0) - checks.get("values_set_missing", 0)
+    if kept_missing:
+        extras.append(f"{kept_missing} values are released missing as in the original: the missingness "
                       "pattern is not protected.")
+    if checks.get("values_set_missing"):
+        extras.append(f"{checks['values_set_missing']} values were set missing by the steps (suppressed).")
     if reasons:
         text = "No differential-privacy guarantee: " + "; ".join(reasons) + "."
         left = [c if c not in strata else f"{c} (a public stratum column)"

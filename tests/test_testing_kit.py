@@ -227,7 +227,7 @@ def test_optional_capabilities_are_declared_in_one_place_and_checked():
     import privclust
 
     assert set(privclust.CAPABILITIES) == {"planned_cost", "privacy_relation", "step_problems", "min_records",
-                                           "uses_constraints", "dp_output",
+                                           "uses_constraints", "key_masker", "dp_output",
                                            "data_leaks", "leak_names", "disclosive_metrics", "missing_values",
                                            "renamed_params", "round_integers", "joined_with", "magnitudes",
                                            "metric_descriptions", "evaluated_on"}

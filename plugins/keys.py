@@ -1,0 +1,371 @@
+"""Built-in key maskers: ``local-suppression`` and ``pram``, for the
+categorical key variables (quasi-identifiers) a recipe declares in
+``[roles] keys``. Both declare ``key_masker = True``: their steps may name
+key columns, of any dtype (text, categories, integer codes).
+
+* ``local-suppression`` (sdcMicro ``localSuppression``; ARX: cell
+  suppression) sets key values to missing until every record *matches* at
+  least ``k`` records of its stratum, a missing value matching any value
+  (sdcMicro's convention). A greedy heuristic (``method = "heuristic"``) or
+  the fewest suppressions by an integer program (``method = "exact"``,
+  :func:`scipy.optimize.milp`, small strata only).
+* ``pram`` (sdcMicro ``pram``; post-randomisation, Gouweleeuw et al. 1998)
+  replaces each key value by a category drawn from a transition matrix:
+  given in the recipe (public), or an invariant one built from the
+  category frequencies (a function of the data, recorded as the leak
+  ``pram-frequencies``).
+
+>>> import pandas as pd, privclust
+>>> from privclust_plugins.keys import LocalSuppression
+>>> frame = pd.DataFrame({"sex": ["f", "f", "f", "m", "m", "m", "m"],
+...                       "region": ["n", "n", "n", "s", "s", "s", "n"]})
+>>> out = LocalSuppression(k=3).mask(frame, privclust.PrivacyContext(seed=0))
+>>> int(out.data.isna().sum().sum())
+1
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+import attrs
+import numpy as np
+import pandas as pd
+
+import privclust
+from privclust import DataError, DataLeak, Masked, ParameterError, PrivacyContext, param
+
+from . import _suppress
+
+__version__ = "0.1.0"
+
+#: What a key masker does with missing key values it is given.
+MISSING_POLICY = ("a missing key value matches any value (sdcMicro's convention); missing values released missing")
+
+
+def _key_codes(data: pd.DataFrame, who: str) -> tuple[np.ndarray, list[np.ndarray]]:
+    """Each key column as integer codes (-1: missing) and its categories. A
+    numeric column with values that are not whole numbers is continuous: it
+    is refused (a key masker treats categories)."""
+    if not isinstance(data, pd.DataFrame) or data.shape[0] == 0 or data.shape[1] == 0:
+        raise DataError(f"{who}: the data must be a pandas DataFrame with records and key columns")
+    codes = np.empty(data.shape, dtype=np.int64)
+    categories = []
+    for j, c in enumerate(data.columns):
+        series = data[c]
+        if privclust.is_real_column(series):
+            values = series.to_numpy(dtype=float, na_value=np.nan)
+            observed = values[~np.isnan(values)]
+            if not np.all(np.isfinite(observed)) or np.any(observed != np.round(observed)):
+                raise DataError(f"{who}: column {c!r} is numeric with values that are not whole numbers (a "
+                                "continuous variable); a key masker treats categories: recode it into categories "
+                                "(e.g. age bands as integer codes or labels) or leave it out of the step's columns")
+        elif pd.api.types.is_bool_dtype(series) or pd.api.types.is_complex_dtype(series):
+            raise DataError(f"{who}: column {c!r} has dtype {series.dtype}; give a key as text, categories or "
+                            "integer codes")
+        code, uniques = pd.factorize(series, sort=True)
+        codes[:, j] = code
+        categories.append(np.asarray(uniques, dtype=object))
+    return codes, categories
+
+
+def _with_missing(data: pd.DataFrame, suppressed: np.ndarray) -> pd.DataFrame:
+    """A copy of ``data`` with the cells marked in ``suppressed`` missing (an
+    integer column becomes float with NaN; a text column holds NaN; a
+    categorical one keeps its categories)."""
+    out = data.copy()
+    for j, c in enumerate(data.columns):
+        rows = suppressed[:, j]
+        if not rows.any():
+            continue
+        series = out[c]
+        if privclust.is_real_column(series) and series.dtype.kind in "iu":
+            series = series.astype(float)
+        elif not privclust.is_real_column(series) and not isinstance(series.dtype, pd.CategoricalDtype) \
+                and series.dtype.kind != "O" and not pd.api.types.is_string_dtype(series):
+            series = series.astype(object)
+        series = series.copy()
+        series.iloc[np.flatnonzero(rows)] = np.nan if privclust.is_real_column(series) else None
+        out[c] = series
+    return out
+
+
+@attrs.frozen(kw_only=True)
+class LocalSuppression:
+    """Set key values to missing so that every record matches at least
+    ``k`` records of its stratum (a missing value matching any value)."""
+
+    name: ClassVar[str] = "local-suppression"
+    key_masker: ClassVar[bool] = True
+    uses_constraints: ClassVar[bool] = False
+
+    k: int = param(int, default=3, ge=2, doc="the minimum group size: every record matches at least k records "
+                                                   "(itself included), k >= 2")
+    importance: tuple[str, ...] = param(tuple, default=(), doc="the key columns, the most important (suppressed "
+                                                               "last) first; default: the keys with the fewest "
+                                                               "categories are the most important (sdcMicro's rule)")
+    method: str = param(str, default="heuristic", choices=("heuristic", "exact"),
+                        doc='"heuristic" (greedy, any size) or "exact" (fewest suppressions by an integer program, '
+                            f'strata of at most {_suppress.MAX_EXACT_RECORDS} records)')
+    time_limit: float = param(float, default=60.0, gt=0, finite=True,
+                              doc='seconds the exact solver may take per stratum (method = "exact")')
+
+    def missing_values(self) -> str:
+        return MISSING_POLICY
+
+    def min_records(self, n_columns: int) -> int:
+        """A stratum needs at least ``k`` records."""
+        return self.k
+
+    def mask(self, data: pd.DataFrame, context: PrivacyContext) -> Masked:
+        who = self.name
+        columns = [str(c) for c in data.columns]
+        unknown = [c for c in self.importance if c not in columns]
+        if unknown or len(set(self.importance)) != len(self.importance):
+            raise ParameterError(f"{who}: 'importance' must name each of the step's key columns ({', '.join(columns)}) "
+                                 f"at most once; {', '.join(map(repr, unknown)) or 'a column is repeated'} "
+                                 "is not one of them: fix the list or the step's columns")
+        codes, categories = _key_codes(data, who)
+        n = len(codes)
+        if n < self.k:
+            raise DataError(f"{who}: k = {self.k} cannot be reached: the data (or this stratum) have {n} records, "
+                            "fewer than k; lower k, or merge small strata ([roles] small_strata = \"merge\")")
+        if self.method == "exact" and n > _suppress.MAX_EXACT_RECORDS:
+            raise ParameterError(f"{who}: method = \"exact\" solves an integer program with one variable per pair "
+                                 f"of records; the data (or this stratum) have {n} records, more than "
+                                 f"{_suppress.MAX_EXACT_RECORDS}: use method = \"heuristic\"")
+        # the order in which keys are suppressed: the least important first
+        sizes = [len(c) for c in categories]
+        ranked = list(self.importance) + sorted((c for c in columns if c not in self.importance),
+                                                key=lambda c: (sizes[columns.index(c)], columns.index(c)))
+        order = [columns.index(c) for c in reversed(ranked)]
+        radix = np.asarray([s + 1 for s in sizes], dtype=np.int64)
+        before = _suppress.match_counts(codes, codes, radix)
+        start = time.perf_counter()
+        optimal = None
+        if self.method == "exact":
+            d = len(columns)
+            rank = np.empty(d)
+            rank[order] = np.arange(d)[::-1]  # more important keys cost a little more: a tie-break, never a count
+            weights = 1.0 + rank / (d * (n * d + 1))
+            try:
+                out, optimal = _suppress.exact(codes, self.k, weights, radix, time_limit=self.time_limit)
+            except RuntimeError as err:
+                raise DataError(f"{who}: the exact solver failed: {err}; use method = \"heuristic\" or a larger "
+                                "time_limit") from err
+            out = _suppress.greedy(out, self.k, order, radix)  # a no-op unless the solver stopped early
+        else:
+            out = _suppress.greedy(codes, self.k, order, radix)
+        elapsed = time.perf_counter() - start
+        suppressed = (out < 0) & (codes >= 0)
+        after = _suppress.match_counts(out, out, radix)
+        per_column = {c: int(suppressed[:, j].sum()) for j, c in enumerate(columns)}
+        total = int(suppressed.sum())
+        blank = int((out < 0).all(axis=1).sum())
+        context.record(
+            f"local-suppression ({self.method}) set {total} key value(s) to missing "
+            f"({', '.join(f'{c}: {v}' for c, v in per_column.items())}) in {int(suppressed.any(axis=1).sum())} of "
+            f"{n} records, so that every record matches at least {self.k} records on {', '.join(columns)}, a "
+            "missing value matching any value (sdcMicro's convention; k-anonymity with k = "
+            f"{self.k} of these columns under it). Before, {int((before < self.k).sum())} records matched fewer. "
+            "Under this convention a missing value hides a record among every value of that key, and "
+            f"{blank} record(s) have every key missing and match every record; which values are missing is "
+            "released, and the other columns are not covered.",
+            guarantee="k-anonymity",
+            details={"k": self.k, "columns": columns, "method": self.method, "suppressions": total,
+                     "suppressions_by_column": per_column, "records_below_k_before": int((before < self.k).sum()),
+                     "records_with_every_key_missing": blank,
+                     "min_matching_records": int(after.min()),
+                     "suppression_order": [columns[j] for j in order],
+                     **({"optimal": optimal} if optimal is not None else {})},
+        )
+        return Masked(data=_with_missing(data, suppressed),
+                      diagnostics={"suppressions": total, "suppressions_by_column": per_column, "method": self.method,
+                                   "seconds": elapsed, "records_below_k_before": int((before < self.k).sum()),
+                                   **({"optimal": optimal} if optimal is not None else {})})
+
+
+def _matrix_table(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {str(a): (dict((str(b), p) for b, p in row.items()) if isinstance(row, Mapping) else row)
+                for a, row in value.items()}
+    return value
+
+
+def _matrix_problem(value: Any) -> str | None:
+    """A transition matrix: a table category -> {category: probability}, square, rows summing to 1."""
+    if value is None:
+        return None
+    if not isinstance(value, Mapping) or not value:
+        return "must be a table {category = {category = probability, ...}, ...}"
+    rows = set(value)
+    for a, row in value.items():
+        if not isinstance(row, Mapping):
+            return f"row {a!r} must be a table {{category = probability}}; got {row!r}"
+        extra = set(row) - rows
+        if extra:
+            return (f"is not square: row {a!r} names {', '.join(map(repr, sorted(extra)))}, which has no row of its "
+                    "own; give a row for every category")
+        for b, p in row.items():
+            if isinstance(p, bool) or not isinstance(p, int | float) or not math.isfinite(p) or not 0 <= p <= 1:
+                return f"row {a!r}: the probability of {b!r} must be a number in [0, 1]; got {p!r}"
+        total = math.fsum(float(p) for p in row.values())
+        if abs(total - 1.0) > 1e-9:
+            return f"row {a!r} sums to {total:.12g}, not 1; each row is a probability distribution"
+    return None
+
+
+@attrs.frozen(kw_only=True)
+class PRAM:
+    """Post-randomisation: each key value is replaced by a category drawn
+    from its row of a transition matrix, independently per record."""
+
+    name: ClassVar[str] = "pram"
+    key_masker: ClassVar[bool] = True
+    uses_constraints: ClassVar[bool] = False
+    leak_names: ClassVar[tuple[str, ...]] = ("pram-frequencies",)
+
+    matrix: Any = param(dict, default=None, converter=_matrix_table, check=_matrix_problem,
+                        doc="the transition matrix, {category = {category = probability}} (public, applied to every "
+                            "column of the step); default: an invariant matrix from the frequencies (pd, alpha)")
+    pd: float = param(float, default=0.8, gt=0, le=1,
+                      doc="retention probability of the matrix an invariant matrix is built from (sdcMicro's pd)")
+    alpha: float = param(float, default=0.5, gt=0, le=1,
+                         doc="share of the invariant matrix mixed with the identity (sdcMicro's alpha)")
+
+    def missing_values(self) -> str:
+        return "missing key values are left missing (not randomised) and released missing"
+
+    def data_leaks(self) -> list[DataLeak]:
+        if self.matrix is not None:
+            return []
+        return [DataLeak("pram-frequencies", "matrix",
+                         "the invariant transition matrix is computed from the category frequencies of each key "
+                         "column (per stratum), and it is released in the ledger",
+                         "give a public transition matrix (matrix = {...})")]
+
+    def mask(self, data: pd.DataFrame, context: PrivacyContext) -> Masked:
+        who = self.name
+        _key_codes(data, who)  # refuses continuous columns
+        out = data.copy()
+        matrices: dict[str, dict[str, dict[str, float]]] = {}
+        changed = 0
+        for c in data.columns:
+            series = data[c]
+            missing = series.isna().to_numpy()
+            text = series.astype(object).where(~series.isna(), None).map(lambda v: None if v is None else _text(v))
+            observed = text[~missing]
+            if self.matrix is not None:
+                table = self.matrix
+                absent = sorted(set(observed.unique()) - set(table))
+                if absent:
+                    raise DataError(f"{who}: column {c!r} holds the categor{'ies' if len(absent) > 1 else 'y'} "
+                                    f"{', '.join(map(repr, absent[:5]))} that the transition matrix has no row "
+                                    "for; add a row (and column) for each category of the step's columns")
+            else:
+                table = _invariant(observed.value_counts().sort_index(), self.pd, self.alpha)
+            names = sorted(table)
+            index = {a: i for i, a in enumerate(names)}
+            P = np.array([[float(table[a].get(b, 0.0)) for b in names] for a in names])
+            cumulative = np.cumsum(P, axis=1)
+            cumulative[:, -1] = 1.0
+            rows = np.array([index[v] for v in observed], dtype=np.int64)
+            u = context.rng.random(len(rows))
+            drawn = np.minimum((u[:, None] >= cumulative[rows]).sum(axis=1), len(names) - 1)
+            back = _values_of(series, names)
+            values = series.to_numpy(dtype=object).copy()
+            values[~missing] = back[drawn]
+            changed += int((drawn != rows).sum())
+            out[c] = _typed(values, series)
+            matrices[str(c)] = {a: {b: float(P[i, j]) for j, b in enumerate(names) if P[i, j] > 0}
+                                for i, a in enumerate(names)}
+        given = self.matrix is not None
+        statement = (f"pram replaced each observed value of {', '.join(map(str, data.columns))} by a category drawn "
+                     "from its row of the transition matrix (independently per record, with the run's random "
+                     f"generator); {changed} of {int(data.notna().to_numpy().sum())} values changed. "
+                     + ("The matrix was given in the recipe and is public (released in this entry)." if given else
+                        f"The matrix is the invariant one (pd = {self.pd}, alpha = {self.alpha}) computed from the "
+                        "category frequencies of the data, released in this entry: it discloses those frequencies "
+                        "(approximately, by stratum).")
+                     + " PRAM gives no k-anonymity: a record's released key is its original one with the matrix's "
+                       "diagonal probability; what an intruder can infer follows from the matrix.")
+        if not given:
+            context.record_leak("pram-frequencies", "the invariant transition matrix of pram is computed from the "
+                                "category frequencies of the data and is released in the ledger.",
+                                alternative="give a public transition matrix (matrix = {...})",
+                                details={"matrices": matrices})
+        context.record(statement, guarantee="post-randomisation (PRAM)",
+                       details={"matrices": matrices, "matrix_public": given, "changed_values": changed,
+                                           **({} if given else {"pd": self.pd, "alpha": self.alpha})})
+        return Masked(data=out, diagnostics={"changed_values": changed})
+
+
+def _invariant(frequencies: pd.Series, pd_: float, alpha: float) -> dict[str, dict[str, float]]:
+    """The invariant PRAM matrix (Gouweleeuw et al. 1998) of categories with
+    ``frequencies``: ``P`` keeps a value with probability ``pd`` and moves
+    it to each other category with ``(1 - pd) / (K - 1)``; ``Q`` is its
+    backward matrix ``q_lk = p_kl T_k / sum_j p_jl T_j``; ``R = P Q`` leaves
+    the expected frequencies unchanged (``T R = T``), and the matrix used
+    is ``alpha R + (1 - alpha) I`` (sdcMicro's ``alpha``)."""
+    names = [str(a) for a in frequencies.index]
+    T = frequencies.to_numpy(dtype=float)
+    K = len(T)
+    if K == 1:
+        return {names[0]: {names[0]: 1.0}}
+    P = np.full((K, K), (1.0 - pd_) / (K - 1))
+    np.fill_diagonal(P, pd_)
+    Q = (P * T[:, None]).T / (T @ P)[:, None]
+    R = alpha * (P @ Q) + (1.0 - alpha) * np.eye(K)
+    R /= R.sum(axis=1, keepdims=True)
+    return {a: {b: float(R[i, j]) for j, b in enumerate(names)} for i, a in enumerate(names)}
+
+
+def _text(value: Any) -> str:
+    """A category as the matrix names it: its text, a whole number without
+    a decimal point (an integer-coded key with missing values is read as
+    floats: 1.0 is the category "1")."""
+    if isinstance(value, float | np.floating) and float(value).is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def _values_of(series: pd.Series, names: list[str]) -> np.ndarray:
+    """The values of ``series`` the category texts ``names`` stand for (a
+    category of the matrix the column does not hold: its text, or the
+    number it spells in a numeric column)."""
+    seen = {_text(v): v for v in pd.unique(series.dropna())}
+    out = np.empty(len(names), dtype=object)
+    for i, a in enumerate(names):
+        if a in seen:
+            out[i] = seen[a]
+        elif privclust.is_real_column(series):
+            try:
+                number = float(a)
+            except ValueError:
+                raise DataError(f"pram: the transition matrix names the category {a!r}, which numeric column "
+                                f"{series.name!r} cannot hold; name its categories as numbers") from None
+            out[i] = int(number) if series.dtype.kind in "iu" and number.is_integer() else number
+        else:
+            out[i] = a
+    return out
+
+
+def _typed(values: np.ndarray, like: pd.Series) -> pd.Series:
+    """Released values in the original column's dtype where it can hold them."""
+    series = pd.Series(values, index=like.index, name=like.name)
+    if isinstance(like.dtype, pd.CategoricalDtype):
+        return series.astype(pd.CategoricalDtype(sorted(set(like.cat.categories) | set(series.dropna()),
+                                                        key=str)))
+    try:
+        return series.astype(like.dtype)
+    except (TypeError, ValueError):
+        return series
+
+
+@privclust.hookimpl
+def privclust_register_maskers(register):
+    register(LocalSuppression)
+    register(PRAM)

@@ -1,0 +1,322 @@
+"""Key maskers (issue 25): a step may name [roles] keys when its component
+declares ``key_masker``; ``local-suppression`` (greedy and exact) and
+``pram``; the host verifies local suppression's k-anonymity claim."""
+
+from __future__ import annotations
+
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import privclust
+from privclust import DataError, ParameterError, PrivclustError, RecipeError
+from privclust_plugins import _suppress
+from privclust_plugins.keys import PRAM, LocalSuppression, _invariant
+
+from _docblocks import run_page
+
+SURVEY = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "sdc_testdata.csv"
+SURVEY_KEYS = ["roof", "walls", "water", "electcon", "relat", "sex"]
+
+
+def _people(n: int = 120, seed: int = 0) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    return pd.DataFrame({
+        "region": rng.choice(["north", "south"], n),
+        "sex": rng.choice(["f", "m"], n),
+        "age": rng.choice(["0-17", "18-39", "40-64", "65+"], n, p=[0.2, 0.4, 0.3, 0.1]),
+        "job": rng.choice(["a", "b", "c", "d", "e", "f"], n, p=[0.4, 0.3, 0.15, 0.1, 0.04, 0.01]),
+        "income": rng.gamma(2.0, 1000.0, n),
+    })
+
+
+def _matches(frame: pd.DataFrame, keys: list[str], strata: list[str] = ()) -> np.ndarray:
+    """Brute force: per record, the records of its stratum agreeing on every key both observe."""
+    values = frame[keys].astype(object).where(frame[keys].notna(), None).to_numpy()
+    part = frame[list(strata)].astype(str).agg("|".join, axis=1).to_numpy() if strata else np.zeros(len(frame))
+    out = np.zeros(len(frame), dtype=int)
+    for i in range(len(frame)):
+        ok = part == part[i]
+        for j, _ in enumerate(keys):
+            col = values[:, j]
+            ok &= np.array([v is None or values[i, j] is None or v == values[i, j] for v in col])
+        out[i] = ok.sum()
+    return out
+
+
+def _run(recipe, frame, **kw):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return privclust.run(recipe, frame, **kw)
+
+
+KEYS = ["sex", "age", "job"]
+
+
+def test_only_key_maskers_may_name_keys():
+    frame = _people()
+    with pytest.raises(RecipeError, match="names the categorical key 'sex'; a numeric step cannot protect"):
+        _run({"roles": {"keys": KEYS}, "steps": [{"use": "mdav", "columns": ["sex", "income"]}]}, frame)
+    with pytest.raises(RecipeError, match="treats categorical keys and needs its columns named"):
+        _run({"roles": {"keys": KEYS}, "steps": [{"use": "local-suppression"}]}, frame)
+    # a numeric step still refuses a text column that has no role
+    with pytest.raises(DataError, match="column 'region' is not numeric"):
+        _run({"steps": [{"use": "mdav", "columns": ["region", "income"]}]}, frame)
+    assert privclust.capability(LocalSuppression(), "key_masker") is True
+    assert privclust.capability(privclust.get_registry().create("clusterers", privclust.ComponentSpec("mdav")),
+                                "key_masker") is False
+
+
+def test_local_suppression_is_verified_by_the_host_per_stratum():
+    frame = _people()
+    before = frame.copy()
+    release = _run({"roles": {"keys": KEYS, "strata": "region"},
+                    "steps": [{"use": "local-suppression", "k": 3, "columns": KEYS}]}, frame, seed=0)
+    pd.testing.assert_frame_equal(frame, before)  # input never mutated
+    out = release.data
+    assert (_matches(out, KEYS, ["region"]) >= 3).all()
+    assert (_matches(frame, KEYS, ["region"]) < 3).any()  # there was something to do
+    # suppressions only: every released key value is the original or missing
+    assert ((out[KEYS] == frame[KEYS]) | out[KEYS].isna()).all().all()
+    claims = release.verification["claims"]
+    assert claims and all(c["status"] == "verified" and c["min_matching_records"] >= 3 for c in claims)
+    whole = release.verification["whole_file"]
+    assert whole["holds"] and whole["min_matching_records"] >= 3 and "region" in whole["columns"]
+    suppressed = int(out[KEYS].isna().to_numpy().sum())
+    assert release.verification["values_set_missing"] == suppressed > 0
+    assert f"{suppressed} values were set missing by the steps (suppressed)" in release.verdict
+    assert "released missing as in the original" not in release.verdict
+    assert "Verified by the host: k-anonymity with k = 3" in release.verdict
+
+
+def test_the_host_refutes_a_suppression_that_falls_short():
+    class Short(LocalSuppression):
+        name = "short-suppression"
+
+        def mask(self, data, context):  # claims k but suppresses nothing
+            context.record("every record matches k records", guarantee="k-anonymity",
+                           details={"k": self.k, "columns": list(data.columns)})
+            return privclust.Masked(data=data.assign(**{data.columns[0]: data.iloc[:, 0].where(
+                np.arange(len(data)) > 0)}))
+
+    class Plugin:
+        @privclust.hookimpl
+        def privclust_register_maskers(self, register):
+            register(Short)
+
+    registry = privclust.Registry(plugins=[Plugin()], use_env=False)
+    release = _run({"roles": {"keys": KEYS}, "steps": [{"use": "short-suppression", "k": 3, "columns": KEYS}]},
+                   _people(), seed=0, registry=registry)  # noqa: E501
+    assert release.verification["claims"][0]["status"] == "refuted"
+
+
+def test_missing_keys_match_any_value_and_stay_missing():
+    frame = _people()
+    frame.loc[[3, 7], "job"] = None
+    release = _run({"roles": {"keys": KEYS}, "steps": [{"use": "local-suppression", "k": 2, "columns": KEYS}]},
+                   frame, seed=0)
+    assert release.data.loc[[3, 7], "job"].isna().all()
+    assert (_matches(release.data, KEYS) >= 2).all()
+    entry = next(e for e in release.ledger if e.mechanism == "missing values")
+    assert "matches any value" in entry.statement and "suppressions" in entry.statement
+
+
+def test_importance_keeps_the_important_key():
+    # a unique record that differs from a cell of 3 on job and from another of 3 on age
+    frame = pd.DataFrame({"age": ["a"] * 3 + ["b"] * 3 + ["b"], "job": ["x"] * 3 + ["y"] * 3 + ["x"]})
+    ctx = privclust.PrivacyContext(seed=0)
+    keep_job = LocalSuppression(k=3, importance=("job", "age")).mask(frame, ctx).data
+    keep_age = LocalSuppression(k=3, importance=("age", "job")).mask(frame, ctx).data
+    assert keep_job["job"].notna().all() and keep_job["age"].isna().sum() == 1
+    assert keep_age["age"].notna().all() and keep_age["job"].isna().sum() == 1
+    with pytest.raises(ParameterError, match="'importance' must name each of the step's key columns"):
+        LocalSuppression(k=3, importance=("jobs",)).mask(frame, ctx)
+
+
+def _outliers(seed: int, n_cells: int = 6, size: int = 6, n_out: int = 8, d: int = 4) -> np.ndarray:
+    """Cells of ``size`` records and ``n_out`` records that differ from one cell on one or two keys."""
+    rng = np.random.default_rng(seed)
+    cells = rng.integers(0, 4, size=(n_cells, d))
+    rows = [cells[i] for i in range(n_cells) for _ in range(size)]
+    for _ in range(n_out):
+        row = cells[rng.integers(n_cells)].copy()
+        for c in rng.choice(d, size=rng.integers(1, 3), replace=False):
+            row[c] = (row[c] + 1 + rng.integers(3)) % 4
+        rows.append(row)
+    return np.asarray(rows, dtype=np.int64)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_heuristic_against_the_exact_optimum(seed):
+    """The exact solver's count is a lower bound of the heuristic's. The
+    issue's target (the heuristic within 10% of the optimum) is NOT met: on
+    these files the optimum uses records with most keys suppressed, which
+    match nearly every record (sdcMicro's convention); the heuristic does not
+    seek them and needs up to twice as many suppressions (docs/key-maskers.md)."""
+    codes = _outliers(seed)
+    radix = np.full(codes.shape[1], 5)
+    greedy = _suppress.greedy(codes, 3, list(range(codes.shape[1])), radix)
+    exact, optimal = _suppress.exact(codes, 3, np.ones(codes.shape[1]), radix)
+    assert optimal
+    for out in (greedy, exact):
+        assert (_suppress.match_counts(out, out, radix) >= 3).all()
+    n_greedy, n_exact = int((greedy < 0).sum()), int((exact < 0).sum())
+    assert n_exact <= n_greedy <= 2 * n_exact
+    print(f"seed {seed}: heuristic {n_greedy}, exact {n_exact}")
+
+
+def test_match_counts_agree_with_brute_force():
+    rng = np.random.default_rng(5)
+    codes = rng.integers(0, 3, size=(80, 4))
+    codes[rng.random(codes.shape) < 0.1] = -1
+    radix = np.full(4, 4)
+    brute = [int(np.all((codes == row) | (codes < 0) | (row < 0), axis=1).sum()) for row in codes]
+    assert _suppress.match_counts(codes, codes, radix).tolist() == brute
+
+
+def test_exact_method_in_a_recipe_and_its_limit():
+    frame = _people(60)
+    release = _run({"roles": {"keys": KEYS}, "steps": [{"use": "local-suppression", "k": 2, "method": "exact",
+                                                        "columns": KEYS}]}, frame, seed=0)
+    assert release.outcomes[0].result.diagnostics["optimal"] is True
+    assert release.verification["claims"][0]["status"] == "verified"
+    heuristic = _run({"roles": {"keys": KEYS}, "steps": [{"use": "local-suppression", "k": 2, "columns": KEYS}]},
+                     frame, seed=0)
+    assert release.verification["values_set_missing"] <= heuristic.verification["values_set_missing"]
+    with pytest.raises(ParameterError, match='more than 250: use method = "heuristic"'):
+        _run({"roles": {"keys": KEYS}, "steps": [{"use": "local-suppression", "method": "exact", "columns": KEYS}]},
+             _people(300), seed=0)
+
+
+def test_local_suppression_bad_input():
+    frame = _people(20)
+    with pytest.raises(RecipeError, match="'k' parameter of local-suppression must be >= 2"):
+        _run({"roles": {"keys": KEYS}, "steps": [{"use": "local-suppression", "k": 1, "columns": KEYS}]}, frame)
+    with pytest.raises(DataError, match="needs at least 30 records"):
+        _run({"roles": {"keys": KEYS}, "steps": [{"use": "local-suppression", "k": 30, "columns": KEYS}]}, frame)
+    with pytest.raises(DataError, match="column 'income' is numeric with values that are not whole numbers"):
+        _run({"roles": {"keys": [*KEYS, "income"]},
+              "steps": [{"use": "local-suppression", "columns": [*KEYS, "income"]}]}, frame)
+    with pytest.raises(DataError, match="fewer than k"):
+        LocalSuppression(k=30).mask(frame[KEYS], privclust.PrivacyContext(seed=0))
+
+
+def test_integer_coded_keys_are_released_as_integers_with_missing_values():
+    rng = np.random.default_rng(1)
+    frame = pd.DataFrame({"a": rng.integers(1, 5, 50), "b": rng.integers(1, 6, 50)})
+    release = _run({"roles": {"keys": ["a", "b"]}, "steps": [{"use": "local-suppression", "k": 3,
+                                                             "columns": ["a", "b"]}]}, frame, seed=0)
+    assert release.data[["a", "b"]].isna().to_numpy().any()
+    assert all(str(t) == "Int64" or t.kind == "i" for t in release.data[["a", "b"]].dtypes)
+
+
+MATRIX = {"f": {"f": 0.9, "m": 0.1}, "m": {"f": 0.2, "m": 0.8}}
+
+
+def test_pram_with_a_public_matrix_records_it_and_draws_from_the_context():
+    frame = _people(400)
+    recipe = {"roles": {"keys": KEYS}, "steps": [{"use": "pram", "matrix": MATRIX, "columns": ["sex"]}]}
+    one, two, other = _run(recipe, frame, seed=4), _run(recipe, frame, seed=4), _run(recipe, frame, seed=5)
+    assert one.data["sex"].equals(two.data["sex"]) and not one.data["sex"].equals(other.data["sex"])
+    entry = next(e for e in one.ledger if e.component == "pram" and e.kind == "guarantee")
+    assert entry.details["matrix_public"] is True
+    assert entry.details["matrices"]["sex"] == MATRIX
+    assert "public" in entry.statement
+    moved = (one.data["sex"] != frame["sex"])
+    assert 0.05 < moved[frame["sex"] == "f"].mean() < 0.2 and 0.1 < moved[frame["sex"] == "m"].mean() < 0.3
+    assert set(one.data["sex"]) <= {"f", "m"}
+
+
+def test_pram_invariant_matrix_is_a_declared_leak():
+    frame = _people(400)
+    recipe = {"roles": {"keys": KEYS}, "steps": [{"use": "pram", "columns": ["age"]}]}
+    with pytest.raises(RecipeError, match="pram-frequencies"):
+        _run(recipe, frame, seed=0)
+    release = _run({**recipe, "privacy": {"allow_leaks": ["pram-frequencies"]}}, frame, seed=0)
+    leak = next(e for e in release.ledger if e.kind == "leak")
+    assert leak.mechanism == "pram-frequencies" and "age" in leak.details["matrices"]
+    assert "No differential-privacy guarantee" in release.verdict and "pram-frequencies" in release.verdict
+    counts = frame["age"].value_counts().sort_index()
+    table = _invariant(counts, 0.8, 0.5)
+    names = list(table)
+    R = np.array([[table[a][b] for b in names] for a in names])
+    T = counts.to_numpy(dtype=float)
+    np.testing.assert_allclose(T @ R, T, rtol=1e-12)  # invariant: expected frequencies unchanged
+    np.testing.assert_allclose(R.sum(axis=1), 1.0)
+
+
+@pytest.mark.parametrize("matrix, message", [
+    ({"f": {"f": 0.5, "m": 0.4}, "m": {"m": 1.0}}, "row 'f' sums to 0.9, not 1"),
+    ({"f": {"f": 0.5, "x": 0.5}, "m": {"m": 1.0}}, "not square: row 'f' names 'x'"),
+    ({"f": {"f": 1.5, "m": -0.5}, "m": {"m": 1.0}}, "probability of 'f' must be a number in"),
+])
+def test_pram_bad_matrices_are_refused_by_row(matrix, message):
+    with pytest.raises(RecipeError, match=message):
+        _run({"roles": {"keys": KEYS}, "steps": [{"use": "pram", "matrix": matrix, "columns": ["sex"]}]},
+             _people(), seed=0)
+
+
+def test_pram_category_missing_from_the_matrix():
+    with pytest.raises(DataError, match="column 'sex' holds the category 'm' that the transition matrix has no row"):
+        _run({"roles": {"keys": KEYS}, "steps": [{"use": "pram", "matrix": {"f": {"f": 1.0}}, "columns": ["sex"]}]},
+             _people(), seed=0)
+    with pytest.raises(DataError, match="not whole numbers"):
+        PRAM(matrix=MATRIX).mask(_people()[["income"]], privclust.PrivacyContext(seed=0))
+
+
+@pytest.mark.skipif(not SURVEY.exists(), reason=f"sdcMicro's survey file is not at {SURVEY}")
+def test_survey_file_local_suppression_per_stratum():
+    frame = pd.read_csv(SURVEY)
+    start = time.perf_counter()
+    release = _run({"roles": {"keys": SURVEY_KEYS, "strata": "urbrur"},
+                    "steps": [{"use": "local-suppression", "k": 3, "columns": SURVEY_KEYS}]}, frame, seed=0)
+    elapsed = time.perf_counter() - start
+    assert release.verification["whole_file"]["holds"]
+    assert all(c["status"] == "verified" for c in release.verification["claims"])
+    suppressed = release.verification["values_set_missing"]
+    assert 0 < suppressed < 0.01 * len(frame) * len(SURVEY_KEYS)
+    print(f"survey file: {suppressed} suppressions in {elapsed:.2f} s")  # the figure quoted in docs/key-maskers.md
+
+
+def test_key_maskers_page_runs(tmp_path):
+    """docs/key-maskers.md: every example runs and prints what the page shows."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert run_page("key-maskers.md", tmp_path) == 4
+
+
+def test_key_maskers_pass_the_conformance_kit():
+    import privclust.testing
+
+    frame = _people(60)[["sex", "age"]]
+    identity = {"0-17": {"0-17": 1.0}, "18-39": {"18-39": 1.0}, "40-64": {"40-64": 1.0}, "65+": {"65+": 1.0}}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        privclust.testing.check_component(LocalSuppression(k=3), frame)
+        privclust.testing.check_component(PRAM(matrix={**MATRIX, **identity}), frame)
+
+
+def test_a_text_key_recipe_runs_with_evaluators_and_a_report(tmp_path):
+    """Text keys reach no numeric code path: the evaluations' default columns and the report's histograms
+    leave a key masker's columns to the key evaluators (a traceback before)."""
+    frame = _people()
+    frame.to_csv(tmp_path / "in.csv", index=False)
+    (tmp_path / "r.toml").write_text('[roles]\nkeys = ["sex", "age", "job"]\n[[steps]]\nuse = "local-suppression"\n'
+                                     'columns = ["sex", "age", "job"]\n[[evaluate]]\nuse = "key-frequencies"\n')
+    from privclust.cli import main
+
+    code = main(["run", str(tmp_path / "r.toml"), "-i", str(tmp_path / "in.csv"), "-o", str(tmp_path / "out.csv"),
+                 "--report", str(tmp_path / "out.html"), "--seed", "1", "--quiet"])
+    assert code == 0 and (tmp_path / "out.html").exists()
+    out = pd.read_csv(tmp_path / "out.csv")
+    assert (_matches(out, KEYS) >= 3).all()
+
+
+def test_pram_reads_integer_codes_with_missing_values_as_the_matrix_names_them():
+    frame = pd.DataFrame({"sex": [1.0, 2.0, np.nan, 1.0, 2.0, 2.0]})  # integer codes read as floats (a NaN)
+    out = PRAM(matrix={"1": {"1": 0.0, "2": 1.0}, "2": {"2": 1.0}}).mask(frame, privclust.PrivacyContext(seed=0))
+    assert out.data["sex"].tolist()[:2] == [2.0, 2.0] and np.isnan(out.data["sex"][2])
