@@ -315,7 +315,9 @@ def _sum_checks(checks: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> 
     wholes = [k["whole_file"] for k in checks if "whole_file" in k]
     if wholes:  # the stratum columns are among its columns: a group never crosses a stratum
         whole = {**wholes[0], "k": max((w["k"] for w in wholes if w.get("k") is not None), default=None),
-                 "holds": all(w.get("holds") for w in wholes),
+                 # refuted where some stratum refutes it, undecided where some stratum could not decide
+                 "holds": (False if any(w.get("holds") is False for w in wholes) else
+                           None if any(w.get("holds") is None for w in wholes) else True),
                  "min_group_size": min(w["min_group_size"] for w in wholes)}
         for key in ("groups", "unique_records", "records_in_small_groups", "missing_values"):
             whole[key] = sum(int(w.get(key, 0)) for w in wholes)

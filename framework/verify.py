@@ -241,7 +241,16 @@ def _k_check(frame: pd.DataFrame, columns: Sequence[str], extra: Sequence[str], 
             out.update(identical_min_group_size=smallest, min_matching_records=int(found.min()),
                        records_with_few_matches=int((found < k).sum()), missing_values=holes)
             out["holds"] = int(found.min()) >= k
+        else:  # sdcMicro's matching count not computed: undecided, neither verified nor refuted
+            out["holds"] = None
+            out["matching_patterns_over"] = _MAX_PATTERNS
     return out
+
+
+#: Why a k-anonymity check with missing values is undecided (the matching count was not computed).
+UNDECIDED_MATCHING = (f"the released values hold more than {_MAX_PATTERNS} patterns of missing values, and the host "
+                      "did not compute sdcMicro's count of matching records (a missing value matching any value) "
+                      "there, so it can neither verify nor refute k-anonymity under that convention")
 
 
 def _kind_of_claim(guarantee: str | None) -> str | None:
@@ -488,7 +497,9 @@ def verify(context: PrivacyContext, original: pd.DataFrame, released: pd.DataFra
                          f"{on_file['min_group_size']} record(s)"
                          + (f" and {on_file['records_in_small_groups']} records are in groups smaller than {k}"
                             if k else "") + (", so the claim does NOT hold on the released file."
-                                             if k and not on_file["holds"] else "."))
+                                             if k and on_file["holds"] is False else
+                                             f"; whether the claim holds there is undecided: {UNDECIDED_MATCHING}."
+                                             if k and on_file["holds"] is None else "."))
             if _kind_of_claim(entry.mechanism) == "k-anonymity":
                 if matching is not None and own["holds"]:
                     status = "verified"
@@ -508,6 +519,12 @@ def verify(context: PrivacyContext, original: pd.DataFrame, released: pd.DataFra
                             + f" of {_cols(columns)} is shared by at least {smallest} records (k = {k})"
                             + (f", a missing value counted as a value of its own ({holes} are released missing)"
                                if holes else "") + "." + after)
+                elif own["holds"] is None:
+                    status = "claimed"
+                    text = (f"Claimed by {who}, not verified: k-anonymity with k = {k} of {_cols(columns)}. On {on}, "
+                            f"counting identical rows (the missingness pattern as part of the row), {small} of {n} "
+                            f"records are in groups smaller than {k}; but {UNDECIDED_MATCHING}. The claim was: {claim}"
+                            + after)
                 elif k is None:
                     status = "refuted"
                     text = (f"Claimed by {who}, not verified: the k-anonymity claim names no k the host can check "
@@ -566,6 +583,10 @@ def _whole_file_text(whole: Mapping[str, Any], n: int) -> str:
             f"{_records(whole['unique_records'])} unique")
     if k is None:
         return text + "."
+    if whole.get("holds") is None:
+        return text + (f". Whether together these columns are k-anonymous with k = {k} (the largest k a step claims) "
+                       f"is undecided: counting identical rows, {whole['records_in_small_groups']} of {n} records are "
+                       f"in groups smaller than {k}, but {UNDECIDED_MATCHING}.")
     if whole.get("holds"):
         how = (f" (a missing value counted as matching any value: every record matches at least "
                f"{whole['min_matching_records']})" if "min_matching_records" in whole else "")
@@ -821,6 +842,10 @@ def _whole_file_extras(checks: Mapping[str, Any]) -> list[str]:
     k = whole.get("k")
     if k is None or whole.get("holds") or not checks.get("changed_columns"):
         return []
+    if whole.get("holds") is None:
+        return [f"Whether the released file is k-anonymous with k = {k} is undecided: over {WHOLE_FILE_SCOPE} "
+                f"({_cols(whole['columns'])}), counting identical rows, {whole['records_in_small_groups']} of "
+                f"{checks['records']} records are in groups smaller than {k}, but {UNDECIDED_MATCHING}."]
     return [f"The released file is NOT k-anonymous with k = {k}: over {WHOLE_FILE_SCOPE} "
             f"({_cols(whole['columns'])}), {whole['records_in_small_groups']} of {checks['records']} "
             f"records are in groups of identical rows smaller than {k} ({_records(whole['unique_records'])} unique)"

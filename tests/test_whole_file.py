@@ -329,3 +329,33 @@ def test_a_claim_whose_values_a_later_step_changed_names_the_values_it_was_check
             "is shared by at least 3 records)") in release.verdict
     assert "every released combination is shared by at least 6 records" in release.verdict
     assert release.verification["whole_file"]["holds"] and "NOT k-anonymous" not in release.verdict
+
+
+def test_a_k_anonymity_the_host_cannot_decide_is_neither_verified_nor_refuted(monkeypatch):
+    """Above its limit of missingness patterns the host does not compute
+    sdcMicro's matching count; it said "does NOT hold" (and the verdict "NOT
+    k-anonymous") whether or not the suppressions made the file k-anonymous
+    under that convention. It now says the question is undecided."""
+    from privclust import verify
+
+    monkeypatch.setattr(verify, "_MAX_PATTERNS", 2)  # as if the file held more than 64 patterns
+    rng = np.random.default_rng(0)
+    keys = ["k0", "k1", "k2", "k3"]
+    frame = pd.DataFrame({c: rng.choice(list("abc"), 40) for c in keys}).assign(x=rng.normal(size=40))
+    release = _run({"roles": {"keys": keys}, "steps": [{"use": "local-suppression", "k": 3, "columns": keys}]},
+                   frame)
+    whole = release.verification["whole_file"]
+    assert whole["holds"] is None and whole["records_in_small_groups"] > 0  # identical rows alone: short of k
+    assert "Whether the released file is k-anonymous with k = 3 is undecided" in release.verdict
+    assert "NOT k-anonymous" not in release.verdict
+    claim = release.verification["claims"][0]
+    assert claim["status"] == "claimed"
+    entry = next(e for e in release.ledger.of_kind("guarantee") if e.step == 0)
+    assert "not verified" in entry.statement and "can neither verify nor refute" in entry.statement
+    assert "does NOT hold" not in entry.statement
+    # without the limit the host decides, and the suppressions hold under sdcMicro's convention
+    monkeypatch.setattr(verify, "_MAX_PATTERNS", 64)
+    decided = _run({"roles": {"keys": keys}, "steps": [{"use": "local-suppression", "k": 3, "columns": keys}]},
+                   frame)
+    assert decided.verification["whole_file"]["holds"] is True
+    assert decided.verification["claims"][0]["status"] == "verified"
