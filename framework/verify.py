@@ -507,8 +507,9 @@ def verify(context: PrivacyContext, original: pd.DataFrame, released: pd.DataFra
                     text = (f"{who} claims: {claim} Verified by the host"
                             + (f" on the values step {entry.step} released" if later else "")
                             + f" with a missing value counted as matching any value (sdcMicro's convention; {holes} "
-                            f"values of {_cols(columns)} are released missing): every released record agrees, on the "
-                            f"columns both observe, with at least {matching} released records (k = {k}). Counting identical rows only (the "
+                            f"values of {_cols(columns)} are missing across the released file, every stratum "
+                            f"included): every released record agrees, on the columns both observe, with at least "
+                            f"{matching} released records (k = {k}). Counting identical rows only (the "
                             f"missingness pattern as part of the row), the smallest group has {smallest} record(s): "
                             "which values are missing is released and is not protected." + after)
                 elif own["holds"]:
@@ -517,7 +518,7 @@ def verify(context: PrivacyContext, original: pd.DataFrame, released: pd.DataFra
                             + (f" on the values step {entry.step} released: every combination" if later else
                                ": every released combination")
                             + f" of {_cols(columns)} is shared by at least {smallest} records (k = {k})"
-                            + (f", a missing value counted as a value of its own ({holes} are released missing)"
+                            + (f", a missing value counted as a value of its own ({holes} are missing across the released file)"
                                if holes else "") + "." + after)
                 elif own["holds"] is None:
                     status = "claimed"
