@@ -58,7 +58,7 @@ from ._io import (
 )
 from .compare import MAX_RUNS, check_plot, compare, parse_sweep, summarize
 from .constraints import ConstraintSet, judge
-from .accounting import _exact, at_least
+from .ledger import at_least, exact
 from .datasets import TABLE1_RULE, table1
 from .errors import PrivclustError, RecipeError
 from .hookspecs import hookimpl
@@ -408,7 +408,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
         lines.append(f"  evaluate: {spec.use}")
     if recipe.privacy.limited:
         planned = sum(c[0] for c in planned_costs(compiled.steps))
-        lines.append(f"  budget: epsilon {_exact(recipe.privacy.epsilon)}, delta {_exact(recipe.privacy.delta)}; the "
+        lines.append(f"  budget: epsilon {exact(recipe.privacy.epsilon)}, delta {exact(recipe.privacy.delta)}; the "
                      f"steps declare at least epsilon {at_least(planned)} in all, which fits (a cost that depends "
                      "on the data, such as dp-dpcl's with calibration = \"paper\", epsilon x 2(n - 1) for n records, "
                      "is "

@@ -84,7 +84,7 @@ import numpy as np
 import pandas as pd
 
 from ._optional import deferred, optional
-from .accounting import ADD_REMOVE, PrivacyContext, _exact, at_least, at_most, relation_kind
+from .accountants import ADD_REMOVE, relation_kind
 from .components import (
     CAPABILITIES,
     KIND_METHODS,
@@ -95,6 +95,7 @@ from .components import (
     Sensitivity,
     capability,
 )
+from .context import PrivacyContext
 from .errors import (
     BudgetExceededError,
     ParameterError,
@@ -102,6 +103,7 @@ from .errors import (
     PrivclustWarning,
 )
 from .hookspecs import hookimpl
+from .ledger import at_least, at_most, exact
 from .recipe import Budget, ComponentSpec, dumps_toml
 from .registry import Registry, get_registry, known_leak_names
 from .runner import _check_frame, check_data, compile
@@ -869,8 +871,8 @@ def audit_mechanism(mechanism: Any, *, epsilon: float = 1.0, delta: float = 0.0,
                     + _lattice_events(A_sel[:, 0], B_sel[:, 0], (0.0, *inputs)))
 
         outcomes.append(_audit_pair(A, B, charged[1], share, extra))
-    return _finish(f"the {name} mechanism (release with sensitivity {sensitivity:g}, epsilon {_exact(epsilon)}"
-                   + (f", delta {_exact(delta)}" if delta else "") + ")",
+    return _finish(f"the {name} mechanism (release with sensitivity {sensitivity:g}, epsilon {exact(epsilon)}"
+                   + (f", delta {exact(delta)}" if delta else "") + ")",
                    "the released value of each run", neighbour_pairs, outcomes, (charged[0], charged[1]),
                    1 - alpha, [])
 
