@@ -4,7 +4,8 @@ An :class:`Accountant` totals the DP entries of a ledger and refuses a new
 one that would take the total past the budget. :class:`BasicAccountant` is
 the host's (sequential composition, parallel over the host's strata, the two
 neighbouring relations converted); a plugin may supply its own through the
-``privclust_make_accountant`` hook, whose default implementation is here.
+``privclust_make_accountant`` hook, whose default implementation is in
+:mod:`privclust.accounting`.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from typing import Any, Protocol, runtime_checkable
 import attrs
 
 from .errors import BudgetExceededError, PrivclustError
-from .hookspecs import hookimpl
 from .ledger import LedgerEntry, at_least, component_text, exact
 from .recipe import Budget
 
@@ -28,7 +28,6 @@ __all__ = [
     "accountant_description",
     "accountant_name",
     "group_delta",
-    "privclust_make_accountant",
     "relation_kind",
 ]
 
@@ -191,9 +190,3 @@ def accountant_description(accountant: Any) -> str:
         return text
     text = component_text("the plugin accountant's description", text)
     return f"{text} (as stated by the plugin accountant {accountant_name(accountant)}, not checked by the host)"
-
-
-@hookimpl(trylast=True)
-def privclust_make_accountant(budget: Budget) -> Accountant:
-    """The built-in default: :class:`BasicAccountant`."""
-    return BasicAccountant(budget)

@@ -7,7 +7,9 @@ compose), :mod:`privclust.seeds` (random streams without the seed),
 :mod:`privclust.progress` (progress callbacks) and :mod:`privclust.context`
 (:class:`PrivacyContext`, the stash and the read-only view). This module
 re-exports their names, so ``from privclust.accounting import X`` keeps
-working; new code imports from the module that owns a name.
+working; new code imports from the module that owns a name. The registry
+registers this module as the host's plugin ``privclust.accounting``: its
+``privclust_make_accountant`` is the default accountant.
 """
 
 from __future__ import annotations
@@ -20,10 +22,10 @@ from .accountants import (
     accountant_description,
     accountant_name,
     group_delta,
-    privclust_make_accountant,
     relation_kind,
 )
 from .context import ContextView, PrivacyContext, Resolver, Stash, StashKey, session_resolver
+from .hookspecs import hookimpl
 from .ledger import (
     HOST,
     STATUSES,
@@ -90,3 +92,9 @@ __all__ = [
     "relation_kind",
     "session_resolver",
 ]
+
+
+@hookimpl(trylast=True)
+def privclust_make_accountant(budget: Budget) -> Accountant:
+    """The built-in default: :class:`BasicAccountant`."""
+    return BasicAccountant(budget)

@@ -33,7 +33,7 @@ import math
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, runtime_checkable
+from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
 import attrs
 import numpy as np
@@ -58,9 +58,6 @@ from .ledger import (
 from .recipe import KNOWN_LEAKS, Budget, ComponentSpec
 from .seeds import SeedStream
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .constraints import ConstraintSet
-
 __all__ = [
     "ContextView",
     "PrivacyContext",
@@ -71,6 +68,11 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+
+#: The edit rules a context carries: a :class:`~privclust.ConstraintSet`. Typed
+#: loosely: the constraints layer sits above the context (it binds components,
+#: which are handed a context), so this module does not import it.
+Rules = Any
 
 
 # ---------------------------------------------------------------------------
@@ -182,7 +184,7 @@ class PrivacyContext:
         accountant: Accountant | None = None,
         resolver: Resolver | None = None,
         registry: Resolver | None = None,
-        constraints: ConstraintSet | None = None,
+        constraints: Rules | None = None,
     ):
         if resolver is not None and registry is not None and resolver is not registry:
             raise PrivclustError("PrivacyContext: resolver= and registry= are the same parameter; give one")
@@ -271,7 +273,7 @@ class PrivacyContext:
         step_id: str,
         component: str,
         *,
-        constraints: ConstraintSet | None = None,
+        constraints: Rules | None = None,
         on_progress: Callable[[float, float | None], None] | None = None,
         integer_columns: Sequence[str] | None = None,
     ) -> Iterator[PrivacyContext]:
@@ -315,7 +317,7 @@ class PrivacyContext:
         return None if self._step is None else self._step.index
 
     @property
-    def constraints(self) -> ConstraintSet | None:
+    def constraints(self) -> Rules | None:
         """The edit rules that apply to the current step's columns (or ``None``)."""
         if self._step is not None:
             return self._step.constraints

@@ -40,7 +40,7 @@ from typing import Any
 import attrs
 import pluggy
 
-from . import accountants, building, hookspecs
+from . import accounting, building, hookspecs
 from .accountants import BasicAccountant
 from .components import KIND_METHODS, KINDS, capability
 from .errors import (
@@ -258,8 +258,7 @@ class Registry:
             pm.add_hookspecs(hookspecs)
             self._pm = pm
             try:
-                # the host's default accountant (privclust.accountants), under the name plugins have always seen
-                self._register(accountants, "privclust.accounting", NAME, _own_version(), builtin=True)
+                self._register(accounting, "privclust.accounting", NAME, _own_version(), builtin=True)
                 for ep, dist, version, builtin in self._ordered_entry_points():
                     if ep.name in self._blocked_plugins:
                         pm.set_blocked(ep.name)
