@@ -37,7 +37,9 @@ The checks (each raises ``AssertionError`` with a message saying what to fix):
     each; its released labels and its own ``laplace`` draws included). When a
     run released more values than the audit keeps, the check warns
     (:class:`~privclust.PrivclustWarning`, INCONCLUSIVE) naming the values it
-    did not see.
+    did not see. Its result is remembered for the same component (pickled
+    state), data and component tables in a process: a suite that checks one
+    DP component in several tests audits it once.
 
 ``optional_capabilities``
     each optional member the component has (``planned_cost``,
@@ -54,7 +56,7 @@ Evaluators get the data as ``original`` and a release that differs from it
 as ``protected``. :func:`parametrize_components` names its tests
 ``<name>-<check>`` (``rounding.2-<check>`` for a second instance).
 
-The empirical privacy auditor: :func:`audit_mechanism`,
+The empirical privacy auditor (:mod:`privclust.audit`, its names re-exported here): :func:`audit_mechanism`,
 :func:`audit_component` and :func:`audit_recipe` run a mechanism, a
 component or a recipe's DP steps many times on neighbouring inputs and
 return an :class:`AuditResult` whose ``epsilon_lower_bound`` holds at the
