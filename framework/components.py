@@ -38,11 +38,13 @@ import numpy as np
 import pandas as pd
 
 from .errors import DataError
+from .ledger import Sensitivity as Sensitivity  # defined with the ledger that records it; re-exported
 from .params import DataLeak
 from .specs import component_params, stated_params
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .accounting import Ledger, PrivacyContext
+    from .context import PrivacyContext
+    from .ledger import Ledger
 
 __all__ = [
     "CAPABILITIES",
@@ -254,27 +256,6 @@ class Masked(_Picklable):
     data: pd.DataFrame
     partition: Partition | None = None
     diagnostics: Mapping[str, Any] = attrs.field(factory=dict, converter=_freeze_mapping)
-
-
-@attrs.frozen(kw_only=True)
-class Sensitivity:
-    """The sensitivity of a released vector: its L1 and L2 bounds.
-
-    A noise mechanism takes the norm it needs (Laplace and geometric: L1;
-    Gaussian: L2). A plain number passed where a Sensitivity is expected is
-    an L1 bound, and serves as the (conservative) L2 bound too.
-    """
-
-    l1: float
-    l2: float | None = None
-
-    @classmethod
-    def of(cls, value: float | Sensitivity) -> Sensitivity:
-        return value if isinstance(value, Sensitivity) else cls(l1=float(value), l2=float(value))
-
-    @property
-    def l2_bound(self) -> float:
-        return self.l1 if self.l2 is None else self.l2
 
 
 @attrs.frozen(kw_only=True)

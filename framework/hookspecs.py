@@ -20,9 +20,10 @@ import pluggy
 if TYPE_CHECKING:  # pragma: no cover - imports for annotations only
     from collections.abc import Callable, Sequence
 
-    from .accounting import Accountant, Budget, ContextView
+    from .accountants import Accountant
+    from .context import ContextView
     from .errors import Problem
-    from .recipe import Recipe, Step
+    from .recipe import Budget, Recipe, Step
     from .registry import Registry
     from .runner import StepOutcome
 

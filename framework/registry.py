@@ -41,7 +41,7 @@ import attrs
 import pluggy
 
 from . import accounting, building, hookspecs
-from .accounting import BasicAccountant, looks_like_host
+from .accountants import BasicAccountant
 from .components import KIND_METHODS, KINDS, capability
 from .errors import (
     DuplicateComponentError,
@@ -52,6 +52,7 @@ from .errors import (
     UnknownComponentError,
 )
 from .hookspecs import NAME
+from .ledger import looks_like_host
 from .params import answer_renames
 from .recipe import KNOWN_LEAKS, STEP_KEYS
 from .specs import _thaw, field_doc, field_kind, param_name
@@ -698,12 +699,6 @@ def register(plugin: Any, name: str | None = None) -> str:
     replaced, so re-running a notebook cell just works.
     """
     return get_registry().register(plugin, name)
-
-
-# A PrivacyContext made without a registry (a component used outside a recipe)
-# resolves nested components through the session registry; accounting sits
-# below this module, so the session registry is handed to it here.
-accounting.set_default_registry(get_registry)
 
 
 # ---------------------------------------------------------------------------

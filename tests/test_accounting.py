@@ -351,3 +351,48 @@ def test_the_budget_refusal_states_the_total_rounded_up_and_the_budget_exactly()
         spend(context, 0.2000001)
     assert "bringing the total to 0.300001 > the budget epsilon=0.3;" in str(err.value)
     assert repr(context).startswith("<PrivacyContext budget epsilon=0.3 spent=0.1 ")
+
+
+def test_the_context_resolves_components_through_the_resolver_it_is_given():
+    """Item 4 of issue 27: the context takes a resolver (anything with
+    ``create(kind, value)``), not a registry injected into the module."""
+    asked = []
+
+    class Resolver:
+        def create(self, kind, value):
+            asked.append((kind, value))
+            return "resolved"
+
+    context = PrivacyContext(resolver=Resolver())
+    assert context.mechanism("gaussian") == "resolved" and asked == [("noise_mechanisms", "gaussian")]
+    assert context.registry is context.resolver  # the older name reads the same resolver
+    assert isinstance(context.accountant, privclust.BasicAccountant)  # a resolver without make_accountant
+    with pytest.raises(PrivclustError, match="resolver= and registry= are the same parameter"):
+        PrivacyContext(resolver=Resolver(), registry=Resolver())
+
+
+def test_a_context_without_a_resolver_uses_the_session_registry_and_no_module_global():
+    from privclust import accounting, context as context_module
+
+    assert not hasattr(accounting, "set_default_registry") and not hasattr(context_module, "_registry_provider")
+    context = PrivacyContext(seed=1)
+    assert context.resolver is None  # looked up on first use, not at import time
+    assert type(context.mechanism("laplace")).name == "laplace"
+    assert context.resolver is privclust.get_registry()
+
+
+def test_accounting_still_exports_every_name_it_did_before_the_split():
+    from privclust import accounting, accountants, context, ledger, seeds
+
+    for name in ("Accountant", "BasicAccountant", "Budget", "ContextView", "Ledger", "LedgerEntry", "HOST",
+                 "NothingProtectedWarning", "Origin", "PrivacyContext", "PrivacyLeakWarning", "RecordProgress",
+                 "Stash", "StashKey", "ThrottledProgress", "at_least", "at_most", "ADD_REMOVE", "REPLACE_ONE",
+                 "relation_kind", "looks_like_host", "component_text", "accountant_description", "accountant_name",
+                 "privclust_make_accountant", "STATUSES"):
+        assert hasattr(accounting, name), name
+    # the private names other modules imported, kept as aliases of their new public names for one release
+    assert accounting._exact is ledger.exact and accounting._jsonable is ledger.jsonable
+    assert accounting._group_delta is accountants.group_delta and accounting._SeedStream is seeds.SeedStream
+    assert accounting._not_the_host is ledger.not_the_host and accounting._dp_statement is ledger.dp_statement
+    assert accounting.PrivacyContext is context.PrivacyContext is privclust.PrivacyContext
+    assert privclust.Sensitivity is ledger.Sensitivity  # defined with the ledger, re-exported by components

@@ -14,6 +14,7 @@ import pytest
 
 import privclust
 import privclust.testing as pt
+from privclust import audit, audit_events
 from privclust import Sensitivity, param
 from privclust.cli import main
 
@@ -393,12 +394,12 @@ def test_the_paper_claim_of_dp_dpcl_is_refuted_but_the_charge_holds(registry):
 
 
 def test_the_value_budget_is_shared_fairly_over_the_releases():
-    assert pt._allocate([1, 10, 5]) == [1, 10, 5]  # everything fits: everything kept
-    keep = pt._allocate([1, 1 << 20, 40])
+    assert audit._allocate([1, 10, 5]) == [1, 10, 5]  # everything fits: everything kept
+    keep = audit._allocate([1, 1 << 20, 40])
     assert keep[0] == 1 and keep[2] == 40 and sum(keep) == pt.AUDIT_VALUES  # small releases kept whole
-    keep = pt._allocate([5000, 5000, 5000])
+    keep = audit._allocate([5000, 5000, 5000])
     assert sum(keep) == pt.AUDIT_VALUES and max(keep) - min(keep) <= 1
-    keep = pt._allocate([1] * (pt.AUDIT_VALUES + 3))
+    keep = audit._allocate([1] * (pt.AUDIT_VALUES + 3))
     assert sum(keep) == pt.AUDIT_VALUES and keep[-3:] == [0, 0, 0]
 
 
@@ -629,11 +630,11 @@ def test_dp_dpc_grid_labels_show_no_signal(registry):
 def test_label_statistics_leave_the_moved_record_out():
     frame = _bridge()
     (pair,) = pt.neighbour_pairs(frame)
-    shared = pt._shared_records(pair)
+    shared = audit_events.shared_records(pair)
     assert 0 not in shared.first_rows.tolist() and shared.first_rows.size == len(frame) - 1
-    one = pt._label_statistics(np.r_[7, np.zeros(40, dtype=int)], shared.first_rows, shared.near)
+    one = audit_events.label_statistics(np.r_[7, np.zeros(40, dtype=int)], shared.first_rows, shared.near)
     assert one[0] == 1 and one[1] == 1 and one[2] == 1  # record 0's own label (7) is not counted
-    split = pt._label_statistics(np.r_[0, np.zeros(20, dtype=int), np.ones(20, dtype=int)], shared.first_rows,
+    split = audit_events.label_statistics(np.r_[0, np.zeros(20, dtype=int), np.ones(20, dtype=int)], shared.first_rows,
                                  shared.near)
     assert split[0] == 2 and split[1] == 0
 
@@ -641,7 +642,7 @@ def test_label_statistics_leave_the_moved_record_out():
 def test_the_recording_generator_draws_what_the_step_would_draw():
     plain = np.random.default_rng(5)
     sink: list = []
-    recording = pt._RecordingGenerator(np.random.default_rng(5).bit_generator, sink)
+    recording = audit._RecordingGenerator(np.random.default_rng(5).bit_generator, sink)
     assert np.array_equal(recording.laplace(0.0, 2.0, 4), plain.laplace(0.0, 2.0, 4))
     assert np.array_equal(recording.normal(size=3), plain.normal(size=3))
     assert len(sink) == 1 and sink[0][1].tolist() == [2.0] * 4
@@ -662,3 +663,37 @@ def test_cli_audit_fails_on_labels_from_raw_distances(tmp_path, capsys):
     captured = capsys.readouterr()
     assert code == 1, captured.out + captured.err
     assert "FAILED" in captured.out and "event: label statistic" in captured.out
+
+
+def test_the_kit_runs_a_dp_components_audit_once_per_component_data_and_tables(monkeypatch):
+    """Issue 27, item 4: the audit is one check, run once per DP component in a
+    process (the suite checks some components in several tests). The same
+    component on other data, or through rebuilt component tables, is audited
+    again; a component that cannot be pickled is audited every time."""
+    from privclust_plugins.noise import LaplaceMechanism
+
+    calls = []
+    real = pt.audit_component
+    monkeypatch.setattr(pt, "audit_component", lambda *a, **k: calls.append(k["kind"]) or real(*a, **k))
+    monkeypatch.setattr(pt, "_AUDITS", {})
+    registry = privclust.Registry(use_env=False)
+    component = LaplaceMechanism(epsilon=1.0, bounds={c: [-5, 15] for c in "abc"})
+    frame = pt.example_frame()
+    for _ in range(2):
+        dict(pt.component_checks(component, frame, registry=registry))["privacy_audit"](component)
+    assert calls == ["noise_mechanisms"]
+    same = LaplaceMechanism(epsilon=1.0, bounds={c: [-5, 15] for c in "abc"})  # equal state: remembered
+    dict(pt.component_checks(same, frame, registry=registry))["privacy_audit"](same)
+    assert len(calls) == 1
+    other = frame.assign(a=frame["a"] + 1.0)
+    dict(pt.component_checks(component, other, registry=registry))["privacy_audit"](component)
+    assert len(calls) == 2
+    class Nothing:
+        @privclust.hookimpl
+        def privclust_register_maskers(self, register):
+            pass
+
+    registry.register(Nothing(), "nothing")  # the tables are rebuilt: what a name resolves to may have changed
+    dict(pt.component_checks(component, frame, registry=registry))["privacy_audit"](component)
+    assert len(calls) == 3
+    assert pt._audit_once("x", lambda: None, frame, "maskers", registry, lambda: "fresh") == "fresh"  # not picklable

@@ -32,17 +32,17 @@ PUBLIC_SUBMODULES = {"datasets", "plots", "sampling", "sklearn", "testing"}
 LAYERS: list[set[str]] = [
     {"errors", "hookspecs", "sampling"},
     {"_optional"},
-    {"specs", "_io", "plots", "datasets"},
+    {"specs", "_io", "plots", "datasets", "ledger", "seeds", "progress"},
     {"engines"},
     {"params"},
     {"components"},
     {"recipe", "constraints", "building"},
-    {"accounting"},
+    {"accountants", "context", "accounting"},
     {"registry"},
     {"verify", "report"},
     {"runner"},
-    {"compare", "testing", "sklearn", "strata"},
-    {"cli"},
+    {"compare", "harness", "audit_events", "audit", "testing", "sklearn", "strata"},
+    {"cliargs", "cli", "__main__"},
     {"__init__"},
 ]
 
@@ -137,6 +137,27 @@ def test_no_module_level_import_cycle():
 
 def test_no_cycle_even_through_function_level_imports():
     assert cycles([e for e in import_edges() if e[2] in ("module", "function")]) == []
+
+
+#: Type-only imports that still close a circle, each with what removes it. The
+#: hook contract annotates its hooks' arguments with the registry and the
+#: runner's StepOutcome, and the registry loads the contract: they go when
+#: StepOutcome moves below the registry and the check_recipe hook's registry
+#: is annotated by a protocol of its own (issue 27, item 4).
+KNOWN_TYPE_ONLY_CIRCLE_EDGES = {("hookspecs", "registry"), ("hookspecs", "runner")}
+
+
+def test_no_cycle_even_counting_type_only_imports():
+    """Imports under ``if TYPE_CHECKING:`` count too (a circle of annotations
+    is a circle a reader and a type checker must untangle); the only ones
+    left are listed, and the list shrinks: a listed edge that no longer
+    exists must be taken off it."""
+    edges = import_edges()
+    present = {(a, b) for a, b, where, _ in edges if where == "type"}
+    gone = KNOWN_TYPE_ONLY_CIRCLE_EDGES - present
+    assert not gone, f"take these off KNOWN_TYPE_ONLY_CIRCLE_EDGES, they no longer exist: {sorted(gone)}"
+    counted = [e for e in edges if (e[0], e[1]) not in KNOWN_TYPE_ONLY_CIRCLE_EDGES or e[2] != "type"]
+    assert cycles(counted) == []
 
 
 def test_no_module_imports_inside_a_function():

@@ -91,7 +91,7 @@ def test_the_install_commands_rely_on_what_exists():
     """The two install lines stay true: the console script, the extras
     ``tests`` and ``docs``, and ``.ci/run`` that the README names."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
-    assert project["scripts"]["privclust"] == "privclust.cli:entry"
+    assert project["scripts"]["privclust"] == "privclust.__main__:entry"
     assert {"tests", "docs"} <= set(project["optional-dependencies"])
     second = [c for c in _shell_commands() if "pip install -e" in c]
     assert second == ['.venv/bin/pip install -e ".[tests,docs]"']

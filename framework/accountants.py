@@ -1,0 +1,192 @@
+"""The accountants: how the privacy costs in a ledger compose.
+
+An :class:`Accountant` totals the DP entries of a ledger and refuses a new
+one that would take the total past the budget. :class:`BasicAccountant` is
+the host's (sequential composition, parallel over the host's strata, the two
+neighbouring relations converted); a plugin may supply its own through the
+``privclust_make_accountant`` hook, whose default implementation is in
+:mod:`privclust.accounting`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
+
+import attrs
+
+from .errors import BudgetExceededError, PrivclustError
+from .ledger import LedgerEntry, at_least, component_text, exact
+from .recipe import Budget
+
+__all__ = [
+    "ADD_REMOVE",
+    "REPLACE_ONE",
+    "Accountant",
+    "BasicAccountant",
+    "accountant_description",
+    "accountant_name",
+    "group_delta",
+    "relation_kind",
+]
+
+#: Relative slack when comparing a total with the budget (float rounding only).
+_TOLERANCE = 1e-9
+
+
+@runtime_checkable
+class Accountant(Protocol):
+    """Composes privacy costs. A plugin may supply its own through the
+    ``privclust_make_accountant`` hook."""
+
+    budget: Budget
+    #: One line naming the composition rule, for the ledger and the report.
+    description: str
+
+    def total(self, entries: Sequence[LedgerEntry]) -> tuple[float, float]:
+        """The (epsilon, delta) the DP entries cost together."""
+        ...
+
+    def check(self, entries: Sequence[LedgerEntry], new: LedgerEntry) -> None:
+        """Raise :class:`~privclust.BudgetExceededError` if ``new`` would take
+        the total past the budget."""
+        ...
+
+
+REPLACE_ONE = "replace-one"
+ADD_REMOVE = "add/remove"
+
+
+def relation_kind(text: str | None) -> str:
+    """The neighbouring relation a ledger entry states: ``"replace-one"``
+    (bounded DP: one record's values change, n is public), ``"add/remove"``
+    (unbounded DP: one record is added or removed), or the text itself for
+    any other relation."""
+    t = (text or "").strip().lower()
+    if t.startswith(("replace-one", "replace one", "bounded")):
+        return REPLACE_ONE
+    if t.startswith(("add/remove", "add-remove", "add or remove", "add-or-remove", "unbounded")):
+        return ADD_REMOVE
+    return t
+
+
+def group_delta(epsilon: float, delta: float) -> float:
+    """``(1 + e^epsilon) delta``: an add/remove release's delta under
+    replace-one. Infinite (no guarantee) where ``e^epsilon`` overflows, never
+    an ``OverflowError``; 0 when ``delta`` is."""
+    if not delta:
+        return 0.0
+    try:
+        return (1.0 + math.exp(epsilon)) * delta
+    except OverflowError:  # e^epsilon beyond the largest double (epsilon above about 709.78)
+        return math.inf
+
+
+@attrs.frozen
+class BasicAccountant:
+    """Basic sequential composition, with parallel composition over the parts
+    of a partition the host made.
+
+    Entries without a ``partition`` add up (Dwork & Roth, Thm 3.16). Entries
+    sharing a partition group ``(group, part)`` touch disjoint sets of records:
+    the group costs the maximum, over its parts, of the sum within a part
+    (McSherry 2009, parallel composition). Groups and ungrouped entries add.
+
+    Only the host sets ``partition`` on an entry: when the recipe declares
+    strata (``[roles] strata = ["<public column>", ...]``) the runner runs each
+    step once per stratum, on that stratum's records only, so the parts are
+    disjoint by construction. A ``partition`` a component passes to
+    ``context.spend`` is not checkable; the context records it in the entry's
+    details and leaves ``partition`` empty, so it is charged sequentially.
+
+    Relations: releases stated under one neighbouring relation compose under
+    it. When a run mixes ``add/remove`` and ``replace-one`` releases, the total
+    is stated under replace-one, each add/remove release counting as
+    (2 epsilon, (1 + e^epsilon) delta): replacing a record is removing it and
+    adding another (group privacy for two records). Any other mix of relations
+    cannot be composed and is refused.
+    """
+
+    budget: Budget
+    description: str = (
+        "basic sequential composition (epsilons and deltas add up), parallel composition "
+        "(maximum over the strata of the public stratum columns the host split the records by); add/remove "
+        "releases count twice under replace-one"
+    )
+
+    def relation(self, entries: Sequence[LedgerEntry]) -> str | None:
+        """The relation the total holds under (``None`` without DP releases)."""
+        kinds = {relation_kind(e.relation) for e in entries if e.kind == "dp" and e.relation}
+        if not kinds:
+            return None
+        if len(kinds) == 1:
+            return kinds.pop()
+        if kinds == {REPLACE_ONE, ADD_REMOVE}:
+            return REPLACE_ONE
+        raise PrivclustError(
+            "cannot compose releases stated under different neighbouring relations: "
+            + "; ".join(sorted(repr(k) for k in kinds))
+            + ". State each release's relation as 'replace-one ...' or 'add/remove ...', or supply an accountant "
+            "that knows how to convert them (the privclust_make_accountant hook)"
+        )
+
+    def total(self, entries: Sequence[LedgerEntry]) -> tuple[float, float]:
+        target = self.relation(entries)
+        eps = delta = 0.0
+        groups: dict[str, dict[str, list[float]]] = {}
+        for e in entries:
+            if e.kind != "dp":
+                continue
+            e_eps, e_delta = e.epsilon, e.delta
+            if target == REPLACE_ONE and relation_kind(e.relation) == ADD_REMOVE:
+                e_eps, e_delta = 2.0 * e.epsilon, group_delta(e.epsilon, e.delta)
+            if e.partition is None:
+                eps += e_eps
+                delta += e_delta
+            else:
+                group, part = e.partition
+                acc = groups.setdefault(group, {}).setdefault(part, [0.0, 0.0])
+                acc[0] += e_eps
+                acc[1] += e_delta
+        for parts in groups.values():
+            eps += max(v[0] for v in parts.values())
+            delta += max(v[1] for v in parts.values())
+        return eps, delta
+
+    def check(self, entries: Sequence[LedgerEntry], new: LedgerEntry) -> None:
+        self.relation([*entries, new])  # refuses relations that cannot be composed, budget or not
+        if not self.budget.limited:
+            return
+        eps, delta = self.total([*entries, new])
+        limit_eps = self.budget.epsilon
+        assert limit_eps is not None
+        where = f"step {new.step} ({new.step_id})" if new.step is not None else "this release"
+        if eps > limit_eps * (1 + _TOLERANCE):
+            raise BudgetExceededError(
+                f"{where} would spend epsilon={at_least(new.epsilon)} ({new.mechanism} on {new.covers}), bringing "
+                f"the total to {at_least(eps)} > the budget epsilon={exact(limit_eps)}; raise [privacy] epsilon "
+                "or lower the step's epsilon. Nothing was recorded and no noise was drawn."
+            )
+        if delta > self.budget.delta * (1 + _TOLERANCE) + 1e-300:
+            raise BudgetExceededError(
+                f"{where} would spend delta={at_least(new.delta, 3)}, bringing the total to {at_least(delta, 3)} > the "
+                f"budget delta={exact(self.budget.delta)}; raise [privacy] delta or use a pure-epsilon mechanism. "
+                "Nothing was recorded and no noise was drawn."
+            )
+
+
+def accountant_name(accountant: Any) -> str:
+    """Who composes the ledger: ``"the host's basic accountant"`` for
+    :class:`BasicAccountant`, else the plugin class's dotted name."""
+    cls = type(accountant)
+    return "the host's basic accountant" if cls is BasicAccountant else f"{cls.__module__}.{cls.__qualname__}"
+
+
+def accountant_description(accountant: Any) -> str:
+    """The accountant's rule in words, credited to its plugin when it is not the host's."""
+    text = str(getattr(accountant, "description", type(accountant).__name__))
+    if type(accountant) is BasicAccountant:
+        return text
+    text = component_text("the plugin accountant's description", text)
+    return f"{text} (as stated by the plugin accountant {accountant_name(accountant)}, not checked by the host)"

@@ -1,0 +1,584 @@
+"""The privacy-accounting context every run carries.
+
+:class:`PrivacyContext` holds the run's budget, its accountant, its random
+streams, its ledger and a typed stash for plugin-private state. Components
+receive it as their ``context`` argument and never keep it.
+
+Spending: ``context.spend(...)`` asks the accountant to compose the new cost
+with everything already in the ledger and raises
+:class:`~privclust.BudgetExceededError` *before* anything is recorded and
+before any noise is drawn. Noise mechanisms call it first, then draw from
+``context.rng``.
+
+Randomness: one :class:`numpy.random.SeedSequence` per run (entropy from the
+operating system unless a seed is given), spawned once per step, in step
+order. The seed itself is never stored in the ledger or any report; anyone
+holding it could undo the masking. The context does not even keep it: it
+keeps only numpy's mixed entropy pool, from which it derives exactly the
+streams a ``SeedSequence`` would (see :class:`~privclust.seeds.SeedStream`).
+
+Components: ``context.component(kind, value)`` and ``context.mechanism(...)``
+resolve a name through the context's *resolver* (:class:`Resolver`: anything
+with ``create(kind, value)``, such as a :class:`~privclust.Registry`), given
+as ``resolver=`` or ``registry=``; a context made without one resolves
+through the session registry (``privclust.get_registry()``), looked up by
+name when a component is first resolved: this module sits below
+``privclust.registry`` and never imports it.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import warnings
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
+
+import attrs
+import numpy as np
+
+from ._optional import deferred
+from .accountants import Accountant, BasicAccountant, accountant_description
+from .errors import BudgetExceededError, ParameterError, PrivclustError
+from .ledger import (
+    HOST,
+    Ledger,
+    LedgerEntry,
+    Origin,
+    PrivacyLeakWarning,
+    Sensitivity,
+    at_least,
+    at_most,
+    component_text,
+    dp_statement,
+    exact,
+    not_the_host,
+)
+from .recipe import KNOWN_LEAKS, Budget, ComponentSpec
+from .seeds import SeedStream
+
+__all__ = [
+    "ContextView",
+    "PrivacyContext",
+    "Resolver",
+    "Stash",
+    "StashKey",
+    "session_resolver",
+]
+
+T = TypeVar("T")
+
+#: The edit rules a context carries: a :class:`~privclust.ConstraintSet`. Typed
+#: loosely: the constraints layer sits above the context (it binds components,
+#: which are handed a context), so this module does not import it.
+Rules = Any
+
+
+# ---------------------------------------------------------------------------
+# The typed stash
+# ---------------------------------------------------------------------------
+
+
+class StashKey(Generic[T]):
+    """A key into :class:`Stash`; create one per kind of value, at module level."""
+
+    __slots__ = ("description",)
+
+    def __init__(self, description: str = ""):
+        self.description = description
+
+    def __repr__(self) -> str:
+        return f"StashKey({self.description!r})"
+
+
+class Stash:
+    """Plugin-private state for one run, keyed by :class:`StashKey` objects
+    (so two plugins cannot collide on a string key)."""
+
+    def __init__(self) -> None:
+        self._data: dict[StashKey[Any], Any] = {}
+
+    def __setitem__(self, key: StashKey[T], value: T) -> None:
+        self._data[key] = value
+
+    def __getitem__(self, key: StashKey[T]) -> T:
+        return self._data[key]
+
+    def get(self, key: StashKey[T], default: T | None = None) -> T | None:
+        return self._data.get(key, default)
+
+    def setdefault(self, key: StashKey[T], default: T) -> T:
+        return self._data.setdefault(key, default)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._data
+
+    def __delitem__(self, key: StashKey[T]) -> None:
+        del self._data[key]
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+# ---------------------------------------------------------------------------
+# The context
+# ---------------------------------------------------------------------------
+
+
+@attrs.frozen
+class _StepInfo:
+    index: int
+    step_id: str
+    component: str
+    constraints: Any
+    on_progress: Callable[[float, float | None], None] | None
+    integer_columns: tuple[str, ...] | None = None
+
+
+@runtime_checkable
+class Resolver(Protocol):
+    """What a context resolves nested components through: ``create(kind,
+    value)`` turns a name, a spec or a table into an instance of the
+    component kind ``kind`` (a :class:`~privclust.Registry` is one, and
+    honours its blocked and swapped components). One that also has
+    ``make_accountant(budget)`` chooses the context's accountant."""
+
+    def create(self, kind: str, value: Any) -> Any: ...
+
+
+#: The module whose ``get_registry()`` gives the session registry: looked up
+#: by name on first use (it sits above this module, which never imports it).
+_SESSION_REGISTRY = "privclust.registry"
+
+
+def session_resolver() -> Resolver:
+    """The session registry (``privclust.get_registry()``), the resolver of a
+    context made without one."""
+    resolver: Resolver = deferred(_SESSION_REGISTRY).get_registry()
+    return resolver
+
+
+class PrivacyContext:
+    """The privacy-accounting context of one run.
+
+    :param budget: a :class:`Budget` (or ``None`` for none declared).
+    :param seed: an integer (or a :class:`numpy.random.SeedSequence`) for
+        reproducible experiments; ``None`` takes entropy from the operating
+        system. The seed is never written to the ledger or a report.
+    :param accountant: an accountant; by default the resolver's
+        ``make_accountant`` (a registry's ``privclust_make_accountant`` hook)
+        chooses, or :class:`BasicAccountant`.
+    :param resolver: what components are resolved through
+        (``context.component``, ``context.mechanism``): a :class:`Resolver`
+        such as a :class:`~privclust.Registry`; by default the session
+        registry, looked up when a component is first resolved.
+    :param registry: the same as ``resolver`` (its older name).
+    :param constraints: edit rules for components used outside a recipe.
+    """
+
+    def __init__(
+        self,
+        budget: Budget | None = None,
+        *,
+        seed: int | np.random.SeedSequence | None = None,
+        accountant: Accountant | None = None,
+        resolver: Resolver | None = None,
+        registry: Resolver | None = None,
+        constraints: Rules | None = None,
+    ):
+        if resolver is not None and registry is not None and resolver is not registry:
+            raise PrivclustError("PrivacyContext: resolver= and registry= are the same parameter; give one")
+        resolver = resolver if resolver is not None else registry
+        self.budget = budget if budget is not None else Budget()
+        if accountant is None:
+            make = getattr(resolver, "make_accountant", None)
+            accountant = make(self.budget) if make is not None else BasicAccountant(self.budget)
+        self.accountant = accountant
+        accountant_description(accountant)  # a plugin accountant's words are a component's: refused before the run
+        #: What components are resolved through (``None``: the session registry, on first use).
+        self.resolver = resolver
+        self.ledger = Ledger()
+        self.stash = Stash()
+        self.seeded = seed is not None
+        if isinstance(seed, np.random.SeedSequence):
+            root = seed
+        elif isinstance(seed, SeedStream):
+            root = None
+            self._root = seed
+        else:
+            if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0):
+                raise PrivclustError(f"a seed must be a non-negative integer; got {seed!r}")
+            root = np.random.SeedSequence(None if seed is None else int(seed))
+        if root is not None:
+            # Keep numpy's mixed pool, not the seed: the same streams, no copy of the seed.
+            self._root = SeedStream.of(root)
+            del root
+        del seed
+        self._default_constraints = constraints
+        self._step: _StepInfo | None = None
+        self._rng: np.random.Generator | None = None
+        self._rng_seq: SeedStream | None = None
+        self._part: tuple[str, str] | None = None
+        self._random_steps: set[int] = set()
+
+    def __repr__(self) -> str:  # never shows the seed
+        eps = "none" if self.budget.epsilon is None else exact(self.budget.epsilon)
+        spent, _ = self.spent
+        return (f"<PrivacyContext budget epsilon={eps} spent={at_least(spent)} entries={len(self.ledger)} "
+                f"seeded={self.seeded}>")
+
+    @property
+    def registry(self) -> Any:
+        """The context's resolver (its older name; ``None`` until a component
+        is resolved through the session registry)."""
+        return self.resolver
+
+    def __reduce__(self):  # a context is per-run state; it must not be pickled with its seed
+        raise TypeError("a PrivacyContext cannot be pickled; create one per run")
+
+    # -- randomness ------------------------------------------------------------
+
+    def _spawn_sequence(self) -> SeedStream:
+        return self._root.spawn(1)[0]
+
+    @property
+    def rng(self) -> np.random.Generator:
+        """The random generator of the current step (one stream per step)."""
+        if self._rng is None:
+            self._rng_seq = self._spawn_sequence()
+            self._rng = np.random.default_rng(self._rng_seq)
+        return self._rng
+
+    def spawn(self, n: int) -> list[np.random.Generator]:
+        """``n`` independent generators for the current step (e.g. one per
+        block of a parallel computation), reproducible under a seed."""
+        if self._rng_seq is None:
+            _ = self.rng
+        assert self._rng_seq is not None
+        return [np.random.default_rng(s) for s in self._rng_seq.spawn(n)]
+
+    def spawn_seeds(self, n: int) -> list[Any]:
+        """``n`` child seed sequences of the run (for runs of their own, e.g. the
+        configurations of a comparison). Each is a numpy seed sequence
+        (``generate_state``, ``spawn``) that holds no copy of the seed; pass it
+        as the ``seed`` of another context or to ``numpy.random.default_rng``."""
+        return self._root.spawn(n)
+
+    # -- steps ---------------------------------------------------------------------
+
+    @contextmanager
+    def step(
+        self,
+        index: int,
+        step_id: str,
+        component: str,
+        *,
+        constraints: Rules | None = None,
+        on_progress: Callable[[float, float | None], None] | None = None,
+        integer_columns: Sequence[str] | None = None,
+    ) -> Iterator[PrivacyContext]:
+        """Enter a step: a fresh random stream, its constraints, its progress
+        sink, and the step's columns the host releases as integers."""
+        not_the_host(component)
+        previous = (self._step, self._rng, self._rng_seq)
+        self._step = _StepInfo(index, step_id, component, constraints, on_progress,
+                               None if integer_columns is None else tuple(map(str, integer_columns)))
+        self._rng = self._rng_seq = None
+        try:
+            yield self
+        finally:
+            if self._rng_seq is not None and index >= 0:  # the step drew from the run's randomness
+                self._random_steps.add(index)
+            self._step, self._rng, self._rng_seq = previous
+
+    @property
+    def random_steps(self) -> tuple[int, ...]:
+        """The indices of the steps that drew from the run's randomness (their
+        generator was made): under a seed, whoever has it can redraw their
+        random choices."""
+        return tuple(sorted(self._random_steps))
+
+    def _note_random(self, indices: Iterable[int]) -> None:
+        """Host only: steps run in another context (a stratum's) drew randomness."""
+        self._random_steps.update(int(i) for i in indices)
+
+    @contextmanager
+    def _in_part(self, column: str, value: str) -> Iterator[None]:
+        """Host only: the releases inside use only the records of one stratum
+        of the public stratum columns the runner split the data by."""
+        previous, self._part = self._part, (column, value)
+        try:
+            yield
+        finally:
+            self._part = previous
+
+    @property
+    def step_index(self) -> int | None:
+        return None if self._step is None else self._step.index
+
+    @property
+    def constraints(self) -> Rules | None:
+        """The edit rules that apply to the current step's columns (or ``None``)."""
+        if self._step is not None:
+            return self._step.constraints
+        return self._default_constraints
+
+    @property
+    def integer_columns(self) -> tuple[str, ...] | None:
+        """The current step's columns that the host releases as integers (the
+        integer columns of the run's input: it rounds them after the last
+        step), whatever dtype they have in the step's data (after an earlier
+        step they hold floats); ``None`` outside a run's step (then the
+        data's integer dtypes say it)."""
+        return None if self._step is None else self._step.integer_columns
+
+    def progress(self, done: float, total: float | None = None) -> None:
+        """Report progress of a long step (shown by the CLI's progress bar)."""
+        if self._step is not None and self._step.on_progress is not None:
+            self._step.on_progress(done, total)
+
+    # -- components ------------------------------------------------------------------
+
+    def component(self, kind: str, value: Any) -> Any:
+        """Resolve a nested-component value (an instance, a name or a spec)
+        into an instance, through the resolver so that swaps are honoured."""
+        if value is None or not isinstance(value, ComponentSpec | str | Mapping):
+            return value
+        if self.resolver is None:
+            self.resolver = session_resolver()
+        return self.resolver.create(kind, value)
+
+    def mechanism(self, value: Any = "laplace") -> Any:
+        """A noise mechanism by name (``"laplace"``, ``"geometric"``,
+        ``"gaussian"`` or any registered one), a spec or an instance."""
+        return self.component("noise_mechanisms", value)
+
+    # -- accounting --------------------------------------------------------------
+
+    def _entry(self, kind: str, statement: str, **fields: Any) -> LedgerEntry:
+        info = self._step
+        component = fields.pop("component", None) or (None if info is None else info.component)
+        if fields.get("origin", Origin.COMPONENT) is not Origin.HOST:
+            not_the_host(component)
+        return LedgerEntry(
+            seq=len(self.ledger),
+            kind=kind,
+            step=None if info is None else info.index,
+            step_id=None if info is None else info.step_id,
+            component=component,
+            statement=statement,
+            **fields,
+        )
+
+    def spend(
+        self,
+        *,
+        epsilon: float,
+        delta: float = 0.0,
+        mechanism: str,
+        sensitivity: float | Sensitivity | str,
+        relation: str,
+        covers: str,
+        not_covered: str = "",
+        claimed_epsilon: float | None = None,
+        partition: tuple[str, str] | None = None,
+        details: Mapping[str, Any] | None = None,
+        component: str | None = None,
+        noise: str = "",
+    ) -> LedgerEntry:
+        """Record a differentially private release, after checking the budget.
+
+        :param epsilon: the epsilon that actually holds for this release (the
+            honest figure, which the accountant charges).
+        :param delta: its delta (0 for pure epsilon-DP).
+        :param mechanism: e.g. ``"laplace"``.
+        :param sensitivity: the sensitivity used (a number, a
+            :class:`Sensitivity` or a description).
+        :param relation: the neighbouring relation, e.g. ``"replace-one (bounded DP)"``.
+        :param covers: which released values the guarantee covers.
+        :param not_covered: which outputs it does not cover.
+        :param claimed_epsilon: the figure a method's paper claims, when it
+            differs from ``epsilon``.
+        :param partition: ``(group, part)`` when the component says this
+            release touches only the records of one part of a disjoint
+            partition. The host cannot check that, so it charges the release
+            sequentially and keeps the claim in the entry's details. Parallel
+            composition is granted only inside a run whose recipe declares
+            strata (``[roles] strata``): the runner then runs each step once
+            per stratum and tags every release of a stratum itself.
+        :param noise: how the noise was drawn, for the statement (e.g. the
+            lattice the values are released on and the sensitivity after
+            rounding to it).
+        :raises BudgetExceededError: before anything is recorded.
+        """
+        not_the_host(component)
+        mechanism, relation, covers, not_covered, noise = (
+            component_text(f"spend(): {label}", value)
+            for label, value in (("mechanism", mechanism), ("relation", relation), ("covers", covers),
+                                 ("not_covered", not_covered), ("noise", noise)))
+        for label, value in (("epsilon", epsilon), ("delta", delta)):
+            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+                raise PrivclustError(f"spend(): {label} must be a finite number >= 0; got {value!r}")
+        if epsilon == 0 and delta == 0:
+            raise PrivclustError("spend(): a release with epsilon = 0 and delta = 0 adds no protection cost; "
+                                 "do not record it as a DP release")
+        if isinstance(sensitivity, Sensitivity):
+            sens: Any = {"l1": sensitivity.l1, "l2": sensitivity.l2_bound}
+            sens_text = f"L1 {at_most(sensitivity.l1)}" + (
+                f", L2 {at_most(sensitivity.l2)}" if sensitivity.l2 is not None else "")
+        else:
+            sens = sensitivity
+            # a sensitivity shown rounded down: rounded up, the statement would cover a larger change than the
+            # noise was drawn for
+            sens_text = (at_most(sensitivity) if isinstance(sensitivity, int | float)
+                         else component_text("spend(): sensitivity", str(sensitivity)))
+        statement = dp_statement(
+            epsilon=float(epsilon), delta=float(delta), mechanism=mechanism, sensitivity=sens_text,
+            relation=relation, covers=covers, not_covered=not_covered, claimed_epsilon=claimed_epsilon,
+            noise=noise,
+        )
+        details = dict(details or {})
+        if partition:
+            claimed = [component_text("spend(): partition", str(x)) for x in tuple(partition)]
+            details["claimed_partition"] = claimed
+            statement += (f" The component declared parallel composition over part {claimed[-1]!r} of "
+                          f"{claimed[0]!r}; the host cannot check that the parts are disjoint, so this release is "
+                          "charged sequentially.")
+        partition = None
+        if self._part is not None:
+            partition = self._part
+            statement += (f" It uses only the records of the stratum {self._part[0]} = {self._part[1]!r} (the host "
+                          "ran the step on that stratum alone), so it composes in parallel with the other strata.")
+        entry = self._entry(
+            "dp",
+            statement,
+            mechanism=mechanism,
+            sensitivity=sens,
+            relation=relation,
+            epsilon=float(epsilon),
+            delta=float(delta),
+            claimed_epsilon=None if claimed_epsilon is None else float(claimed_epsilon),
+            covers=covers,
+            not_covered=not_covered or None,
+            partition=partition,
+            details=details,
+            component=component,
+        )
+        self.accountant.check(self.ledger.entries, entry)
+        self.ledger._append(entry)
+        return entry
+
+    def can_spend(self, epsilon: float, delta: float = 0.0) -> bool:
+        """Whether a release of this cost would fit in the budget now."""
+        probe = self._entry("dp", "probe", epsilon=float(epsilon), delta=float(delta), mechanism="probe",
+                            covers="probe", partition=self._part)
+        try:
+            self.accountant.check(self.ledger.entries, probe)
+        except BudgetExceededError:
+            return False
+        return True
+
+    def record(self, statement: str, *, guarantee: str, details: Mapping[str, Any] | None = None,
+               component: str | None = None) -> LedgerEntry:
+        """Record a non-DP guarantee (k-anonymity, probabilistic k-anonymity,
+        edit rules satisfied...). ``guarantee`` names it; ``statement`` says
+        in words what it covers and what it does not."""
+        not_the_host(component)
+        statement = component_text("record(): statement", statement)
+        guarantee = component_text("record(): guarantee", guarantee)
+        entry = self._entry("guarantee", statement, mechanism=guarantee, details=details, component=component,
+                            claim=statement, status="claimed")
+        self.ledger._append(entry)
+        return entry
+
+    def record_leak(self, parameter: str, explanation: str, *, alternative: str = "",
+                    details: Mapping[str, Any] | None = None) -> LedgerEntry:
+        """Record something that weakens a guarantee, e.g. a parameter derived
+        from the data without spending budget. Also emits a warning.
+
+        ``parameter`` is the leak's name (one of :data:`privclust.KNOWN_LEAKS`,
+        e.g. ``"bounds"``, or a name the component declares in its
+        ``leak_names`` class attribute). The leak is refused (:class:`~privclust.ParameterError`,
+        nothing recorded) unless the budget opts in to it by name
+        (``Budget(allow_leaks=[...])``, ``[privacy] allow_leaks`` in a recipe):
+        the secure default is to claim nothing that a data-derived parameter
+        would void."""
+        parameter, explanation, alternative = (component_text(f"record_leak(): {label}", value) for label, value in
+                                               (("parameter", parameter), ("explanation", explanation),
+                                                ("alternative", alternative)))
+        if not self.budget.allows(parameter):
+            info = self._step
+            where = "" if info is None else f"step {info.step_id!r} ({info.component}): "
+            declared = parameter in KNOWN_LEAKS
+            raise ParameterError(
+                f"{where}refused a data-derived parameter or weakness {parameter!r}: {explanation} Either give a "
+                f"public value ({alternative or 'see the component documentation'}), or accept that the release "
+                f"has no differential-privacy guarantee by opting in with [privacy] allow_leaks = [\"{parameter}\"] "
+                f"(Budget(allow_leaks=[{parameter!r}]) in Python)."
+                + ("" if declared else f" Built-in leak names: {', '.join(KNOWN_LEAKS)}; a plugin that records "
+                   f"{parameter!r} declares it in its component's leak_names."))
+        statement = f"{parameter}: {explanation}"
+        if alternative:
+            statement += f" Alternative: {alternative}"
+        entry = self._entry("leak", statement, mechanism=parameter, details=details)
+        self.ledger._append(entry)
+        warnings.warn(PrivacyLeakWarning(statement), stacklevel=2)
+        return entry
+
+    def _record_host(self, kind: str, statement: str, *, details: Mapping[str, Any] | None = None,
+                     **fields: Any) -> LedgerEntry:
+        """Host only (the runner): a ``process`` or ``verified`` entry, or a
+        guarantee the host itself checked on the released data."""
+        fields.setdefault("component", HOST if kind != "process" else None)
+        entry = self._entry(kind, statement, details=details, origin=Origin.HOST, **fields)
+        self.ledger._append(entry)
+        return entry
+
+    def _adopt(self, entry: LedgerEntry) -> LedgerEntry:
+        """Host only (the runner): take over an entry a stratum's own context
+        recorded in a worker, numbered in this ledger. A DP entry keeps the
+        stratum its context tagged it with, and is checked against the
+        budget like any spend."""
+        adopted = attrs.evolve(entry, seq=len(self.ledger))
+        if adopted.kind == "dp":
+            self.accountant.check(self.ledger.entries, adopted)
+        self.ledger._append(adopted)
+        return adopted
+
+    def view(self) -> ContextView:
+        """A read-only view of the run so far (for observers)."""
+        # Copies: an entry is frozen, but its details are a dict an observer could change in place.
+        return ContextView(budget=self.budget, entries=copy.deepcopy(self.ledger.entries), spent=self.spent,
+                           seeded=self.seeded, step_index=self.step_index)
+
+    @property
+    def spent(self) -> tuple[float, float]:
+        """The (epsilon, delta) spent so far, as the accountant composes it."""
+        return self.accountant.total(self.ledger.entries)
+
+    @property
+    def remaining(self) -> float | None:
+        """The epsilon left, or ``None`` without a declared budget."""
+        if self.budget.epsilon is None:
+            return None
+        return max(0.0, self.budget.epsilon - self.spent[0])
+
+
+
+
+@attrs.frozen(kw_only=True)
+class ContextView:
+    """What an observer (``privclust_step_*`` hooks) sees of a run: the budget,
+    the ledger entries so far (a tuple of frozen entries) and the spend. It
+    cannot spend, record or draw random numbers."""
+
+    budget: Budget
+    entries: tuple[LedgerEntry, ...]
+    spent: tuple[float, float]
+    seeded: bool
+    step_index: int | None = None
+
+    @property
+    def ledger(self) -> Ledger:
+        """A copy of the ledger so far (changing it changes nothing in the run)."""
+        return Ledger(self.entries)
