@@ -329,7 +329,7 @@ class Recode:
                 dim_keys.append(c)
                 dim_levels[c] = table
                 continue
-            labels = self._fixed(c, series)
+            labels = self._fixed(c, series, context.integer_columns() or ())
             codes, uniques = pd.factorize(series if labels is None else pd.Series(labels, dtype=object), sort=False)
             fixed_codes.append(codes.astype(np.int64))
             fixed_sizes.append(len(uniques))
@@ -350,6 +350,7 @@ class Recode:
                 top = lattice.evaluate(tuple(s - 1 for s in lattice.shape))
                 raise DataError(f"{who}: k = {self.k} cannot be reached with at most {budget} suppressed records "
                                 f"(max_suppressed = {self.max_suppressed} of {n}): even at the highest levels "
+                                "allowed (those levels gives, else the top of each hierarchy) "
                                 f"{int(top.below.sum())} records match fewer than k on {', '.join(columns)}; raise "
                                 "max_suppressed, add levels to the hierarchies, or recode the other keys")
             outcome = search.best
@@ -368,7 +369,7 @@ class Recode:
                 "pruned_by_monotonicity": search.pruned_by_monotonicity, "skipped_by_bound": search.skipped_by_bound}
                if search is not None else {})})
 
-    def _fixed(self, c: str, series: pd.Series) -> np.ndarray | None:
+    def _fixed(self, c: str, series: pd.Series, integers: Sequence[str]) -> np.ndarray | None:
         """The released values of a key that is not in the lattice (object array, ``None`` where missing; a numeric
         key top/bottom coded to its thresholds stays numeric); ``None``: a key the step leaves as it is."""
         who = self.name
@@ -386,6 +387,12 @@ class Recode:
             high = ~missing & (values >= top) if top is not None else np.zeros(len(values), dtype=bool)
             low = ~missing & (values < bottom) if bottom is not None else np.zeros(len(values), dtype=bool)
             if self.coding == "threshold":
+                whole = c in integers or pd.api.types.is_integer_dtype(series)
+                odd = [t for t in (top, bottom) if t is not None and whole and not float(t).is_integer()]
+                if odd:
+                    raise ParameterError(f"{who}: key {c!r} holds whole numbers and coding = \"threshold\" would "
+                                         f"release the threshold {odd[0]!r}, which the host rounds; give a whole "
+                                         "number, or coding = \"label\"")
                 out = values.copy()
                 out[high], out[low] = (top if top is not None else 0.0), (bottom if bottom is not None else 0.0)
                 return out
