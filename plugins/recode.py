@@ -329,13 +329,13 @@ class Recode:
                 dim_keys.append(c)
                 dim_levels[c] = table
                 continue
-            labels = self._fixed(c, series, context.integer_columns() or ())
+            labels = self._fixed(c, series, context.integer_columns or ())
             codes, uniques = pd.factorize(series if labels is None else pd.Series(labels, dtype=object), sort=False)
             fixed_codes.append(codes.astype(np.int64))
             fixed_sizes.append(len(uniques))
             released[c] = labels
         fixed = np.column_stack(fixed_codes) if fixed_codes else np.zeros((n, 0), dtype=np.int64)
-        lattice = _lattice.Lattice(dims, fixed, fixed_sizes, self.k or n + 1)
+        lattice = _lattice.Lattice(dims, fixed, fixed_sizes, self.k or 1)  # without k: no record is below
         search = None
         if self.k is not None:
             if n < self.k:
