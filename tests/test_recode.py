@@ -308,3 +308,49 @@ def test_survey_file_recipe_runs_and_the_host_verifies_the_keys():
     recode_claims = [c for c in release.verification["claims"] if c["component"] == "recode"]
     assert [c["status"] for c in recode_claims] == ["verified", "verified"]
     assert sum(d["records_suppressed"] for d in parts.values()) <= 0.05 * len(survey) + 2
+
+
+def test_recode_passes_the_conformance_kit():
+    import warnings
+
+    import privclust.testing
+
+    frame = _people(60)[["job", "age", "sex"]]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        privclust.testing.check_component(Recode(hierarchies={"job": JOBS}, levels={"job": 1},
+                                                 breaks={"age": [0, 45, 90]}), frame)
+        privclust.testing.check_component(Recode(hierarchies={"job": JOBS}, breaks={"age": [[0, 45, 90], "*"]},
+                                                 levels={"job": 1, "age": 1}, k=3, max_suppressed=0.5), frame)
+
+
+def test_recode_recipe_runs_with_evaluators_and_a_report(tmp_path):
+    """An integer-coded key released as labels is not rounded by the host (a ValueError before)."""
+    frame = _people()
+    frame["relat"] = np.tile([1, 2, 3, 4, 9], len(frame) // 5)
+    frame.to_csv(tmp_path / "in.csv", index=False)
+    (tmp_path / "r.toml").write_text(
+        '[roles]\nkeys = ["sex", "job", "relat"]\n[[steps]]\nuse = "recode"\ncolumns = ["sex", "job", "relat"]\n'
+        '[steps.maps.relat]\n4 = "4-9"\n9 = "4-9"\n[steps.maps.job]\njudge = "clerk"\n'
+        '[[steps]]\nuse = "local-suppression"\ncolumns = ["sex", "job", "relat"]\n'
+        '[[evaluate]]\nuse = "key-frequencies"\n')
+    from privclust.cli import main
+
+    code = main(["run", str(tmp_path / "r.toml"), "-i", str(tmp_path / "in.csv"), "-o", str(tmp_path / "out.csv"),
+                 "--report", str(tmp_path / "out.html"), "--seed", "1", "--quiet"])
+    assert code == 0 and (tmp_path / "out.html").exists()
+    out = pd.read_csv(tmp_path / "out.csv", dtype={"relat": str})
+    assert set(out["relat"].dropna()) <= {"1", "2", "3", "4-9"}
+
+
+def test_check_does_not_promise_integers_for_keys_released_as_labels(tmp_path, capsys):
+    frame = _people()
+    frame["relat"] = np.tile([1, 2, 3, 4, 9], len(frame) // 5)
+    frame.to_csv(tmp_path / "in.csv", index=False)
+    (tmp_path / "r.toml").write_text('[roles]\nkeys = ["relat"]\n[[steps]]\nuse = "recode"\ncolumns = ["relat"]\n'
+                                     '[steps.maps.relat]\n4 = "4-9"\n9 = "4-9"\n')
+    from privclust.cli import main
+
+    assert main(["check", str(tmp_path / "r.toml"), "-i", str(tmp_path / "in.csv")]) == 0
+    line = next(t for t in capsys.readouterr().out.splitlines() if "integer columns, rounded" in t)
+    assert "except a key a key masker releases as text" in line
