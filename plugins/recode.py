@@ -375,7 +375,7 @@ class Recode:
         who = self.name
         missing = series.isna().to_numpy()
         if c in (self.maps or {}):
-            _categorical(who, c, series, "a category map")
+            _categorical(who, c, series, "a category map recodes categories")
             mapping = self.maps[c]
             return np.array([None if m else mapping.get(_text(v), _text(v))
                              for v, m in zip(series.to_numpy(dtype=object), missing, strict=True)], dtype=object)
@@ -401,7 +401,7 @@ class Recode:
             out[low] = f"< {_number(bottom)}" if bottom is not None else None
             return out
         if privclust.is_real_column(series):
-            _categorical(who, c, series, "leaving it as it is (it is counted in k-anonymity)")
+            _categorical(who, c, series, "a key the step leaves as it is is counted as categories")
         return None
 
     def _record(self, context: PrivacyContext, columns: list[str], chosen: dict[str, int],
@@ -459,8 +459,8 @@ def _categorical(who: str, c: str, series: pd.Series, what: str) -> None:
         observed = values[~np.isnan(values)]
         if not np.all(np.isfinite(observed)) or np.any(observed != np.round(observed)):
             raise DataError(f"{who}: column {c!r} is numeric with values that are not whole numbers (a continuous "
-                            f"variable), which {what} cannot treat: give it interval breaks (breaks = {{{c} = [...]}}) "
-                            "or leave it out of the step's columns")
+                            f"variable), and {what}: give it interval breaks (breaks = {{{c} = [...]}}) or leave it "
+                            "out of the step's columns")
 
 
 def _numbers(who: str, c: str, series: pd.Series, what: str) -> np.ndarray:
@@ -477,7 +477,7 @@ def _levels_of(c: str, series: pd.Series, hierarchy: Any) -> list[tuple[np.ndarr
     missing = series.isna().to_numpy()
     table = isinstance(hierarchy[0], tuple) and isinstance(hierarchy[0][0], str)
     if table:
-        _categorical("recode", c, series, "a hierarchy table")
+        _categorical("recode", c, series, "a hierarchy table lists categories")
         texts = np.array([None if m else _text(v) for v, m in zip(series.to_numpy(dtype=object), missing,
                                                                     strict=True)], dtype=object)
         index = {row[0]: i for i, row in enumerate(hierarchy)}

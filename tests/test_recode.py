@@ -254,6 +254,8 @@ def test_bad_parameters_refused_when_compiled(params, match):
      privclust.ParameterError, r"'sex' is recoded but not among the step's columns \(job\)"),
     (pd.DataFrame({"income": [1.5, 2.25]}), {"maps": {"income": {"1.5": "low"}}},
      privclust.DataError, r"column 'income' is numeric with values that are not whole numbers.*category map.*breaks"),
+    (pd.DataFrame({"income": [1.5, 2.25], "job": ["clerk", "nurse"]}), {"maps": {"job": {"nurse": "care"}}},
+     privclust.DataError, r"column 'income' is numeric.*a key the step leaves as it is.*give it interval breaks"),
     (pd.DataFrame({"income": [1.5, 2.25]}), {"hierarchies": {"income": [["1.5", "*"]]}, "levels": {"income": 1}},
      privclust.DataError, r"column 'income' is numeric.*hierarchy table"),
     (pd.DataFrame({"job": ["clerk", "nurse"]}), {"breaks": {"job": [0, 1]}},
