@@ -246,8 +246,8 @@ class Recode:
                         doc="the level of each hierarchy key, {key = level}; with k, the keys it leaves out get "
                             "the level of least loss")
     k: int | None = param(int, default=None, optional=True, ge=2,
-                          doc="with k: choose the levels not given and suppress the records below k (every record "
-                              "then matches at least k records of its stratum)")
+                          doc="the minimum group size: choose the levels not given and suppress the records below k "
+                              "(every record then matches at least k records of its stratum); default: no k")
     max_suppressed: float = param(float, default=0.05, ge=0, lt=1,
                                   doc="with k: the largest share of the records that may be suppressed (ARX's "
                                       "suppression limit)")
