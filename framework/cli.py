@@ -423,7 +423,10 @@ def _cmd_check(args: argparse.Namespace) -> int:
         rounded = [c for c in integer_columns(checked.frame) if c in changed]
         if rounded:
             lines.append(f"    integer columns, rounded by the host after the steps and released as integers: "
-                         f"{', '.join(rounded)}")
+                         f"{', '.join(rounded)}" + (" (except a key a key masker releases as text: recode's labels)"
+                                                    if any(cs.id and cs.kind == "maskers" and getattr(
+                                                        type(cs.component), "key_masker", False) is True
+                                                        for cs in compiled.steps) else ""))
         role_of = roles.columns
         kept = [f"{c} ({role_of[c]})" if c in role_of else str(c) for c in checked.frame.columns if c not in changed]
         lines.append(f"    released as in the data: {', '.join(kept) if kept else '(none)'}")

@@ -284,7 +284,8 @@ def before_after(release: Any, columns: Sequence[str] | None = None, *, bins: in
     cols = list(columns) if columns is not None else [
         c for c in release.original.columns
         if any(c in o.columns for o in release.outcomes if o.kind != "clusterers")
-        and pd.api.types.is_numeric_dtype(release.original[c]) and not pd.api.types.is_bool_dtype(release.original[c])]
+        and pd.api.types.is_numeric_dtype(release.original[c]) and not pd.api.types.is_bool_dtype(release.original[c])
+        and pd.api.types.is_numeric_dtype(release.data[c])]  # not a key a key masker released as labels (recode)
     text = [c for c in cols if not pd.api.types.is_numeric_dtype(release.original[c])]
     if text:
         raise PrivclustError(f"column(s) {', '.join(map(repr, text))} are not numeric: a histogram needs numbers")

@@ -1534,7 +1534,8 @@ def release_integers(context: PrivacyContext, frame: pd.DataFrame, current: pd.D
     rounding and not after (``None`` without integer columns to round)."""
     changed = {c for o in outcomes if o.kind != "clusterers" for c in o.columns}
     integers = integer_columns(frame)
-    targets = [c for c in integers if c in changed]
+    # a key masker may release an integer-coded key as text (recode's labels): no longer numbers, not rounded
+    targets = [c for c in integers if c in changed and is_real_column(current[c])]
     if not targets:
         return None
     exact = {c for c in targets if pd.api.types.is_integer_dtype(current[c])}  # a step released integers

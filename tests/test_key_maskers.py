@@ -286,7 +286,7 @@ def test_key_maskers_page_runs(tmp_path):
     """docs/key-maskers.md: every example runs and prints what the page shows."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        assert run_page("key-maskers.md", tmp_path) == 4
+        assert run_page("key-maskers.md", tmp_path) == 7
 
 
 def test_key_maskers_pass_the_conformance_kit():
