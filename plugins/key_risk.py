@@ -51,6 +51,8 @@ __version__ = "0.1.0"
 
 #: Above this many key subsets (sum of C(M, k) for k up to max_size) SUDA2 is refused: name a smaller max_size.
 MAX_SUDA_SUBSETS = 1 << 16
+#: More keys than this are refused: the score of an MSU of one key, (M - 1)!, overflows a float above 171.
+MAX_SUDA_KEYS = 171
 
 
 def _keys_param() -> Any:
@@ -209,6 +211,9 @@ def suda2_scores(frame: pd.DataFrame, keys: tuple[str, ...] | list[str], *, max_
 
 
 def _check_subsets(m: int, max_size: int | None) -> None:
+    if m > MAX_SUDA_KEYS:  # the weight (M - k)! of an MSU of one key is beyond the largest float
+        raise ParameterError(f"suda2: {m} keys; SUDA scores are defined here for at most {MAX_SUDA_KEYS} keys "
+                             "((M - 1)! overflows a float beyond): name fewer keys")
     top = m if max_size is None else min(max_size, m)
     subsets = sum(math.comb(m, k) for k in range(1, top + 1))
     if subsets > MAX_SUDA_SUBSETS:
