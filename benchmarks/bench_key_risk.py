@@ -11,7 +11,8 @@
   ``entropy_l_diversity`` (the two figures the evaluator returns in one call).
 
 Each figure is one call in a fresh process: the computation's own wall clock, the whole call's, peak memory.
-Run: ``python benchmarks/run.py key_risk [--quick]`` (``--quick``: 10^4 generated records).
+Run: ``python benchmarks/run.py key_risk [--quick]`` (``--quick``: 10^4 generated records). pycanon pins old numpy,
+pandas and scipy releases: install it beside them with ``pip install --no-deps pycanon`` (it needs nothing else here).
 """
 
 from __future__ import annotations

@@ -35,58 +35,72 @@ def _combined(codes: np.ndarray) -> np.ndarray:
     return out
 
 
-def _matched(codes: np.ndarray, queries: np.ndarray | None = None
+def _packed(codes: np.ndarray, rows: np.ndarray, columns: np.ndarray, radix: np.ndarray) -> np.ndarray:
+    """The codes of ``rows`` on ``columns`` as one int64 each (mixed radix; the caller checked it fits)."""
+    out = np.zeros(len(rows), dtype=np.int64)
+    for c in columns:
+        out = out * radix[c] + codes[rows, c]
+    return out
+
+
+def _matched(codes: np.ndarray, queries: np.ndarray | None = None, data: np.ndarray | None = None
              ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
     """The matching of ``queries`` (row numbers; default every row) against
-    every row, cut into blocks of one pattern of observed keys: yields
-    ``(query_rows, data_rows, query_keys, data_keys)``, where a query row
-    matches exactly the data rows of the block with an equal key. A query row
-    meets each data row in exactly one block (the overlap of their observed
-    keys), so totals over the blocks are totals over the matching records."""
+    the rows ``data`` (default every row), cut into blocks: yields ``(query_rows, data_rows, query_keys,
+    data_keys)`` for the query rows of one pattern of observed keys and the
+    data rows of another, keyed on the keys both observe; a query row matches
+    exactly the data rows of the block with an equal key. Each pair of a
+    query row and a data row meets in exactly one block, so totals over the
+    blocks are totals over the matching records."""
     n, d = codes.shape
     rows = np.arange(n) if queries is None else np.asarray(queries, dtype=np.int64)
+    radix = codes.max(axis=0, initial=0) + 1 if n else np.ones(d, dtype=np.int64)
     observed = codes >= 0
-    if observed.all():  # one block: the exact key combinations
-        key = _combined(codes)
-        yield rows, np.arange(n), key[rows], key
-        return
     bits = 1 << np.arange(d, dtype=np.int64)
     dmask = observed.astype(np.int64) @ bits
+    pool = np.arange(n) if data is None else np.asarray(data, dtype=np.int64)
+    patterns, inverse = np.unique(dmask[pool], return_inverse=True)
+    by_pattern = np.split(pool[np.argsort(inverse, kind="stable")], np.cumsum(np.bincount(inverse))[:-1])
     qmask = dmask[rows]
     for a in np.unique(qmask):
         these = rows[qmask == a]
-        overlap = dmask & a
-        for m in np.unique(overlap):
-            data = np.flatnonzero(overlap == m)
-            columns = np.flatnonzero((int(m) >> np.arange(d)) & 1)
-            both = np.concatenate([these, data])
-            key = _combined(codes[np.ix_(both, columns)])
-            yield these, data, key[:len(these)], key[len(these):]
+        for b, data in zip(patterns.tolist(), by_pattern, strict=True):
+            columns = np.flatnonzero((int(a) & b) >> np.arange(d) & 1)
+            if float(np.prod(radix[columns].astype(float))) < 2.0 ** 62:
+                yield these, data, _packed(codes, these, columns, radix), _packed(codes, data, columns, radix)
+            else:  # too many combinations for one int64: number the rows' tuples
+                key = _combined(codes[np.ix_(np.concatenate([these, data]), columns)])
+                yield these, data, key[:len(these)], key[len(these):]
 
 
-def _lookup(values: np.ndarray, totals: np.ndarray, keys: np.ndarray) -> np.ndarray:
-    """``totals`` of the sorted ``values`` equal to each of ``keys`` (0 where none)."""
-    at = np.minimum(np.searchsorted(values, keys), len(values) - 1)
-    return np.where(values[at] == keys, totals[at], 0) if len(values) else np.zeros(len(keys), totals.dtype)
-
-
-def match_totals(codes: np.ndarray, weights: np.ndarray | None = None, queries: np.ndarray | None = None
-                 ) -> tuple[np.ndarray, np.ndarray | None]:
-    """For each query row (default every row): how many records match it (itself
-    included: sdcMicro's sample frequency ``f_k`` under its missing-value
-    convention) and, with ``weights``, the sum of their weights (``F_k``)."""
+def match_totals(codes: np.ndarray, weights: np.ndarray | None = None, queries: np.ndarray | None = None,
+                 data: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray | None]:
+    """For each query row (default every row): how many records (of ``data``,
+    default all) match it, itself included: sdcMicro's sample frequency
+    ``f_k`` under its missing-value convention; with ``weights``, the sum of
+    their weights (``F_k``)."""
     nq = codes.shape[0] if queries is None else len(queries)
     counts = np.zeros(nq, dtype=np.int64)
     sums = None if weights is None else np.zeros(nq)
     order = np.arange(codes.shape[0]) if queries is None else np.asarray(queries, dtype=np.int64)
     position = np.zeros(codes.shape[0], dtype=np.int64)  # query row -> where it sits in the output
     position[order] = np.arange(nq)
-    for q_rows, d_rows, q_keys, d_keys in _matched(codes, order):
-        values, inverse, freq = np.unique(d_keys, return_inverse=True, return_counts=True)
-        at = position[q_rows]
-        counts[at] += _lookup(values, freq, q_keys)
+    for q_rows, d_rows, q_keys, d_keys in _matched(codes, order, data):
+        # sort the smaller side: the distinct keys of the data (few queries of many records: those of the queries)
+        by_data = len(q_keys) * 4 >= len(d_keys)
+        values, at_value = np.unique(d_keys if by_data else q_keys, return_inverse=True)
+        at = np.minimum(np.searchsorted(values, q_keys if by_data else d_keys), len(values) - 1)
+        hit = values[at] == (q_keys if by_data else d_keys)
+        if by_data:  # per distinct data key, its records; a query reads its own key's (0 where none)
+            value_rows, value_of_query = at_value, at
+        else:  # per distinct query key, the data records that hit it
+            value_rows, value_of_query = at[hit], at_value
+        found = np.bincount(value_rows, minlength=len(values))[value_of_query]
+        counts[position[q_rows]] += np.where(hit, found, 0) if by_data else found
         if sums is not None:
-            sums[at] += _lookup(values, np.bincount(inverse, weights=weights[d_rows], minlength=len(values)), q_keys)
+            w = weights[d_rows] if by_data else weights[d_rows][hit]
+            total = np.bincount(value_rows, weights=w, minlength=len(values))[value_of_query]
+            sums[position[q_rows]] += np.where(hit, total, 0.0) if by_data else total
     return counts, sums
 
 
@@ -96,11 +110,18 @@ def match_totals(codes: np.ndarray, weights: np.ndarray | None = None, queries: 
 
 
 def _unique_among(codes: np.ndarray, columns: Sequence[int], candidates: np.ndarray) -> np.ndarray:
-    """Which ``candidates`` (row numbers) no other record matches on ``columns``."""
+    """Which ``candidates`` (row numbers, each observing every one of ``columns``)
+    no other record matches on ``columns``: counted first among the records
+    that observe them all (one block), then, for those still alone, among
+    the others (a block per pattern of missing values)."""
     if not len(candidates):
         return np.zeros(0, dtype=bool)
-    counts, _ = match_totals(codes[:, list(columns)], queries=candidates)
-    return counts == 1
+    sub = codes[:, list(columns)]
+    complete = (sub >= 0).all(axis=1)
+    alone = match_totals(sub, queries=candidates, data=np.flatnonzero(complete))[0] == 1
+    if alone.any() and not complete.all():
+        alone[alone] = match_totals(sub, queries=candidates[alone], data=np.flatnonzero(~complete))[0] == 0
+    return alone
 
 
 def suda2(codes: np.ndarray, max_size: int | None = None, dis_fraction: float = 0.01
@@ -128,13 +149,16 @@ def suda2(codes: np.ndarray, max_size: int | None = None, dis_fraction: float = 
     weight = np.array([float(math.factorial(m - k)) for k in range(1, m + 1)])
     by_size = np.zeros((n, m), dtype=np.int64)  # MSUs of each size per record
     unique_prev: dict[tuple[int, ...], np.ndarray] = {(): np.full(n, n == 1)}
+    observed = codes >= 0
     for size in range(1, top + 1):
         unique_now: dict[tuple[int, ...], np.ndarray] = {}
         for subset in combinations(range(m), size):
             inherited = np.zeros(n, dtype=bool)
             for drop in range(size):
                 inherited |= unique_prev[subset[:drop] + subset[drop + 1:]]
-            candidates = np.flatnonzero(~inherited)
+            # a record missing a key of the subset matches there as on the subset without it, on which it is not
+            # unique (else it would have inherited): only the records observing every key of the subset are tested
+            candidates = np.flatnonzero(~inherited & observed[:, list(subset)].all(axis=1))
             found = candidates[_unique_among(codes, subset, candidates)]
             by_size[found, size - 1] += 1
             inherited[found] = True
@@ -173,7 +197,9 @@ def l_diversity(codes: np.ndarray, sensitive: np.ndarray) -> tuple[np.ndarray, n
     has = sensitive >= 0
     pieces = []
     for q_rows, d_rows, q_keys, d_keys in _matched(codes):
-        keep = has[d_rows]
+        keep = has[d_rows] & np.isin(d_keys, q_keys)
+        if not keep.any():
+            continue
         pairs = pd.DataFrame({"key": d_keys[keep], "s": sensitive[d_rows][keep]})
         table = pairs.groupby(["key", "s"], sort=False).size().rename("count").reset_index()
         joined = pd.DataFrame({"row": q_rows, "key": q_keys}).merge(table, on="key", how="inner")
