@@ -116,14 +116,14 @@ def _household_codes(inputs: EvaluationInputs, column: str, who: str) -> np.ndar
 
 def _household_figures(risks: np.ndarray, households: np.ndarray, threshold: float) -> dict[str, float]:
     per_household, per_record = kr.household_risks(households, risks)
-    return {
-        "households": float(per_household.size),
+    return {  # a risk first: a risk-utility map without a named risk figure takes the first "...risk..." one
         "mean_household_risk": float(per_household.mean()),
         "max_household_risk": float(per_household.max()),
         "expected_households_reidentified": float(per_household.sum()),
         "household_expected_reidentifications": float(per_record.sum()),
         "household_global_risk": float(per_record.mean()),
         "households_above_threshold": float(np.sum(per_household > threshold)),
+        "households": float(per_household.size),
     }
 
 
@@ -142,8 +142,8 @@ class LDiversity:
         "min_distinct_l": ("smallest number of distinct sensitive values in a record's key cell (the file's "
                            "distinct l-diversity; higher is better, 1 = some cell discloses the value)", "values"),
         "records_below_l": ("records whose key cell holds fewer than l distinct sensitive values", "records"),
-        "share_below_l": ("share of records whose key cell holds fewer than l distinct sensitive values",
-                          "share (0-1)"),
+        "share_below_l": ("share of records whose key cell holds fewer than l distinct sensitive values (of the "
+                          "records whose cell holds a sensitive value at all)", "share (0-1)"),
         "min_entropy_l": ("smallest exp(entropy) of the sensitive values' frequencies in a record's key cell (the "
                           "file's entropy l-diversity; higher is better)", "values"),
         "records_below_entropy_l": ("records whose key cell has exp(entropy) below l", "records"),
@@ -303,7 +303,6 @@ class HouseholdRisk:
 
     name: ClassVar[str] = "household-risk"
     metric_descriptions: ClassVar[Mapping[str, tuple[str, str]]] = {
-        "households": ("households in the released file", "households"),
         "mean_household_risk": ("mean household risk 1 - prod(1 - r_i) over the households", "probability"),
         "max_household_risk": ("largest household risk", "probability"),
         "expected_households_reidentified": ("expected number of households re-identified (sum of the household "
@@ -314,6 +313,7 @@ class HouseholdRisk:
         "household_global_risk": ("household_expected_reidentifications as a share of the records (sdcMicro's "
                                   "hier_risk)", "share (0-1)"),
         "households_above_threshold": ("households whose risk exceeds the threshold", "households"),
+        "households": ("households in the released file", "households"),
     }
 
     keys: tuple[str, ...] = _keys_param()

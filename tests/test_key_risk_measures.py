@@ -282,3 +282,14 @@ def test_the_evaluators_are_registered_and_run_in_a_recipe():
     release = privclust.run(recipe, frame, seed=1)
     assert release.evaluation("records_with_msu") == 0
     assert release.evaluation("min_distinct_l") == 3
+
+
+def test_the_risk_utility_map_refuses_an_l_diversity_as_an_axis():
+    # min_distinct_l is better when higher: the map's Pareto front and "lower left is better" would read it backwards
+    from privclust.plots import HIGHER_IS_BETTER
+
+    assert "l-diversity.min_distinct_l".startswith(HIGHER_IS_BETTER)
+    assert "l-diversity.min_entropy_l".startswith(HIGHER_IS_BETTER)
+    assert not "l-diversity.records_below_l".startswith(HIGHER_IS_BETTER)
+    # the household figures open with a risk: a map without a named risk figure takes the first "...risk..." one
+    assert next(iter(HouseholdRisk.metric_descriptions)) == "mean_household_risk"
