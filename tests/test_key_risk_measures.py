@@ -293,3 +293,15 @@ def test_the_risk_utility_map_refuses_an_l_diversity_as_an_axis():
     assert not "l-diversity.records_below_l".startswith(HIGHER_IS_BETTER)
     # the household figures open with a risk: a map without a named risk figure takes the first "...risk..." one
     assert next(iter(HouseholdRisk.metric_descriptions)) == "mean_household_risk"
+
+
+def test_the_evaluators_leave_their_inputs_unchanged():
+    frame = pd.DataFrame({"sex": [1, 1, 2, np.nan, 2], "region": ["a", "b", "a", "a", None],
+                          "ill": [0, 1, 1, 0, np.nan], "hid": [1, 1, 2, 2, 3], "w": [2.0, 2, 3, 3, 1]})
+    roles = privclust.Roles(keys=("sex",), strata=("region",), ids=("hid",), weight=("w",))
+    given = frame.copy(deep=True)
+    inputs = _inputs(given, roles, original=given)
+    for evaluator in (LDiversity(sensitive="ill"), Suda2(), HouseholdRisk(), GlobalRisk()):
+        first = evaluator.evaluate(inputs)
+        assert evaluator.evaluate(inputs) == first
+    pd.testing.assert_frame_equal(given, frame)
