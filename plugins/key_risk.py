@@ -152,7 +152,8 @@ class LDiversity:
     sensitive: str = param(str, doc="the sensitive column whose values the key cells should not disclose")
     keys: tuple[str, ...] = _keys_param()
     with_strata: bool = _strata_param()
-    l: int = param(int, default=2, ge=2, doc="a record's cell should hold at least l distinct sensitive values")  # noqa: E741
+    l: int = param(int, default=2, ge=2,  # noqa: E741 - sdcMicro's and the literature's name
+                   doc="a record's cell should hold at least l distinct sensitive values")
 
     def _checked(self, inputs: EvaluationInputs) -> tuple[str, ...]:
         keys = _named_keys(_key_role(self.keys, inputs, self.with_strata), self.name)
