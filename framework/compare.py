@@ -503,7 +503,7 @@ def check_plot(recipes: Iterable[Recipe], risk: str | None = None, loss: str | N
         if given is not None:
             if given.lower().startswith(HIGHER_IS_BETTER):
                 raise PrivclustError(f"{option} {given}: a figure where higher is better (agreement with the true "
-                                     f"classes) is not usable as the {what} figure of the map, which takes both "
+                                     f"classes, an l-diversity) is not usable as the {what} figure of the map, which takes both "
                                      "figures to be better when lower")
             if not any(given.startswith(f"{use}.") for use in used):
                 raise PrivclustError(f"{option} {given}: no evaluator of the recipes computes it (a figure is "

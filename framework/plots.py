@@ -29,9 +29,9 @@ __all__ = ["before_after", "metric_curve", "pareto_front", "risk_utility_map"]
 RISK_HINTS = ("dbrl", "linkage", "interval", "transparency", "risk")
 LOSS_HINTS = ("sse", "il1", "loss", "moments")
 #: Figures of the built-in evaluators where higher is better (agreement with
-#: the true classes): never an axis of the map, whose Pareto front and
-#: "lower left is better" take both figures to be better when lower.
-HIGHER_IS_BETTER = ("ari.", "nmi.", "pair-f.")
+#: the true classes, the l of an l-diversity): never an axis of the map, whose
+#: Pareto front and "lower left is better" take both figures to be better when lower.
+HIGHER_IS_BETTER = ("ari.", "nmi.", "pair-f.", "l-diversity.min_")
 #: Under a map of a comparison with differentially private runs (the table's note says why).
 SELECTION_CAPTION = ("The figures are computed from the original data: a configuration chosen by this map has no "
                      "differential-privacy guarantee as chosen (see the table's note).")
@@ -69,8 +69,8 @@ def _pick(table: pd.DataFrame, given: str | None, hints: Sequence[str], what: st
             raise PrivclustError(f"no figure named {given!r} in the table; {hint}")
         if given.lower().startswith(HIGHER_IS_BETTER):
             raise PrivclustError(
-                f"{given} is a figure where higher is better (agreement with the true classes), not usable as the "
-                f"{what} figure: the map takes both figures to be better when lower (its Pareto front, 'lower left "
+                f"{given} is a figure where higher is better (agreement with the true classes, an l-diversity), not "
+                f"usable as the {what} figure: the map takes both figures to be better when lower (its Pareto front, 'lower left "
                 f"is better'); draw one minus it as a column of its own, e.g. "
                 f"table.assign(**{{'1 - {given}': 1 - table['{given}']}})")
         return given
