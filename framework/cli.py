@@ -59,6 +59,7 @@ from ._io import (
 from .compare import MAX_RUNS, check_plot, compare, parse_sweep, summarize
 from .constraints import ConstraintSet, judge
 from .accounting import _exact, at_least
+from .assessment import summary_table
 from .datasets import TABLE1_RULE, table1
 from .errors import PrivclustError, RecipeError
 from .hookspecs import hookimpl
@@ -209,6 +210,20 @@ def _cmd_run_dataset(args: argparse.Namespace, recipe: Recipe) -> int:
     return 0
 
 
+def figures_text(release: Any, non_disclosive: bool) -> str:
+    """The summary's table of headline figures (risk before and after, and
+    utility), as the report holds them; empty without evaluators."""
+    rows = release.report(non_disclosive=non_disclosive)["evaluations"]
+    lines = summary_table(rows, assessment=bool(release.verification.get("assessment")))
+    if not lines:
+        return ""
+    note = ("headline figures (risk before protection and after; every figure is in the report):"
+            if not release.verification.get("assessment") else "headline figures of the original file:")
+    if release.dp_guarantee:
+        note += " computed from the original data, they are not differentially private:"
+    return note + "\n" + "\n".join("  " + line for line in lines) + "\n"
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     recipe = _load_recipe(args)
     if args.input != STDIO and Path(args.input).is_dir():
@@ -244,6 +259,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         # The summary opens with the host's verdict (the report's first field too).
         print(f"{release.verdict}\n" + (f"{release.used_text(non_disclosive=args.non_disclosive)}\n"
                                      if release.effective_changes(non_disclosive=args.non_disclosive) else "")
+              + figures_text(release, args.non_disclosive)
               + f"wrote {where} ({release.data.shape[0]} records)"
               + (f" and {' and '.join(files)}" if files else ""), file=sys.stderr)
     return 0

@@ -52,6 +52,7 @@ from .params import column_bounds, leak_problems
 from .recipe import DEFAULT_LABEL_COLUMN, EvaluateSpec, Recipe, Roles, Step, _thaw
 from .recipe import _role_problems as _role_problems_of_steps
 from .registry import Registry, get_registry, unknown_leak_problems
+from .assessment import EVALUATION_COLUMNS, figure_rows, is_risk_evaluator
 from .report import EFFECTIVE_PARAMS, EFFECTIVE_PARAMS_FROM_DATA, Release
 from .specs import _META_LEAK, nested_components, step_id_params
 from .verify import _equal, _values, random_step_names, snapshot, verdict, verify
@@ -1313,7 +1314,7 @@ def _run_checked(compiled: CompiledRecipe, checked: Preflight, seed: int | np.ra
 
     changed = tuple(c for c in frame.columns if any(c in o.columns for o in outcomes if o.kind != "clusterers"
                                                     and capability(o.component, "key_masker") is not True))
-    evaluations = _evaluate(compiled, frame, current, labels, outcomes, all_constraints, context,
+    evaluations, before = _evaluate(compiled, frame, current, labels, outcomes, all_constraints, context,
                             changed or default_columns)
     ledger = context.ledger
     return Release(
@@ -1323,6 +1324,7 @@ def _run_checked(compiled: CompiledRecipe, checked: Preflight, seed: int | np.ra
         outcomes=tuple(outcomes),
         ledger=ledger,
         evaluations=evaluations,
+        before=before,
         recipe=compiled.recipe,
         seeded=context.seeded,
         budget=compiled.budget,
@@ -1786,8 +1788,10 @@ def _rounding_groups(handlers: Sequence[Any], parts: Sequence[Any], columns: Seq
 
 def _evaluate(compiled: CompiledRecipe, original: pd.DataFrame, protected: pd.DataFrame, labels: pd.DataFrame,
               outcomes: Sequence[StepOutcome], constraints: ConstraintSet | None, context: PrivacyContext,
-              default_columns: Sequence[str]) -> pd.DataFrame:
-    rows = []
+              default_columns: Sequence[str]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The evaluations table, and the risk figures measured on the original file (before protection)."""
+    rows: list[dict[str, Any]] = []
+    risky: list[tuple[str, Any, EvaluationInputs, str]] = []
     ledger = Ledger(copy.deepcopy(context.ledger.entries))  # evaluators read a copy; the run's ledger is the host's
     with context.step(-1, "evaluate", "evaluate"):
         rng = context.rng
@@ -1799,17 +1803,15 @@ def _evaluate(compiled: CompiledRecipe, original: pd.DataFrame, protected: pd.Da
             inputs = EvaluationInputs(original=original, protected=protected, columns=tuple(columns), labels=labels,
                                       outcomes=tuple(outcomes), constraints=constraints, ledger=ledger,
                                       rng=rng, registry=compiled.registry, roles=compiled.recipe.roles)
-            figures = ev.evaluator.evaluate(inputs)
             on = _evaluated_on(ev, inputs)
-            for metric, value in dict(figures).items():
-                try:
-                    number = float(value)
-                except (TypeError, ValueError):
-                    raise PrivclustError(f"evaluator {ev.spec.use!r} returned a non-numeric value for "
-                                         f"{metric!r}: {value!r} (a bug in its plugin)") from None
-                rows.append({"evaluator": ev.spec.use, "metric": str(metric),
-                             "value": number if math.isfinite(number) else np.nan, "columns": on})
-    return pd.DataFrame(rows, columns=["evaluator", "metric", "value", "columns"])
+            rows += figure_rows(ev.spec.use, ev.evaluator.evaluate(inputs), on)
+            if is_risk_evaluator(ev.spec.use):
+                risky.append((ev.spec.use, ev.evaluator, attrs.evolve(inputs, protected=original), on))
+        # risk before: each risk evaluator on the original file (of an assessment, its figures as they are)
+        before = [row for use, evaluator, inputs, on in risky
+                  for row in figure_rows(use, evaluator.evaluate(inputs), on)] if outcomes else list(rows)
+    return (pd.DataFrame(rows, columns=EVALUATION_COLUMNS),
+            pd.DataFrame([r for r in before if is_risk_evaluator(r["evaluator"])], columns=EVALUATION_COLUMNS))
 
 
 def _evaluated_on(ev: Any, inputs: EvaluationInputs) -> str:
