@@ -18,11 +18,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .constraints import ConstraintSet, judge
 from .errors import PrivclustError
 from .plots import RISK_HINTS
 
 __all__ = ["HEADLINE_METRICS", "RISK_EVALUATOR_HINTS", "figure_rows", "headline_rows", "is_risk_evaluator",
-           "summary_table", "with_before"]
+           "rule_breaks", "rule_breaks_lines", "summary_table", "with_before"]
 
 #: The words in an evaluator's name that make its figures risk figures (the
 #: map's :data:`~privclust.plots.RISK_HINTS`, and the key-variable measures).
@@ -111,4 +112,40 @@ def summary_table(rows: Sequence[Mapping[str, Any]], *, assessment: bool = False
     w1 = max(len("before"), *map(len, before))
     lines = [f"{'figure':<{width}}  {'before':>{w1}}  after"]
     lines += [f"{name:<{width}}  {b:>{w1}}  {a}" for name, b, a in zip(names, before, after, strict=True)]
+    return lines
+
+
+def rule_breaks(frame: pd.DataFrame, rules: ConstraintSet | None) -> list[dict[str, Any]]:
+    """For each edit rule, how the records of ``frame`` (the original, before
+    any step enforces the rules) stand, as :func:`~privclust.judge` says:
+    ``broken`` records and ``judged`` records (the others miss a value of the
+    rule's columns or cannot be decided in double precision), and of the
+    broken ones the largest and the total residual (by how much the rule
+    fails, in the units of its columns)."""
+    if rules is None or not rules.rules:
+        return []
+    status = judge(rules, frame.loc[:, list(rules.columns)].to_numpy(dtype=float, na_value=np.nan))
+    out = []
+    for r, text in enumerate(rules.rules):
+        bad = status.violated[:, r]
+        residuals = status.residuals[bad, r]
+        out.append({"rule": str(text), "broken": int(bad.sum()), "judged": int((~status.undecided[:, r]).sum()),
+                    "max_residual": float(residuals.max()) if bad.any() else 0.0,
+                    "total_residual": float(residuals.sum()) if bad.any() else 0.0})
+    return out
+
+
+def rule_breaks_lines(breaks: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The CLI's lines on the rules the original breaks (:func:`rule_breaks`)."""
+    if not breaks:
+        return []
+    lines = ["edit rules on the original data, before any step enforces them:"]
+    for b in breaks:
+        if b["broken"] and b["max_residual"] is None:  # a non-disclosive run: no residual of a record
+            lines.append(f"  {b['rule']!r}: broken by {b['broken']} of {b['judged']} records judged")
+        elif b["broken"]:
+            lines.append(f"  {b['rule']!r}: broken by {b['broken']} of {b['judged']} records judged (largest "
+                         f"residual {b['max_residual']:.6g}, total {b['total_residual']:.6g})")
+        else:
+            lines.append(f"  {b['rule']!r}: holds on all {b['judged']} records judged")
     return lines

@@ -59,7 +59,7 @@ from ._io import (
 from .compare import MAX_RUNS, check_plot, compare, parse_sweep, summarize
 from .constraints import ConstraintSet, judge
 from .accounting import _exact, at_least
-from .assessment import summary_table
+from .assessment import rule_breaks, rule_breaks_lines, summary_table
 from .datasets import TABLE1_RULE, table1
 from .errors import PrivclustError, RecipeError
 from .hookspecs import hookimpl
@@ -210,6 +210,16 @@ def _cmd_run_dataset(args: argparse.Namespace, recipe: Recipe) -> int:
     return 0
 
 
+def _original_rule_lines(compiled: Any, frame: pd.DataFrame, non_disclosive: bool = False) -> list[str]:
+    """How many original records break each edit rule and by how much (the
+    residuals are left out of a non-disclosive run: a largest residual is an
+    individual record's value)."""
+    breaks = rule_breaks(frame, ConstraintSet.of(compiled.constraints, tuple(map(str, frame.columns))))
+    if non_disclosive:
+        breaks = [{**b, "max_residual": None, "total_residual": None} for b in breaks]
+    return rule_breaks_lines(breaks)
+
+
 def figures_text(release: Any, non_disclosive: bool) -> str:
     """The summary's table of headline figures (risk before and after, and
     utility), as the report holds them; empty without evaluators."""
@@ -242,7 +252,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     # to this terminal) is not registered; local processes and one process show it as the steps finish.
     registry, _ = _registry_with_progress(args.quiet or args.scheduler is not None, timed=not args.non_disclosive)
     try:
-        release = run(recipe, data, seed=_run_seed(args), registry=registry, scheduler=args.scheduler,
+        compiled = compile(recipe, registry)
+        release = run(compiled, data, seed=_run_seed(args), scheduler=args.scheduler,
                       processes=args.processes, timeout=args.timeout)
     finally:
         registry.unregister(ProgressDisplay.plugin_name)
@@ -260,6 +271,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
         print(f"{release.verdict}\n" + (f"{release.used_text(non_disclosive=args.non_disclosive)}\n"
                                      if release.effective_changes(non_disclosive=args.non_disclosive) else "")
               + figures_text(release, args.non_disclosive)
+              + "".join(line + "\n" for line in _original_rule_lines(compiled, release.original,
+                                                                       args.non_disclosive))
               + f"wrote {where} ({release.data.shape[0]} records)"
               + (f" and {' and '.join(files)}" if files else ""), file=sys.stderr)
     return 0
@@ -458,6 +471,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
             sizes = [len(rows) for _, rows in checked.parts]
             lines.append(f"    strata: {len(sizes)} (records per stratum: {min(sizes)} to {max(sizes)})"
                          + (f"; merged: {', '.join(checked.merges)}" if checked.merges else ""))
+        lines.extend("    " + line for line in _original_rule_lines(compiled, checked.frame))
         lines.append(f"  {UNCHECKED}")
     print("\n".join(lines))
     return 0
