@@ -60,6 +60,7 @@ from .compare import MAX_RUNS, check_plot, compare, parse_sweep, summarize
 from .constraints import ConstraintSet, judge
 from .accounting import _exact, at_least
 from .assessment import rule_breaks, rule_breaks_lines, summary_table
+from .defaults import default_reason, default_step_lines
 from .datasets import TABLE1_RULE, table1
 from .errors import PrivclustError, RecipeError
 from .hookspecs import hookimpl
@@ -210,6 +211,13 @@ def _cmd_run_dataset(args: argparse.Namespace, recipe: Recipe) -> int:
     return 0
 
 
+def _default_lines(compiled: Any, frame: pd.DataFrame, *, named: bool = True) -> list[str]:
+    """The columns each step without ``columns`` changes by default (``named``), with warnings."""
+    return default_step_lines(frame, compiled.recipe.roles, [(cs.index, cs.id, cs.kind != "clusterers")
+                                                             for cs in compiled.steps if cs.step.columns is None],
+                              named=named)
+
+
 def _original_rule_lines(compiled: Any, frame: pd.DataFrame, non_disclosive: bool = False) -> list[str]:
     """How many original records break each edit rule and by how much (the
     residuals are left out of a non-disclosive run: a largest residual is an
@@ -253,6 +261,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
     registry, _ = _registry_with_progress(args.quiet or args.scheduler is not None, timed=not args.non_disclosive)
     try:
         compiled = compile(recipe, registry)
+        for line in _default_lines(compiled, data):
+            if not args.quiet or line.startswith("warning"):
+                print(line, file=sys.stderr)
         release = run(compiled, data, seed=_run_seed(args), scheduler=args.scheduler,
                       processes=args.processes, timeout=args.timeout)
     finally:
@@ -430,8 +441,8 @@ def _cmd_check(args: argparse.Namespace) -> int:
         lines.append(f"  strata: every step runs within each stratum of {', '.join(roles.strata)} alone; a stratum "
                      f"smaller than a step needs is {'merged with its neighbour' if roles.small_strata == 'merge' else 'refused'}")
     for cs in compiled.steps:
-        cols = ", ".join(cs.step.columns) if cs.step.columns else \
-            ("the numeric columns without a role" if roles else "all numeric columns")
+        cols = ", ".join(cs.step.columns) if cs.step.columns else ", ".join(roles.numeric) if roles.numeric else \
+            ("the numeric columns without a role" if roles else "all numeric columns") + " (integer codes left out)"
         lines.append(f"  step {cs.index} {cs.id!r}: {cs.role} {cs.step.use} on {cols}")
     for spec in recipe.evaluate:
         lines.append(f"  evaluate: {spec.use}")
@@ -459,7 +470,9 @@ def _cmd_check(args: argparse.Namespace) -> int:
                              f"{cs.step.output or DEFAULT_LABEL_COLUMN!r}")
             else:
                 changed.update(columns)
-                lines.append(f"    step {cs.index} {cs.id!r} changes {', '.join(columns)}")
+                lines.append(f"    step {cs.index} {cs.id!r} changes {', '.join(columns)}"
+                             + (f" (by default: {default_reason(roles)})" if cs.step.columns is None else ""))
+        lines.extend("    " + line for line in _default_lines(compiled, checked.frame, named=False))
         rounded = [c for c in integer_columns(checked.frame) if c in changed]
         if rounded:
             lines.append(f"    integer columns, rounded by the host after the steps and released as integers: "
@@ -612,6 +625,9 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     registry, _ = _registry_with_progress(quiet=True)
     try:
         compiled = compile(recipe, registry)
+        for line in _default_lines(compiled, data):
+            if not args.quiet or line.startswith("warning"):
+                print(line, file=sys.stderr)
         release = run(compiled, data, seed=args.seed, registry=registry)
     finally:
         registry.unregister(ProgressDisplay.plugin_name)

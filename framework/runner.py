@@ -52,6 +52,7 @@ from .params import column_bounds, leak_problems
 from .recipe import DEFAULT_LABEL_COLUMN, EvaluateSpec, Recipe, Roles, Step, _thaw
 from .recipe import _role_problems as _role_problems_of_steps
 from .registry import Registry, get_registry, unknown_leak_problems
+from .defaults import default_step_columns
 from .assessment import EVALUATION_COLUMNS, figure_rows, is_risk_evaluator
 from .report import EFFECTIVE_PARAMS, EFFECTIVE_PARAMS_FROM_DATA, Release
 from .specs import _META_LEAK, nested_components, step_id_params
@@ -69,11 +70,6 @@ def numeric_columns(frame: pd.DataFrame) -> tuple[str, ...]:
     return tuple(c for c in frame.columns if is_real_column(frame[c]))
 
 
-def default_step_columns(frame: pd.DataFrame, roles: Roles | None = None) -> tuple[str, ...]:
-    """The columns a step without ``columns`` works on: the numeric columns
-    that have no role in ``[roles]``, in order."""
-    taken = roles.columns if roles is not None else {}
-    return tuple(c for c in numeric_columns(frame) if c not in taken)
 
 
 @attrs.frozen
@@ -620,7 +616,7 @@ def check_data(compiled: CompiledRecipe, frame: pd.DataFrame) -> list[tuple[str,
     for cs in compiled.steps:
         columns = cs.step.columns if cs.step.columns is not None else default_columns
         if not columns:
-            what = "numeric columns without a role" if roles else "numeric columns"
+            what = ("numeric columns without a role" if roles else "numeric columns") + " that are not integer codes"
             problems.append(f"steps[{cs.index}]: the data have no {what}; name the step's columns")
         step_columns.append(tuple(columns))
         policy = _missing_policy(cs)

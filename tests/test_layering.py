@@ -39,7 +39,7 @@ LAYERS: list[set[str]] = [
     {"recipe", "constraints", "building"},
     {"accounting"},
     {"registry"},
-    {"assessment", "verify", "report"},
+    {"assessment", "defaults", "verify", "report"},
     {"runner"},
     {"compare", "testing", "sklearn", "strata"},
     {"cli"},
