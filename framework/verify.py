@@ -605,12 +605,12 @@ def key_figures(released: pd.DataFrame, keys: Sequence[str], strata: Sequence[st
     gives sdcMicro's weighted estimate)."""
     keys = [str(c) for c in keys]
     checked = _k_check(released, keys, tuple(strata), k)
-    sizes = checked.pop("_sizes")
     out = {"columns": keys, "strata": [str(c) for c in strata], "k": k, "records": int(len(released)),
            "cells": int(checked["groups"]), "min_cell_size": int(checked["min_group_size"]),
            "sample_uniques": int(checked["unique_records"]),
            "records_below_k": int(checked["records_in_small_groups"]),
-           "expected_reidentifications": float(np.sum(1.0 / sizes)), "missing_values": int(checked["_holes"]),
+           # the sum over records of 1/f is the number of cells, exactly (a float sum of 1/f gave 411.99999999999994)
+           "expected_reidentifications": float(checked["groups"]), "missing_values": int(checked["_holes"]),
            "holds": checked["holds"]}
     if "records_with_few_matches" in checked:
         out["records_with_few_matches"] = int(checked["records_with_few_matches"])
