@@ -736,8 +736,9 @@ def render_html(release: Release, *, non_disclosive: bool = False, plots: bool =
         "has_dp": has_dp,
         "evaluations": groups,
         # a column of figures on the original (risk before protection) when some figure has one
-        "before_column": ("original" if release.verification.get("assessment") else "before")
-        if any("before" in r for r in report["evaluations"]) else None,
+        "before_column": any("before" in r for r in report["evaluations"])
+        and not release.verification.get("assessment"),
+        "assessment": bool(release.verification.get("assessment")),
         # what the page says when it shows no figure: a recipe with evaluators whose figures were all left out
         # (a non-disclosive report of a DP release) read "No evaluators in the recipe."
         "evaluators": ", ".join(dict.fromkeys(spec.use for spec in release.recipe.evaluate)),

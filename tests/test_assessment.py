@@ -53,7 +53,8 @@ def test_a_recipe_without_steps_is_an_assessment_of_the_original():
     figures = {(r["evaluator"], r["metric"]): r for r in report["evaluations"]}
     assert figures[("key-frequencies", "sample_uniques")]["before"] == uniques
     assert figures[("dbrl", "dbrl")]["before"] == figures[("dbrl", "dbrl")]["value"] == 1.0
-    assert "<th>original</th>" in release.to_html()
+    html = release.to_html()
+    assert "An assessment: the recipe has no steps" in html and "<th>before</th>" not in html
 
 
 def test_a_recipe_with_nothing_to_do_or_measure_is_refused():
