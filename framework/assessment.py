@@ -15,15 +15,17 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+import attrs
 import numpy as np
 import pandas as pd
 
+from .components import EvaluationInputs
 from .constraints import ConstraintSet, judge
-from .errors import PrivclustError
+from .errors import DataError, PrivclustError
 from .plots import RISK_HINTS
 
 __all__ = ["HEADLINE_METRICS", "RISK_EVALUATOR_HINTS", "figure_rows", "headline_rows", "is_risk_evaluator",
-           "rule_breaks", "rule_breaks_lines", "summary_table", "with_before"]
+           "measure_before", "rule_breaks", "rule_breaks_lines", "summary_table", "with_before"]
 
 #: The words in an evaluator's name that make its figures risk figures (the
 #: map's :data:`~privclust.plots.RISK_HINTS`, and the key-variable measures).
@@ -58,6 +60,25 @@ def figure_rows(use: str, figures: Mapping[str, Any], on: str) -> list[dict[str,
                                  "(a bug in its plugin)") from None
         rows.append({"evaluator": use, "metric": str(metric), "value": number if math.isfinite(number) else np.nan,
                      "columns": on})
+    return rows
+
+
+def measure_before(risky: Sequence[tuple[str, Any, EvaluationInputs, str]],
+                   original: pd.DataFrame) -> list[dict[str, Any]]:
+    """Each risk evaluator ``(use, evaluator, inputs, on)`` run as if nothing
+    had been applied: the original file in place of the released one, no
+    step outcomes and no label columns. An evaluator whose figures describe
+    a step's output (the groups a masker formed: ``group-sizes``,
+    ``transparency-risk``) refuses that with a :class:`DataError` and has no
+    figure before."""
+    rows: list[dict[str, Any]] = []
+    for use, evaluator, inputs, on in risky:
+        untouched = attrs.evolve(inputs, protected=original, outcomes=(), labels=pd.DataFrame(index=original.index))
+        try:
+            figures = evaluator.evaluate(untouched)
+        except DataError:
+            continue
+        rows += figure_rows(use, figures, on)
     return rows
 
 

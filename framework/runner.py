@@ -53,7 +53,7 @@ from .recipe import DEFAULT_LABEL_COLUMN, EvaluateSpec, Recipe, Roles, Step, _th
 from .recipe import _role_problems as _role_problems_of_steps
 from .registry import Registry, get_registry, unknown_leak_problems
 from .defaults import default_step_columns
-from .assessment import EVALUATION_COLUMNS, figure_rows, is_risk_evaluator
+from .assessment import EVALUATION_COLUMNS, figure_rows, is_risk_evaluator, measure_before
 from .report import EFFECTIVE_PARAMS, EFFECTIVE_PARAMS_FROM_DATA, Release
 from .specs import _META_LEAK, nested_components, step_id_params
 from .verify import _equal, _values, random_step_names, snapshot, verdict, verify
@@ -1802,12 +1802,11 @@ def _evaluate(compiled: CompiledRecipe, original: pd.DataFrame, protected: pd.Da
             on = _evaluated_on(ev, inputs)
             rows += figure_rows(ev.spec.use, ev.evaluator.evaluate(inputs), on)
             if is_risk_evaluator(ev.spec.use):
-                risky.append((ev.spec.use, ev.evaluator, attrs.evolve(inputs, protected=original), on))
-        # risk before: each risk evaluator on the original file (of an assessment, its figures as they are)
-        before = [row for use, evaluator, inputs, on in risky
-                  for row in figure_rows(use, evaluator.evaluate(inputs), on)] if outcomes else list(rows)
-    return (pd.DataFrame(rows, columns=EVALUATION_COLUMNS),
-            pd.DataFrame([r for r in before if is_risk_evaluator(r["evaluator"])], columns=EVALUATION_COLUMNS))
+                risky.append((ev.spec.use, ev.evaluator, inputs, on))
+        # risk before: of an assessment, the risk figures as measured
+        before = measure_before(risky, original) if outcomes else \
+            [r for r in rows if is_risk_evaluator(r["evaluator"])]
+    return pd.DataFrame(rows, columns=EVALUATION_COLUMNS), pd.DataFrame(before, columns=EVALUATION_COLUMNS)
 
 
 def _evaluated_on(ev: Any, inputs: EvaluationInputs) -> str:

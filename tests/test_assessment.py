@@ -79,6 +79,17 @@ def test_risk_figures_are_measured_before_and_after_and_loss_figures_only_after(
     assert "<th>before</th><th>after</th>" in html and "Risk before and after" in html
 
 
+def test_a_figure_of_the_groups_a_step_formed_has_no_before():
+    # group-sizes and transparency-risk describe the masker's partition: before protection there is none, and a
+    # "before" equal to the after (both read the step's outcome) would be false
+    recipe = {"steps": [{"use": "microaggregation", "k": 3, "columns": ["income", "spend"]}],
+              "evaluate": ["group-sizes", "transparency-risk", "interval-disclosure"]}
+    release = privclust.run(recipe, _frame(), seed=1)
+    assert set(release.before["evaluator"]) == {"interval-disclosure"}
+    rows = release.report()["evaluations"]
+    assert all("before" not in r for r in rows if r["evaluator"] != "interval-disclosure")
+
+
 def test_the_run_summary_prints_a_table_of_headline_figures(tmp_path, capsys):
     frame = _frame()
     data, recipe = tmp_path / "d.csv", tmp_path / "r.toml"
