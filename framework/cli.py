@@ -434,9 +434,12 @@ def _cmd_check(args: argparse.Namespace) -> int:
     compiled = compile(recipe)
     roles = recipe.roles
     lines = [f"recipe {args.recipe}: OK against the installed plugins"]
-    for role in ("ids", "weight", "strata", "keys"):
+    for role in ("ids", "weight", "strata", "keys", "numeric"):
         if getattr(roles, role):
             lines.append(f"  role {role}: {', '.join(getattr(roles, role))}")
+    if not compiled.steps:
+        lines.append("  assessment: the recipe has no steps; run releases the original unchanged, protects nothing "
+                     "and measures its risk")
     if roles.strata:
         lines.append(f"  strata: every step runs within each stratum of {', '.join(roles.strata)} alone; a stratum "
                      f"smaller than a step needs is {'merged with its neighbour' if roles.small_strata == 'merge' else 'refused'}")

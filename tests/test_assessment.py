@@ -57,6 +57,15 @@ def test_a_recipe_without_steps_is_an_assessment_of_the_original():
     assert "An assessment: the recipe has no steps" in html and "<th>before</th>" not in html
 
 
+def test_check_says_a_recipe_without_steps_is_an_assessment(tmp_path, capsys):
+    recipe = tmp_path / "a.toml"
+    recipe.write_text('[roles]\nkeys = ["sex"]\nnumeric = ["income"]\n', encoding="utf-8")
+    assert main(["check", str(recipe)]) == 0
+    out = capsys.readouterr().out
+    assert "  role numeric: income\n" in out
+    assert "assessment: the recipe has no steps; run releases the original unchanged, protects nothing" in out
+
+
 def test_a_recipe_with_nothing_to_do_or_measure_is_refused():
     with pytest.raises(RecipeError, match="evaluators or \\[roles\\] keys to assess it"):
         Recipe.from_dict({"roles": {"ids": "id"}})
