@@ -622,18 +622,23 @@ def key_figures_text(figures: Mapping[str, Any]) -> str:
     k, n = figures["k"], figures["records"]
     within = f" within each stratum of {_cols(figures['strata'])}" if figures["strata"] else ""
     where = f"the declared keys ({_cols(figures['columns'])}){within}"
-    own = " (a missing value counted as a value of its own)" if figures["missing_values"] else ""
-    matching = (f"; with a missing value matching any value (sdcMicro), {figures['records_with_few_matches']} "
-                f"match fewer than {k}" if "records_with_few_matches" in figures else "")
+    own = "counting a missing value as a value of its own, " if figures["missing_values"] else ""
+    counts = (f"the released file leaves {figures['sample_uniques']} of {n} records unique (sample uniques) and "
+              f"{figures['records_below_k']} of {n} in key cells smaller than k = {k}")
     expected = (f"expected re-identifications by an intruder who knows who is in the file: "
                 f"{figures['expected_reidentifications']:.6g} (the sum over records of 1/f, f the records sharing "
                 "the record's keys; no sampling weights)")
+    few = figures.get("records_with_few_matches")
     if figures["records_below_k"] == 0:
         return (f"Keys: on {where}, every released record shares its combination with at least "
-                f"{figures['min_cell_size']} records (k = {k} holds){own}; {expected}.")
-    return (f"Keys: on {where}, the released file leaves {figures['sample_uniques']} of {n} records unique "
-            f"(sample uniques) and {figures['records_below_k']} of {n} in key cells smaller than k = {k}{own}"
-            f"{matching}; {expected}.")
+                f"{figures['min_cell_size']} records (k = {k} holds{', ' + own.rstrip(', ') if own else ''}); "
+                f"{expected}.")
+    if few == 0:
+        return (f"Keys: on {where}, with a missing value matching any value (sdcMicro's convention), every released "
+                f"record matches at least {k} records (k = {k} holds); {own}{counts}; {expected}.")
+    matching = (f"; with a missing value matching any value (sdcMicro), {few} match fewer than {k}"
+                if few is not None else "")
+    return f"Keys: on {where}, {own}{counts}{matching}; {expected}."
 
 
 #: The columns the host's check of the whole file counts groups over.
