@@ -110,14 +110,16 @@ def headline_rows(rows: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
 
 
 def _number(value: Any) -> str:
+    """A figure as the summary prints it (``nan``: measured, not a number)."""
     if value is None or (isinstance(value, float) and np.isnan(value)):
-        return "-"
+        return "nan"
     return f"{value:.6g}" if isinstance(value, float) else str(value)
 
 
 def summary_table(rows: Sequence[Mapping[str, Any]], *, assessment: bool = False) -> list[str]:
     """The CLI summary's table of headline figures: figure, before, after
-    (``-``: not measured on the original, an information-loss figure); of an
+    (``-``: not measured on the original, an information-loss figure;
+    ``nan``: measured, not a number); of an
     assessment, each figure's value on the original."""
     shown = headline_rows(rows)
     if not shown:
@@ -128,7 +130,7 @@ def summary_table(rows: Sequence[Mapping[str, Any]], *, assessment: bool = False
         lines = [f"{'figure':<{width}}  original"]
         lines += [f"{name:<{width}}  {_number(r['value'])}" for name, r in zip(names, shown, strict=True)]
         return lines
-    before = [_number(r.get("before")) for r in shown]
+    before = [_number(r["before"]) if "before" in r else "-" for r in shown]
     after = [_number(r["value"]) for r in shown]
     w1 = max(len("before"), *map(len, before))
     lines = [f"{'figure':<{width}}  {'before':>{w1}}  after"]
