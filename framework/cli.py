@@ -59,6 +59,9 @@ from ._io import (
 from .cliargs import build_parser
 from .compare import MAX_RUNS, check_plot, compare, parse_sweep, summarize
 from .constraints import ConstraintSet, judge
+from .accounting import _exact, at_least
+from .assessment import rule_breaks, rule_breaks_lines, summary_table
+from .defaults import default_reason, default_step_lines
 from .datasets import TABLE1_RULE, table1
 from .errors import PrivclustError, RecipeError
 from .hookspecs import hookimpl
@@ -198,6 +201,37 @@ def _cmd_run_dataset(args: argparse.Namespace, recipe: Recipe) -> int:
     return 0
 
 
+def _default_lines(compiled: Any, frame: pd.DataFrame, *, named: bool = True) -> list[str]:
+    """The columns each step without ``columns`` changes by default (``named``), with warnings."""
+    return default_step_lines(frame, compiled.recipe.roles, [(cs.index, cs.id, cs.kind != "clusterers")
+                                                             for cs in compiled.steps if cs.step.columns is None],
+                              named=named)
+
+
+def _original_rule_lines(compiled: Any, frame: pd.DataFrame, non_disclosive: bool = False) -> list[str]:
+    """How many original records break each edit rule and by how much (the
+    residuals are left out of a non-disclosive run: a largest residual is an
+    individual record's value)."""
+    breaks = rule_breaks(frame, ConstraintSet.of(compiled.constraints, tuple(map(str, frame.columns))))
+    if non_disclosive:
+        breaks = [{**b, "max_residual": None, "total_residual": None} for b in breaks]
+    return rule_breaks_lines(breaks)
+
+
+def figures_text(release: Any, non_disclosive: bool) -> str:
+    """The summary's table of headline figures (risk before and after, and
+    utility), as the report holds them; empty without evaluators."""
+    rows = release.report(non_disclosive=non_disclosive)["evaluations"]
+    lines = summary_table(rows, assessment=bool(release.verification.get("assessment")))
+    if not lines:
+        return ""
+    note = ("headline figures (risk before protection and after; every figure is in the report):"
+            if not release.verification.get("assessment") else "headline figures of the original file:")
+    if release.dp_guarantee:
+        note += " computed from the original data, they are not differentially private:"
+    return note + "\n" + "\n".join("  " + line for line in lines) + "\n"
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     recipe = _load_recipe(args)
     if args.input != STDIO and Path(args.input).is_dir():
@@ -216,7 +250,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
     # to this terminal) is not registered; local processes and one process show it as the steps finish.
     registry, _ = _registry_with_progress(args.quiet or args.scheduler is not None, timed=not args.non_disclosive)
     try:
-        release = run(recipe, data, seed=_run_seed(args), registry=registry, scheduler=args.scheduler,
+        compiled = compile(recipe, registry)
+        for line in _default_lines(compiled, data):
+            if not args.quiet or line.startswith("warning"):
+                print(line, file=sys.stderr)
+        release = run(compiled, data, seed=_run_seed(args), scheduler=args.scheduler,
                       processes=args.processes, timeout=args.timeout)
     finally:
         registry.unregister(ProgressDisplay.plugin_name)
@@ -233,6 +271,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
         # The summary opens with the host's verdict (the report's first field too).
         print(f"{release.verdict}\n" + (f"{release.used_text(non_disclosive=args.non_disclosive)}\n"
                                      if release.effective_changes(non_disclosive=args.non_disclosive) else "")
+              + figures_text(release, args.non_disclosive)
+              + "".join(line + "\n" for line in _original_rule_lines(compiled, release.original,
+                                                                       args.non_disclosive))
               + f"wrote {where} ({release.data.shape[0]} records)"
               + (f" and {' and '.join(files)}" if files else ""), file=sys.stderr)
     return 0
@@ -383,15 +424,18 @@ def _cmd_check(args: argparse.Namespace) -> int:
     compiled = compile(recipe)
     roles = recipe.roles
     lines = [f"recipe {args.recipe}: OK against the installed plugins"]
-    for role in ("ids", "weight", "strata", "keys"):
+    for role in ("ids", "weight", "strata", "keys", "numeric"):
         if getattr(roles, role):
             lines.append(f"  role {role}: {', '.join(getattr(roles, role))}")
+    if not compiled.steps:
+        lines.append("  assessment: the recipe has no steps; run releases the original unchanged, protects nothing "
+                     "and measures its risk")
     if roles.strata:
         lines.append(f"  strata: every step runs within each stratum of {', '.join(roles.strata)} alone; a stratum "
                      f"smaller than a step needs is {'merged with its neighbour' if roles.small_strata == 'merge' else 'refused'}")
     for cs in compiled.steps:
-        cols = ", ".join(cs.step.columns) if cs.step.columns else \
-            ("the numeric columns without a role" if roles else "all numeric columns")
+        cols = ", ".join(cs.step.columns) if cs.step.columns else ", ".join(roles.numeric) if roles.numeric else \
+            ("the numeric columns without a role" if roles else "all numeric columns") + " (integer codes left out)"
         lines.append(f"  step {cs.index} {cs.id!r}: {cs.role} {cs.step.use} on {cols}")
     for spec in recipe.evaluate:
         lines.append(f"  evaluate: {spec.use}")
@@ -419,7 +463,9 @@ def _cmd_check(args: argparse.Namespace) -> int:
                              f"{cs.step.output or DEFAULT_LABEL_COLUMN!r}")
             else:
                 changed.update(columns)
-                lines.append(f"    step {cs.index} {cs.id!r} changes {', '.join(columns)}")
+                lines.append(f"    step {cs.index} {cs.id!r} changes {', '.join(columns)}"
+                             + (f" (by default: {default_reason(roles)})" if cs.step.columns is None else ""))
+        lines.extend("    " + line for line in _default_lines(compiled, checked.frame, named=False))
         rounded = [c for c in integer_columns(checked.frame) if c in changed]
         if rounded:
             lines.append(f"    integer columns, rounded by the host after the steps and released as integers: "
@@ -434,6 +480,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
             sizes = [len(rows) for _, rows in checked.parts]
             lines.append(f"    strata: {len(sizes)} (records per stratum: {min(sizes)} to {max(sizes)})"
                          + (f"; merged: {', '.join(checked.merges)}" if checked.merges else ""))
+        lines.extend("    " + line for line in _original_rule_lines(compiled, checked.frame))
         lines.append(f"  {UNCHECKED}")
     print("\n".join(lines))
     return 0
@@ -574,6 +621,9 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     registry, _ = _registry_with_progress(quiet=True)
     try:
         compiled = compile(recipe, registry)
+        for line in _default_lines(compiled, data):
+            if not args.quiet or line.startswith("warning"):
+                print(line, file=sys.stderr)
         release = run(compiled, data, seed=args.seed, registry=registry)
     finally:
         registry.unregister(ProgressDisplay.plugin_name)

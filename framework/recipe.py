@@ -51,7 +51,7 @@ PRIVACY_KEYS = ("epsilon", "delta", "allow_leaks")
 #: The variable roles of the ``[roles]`` table (sdcMicro's ``createSdcObj``
 #: roles), and its one option.
 ROLE_NAMES = ("ids", "weight", "strata", "keys")
-ROLES_KEYS = (*ROLE_NAMES, "small_strata")
+ROLES_KEYS = (*ROLE_NAMES, "numeric", "small_strata")
 #: What the runner does with a stratum smaller than a step needs.
 SMALL_STRATA = ("refuse", "merge")
 #: The names a recipe may list in ``[privacy] allow_leaks`` to accept a
@@ -239,6 +239,10 @@ class Roles:
         compose in parallel in the privacy accounting.
     :ivar keys: the categorical quasi-identifiers: the key-variable risk
         evaluators use them by default.
+    :ivar numeric: the numeric variables a step without ``columns`` works on
+        (sdcMicro's ``numVars``); without it, the numeric columns without a
+        role that do not look like codes (see ``docs/roles.md``). Not a role of
+        its own: these are the columns the steps change.
     :ivar small_strata: ``"refuse"`` (default) a stratum smaller than a step
         needs, naming it; or ``"merge"`` it with its neighbour in sorted order.
     """
@@ -247,6 +251,7 @@ class Roles:
     weight: tuple[str, ...] = attrs.field(default=(), converter=_as_names, validator=_check_role)
     strata: tuple[str, ...] = attrs.field(default=(), converter=_as_names, validator=_check_role)
     keys: tuple[str, ...] = attrs.field(default=(), converter=_as_names, validator=_check_role)
+    numeric: tuple[str, ...] = attrs.field(default=(), converter=_as_names, validator=_check_role)
     small_strata: str = attrs.field(default="refuse", validator=_check_small_strata)
 
     def __attrs_post_init__(self) -> None:
@@ -258,6 +263,11 @@ class Roles:
                     problems.append(Problem(f"roles.{role}", f"the column {column!r} also has the role "
                                             f"{seen[column]!r}; a column has one role", "keep it in one of them"))
                 seen.setdefault(column, role)
+        for column in self.numeric:
+            if column in seen:
+                problems.append(Problem("roles.numeric", f"names {column!r}, which has the role {seen[column]!r}; "
+                                        "the numeric variables are the columns the steps change, and a role "
+                                        "column is released unchanged", "leave it out of one of them"))
         if problems:
             raise RecipeError(problems)
 
@@ -299,6 +309,8 @@ class Roles:
             value = getattr(self, role)
             if value:
                 out[role] = value[0] if role == "weight" else list(value)
+        if self.numeric:
+            out["numeric"] = list(self.numeric)
         if self.small_strata != "refuse":
             out["small_strata"] = self.small_strata
         return out
@@ -460,6 +472,17 @@ def _role_problems(roles: Roles, steps: Sequence[Step], indices: Sequence[int] |
     return problems
 
 
+def _assessment_problems(steps: Sequence[Step], evaluate: Sequence[EvaluateSpec], roles: Roles) -> list[Problem]:
+    """A recipe without steps is an assessment of the original file: it needs
+    something to measure (evaluators, or declared keys whose risk figures the
+    verdict states)."""
+    if steps or evaluate or roles.keys:
+        return []
+    return [Problem("steps", "a recipe needs steps to protect the data, or evaluators or [roles] keys to assess it "
+                    "(a recipe without steps is an assessment: it releases the original unchanged)",
+                    "add a [[steps]] table, or [[evaluate]] tables / [roles] keys to measure the original's risk")]
+
+
 @attrs.frozen(kw_only=True)
 class Recipe:
     """A protection recipe (see the module docstring)."""
@@ -478,7 +501,7 @@ class Recipe:
         return _default_ids(self.steps)
 
     def __attrs_post_init__(self) -> None:
-        problems = [] if self.steps else [Problem("steps", "a recipe needs at least one step", "add a [[steps]] table")]
+        problems = _assessment_problems(self.steps, self.evaluate, self.roles)
         problems += _structural_problems(self.steps)
         problems += _role_problems(self.roles, self.steps)
         if problems:
@@ -538,8 +561,7 @@ class Recipe:
         steps: list[Step] = []
         positions: list[int] = []
         raw_steps = data.get("steps")
-        if raw_steps is None:
-            problems.append(Problem("steps", "a recipe needs at least one step", "add a [[steps]] table"))
+        if raw_steps is None:  # an assessment of the original file (checked once the evaluators are read)
             raw_steps = []
         elif not isinstance(raw_steps, Sequence) or isinstance(raw_steps, str):
             problems.append(Problem("steps", "must be a list of tables", "write each step as [[steps]]"))
@@ -610,6 +632,8 @@ class Recipe:
             if key in data and not isinstance(data[key], str):
                 problems.append(Problem(key, f"must be a string; got {data[key]!r}"))
 
+        if not raw_steps and not problems:
+            problems += _assessment_problems(steps, evaluate, roles)
         if steps:
             problems += _structural_problems(steps, positions)
             problems += _role_problems(roles, steps, positions)
@@ -701,7 +725,8 @@ class Recipe:
             out["privacy"] = privacy
         if self.constraints:
             out["constraints"] = [c.to_dict() for c in self.constraints]
-        out["steps"] = [s.to_dict() for s in self.steps]
+        if self.steps:
+            out["steps"] = [s.to_dict() for s in self.steps]
         if self.evaluate:
             out["evaluate"] = [e.to_dict() for e in self.evaluate]
         return out

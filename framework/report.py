@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 from markupsafe import Markup
 
+from .assessment import EVALUATION_COLUMNS, with_before
 from .accounting import Accountant, Budget, Ledger, _exact, _jsonable, accountant_description, at_least, at_most
 from .errors import PrivclustError
 from .plots import before_after
@@ -194,6 +195,10 @@ class Release:
     :ivar outcomes: each step's :class:`~privclust.StepOutcome`.
     :ivar ledger: the run's :class:`~privclust.Ledger`.
     :ivar evaluations: tidy DataFrame (evaluator, metric, value, columns).
+    :ivar before: the figures of the risk evaluators measured on the original
+        file (before protection), in the same form; the report shows each
+        beside its value after. Of an assessment (a recipe without steps):
+        the risk figures as measured.
     :ivar recipe: the recipe that ran.
     :ivar seeded: whether a seed was given (the seed itself is not kept).
     :ivar verdict: the host's one-sentence verdict on the release (see
@@ -229,6 +234,8 @@ class Release:
     snapshot: Mapping[str, Any] = attrs.field(factory=dict, repr=False)
     #: the indices of the steps that drew from the run's randomness
     random_steps: tuple[int, ...] = ()
+    #: the risk figures on the original file (:mod:`privclust.assessment`)
+    before: pd.DataFrame = attrs.field(factory=lambda: pd.DataFrame(columns=EVALUATION_COLUMNS), repr=False)
 
     def __reduce__(self):
         """Pickle without the registry (a live plugin manager); every part of
@@ -382,6 +389,7 @@ class Release:
             {k: (None if isinstance(v, float) and np.isnan(v) else v) for k, v in row.items()}
             for row in self.evaluations.to_dict(orient="records")
         ]
+        evaluations = with_before(evaluations, self.before)
         for row in evaluations:
             described = self.metric_description(row["evaluator"], row["metric"])
             if described is not None:
@@ -660,7 +668,7 @@ def _by_evaluator(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if not groups or (groups[-1]["evaluator"], groups[-1]["columns"]) != (row["evaluator"], columns):
             groups.append({"evaluator": row["evaluator"], "columns": columns, "rows": []})
         groups[-1]["rows"].append({"metric": row["metric"], "value": row["value"], "unit": row.get("unit", ""),
-                                   "explanation": row.get("explanation", "")})
+                                   "explanation": row.get("explanation", ""), "before": row.get("before")})
     return groups
 
 
@@ -727,6 +735,10 @@ def render_html(release: Release, *, non_disclosive: bool = False, plots: bool =
                   for role in ("ids", "weight", "strata", "keys") if getattr(release.recipe.roles, role)],
         "has_dp": has_dp,
         "evaluations": groups,
+        # a column of figures on the original (risk before protection) when some figure has one
+        "before_column": any("before" in r for r in report["evaluations"])
+        and not release.verification.get("assessment"),
+        "assessment": bool(release.verification.get("assessment")),
         # what the page says when it shows no figure: a recipe with evaluators whose figures were all left out
         # (a non-disclosive report of a DP release) read "No evaluators in the recipe."
         "evaluators": ", ".join(dict.fromkeys(spec.use for spec in release.recipe.evaluate)),

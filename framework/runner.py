@@ -52,6 +52,8 @@ from .params import column_bounds, leak_problems
 from .recipe import DEFAULT_LABEL_COLUMN, EvaluateSpec, Recipe, Roles, Step, _thaw
 from .recipe import _role_problems as _role_problems_of_steps
 from .registry import Registry, get_registry, unknown_leak_problems
+from .defaults import default_step_columns
+from .assessment import EVALUATION_COLUMNS, figure_rows, is_risk_evaluator, measure_before
 from .report import EFFECTIVE_PARAMS, EFFECTIVE_PARAMS_FROM_DATA, Release
 from .specs import _META_LEAK, nested_components, step_id_params
 from .verify import _equal, _values, random_step_names, snapshot, verdict, verify
@@ -68,11 +70,6 @@ def numeric_columns(frame: pd.DataFrame) -> tuple[str, ...]:
     return tuple(c for c in frame.columns if is_real_column(frame[c]))
 
 
-def default_step_columns(frame: pd.DataFrame, roles: Roles | None = None) -> tuple[str, ...]:
-    """The columns a step without ``columns`` works on: the numeric columns
-    that have no role in ``[roles]``, in order."""
-    taken = roles.columns if roles is not None else {}
-    return tuple(c for c in numeric_columns(frame) if c not in taken)
 
 
 @attrs.frozen
@@ -619,7 +616,7 @@ def check_data(compiled: CompiledRecipe, frame: pd.DataFrame) -> list[tuple[str,
     for cs in compiled.steps:
         columns = cs.step.columns if cs.step.columns is not None else default_columns
         if not columns:
-            what = "numeric columns without a role" if roles else "numeric columns"
+            what = ("numeric columns without a role" if roles else "numeric columns") + " that are not integer codes"
             problems.append(f"steps[{cs.index}]: the data have no {what}; name the step's columns")
         step_columns.append(tuple(columns))
         policy = _missing_policy(cs)
@@ -1313,7 +1310,7 @@ def _run_checked(compiled: CompiledRecipe, checked: Preflight, seed: int | np.ra
 
     changed = tuple(c for c in frame.columns if any(c in o.columns for o in outcomes if o.kind != "clusterers"
                                                     and capability(o.component, "key_masker") is not True))
-    evaluations = _evaluate(compiled, frame, current, labels, outcomes, all_constraints, context,
+    evaluations, before = _evaluate(compiled, frame, current, labels, outcomes, all_constraints, context,
                             changed or default_columns)
     ledger = context.ledger
     return Release(
@@ -1323,6 +1320,7 @@ def _run_checked(compiled: CompiledRecipe, checked: Preflight, seed: int | np.ra
         outcomes=tuple(outcomes),
         ledger=ledger,
         evaluations=evaluations,
+        before=before,
         recipe=compiled.recipe,
         seeded=context.seeded,
         budget=compiled.budget,
@@ -1787,8 +1785,10 @@ def _rounding_groups(handlers: Sequence[Any], parts: Sequence[Any], columns: Seq
 
 def _evaluate(compiled: CompiledRecipe, original: pd.DataFrame, protected: pd.DataFrame, labels: pd.DataFrame,
               outcomes: Sequence[StepOutcome], constraints: ConstraintSet | None, context: PrivacyContext,
-              default_columns: Sequence[str]) -> pd.DataFrame:
-    rows = []
+              default_columns: Sequence[str]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The evaluations table, and the risk figures measured on the original file (before protection)."""
+    rows: list[dict[str, Any]] = []
+    risky: list[tuple[str, Any, EvaluationInputs, str]] = []
     ledger = Ledger(copy.deepcopy(context.ledger.entries))  # evaluators read a copy; the run's ledger is the host's
     with context.step(-1, "evaluate", "evaluate"):
         rng = context.rng
@@ -1800,17 +1800,14 @@ def _evaluate(compiled: CompiledRecipe, original: pd.DataFrame, protected: pd.Da
             inputs = EvaluationInputs(original=original, protected=protected, columns=tuple(columns), labels=labels,
                                       outcomes=tuple(outcomes), constraints=constraints, ledger=ledger,
                                       rng=rng, registry=compiled.registry, roles=compiled.recipe.roles)
-            figures = ev.evaluator.evaluate(inputs)
             on = _evaluated_on(ev, inputs)
-            for metric, value in dict(figures).items():
-                try:
-                    number = float(value)
-                except (TypeError, ValueError):
-                    raise PrivclustError(f"evaluator {ev.spec.use!r} returned a non-numeric value for "
-                                         f"{metric!r}: {value!r} (a bug in its plugin)") from None
-                rows.append({"evaluator": ev.spec.use, "metric": str(metric),
-                             "value": number if math.isfinite(number) else np.nan, "columns": on})
-    return pd.DataFrame(rows, columns=["evaluator", "metric", "value", "columns"])
+            rows += figure_rows(ev.spec.use, ev.evaluator.evaluate(inputs), on)
+            if is_risk_evaluator(ev.spec.use):
+                risky.append((ev.spec.use, ev.evaluator, inputs, on))
+        # risk before: of an assessment, the risk figures as measured
+        before = measure_before(risky, original) if outcomes else \
+            [r for r in rows if is_risk_evaluator(r["evaluator"])]
+    return pd.DataFrame(rows, columns=EVALUATION_COLUMNS), pd.DataFrame(before, columns=EVALUATION_COLUMNS)
 
 
 def _evaluated_on(ev: Any, inputs: EvaluationInputs) -> str:

@@ -376,6 +376,8 @@ def verify(context: PrivacyContext, original: pd.DataFrame, released: pd.DataFra
         "steps": steps,
         "claims": [],
     }
+    if not outcomes:  # a recipe without steps: an assessment of the original file
+        checks["assessment"] = True
     # The whole released file: every released column that identifies records by original values (its
     # quasi-identifiers): the steps' columns, the labels computed from them, the declared keys and strata.
     depends = {*protected, *map(str, label_columns), *map(str, keys), *map(str, strata)}
@@ -392,6 +394,8 @@ def verify(context: PrivacyContext, original: pd.DataFrame, released: pd.DataFra
     whole.pop("_sizes", None)
     whole.pop("_holes", None)
     checks["whole_file"] = whole
+    if keys and n:
+        checks["keys"] = key_figures(released, keys, strata, file_k or DEFAULT_KEY_K)
 
     # One host entry per step, then one for the release.
     for s in steps:
@@ -434,10 +438,18 @@ def verify(context: PrivacyContext, original: pd.DataFrame, released: pd.DataFra
     if whole_columns and n:
         text += " " + _whole_file_text(whole, n)
     context._record_host("verified", text, mechanism="release check",
-                         details=_shown({k: v for k, v in checks.items() if k not in ("steps", "claims")}, dp_release))
+                         details=_shown({k: v for k, v in checks.items() if k not in ("steps", "claims", "keys")},
+                                        dp_release))
+    if "keys" in checks:
+        context._record_host("verified", "Host check of the declared keys on the released file. "
+                             + key_figures_text(checks["keys"]), mechanism="key risk", details=dict(checks["keys"]))
 
     nothing = not changed
-    if nothing:
+    if nothing and not outcomes:
+        warnings.warn(NothingProtectedWarning(ASSESSMENT + " Every original value of "
+                                              + _cols([str(c) for c in original.columns]) + " is released."),
+                      stacklevel=3)
+    elif nothing:
         warnings.warn(NothingProtectedWarning(
             "THE RELEASE CHANGES NO COLUMN: every original value of " + _cols([str(c) for c in original.columns])
             + " is released unchanged" + (f" (the steps only added the label column(s) {_cols(label_columns)})"
@@ -570,6 +582,63 @@ def verify(context: PrivacyContext, original: pd.DataFrame, released: pd.DataFra
         context.ledger._replace(attrs.evolve(entry, statement=text, status=status))
 
     return checks
+
+
+#: The k of the key figures when no step claims one (sdcMicro's freqCalc reports cells below 2, 3 and 5).
+DEFAULT_KEY_K = 3
+#: The verdict of a recipe without steps (an assessment of the original file).
+ASSESSMENT = ("ASSESSMENT ONLY, NOTHING PROTECTED: the recipe has no steps, so the release is the original file "
+              "unchanged and no guarantee of any kind is claimed; the figures measure the original's risk.")
+
+
+def key_figures(released: pd.DataFrame, keys: Sequence[str], strata: Sequence[str], k: int) -> dict[str, Any]:
+    """The risk figures of the declared keys on the released file, measured
+    by the host: key cells are the combinations of ``keys`` within each
+    stratum; ``sample_uniques`` the records alone in their cell,
+    ``records_below_k`` the records in a cell smaller than ``k`` (a missing
+    value counted as a value of its own, with sdcMicro's matching count
+    beside it when a value is missing), and ``expected_reidentifications``
+    the sum over records of ``1 / f_k`` (``f_k`` the records sharing the
+    record's cell: the number of cells), the expected number of records an
+    intruder who knows who is in the file re-identifies by matching their
+    keys; no sampling weights are used (the ``individual-risk`` evaluator
+    gives sdcMicro's weighted estimate)."""
+    keys = [str(c) for c in keys]
+    checked = _k_check(released, keys, tuple(strata), k)
+    out = {"columns": keys, "strata": [str(c) for c in strata], "k": k, "records": int(len(released)),
+           "cells": int(checked["groups"]), "min_cell_size": int(checked["min_group_size"]),
+           "sample_uniques": int(checked["unique_records"]),
+           "records_below_k": int(checked["records_in_small_groups"]),
+           # the sum over records of 1/f is the number of cells, exactly (a float sum of 1/f gave 411.99999999999994)
+           "expected_reidentifications": float(checked["groups"]), "missing_values": int(checked["_holes"]),
+           "holds": checked["holds"]}
+    if "records_with_few_matches" in checked:
+        out["records_with_few_matches"] = int(checked["records_with_few_matches"])
+    return out
+
+
+def key_figures_text(figures: Mapping[str, Any]) -> str:
+    """The verdict's sentence on the declared keys (:func:`key_figures`)."""
+    k, n = figures["k"], figures["records"]
+    within = f" within each stratum of {_cols(figures['strata'])}" if figures["strata"] else ""
+    where = f"the declared keys ({_cols(figures['columns'])}){within}"
+    own = "counting a missing value as a value of its own, " if figures["missing_values"] else ""
+    counts = (f"the released file leaves {figures['sample_uniques']} of {n} records unique (sample uniques) and "
+              f"{figures['records_below_k']} of {n} in key cells smaller than k = {k}")
+    expected = (f"expected re-identifications by an intruder who knows who is in the file: "
+                f"{figures['expected_reidentifications']:.6g} (the sum over records of 1/f, f the records sharing "
+                "the record's keys; no sampling weights)")
+    few = figures.get("records_with_few_matches")
+    if figures["records_below_k"] == 0:
+        return (f"Keys: on {where}, every released record shares its combination with at least "
+                f"{figures['min_cell_size']} records (k = {k} holds{', ' + own.rstrip(', ') if own else ''}); "
+                f"{expected}.")
+    if few == 0:
+        return (f"Keys: on {where}, with a missing value matching any value (sdcMicro's convention), every released "
+                f"record matches at least {k} records (k = {k} holds); {own}{counts}; {expected}.")
+    matching = (f"; with a missing value matching any value (sdcMicro), {few} match fewer than {k}"
+                if few is not None else "")
+    return f"Keys: on {where}, {own}{counts}{matching}; {expected}."
 
 
 #: The columns the host's check of the whole file counts groups over.
@@ -918,6 +987,9 @@ def verdict(ledger: Ledger, accountant: Accountant, outcomes: Sequence[Any], che
                       "pattern is not protected.")
     if checks.get("values_set_missing"):
         extras.append(f"{checks['values_set_missing']} values were set missing by the steps (suppressed).")
+    keys = [key_figures_text(checks["keys"])] if checks.get("keys") else []
+    if checks.get("assessment"):  # a recipe without steps: the original unchanged, and its key figures
+        return " ".join([ASSESSMENT, *keys])
     if reasons:
         text = "No differential-privacy guarantee: " + "; ".join(reasons) + "."
         left = [c if c not in strata else f"{c} (a public stratum column)"
@@ -953,7 +1025,9 @@ def verdict(ledger: Ledger, accountant: Accountant, outcomes: Sequence[Any], che
                 f"claims of {who}: {composer} cannot check a sensitivity (privclust audit tests one empirically).")
         if seeded:
             text += " " + SEEDED_CAVEAT
-    return " ".join(dict.fromkeys([text, *extras]))
+    # the declared keys first (how people are re-identified in a survey file), except before a DP guarantee
+    opening = [text, *keys] if not reasons else [*keys, text]
+    return " ".join(dict.fromkeys([*opening, *extras]))
 
 
 def snapshot(registry: Any, outcomes: Sequence[Any], constraints: Sequence[Any],

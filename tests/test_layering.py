@@ -39,7 +39,7 @@ LAYERS: list[set[str]] = [
     {"recipe", "constraints", "building"},
     {"accountants", "context", "accounting"},
     {"registry"},
-    {"verify", "report"},
+    {"assessment", "defaults", "verify", "report"},
     {"runner"},
     {"compare", "harness", "audit_events", "audit", "testing", "sklearn", "strata"},
     {"cliargs", "cli", "__main__"},

@@ -139,10 +139,10 @@ def test_missing_recipe_file(tmp_path):
         Recipe.from_toml(tmp_path / "nope.toml")
 
 
-def test_no_steps():
-    with pytest.raises(RecipeError, match="at least one step"):
+def test_no_steps_is_an_assessment_that_needs_something_to_measure():
+    with pytest.raises(RecipeError, match="evaluators or \\[roles\\] keys to assess it"):
         Recipe.from_dict({})
-    with pytest.raises(RecipeError, match="at least one step"):
+    with pytest.raises(RecipeError, match="evaluators or \\[roles\\] keys to assess it"):
         Recipe(steps=[])
 
 
