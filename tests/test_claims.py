@@ -292,23 +292,3 @@ def test_a_ledger_entry_without_a_fact_composes_no_relation():
     probe = LedgerEntry(seq=0, kind="dp", step=None, step_id=None, component="c", statement="probe", epsilon=1.0)
     assert probe.fact is None and entry_relation(probe) is None
 
-
-def test_a_k_anonymity_claim_in_words_without_a_k_is_refuted_with_the_typed_way_to_state_it():
-    data = pd.DataFrame({"a": np.arange(24.0) // 4, "b": np.arange(24.0) // 4})
-
-    @attrs.frozen(kw_only=True)
-    class NoK:
-        name: ClassVar[str] = "no-k"
-
-        def mask(self, data, context):
-            context.record("the data are anonymous", guarantee="k-anonymity")
-            return Masked(data=data + 0.5)
-
-    class Plugin:
-        @hookimpl
-        def privclust_register_maskers(self, register):
-            register(NoK)
-
-    release = privclust.run({"steps": [{"use": "no-k"}]}, data, registry=Registry(plugins=[Plugin()], use_env=False))
-    entry = release.ledger.of_kind("guarantee")[0]
-    assert entry.status == "refuted" and "claim=KAnonymity(k, columns)" in entry.statement
