@@ -508,8 +508,8 @@ def verify(context: PrivacyContext, original: pd.DataFrame, released: pd.DataFra
                 elif k is None:
                     status = "refuted"
                     text = (f"Claimed by {who}, not verified: the k-anonymity claim names no k the host can check "
-                            f"(a component states it as claim=KAnonymity(k, columns)); on {on} the smallest group of identical rows of {_cols(columns)} has {smallest} "
-                            f"record(s). The claim was: {claim}")
+                            f"(a component states it as claim=KAnonymity(k, columns)); on {on} the smallest group "
+                            f"of identical rows of {_cols(columns)} has {smallest} record(s). The claim was: {claim}")
                 else:
                     status = "refuted"
                     clusterer = own_outcome.kind == "clusterers"
