@@ -160,7 +160,7 @@ class DifferentialPrivacy:
 
     epsilon: float = attrs.field(converter=lambda v: _figure("DifferentialPrivacy: epsilon", v))
     delta: float = attrs.field(default=0.0, converter=lambda v: _figure("DifferentialPrivacy: delta", v))
-    relation: Relation = attrs.field(converter=Relation.parse)
+    relation: Relation = attrs.field(converter=lambda v: Relation.parse(v))
     covers: str = attrs.field(validator=lambda _i, a, v: _str(f"DifferentialPrivacy: {a.name}", v))
     not_covered: str = attrs.field(default="", validator=lambda _i, a, v: _str(f"DifferentialPrivacy: {a.name}", v))
     claimed_epsilon: float | None = attrs.field(
