@@ -64,6 +64,7 @@ if TYPE_CHECKING:  # pragma: no cover
         at_least,
         at_most,
     )
+    from .claims import DifferentialPrivacy, Guarantee, KAnonymity, ProbabilisticKAnonymity, Relation
     from .compare import compare, summarize
     from .components import (
         CAPABILITIES,
@@ -142,6 +143,7 @@ _LAZY: dict[str, str] = {name: module for module, names in {
         "Accountant BasicAccountant ContextView Ledger LedgerEntry NothingProtectedWarning PrivacyContext "
         "PrivacyLeakWarning RecordProgress Stash StashKey ThrottledProgress at_least at_most"
     ),
+    "claims": "DifferentialPrivacy Guarantee KAnonymity ProbabilisticKAnonymity Relation",
     "compare": "compare summarize",
     "components": (
         "CAPABILITIES KINDS BoundConstraints Capability Clusterer ConstraintHandler EvaluationInputs "
@@ -206,6 +208,11 @@ def _version() -> str:
 __version__ = _version()
 
 __all__ = [
+    "DifferentialPrivacy",
+    "Guarantee",
+    "KAnonymity",
+    "ProbabilisticKAnonymity",
+    "Relation",
     "CAPABILITIES",
     "EFFECTIVE_PARAMS",
     "EFFECTIVE_PARAMS_FROM_DATA",

@@ -16,6 +16,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
+from .claims import ADD_REMOVE, REPLACE_ONE, DifferentialPrivacy, relation_kind
 from .errors import BudgetExceededError, PrivclustError
 from .ledger import LedgerEntry, at_least, component_text, exact
 from .recipe import Budget
@@ -27,6 +28,7 @@ __all__ = [
     "BasicAccountant",
     "accountant_description",
     "accountant_name",
+    "entry_relation",
     "group_delta",
     "relation_kind",
 ]
@@ -54,21 +56,12 @@ class Accountant(Protocol):
         ...
 
 
-REPLACE_ONE = "replace-one"
-ADD_REMOVE = "add/remove"
-
-
-def relation_kind(text: str | None) -> str:
-    """The neighbouring relation a ledger entry states: ``"replace-one"``
-    (bounded DP: one record's values change, n is public), ``"add/remove"``
-    (unbounded DP: one record is added or removed), or the text itself for
-    any other relation."""
-    t = (text or "").strip().lower()
-    if t.startswith(("replace-one", "replace one", "bounded")):
-        return REPLACE_ONE
-    if t.startswith(("add/remove", "add-remove", "add or remove", "add-or-remove", "unbounded")):
-        return ADD_REMOVE
-    return t
+def entry_relation(entry: LedgerEntry) -> str | None:
+    """The kind of neighbouring relation a ``dp`` entry holds under, read from
+    its typed fact (:class:`~privclust.Relation`): ``"replace-one"``,
+    ``"add/remove"``, another relation's own words, or ``None``."""
+    fact = entry.fact
+    return fact.relation.kind if isinstance(fact, DifferentialPrivacy) else None
 
 
 def group_delta(epsilon: float, delta: float) -> float:
@@ -117,7 +110,7 @@ class BasicAccountant:
 
     def relation(self, entries: Sequence[LedgerEntry]) -> str | None:
         """The relation the total holds under (``None`` without DP releases)."""
-        kinds = {relation_kind(e.relation) for e in entries if e.kind == "dp" and e.relation}
+        kinds = {k for e in entries if e.kind == "dp" and (k := entry_relation(e)) is not None}
         if not kinds:
             return None
         if len(kinds) == 1:
@@ -139,7 +132,7 @@ class BasicAccountant:
             if e.kind != "dp":
                 continue
             e_eps, e_delta = e.epsilon, e.delta
-            if target == REPLACE_ONE and relation_kind(e.relation) == ADD_REMOVE:
+            if target == REPLACE_ONE and entry_relation(e) == ADD_REMOVE:
                 e_eps, e_delta = 2.0 * e.epsilon, group_delta(e.epsilon, e.delta)
             if e.partition is None:
                 eps += e_eps

@@ -40,6 +40,15 @@ import numpy as np
 
 from ._optional import deferred
 from .accountants import Accountant, BasicAccountant, accountant_description
+from .claims import (
+    DifferentialPrivacy,
+    Guarantee,
+    KAnonymity,
+    ProbabilisticKAnonymity,
+    Relation,
+    guarantee_claim,
+    stated_ks,
+)
 from .errors import BudgetExceededError, ParameterError, PrivclustError
 from .ledger import (
     HOST,
@@ -373,20 +382,27 @@ class PrivacyContext:
     def spend(
         self,
         *,
-        epsilon: float,
-        delta: float = 0.0,
+        epsilon: float | None = None,
+        delta: float | None = None,
         mechanism: str,
         sensitivity: float | Sensitivity | str,
-        relation: str,
-        covers: str,
-        not_covered: str = "",
+        relation: Relation | str | None = None,
+        covers: str | None = None,
+        not_covered: str | None = None,
         claimed_epsilon: float | None = None,
         partition: tuple[str, str] | None = None,
         details: Mapping[str, Any] | None = None,
         component: str | None = None,
         noise: str = "",
+        claim: DifferentialPrivacy | None = None,
     ) -> LedgerEntry:
         """Record a differentially private release, after checking the budget.
+
+        The release is stated either as a typed
+        ``claim=DifferentialPrivacy(epsilon=..., delta=..., relation=...,
+        covers=..., not_covered=...)`` or by those keywords; the host reads
+        the typed fact (its relation's kind composes releases), and the
+        ledger's words are rendered from it.
 
         :param epsilon: the epsilon that actually holds for this release (the
             honest figure, which the accountant charges).
@@ -394,7 +410,9 @@ class PrivacyContext:
         :param mechanism: e.g. ``"laplace"``.
         :param sensitivity: the sensitivity used (a number, a
             :class:`Sensitivity` or a description).
-        :param relation: the neighbouring relation, e.g. ``"replace-one (bounded DP)"``.
+        :param relation: the neighbouring relation: :attr:`Relation.REPLACE_ONE`,
+            :attr:`Relation.ADD_REMOVE` (``.explained("...")`` adds a note), or
+            words such as ``"replace-one (bounded DP)"``, converted once here.
         :param covers: which released values the guarantee covers.
         :param not_covered: which outputs it does not cover.
         :param claimed_epsilon: the figure a method's paper claims, when it
@@ -409,19 +427,18 @@ class PrivacyContext:
         :param noise: how the noise was drawn, for the statement (e.g. the
             lattice the values are released on and the sensitivity after
             rounding to it).
+        :param claim: the release as a typed :class:`DifferentialPrivacy`
+            (then none of epsilon, delta, relation, covers, not_covered and
+            claimed_epsilon is given).
         :raises BudgetExceededError: before anything is recorded.
         """
         not_the_host(component)
-        mechanism, relation, covers, not_covered, noise = (
-            component_text(f"spend(): {label}", value)
-            for label, value in (("mechanism", mechanism), ("relation", relation), ("covers", covers),
-                                 ("not_covered", not_covered), ("noise", noise)))
-        for label, value in (("epsilon", epsilon), ("delta", delta)):
-            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
-                raise PrivclustError(f"spend(): {label} must be a finite number >= 0; got {value!r}")
-        if epsilon == 0 and delta == 0:
-            raise PrivclustError("spend(): a release with epsilon = 0 and delta = 0 adds no protection cost; "
-                                 "do not record it as a DP release")
+        fact = _dp_claim(claim, epsilon=epsilon, delta=delta, relation=relation, covers=covers,
+                         not_covered=not_covered, claimed_epsilon=claimed_epsilon)
+        epsilon, delta, claimed_epsilon = fact.epsilon, fact.delta, fact.claimed_epsilon
+        relation, covers, not_covered = fact.relation.text, fact.covers, fact.not_covered
+        mechanism, noise = (component_text(f"spend(): {label}", value)
+                            for label, value in (("mechanism", mechanism), ("noise", noise)))
         if isinstance(sensitivity, Sensitivity):
             sens: Any = {"l1": sensitivity.l1, "l2": sensitivity.l2_bound}
             sens_text = f"L1 {at_most(sensitivity.l1)}" + (
@@ -432,11 +449,7 @@ class PrivacyContext:
             # noise was drawn for
             sens_text = (at_most(sensitivity) if isinstance(sensitivity, int | float)
                          else component_text("spend(): sensitivity", str(sensitivity)))
-        statement = dp_statement(
-            epsilon=float(epsilon), delta=float(delta), mechanism=mechanism, sensitivity=sens_text,
-            relation=relation, covers=covers, not_covered=not_covered, claimed_epsilon=claimed_epsilon,
-            noise=noise,
-        )
+        statement = dp_statement(fact, mechanism=mechanism, sensitivity=sens_text, noise=noise)
         details = dict(details or {})
         if partition:
             claimed = [component_text("spend(): partition", str(x)) for x in tuple(partition)]
@@ -463,6 +476,7 @@ class PrivacyContext:
             partition=partition,
             details=details,
             component=component,
+            fact=fact,
         )
         self.accountant.check(self.ledger.entries, entry)
         self.ledger._append(entry)
@@ -478,16 +492,23 @@ class PrivacyContext:
             return False
         return True
 
-    def record(self, statement: str, *, guarantee: str, details: Mapping[str, Any] | None = None,
+    def record(self, statement: str = "", *, claim: KAnonymity | ProbabilisticKAnonymity | Guarantee | None = None,
+               guarantee: str | None = None, details: Mapping[str, Any] | None = None,
                component: str | None = None) -> LedgerEntry:
         """Record a non-DP guarantee (k-anonymity, probabilistic k-anonymity,
-        edit rules satisfied...). ``guarantee`` names it; ``statement`` says
-        in words what it covers and what it does not."""
+        edit rules satisfied...) as a typed ``claim``
+        (:class:`KAnonymity`, :class:`ProbabilisticKAnonymity`,
+        :class:`Guarantee`), which the host reads and verifies;
+        ``statement`` says in words what it covers and what it does not (left
+        out: the claim's own words, :meth:`KAnonymity.describe`). The string
+        form ``guarantee="k-anonymity"`` with ``details={"k": 5}`` still
+        works: it is converted here, once, to the typed claim."""
         not_the_host(component)
-        statement = component_text("record(): statement", statement)
-        guarantee = component_text("record(): guarantee", guarantee)
-        entry = self._entry("guarantee", statement, mechanism=guarantee, details=details, component=component,
-                            claim=statement, status="claimed")
+        fact, details = _guarantee_claim(claim, guarantee, details, statement)
+        statement = component_text("record(): statement", statement or fact.describe())
+        name = component_text("record(): guarantee", guarantee if claim is None else fact.name)
+        entry = self._entry("guarantee", statement, mechanism=name, details=details, component=component,
+                            claim=statement, status="claimed", fact=fact)
         self.ledger._append(entry)
         return entry
 
@@ -564,6 +585,81 @@ class PrivacyContext:
         return max(0.0, self.budget.epsilon - self.spent[0])
 
 
+
+
+def _dp_claim(claim: DifferentialPrivacy | None, **stated: Any) -> DifferentialPrivacy:
+    """``context.spend``'s release as a typed fact: ``claim`` itself, or the
+    one built from its keywords (the string form of the relation converted
+    here, once). Every text passes :func:`component_text`."""
+    if claim is not None:
+        given = sorted(k for k, v in stated.items() if v is not None)
+        if not isinstance(claim, DifferentialPrivacy) or given:
+            raise PrivclustError(
+                "spend(): claim= takes a DifferentialPrivacy(epsilon=..., delta=..., relation=..., covers=...) and "
+                "replaces those keywords" + (f"; also given: {', '.join(given)}" if given else
+                                             f"; got {type(claim).__name__}"))
+        stated = {k: getattr(claim, k) for k in stated}
+        stated["relation"] = claim.relation.text
+    epsilon, delta = stated["epsilon"], 0.0 if stated["delta"] is None else stated["delta"]
+    for label, value in (("epsilon", epsilon), ("delta", delta)):
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+            raise PrivclustError(f"spend(): {label} must be a finite number >= 0; got {value!r}")
+    if epsilon == 0 and delta == 0:
+        raise PrivclustError("spend(): a release with epsilon = 0 and delta = 0 adds no protection cost; "
+                             "do not record it as a DP release")
+    for label in ("relation", "covers"):
+        if stated[label] is None:
+            raise PrivclustError(f"spend(): {label} is required (or give claim=DifferentialPrivacy(...)); "
+                                 + ("Relation.REPLACE_ONE, Relation.ADD_REMOVE or words such as "
+                                    "'replace-one (bounded DP)'" if label == "relation" else
+                                    "say which released values the guarantee covers"))
+    relation = stated["relation"]
+    texts = {label: component_text(f"spend(): {label}", str(relation) if label == "relation" else stated[label])
+             for label in ("relation", "covers", "not_covered") if stated[label] is not None}
+    if isinstance(relation, Relation):  # the typed relation's kind is kept; its words checked like any text
+        texts["relation"] = Relation(relation.kind, texts["relation"])
+    return DifferentialPrivacy(epsilon=epsilon, delta=delta, relation=texts["relation"], covers=texts["covers"],
+                               not_covered=texts.get("not_covered", ""), claimed_epsilon=stated["claimed_epsilon"])
+
+
+def _guarantee_claim(claim: Any, guarantee: str | None, details: Mapping[str, Any] | None,
+                     statement: str) -> tuple[KAnonymity | ProbabilisticKAnonymity | Guarantee, dict[str, Any]]:
+    """``context.record``'s claim as a typed fact, and the entry's details:
+    ``claim`` itself, its k and columns written into the details (refused
+    where the details or the words state another k), or the string form's
+    ``guarantee`` and ``details`` converted here, once."""
+    details = dict(details or {})
+    if (claim is None) == (guarantee is None):
+        raise PrivclustError("record(): give claim=KAnonymity(k, columns) (or ProbabilisticKAnonymity, "
+                             "Guarantee(name)), or the string form guarantee='...', not both or neither")
+    if claim is None:
+        if not isinstance(guarantee, str):
+            raise PrivclustError(f"record(): guarantee names the guarantee in words; got {guarantee!r}")
+        if not isinstance(statement, str) or not statement:
+            raise PrivclustError("record(): the string form guarantee='...' needs a statement in words")
+        fact = guarantee_claim(guarantee, details, statement)
+        assert not isinstance(fact, DifferentialPrivacy)
+        return fact, details
+    if isinstance(claim, DifferentialPrivacy):
+        raise PrivclustError("record(): a differentially private release is recorded by context.spend("
+                             "claim=DifferentialPrivacy(...), mechanism=..., sensitivity=...)")
+    if not isinstance(claim, KAnonymity | ProbabilisticKAnonymity | Guarantee):
+        raise PrivclustError(f"record(): claim is a KAnonymity, ProbabilisticKAnonymity or Guarantee; got {claim!r}")
+    if isinstance(claim, KAnonymity | ProbabilisticKAnonymity):
+        if claim.k is None:
+            raise PrivclustError(f"record(): {claim!r} states no k; give the k the component guarantees")
+        said = {"k": claim.k, "columns": None if claim.columns is None else list(claim.columns)}
+        for key, value in said.items():
+            given = details.get(key)
+            if key in details and (list(given) if isinstance(given, tuple) else given) != value:
+                raise PrivclustError(f"record(): details[{key!r}] = {details[key]!r} contradicts the claim's "
+                                     f"{key} = {value!r}; the claim states it (leave it out of details)")
+        other = sorted(set(stated_ks(statement)) - {claim.k})
+        if other:
+            raise PrivclustError(f"record(): the statement says k = {other[0]} but the claim is {claim!r}; the "
+                                 "host checks the claim's k: state the same k in the words, or leave k out of them")
+        details.update({key: value for key, value in said.items() if value is not None})
+    return claim, details
 
 
 @attrs.frozen(kw_only=True)

@@ -24,6 +24,7 @@ import attrs
 import numpy as np
 import pandas as pd
 
+from .claims import Claim, DifferentialPrivacy, guarantee_claim
 from .errors import PrivclustError, PrivclustWarning
 
 __all__ = [
@@ -132,6 +133,13 @@ class LedgerEntry:
     #: Who wrote the entry (:class:`Origin`): typed, set to ``HOST`` only by
     #: the host's own recording path; ``component`` is only the name shown.
     origin: Origin = attrs.field(default=Origin.COMPONENT, converter=_to_origin)
+    #: The typed privacy fact (:mod:`privclust.claims`) of a ``dp`` or
+    #: ``guarantee`` entry: what the host reads and verifies (never the words).
+    #: ``context.spend``/``record`` set it; an entry built from its fields (a
+    #: saved ledger's) gets it converted from them (:func:`_fact_of`). Not
+    #: saved: the entry's fields render it.
+    fact: Claim | None = attrs.field(default=attrs.Factory(lambda self: _fact_of(self), takes_self=True),
+                                     eq=False, repr=False)
 
     @property
     def by_host(self) -> bool:
@@ -142,6 +150,7 @@ class LedgerEntry:
         out = attrs.asdict(self, recurse=False)
         out["partition"] = list(self.partition) if self.partition else None
         out["origin"] = self.origin.value
+        del out["fact"]
         return jsonable(out)
 
     @classmethod
@@ -155,8 +164,30 @@ class LedgerEntry:
         ``process`` or ``verified`` entry that is not the host's, and a
         component's entry named like the host or whose own words (its
         ``claim``, or a leak's statement) read as the host's. A file is not
-        signed: whoever can edit it can edit both fields together."""
+        signed: whoever can edit it can edit both fields together. The
+        typed fact is converted from the saved fields, never read from the
+        file."""
+        if isinstance(record, Mapping) and "fact" in record:
+            raise PrivclustError("a saved ledger entry has unknown field(s) fact")
         return _entry_from_record(cls, record)
+
+
+def _fact_of(entry: LedgerEntry) -> Claim | None:
+    """The typed fact of an entry built from its fields rather than through
+    ``context.spend``/``record`` (a saved ledger's entry, one built by hand):
+    converted from them once, as the string form of the API is. ``None`` for
+    other kinds, and where the fields state no fact (a budget probe)."""
+    try:
+        if entry.kind == "dp" and entry.relation:
+            return DifferentialPrivacy(epsilon=entry.epsilon, delta=entry.delta, relation=entry.relation,
+                                       covers=entry.covers or "", not_covered=entry.not_covered or "",
+                                       claimed_epsilon=entry.claimed_epsilon)
+        if entry.kind == "guarantee" and entry.mechanism:
+            return guarantee_claim(entry.mechanism, entry.details, entry.claim or entry.statement)
+    except PrivclustError:
+        return None
+    return None
+
 
 
 def at_least(value: float, digits: int = 6) -> str:
@@ -213,12 +244,12 @@ def exact(value: Any) -> str:
     return text if float(text) == number else repr(number)
 
 
-def dp_statement(
-    *, epsilon: float, delta: float, mechanism: str, sensitivity: Any, relation: str, covers: str,
-    not_covered: str, claimed_epsilon: float | None, noise: str = "",
-) -> str:
+def dp_statement(fact: DifferentialPrivacy, *, mechanism: str, sensitivity: Any, noise: str = "") -> str:
+    """The ledger's words for a DP release, rendered from its typed fact."""
+    epsilon, delta, claimed_epsilon, not_covered = fact.epsilon, fact.delta, fact.claimed_epsilon, fact.not_covered
     guarantee = f"({at_least(epsilon, 6)}, {at_least(delta, 3)})-DP" if delta else f"{at_least(epsilon, 6)}-DP"
-    text = f"{covers} is {guarantee} under {relation}, by the {mechanism} mechanism with sensitivity {sensitivity}"
+    text = (f"{fact.covers} is {guarantee} under {fact.relation.text}, by the {mechanism} mechanism with "
+            f"sensitivity {sensitivity}")
     text += f" ({noise})." if noise else "."
     if claimed_epsilon is not None and not math.isclose(claimed_epsilon, epsilon):
         text += f" (The method's own claim is epsilon = {at_least(claimed_epsilon)}; the figure above is what holds.)"

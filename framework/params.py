@@ -38,7 +38,18 @@ from .specs import (
 
 __all__ = ["NOTHING", "DataLeak", "RenamedParameterError", "answer_renames", "check_renamed", "column_bounds",
            "declared_leaks", "leak_problems", "nested", "param", "param_name", "public_bounds", "renamed_message",
-           "renamed_to"]
+           "renamed_to", "ROLES", "parameter_roles", "role_rounding"]
+
+_META_ROLE = "privclust_role"
+
+#: What a number a component states or reports is, for how the report shows it
+#: (:func:`role_rounding`): ``"privacy"`` a privacy-loss figure (an epsilon, a
+#: delta, a rho), shown exactly; ``"noise-scale"`` the scale of noise drawn and
+#: ``"sensitivity"`` the change the noise was calibrated to, rounded down (so
+#: they never read as more noise, or a larger change covered, than holds);
+#: ``"plain"`` any other setting, to 6 significant digits. A number with no
+#: role is shown exactly: never misstated, whatever it is (docs/decisions.md).
+ROLES = {"privacy": "exact", "noise-scale": "down", "sensitivity": "down", "plain": "nearest"}
 
 #: Sentinel: the parameter is required (no default).
 NOTHING = attrs.NOTHING
@@ -121,6 +132,7 @@ def param(
     converter: Callable[[Any], Any] | None = None,
     check: Callable[[Any], str | None] | None = None,
     step_id: bool = False,
+    role: str | None = None,
     _leak: str | None = None,
 ) -> Any:
     """A validated hyper-parameter field.
@@ -145,7 +157,13 @@ def param(
         evaluator's ``step``): a value that names no step is refused when the
         recipe is compiled (``privclust check``, and ``run`` before any step
         runs), with the recipe's step ids.
+    :param role: what the number is, for the report (one of :data:`ROLES`):
+        ``"privacy"`` (an epsilon or a delta: shown exactly),
+        ``"noise-scale"``/``"sensitivity"`` (rounded down), ``"plain"`` (6
+        significant digits); left out, the report shows it exactly.
     """
+    if role is not None and role not in ROLES:
+        raise ParameterError(f"param(role=...) is one of {', '.join(map(repr, ROLES))}; got {role!r}")
     if default is None:
         optional = True
 
@@ -191,7 +209,47 @@ def param(
         metadata[_META_LEAK] = _leak
     if step_id:
         metadata[_META_STEP_ID] = True
+    if role is not None:
+        metadata[_META_ROLE] = role
     return attrs.field(default=default, converter=convert, validator=validate, metadata=metadata, kw_only=True)
+
+
+def parameter_roles(component: Any, prefix: str = "") -> dict[str, str]:
+    """The role (:data:`ROLES`) of each number a component instance states or
+    reports, keyed by its name as the report shows it (a nested component's
+    as ``"clusterer.epsilon"``): its parameters' ``param(role=...)``, the
+    roles its class declares for the values it reports under
+    :data:`~privclust.EFFECTIVE_PARAMS` (a ``reported_roles`` class mapping,
+    e.g. ``{"noise_scale": "noise-scale"}``), and those of the components
+    nested in it (built instances; a nested spec's are unknown)."""
+    cls = type(component)
+    if not attrs.has(cls):
+        return {}
+    reported = getattr(cls, "reported_roles", None) or {}
+    out = {f"{prefix}{name}": role for name, role in reported.items() if role in ROLES}
+    for field in attrs.fields(cls):
+        name = f"{prefix}{param_name(field.name)}"
+        role = field.metadata.get(_META_ROLE)
+        if role is not None:
+            out[name] = role
+        value = getattr(component, field.name, None)
+        if field_kind(field) is not None and value is not None and not isinstance(value, ComponentSpec | str):
+            out.update(parameter_roles(value, name + "."))
+    return out
+
+
+def role_rounding(name: str, roles: Mapping[str, str]) -> str:
+    """How the report shows the numbers of ``name`` (dotted for a nested
+    component's parameter or a table's entry): ``"exact"``, ``"down"`` or
+    ``"nearest"`` by the role of the name, else of the nearest enclosing
+    name that has one (a table's entries share its role); ``"exact"`` when
+    none has a role (a number never misstated)."""
+    parts = name.split(".")
+    for end in range(len(parts), 0, -1):
+        role = roles.get(".".join(parts[:end]))
+        if role is not None:
+            return ROLES[role]
+    return "exact"
 
 
 def _to_bounds(value: Any) -> Any:
@@ -246,7 +304,7 @@ def public_bounds(*, default: Any = None, doc: str = 'public bounds {column = [l
     by every component that clips to public bounds, so they all read and
     check them alike."""
     return param((Mapping, str), default=default, converter=_to_bounds, check=_bounds_checker(dp), doc=doc,
-                 _leak="bounds")
+                 role="plain", _leak="bounds")
 
 
 def column_bounds(values: np.ndarray, columns: Sequence[str], bounds: Any, context: Any, *, who: str,

@@ -33,6 +33,7 @@ from markupsafe import Markup
 from .assessment import EVALUATION_COLUMNS, with_before
 from .accounting import Accountant, Budget, Ledger, _exact, _jsonable, accountant_description, at_least, at_most
 from .errors import PrivclustError
+from .params import parameter_roles, role_rounding
 from .plots import before_after
 from .recipe import Recipe, _thaw
 from .verify import COMPARED, guarantees_dp
@@ -94,55 +95,25 @@ def _same(a: Any, b: Any) -> bool:
         return False
 
 
-#: A parameter whose name holds one of these words (``epsilon``, ``bounds_epsilon``, ``delta``, ``rho``,
-#: ``eps_leaf``) may be a privacy-loss figure: the report shows its value exactly, never rounded.
-_PRIVACY_WORDS = frozenset({"epsilon", "eps", "delta", "rho"})
-#: A parameter whose name holds one of these words (``noise_scale``, ``sigma``, ``sensitivity``,
-#: ``privtree_lambda``) may be the scale of noise drawn or the sensitivity it was drawn for: the report rounds
-#: it down (:func:`privclust.at_most`), so that it never reads as more noise, or a larger change covered, than
-#: holds (3.3333365 read 3.33334 to the nearest).
-_NOISE_WORDS = frozenset({"scale", "sigma", "sensitivity", "lambda"})
-
-
-def _words(name: str) -> set[str]:
-    return {w for part in name.lower().split(".") for w in part.replace("-", "_").split("_")}
-
-
-def _privacy_parameter(name: str) -> bool:
-    """Whether the parameter ``name`` (dotted for a nested component's or a
-    table's entry) may be a privacy-loss figure (see :data:`_PRIVACY_WORDS`)."""
-    return bool(_PRIVACY_WORDS & _words(name))
-
-
-def _rounding(name: str) -> str:
-    """How the report shows the numbers of the parameter ``name``: ``"exact"``
-    (a privacy-loss figure), ``"down"`` (a noise scale or a sensitivity,
-    :data:`_NOISE_WORDS`) or ``"nearest"``."""
-    return "exact" if _privacy_parameter(name) else "down" if _NOISE_WORDS & _words(name) else "nearest"
-
-
-def _stricter(how: str, name: str) -> str:
-    """The rounding of an entry ``name`` of a table shown ``how``: exact wins over down."""
-    return "exact" if "exact" in (how, _rounding(name)) else "down"
-
-
-def _shown(value: Any, how: str = "nearest") -> str:
-    """A parameter value as the report prints it: numbers to 6 significant
-    digits, exactly when ``how`` is ``"exact"`` (a privacy parameter: rounded
-    to the nearest, 1/3 would read 0.333333, less than the epsilon spent),
-    rounded down when it is ``"down"`` (a noise scale or sensitivity)."""
+def _shown(value: Any, how: str = "exact") -> str:
+    """A parameter value as the report prints it: numbers exactly when
+    ``how`` is ``"exact"`` (a privacy parameter: rounded to the nearest, 1/3
+    would read 0.333333, less than the epsilon spent; and a number of no
+    declared role), rounded down when it is ``"down"`` (a noise scale or
+    sensitivity), else to 6 significant digits. A table's entries are shown
+    as the table is (see :func:`privclust.params.role_rounding`)."""
     value = _jsonable(value)
     if isinstance(value, float):
         return _exact(value) if how == "exact" else at_most(value) if how == "down" else f"{value:.6g}"
     if isinstance(value, list):
         return "[" + ", ".join(_shown(v, how) for v in value) + "]"
     if isinstance(value, dict):
-        return "{" + ", ".join(f"{k}: {_shown(v, _rounding(str(k)) if how == 'nearest' else _stricter(how, str(k)))}"
-                               for k, v in value.items()) + "}"
+        return "{" + ", ".join(f"{k}: {_shown(v, how)}" for k, v in value.items()) + "}"
     return str(value)
 
 
-def parameter_rows(stated: Mapping[str, Any], effective: Mapping[str, Any]) -> list[dict[str, str]]:
+def parameter_rows(stated: Mapping[str, Any], effective: Mapping[str, Any],
+                   roles: Mapping[str, str] | None = None) -> list[dict[str, str]]:
     """One row per parameter, ``{"name", "value", "note"}``: the effective
     value where the component reported one, else the stated value; the note
     says where they differ ("stated: 3", "not set; derived by the
@@ -150,12 +121,14 @@ def parameter_rows(stated: Mapping[str, Any], effective: Mapping[str, Any]) -> l
     did not report ("not set: the component's default applies"), so the
     report never shows a bare null. Reported values the stated table does not
     hold (a threshold the component chose, a nested component's parameter it
-    set) come last."""
+    set) come last. Each number is shown by its parameter's role (``roles``, from
+    :func:`privclust.params.parameter_roles`; a number without one exactly)."""
+    roles = roles or {}
     flat_stated = _flat(stated)
     flat_effective = _flat(effective)
     rows = []
     for name, value in flat_stated.items():
-        how = _rounding(name)
+        how = role_rounding(name, roles)
         if name in flat_effective and not _same(flat_effective[name], value):
             used = flat_effective[name]
             note = "not set; derived by the component" if value is None else f"stated: {_shown(value, how)}"
@@ -167,7 +140,7 @@ def parameter_rows(stated: Mapping[str, Any], effective: Mapping[str, Any]) -> l
     for name, value in flat_effective.items():
         if name in flat_stated or value is None:
             continue
-        row = {"name": name, "value": _shown(value, _rounding(name)),
+        row = {"name": name, "value": _shown(value, role_rounding(name, roles)),
                "note": "not stated; set by the component"}
         # beside the parameters of the same nested component (after the last row sharing its prefix)
         prefix = name.rpartition(".")[0]
@@ -357,7 +330,8 @@ class Release:
         those taken from the data when ``non_disclosive``."""
         out = []
         for o in self.outcomes:
-            rows = [r for r in parameter_rows(_thaw(o.params), self._effective(o, non_disclosive)) if r["note"]
+            rows = [r for r in parameter_rows(_thaw(o.params), self._effective(o, non_disclosive),
+                                              parameter_roles(o.component)) if r["note"]
                     and r["value"] != "not set"]
             if rows:
                 out.append((o, rows))
@@ -701,6 +675,7 @@ def render_html(release: Release, *, non_disclosive: bool = False, plots: bool =
     budget = release.budget
     has_dp = any(e.kind == "dp" for e in release.ledger)
     groups = _by_evaluator(report["evaluations"])
+    roles = {o.index: parameter_roles(o.component) for o in release.outcomes}
     context = {
         "title": release.recipe.name or "privclust release",
         "verdict": release.verdict,
@@ -718,7 +693,8 @@ def render_html(release: Release, *, non_disclosive: bool = False, plots: bool =
         "left_out": report.get("left_out", []) + ["the data preview and the distribution plots"],
         "steps": [{"step": c["step"], "id": c["id"], "component": c["component"],
                    "role": c["role"].rstrip("s").replace("_", " "), "columns": ", ".join(c["columns"]),
-                   "parameters": parameter_rows(c["parameters"], c["effective_parameters"]),
+                   "parameters": parameter_rows(c["parameters"], c["effective_parameters"],
+                                                roles.get(c["step"])),
                    "clusters": c.get("clusters"),
                    "plugin": f"plugin {c['plugin']} ({c['distribution']} {c['version']})" + "".join(
                        f"; its {where} {n['component']} by plugin {n['plugin']} ({n['distribution']} {n['version']})"

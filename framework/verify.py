@@ -32,7 +32,6 @@ output (``dp_output``, :func:`~privclust.components.dp_outputs`).
 from __future__ import annotations
 
 import math
-import re
 import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -52,14 +51,12 @@ from .accounting import (
     accountant_name,
     at_least,
 )
+from .claims import KAnonymity, ProbabilisticKAnonymity
 from .components import capability, dp_outputs
 from .errors import PrivclustError
 from .specs import nested_components
 
 __all__ = ["snapshot", "verdict", "verify"]
-
-_K_RE = re.compile(r"\bk\s*=\s*(\d+)")
-
 
 def _values(frame: pd.DataFrame, columns: Sequence[str]) -> np.ndarray:
     """Each column's values as exact identity codes (a float array; a missing
@@ -253,42 +250,24 @@ UNDECIDED_MATCHING = (f"the released values hold more than {_MAX_PATTERNS} patte
                       "there, so it can neither verify nor refute k-anonymity under that convention")
 
 
-def _kind_of_claim(guarantee: str | None) -> str | None:
+def _kind_of_claim(entry: LedgerEntry) -> str | None:
     """``"k-anonymity"`` or ``"probabilistic k-anonymity"`` for the claims the
-    host checks (whatever a component appends to the name), else ``None``."""
-    text = (guarantee or "").strip().lower()
-    if text.startswith("probabilistic k-anonymity"):
-        return "probabilistic k-anonymity"
-    if text.startswith("k-anonymity"):
-        return "k-anonymity"
-    return None
+    host checks (the entry's typed fact), else ``None``."""
+    return entry.fact.name if isinstance(entry.fact, KAnonymity | ProbabilisticKAnonymity) else None
 
 
 def _claimed_k(entry: LedgerEntry) -> int | None:
-    """The k a k-anonymity claim is checked at: the largest it states, in its
-    details (``k``, else ``min_group_size``; a whole number, 50.0 included)
-    or as "k = N" in its words, so that a claim whose words say k = 10 and
-    whose details say k = 1 is checked at 10. ``None``: it states none."""
-    details = entry.details or {}
-    stated: list[int] = []
-    for key in ("k", "min_group_size"):
-        value = details.get(key)
-        if isinstance(value, float | np.floating) and math.isfinite(value) and float(value).is_integer():
-            value = int(value)
-        if isinstance(value, int | np.integer) and not isinstance(value, bool) and value >= 1:
-            stated.append(int(value))
-            break
-    stated += [int(k) for k in _K_RE.findall(entry.claim or entry.statement or "")]
-    return max(stated) if stated else None
+    """The k a k-anonymity claim is checked at: its typed fact's
+    (:attr:`KAnonymity.k`), never words. ``None``: it states none."""
+    return entry.fact.k if isinstance(entry.fact, KAnonymity | ProbabilisticKAnonymity) else None
 
 
 def _claim_columns(entry: LedgerEntry, step_columns: Sequence[str], frame: pd.DataFrame) -> tuple[str, ...]:
-    """The columns a claim is checked on: those its details name when they are
-    among the step's own columns (a claim about a column the step did not
-    release protects nothing of its work), else all the step's columns."""
-    cols = (entry.details or {}).get("columns")
-    if isinstance(cols, list | tuple) and cols and all(isinstance(c, str) and c in frame.columns
-                                                       and c in step_columns for c in cols):
+    """The columns a claim is checked on: those its typed fact names when they
+    are among the step's own columns (a claim about a column the step did
+    not release protects nothing of its work), else all the step's columns."""
+    cols = entry.fact.columns if isinstance(entry.fact, KAnonymity | ProbabilisticKAnonymity) else None
+    if cols and all(c in frame.columns and c in step_columns for c in cols):
         return tuple(cols)
     return tuple(step_columns)
 
@@ -385,7 +364,7 @@ def verify(context: PrivacyContext, original: pd.DataFrame, released: pd.DataFra
     # at the largest k a step claims, probabilistic k-anonymity's included: a verdict that names "k = 5" of some
     # columns says first when the released file leaves records in smaller groups
     file_k = max((k for e in context.ledger.entries if e.kind == "guarantee" and e.status == "claimed"
-                  and _kind_of_claim(e.mechanism) is not None and (k := _claimed_k(e)) is not None),
+                  and _kind_of_claim(e) is not None and (k := _claimed_k(e)) is not None),
                  default=None)
     whole = {"columns": whole_columns, "k": file_k,
              **(_k_check(released, whole_columns, (), file_k) if whole_columns and n else
@@ -471,12 +450,12 @@ def verify(context: PrivacyContext, original: pd.DataFrame, released: pd.DataFra
         claim = entry.claim or entry.statement
         s = by_step.get(entry.step) if entry.step is not None else None
         record: dict[str, Any] = {"seq": entry.seq, "component": who,
-                                  "guarantee": _kind_of_claim(entry.mechanism) or entry.mechanism}
+                                  "guarantee": _kind_of_claim(entry) or entry.mechanism}
         if nothing:
             status = "void"
             text = (f"{who} claims: {claim} Host check: the release changes no column, so every original value is "
                     "released; this claim protects nothing.")
-        elif _kind_of_claim(entry.mechanism) is not None and s is not None:
+        elif _kind_of_claim(entry) is not None and s is not None:
             k = _claimed_k(entry)
             columns = _claim_columns(entry, s["columns"], original)
             own_outcome = next(o for o in outcomes if o.index == entry.step)
@@ -498,7 +477,7 @@ def verify(context: PrivacyContext, original: pd.DataFrame, released: pd.DataFra
             if not dp_release:
                 record["verbatim_records"] = verbatim
             holes = own["_holes"]
-            matching = own.get("min_matching_records") if _kind_of_claim(entry.mechanism) == "k-anonymity" else None
+            matching = own.get("min_matching_records") if _kind_of_claim(entry) == "k-anonymity" else None
             if matching is not None:
                 record.update({key: own[key] for key in ("identical_min_group_size", "min_matching_records",
                                                          "records_with_few_matches", "missing_values")})
@@ -512,7 +491,7 @@ def verify(context: PrivacyContext, original: pd.DataFrame, released: pd.DataFra
                                              if k and on_file["holds"] is False else
                                              f"; whether the claim holds there is undecided: {UNDECIDED_MATCHING}."
                                              if k and on_file["holds"] is None else "."))
-            if _kind_of_claim(entry.mechanism) == "k-anonymity":
+            if _kind_of_claim(entry) == "k-anonymity":
                 if matching is not None and own["holds"]:
                     status = "verified"
                     record.update(min_group_size=matching, records_in_small_groups=own["records_with_few_matches"])
@@ -541,8 +520,8 @@ def verify(context: PrivacyContext, original: pd.DataFrame, released: pd.DataFra
                 elif k is None:
                     status = "refuted"
                     text = (f"Claimed by {who}, not verified: the k-anonymity claim names no k the host can check "
-                            f"(a component states it as details={{'k': ...}}); on {on} the smallest group of identical rows of {_cols(columns)} has {smallest} "
-                            f"record(s). The claim was: {claim}")
+                            f"(a component states it as claim=KAnonymity(k, columns)); on {on} the smallest group "
+                            f"of identical rows of {_cols(columns)} has {smallest} record(s). The claim was: {claim}")
                 else:
                     status = "refuted"
                     clusterer = own_outcome.kind == "clusterers"

@@ -1073,7 +1073,7 @@ def nested_noise_problem(owner: str, noise: object, *, integer_values: bool = Fa
 
 
 def dp_bounds(context, X: np.ndarray, columns: list[str], low: np.ndarray, high: np.ndarray, q: float,
-              epsilon: float, relation: str) -> tuple[np.ndarray, np.ndarray]:
+              epsilon: float, relation: privclust.Relation | str) -> tuple[np.ndarray, np.ndarray]:
     """Bounds of each column as its ``q`` and ``1 - q`` DP quantiles searched
     within the public ``[low, high]``; spends ``epsilon`` through the context
     (split evenly over the ``2 d`` quantiles, sequential composition) before

@@ -246,7 +246,8 @@ class PairFMeasure(_WithUnassigned):
                    "together)", "share (0-1)"),
     }
 
-    beta: float = param(float, default=1.0, gt=0, doc="weight of recall against precision (F_beta); 1 gives F_1")
+    beta: float = param(float, role="plain", default=1.0, gt=0,
+                        doc="weight of recall against precision (F_beta); 1 gives F_1")
 
     def evaluate(self, inputs: EvaluationInputs) -> Mapping[str, float]:
         pairs = self._pairs(inputs)

@@ -95,7 +95,7 @@ class LinearConstraints:
 
     rules: tuple[str, ...] = param(tuple, converter=_as_rules, check=_check_rules,
                                    doc='edit rules over column names, e.g. ["total = a + b", "tax <= 0.5*gross"]')
-    tol: float = param(float, default=1e-10, gt=0, lt=1e-3,
+    tol: float = param(float, role="plain", default=1e-10, gt=0, lt=1e-3,
                        doc="feasibility tolerance of the projection, relative to 1 + the largest |value| of a row")
     max_iter: int = param(int, default=10_000, ge=25,
                           doc="iteration cap of the dual method used when there are many inequalities")

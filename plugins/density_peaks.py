@@ -59,8 +59,9 @@ from . import _dpc
 __version__ = "0.1.0"
 
 #: The neighbouring relation the density-vector accounting is stated for.
-RELATION = ("replace-one (neighbouring data sets differ in one record's values; the number of records is "
-            "public, as it must be for a vector with one density per record)")
+RELATION = privclust.Relation.REPLACE_ONE.explained(
+    "neighbouring data sets differ in one record's values; the number of records is public, as it must be for a "
+    "vector with one density per record")
 #: What the paper-style mechanisms never cover.
 LABELS_NOT_COVERED = (
     "the per-record labels, the deltas, the parents, the choice of centres, the reachability merge and the "
@@ -147,16 +148,17 @@ class _DensityPeaks:
 
     kernel: str = param(str, default="gaussian", choices=("gaussian", "cutoff"),
                         doc='density kernel: "gaussian" exp(-(d/d_c)^2) or "cutoff" 1[d < d_c]')
-    dc_percent: float | None = param(float, default=None, check=_check_percent,
+    dc_percent: float | None = param(float, role="plain", default=None, check=_check_percent,
                                      doc="d_c as the t-th percentage of the sorted pairwise distances "
                                          "(default 2.0 when dc is not given; derived from the data, so it leaks)")
-    dc: float | None = param(float, default=None, gt=0, doc="absolute, public d_c (overrides the percentage rule)")
+    dc: float | None = param(float, role="plain", default=None, gt=0,
+                             doc="absolute, public d_c (overrides the percentage rule)")
     n_clusters: int | None = param(int, default=None, ge=1,
                                    doc="fixed number of clusters (the papers' k: the top-k decision values); "
                                        "absent: the automatic choice")
     scale: str = param(str, default="none", choices=("none", "minmax"),
                        doc='"minmax" rescales each column to [0, 1] with its data range first (leaks the range)')
-    truncate: float | None = param(float, default=3.0, ge=0, optional=True,
+    truncate: float | None = param(float, role="plain", default=3.0, ge=0, optional=True,
                                    doc="Gaussian kernel summed over pairs within truncate * d_c (0 or None: all "
                                        "pairs, exact but O(n^2) time)")
 
@@ -327,8 +329,10 @@ class DPC(_DensityPeaks):
 
     name: ClassVar[str] = "dpc"
 
-    rho_min: float | None = param(float, default=None, doc="decision-graph threshold on the density (with delta_min)")
-    delta_min: float | None = param(float, default=None, doc="decision-graph threshold on delta (with rho_min)")
+    rho_min: float | None = param(float, role="plain", default=None,
+                                  doc="decision-graph threshold on the density (with delta_min)")
+    delta_min: float | None = param(float, role="plain", default=None,
+                                    doc="decision-graph threshold on delta (with rho_min)")
     halo: bool = param(bool, default=False, doc="mark halo points (label -1) as in Rodriguez & Laio")
 
     def __attrs_post_init__(self) -> None:
@@ -388,7 +392,8 @@ class AdDPC(_DensityPeaks):
     name: ClassVar[str] = "addpc"
     automatic: ClassVar[bool] = True
 
-    eta: float = param(float, default=1.001, gt=0, doc="weighting factor of the slope-change rate (paper: 1.001)")
+    eta: float = param(float, role="plain", default=1.001, gt=0,
+                       doc="weighting factor of the slope-change rate (paper: 1.001)")
     i_max: int = param(int, default=50, ge=1, doc="largest number of centres considered (paper: 50)")
     halo: bool = param(bool, default=False, doc="mark halo points (label -1) as in Rodriguez & Laio")
 
@@ -426,7 +431,7 @@ class _NoisyDensityPeaks(_DensityPeaks):
     #: Whether the component merges along the E-graph (and so needs E).
     merges: ClassVar[str] = "none"
 
-    epsilon: float = param(float, default=1.0, gt=0, check=_check_epsilon,
+    epsilon: float = param(float, role="privacy", default=1.0, gt=0, check=_check_epsilon,
                            doc="the paper's epsilon: Lap(1/epsilon) on each density")
     calibration: str = param(str, default="paper", choices=("paper", "vector"),
                              doc='"paper": Lap(1/epsilon) per density, charged honestly (epsilon x 2(n-1)); '
@@ -531,7 +536,7 @@ class _NoisyDensityPeaks(_DensityPeaks):
                 f"{at_most(scale, 4)} dwarfs densities of at most n - 1 = {n - 1}, so expect no utility. "
                 + LABELS_NOT_COVERED[0].upper() + LABELS_NOT_COVERED[1:] + "."
             )
-        context.record(statement, guarantee="density-vector accounting", details=details)
+        context.record(statement, claim=privclust.Guarantee("density-vector accounting"), details=details)
         return np.asarray(noisy, dtype=float), {**details, **at_hand}
 
     def fit(self, data: pd.DataFrame, context: PrivacyContext) -> Partition:
@@ -577,10 +582,10 @@ class _NoisyDensityPeaks(_DensityPeaks):
 class _MergingDensityPeaks(_NoisyDensityPeaks):
     """The paper-style mechanism followed by a merge along the graph ``d_ij <= E``."""
 
-    radius_percent: float | None = param(float, default=None, check=_check_percent,
+    radius_percent: float | None = param(float, role="plain", default=None, check=_check_percent,
                                          doc="E as the e-th percentage of the sorted pairwise distances (default 1.0 "
                                              "when radius is not given; leaks)")
-    radius: float | None = param(float, default=None, gt=0, doc="absolute, public reachability radius E")
+    radius: float | None = param(float, role="plain", default=None, gt=0, doc="absolute, public reachability radius E")
 
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
@@ -610,7 +615,8 @@ class DPDPCL(_MergingDensityPeaks):
     automatic: ClassVar[bool] = True
     merges: ClassVar[str] = "points"
 
-    eta: float = param(float, default=1.001, gt=0, doc="weighting factor of the slope-change rate (paper: 1.001)")
+    eta: float = param(float, role="plain", default=1.001, gt=0,
+                       doc="weighting factor of the slope-change rate (paper: 1.001)")
     i_max: int = param(int, default=50, ge=1, doc="largest number of centres considered (paper: 50)")
 
 
@@ -622,7 +628,8 @@ class AdDPCrDP(_NoisyDensityPeaks):
     name: ClassVar[str] = "addpc-rdp"
     automatic: ClassVar[bool] = True
 
-    eta: float = param(float, default=1.001, gt=0, doc="weighting factor of the slope-change rate (paper: 1.001)")
+    eta: float = param(float, role="plain", default=1.001, gt=0,
+                       doc="weighting factor of the slope-change rate (paper: 1.001)")
     i_max: int = param(int, default=50, ge=1, doc="largest number of centres considered (paper: 50)")
 
 
@@ -648,7 +655,8 @@ class DPrcCFSFDP(_MergingDensityPeaks):
 # The rigorous variant
 # ---------------------------------------------------------------------------
 
-GRID_RELATION = "replace-one (neighbouring data sets differ in one record's values; the number of records is public)"
+GRID_RELATION = privclust.Relation.REPLACE_ONE.explained(
+    "neighbouring data sets differ in one record's values; the number of records is public")
 
 
 def _number_or_text(value: Any) -> Any:
@@ -696,36 +704,39 @@ class DPDPCGrid(_DensityPeaks):
     dp_output: ClassVar[tuple[str, ...]] = ()
     automatic: ClassVar[bool] = True
 
-    epsilon: float = param(float, default=1.0, gt=0, check=_check_epsilon, doc="privacy budget of the node densities")
+    epsilon: float = param(float, role="privacy", default=1.0, gt=0, check=_check_epsilon,
+                           doc="privacy budget of the node densities")
     bounds: Any = public_bounds(default=None, dp=True,
                                 doc='public bounds {column = [low, high]}; "dp" (DP quantiles within bounds_range, '
                                     'charged bounds_epsilon); or "data" (taken from the data: needs allow_leaks)')
     bounds_range: Any = public_bounds(default=None,
                                       doc='with bounds = "dp": the public outer range {column = [low, high]} the DP '
                                           'quantiles are searched in')
-    bounds_epsilon: float | None = param(float, default=None, gt=0, check=_check_epsilon,
+    bounds_epsilon: float | None = param(float, role="privacy", default=None, gt=0, check=_check_epsilon,
                                          doc='with bounds = "dp": the epsilon of the DP bounds (charged on top of '
                                              'epsilon, split over 2 quantiles per column)')
-    bounds_quantile: float = param(float, default=0.02, check=_check_quantile,
+    bounds_quantile: float = param(float, role="plain", default=0.02, check=_check_quantile,
                                    doc='with bounds = "dp": the bounds are the q and 1 - q quantiles of each column')
-    dc: Any = param((float, str), default=None, check=_check_dc_grid, converter=_number_or_text,
+    dc: Any = param((float, str), role="plain", default=None, check=_check_dc_grid, converter=_number_or_text,
                     doc='absolute, public d_c in clustering units; or "dp" (the dc_percent quantile of the pairwise '
                         'distances, estimated with DP and charged dc_epsilon)')
-    dc_epsilon: float | None = param(float, default=None, gt=0, check=_check_epsilon,
+    dc_epsilon: float | None = param(float, role="privacy", default=None, gt=0, check=_check_epsilon,
                                      doc='with dc = "dp": the epsilon of the DP d_c (charged on top of epsilon)')
     query: str = param(str, default="auto", choices=("auto", "grid", "random"),
                        doc='"grid" (full grid), "random" (points drawn within the bounds), '
                            '"auto": grid up to 4 columns')
     points_per_dim: int | None = param(int, default=None, ge=2, doc="grid nodes per column")
-    spacing: float | None = param(float, default=None, gt=0, doc="grid spacing in clustering units (all columns)")
+    spacing: float | None = param(float, role="plain", default=None, gt=0,
+                                  doc="grid spacing in clustering units (all columns)")
     n_points: int = param(int, default=4096, ge=4, doc="number of query points (random), or the grid's target size")
-    eta: float = param(float, default=1.001, gt=0, doc="weighting factor of the slope-change rate")
+    eta: float = param(float, role="plain", default=1.001, gt=0, doc="weighting factor of the slope-change rate")
     i_max: int = param(int, default=50, ge=1, doc="largest number of centres considered")
-    radius: float | None = param(float, default=None, gt=0, doc="merge nodes reachable within this radius (optional)")
-    radius_percent: float | None = param(float, default=None, check=_check_percent,
+    radius: float | None = param(float, role="plain", default=None, gt=0,
+                                 doc="merge nodes reachable within this radius (optional)")
+    radius_percent: float | None = param(float, role="plain", default=None, check=_check_percent,
                                          doc="merge radius as a percentage of the pairwise distances of the "
                                              "clustered nodes (public: post-processing)")
-    density_threshold: float | None = param(float, default=None,
+    density_threshold: float | None = param(float, role="plain", default=None,
                                             doc="nodes with a noisy density at or below this have no cluster "
                                                 "(default 3 noise scales)")
     noise: Any = nested("noise_mechanisms", default="laplace", doc="the noise mechanism (an L1, pure-epsilon one)")
@@ -941,7 +952,7 @@ class DPDPCGrid(_DensityPeaks):
             f"{clip_effect}. Each record's label is the cluster of the node nearest to its clipped position (or of "
             "the nearest clustered node): a function of that record and the DP map, so labels are covered only in "
             "the joint-DP sense, not as a DP release.",
-            guarantee="cluster map on public query points", details=details)
+            claim=privclust.Guarantee("cluster map on public query points"), details=details)
         threshold = 3.0 * scale if self.density_threshold is None else self.density_threshold
         support = np.flatnonzero(noisy > threshold)
         if support.size < 3:

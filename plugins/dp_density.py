@@ -103,7 +103,7 @@ __version__ = "0.1.0"
 __all__ = ["DPDensity"]
 
 #: The neighbouring relation of every release of this component.
-RELATION = "add/remove one record (unbounded DP; under replace-one every figure doubles)"
+RELATION = privclust.Relation.ADD_REMOVE.explained("unbounded DP; under replace-one every figure doubles")
 #: What the releases do not cover.
 NOT_COVERED = (
     "the per-record labels: each is the cluster id of the released leaf the record falls in, a function of the "
@@ -148,26 +148,31 @@ class DPDensity:
 
     name: ClassVar[str] = "dp-density"
     uses_constraints: ClassVar[bool] = False
+    #: the roles of the values it reports using (privclust.EFFECTIVE_PARAMS), for the report's rounding
+    reported_roles: ClassVar[dict[str, str]] = {
+        "epsilon_count": "privacy", "epsilon_tree": "privacy", "epsilon_leaves": "privacy",
+        "privtree_lambda": "noise-scale", "privtree_delta": "plain", "peak_z": "plain", "min_mass": "plain",
+        "bandwidth": "plain", "coarse_bandwidth": "plain"}
     privacy_relation: ClassVar[str] = "add/remove"
     #: its DP entries cover the noisy count, the PrivTree partition and the leaf counts; each record's label is a function of that record's own raw values
     #: and the DP map (joint DP only): not a differentially private output, so they cover none of its release
     dp_output: ClassVar[tuple[str, ...]] = ()
 
-    epsilon: float = param(float, gt=0, finite=True,
+    epsilon: float = param(float, role="privacy", gt=0, finite=True,
                            doc="total privacy budget of the step (noisy count, tree, leaf counts)")
     bounds: Any = public_bounds(default=None, doc="public bounds {column = [low, high]} (required; never the data)")
     n_clusters: int | None = param(int, default=None, ge=1,
                                    doc="number of clusters (the most significant density peaks); absent: automatic")
-    count_share: float = param(float, default=0.05, check=_check_share,
+    count_share: float = param(float, role="plain", default=0.05, check=_check_share,
                                doc="share of epsilon for the noisy number of records")
-    tree_share: float = param(float, default=0.45, check=_check_share,
+    tree_share: float = param(float, role="plain", default=0.45, check=_check_share,
                               doc="share of epsilon for the PrivTree structure (the rest goes to the leaf counts)")
-    theta: float = param(float, default=0.0, ge=0, doc="PrivTree's split threshold theta (records)")
-    false_peak: float = param(float, default=0.05, gt=0, lt=1,
+    theta: float = param(float, role="plain", default=0.0, ge=0, doc="PrivTree's split threshold theta (records)")
+    false_peak: float = param(float, role="plain", default=0.05, gt=0, lt=1,
                               doc="probability that noise alone makes a density peak a cluster (Bonferroni bound)")
-    min_cluster_fraction: float = param(float, default=0.02, gt=0, lt=1,
+    min_cluster_fraction: float = param(float, role="plain", default=0.02, gt=0, lt=1,
                                         doc="smallest cluster, as a fraction of the noisy number of records")
-    valley: float = param(float, default=0.4, gt=0, le=1,
+    valley: float = param(float, role="plain", default=0.4, gt=0, le=1,
                           doc="a density peak splits off only where the density between it and the rest falls "
                               "below this fraction of its peak")
     max_nodes: int = param(int, default=1 << 20, ge=16, le=1 << 24,
@@ -358,7 +363,7 @@ class DPDensity:
             "is the cluster id of "
             "the leaf it falls in: a function of that record and the DP map, covered only in the joint-DP "
             "(billboard) sense, not as a DP release.",
-            guarantee="epsilon-DP cluster map (joint-DP labels)",
+            claim=privclust.Guarantee("epsilon-DP cluster map (joint-DP labels)"),
             details={"epsilon": self.epsilon, "epsilon_count": eps_n, "epsilon_tree": eps_tree,
                      "epsilon_leaves": eps_leaf, "leaves": L, "labels_covered": "joint-DP only"})
         centres = low + cmap["centres_unit"] * span

@@ -88,7 +88,7 @@ __version__ = "0.1.0"
 __all__ = ["IDPKMeans"]
 
 #: The neighbouring relation of every release of this component.
-RELATION = "add/remove one record (unbounded DP)"
+RELATION = privclust.Relation.ADD_REMOVE.explained("unbounded DP")
 #: What no release of this component covers.
 NOT_COVERED = (
     "the per-record labels (each record's nearest released centre, computed from its own raw values); "
@@ -137,6 +137,8 @@ class IDPKMeans:
 
     name: ClassVar[str] = "idp-kmeans"
     uses_constraints: ClassVar[bool] = False
+    #: the roles of the values it reports using (privclust.EFFECTIVE_PARAMS), for the report's rounding
+    reported_roles: ClassVar[dict[str, str]] = {"epsilon_per_release": "privacy"}
     privacy_relation: ClassVar[str] = "add/remove"
     #: its DP entries cover the noisy sums and counts (the centres); each record's label is a function of that record's own raw values
     #: and the DP centres (joint DP only): not a differentially private output, so they cover none of its release
@@ -146,7 +148,7 @@ class IDPKMeans:
     renamed_params: ClassVar[Mapping[str, str]] = {"k": "n_clusters", "m": "n_blocks"}
 
     n_clusters: int = param(int, ge=1, le=MAX_CLUSTERS, doc="number of clusters (the paper's k; at most 65,536)")
-    epsilon: float = param(float, gt=0, finite=True,
+    epsilon: float = param(float, role="privacy", gt=0, finite=True,
                            doc="total privacy budget of the step (all rounds together); finite")
     bounds: Any = public_bounds(default=None, dp=True,
                                 doc='public bounds {column = [low, high]}; "dp" (DP quantiles within bounds_range, '
@@ -155,10 +157,10 @@ class IDPKMeans:
     bounds_range: Any = public_bounds(default=None,
                                       doc='with bounds = "dp": the public outer range {column = [low, high]} the DP '
                                           'quantiles are searched in')
-    bounds_epsilon: float | None = param(float, default=None, gt=0, finite=True,
+    bounds_epsilon: float | None = param(float, role="privacy", default=None, gt=0, finite=True,
                                          doc='with bounds = "dp": the epsilon of the DP bounds (charged on top of '
                                              'epsilon, split over 2 quantiles per column)')
-    bounds_quantile: float = param(float, default=0.02, check=_check_quantile,
+    bounds_quantile: float = param(float, role="plain", default=0.02, check=_check_quantile,
                                    doc='with bounds = "dp": the bounds are the q and 1 - q quantiles of each column')
     n_blocks: int | None = param(int, default=None, ge=1, le=MAX_CLUSTERS,
                                  doc="number of equal attribute-sum blocks for the initial centres (the paper's m; "
@@ -169,7 +171,7 @@ class IDPKMeans:
                         doc="number of Lloyd rounds T of the uniform schedule (at most 10^6)")
     max_iter: int = param(int, default=1000, ge=1, le=MAX_ROUNDS,
                           doc="largest number of Lloyd rounds (the paper's N_iter_max; at most 10^6)")
-    tol: float = param(float, default=1e-4, ge=0,
+    tol: float = param(float, role="plain", default=1e-4, ge=0,
                        doc="stop when no centre coordinate moved more than this (unit-cube scale)")
     noise: Any = nested("noise_mechanisms", default="laplace",
                         doc="noise mechanism of the releases (L1 sensitivity, pure epsilon)")
@@ -358,7 +360,7 @@ class IDPKMeans:
             "the record's own raw values."
             + (" The bounds were taken from the data, which leaks each column's range (see the leak entry)."
                if leaked else ""),
-            guarantee="epsilon-DP centres (sequential composition)",
+            claim=privclust.Guarantee("epsilon-DP centres (sequential composition)"),
             details={"epsilon": spent, "epsilon_per_release": history, "releases": len(history),
                      "labels_covered": False, "bounds_from_data": leaked,
                      "bounds_epsilon": dp_bounds},

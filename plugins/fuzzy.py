@@ -282,7 +282,7 @@ class _FuzzyClusterer:
     n_clusters: int | None = param(int, default=None, ge=1,
                                    doc="number of clusters (the papers' c; set by the fuzzy-microaggregation masker "
                                        "when nested)")
-    tol: float = param(float, default=1e-4, ge=0,
+    tol: float = param(float, role="plain", default=1e-4, ge=0,
                        doc="stop when the objective falls by at most this fraction from one iteration to the next")
     max_iter: int = param(int, default=300, ge=1, doc="iteration cap per restart")
     n_init: Any = param((int, str), default="auto", check=_check_n_init,
@@ -291,9 +291,9 @@ class _FuzzyClusterer:
     scale: str = param(str, default="standard", choices=("standard", "none"),
                        doc='"standard" clusters on (x - mean) / sd (population sd), centres reported in original '
                            'units; "none" on the raw values')
-    memory_budget: float = param(float, default=256.0, gt=0,
+    memory_budget: float = param(float, role="plain", default=256.0, gt=0,
                                  doc="MB: the largest N x c membership matrix returned dense; bounds work arrays")
-    mass_tol: float = param(float, default=1e-3, gt=0, lt=1,
+    mass_tol: float = param(float, role="plain", default=1e-3, gt=0, lt=1,
                             doc="largest membership mass a record may lose when only its nearest centres are kept")
     max_neighbours: int = param(int, default=256, ge=0,
                                 doc="most centres a record keeps when truncating (0: never truncate)")
@@ -772,7 +772,7 @@ class FCM(_FuzzyClusterer):
     kind: ClassVar[str] = "fcm"
     fuzzifier_param: ClassVar[str] = "m"  # privclust.FuzzyClusterer
 
-    m: float | None = param(float, default=None, gt=1, check=finite_fuzzifier("fcm"),
+    m: float | None = param(float, role="plain", default=None, gt=1, check=finite_fuzzifier("fcm"),
                             doc="fuzzifier m > 1, finite (unset: 2.0, or the masker's m1 when nested)")
 
     def fuzzifier(self) -> _fcm.Fuzzifier:
@@ -796,7 +796,7 @@ class EFCM(_FuzzyClusterer):
     kind: ClassVar[str] = "efcm"
     fuzzifier_param: ClassVar[str] = "lambda"  # privclust.FuzzyClusterer
 
-    lambda_: float | None = param(float, default=None, gt=0, check=finite_fuzzifier("efcm"),
+    lambda_: float | None = param(float, role="plain", default=None, gt=0, check=finite_fuzzifier("efcm"),
                                   doc="lambda > 0, finite, smaller is fuzzier (unset: 1.0, or the masker's lambda1 "
                                       "when nested)")
 

@@ -256,9 +256,10 @@ class Suda2:
     with_strata: bool = _strata_param()
     max_size: int | None = param(int, default=None, ge=1, optional=True,
                                  doc="the largest MSU searched, in keys (default: every key, as sdcMicro)")
-    dis_fraction: float = param(float, default=0.01, gt=0, lt=1,
+    dis_fraction: float = param(float, role="plain", default=0.01, gt=0, lt=1,
                                 doc="the sampling fraction of the DIS score (sdcMicro's DisFraction)")
-    threshold: float = param(float, default=0.05, ge=0, le=1, doc="a record is at risk above this DIS-SUDA score")
+    threshold: float = param(float, role="plain", default=0.05, ge=0, le=1,
+                             doc="a record is at risk above this DIS-SUDA score")
 
     def evaluated_on(self, inputs: EvaluationInputs) -> Mapping[str, Any]:
         keys = _named_keys(_key_role(self.keys, inputs, self.with_strata), self.name)
@@ -321,7 +322,7 @@ class HouseholdRisk:
     with_strata: bool = _strata_param()
     weight: str | None = _risk_weight_param()
     household: str | None = _household_param()
-    threshold: float = param(float, default=0.1, gt=0, le=1, doc="a household is at risk above this risk")
+    threshold: float = param(float, role="plain", default=0.1, gt=0, le=1, doc="a household is at risk above this risk")
 
     def evaluated_on(self, inputs: EvaluationInputs) -> Mapping[str, Any]:
         keys = _named_keys(_key_role(self.keys, inputs, self.with_strata), self.name)

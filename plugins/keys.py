@@ -110,7 +110,7 @@ class LocalSuppression:
     method: str = param(str, default="heuristic", choices=("heuristic", "exact"),
                         doc='"heuristic" (greedy, any size) or "exact" (fewest suppressions by an integer program, '
                             f'strata of at most {_suppress.MAX_EXACT_RECORDS} records)')
-    time_limit: float = param(float, default=60.0, gt=0, finite=True,
+    time_limit: float = param(float, role="plain", default=60.0, gt=0, finite=True,
                               doc='seconds the exact solver may take per stratum (method = "exact")')
 
     def missing_values(self) -> str:
@@ -174,7 +174,7 @@ class LocalSuppression:
             "Under this convention a missing value hides a record among every value of that key, and "
             f"{blank} record(s) have every key missing and match every record; which values are missing is "
             "released, and the other columns are not covered.",
-            guarantee="k-anonymity",
+            claim=privclust.KAnonymity(self.k, columns),
             details={"k": self.k, "columns": columns, "method": self.method, "suppressions": total,
                      "suppressions_by_column": per_column, "records_below_k_before": int((before < self.k).sum()),
                      "records_with_every_key_missing": blank,
@@ -231,9 +231,9 @@ class PRAM:
     matrix: Any = param(dict, default=None, converter=_matrix_table, check=_matrix_problem,
                         doc="the transition matrix, {category = {category = probability}} (public, applied to every "
                             "column of the step); default: an invariant matrix from the frequencies (pd, alpha)")
-    pd: float = param(float, default=0.8, gt=0, le=1,
+    pd: float = param(float, role="plain", default=0.8, gt=0, le=1,
                       doc="retention probability of the matrix an invariant matrix is built from (sdcMicro's pd)")
-    alpha: float = param(float, default=0.5, gt=0, le=1,
+    alpha: float = param(float, role="plain", default=0.5, gt=0, le=1,
                          doc="share of the invariant matrix mixed with the identity (sdcMicro's alpha)")
 
     def missing_values(self) -> str:
@@ -297,7 +297,7 @@ class PRAM:
                                 "category frequencies of the data and is released in the ledger.",
                                 alternative="give a public transition matrix (matrix = {...})",
                                 details={"matrices": matrices})
-        context.record(statement, guarantee="post-randomisation (PRAM)",
+        context.record(statement, claim=privclust.Guarantee("post-randomisation (PRAM)"),
                        details={"matrices": matrices, "matrix_public": given, "changed_values": changed,
                                            **({} if given else {"pd": self.pd, "alpha": self.alpha})})
         return Masked(data=out, diagnostics={"changed_values": changed})

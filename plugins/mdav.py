@@ -90,7 +90,7 @@ class MDAV:
             "variables only: other columns, and the labels on their own, are not covered; k-anonymity does not "
             "bound what can be learnt about a group's members, and an intruder who knows the method can narrow a "
             "record to its group).",
-            guarantee="k-anonymity",
+            claim=privclust.KAnonymity(self.k, list(columns)),
             details={"k": self.k, "groups": n_groups, "min_group_size": int(sizes.min()),
                      "max_group_size": int(sizes.max()), "columns": list(columns),
                      "centres_projected_on_rules": projected,

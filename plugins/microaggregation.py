@@ -729,15 +729,15 @@ class FuzzyMicroaggregation:
                               f"clusters (default {DEFAULT_K} unless n_clusters is given)")
     n_clusters: int | None = param(int, default=None, ge=1,
                                    doc="the number of clusters directly (the paper's c), instead of k")
-    m1: float | None = param(float, default=None, gt=1, check=finite_fuzzifier("fcm"),
+    m1: float | None = param(float, role="plain", default=None, gt=1, check=finite_fuzzifier("fcm"),
                              doc="FCM fuzzifier of Step 1 = the clusterer's m (unset: the clusterer's m, else "
                                  "1 + 1/(4d) for d columns)")
-    m2: float | None = param(float, default=None, gt=1, check=finite_fuzzifier("fcm"),
+    m2: float | None = param(float, role="plain", default=None, gt=1, check=finite_fuzzifier("fcm"),
                              doc="FCM fuzzifier of the Step 2 replacement probabilities (unset: m1)")
-    lambda1: float | None = param(float, default=None, gt=0, check=finite_fuzzifier("efcm"),
+    lambda1: float | None = param(float, role="plain", default=None, gt=0, check=finite_fuzzifier("efcm"),
                                   doc=f"EFCM lambda of Step 1 = the clusterer's lambda (unset: the clusterer's "
                                       f"lambda, else {DEFAULT_LAMBDA1:g})")
-    lambda2: float | None = param(float, default=None, gt=0, check=finite_fuzzifier("efcm"),
+    lambda2: float | None = param(float, role="plain", default=None, gt=0, check=finite_fuzzifier("efcm"),
                                   doc="EFCM lambda of the Step 2 replacement probabilities (unset: lambda1)")
     clusterer: Any = nested("clusterers", default="fcm",
                             doc="Step 1 clusterer: fcm (m1, m2), efcm (lambda1, lambda2) or any with centres")
@@ -1014,7 +1014,7 @@ class FuzzyMicroaggregation:
                               diagnostics=diagnostics)
         context.record(self._statement(columns, n, k, step1, step2, clusterer, mem, small_share, constraints,
                                        diagnostics, expected, protected),
-                       guarantee="probabilistic k-anonymity",
+                       claim=privclust.ProbabilisticKAnonymity(k),
                        details={key: diagnostics[key] for key in diagnostics
                                 if key not in ("step1", privclust.EFFECTIVE_PARAMS)})
         frame = pd.DataFrame(protected, index=data.index, columns=data.columns)
@@ -1268,7 +1268,9 @@ class Microaggregation:
                           "it has, so with a missing value counted as matching any value (sdcMicro's convention) "
                           "each released record matches at least the records of its group; the missingness pattern "
                           "itself is released as in the original.")
-        context.record(statement, guarantee="k-anonymity", details=diagnostics)
+        # the statement claims the smallest group's size, at least k: the claim the host checks
+        context.record(statement, claim=privclust.KAnonymity(int(sizes.min())),
+                       details={**diagnostics, "k": int(sizes.min())})
         partition = Partition(labels=labels, centres=centres, memberships=None, columns=columns,
                               diagnostics=diagnostics)
         frame = pd.DataFrame(protected, index=data.index, columns=data.columns)

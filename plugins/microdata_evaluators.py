@@ -213,7 +213,7 @@ class IntervalDisclosure:
                           "share (0-1)"),
     }
 
-    width: float = param(float, default=0.05, gt=0,
+    width: float = param(float, role="plain", default=0.05, gt=0,
                          doc="half-width of the interval, as a fraction of the protected column's s.d. (sdcMicro's k)")
 
     def evaluate(self, inputs: EvaluationInputs) -> Mapping[str, float]:
@@ -397,7 +397,7 @@ class EditViolations:
                                                 "double precision cannot decide it", "records"),
     }
 
-    tol: float = param(float, default=1e-11, gt=0,
+    tol: float = param(float, role="plain", default=1e-11, gt=0,
                        doc="a record violates a rule when the violation exceeds tol * (1 + the size of the rule's "
                            "terms, sum |a_j x_j| + |b| for a linear rule), the host's own test")
     rules: tuple[str, ...] | None = param(tuple, default=None, doc="linear edit rules to check instead of the "
@@ -626,7 +626,8 @@ class IndividualRisk:
     weight: str | None = param(str, default=None, doc="the sampling-weight column, read from the original file "
                                                       "(default: the recipe's [roles] weight, else the file is "
                                                       "the population)")
-    threshold: float = param(float, default=0.1, gt=0, le=1, doc="a record is at risk above this individual risk")
+    threshold: float = param(float, role="plain", default=0.1, gt=0, le=1,
+                             doc="a record is at risk above this individual risk")
 
     def evaluated_on(self, inputs: EvaluationInputs) -> Mapping[str, Any]:
         return {"columns": list(_named_keys(_key_role(self.keys, inputs, self.with_strata), self.name)),

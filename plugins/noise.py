@@ -56,7 +56,8 @@ from scipy import special
 
 __version__ = "0.1.0"
 
-RELATION = "replace-one (neighbouring data sets differ in one record's values; the number of records is public)"
+RELATION = privclust.Relation.REPLACE_ONE.explained(
+    "neighbouring data sets differ in one record's values; the number of records is public")
 STEP_NOT_COVERED = (
     "the number of records, their order and index, and the columns this step does not perturb; "
     "values outside the public bounds were clipped before noise was added"
@@ -75,6 +76,8 @@ class _StepMixin:
 
     uses_constraints: ClassVar[bool] = False
     privacy_relation: ClassVar[str] = "replace-one"
+    #: the roles of the values it reports using (privclust.EFFECTIVE_PARAMS), for the report's rounding
+    reported_roles: ClassVar[dict[str, str]] = {"noise_scale": "noise-scale"}
     epsilon: float | None
     bounds: Any
 
@@ -283,13 +286,13 @@ class LaplaceMechanism(_StepMixin):
 
     name: ClassVar[str] = "laplace"
 
-    epsilon: float | None = param(float, default=None, gt=0, finite=True,
+    epsilon: float | None = param(float, role="privacy", default=None, gt=0, finite=True,
                                   doc="privacy budget of the step (as a step only)")
     bounds: Any = public_bounds(default=None,
                                 doc='public bounds {column = [low, high]} (as a step only), or "data"')
 
     def release(self, values: Any, *, sensitivity: float | Sensitivity, epsilon: float, delta: float = 0.0,
-                context: PrivacyContext, relation: str, covers: str, not_covered: str = "",
+                context: PrivacyContext, relation: privclust.Relation | str, covers: str, not_covered: str = "",
                 changed: int | None = None, **ledger: Any) -> np.ndarray:
         """Spend ``epsilon`` (L1 ``sensitivity``) and return ``values`` plus exact Laplace noise.
 
@@ -373,7 +376,7 @@ class GeometricMechanism(_StepMixin):
 
     name: ClassVar[str] = "geometric"
 
-    epsilon: float | None = param(float, default=None, gt=0, finite=True,
+    epsilon: float | None = param(float, role="privacy", default=None, gt=0, finite=True,
                                   doc="privacy budget of the step (as a step only)")
     bounds: Any = public_bounds(default=None,
                                 doc='public integer bounds {column = [low, high]} (as a step only), or "data"')
@@ -387,7 +390,7 @@ class GeometricMechanism(_StepMixin):
         return _geometric_scale(self.name, s.l1, epsilon)
 
     def release(self, values: Any, *, sensitivity: float | Sensitivity, epsilon: float, delta: float = 0.0,
-                context: PrivacyContext, relation: str, covers: str, not_covered: str = "",
+                context: PrivacyContext, relation: privclust.Relation | str, covers: str, not_covered: str = "",
                 changed: int | None = None, **ledger: Any) -> np.ndarray:
         """Spend ``epsilon`` and return integer ``values`` plus two-sided geometric noise (int64).
 
@@ -519,9 +522,10 @@ class GaussianMechanism(_StepMixin):
 
     name: ClassVar[str] = "gaussian"
 
-    epsilon: float | None = param(float, default=None, gt=0, finite=True,
+    epsilon: float | None = param(float, role="privacy", default=None, gt=0, finite=True,
                                   doc="privacy budget of the step (as a step only)")
-    delta: float | None = param(float, default=None, gt=0, lt=1, doc="delta of the step (as a step only)")
+    delta: float | None = param(float, role="privacy", default=None, gt=0, lt=1,
+                                doc="delta of the step (as a step only)")
     bounds: Any = public_bounds(default=None,
                                 doc='public bounds {column = [low, high]} (as a step only), or "data"')
 
@@ -542,7 +546,7 @@ class GaussianMechanism(_StepMixin):
         return problems
 
     def release(self, values: Any, *, sensitivity: float | Sensitivity, epsilon: float, delta: float = 0.0,
-                context: PrivacyContext, relation: str, covers: str, not_covered: str = "",
+                context: PrivacyContext, relation: privclust.Relation | str, covers: str, not_covered: str = "",
                 changed: int | None = None, **ledger: Any) -> np.ndarray:
         """Spend ``(epsilon, delta)`` (L2 ``sensitivity``) and return ``values`` plus exact Gaussian noise.
 

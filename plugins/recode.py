@@ -248,7 +248,7 @@ class Recode:
     k: int | None = param(int, default=None, optional=True, ge=2,
                           doc="the minimum group size: choose the levels not given and suppress the records below k "
                               "(every record then matches at least k records of its stratum); default: no k")
-    max_suppressed: float = param(float, default=0.05, ge=0, lt=1,
+    max_suppressed: float = param(float, role="plain", default=0.05, ge=0, lt=1,
                                   doc="with k: the largest share of the records that may be suppressed (ARX's "
                                       "suppression limit)")
 
@@ -430,7 +430,7 @@ class Recode:
                    "loss": outcome.loss, "loss_measure": LOSS_MEASURE, **public}
         if self.k is None:
             context.record(base + " No k-anonymity is claimed: follow with local-suppression (or give k) for it.",
-                           guarantee="global recoding", details=details)
+                           claim=privclust.Guarantee("global recoding"), details=details)
             return
         count = int(suppressed.sum())
         context.record(
@@ -439,7 +439,7 @@ class Recode:
             f"every record matches at least {self.k} records on {', '.join(columns)}, a missing value matching any "
             f"value (sdcMicro's convention; k-anonymity with k = {self.k} of these columns under it). The other "
             "columns are not covered.",
-            guarantee="k-anonymity",
+            claim=privclust.KAnonymity(self.k, list(columns)),
             details={**details, "k": self.k, "records_suppressed": count, "max_suppressed": self.max_suppressed,
                      **({"lattice_nodes": search.nodes, "evaluated": search.evaluated} if search else {})})
 

@@ -480,7 +480,7 @@ def test_a_k_anonymity_claim_is_checked_at_its_largest_k_and_on_the_steps_column
 
     def entry(statement, details):
         return LedgerEntry(seq=0, kind="guarantee", step=0, step_id="s", component="c", statement=statement,
-                           claim=statement, details=details)
+                           claim=statement, details=details, mechanism="k-anonymity")
 
     # words say k = 10, details k = 1: checked at 10, not at the k every data set meets
     assert _claimed_k(entry("k-anonymity with k = 10 (verified)", {"k": 1})) == 10

@@ -31,7 +31,7 @@ PUBLIC_SUBMODULES = {"datasets", "plots", "sampling", "sklearn", "testing"}
 #: modules of its own layer or below, at module level.
 LAYERS: list[set[str]] = [
     {"errors", "hookspecs", "sampling"},
-    {"_optional"},
+    {"_optional", "claims"},
     {"specs", "_io", "plots", "datasets", "ledger", "seeds", "progress"},
     {"engines"},
     {"params"},

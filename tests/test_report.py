@@ -472,10 +472,10 @@ def test_the_html_parameter_table_shows_privacy_parameters_exactly():
         assert "<td><code>epsilon</code></td><td>0.1234564</td>" in page
         assert "0.123456<" not in page and "0.123456," not in page and "0.123456)" not in page
         assert "budget: epsilon 0.1234564, delta 0" in page
-    # values shown with 6 digits elsewhere in the table are not privacy figures
-    assert privclust.report._privacy_parameter("clusterer.noise.epsilon")
-    assert privclust.report._privacy_parameter("bounds_epsilon") and privclust.report._privacy_parameter("delta")
-    assert not privclust.report._privacy_parameter("noise_scale.a")
+    # the step's parameters declare their roles (param(role=...)): epsilon is a privacy figure, shown exactly
+    roles = privclust.params.parameter_roles(release.step(0).component)
+    assert privclust.params.role_rounding("epsilon", roles) == "exact"
+    assert privclust.params.role_rounding("noise_scale.a", roles) == "down"
 
 
 def test_a_noise_scale_in_use_is_never_shown_above_the_noise_drawn():
@@ -490,12 +490,10 @@ def test_a_noise_scale_in_use_is_never_shown_above_the_noise_drawn():
     assert float(shown) <= scale < float(f"{scale:.6g}")  # the case where the nearest rounding goes up
     for text in (repr(release), release.to_html(plots=False)):
         assert f"{scale:.6g}" not in text and shown in text
-    assert privclust.report._rounding("noise_scale.a") == "down"
-    assert privclust.report._rounding("steps.noise.sigma") == "down"
-    assert privclust.report._rounding("privtree_lambda") == "down"
-    assert privclust.report._rounding("epsilon_tree") == "exact" and privclust.report._rounding("m1") == "nearest"
-    assert privclust.report._shown({"noise_scale": {"a": 2 / 3, "eps": 1 / 3}}) == (
-        "{noise_scale: {a: 0.666666, eps: 0.3333333333333333}}")
+    # by the roles the components declare (param(role=...), reported_roles), not by the words of the names
+    rows = privclust.report.parameter_rows({}, {"noise_scale": {"a": 2 / 3, "eps": 1 / 3}, "m1": 2 / 3},
+                                           {"noise_scale": "noise-scale", "m1": "plain"})
+    assert [r["value"] for r in rows] == ["0.666666", "0.333333", "0.666667"]
 
 
 def test_a_page_without_figures_does_not_say_the_recipe_has_no_evaluators():

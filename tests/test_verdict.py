@@ -513,6 +513,7 @@ def test_a_k_anonymity_claim_without_a_k_is_not_verified(data):
     release = privclust.run({"steps": [{"use": "no-k"}]}, data, registry=Registry(plugins=[P()], use_env=False))
     entry = release.ledger.of_kind("guarantee")[0]
     assert entry.status == "refuted" and entry.statement.startswith("Claimed by no-k, not verified")
+    assert "claim=KAnonymity(k, columns)" in entry.statement  # the typed way to state a k
     assert release.verdict.endswith("no-k claims k-anonymity without a k the host can check: not verified.")
 
 
