@@ -58,7 +58,7 @@ from tqdm import tqdm
 from ._io import worker_signals
 from ._optional import PLOTS, optional
 from .plots import HIGHER_IS_BETTER, LOSS_HINTS, RISK_HINTS
-from .engines import DASK, _check_engine, _client, _stop_pool
+from .engines import DASK, check_engine, dask_client, stop_pool
 from .errors import PrivclustError, PrivclustWarning, Problem, RecipeError
 from .recipe import Recipe
 from .registry import Registry, get_registry
@@ -401,7 +401,7 @@ def _run_local(tasks: list[tuple[dict[str, Any], np.random.SeedSequence]], data:
                     bar.update()
                 pool.shutdown(wait=True)
             except BaseException:  # Ctrl-C, SIGTERM, a broken worker: stop now, not after the queue
-                _stop_pool(pool, before)
+                stop_pool(pool, before)
                 raise
     finally:
         _FORKED.pop(token, None)
@@ -412,7 +412,7 @@ def _run_local(tasks: list[tuple[dict[str, Any], np.random.SeedSequence]], data:
 def _run_dask(tasks: list[tuple[dict[str, Any], np.random.SeedSequence]], data: pd.DataFrame, scheduler: Any,
               timeout: float, progress: bool, registry: Any) -> list[dict[str, Any]]:
     dask_completed = optional("distributed", DASK).as_completed
-    client, owned = _client(scheduler, timeout)
+    client, owned = dask_client(scheduler, timeout)
     try:
         shipped = client.scatter(data, broadcast=True)
         spec = (registry.session_plugins(), registry.blocked())
@@ -569,7 +569,7 @@ def compare(
     """
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
         raise PrivclustError(f"repeats must be an integer >= 1; got {repeats!r}")
-    _check_engine(scheduler, processes, timeout)
+    check_engine(scheduler, processes, timeout)
     frame = _check_frame(data)
     registry = registry if registry is not None else get_registry()
     named = _recipes(recipes)

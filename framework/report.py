@@ -33,7 +33,7 @@ from markupsafe import Markup
 from .accounting import Accountant, Budget, Ledger, _exact, _jsonable, accountant_description, at_least, at_most
 from .errors import PrivclustError
 from .plots import before_after
-from .recipe import Recipe, _thaw
+from .recipe import Recipe, thaw
 from .verify import COMPARED, guarantees_dp
 
 __all__ = ["EFFECTIVE_PARAMS", "EFFECTIVE_PARAMS_FROM_DATA", "Release", "environment"]
@@ -312,7 +312,7 @@ class Release:
                 "id": o.id,
                 "role": o.kind,
                 "component": cls.name,
-                "parameters": _thaw(o.params),
+                "parameters": thaw(o.params),
                 "effective_parameters": self._effective(o, non_disclosive),
                 "columns": list(o.columns),
             }
@@ -341,7 +341,7 @@ class Release:
                 if non_disclosive and key == EFFECTIVE_PARAMS_FROM_DATA:  # named, never shown
                     out.update({str(name): WITHHELD_VALUE for name in reported})
                 else:
-                    out.update(_jsonable(_thaw(reported)))
+                    out.update(_jsonable(thaw(reported)))
         return out
 
     def effective_changes(self, *, non_disclosive: bool = False) -> list[tuple[Any, list[dict[str, str]]]]:
@@ -350,7 +350,7 @@ class Release:
         those taken from the data when ``non_disclosive``."""
         out = []
         for o in self.outcomes:
-            rows = [r for r in parameter_rows(_thaw(o.params), self._effective(o, non_disclosive)) if r["note"]
+            rows = [r for r in parameter_rows(thaw(o.params), self._effective(o, non_disclosive)) if r["note"]
                     and r["value"] != "not set"]
             if rows:
                 out.append((o, rows))
@@ -415,7 +415,7 @@ class Release:
                 "accountant": accountant_description(self.accountant),
                 "relation": self._relation(),
             },
-            "verification": _reported_checks(self.verification),
+            "verification": reported_checks(self.verification),
             "ledger": ledger,
             "evaluations": evaluations,
             "seeded": self.seeded,
@@ -489,7 +489,7 @@ class Release:
         :param plots: draw the plots (needs matplotlib).
         """
         body = render_html(self, non_disclosive=non_disclosive, plots=plots)
-        page = _templates().get_template("page.html.j2")
+        page = templates().get_template("page.html.j2")
         return page.render(title=self.recipe.name or "privclust release", body=Markup(body)) + "\n"
 
 
@@ -585,7 +585,7 @@ def public_ledger(records: list[dict[str, Any]], entries: Sequence[Any]) -> bool
     return bool(withheld)
 
 
-def _reported_checks(checks: Mapping[str, Any]) -> dict[str, Any]:
+def reported_checks(checks: Mapping[str, Any]) -> dict[str, Any]:
     """The host's measurements as a report shows them: in a differentially
     private release, without the counts that compare released with original
     values (``release.verification`` keeps them for the caller)."""
@@ -611,7 +611,7 @@ def _restore_release(values: dict[str, Any]) -> Release:
 
 
 @functools.cache
-def _templates() -> jinja2.Environment:
+def templates() -> jinja2.Environment:
     """The report's Jinja2 templates (package data of privclust), autoescaped."""
     env = jinja2.Environment(loader=jinja2.PackageLoader("privclust", "templates"), autoescape=True,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
@@ -650,7 +650,7 @@ def _plots(release: Release) -> dict[str, Any]:
     return {"missing": False, "png": _png(figure)}
 
 
-def _by_evaluator(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def by_evaluator(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Evaluation rows grouped by evaluator and columns, in order: the
     report names each group's columns once, not on every metric."""
     groups: list[dict[str, Any]] = []
@@ -664,7 +664,7 @@ def _by_evaluator(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return groups
 
 
-def _ledger_sections() -> list[tuple[str, Any]]:
+def ledger_sections() -> list[tuple[str, Any]]:
     """The report's sections of the ledger: a title and which entries it
     shows. Each step's own process entry is in the table of processes; what
     the host did besides (rounding integer columns, missing values) is listed
@@ -692,7 +692,7 @@ def render_html(release: Release, *, non_disclosive: bool = False, plots: bool =
     eps, delta = release.spent
     budget = release.budget
     has_dp = any(e.kind == "dp" for e in release.ledger)
-    groups = _by_evaluator(report["evaluations"])
+    groups = by_evaluator(report["evaluations"])
     context = {
         "title": release.recipe.name or "privclust release",
         "verdict": release.verdict,
@@ -722,7 +722,7 @@ def render_html(release: Release, *, non_disclosive: bool = False, plots: bool =
                     "entries": [{"step": e.step, "step_id": e.step_id or "",
                                  "statement": withheld.get(e.seq, e.statement)}
                                 for e in release.ledger if shown(e)]}
-                   for title, shown in _ledger_sections() if any(shown(e) for e in release.ledger)],
+                   for title, shown in ledger_sections() if any(shown(e) for e in release.ledger)],
         "roles": [(role, ", ".join(getattr(release.recipe.roles, role)))
                   for role in ("ids", "weight", "strata", "keys") if getattr(release.recipe.roles, role)],
         "has_dp": has_dp,
@@ -741,4 +741,4 @@ def render_html(release: Release, *, non_disclosive: bool = False, plots: bool =
         "plugins": [{"plugin": p["name"], "distribution": p["distribution"], "version": p["version"]}
                     for p in report["plugins"]],
     }
-    return _templates().get_template("release.html.j2").render(context)
+    return templates().get_template("release.html.j2").render(context)

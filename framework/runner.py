@@ -49,12 +49,11 @@ from ._io import keep_text
 from .engines import map_tasks
 from .errors import DataError, ParameterError, PrivclustError, Problem, RecipeError
 from .params import column_bounds, leak_problems
-from .recipe import DEFAULT_LABEL_COLUMN, EvaluateSpec, Recipe, Roles, Step, _thaw
-from .recipe import _role_problems as _role_problems_of_steps
+from .recipe import DEFAULT_LABEL_COLUMN, EvaluateSpec, Recipe, Roles, Step, step_role_problems
 from .registry import Registry, get_registry, unknown_leak_problems
 from .report import EFFECTIVE_PARAMS, EFFECTIVE_PARAMS_FROM_DATA, Release
-from .specs import _META_LEAK, nested_components, step_id_params
-from .verify import _equal, _values, random_step_names, snapshot, verdict, verify
+from .specs import META_LEAK, nested_components, step_id_params, thaw
+from .verify import exact_codes, random_step_names, snapshot, values_equal, verdict, verify
 
 __all__ = ["CompiledRecipe", "CompiledStep", "StepOutcome", "compile", "run", "numeric_columns"]
 
@@ -170,7 +169,7 @@ class StepOutcome:
         return f"{_ROLE[self.kind]} {self.name!r} {what}."
 
     def audit_details(self) -> dict[str, Any]:
-        details = {"parameters": _thaw(self.params), "columns": list(self.columns), "records": self.n_records,
+        details = {"parameters": thaw(self.params), "columns": list(self.columns), "records": self.n_records,
                    "elapsed_seconds": self.elapsed}
         if self.kind == "maskers":
             details["unchanged_columns"] = list(self.unchanged)
@@ -340,8 +339,8 @@ def compile(recipe: Recipe | Mapping[str, Any] | str, registry: Registry | None 
         evaluations.append(CompiledEvaluation(spec, evaluator))
 
     # Keys are named by key maskers only (judged here, with the components in hand).
-    problems.extend(_role_problems_of_steps(recipe.roles, [cs.step for cs in steps], [cs.index for cs in steps],
-                                            key_maskers=[_key_masker(cs) for cs in steps]))
+    problems.extend(step_role_problems(recipe.roles, [cs.step for cs in steps], [cs.index for cs in steps],
+                                       key_maskers=[_key_masker(cs) for cs in steps]))
     # Rules must not straddle the explicit columns of a step that changes values.
     for cs in steps:
         if cs.step.columns is not None and _changes_values_under_rules(cs):
@@ -705,7 +704,7 @@ def _bounds_problems(cs: CompiledStep, columns: Sequence[str]) -> list[str]:
     component = cs.component
     field = attrs.fields_dict(type(component)).get("bounds") if attrs.has(type(component)) else None
     value = getattr(component, "bounds", None)
-    if field is None or field.metadata.get(_META_LEAK) != "bounds" or not isinstance(value, Mapping):
+    if field is None or field.metadata.get(META_LEAK) != "bounds" or not isinstance(value, Mapping):
         return []
     try:
         column_bounds(np.empty((0, len(columns))), columns, value, None, who=type(component).name)
@@ -1274,7 +1273,7 @@ def _run_checked(compiled: CompiledRecipe, checked: Preflight, seed: int | np.ra
                     current[c] = result.data[c].to_numpy(copy=True)  # observers cannot reach the release
             elapsed = time.perf_counter() - start if remote is None else sum(r.elapsed[cs.index] for r in remote)
             unchanged = tuple(c for c in columns if cs.kind == "maskers"
-                              and bool(np.all(_equal(view[c], current[c]))))  # what the step's words may claim
+                              and bool(np.all(values_equal(view[c], current[c]))))  # what the step's words may claim
             outcome = StepOutcome(index=cs.index, id=cs.id, kind=cs.kind, component=cs.component,
                                   columns=tuple(columns), result=result, elapsed=elapsed,
                                   n_records=len(view), output=output, unchanged=unchanged)
@@ -1592,7 +1591,7 @@ def release_integers(context: PrivacyContext, frame: pd.DataFrame, current: pd.D
                         unsolved.append((part.rules[i], why))
             done |= involved
         Y = Y.copy() if not Y.flags.writeable else Y
-        followed, split, skipped = _round_with_matches(_values(current, columns), Y, fixed)
+        followed, split, skipped = _round_with_matches(exact_codes(current, columns), Y, fixed)
         for j, c in enumerate(columns):
             if integer[j] and not fixed[j]:
                 np.rint(Y[:, j], out=Y[:, j])  # the host's own guarantee: whole numbers

@@ -41,7 +41,7 @@ import numpy as np
 import pandas as pd
 from markupsafe import Markup
 
-from ._io import _signals_held, raise_if_stopped
+from ._io import signals_held, raise_if_stopped
 from ._optional import optional
 from .accounting import Budget, Ledger, PrivacyContext, _exact, accountant_description
 from .engines import map_tasks
@@ -53,18 +53,18 @@ from .report import (
     FROM_DATA_NOTE,
     RUN_TIMES_NOTE,
     WITHHELD_NOTE,
-    _by_evaluator,
     _jsonable,
-    _ledger_sections,
-    _reported_checks,
-    _templates,
+    by_evaluator,
     counted,
     environment,
+    ledger_sections,
     public_ledger,
     public_statements,
     report_head,
+    reported_checks,
     seeded_text,
     spent_text,
+    templates,
 )
 from .runner import (
     CompiledRecipe,
@@ -143,7 +143,7 @@ class DatasetRelease:
                 "spent": {"epsilon": eps, "delta": delta},
                 "accountant": accountant_description(self.accountant),
             },
-            "verification": _reported_checks(self.verification),
+            "verification": reported_checks(self.verification),
             "ledger": ledger,
             "evaluations": [] if non_disclosive else [
                 {k: (None if isinstance(v, float) and np.isnan(v) else v) for k, v in row.items()}
@@ -191,14 +191,14 @@ class DatasetRelease:
                         "entries": [{"step": e.step, "step_id": e.step_id or "",
                                      "statement": withheld.get(e.seq, e.statement)}
                                     for e in self.ledger if shown(e)]}
-                       for title, shown in _ledger_sections() if any(shown(e) for e in self.ledger)],
-            "evaluations": [{"stratum": k, "groups": _by_evaluator(v)} for k, v in by_stratum.items()],
+                       for title, shown in ledger_sections() if any(shown(e) for e in self.ledger)],
+            "evaluations": [{"stratum": k, "groups": by_evaluator(v)} for k, v in by_stratum.items()],
             "evaluations_warning": DP_EVALUATIONS_WARNING if self.dp_guarantee and report["evaluations"] else None,
             "versions": ", ".join(f"{k} {v}" for k, v in report["environment"].items()),
         }
         context["left_out"] = report.get("left_out", [])
-        body = _templates().get_template("dataset.html.j2").render(context)
-        page = _templates().get_template("page.html.j2")
+        body = templates().get_template("dataset.html.j2").render(context)
+        page = templates().get_template("page.html.j2")
         return page.render(title=context["title"], body=Markup(body)) + "\n"
 
 
@@ -404,7 +404,7 @@ def run_dataset(
             # The whole release (one ledger, the budget check, the verdict) before the folder is published:
             # a failure or a stop there leaves nothing behind.
             release = _combined(compiled, context, results, sizes, tuple(merges), names, out)
-            with _signals_held():
+            with signals_held():
                 raise_if_stopped()  # a stop whose exception a finalizer swallowed still stops the commit
                 os.replace(folder, out)
                 moved = True

@@ -462,7 +462,7 @@ def test_an_interrupted_dask_comparison_cancels_its_runs(data, reg, monkeypatch)
             self.closed = True
 
     client = Client()
-    monkeypatch.setattr(compare_module, "_client", lambda scheduler, timeout: (client, [client]))
+    monkeypatch.setattr(compare_module, "dask_client", lambda scheduler, timeout: (client, [client]))
 
     def interrupted(futures):
         raise KeyboardInterrupt
