@@ -40,6 +40,7 @@ LAYERS: list[set[str]] = [
     {"accounting"},
     {"registry"},
     {"verify", "report"},
+    {"compiling"},
     {"runner"},
     {"compare", "testing", "sklearn", "strata"},
     {"cli"},
