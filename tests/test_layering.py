@@ -41,6 +41,7 @@ LAYERS: list[set[str]] = [
     {"registry"},
     {"verify", "report"},
     {"compiling"},
+    {"integers"},
     {"runner"},
     {"compare", "testing", "sklearn", "strata"},
     {"cli"},

@@ -14,6 +14,7 @@ import pytest
 import privclust
 import privclust.cli
 import privclust.constraints
+import privclust.integers
 import privclust.runner
 from privclust_plugins.constraints import LinearConstraints
 
@@ -161,7 +162,7 @@ def test_host_handler_evaluator_and_cli_have_no_arithmetic_of_their_own(monkeypa
         status.undecided[0] = status.missing[0] = False
         return status
 
-    for module in (privclust, privclust.constraints, privclust.runner, privclust.cli):
+    for module in (privclust, privclust.constraints, privclust.integers, privclust.runner, privclust.cli):
         monkeypatch.setattr(module, "judge", strict)
     answers = _answers(_frame())
     assert answers == _expected(strict(_rules(), VALUES))
