@@ -58,11 +58,12 @@ from tqdm import tqdm
 from ._io import worker_signals
 from ._optional import PLOTS, optional
 from .plots import HIGHER_IS_BETTER, LOSS_HINTS, RISK_HINTS
+from .preflight import check_frame
 from .engines import DASK, check_engine, dask_client, stop_pool
 from .errors import PrivclustError, PrivclustWarning, Problem, RecipeError
 from .recipe import Recipe
 from .registry import Registry, get_registry
-from .runner import _check_frame, compile, run
+from .runner import compile, run
 from .specs import ComponentSpec, field_kind, param_name
 from .verify import dp_claimants, guarantees_dp
 
@@ -570,7 +571,7 @@ def compare(
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
         raise PrivclustError(f"repeats must be an integer >= 1; got {repeats!r}")
     check_engine(scheduler, processes, timeout)
-    frame = _check_frame(data)
+    frame = check_frame(data)
     registry = registry if registry is not None else get_registry()
     named = _recipes(recipes)
     grids = _grids(grid, [name for name, _ in named])

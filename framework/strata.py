@@ -46,6 +46,7 @@ from ._optional import optional
 from .accounting import Budget, Ledger, PrivacyContext, _exact, accountant_description
 from .engines import map_tasks
 from .errors import DataError, ParameterError, PrivclustError
+from .preflight import default_step_columns, preflight, strata_parts, strata_statement
 from .recipe import Recipe
 from .registry import Registry
 from .report import (
@@ -66,17 +67,7 @@ from .report import (
     spent_text,
     templates,
 )
-from .runner import (
-    CompiledRecipe,
-    _handed,
-    _run_checked,
-    _strata_parts,
-    _strata_statement,
-    _worker_registry,
-    compile,
-    default_step_columns,
-    preflight,
-)
+from .runner import CompiledRecipe, _handed, _run_checked, _worker_registry, compile
 from .verify import COMPARED, guarantees_dp, random_step_names, verdict
 
 __all__ = ["DatasetRelease", "run_dataset"]
@@ -383,7 +374,7 @@ def run_dataset(
         if keys[column].isna().any():
             raise DataError(f"[roles] strata: the stratum column {column!r} has {int(keys[column].isna().sum())} "
                             "missing value(s); every record needs a stratum")
-    parts, merges = _strata_parts(compiled, keys, step_columns)
+    parts, merges = strata_parts(compiled, keys, step_columns)
     assert parts is not None
     combos = [list(keys.iloc[rows].drop_duplicates().itertuples(index=False, name=None)) for _, rows in parts]
     sizes = {text: int(len(rows)) for text, rows in parts}
@@ -446,7 +437,7 @@ def _combined(compiled: CompiledRecipe, context: PrivacyContext, results: Sequen
         evaluations.append(release.evaluations.assign(stratum=text))
     releases = [r for r, _ in results]
     outcomes = releases[0].outcomes
-    context._record_host("verified", _strata_statement(compiled.recipe.roles.strata,
+    context._record_host("verified", strata_statement(compiled.recipe.roles.strata,
                                                        [(t, range(n)) for t, n in sizes.items()], merges,
                                                        outcomes),
                          details={"strata": list(compiled.recipe.roles.strata), "merged": list(merges),

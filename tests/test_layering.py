@@ -42,6 +42,7 @@ LAYERS: list[set[str]] = [
     {"verify", "report"},
     {"compiling"},
     {"integers"},
+    {"preflight"},
     {"runner"},
     {"compare", "testing", "sklearn", "strata"},
     {"cli"},
