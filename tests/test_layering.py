@@ -42,7 +42,7 @@ LAYERS: list[set[str]] = [
     {"verify", "report"},
     {"compiling"},
     {"integers"},
-    {"preflight"},
+    {"preflight", "rule_check"},
     {"runner"},
     {"compare", "testing", "sklearn", "strata"},
     {"cli"},
