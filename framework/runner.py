@@ -16,8 +16,6 @@ The input frame is never modified. Evaluators run last.
 from __future__ import annotations
 
 import contextlib
-import copy
-import math
 import multiprocessing as mp
 import time
 import uuid
@@ -28,9 +26,8 @@ import attrs
 import numpy as np
 import pandas as pd
 
-from .accounting import Ledger, PrivacyContext
+from .accounting import PrivacyContext
 from .components import (
-    EvaluationInputs,
     Masked,
     Partition,
     TopMemberships,
@@ -50,11 +47,11 @@ from .compiling import (
 from .constraints import ConstraintSet
 from ._io import keep_text
 from .engines import map_tasks
-from .errors import DataError, ParameterError, PrivclustError
+from .errors import ParameterError, PrivclustError
+from .evaluation import evaluate_release
 from .integers import integer_columns, release_integers, restore_nullable_floats
 from .preflight import (
     Preflight,
-    check_columns,
     check_data,
     default_step_columns,
     missing_counts,
@@ -517,7 +514,7 @@ def _run_checked(compiled: CompiledRecipe, checked: Preflight, seed: int | np.ra
 
     changed = tuple(c for c in frame.columns if any(c in o.columns for o in outcomes if o.kind != "clusterers"
                                                     and capability(o.component, "key_masker") is not True))
-    evaluations = _evaluate(compiled, frame, current, labels, outcomes, all_constraints, context,
+    evaluations = evaluate_release(compiled, frame, current, labels, outcomes, all_constraints, context,
                             changed or default_columns)
     ledger = context.ledger
     return Release(
@@ -549,51 +546,3 @@ def _missing_statement(cs: CompiledStep, missing: Mapping[str, Any], policy: str
             + (" (this key masker may set more values missing: its suppressions)." if is_key_masker(cs) else "."))
 
 
-# ---------------------------------------------------------------------------
-# Integer columns
-# ---------------------------------------------------------------------------
-
-
-def _evaluate(compiled: CompiledRecipe, original: pd.DataFrame, protected: pd.DataFrame, labels: pd.DataFrame,
-              outcomes: Sequence[StepOutcome], constraints: ConstraintSet | None, context: PrivacyContext,
-              default_columns: Sequence[str]) -> pd.DataFrame:
-    rows = []
-    ledger = Ledger(copy.deepcopy(context.ledger.entries))  # evaluators read a copy; the run's ledger is the host's
-    with context.step(-1, "evaluate", "evaluate"):
-        rng = context.rng
-        for i, ev in enumerate(compiled.evaluations):
-            columns = ev.spec.columns if ev.spec.columns is not None else tuple(default_columns)
-            problems = check_columns(original, columns, f"evaluate[{i}] ({ev.spec.use})", missing="observed")
-            if problems:
-                raise DataError("; ".join(problems))
-            inputs = EvaluationInputs(original=original, protected=protected, columns=tuple(columns), labels=labels,
-                                      outcomes=tuple(outcomes), constraints=constraints, ledger=ledger,
-                                      rng=rng, registry=compiled.registry, roles=compiled.recipe.roles)
-            figures = ev.evaluator.evaluate(inputs)
-            on = _evaluated_on(ev, inputs)
-            for metric, value in dict(figures).items():
-                try:
-                    number = float(value)
-                except (TypeError, ValueError):
-                    raise PrivclustError(f"evaluator {ev.spec.use!r} returned a non-numeric value for "
-                                         f"{metric!r}: {value!r} (a bug in its plugin)") from None
-                rows.append({"evaluator": ev.spec.use, "metric": str(metric),
-                             "value": number if math.isfinite(number) else np.nan, "columns": on})
-    return pd.DataFrame(rows, columns=["evaluator", "metric", "value", "columns"])
-
-
-def _evaluated_on(ev: Any, inputs: EvaluationInputs) -> str:
-    """What an evaluator's figures are computed on, as the evaluation table
-    names it: the evaluation's columns, or what the evaluator's
-    ``evaluated_on`` says (its key variables, its sampling weight)."""
-    method = capability(ev.evaluator, "evaluated_on")
-    if method is None:
-        return ", ".join(inputs.columns)
-    said = method(inputs)
-    columns = said.get("columns") if isinstance(said, Mapping) else None
-    weight = said.get("weight") if isinstance(said, Mapping) else None
-    if not isinstance(columns, Sequence) or isinstance(columns, str) or not all(isinstance(c, str) for c in columns) \
-            or (weight is not None and not isinstance(weight, str)):
-        raise PrivclustError(f"evaluator {ev.spec.use!r}: evaluated_on() must return {{'columns': [column names], "
-                             f"'weight': a column name or None}}; got {said!r} (a bug in its plugin)")
-    return ", ".join(columns) + (f"; weighted by {weight}" if weight else "")

@@ -43,6 +43,7 @@ LAYERS: list[set[str]] = [
     {"compiling"},
     {"integers"},
     {"preflight", "rule_check"},
+    {"evaluation"},
     {"runner"},
     {"compare", "testing", "sklearn", "strata"},
     {"cli"},
