@@ -15,11 +15,8 @@ The input frame is never modified. Evaluators run last.
 
 from __future__ import annotations
 
-import contextlib
-import multiprocessing as mp
 import time
-import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -49,6 +46,7 @@ from ._io import keep_text
 from .engines import map_tasks
 from .errors import ParameterError, PrivclustError
 from .evaluation import evaluate_release
+from .handover import Handover, forks, handed, handed_data, worker_registry
 from .integers import integer_columns, release_integers, restore_nullable_floats
 from .preflight import (
     Preflight,
@@ -62,7 +60,7 @@ from .preflight import (
 )
 from .preflight import check_frame as _check_frame  # noqa: F401  (privclust.testing's import, until it takes check_frame)
 from .recipe import DEFAULT_LABEL_COLUMN, Recipe
-from .registry import Registry, get_registry
+from .registry import Registry
 from .report import EFFECTIVE_PARAMS, EFFECTIVE_PARAMS_FROM_DATA, Release
 from .rule_check import record_rules
 from .verify import random_step_names, snapshot, values_equal, verdict, verify
@@ -285,41 +283,6 @@ def _join_partitions(view: pd.DataFrame, parts: list[tuple[str, np.ndarray]], pa
 # Strata as independent tasks (local processes or a Dask cluster)
 # ---------------------------------------------------------------------------
 
-#: What a run hands the tasks it sends to forked local workers, by a token the
-#: tasks carry: the registry (in-session plugins need not pickle) and the data
-#: (a forked worker reads its stratum from the copy it inherited).
-_HANDED: dict[str, tuple[Registry, pd.DataFrame | None]] = {}
-
-
-def _forks(scheduler: Any) -> bool:
-    """Whether the tasks run in forked local processes, which inherit
-    :data:`_HANDED` (a Dask cluster, or a platform without fork, starts its
-    workers afresh: they need the registry's plugins and the data shipped)."""
-    return scheduler is None and "fork" in mp.get_all_start_methods()
-
-
-@contextlib.contextmanager
-def _handed(registry: Registry, scheduler: Any, data: pd.DataFrame | None = None
-            ) -> Iterator[tuple[tuple[list[Any], list[str]] | None, str]]:
-    """``(spec, token)`` for the tasks of one run: ``spec`` (the session
-    plugins and the blocked names, for workers that start afresh) or ``None``,
-    and the token under which forked workers find the registry and the data."""
-    token = uuid.uuid4().hex
-    spec = None if _forks(scheduler) else (registry.session_plugins(), registry.blocked())
-    _HANDED[token] = (registry, data)
-    try:
-        yield spec, token
-    finally:
-        _HANDED.pop(token, None)
-
-
-def _worker_registry(spec: tuple[list[Any], list[str]] | None, token: str) -> Registry:
-    """The registry of a task: rebuilt from ``spec``, else the one its run handed over."""
-    if spec is not None:
-        return Registry(plugins=spec[0], block=spec[1])
-    handed = _HANDED.get(token)
-    return handed[0] if handed is not None else get_registry()
-
 
 @attrs.frozen
 class _StratumSteps:
@@ -332,18 +295,17 @@ class _StratumSteps:
     random_steps: tuple[int, ...] = ()
 
 
-def _stratum_steps(recipe_dict: dict[str, Any], registry_spec: tuple[list[Any], list[str]] | None,
-                   token: str, part: pd.DataFrame | None, rows: np.ndarray, label: str, text: str, seed: Any,
-                   step_columns: tuple[tuple[str, ...], ...]) -> _StratumSteps:
+def _stratum_steps(recipe_dict: dict[str, Any], handover: Handover, part: pd.DataFrame | None, rows: np.ndarray,
+                   label: str, text: str, seed: Any, step_columns: tuple[tuple[str, ...], ...]) -> _StratumSteps:
     """Run every step of the recipe on one stratum's records (in a worker),
     in a context of the stratum's own: same budget, a child seed of the run,
     every DP release tagged with the stratum. ``part`` is the stratum's
     records, or ``None`` in a forked worker, which takes ``rows`` of the data
     its run handed over."""
-    registry = _worker_registry(registry_spec, token)
+    registry = worker_registry(handover.spec, handover.token)
     compiled = compile(Recipe.from_dict(recipe_dict), registry)
     context = PrivacyContext(compiled.budget, seed=seed, registry=registry)
-    current = (part if part is not None else _HANDED[token][1].iloc[rows]).copy(deep=True)  # type: ignore[union-attr]
+    current = (part if part is not None else handed_data(handover.token).iloc[rows]).copy(deep=True)
     results, elapsed = [], []
     integers = set(integer_columns(current))  # the input's: released as integers, whatever a step made of them
     with context._in_part(label, text):
@@ -372,10 +334,10 @@ def _strata_remotely(compiled: CompiledRecipe, frame: pd.DataFrame, step_columns
     label = ", ".join(compiled.recipe.roles.strata)
     recipe_dict = compiled.recipe.to_dict()
     seeds = context.spawn_seeds(len(parts))
-    forked = _forks(scheduler)
-    with _handed(compiled.registry, scheduler, frame if forked else None) as (spec, token):
+    forked = forks(scheduler)
+    with handed(compiled.registry, scheduler, frame if forked else None) as handover:
         # forked workers read their stratum from the data they inherit: the tasks carry row positions only
-        tasks = [(recipe_dict, spec, token, None if forked else frame.iloc[rows], rows, label, text, seed,
+        tasks = [(recipe_dict, handover, None if forked else frame.iloc[rows], rows, label, text, seed,
                   step_columns) for (text, rows), seed in zip(parts, seeds, strict=True)]
         return map_tasks(_stratum_steps, tasks, scheduler=scheduler, processes=processes, timeout=timeout)
 

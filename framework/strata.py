@@ -41,11 +41,13 @@ import numpy as np
 import pandas as pd
 from markupsafe import Markup
 
-from ._io import signals_held, raise_if_stopped
+from ._io import raise_if_stopped, signals_held
 from ._optional import optional
 from .accounting import Budget, Ledger, PrivacyContext, _exact, accountant_description
+from .compiling import CompiledRecipe, compile
 from .engines import map_tasks
 from .errors import DataError, ParameterError, PrivclustError
+from .handover import Handover, handed, received, worker_registry
 from .preflight import default_step_columns, preflight, strata_parts, strata_statement
 from .recipe import Recipe
 from .registry import Registry
@@ -67,7 +69,7 @@ from .report import (
     spent_text,
     templates,
 )
-from .runner import CompiledRecipe, _handed, _run_checked, _worker_registry, compile
+from .runner import _run_checked
 from .verify import COMPARED, guarantees_dp, random_step_names, verdict
 
 __all__ = ["DatasetRelease", "run_dataset"]
@@ -231,13 +233,13 @@ def _plain(frame: pd.DataFrame) -> pd.DataFrame:
     return frame
 
 
-def _protect_stratum(recipe_dict: dict[str, Any], registry_spec: tuple[list[Any], list[str]] | None,
-                     token: str, source: str, combos: list[tuple[Any, ...]], text: str, seed: Any,
+def _protect_stratum(handover: Handover, source: str, combos: list[tuple[Any, ...]], text: str, seed: Any,
                      folder: str, index: int) -> Any:
     """Read one stratum, run the recipe on it, write its records; return the
-    release without its data (ledger, checks, figures, steps)."""
-    registry = _worker_registry(registry_spec, token)
-    compiled = compile(Recipe.from_dict(recipe_dict), registry)
+    release without its data (ledger, checks, figures, steps). The compiled
+    recipe comes with the task (or from the run, in a forked worker)."""
+    registry = worker_registry(handover.spec, handover.token)
+    compiled = received(handover, registry)
     strata = list(compiled.recipe.roles.strata)
     frame = _plain(_open(source).to_table(filter=_filter(combos, strata)).to_pandas())
     release = _run_checked(compiled, preflight(compiled, frame, stratum=text), seed)
@@ -384,9 +386,8 @@ def run_dataset(
     del seed
     seeds = context.spawn_seeds(len(combos))
     folder = out.parent / f".{out.name}.tmp-{uuid.uuid4().hex[:12]}"
-    recipe_dict = compiled.recipe.to_dict()
-    with _handed(compiled.registry, scheduler) as (spec, token):
-        tasks = [(recipe_dict, spec, token, str(source_path.resolve()), combo, text, s, str(folder.resolve()), i)
+    with handed(compiled.registry, scheduler, compiled=compiled) as handover:
+        tasks = [(handover, str(source_path.resolve()), combo, text, s, str(folder.resolve()), i)
                  for i, (combo, text, s) in enumerate(zip(combos, sizes, seeds, strict=True))]
         moved = False
         try:

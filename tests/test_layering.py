@@ -39,6 +39,7 @@ LAYERS: list[set[str]] = [
     {"recipe", "constraints", "building"},
     {"accounting"},
     {"registry"},
+    {"handover"},
     {"verify", "report"},
     {"compiling"},
     {"integers"},
