@@ -69,7 +69,7 @@ from .report import (
     spent_text,
     templates,
 )
-from .runner import _run_checked
+from .runner import run_checked
 from .verify import COMPARED, guarantees_dp, random_step_names, verdict
 
 __all__ = ["DatasetRelease", "run_dataset"]
@@ -242,7 +242,7 @@ def _protect_stratum(handover: Handover, source: str, combos: list[tuple[Any, ..
     compiled = received(handover, registry)
     strata = list(compiled.recipe.roles.strata)
     frame = _plain(_open(source).to_table(filter=_filter(combos, strata)).to_pandas())
-    release = _run_checked(compiled, preflight(compiled, frame, stratum=text), seed)
+    release = run_checked(compiled, preflight(compiled, frame, stratum=text), seed)
     pa = optional("pyarrow", PARQUET)
     pq = optional("pyarrow.parquet", PARQUET)
     table = pa.Table.from_pandas(release.data, preserve_index=False)

@@ -44,7 +44,7 @@ LAYERS: list[set[str]] = [
     {"compiling"},
     {"integers"},
     {"preflight", "rule_check"},
-    {"evaluation"},
+    {"execute", "evaluation"},
     {"runner"},
     {"compare", "testing", "sklearn", "strata"},
     {"cli"},
