@@ -459,7 +459,7 @@ def _name_problem(path: Path, folder: Path) -> str | None:
 def _probe_folder(folder: Path) -> None:
     """Create and remove a temporary file in ``folder``: the only test that
     holds for root, read-only mounts, full disks and access-control lists."""
-    with _signals_held():
+    with signals_held():
         fd, name = tempfile.mkstemp(dir=folder, prefix=_temp_prefix(Path("probe")), suffix=".tmp")
         _register(Path(name), fd)
     _discard(Path(name))
@@ -583,7 +583,7 @@ def text_writer(text: str) -> Callable[[Path], None]:
 
 
 @contextlib.contextmanager
-def _signals_held() -> Iterator[None]:
+def signals_held() -> Iterator[None]:
     """Hold back the stop signals (delivered when the block ends) so that a
     temporary file is never created without being registered, and a set of
     renames is never cut in two."""
@@ -730,7 +730,7 @@ def write_atomically(targets: Sequence[tuple[Path, Callable[[Path], None]]]) -> 
             if not target.parent.is_dir():
                 raise PrivclustError(f"cannot write {target}: the folder {target.parent} does not exist")
             _refuse_not_regular(target)
-            with _signals_held():
+            with signals_held():
                 try:
                     fd, name = tempfile.mkstemp(dir=target.parent, prefix=_temp_prefix(target), suffix=".tmp")
                 except OSError as err:
@@ -749,7 +749,7 @@ def write_atomically(targets: Sequence[tuple[Path, Callable[[Path], None]]]) -> 
             except OSError:
                 kept = mode
             os.chmod(tmp, kept)
-        with _signals_held():
+        with signals_held():
             raise_if_stopped()  # a stop whose exception a finalizer swallowed still stops the renames
             for _, target in temps:
                 _refuse_not_regular(target, meanwhile=True)

@@ -67,7 +67,8 @@ from .harness import execute as _execute
 from .ledger import exact
 from .recipe import Budget, ComponentSpec
 from .registry import Registry, get_registry, known_leak_names
-from .runner import _check_frame, check_data, compile
+from .preflight import check_frame
+from .runner import check_data, compile
 
 __all__ = [
     "AUDIT_VALUES",
@@ -805,7 +806,7 @@ def audit_recipe(recipe: Any, data: pd.DataFrame | None = None, *, trials: int =
     independent seeds spawned from ``seed``."""
     compiled = recipe if hasattr(recipe, "steps") and hasattr(recipe, "registry") else compile(recipe, registry)
     reg = compiled.registry
-    frame = _check_frame(example_frame() if data is None else data)
+    frame = check_frame(example_frame() if data is None else data)
     step_columns = check_data(compiled, frame)
     out = []
     seeds = np.random.SeedSequence(seed).spawn(len(compiled.steps))

@@ -59,7 +59,7 @@ from ._io import (
 from .cliargs import build_parser
 from .compare import MAX_RUNS, check_plot, compare, parse_sweep, summarize
 from .constraints import ConstraintSet, judge
-from .accounting import _exact, at_least
+from .accounting import exact, at_least
 from .assessment import rule_breaks, rule_breaks_lines, summary_table
 from .defaults import default_reason, default_step_lines
 from .datasets import TABLE1_RULE, table1

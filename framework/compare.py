@@ -57,12 +57,15 @@ from tqdm import tqdm
 
 from ._io import worker_signals
 from ._optional import PLOTS, optional
-from .plots import HIGHER_IS_BETTER, LOSS_HINTS, RISK_HINTS
-from .engines import DASK, _check_engine, _client, _stop_pool
+from .compiling import compile
+from .engines import DASK, check_engine, dask_client, stop_pool
 from .errors import PrivclustError, PrivclustWarning, Problem, RecipeError
+from .handover import RegistrySpec, handed, handed_data, registry_spec, worker_registry
+from .plots import HIGHER_IS_BETTER, LOSS_HINTS, RISK_HINTS
+from .preflight import check_frame
 from .recipe import Recipe
-from .registry import Registry, get_registry
-from .runner import _check_frame, compile, run
+from .registry import get_registry
+from .runner import run
 from .specs import ComponentSpec, field_kind, param_name
 from .verify import dp_claimants, guarantees_dp
 
@@ -290,30 +293,15 @@ def _configure(recipe: Recipe, params: Mapping[str, Any], registry: Any = None) 
 # One run (executed in a worker)
 # ---------------------------------------------------------------------------
 
-#: What each running comparison hands its forked local workers, by a token
-#: the tasks carry: the data and the registry (with any in-session plugins).
-#: Keyed, so that comparisons running at the same time (threads) keep apart.
-_FORKED: dict[int, tuple[pd.DataFrame, Any]] = {}
-_TOKENS = itertools.count()
-
-
-def _worker_registry(spec: tuple[list[Any], list[str]] | None, token: int | None) -> Any:
-    if spec is not None:
-        plugins, blocked = spec
-        return Registry(plugins=plugins, block=blocked)
-    if token is not None and token in _FORKED:
-        return _FORKED[token][1]
-    return get_registry()
-
-
 def _run_one(recipe_dict: dict[str, Any], data: pd.DataFrame | None, seed: np.random.SeedSequence,
-             registry_spec: tuple[list[Any], list[str]] | None = None, token: int | None = None) -> dict[str, Any]:
+             spec: RegistrySpec | None = None, token: str | None = None) -> dict[str, Any]:
     """Run one configuration; never raises for a failure of the run itself.
-    ``data`` is ``None`` in a forked worker, which finds it under ``token``."""
-    frame = data if data is not None else _FORKED[token][0]  # type: ignore[index]
+    ``data`` is ``None`` in a forked worker, which finds it under ``token``
+    (:mod:`privclust.handover`)."""
+    frame = data if data is not None else handed_data(token)  # type: ignore[arg-type]
     start = time.perf_counter()
     try:
-        registry = _worker_registry(registry_spec, token)
+        registry = worker_registry(spec, token)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             release = run(Recipe.from_dict(recipe_dict), frame, seed=seed, registry=registry)
@@ -378,19 +366,17 @@ def _run_local(tasks: list[tuple[dict[str, Any], np.random.SeedSequence]], data:
     results: list[dict[str, Any] | None] = [None] * len(tasks)
     workers = min(processes or os.cpu_count() or 1, len(tasks))
     bar = _progress_bar(len(tasks), progress)
-    token = next(_TOKENS)
-    _FORKED[token] = (data, registry)
-    try:
+    with handed(registry, None, data) as handover, contextlib.closing(bar):
+        token, spec = handover.token, handover.spec
         if workers <= 1:
             for i, (recipe, seed) in enumerate(tasks):
                 results[i] = _run_one(recipe, data, seed, None, token)
                 bar.update()
         else:
-            if "fork" in mp.get_all_start_methods():
-                context, spec, shipped = mp.get_context("fork"), None, None
+            if spec is None:  # forked children inherit the data and the registry (handover)
+                context, shipped = mp.get_context("fork"), None
             else:  # the children start afresh: send the data and rebuild the registry
                 context, shipped = mp.get_context("spawn"), data
-                spec = (registry.session_plugins(), registry.blocked())
             before = set(mp.active_children())
             pool = ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=worker_signals, initargs=(os.getpid(),))
             try:
@@ -401,21 +387,18 @@ def _run_local(tasks: list[tuple[dict[str, Any], np.random.SeedSequence]], data:
                     bar.update()
                 pool.shutdown(wait=True)
             except BaseException:  # Ctrl-C, SIGTERM, a broken worker: stop now, not after the queue
-                _stop_pool(pool, before)
+                stop_pool(pool, before)
                 raise
-    finally:
-        _FORKED.pop(token, None)
-        bar.close()
     return [r for r in results if r is not None]
 
 
 def _run_dask(tasks: list[tuple[dict[str, Any], np.random.SeedSequence]], data: pd.DataFrame, scheduler: Any,
               timeout: float, progress: bool, registry: Any) -> list[dict[str, Any]]:
     dask_completed = optional("distributed", DASK).as_completed
-    client, owned = _client(scheduler, timeout)
+    client, owned = dask_client(scheduler, timeout)
     try:
         shipped = client.scatter(data, broadcast=True)
-        spec = (registry.session_plugins(), registry.blocked())
+        spec = registry_spec(registry)
         futures = [client.submit(_run_one, recipe, shipped, seed, spec, pure=False) for recipe, seed in tasks]
         index = {f.key: i for i, f in enumerate(futures)}
         results: list[dict[str, Any] | None] = [None] * len(tasks)
@@ -569,8 +552,8 @@ def compare(
     """
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
         raise PrivclustError(f"repeats must be an integer >= 1; got {repeats!r}")
-    _check_engine(scheduler, processes, timeout)
-    frame = _check_frame(data)
+    check_engine(scheduler, processes, timeout)
+    frame = check_frame(data)
     registry = registry if registry is not None else get_registry()
     named = _recipes(recipes)
     grids = _grids(grid, [name for name, _ in named])

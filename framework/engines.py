@@ -33,7 +33,7 @@ __all__ = ["DASK", "map_tasks"]
 DASK = "running on a Dask cluster needs distributed: pip install 'privclust[distributed]'"
 
 
-def _check_engine(scheduler: Any, processes: Any, timeout: Any) -> None:
+def check_engine(scheduler: Any, processes: Any, timeout: Any) -> None:
     """Refuse a bad engine setting before anything is compiled or run."""
     if processes is not None and (isinstance(processes, bool) or not isinstance(processes, int) or processes < 1):
         raise PrivclustError(f"processes must be an integer >= 1 (or None for one per core); got {processes!r}")
@@ -65,7 +65,7 @@ def _split_address(address: str) -> tuple[str, str | None, int | None]:
     return parts.scheme, parts.hostname, port
 
 
-def _stop_pool(pool: ProcessPoolExecutor, before: set[Any] | None = None) -> None:
+def stop_pool(pool: ProcessPoolExecutor, before: set[Any] | None = None) -> None:
     """Cancel the queued runs and end the worker processes at once (a plain
     shutdown would wait for every queued run to finish). With ``before`` (the
     children alive before the pool was made) every child started since is
@@ -86,7 +86,7 @@ def _stop_pool(pool: ProcessPoolExecutor, before: set[Any] | None = None) -> Non
             process.join(timeout=1.0)
 
 
-def _client(scheduler: Any, timeout: float) -> tuple[Any, list[Any] | None]:
+def dask_client(scheduler: Any, timeout: float) -> tuple[Any, list[Any] | None]:
     """A Dask client for ``scheduler``, and what this call opened and must close."""
     distributed = optional("distributed", DASK)
     Client, LocalCluster = distributed.Client, distributed.LocalCluster
@@ -135,7 +135,7 @@ def map_tasks(fn: Callable[..., Any], tasks: Sequence[tuple[Any, ...]], *, sched
     process). The first task that raises stops the others, and its exception
     is raised here. ``fn`` and the arguments must pickle (Dask, or local
     processes where the platform cannot fork)."""
-    _check_engine(scheduler, processes, timeout)
+    check_engine(scheduler, processes, timeout)
     results: list[Any] = [None] * len(tasks)
     if scheduler is None:
         workers = min(processes or os.cpu_count() or 1, len(tasks))
@@ -162,11 +162,11 @@ def map_tasks(fn: Callable[..., Any], tasks: Sequence[tuple[Any, ...]], *, sched
                         on_done(i, results[i])
             pool.shutdown(wait=True)
         except BaseException:  # a failed task, Ctrl-C, SIGTERM: stop now, not after the queue
-            _stop_pool(pool, before)
+            stop_pool(pool, before)
             raise
         return results
     dask_completed = optional("distributed", DASK).as_completed
-    client, owned = _client(scheduler, timeout)
+    client, owned = dask_client(scheduler, timeout)
     try:
         futures = [client.submit(fn, *args, pure=False) for args in tasks]
         index = {f.key: i for i, f in enumerate(futures)}

@@ -24,11 +24,11 @@ import numpy as np
 
 from .errors import DataError, ParameterError, Problem
 from .specs import (
-    _META_DOC,
-    _META_KIND,
-    _META_LEAK,
-    _META_STEP_ID,
-    _META_TYPE,
+    META_DOC,
+    META_KIND,
+    META_LEAK,
+    META_STEP_ID,
+    META_TYPE,
     ComponentSpec,
     field_doc,
     field_kind,
@@ -204,11 +204,11 @@ def param(
             if problem:
                 raise ParameterError(f"{where} {problem}; got {value!r}.")
 
-    metadata = {_META_DOC: doc, _META_TYPE: tp}
+    metadata = {META_DOC: doc, META_TYPE: tp}
     if _leak is not None:
-        metadata[_META_LEAK] = _leak
+        metadata[META_LEAK] = _leak
     if step_id:
-        metadata[_META_STEP_ID] = True
+        metadata[META_STEP_ID] = True
     if role is not None:
         metadata[_META_ROLE] = role
     return attrs.field(default=default, converter=convert, validator=validate, metadata=metadata, kw_only=True)
@@ -393,7 +393,7 @@ def declared_leaks(component: Any, where: str = "") -> list[tuple[str, DataLeak]
         found += [(f"{prefix}{leak.parameter}", leak) for leak in own() or ()]
     for f in attrs.fields(type(component)):
         value = getattr(component, f.name, None)
-        if f.metadata.get(_META_LEAK) == "bounds" and isinstance(value, str) and value == "data":
+        if f.metadata.get(META_LEAK) == "bounds" and isinstance(value, str) and value == "data":
             key = param_name(f.name)
             if not any(loc == f"{prefix}{key}" for loc, _ in found):
                 found.append((f"{prefix}{key}", DataLeak(
@@ -441,7 +441,7 @@ def nested(kind: str, *, default: Any = None, doc: str = "") -> Any:
             )
 
     default_value = to_component_value(default) if isinstance(default, str | Mapping) else default
-    metadata = {_META_DOC: doc, _META_KIND: kind, _META_TYPE: None}
+    metadata = {META_DOC: doc, META_KIND: kind, META_TYPE: None}
     return attrs.field(
         default=default_value,
         converter=to_component_value,

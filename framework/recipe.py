@@ -28,7 +28,7 @@ import tomli_w
 
 from .errors import Problem, RecipeError
 from .specs import FrozenMap as FrozenMap  # re-exported: pickles of a Release name privclust.recipe.FrozenMap
-from .specs import ComponentSpec, _freeze, _thaw, to_component_value
+from .specs import ComponentSpec, freeze, thaw, to_component_value
 
 __all__ = [
     "Budget",
@@ -333,7 +333,7 @@ class Step:
     """
 
     use: str
-    params: Mapping[str, Any] = attrs.field(factory=dict, converter=_freeze)
+    params: Mapping[str, Any] = attrs.field(factory=dict, converter=freeze)
     columns: tuple[str, ...] | None = attrs.field(default=None, converter=_columns)
     id: str | None = None
     output: str | None = None
@@ -357,7 +357,7 @@ class Step:
             out["columns"] = list(self.columns)
         if self.output is not None:
             out["output"] = self.output
-        out.update({k: _thaw(v) for k, v in self.params.items()})
+        out.update({k: thaw(v) for k, v in self.params.items()})
         return out
 
     def __eq__(self, other: object) -> bool:
@@ -372,7 +372,7 @@ class EvaluateSpec:
     """An evaluator entry: the evaluator, its parameters and its columns."""
 
     use: str
-    params: Mapping[str, Any] = attrs.field(factory=dict, converter=_freeze)
+    params: Mapping[str, Any] = attrs.field(factory=dict, converter=freeze)
     columns: tuple[str, ...] | None = attrs.field(default=None, converter=_columns)
 
     @property
@@ -383,7 +383,7 @@ class EvaluateSpec:
         out: dict[str, Any] = {"use": self.use}
         if self.columns is not None:
             out["columns"] = list(self.columns)
-        out.update({k: _thaw(v) for k, v in self.params.items()})
+        out.update({k: thaw(v) for k, v in self.params.items()})
         return out
 
     def __eq__(self, other: object) -> bool:
@@ -443,7 +443,7 @@ def _structural_problems(steps: Sequence[Step], indices: Sequence[int] | None = 
     return problems
 
 
-def _role_problems(roles: Roles, steps: Sequence[Step], indices: Sequence[int] | None = None,
+def step_role_problems(roles: Roles, steps: Sequence[Step], indices: Sequence[int] | None = None,
                    key_maskers: Sequence[bool] | None = None) -> list[Problem]:
     """Steps that name a column a step may not change: a stratum (public by
     declaration) or a categorical key (not numeric data for a numeric step).
@@ -503,7 +503,7 @@ class Recipe:
     def __attrs_post_init__(self) -> None:
         problems = _assessment_problems(self.steps, self.evaluate, self.roles)
         problems += _structural_problems(self.steps)
-        problems += _role_problems(self.roles, self.steps)
+        problems += step_role_problems(self.roles, self.steps)
         if problems:
             raise RecipeError(problems)
 
@@ -636,7 +636,7 @@ class Recipe:
             problems += _assessment_problems(steps, evaluate, roles)
         if steps:
             problems += _structural_problems(steps, positions)
-            problems += _role_problems(roles, steps, positions)
+            problems += step_role_problems(roles, steps, positions)
         if problems:
             raise RecipeError(problems, source=source)
         return cls(

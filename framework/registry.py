@@ -55,7 +55,7 @@ from .hookspecs import NAME
 from .ledger import looks_like_host
 from .params import answer_renames
 from .recipe import KNOWN_LEAKS, STEP_KEYS
-from .specs import _thaw, field_doc, field_kind, param_name
+from .specs import thaw, field_doc, field_kind, param_name
 
 __all__ = ["ComponentInfo", "PluginInfo", "Registry", "get_registry", "known_leak_names", "register", "reset_registry",
            "unknown_leak_problems"]
@@ -116,7 +116,7 @@ class ComponentInfo:
             if isinstance(default, attrs.Factory):  # type: ignore[arg-type]
                 default = default.factory() if not default.takes_self else None
             entry: dict[str, Any] = {"name": param_name(field.name),
-                                     "default": "required" if default is attrs.NOTHING else _thaw(default)}
+                                     "default": "required" if default is attrs.NOTHING else thaw(default)}
             if field_kind(field):
                 entry["component_kind"] = field_kind(field)
             entry["doc"] = field_doc(field)

@@ -31,11 +31,11 @@ import pandas as pd
 from markupsafe import Markup
 
 from .assessment import EVALUATION_COLUMNS, with_before
-from .accounting import Accountant, Budget, Ledger, _exact, _jsonable, accountant_description, at_least, at_most
+from .accounting import Accountant, Budget, Ledger, exact, jsonable, accountant_description, at_least, at_most
 from .errors import PrivclustError
 from .params import parameter_roles, role_rounding
 from .plots import before_after
-from .recipe import Recipe, _thaw
+from .recipe import Recipe, thaw
 from .verify import COMPARED, guarantees_dp
 
 __all__ = ["EFFECTIVE_PARAMS", "EFFECTIVE_PARAMS_FROM_DATA", "Release", "environment"]
@@ -90,7 +90,7 @@ def _flat(params: Any, prefix: str = "") -> dict[str, Any]:
 
 def _same(a: Any, b: Any) -> bool:
     try:
-        return bool(_jsonable(a) == _jsonable(b))
+        return bool(jsonable(a) == jsonable(b))
     except (TypeError, ValueError):
         return False
 
@@ -102,9 +102,9 @@ def _shown(value: Any, how: str = "exact") -> str:
     declared role), rounded down when it is ``"down"`` (a noise scale or
     sensitivity), else to 6 significant digits. A table's entries are shown
     as the table is (see :func:`privclust.params.role_rounding`)."""
-    value = _jsonable(value)
+    value = jsonable(value)
     if isinstance(value, float):
-        return _exact(value) if how == "exact" else at_most(value) if how == "down" else f"{value:.6g}"
+        return exact(value) if how == "exact" else at_most(value) if how == "down" else f"{value:.6g}"
     if isinstance(value, list):
         return "[" + ", ".join(_shown(v, how) for v in value) + "]"
     if isinstance(value, dict):
@@ -292,7 +292,7 @@ class Release:
                 "id": o.id,
                 "role": o.kind,
                 "component": cls.name,
-                "parameters": _thaw(o.params),
+                "parameters": thaw(o.params),
                 "effective_parameters": self._effective(o, non_disclosive),
                 "columns": list(o.columns),
             }
@@ -321,7 +321,7 @@ class Release:
                 if non_disclosive and key == EFFECTIVE_PARAMS_FROM_DATA:  # named, never shown
                     out.update({str(name): WITHHELD_VALUE for name in reported})
                 else:
-                    out.update(_jsonable(_thaw(reported)))
+                    out.update(jsonable(thaw(reported)))
         return out
 
     def effective_changes(self, *, non_disclosive: bool = False) -> list[tuple[Any, list[dict[str, str]]]]:
@@ -330,7 +330,7 @@ class Release:
         those taken from the data when ``non_disclosive``."""
         out = []
         for o in self.outcomes:
-            rows = [r for r in parameter_rows(_thaw(o.params), self._effective(o, non_disclosive),
+            rows = [r for r in parameter_rows(thaw(o.params), self._effective(o, non_disclosive),
                                               parameter_roles(o.component)) if r["note"]
                     and r["value"] != "not set"]
             if rows:
@@ -397,7 +397,7 @@ class Release:
                 "accountant": accountant_description(self.accountant),
                 "relation": self._relation(),
             },
-            "verification": _reported_checks(self.verification),
+            "verification": reported_checks(self.verification),
             "ledger": ledger,
             "evaluations": evaluations,
             "seeded": self.seeded,
@@ -406,7 +406,7 @@ class Release:
         }
         if non_disclosive:
             rep["left_out"] = left_out
-        return _jsonable(rep)
+        return jsonable(rep)
 
     def _relation(self) -> str | None:
         """The neighbouring relation the spent total holds under, if the
@@ -471,7 +471,7 @@ class Release:
         :param plots: draw the plots (needs matplotlib).
         """
         body = render_html(self, non_disclosive=non_disclosive, plots=plots)
-        page = _templates().get_template("page.html.j2")
+        page = templates().get_template("page.html.j2")
         return page.render(title=self.recipe.name or "privclust release", body=Markup(body)) + "\n"
 
 
@@ -567,7 +567,7 @@ def public_ledger(records: list[dict[str, Any]], entries: Sequence[Any]) -> bool
     return bool(withheld)
 
 
-def _reported_checks(checks: Mapping[str, Any]) -> dict[str, Any]:
+def reported_checks(checks: Mapping[str, Any]) -> dict[str, Any]:
     """The host's measurements as a report shows them: in a differentially
     private release, without the counts that compare released with original
     values (``release.verification`` keeps them for the caller)."""
@@ -593,7 +593,7 @@ def _restore_release(values: dict[str, Any]) -> Release:
 
 
 @functools.cache
-def _templates() -> jinja2.Environment:
+def templates() -> jinja2.Environment:
     """The report's Jinja2 templates (package data of privclust), autoescaped."""
     env = jinja2.Environment(loader=jinja2.PackageLoader("privclust", "templates"), autoescape=True,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
@@ -607,7 +607,7 @@ def _fmt(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.6g}"
     if isinstance(value, dict | list):
-        return json.dumps(_jsonable(value))
+        return json.dumps(jsonable(value))
     return str(value)
 
 
@@ -632,7 +632,7 @@ def _plots(release: Release) -> dict[str, Any]:
     return {"missing": False, "png": _png(figure)}
 
 
-def _by_evaluator(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def by_evaluator(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Evaluation rows grouped by evaluator and columns, in order: the
     report names each group's columns once, not on every metric."""
     groups: list[dict[str, Any]] = []
@@ -646,7 +646,7 @@ def _by_evaluator(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return groups
 
 
-def _ledger_sections() -> list[tuple[str, Any]]:
+def ledger_sections() -> list[tuple[str, Any]]:
     """The report's sections of the ledger: a title and which entries it
     shows. Each step's own process entry is in the table of processes; what
     the host did besides (rounding integer columns, missing values) is listed
@@ -674,7 +674,7 @@ def render_html(release: Release, *, non_disclosive: bool = False, plots: bool =
     eps, delta = release.spent
     budget = release.budget
     has_dp = any(e.kind == "dp" for e in release.ledger)
-    groups = _by_evaluator(report["evaluations"])
+    groups = by_evaluator(report["evaluations"])
     roles = {o.index: parameter_roles(o.component) for o in release.outcomes}
     context = {
         "title": release.recipe.name or "privclust release",
@@ -685,7 +685,7 @@ def render_html(release: Release, *, non_disclosive: bool = False, plots: bool =
         "dp_text": spent_text(has_dp, release.dp_guarantee, eps, delta),
         "evaluations_warning": DP_EVALUATIONS_WARNING if release.dp_guarantee and report["evaluations"] else None,
         "budget_text": ("none declared" if budget.epsilon is None
-                        else f"epsilon {_exact(budget.epsilon)}, delta {_exact(budget.delta)}"),
+                        else f"epsilon {exact(budget.epsilon)}, delta {exact(budget.delta)}"),
         "accountant": report["privacy"]["accountant"],
         "seeded": seeded_text(release.seeded),
         "created": release.created,
@@ -706,7 +706,7 @@ def render_html(release: Release, *, non_disclosive: bool = False, plots: bool =
                     "entries": [{"step": e.step, "step_id": e.step_id or "",
                                  "statement": withheld.get(e.seq, e.statement)}
                                 for e in release.ledger if shown(e)]}
-                   for title, shown in _ledger_sections() if any(shown(e) for e in release.ledger)],
+                   for title, shown in ledger_sections() if any(shown(e) for e in release.ledger)],
         "roles": [(role, ", ".join(getattr(release.recipe.roles, role)))
                   for role in ("ids", "weight", "strata", "keys") if getattr(release.recipe.roles, role)],
         "has_dp": has_dp,
@@ -729,4 +729,4 @@ def render_html(release: Release, *, non_disclosive: bool = False, plots: bool =
         "plugins": [{"plugin": p["name"], "distribution": p["distribution"], "version": p["version"]}
                     for p in report["plugins"]],
     }
-    return _templates().get_template("release.html.j2").render(context)
+    return templates().get_template("release.html.j2").render(context)

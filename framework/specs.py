@@ -25,12 +25,13 @@ from .errors import Problem, RecipeError
 __all__ = ["ComponentSpec", "FrozenMap", "component_params", "field_doc", "field_kind", "param_name",
            "stated_params", "to_component_value"]
 
-_META_DOC = "privclust_doc"
-_META_KIND = "privclust_kind"
-_META_TYPE = "privclust_type"
-_META_LEAK = "privclust_leak"
+#: The keys of the metadata ``param(...)`` sets on an attrs field: its doc, kind, type, leak and step id.
+META_DOC = "privclust_doc"
+META_KIND = "privclust_kind"
+META_TYPE = "privclust_type"
+META_LEAK = "privclust_leak"
 #: Marks a parameter whose value is the id of a step of the recipe (``param(..., step_id=True)``).
-_META_STEP_ID = "privclust_step_id"
+META_STEP_ID = "privclust_step_id"
 
 
 def param_name(field_name: str) -> str:
@@ -68,29 +69,29 @@ class FrozenMap(Mapping[str, Any]):
         return (type(self), (self._data,))
 
 
-def _freeze(value: Any) -> Any:
+def freeze(value: Any) -> Any:
     """Deep-copy a parameter value into an immutable form (lists -> tuples)."""
     if isinstance(value, ComponentSpec):
         return value
     if isinstance(value, Mapping):
         if "use" in value:
             return ComponentSpec.from_mapping(value)
-        return FrozenMap({str(k): _freeze(v) for k, v in value.items()})
+        return FrozenMap({str(k): freeze(v) for k, v in value.items()})
     if isinstance(value, list | tuple):
-        return tuple(_freeze(v) for v in value)
+        return tuple(freeze(v) for v in value)
     return value
 
 
-def _thaw(value: Any) -> Any:
+def thaw(value: Any) -> Any:
     """The plain-data form of a parameter value (tuples -> lists, specs -> dicts)."""
     if isinstance(value, ComponentSpec):
         return value.to_dict()
     if attrs.has(type(value)) and isinstance(getattr(type(value), "name", None), str):
         return ComponentSpec.of(value).to_dict()
     if isinstance(value, Mapping):
-        return {k: _thaw(v) for k, v in value.items()}
+        return {k: thaw(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_thaw(v) for v in value]
+        return [thaw(v) for v in value]
     if hasattr(value, "tolist") and hasattr(value, "dtype"):  # numpy scalars and arrays
         return value.tolist()
     return value
@@ -104,7 +105,7 @@ class ComponentSpec:
     """
 
     use: str
-    params: Mapping[str, Any] = attrs.field(factory=dict, converter=_freeze)
+    params: Mapping[str, Any] = attrs.field(factory=dict, converter=freeze)
 
     @classmethod
     def from_mapping(cls, mapping: Mapping[str, Any]) -> ComponentSpec:
@@ -122,7 +123,7 @@ class ComponentSpec:
         return cls(type(component).name, {k: v for k, v in component_params(component).items() if v is not None})
 
     def to_dict(self) -> dict[str, Any]:
-        return {"use": self.use, **{k: _thaw(v) for k, v in self.params.items()}}
+        return {"use": self.use, **{k: thaw(v) for k, v in self.params.items()}}
 
     def __eq__(self, other: object) -> bool:  # MappingProxyType does not compare to dict
         return isinstance(other, ComponentSpec) and self.to_dict() == other.to_dict()
@@ -196,7 +197,7 @@ def _equal(a: Any, b: Any) -> bool:
 
 def field_kind(attribute: attrs.Attribute) -> str | None:
     """The component kind a nested field holds, or ``None`` for a plain parameter."""
-    return attribute.metadata.get(_META_KIND)
+    return attribute.metadata.get(META_KIND)
 
 
 def nested_components(component: Any, where: str = "") -> list[tuple[str, str, Any]]:
@@ -229,11 +230,11 @@ def step_id_params(component: Any) -> list[tuple[str, str]]:
             continue
         for f in attrs.fields(type(inner)):
             value = getattr(inner, f.name, None)
-            if f.metadata.get(_META_STEP_ID) and value is not None:
+            if f.metadata.get(META_STEP_ID) and value is not None:
                 out.append((f"{where}{param_name(f.name)}", value))
     return out
 
 
 def field_doc(attribute: attrs.Attribute) -> str:
     """The one-line description of a parameter field."""
-    return attribute.metadata.get(_META_DOC, "")
+    return attribute.metadata.get(META_DOC, "")

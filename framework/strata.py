@@ -41,11 +41,15 @@ import numpy as np
 import pandas as pd
 from markupsafe import Markup
 
-from ._io import _signals_held, raise_if_stopped
+from ._io import raise_if_stopped, signals_held
 from ._optional import optional
-from .accounting import Budget, Ledger, PrivacyContext, _exact, accountant_description
+from .accounting import Budget, Ledger, PrivacyContext, accountant_description, exact, jsonable
+from .compiling import CompiledRecipe, compile
 from .engines import map_tasks
 from .errors import DataError, ParameterError, PrivclustError
+from .handover import Handover, handed, received, worker_registry
+from .defaults import default_step_columns
+from .preflight import preflight, strata_parts, strata_statement
 from .recipe import Recipe
 from .registry import Registry
 from .report import (
@@ -53,30 +57,19 @@ from .report import (
     FROM_DATA_NOTE,
     RUN_TIMES_NOTE,
     WITHHELD_NOTE,
-    _by_evaluator,
-    _jsonable,
-    _ledger_sections,
-    _reported_checks,
-    _templates,
+    by_evaluator,
     counted,
     environment,
+    ledger_sections,
     public_ledger,
     public_statements,
     report_head,
+    reported_checks,
     seeded_text,
     spent_text,
+    templates,
 )
-from .runner import (
-    CompiledRecipe,
-    _handed,
-    _run_checked,
-    _strata_parts,
-    _strata_statement,
-    _worker_registry,
-    compile,
-    default_step_columns,
-    preflight,
-)
+from .runner import run_checked
 from .verify import COMPARED, guarantees_dp, random_step_names, verdict
 
 __all__ = ["DatasetRelease", "run_dataset"]
@@ -143,7 +136,7 @@ class DatasetRelease:
                 "spent": {"epsilon": eps, "delta": delta},
                 "accountant": accountant_description(self.accountant),
             },
-            "verification": _reported_checks(self.verification),
+            "verification": reported_checks(self.verification),
             "ledger": ledger,
             "evaluations": [] if non_disclosive else [
                 {k: (None if isinstance(v, float) and np.isnan(v) else v) for k, v in row.items()}
@@ -156,7 +149,7 @@ class DatasetRelease:
                           for a, b in zip(self.steps, self.public_steps, strict=False))
             rep["left_out"] = ["the evaluation figures", "the details of ledger entries", RUN_TIMES_NOTE] + (
                 [WITHHELD_NOTE] if withheld else []) + ([FROM_DATA_NOTE] if derived else [])
-        return _jsonable(rep)
+        return jsonable(rep)
 
     def to_json(self, *, non_disclosive: bool = False, **kwargs: Any) -> str:
         return json.dumps(self.report(non_disclosive=non_disclosive), indent=2, **kwargs)
@@ -178,7 +171,7 @@ class DatasetRelease:
             "output": str(self.path),
             "dp_text": spent_text(has_dp, self.dp_guarantee, eps, delta),
             "budget_text": ("none declared" if self.budget.epsilon is None
-                            else f"epsilon {_exact(self.budget.epsilon)}, delta {_exact(self.budget.delta)}"),
+                            else f"epsilon {exact(self.budget.epsilon)}, delta {exact(self.budget.delta)}"),
             "accountant": report["privacy"]["accountant"],
             "seeded": seeded_text(self.seeded),
             "created": self.created,
@@ -191,14 +184,14 @@ class DatasetRelease:
                         "entries": [{"step": e.step, "step_id": e.step_id or "",
                                      "statement": withheld.get(e.seq, e.statement)}
                                     for e in self.ledger if shown(e)]}
-                       for title, shown in _ledger_sections() if any(shown(e) for e in self.ledger)],
-            "evaluations": [{"stratum": k, "groups": _by_evaluator(v)} for k, v in by_stratum.items()],
+                       for title, shown in ledger_sections() if any(shown(e) for e in self.ledger)],
+            "evaluations": [{"stratum": k, "groups": by_evaluator(v)} for k, v in by_stratum.items()],
             "evaluations_warning": DP_EVALUATIONS_WARNING if self.dp_guarantee and report["evaluations"] else None,
             "versions": ", ".join(f"{k} {v}" for k, v in report["environment"].items()),
         }
         context["left_out"] = report.get("left_out", [])
-        body = _templates().get_template("dataset.html.j2").render(context)
-        page = _templates().get_template("page.html.j2")
+        body = templates().get_template("dataset.html.j2").render(context)
+        page = templates().get_template("page.html.j2")
         return page.render(title=context["title"], body=Markup(body)) + "\n"
 
 
@@ -240,16 +233,16 @@ def _plain(frame: pd.DataFrame) -> pd.DataFrame:
     return frame
 
 
-def _protect_stratum(recipe_dict: dict[str, Any], registry_spec: tuple[list[Any], list[str]] | None,
-                     token: str, source: str, combos: list[tuple[Any, ...]], text: str, seed: Any,
+def _protect_stratum(handover: Handover, source: str, combos: list[tuple[Any, ...]], text: str, seed: Any,
                      folder: str, index: int) -> Any:
     """Read one stratum, run the recipe on it, write its records; return the
-    release without its data (ledger, checks, figures, steps)."""
-    registry = _worker_registry(registry_spec, token)
-    compiled = compile(Recipe.from_dict(recipe_dict), registry)
+    release without its data (ledger, checks, figures, steps). The compiled
+    recipe comes with the task (or from the run, in a forked worker)."""
+    registry = worker_registry(handover.spec, handover.token)
+    compiled = received(handover, registry)
     strata = list(compiled.recipe.roles.strata)
     frame = _plain(_open(source).to_table(filter=_filter(combos, strata)).to_pandas())
-    release = _run_checked(compiled, preflight(compiled, frame, stratum=text), seed)
+    release = run_checked(compiled, preflight(compiled, frame, stratum=text), seed)
     pa = optional("pyarrow", PARQUET)
     pq = optional("pyarrow.parquet", PARQUET)
     table = pa.Table.from_pandas(release.data, preserve_index=False)
@@ -383,7 +376,7 @@ def run_dataset(
         if keys[column].isna().any():
             raise DataError(f"[roles] strata: the stratum column {column!r} has {int(keys[column].isna().sum())} "
                             "missing value(s); every record needs a stratum")
-    parts, merges = _strata_parts(compiled, keys, step_columns)
+    parts, merges = strata_parts(compiled, keys, step_columns)
     assert parts is not None
     combos = [list(keys.iloc[rows].drop_duplicates().itertuples(index=False, name=None)) for _, rows in parts]
     sizes = {text: int(len(rows)) for text, rows in parts}
@@ -393,9 +386,8 @@ def run_dataset(
     del seed
     seeds = context.spawn_seeds(len(combos))
     folder = out.parent / f".{out.name}.tmp-{uuid.uuid4().hex[:12]}"
-    recipe_dict = compiled.recipe.to_dict()
-    with _handed(compiled.registry, scheduler) as (spec, token):
-        tasks = [(recipe_dict, spec, token, str(source_path.resolve()), combo, text, s, str(folder.resolve()), i)
+    with handed(compiled.registry, scheduler, compiled=compiled) as handover:
+        tasks = [(handover, str(source_path.resolve()), combo, text, s, str(folder.resolve()), i)
                  for i, (combo, text, s) in enumerate(zip(combos, sizes, seeds, strict=True))]
         moved = False
         try:
@@ -404,7 +396,7 @@ def run_dataset(
             # The whole release (one ledger, the budget check, the verdict) before the folder is published:
             # a failure or a stop there leaves nothing behind.
             release = _combined(compiled, context, results, sizes, tuple(merges), names, out)
-            with _signals_held():
+            with signals_held():
                 raise_if_stopped()  # a stop whose exception a finalizer swallowed still stops the commit
                 os.replace(folder, out)
                 moved = True
@@ -446,7 +438,7 @@ def _combined(compiled: CompiledRecipe, context: PrivacyContext, results: Sequen
         evaluations.append(release.evaluations.assign(stratum=text))
     releases = [r for r, _ in results]
     outcomes = releases[0].outcomes
-    context._record_host("verified", _strata_statement(compiled.recipe.roles.strata,
+    context._record_host("verified", strata_statement(compiled.recipe.roles.strata,
                                                        [(t, range(n)) for t, n in sizes.items()], merges,
                                                        outcomes),
                          details={"strata": list(compiled.recipe.roles.strata), "merged": list(merges),

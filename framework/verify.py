@@ -58,7 +58,7 @@ from .specs import nested_components
 
 __all__ = ["snapshot", "verdict", "verify"]
 
-def _values(frame: pd.DataFrame, columns: Sequence[str]) -> np.ndarray:
+def exact_codes(frame: pd.DataFrame, columns: Sequence[str]) -> np.ndarray:
     """Each column's values as exact identity codes (a float array; a missing
     value is NaN): two records share a code exactly when their values are
     equal (-0.0 and 0.0: one value). Not the values themselves as doubles:
@@ -77,7 +77,7 @@ def _same(original: pd.DataFrame, released: pd.DataFrame, columns: Sequence[str]
         return np.ones(len(original), dtype=bool)
     same = np.ones(len(original), dtype=bool)
     for c in columns:
-        same &= _equal(original[c], released[c])
+        same &= values_equal(original[c], released[c])
     return same
 
 
@@ -117,7 +117,7 @@ def _joint_codes(a: Any, b: Any) -> np.ndarray:
     return np.where(codes < 0, codes.max(initial=0) + 1, codes)
 
 
-def _equal(a: Any, b: Any) -> np.ndarray:
+def values_equal(a: Any, b: Any) -> np.ndarray:
     """Element-wise equality, a missing value equal to a missing value; exact
     for integers against doubles, and for any dtype (nullable booleans and
     integers with missing values, categories, cells holding arrays)."""
@@ -145,7 +145,7 @@ def _groups(released: pd.DataFrame, columns: Sequence[str]) -> tuple[np.ndarray,
     """Per record, how many released records share its combination of
     ``columns`` (identical rows; a missing value equals a missing value);
     and the number of distinct combinations."""
-    values = _keys(_values(released, columns))
+    values = _keys(exact_codes(released, columns))
     _, inverse, counts = np.unique(values, axis=0, return_inverse=True, return_counts=True)
     return counts[np.asarray(inverse).ravel()], int(len(counts))
 
@@ -160,7 +160,7 @@ def _matching(released: pd.DataFrame, columns: Sequence[str], extra: Sequence[st
     k-anonymity): records that agree on every column both observe (within
     the same value of the public ``extra`` columns). ``None`` when there are
     more than :data:`_MAX_PATTERNS` missingness patterns (not computed)."""
-    values = _values(released, columns)
+    values = exact_codes(released, columns)
     if extra:
         codes = pd.factorize(pd.MultiIndex.from_frame(released.loc[:, list(extra)].astype(str)))[0] \
             if len(extra) > 1 else pd.factorize(released[extra[0]].astype(str))[0]

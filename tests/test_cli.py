@@ -614,7 +614,7 @@ def test_stop_signals_are_held_for_the_whole_process_not_one_thread():
     import threading
     import time
 
-    from privclust._io import _signals_held
+    from privclust._io import signals_held
 
     stop = threading.Event()
     worker = threading.Thread(target=stop.wait)  # another live thread, as numpy's and the allocator's are
@@ -623,7 +623,7 @@ def test_stop_signals_are_held_for_the_whole_process_not_one_thread():
     try:
         reached = False
         with pytest.raises(KeyboardInterrupt):
-            with _signals_held():
+            with signals_held():
                 os.kill(os.getpid(), signal.SIGINT)
                 time.sleep(0.05)  # the handler would run here if the signal were not held
                 reached = True

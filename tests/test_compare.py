@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import sys
 import time
@@ -462,7 +463,7 @@ def test_an_interrupted_dask_comparison_cancels_its_runs(data, reg, monkeypatch)
             self.closed = True
 
     client = Client()
-    monkeypatch.setattr(compare_module, "_client", lambda scheduler, timeout: (client, [client]))
+    monkeypatch.setattr(compare_module, "dask_client", lambda scheduler, timeout: (client, [client]))
 
     def interrupted(futures):
         raise KeyboardInterrupt
@@ -547,18 +548,14 @@ def test_forked_workers_find_their_own_comparisons_data_by_token():
     recipe = {"steps": [{"use": "laplace", "epsilon": 1e9, "bounds": {"a": [0, 10]}}], "evaluate": ["sse-sst"]}
     # the first frame lies inside the bounds, the second is clipped to 10: the released error tells them apart
     frames = [pd.DataFrame({"a": base + np.arange(30) % 10}) for base in (0.0, 50.0)]
-    tokens = [next(compare_module._TOKENS) for _ in frames]
-    for token, frame in zip(tokens, frames, strict=True):
-        compare_module._FORKED[token] = (frame, privclust.get_registry())
-    try:
+    handover = importlib.import_module("privclust.handover")  # where run, compare and run_dataset hand over
+    with contextlib.ExitStack() as held:
+        tokens = [held.enter_context(handover.handed(privclust.get_registry(), None, frame)).token for frame in frames]
         seed = np.random.SeedSequence(1)
         rows = [compare_module._run_one(recipe, None, seed, None, token) for token in tokens]
-    finally:
-        for token in tokens:
-            compare_module._FORKED.pop(token, None)
     assert rows[0]["error"] is None and rows[0]["sse-sst.sse"] < 1e-6
     assert rows[1]["error"] is None and rows[1]["sse-sst.sse"] > 1000.0
-    assert not compare_module._FORKED  # nothing left behind
+    assert not set(tokens) & set(handover._HANDED)  # nothing left behind
 
 
 @pytest.mark.filterwarnings("ignore::privclust.PrivacyLeakWarning")

@@ -26,7 +26,7 @@ import privclust
 from privclust import DataError, Masked, PrivclustError, Registry, hookimpl
 from privclust._io import frame_writer, keep_text, read_frame
 from privclust.cli import main
-from privclust.verify import _equal
+from privclust.verify import values_equal as _equal
 
 RECIPE = '[[steps]]\nuse = "microaggregation"\nk = 3\ncolumns = ["x"]\n'
 

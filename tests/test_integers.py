@@ -20,7 +20,7 @@ import privclust.testing as pt
 from privclust import ConstraintSet, PrivacyContext
 from privclust._io import frame_writer, read_frame
 from privclust.cli import main
-from privclust.runner import _integer_dtype, integer_columns, release_integers
+from privclust.integers import _integer_dtype, integer_columns, release_integers
 from privclust_plugins.constraints import LinearConstraints
 
 MDAV = {"use": "microaggregation", "clusterer": {"use": "mdav", "k": 3}}
@@ -593,7 +593,7 @@ def test_rounding_keeps_records_that_match_through_missing_values_matched():
 
 
 def test_a_record_matching_records_rounded_apart_is_reported():
-    from privclust.runner import _round_with_matches
+    from privclust.integers import _round_with_matches
     codes = np.array([[0.0, 0.0], [0.0, 1.0], [0.0, np.nan], [1.0, np.nan]])
     Y = np.array([[3.0, 1.0], [4.0, 2.0], [3.0, np.nan], [5.0, np.nan]])  # rows 0 and 1 had a equal, rounded apart
     followed, split, skipped = _round_with_matches(codes, Y, np.zeros(2, dtype=bool))

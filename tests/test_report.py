@@ -425,9 +425,9 @@ def test_a_non_disclosive_report_states_no_run_time(tmp_path, monkeypatch, capsy
     DP statement covers): the process entry's statement said "(4.32e+03 s)"
     and the report's steps ``elapsed_seconds`` in the non-disclosive JSON,
     HTML page and CLI output too. The full report keeps them."""
-    import privclust.runner
+    import privclust.execute
 
-    monkeypatch.setattr(privclust.runner, "time", _Clock())
+    monkeypatch.setattr(privclust.execute, "time", _Clock())
     data = pd.DataFrame({"a": np.arange(20.0), "b": np.arange(20.0) % 7})
     recipe = {"steps": [{"use": "laplace", "epsilon": 1.0, "bounds": {"a": [0, 20], "b": [0, 7]}}],
               "evaluate": ["sse-sst"]}

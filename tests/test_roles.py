@@ -14,7 +14,7 @@ import pytest
 import privclust
 from privclust import DataError, RecipeError
 from privclust.cli import main
-from privclust.runner import _join_partitions
+from privclust.execute import _join_partitions
 
 
 def _survey(n: int = 60, seed: int = 0) -> pd.DataFrame:

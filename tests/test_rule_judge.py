@@ -14,7 +14,8 @@ import pytest
 import privclust
 import privclust.cli
 import privclust.constraints
-import privclust.runner
+import privclust.integers
+import privclust.rule_check
 from privclust_plugins.constraints import LinearConstraints
 
 RULES = ["t = x + y", "x >= 0"]
@@ -161,7 +162,7 @@ def test_host_handler_evaluator_and_cli_have_no_arithmetic_of_their_own(monkeypa
         status.undecided[0] = status.missing[0] = False
         return status
 
-    for module in (privclust, privclust.constraints, privclust.runner, privclust.cli):
+    for module in (privclust, privclust.constraints, privclust.integers, privclust.rule_check, privclust.cli):
         monkeypatch.setattr(module, "judge", strict)
     answers = _answers(_frame())
     assert answers == _expected(strict(_rules(), VALUES))

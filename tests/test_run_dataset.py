@@ -137,7 +137,7 @@ def test_a_stop_held_back_during_the_rename_withdraws_the_folder(dataset, tmp_pa
         yield
         raise KeyboardInterrupt  # as a signal delivered when the mask is restored
 
-    monkeypatch.setattr(privclust.strata, "_signals_held", held)
+    monkeypatch.setattr(privclust.strata, "signals_held", held)
     with pytest.raises(KeyboardInterrupt):
         privclust.run_dataset(LAPLACE_STRATA, source, tmp_path / "out", seed=1, processes=1)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in"]

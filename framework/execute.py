@@ -1,0 +1,431 @@
+"""Execute the steps of a compiled recipe: the only loop over steps, used by
+:func:`privclust.run` in-process, per stratum (``[roles] strata``) and on
+worker processes or a Dask cluster (each stratum's steps as one task).
+
+Each step sees only its columns of the frame as the previous steps left it:
+
+* a **masker** replaces its columns;
+* a **noise mechanism** adds noise to its columns;
+* a **clusterer** releases labels in a new column (``output``, default
+  ``cluster``) appended after the existing ones.
+
+The host checks each result (its type, shape and index; every released value
+finite, a missing value released missing) before the next step sees it, and
+writes the step's audit (the ``process`` entries of the ledger) itself.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import attrs
+import numpy as np
+import pandas as pd
+
+from .accounting import PrivacyContext
+from .compiling import CompiledRecipe, CompiledStep, StepOutcome, bind_constraints, is_key_masker
+from .components import Masked, Partition, TopMemberships, is_real_column
+from .engines import map_tasks
+from .errors import PrivclustError
+from .handover import Handover, forks, handed, handed_data, received, worker_registry
+from .integers import integer_columns
+from .preflight import missing_counts, missing_policy
+from .recipe import DEFAULT_LABEL_COLUMN
+from .report import EFFECTIVE_PARAMS, EFFECTIVE_PARAMS_FROM_DATA
+from .verify import values_equal
+
+__all__ = ["Executed", "RemoteSteps", "StepCall", "StratumSteps", "by_parts", "call_step", "check_finite", "execute",
+           "strata_remotely"]
+
+#: How a step is called on its view of the data: once, once per stratum, or
+#: by adopting what the workers did for each stratum.
+StepCall = Callable[[CompiledStep, pd.DataFrame, PrivacyContext], Any]
+
+
+def _as_masked(result: Any, cs: CompiledStep, view: pd.DataFrame) -> Masked:
+    name = type(cs.component).name
+    if not isinstance(result, Masked):
+        raise PrivclustError(f"{cs.role} {name!r} returned {type(result).__name__}, not privclust.Masked "
+                             "(a bug in its plugin)")
+    out = result.data
+    if isinstance(out, np.ndarray):
+        out = pd.DataFrame(out, index=view.index, columns=view.columns)
+        result = attrs.evolve(result, data=out)
+    if not isinstance(out, pd.DataFrame) or out.shape != view.shape or list(out.columns) != list(view.columns) \
+            or not out.index.equals(view.index):
+        raise PrivclustError(f"{cs.role} {name!r} returned data of another shape, order or index than it was given "
+                             "(a bug in its plugin)")
+    return result
+
+
+def _check_partition(result: Any, cs: CompiledStep, n: int) -> Partition:
+    name = type(cs.component).name
+    if not isinstance(result, Partition):
+        raise PrivclustError(f"clusterer {name!r} returned {type(result).__name__}, not privclust.Partition "
+                             "(a bug in its plugin)")
+    if result.labels.shape != (n,):
+        raise PrivclustError(f"clusterer {name!r} returned {result.labels.shape} labels for {n} records "
+                             "(a bug in its plugin)")
+    return result
+
+
+def _finite_problem(values: Any) -> tuple[int, str] | None:
+    try:
+        array = np.asarray(values, dtype=float)
+    except (TypeError, ValueError):
+        return -1, "non-numeric"
+    bad = ~np.isfinite(array)
+    if bad.any():
+        n_nan = int(np.isnan(array).sum())
+        what = " and ".join(x for x in (f"{n_nan} NaN" if n_nan else "",
+                                         f"{int(bad.sum()) - n_nan} infinite" if bad.sum() > n_nan else "") if x)
+        return int(bad.sum()), what
+    return None
+
+
+def check_finite(cs: CompiledStep, result: Any, view: pd.DataFrame | None = None) -> None:
+    """Refuse a release that is not finite, before anything is returned or
+    written. A missing value the step was given may stay missing (in the
+    same cell, and in a centre's column); any other NaN is refused, and so
+    is a value released where the original was missing."""
+    name = type(cs.component).name
+    where = f"step {cs.index} ({cs.id!r}, {name})"
+    fix = ("nothing was returned or written; check the step's parameters (bounds, epsilon, scale) against the "
+           "size of the data, or report the bug to the plugin's authors")
+    given = view.isna().to_numpy() if view is not None else None
+    if isinstance(result, Masked):
+        for j, c in enumerate(result.data.columns):
+            values = result.data[c].to_numpy()
+            if is_key_masker(cs):  # categories of any dtype; a suppression is a value released missing
+                released_missing = result.data[c].isna().to_numpy()
+                if given is not None and (given[:, j] & ~released_missing).any():
+                    filled = int((given[:, j] & ~released_missing).sum())
+                    raise PrivclustError(f"{where} released {filled} value(s) in column {c!r} where the original is "
+                                         f"missing; a missing value must stay missing; {fix}")
+                if is_real_column(result.data[c]):
+                    found = _finite_problem(np.asarray(values, dtype=float)[~released_missing])
+                    if found:
+                        raise PrivclustError(f"{where} released {found[1]} values in column {c!r}; {fix}")
+                continue
+            if given is not None and given[:, j].any():
+                released = np.asarray(values, dtype=float)
+                filled = int((~np.isnan(released[given[:, j]])).sum())
+                if filled:
+                    raise PrivclustError(f"{where} released {filled} value(s) in column {c!r} where the original is "
+                                         f"missing; a missing value must stay missing; {fix}")
+                values = released[~given[:, j]]
+            found = _finite_problem(values)
+            if found:
+                raise PrivclustError(f"{where} released {found[1]} values in column {c!r}; {fix}")
+        partition = result.partition
+    else:
+        partition = result
+        found = _finite_problem(partition.labels)
+        if found:
+            raise PrivclustError(f"{where} released {found[1]} labels; {fix}")
+        labels = np.asarray(partition.labels, dtype=float)
+        if np.any(labels != np.round(labels)):
+            raise PrivclustError(f"{where} released labels that are not whole numbers; {fix}")
+    if partition is not None and partition.centres is not None:
+        centres = np.asarray(partition.centres)
+        if given is not None and given.any() and centres.ndim == 2 and centres.shape[1] == given.shape[1]:
+            # a group whose records all miss a column has no centre value there
+            centres = np.where(np.isnan(np.asarray(centres, dtype=float)) & given.any(axis=0), 0.0, centres)
+        found = _finite_problem(centres)
+        if found:
+            cols = list(partition.columns)
+            bad = np.where(~np.isfinite(np.asarray(centres, dtype=float)).all(axis=0))[0] if found[0] > 0 else []
+            named = ", ".join(repr(cols[j]) for j in bad if j < len(cols)) or "its centres"
+            raise PrivclustError(f"{where} released {found[1]} centre values (column(s) {named}); {fix}")
+
+
+def call_step(cs: CompiledStep, view: pd.DataFrame, context: PrivacyContext) -> Any:
+    if cs.kind == "clusterers":
+        return _check_partition(cs.component.fit(view, context), cs, len(view))
+    method = cs.component.mask if cs.kind == "maskers" else cs.component.perturb
+    return _as_masked(method(view, context), cs, view)
+
+
+def _call_by_part(cs: CompiledStep, view: pd.DataFrame, context: PrivacyContext, column: str,
+                  parts: list[tuple[str, np.ndarray]]) -> Any:
+    """Run the step once per part of the public column, each time on that
+    part's records only; combine the results in the records' order."""
+    results = []
+    for text, rows in parts:
+        with context._in_part(column, text):
+            results.append(call_step(cs, view.iloc[rows], context))
+    return _combine_parts(cs, view, column, parts, results)
+
+
+def _across_strata(values: Sequence[Any]) -> Any:
+    """One effective value of a step run per stratum: the value when every
+    stratum used the same, else the range (numbers) or the distinct values."""
+    first = values[0]
+    if all(v == first for v in values):
+        return first
+    if all(isinstance(v, Mapping) for v in values):  # a nested component's values, name by name
+        return {name: _across_strata([v.get(name) for v in values])
+                for name in dict.fromkeys(n for v in values for n in v)}
+    numbers = [v for v in values if isinstance(v, int | float) and not isinstance(v, bool)]
+    if len(numbers) == len(values):
+        return f"{min(numbers):g} to {max(numbers):g} across the strata"
+    distinct = list(dict.fromkeys(repr(v) for v in values))
+    shown = ", ".join(distinct[:4]) + (f" and {len(distinct) - 4} more" if len(distinct) > 4 else "")
+    return f"by stratum: {shown}"
+
+
+def _combine_parts(cs: CompiledStep, view: pd.DataFrame, column: str, parts: list[tuple[str, np.ndarray]],
+                   results: Sequence[Any]) -> Any:
+    """One result of the step from its results on each stratum, in the
+    records' order: labels numbered stratum after stratum, centres stacked."""
+    diagnostics: dict[str, Any] = {
+        "strata": column,
+        "parts": {text: dict(getattr(r, "diagnostics", {})) for (text, _), r in zip(parts, results, strict=True)}}
+    for key in (EFFECTIVE_PARAMS, EFFECTIVE_PARAMS_FROM_DATA):  # the values in use, for the whole step
+        each = [dict(getattr(r, "diagnostics", {}).get(key) or {}) for r in results]
+        if any(each):
+            diagnostics[key] = {name: _across_strata([e.get(name) for e in each])
+                                for name in dict.fromkeys(n for e in each for n in e)}
+    if cs.kind == "clusterers":
+        return _join_partitions(view, parts, results, diagnostics)
+    partitions = [getattr(r, "partition", None) for r in results]
+    joined = None
+    if partitions and all(p is not None for p in partitions):
+        # the partition's own scalar diagnostics (such as its k) where every stratum's agree
+        first = dict(partitions[0].diagnostics)
+        same = {key: value for key, value in first.items() if isinstance(value, int | float | str | bool)
+                and all(type(p.diagnostics.get(key)) is type(value) and p.diagnostics.get(key) == value
+                        for p in partitions)}
+        joined = _join_partitions(view, parts, partitions, {**same, "strata": column})
+    out = {}
+    for c in view.columns:
+        pieces = [np.asarray(r.data[c].to_numpy()) for r in results]
+        column_values = np.empty(len(view), dtype=np.result_type(*pieces))
+        for (_, rows), piece in zip(parts, pieces, strict=True):
+            column_values[rows] = piece
+        out[c] = column_values
+    return Masked(data=pd.DataFrame(out, index=view.index, columns=view.columns), partition=joined,
+                  diagnostics=diagnostics)
+
+
+def _join_partitions(view: pd.DataFrame, parts: list[tuple[str, np.ndarray]], partitions: Sequence[Partition],
+                     diagnostics: Mapping[str, Any]) -> Partition:
+    """One partition from each stratum's, in the records' order: each
+    stratum's labels are offset by the number of centres of the strata before
+    it (a figure of the strata's results, never of which of their clusters
+    some record uses), centres and memberships stacked. Without centres the
+    offset is the stratum's largest label plus one."""
+    labels = np.full(len(view), -1, dtype=np.int64)
+    offset = 0
+    centres, tops = [], []
+    for (_, rows), r in zip(parts, partitions, strict=True):
+        lab = np.asarray(r.labels).astype(np.int64)
+        labels[rows] = np.where(lab >= 0, lab + offset, -1)
+        if r.centres is not None:
+            tops.append((rows, r.memberships, offset))
+            offset += int(np.asarray(r.centres).shape[0])
+        else:
+            offset += int(lab.max()) + 1 if (lab >= 0).any() else 0
+        centres.append(None if r.centres is None else np.asarray(r.centres))
+    joined = np.vstack(centres) if centres and all(c is not None for c in centres) \
+        and len({c.shape[1] for c in centres}) == 1 else None
+    memberships = None  # stacked when every stratum kept the same number of memberships per record
+    if joined is not None and all(isinstance(m, TopMemberships) for _, m, _ in tops) \
+            and len({m.indices.shape[1] for _, m, _ in tops}) == 1:
+        width = tops[0][1].indices.shape[1]
+        indices = np.zeros((len(view), width), dtype=np.int64)
+        values = np.zeros((len(view), width))
+        dropped = np.zeros(len(view))
+        for rows, m, start in tops:
+            indices[rows] = np.asarray(m.indices) + start
+            values[rows] = m.values
+            dropped[rows] = m.dropped
+        memberships = TopMemberships(indices=indices, values=values, dropped=dropped, n_centres=joined.shape[0])
+    columns = tuple(partitions[0].columns) if partitions and partitions[0].columns else tuple(view.columns)
+    return Partition(labels=labels, centres=joined, memberships=memberships, columns=columns,
+                     diagnostics=diagnostics)
+
+
+def _missing_statement(cs: CompiledStep, missing: Mapping[str, Any], policy: str) -> str:
+    per_column = ", ".join(f"{c} ({n})" for c, n in missing["columns"].items())
+    return (f"{cs.role} {type(cs.component).name!r} was given {missing['records']} record(s) with "
+            f"{missing['values']} missing value(s) in column(s) {per_column}; what it does with them, as it states: "
+            f"{policy.rstrip('.')}. The host checked that every missing value is released missing; which values are "
+            "missing (the missingness pattern) is released and is not protected"
+            + (" (this key masker may set more values missing: its suppressions)." if is_key_masker(cs) else "."))
+
+
+# ---------------------------------------------------------------------------
+# The loop over steps
+# ---------------------------------------------------------------------------
+
+
+@attrs.frozen
+class Executed:
+    """What the steps released: the frame after the last step (the input's
+    columns as the steps left them, then the label columns), the label
+    columns alone, and each step's outcome."""
+
+    data: pd.DataFrame
+    labels: pd.DataFrame
+    outcomes: tuple[StepOutcome, ...]
+
+
+def execute(compiled: CompiledRecipe, frame: pd.DataFrame, step_columns: Sequence[tuple[str, ...]],
+            context: PrivacyContext, *, call: StepCall | None = None,
+            parts: Sequence[tuple[str, np.ndarray]] | None = None, audit: bool = True) -> Executed:
+    """Run every step of ``compiled`` on ``frame`` (checked by
+    :func:`~privclust.preflight.preflight`; never modified), each on its
+    ``step_columns``, in ``context``. ``call`` calls one step on its view
+    (default :func:`call_step`: once on every record; see
+    :func:`by_parts` and :class:`RemoteSteps`). With ``audit`` (the run's
+    own loop, not a worker's) the registry's observers are called and the
+    host writes each step's ``process`` entries; ``parts`` (the strata) are
+    then named in them."""
+    call = call if call is not None else call_step
+    registry = compiled.registry
+    hooks = registry.hooks if audit else None
+    strata = list(compiled.recipe.roles.strata)
+    current = frame.copy(deep=True)
+    labels = pd.DataFrame(index=frame.index)
+    outcomes: list[StepOutcome] = []
+    integers = set(integer_columns(frame))  # released as integers, whatever dtype an earlier step left them in
+    total = len(compiled.steps)
+    for cs, columns in zip(compiled.steps, step_columns, strict=True):
+        view = current.loc[:, list(columns)].copy()
+        constraint_set = bind_constraints(cs, compiled.constraints, columns)
+        on_progress = None
+        if hooks is not None:
+            def on_progress(done: float, total_units: float | None, _cs: CompiledStep = cs) -> None:
+                hooks.step_progress(step=_cs.step, index=_cs.index, done=done, total=total_units)
+
+            hooks.step_started(step=cs.step, index=cs.index, total=total)
+        start = time.perf_counter()
+        with context.step(cs.index, cs.id, type(cs.component).name, constraints=constraint_set,
+                          on_progress=on_progress, integer_columns=[c for c in columns if c in integers]):
+            output = None
+            result = call(cs, view, context)
+            check_finite(cs, result, view)
+            if cs.kind == "clusterers":
+                output = cs.step.output or DEFAULT_LABEL_COLUMN
+                current[output] = np.asarray(result.labels)
+                labels[output] = np.asarray(result.labels)
+            else:
+                for c in columns:
+                    current[c] = result.data[c].to_numpy(copy=True)  # observers cannot reach the release
+            elapsed = call.elapsed(cs) if isinstance(call, RemoteSteps) else time.perf_counter() - start
+            unchanged = tuple(c for c in columns if cs.kind == "maskers"
+                              and bool(np.all(values_equal(view[c], current[c]))))  # what the step's words may claim
+            outcome = StepOutcome(index=cs.index, id=cs.id, kind=cs.kind, component=cs.component,
+                                  columns=tuple(columns), result=result, elapsed=elapsed,
+                                  n_records=len(view), output=output, unchanged=unchanged)
+            if audit:
+                _record_step(context, compiled, cs, outcome, view, strata, parts)
+        if hooks is not None:  # observers see a frozen outcome and a read-only view of the run
+            hooks.step_finished(step=cs.step, index=cs.index, outcome=outcome, context=context.view())
+        outcomes.append(outcome)
+    return Executed(data=current, labels=labels, outcomes=tuple(outcomes))
+
+
+def _record_step(context: PrivacyContext, compiled: CompiledRecipe, cs: CompiledStep, outcome: StepOutcome,
+                 view: pd.DataFrame, strata: Sequence[str], parts: Sequence[tuple[str, np.ndarray]] | None) -> None:
+    """The step's ``process`` entries. The audit is the host's: written here,
+    whatever plugins are installed or blocked."""
+    details = outcome.audit_details()
+    provider = compiled.registry.provider(cs.kind, type(cs.component))
+    if provider is not None:  # who provided the component: a replacing plugin is named here
+        details.update(plugin=provider.plugin, distribution=provider.distribution, version=provider.version)
+    missing = missing_counts(view)
+    if missing["values"]:
+        policy = missing_policy(cs) or ""
+        details["missing"] = {**missing, "policy": policy}
+    if parts is not None:
+        details["strata"] = list(strata)
+        details["parts"] = {text: int(len(rows)) for text, rows in parts}
+    context._record_host("process", outcome.describe(), details=details)
+    if missing["values"]:
+        context._record_host("process", _missing_statement(cs, missing, details["missing"]["policy"]),
+                             details={"missing": details["missing"]}, mechanism="missing values")
+
+
+def by_parts(column: str, parts: list[tuple[str, np.ndarray]]) -> StepCall:
+    """Call each step once per stratum, on that stratum's records only."""
+    def call(cs: CompiledStep, view: pd.DataFrame, context: PrivacyContext) -> Any:
+        return _call_by_part(cs, view, context, column, parts)
+    return call
+
+
+# ---------------------------------------------------------------------------
+# Strata as independent tasks (local processes or a Dask cluster)
+# ---------------------------------------------------------------------------
+
+
+@attrs.frozen
+class StratumSteps:
+    """What a worker sends back for one stratum: each step's result and time,
+    and the ledger entries the stratum's context recorded, by step."""
+
+    results: tuple[Any, ...]
+    elapsed: tuple[float, ...]
+    entries: tuple[Any, ...]
+    random_steps: tuple[int, ...] = ()
+
+
+@attrs.frozen
+class RemoteSteps:
+    """A step call that adopts what the workers did for the step on every
+    stratum (:func:`strata_remotely`): their ledger entries, then their
+    results combined in the records' order; the step's time is the sum of
+    the strata's."""
+
+    column: str
+    parts: list[tuple[str, np.ndarray]]
+    strata: Sequence[StratumSteps]
+
+    def __call__(self, cs: CompiledStep, view: pd.DataFrame, context: PrivacyContext) -> Any:
+        for stratum in self.strata:
+            for entry in stratum.entries:
+                if entry.step == cs.index:
+                    context._adopt(entry)
+            context._note_random(i for i in stratum.random_steps if i == cs.index)
+        return _combine_parts(cs, view, self.column, self.parts, [r.results[cs.index] for r in self.strata])
+
+    def elapsed(self, cs: CompiledStep) -> float:
+        return sum(r.elapsed[cs.index] for r in self.strata)
+
+
+def _stratum_steps(handover: Handover, part: pd.DataFrame | None, rows: np.ndarray, label: str, text: str,
+                   seed: Any, step_columns: tuple[tuple[str, ...], ...]) -> StratumSteps:
+    """Run every step of the recipe on one stratum's records (in a worker),
+    in a context of the stratum's own: same budget, a child seed of the run,
+    every DP release tagged with the stratum. ``part`` is the stratum's
+    records, or ``None`` in a forked worker, which takes ``rows`` of the data
+    its run handed over. The compiled recipe comes with the task (or from
+    the run, in a forked worker): it is not compiled again."""
+    registry = worker_registry(handover.spec, handover.token)
+    compiled = received(handover, registry)
+    context = PrivacyContext(compiled.budget, seed=seed, registry=registry)
+    current = part if part is not None else handed_data(handover.token).iloc[rows]
+    with context._in_part(label, text):
+        done = execute(compiled, current, step_columns, context, audit=False)
+    return StratumSteps(results=tuple(o.result for o in done.outcomes),
+                        elapsed=tuple(o.elapsed for o in done.outcomes), entries=tuple(context.ledger.entries),
+                        random_steps=context.random_steps)
+
+
+def strata_remotely(compiled: CompiledRecipe, frame: pd.DataFrame, step_columns: tuple[tuple[str, ...], ...],
+                    parts: list[tuple[str, np.ndarray]], context: PrivacyContext, scheduler: Any,
+                    processes: int | None, timeout: float) -> RemoteSteps:
+    """Every stratum's steps as an independent task on the engine; the step
+    call that adopts their results, in the order of the strata."""
+    label = ", ".join(compiled.recipe.roles.strata)
+    seeds = context.spawn_seeds(len(parts))
+    forked = forks(scheduler)
+    with handed(compiled.registry, scheduler, frame if forked else None, compiled) as handover:
+        # forked workers read their stratum from the data they inherit: the tasks carry row positions only
+        tasks = [(handover, None if forked else frame.iloc[rows], rows, label, text, seed, step_columns)
+                 for (text, rows), seed in zip(parts, seeds, strict=True)]
+        done = map_tasks(_stratum_steps, tasks, scheduler=scheduler, processes=processes, timeout=timeout)
+    return RemoteSteps(label, parts, tuple(done))

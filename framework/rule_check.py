@@ -1,0 +1,81 @@
+"""The release's check of the edit rules: after the last step (and the
+rounding of the integer columns), the host judges every rule on the released
+file and records what it found in the ledger."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import pandas as pd
+
+from .accounting import PrivacyContext
+from .constraints import RULE_RTOL, ConstraintSet, judge
+
+__all__ = ["record_rules"]
+
+def record_rules(context: PrivacyContext, rules: ConstraintSet | None, frame: pd.DataFrame,
+                  rounding: Mapping[int, int] | None = None) -> list[tuple[str, frozenset[str], int, int]]:
+    """Record, for each edit rule, whether the released file satisfies it, as
+    :func:`~privclust.constraints.judge` says. A rule cannot be evaluated on a
+    record that misses one of its columns or that double precision cannot
+    decide: such records are counted as not evaluable, neither violations
+    nor satisfied.
+
+    ``rounding`` (from :func:`release_integers`): for each rule over a column
+    the host rounded, on how many records it held before the rounding and
+    not after.
+
+    Returns the rules the released file violates, as (text, its columns,
+    violating records, records judged), for :func:`~privclust.verify.verify`
+    to say so beside the claims of the steps over those columns."""
+    violated_rules: list[tuple[str, frozenset[str], int, int]] = []
+    if rules is None or not rules.rules:
+        return violated_rules
+    values = frame.loc[:, list(rules.columns)].to_numpy(dtype=float, na_value=np.nan)
+    status = judge(rules, values)
+    for r, text in enumerate(rules.rules):
+        skipped = status.missing[:, r]
+        unknown = status.undecided[:, r] & ~skipped
+        counted = ~status.undecided[:, r]
+        viol = np.where(counted, status.residuals[:, r], 0.0)
+        bad = status.violated[:, r]
+        largest = float(viol.max()) if counted.any() else 0.0
+        n_skip, n_unknown = int(skipped.sum()), int(unknown.sum())
+        not_evaluable = (f" It cannot be evaluated on {n_skip} record(s) that miss a value of its columns "
+                         "(neither satisfied nor violated there)." if n_skip else "")
+        if n_unknown:
+            # an infinite value, or terms whose sum overflows: the rule's residual (inf, or inf - inf) decides
+            # nothing, and a tolerance of "1e-11 times infinity" would pass any violation
+            not_evaluable += (f" It cannot be evaluated in double precision on {n_unknown} record(s) whose values of "
+                              "its columns are infinite or so large that evaluating the rule overflows (neither "
+                              "satisfied nor violated there).")
+        if not counted.any() and len(values):
+            statement = (f"edit rule {text!r} could not be evaluated on any released record, so the host says "
+                         f"neither that it holds nor that it is violated.{not_evaluable}")
+        elif not bad.any():
+            where = "every released record" if not (n_skip or n_unknown) else \
+                f"every one of the {int(counted.sum())} released records " + \
+                ("it could be evaluated on" if n_unknown else "with all its columns observed")
+            statement = f"edit rule {text!r} holds on {where} (largest deviation {largest:.3g}, within the " \
+                        f"host's tolerance for floating-point error: {RULE_RTOL:g} times 1 + the size of its " \
+                        f"terms).{not_evaluable}"
+        else:
+            statement = f"edit rule {text!r} is violated by {int(bad.sum())} of {int(counted.sum())} released " \
+                        f"records (largest violation {largest:.6g}).{not_evaluable}"
+        details = {"rule": text, "violated_records": int(bad.sum()), "not_evaluable_records": n_skip + n_unknown,
+                   "max_violation": largest}
+        if n_unknown:
+            details["not_evaluable_in_double_precision"] = n_unknown
+        if rounding is not None and r in rounding:
+            broken = int(rounding[r])
+            details["broken_by_rounding"] = broken
+            statement += (" The host's rounding of the integer columns kept it on every record where it held "
+                          "before." if not broken else
+                          f" Of these, {broken} held before the host rounded the integer columns: the rounding "
+                          "could not keep the rule on them.")
+        context._record_host("guarantee", statement, mechanism="edit rule", status="verified", details=details)
+        if bad.any():
+            violated_rules.append((text, frozenset(rules.rule_columns[r]), int(bad.sum()), int(counted.sum())))
+    return violated_rules
+
