@@ -121,7 +121,7 @@ from .registry import (
     register,
     reset_registry,
 )
-from .report import EFFECTIVE_PARAMS, EFFECTIVE_PARAMS_FROM_DATA, Release
+from .report import EFFECTIVE_PARAMS, EFFECTIVE_PARAMS_FROM_DATA, NOISY_RECORDS, Release
 from .runner import CompiledRecipe, StepOutcome, compile, numeric_columns, run
 from .strata import DatasetRelease, run_dataset
 
@@ -143,6 +143,7 @@ __all__ = [
     "KINDS",
     "KNOWN_LEAKS",
     "NAME",
+    "NOISY_RECORDS",
     "Accountant",
     "BasicAccountant",
     "BoundConstraints",

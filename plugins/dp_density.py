@@ -357,7 +357,11 @@ class DPDensity:
             f"(epsilon {at_least(eps_n, 4)} + {at_least(eps_tree, 4)} + {at_least(eps_leaf, 4)}). Each record's label "
             "is the cluster id of "
             "the leaf it falls in: a function of that record and the DP map, covered only in the joint-DP "
-            "(billboard) sense, not as a DP release.",
+            "(billboard) sense, not as a DP release. Under add/remove the exact number of records is itself "
+            "private: this step releases it only as the noisy count above; wherever the exact number is published "
+            "(the per-record file has one row per record), the map holds as "
+            f"{at_least(2 * self.epsilon)}-DP under replace-one (n public), not as {at_least(self.epsilon)}-DP under "
+            "add/remove.",
             guarantee="epsilon-DP cluster map (joint-DP labels)",
             details={"epsilon": self.epsilon, "epsilon_count": eps_n, "epsilon_tree": eps_tree,
                      "epsilon_leaves": eps_leaf, "leaves": L, "labels_covered": "joint-DP only"})
@@ -405,6 +409,9 @@ class DPDensity:
             # automatic, or fewer leaves or branches in the map than the n_clusters asked for
             effective["n_clusters"] = int(np.asarray(centres).shape[0])
         diagnostics[privclust.EFFECTIVE_PARAMS] = effective
+        # the DP count released in step 1: what a non-disclosive report shows in place of the exact number of
+        # records, which is private under add/remove (docs/decisions.md, decision 41)
+        diagnostics[privclust.NOISY_RECORDS] = {"value": n_noisy, "epsilon": eps_n}
         return Partition(labels=labels, centres=centres, columns=columns, diagnostics=diagnostics)
 
 
