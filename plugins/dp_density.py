@@ -410,7 +410,7 @@ class DPDensity:
             effective["n_clusters"] = int(np.asarray(centres).shape[0])
         diagnostics[privclust.EFFECTIVE_PARAMS] = effective
         # the DP count released in step 1: what a non-disclosive report shows in place of the exact number of
-        # records, which is private under add/remove (docs/decisions.md, decision 41)
+        # records, which is private under add/remove (docs/decisions.md, decision 24)
         diagnostics[privclust.NOISY_RECORDS] = {"value": n_noisy, "epsilon": eps_n}
         return Partition(labels=labels, centres=centres, columns=columns, diagnostics=diagnostics)
 
@@ -571,6 +571,50 @@ def _merge_to(labels: np.ndarray, stability: list, f: np.ndarray, pairs: tuple[n
     return new_id[target[labels]], [stability[c] for c in keep]
 
 
+#: Leaf masses below this many noise scales are taken as 0 by the k-means fallback of ``n_clusters``.
+KMEANS_NOISE_FLOOR = 2.0
+#: Lloyd iterations of :func:`weighted_kmeans` (it stops earlier once no leaf changes cluster).
+KMEANS_ITERATIONS = 100
+
+
+def weighted_kmeans(centres: np.ndarray, w: np.ndarray, k: int) -> np.ndarray:
+    """``k`` clusters of the leaves by k-means on their centres, each leaf
+    weighted by its noisy mass (post-processing of the DP map only, like
+    diffprivlib's KMeans on noisy sums, but on the map already paid for).
+    Deterministic: the first centre is the heaviest leaf, each next one the
+    leaf of largest ``mass x squared distance`` to the centres so far (a
+    greedy k-means++), then Lloyd's iterations. Used with ``n_clusters``
+    when the density map resolves fewer modes than asked for: small files,
+    small epsilon, modes closer than the kernel sees. Labels are compact
+    (a cluster no leaf joined is dropped)."""
+    L = centres.shape[0]
+    k = max(1, min(int(k), L))
+    m = np.maximum(w, 0.0)
+    if not m.any():
+        m = np.ones(L)
+    seeds = [int(np.argmax(m))]
+    gap = ((centres - centres[seeds[0]]) ** 2).sum(axis=1)
+    for _ in range(1, k):
+        score = m * gap
+        if not score.any():
+            break
+        seeds.append(int(np.argmax(score)))
+        gap = np.minimum(gap, ((centres - centres[seeds[-1]]) ** 2).sum(axis=1))
+    means = centres[seeds].copy()
+    labels = np.full(L, -1, dtype=np.int64)
+    for _ in range(KMEANS_ITERATIONS):
+        new = cKDTree(means).query(centres)[1].astype(np.int64)
+        if np.array_equal(new, labels):
+            break
+        labels = new
+        mass = np.bincount(labels, weights=m, minlength=means.shape[0])
+        sums = np.zeros_like(means)
+        np.add.at(sums, labels, centres * m[:, None])
+        filled = mass > 0
+        means[filled] = sums[filled] / mass[filled, None]
+    return np.unique(labels, return_inverse=True)[1].reshape(-1).astype(np.int64)
+
+
 def cluster_map(lo: np.ndarray, hi: np.ndarray, depth: np.ndarray, noisy: np.ndarray, *, n_est: float,
                 eps_leaf: float, false_peak: float, min_fraction: float, n_clusters: int | None,
                 valley: float = 0.4) -> dict[str, Any]:
@@ -629,6 +673,13 @@ def cluster_map(lo: np.ndarray, hi: np.ndarray, depth: np.ndarray, noisy: np.nda
         leaf_labels, stability, core = _labels_of(level, n_clusters, centres_leaf)
         refined = 0
         rule = "branches of largest excess of mass"
+        if leaf_labels.max() + 1 < n_clusters:  # the map resolves fewer modes than asked for (a small n * epsilon)
+            # a leaf's mass above twice the noise scale: the noise of the many near-empty leaves (E max(Lap, 0) =
+            # b / 2 each) would otherwise pull the means toward the middle of the box
+            leaf_labels = weighted_kmeans(centres_leaf, np.maximum(noisy - KMEANS_NOISE_FLOOR * b, 0.0), n_clusters)
+            stability = [0.0] * (int(leaf_labels.max()) + 1)
+            core = np.ones(leaf_labels.size, dtype=bool)
+            rule = "weighted k-means of the leaves (fewer density modes than n_clusters)"
     # cluster ids: by decreasing noisy mass, ties by the peak leaf (a function of the map alone)
     K = int(leaf_labels.max()) + 1
     mass = np.bincount(leaf_labels, weights=w, minlength=K)
