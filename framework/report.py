@@ -702,7 +702,7 @@ def render_html(release: Release, *, non_disclosive: bool = False, plots: bool =
     the standalone page (templates/release.html.j2)."""
     report = release.report(non_disclosive=non_disclosive)
     withheld = public_statements(release.ledger.entries) if non_disclosive else {}
-    if non_disclosive and count_is_private(release.ledger.entries):  # the host's counts out (decision 41)
+    if non_disclosive and count_is_private(release.ledger.entries):  # the host's counts out (decision 24)
         withheld = {**count_free_statements(release.ledger.entries), **withheld}
     eps, delta = release.spent
     budget = release.budget
@@ -759,7 +759,7 @@ def render_html(release: Release, *, non_disclosive: bool = False, plots: bool =
     return _templates().get_template("release.html.j2").render(context)
 
 
-# -- the number of records under add/remove (docs/decisions.md, decision 41) ---------------------------------------
+# -- the number of records under add/remove (docs/decisions.md, decision 24) ---------------------------------------
 
 #: The key of a step result's ``diagnostics`` under which a step that released
 #: a differentially private count of its records gives it: ``{"value": the noisy
@@ -847,7 +847,8 @@ def _numbers_left_out(value: Any) -> Any:
         return {k: _numbers_left_out(v) for k, v in value.items()
                 if isinstance(v, bool) or not isinstance(v, int | float | np.number)}
     if isinstance(value, list | tuple):
-        return [_numbers_left_out(v) for v in value if isinstance(v, bool) or not isinstance(v, int | float | np.number)]
+        return [_numbers_left_out(v) for v in value
+                if isinstance(v, bool) or not isinstance(v, int | float | np.number)]
     return value
 
 
@@ -881,4 +882,5 @@ def records_text(release: Any, non_disclosive: bool) -> str:
     noisy = noisy_records(release.outcomes, entries)
     if noisy is None:
         return "The number of records is left out (private under add/remove)"
-    return (f"About {noisy['value']:.0f} records ({noisy['note']}; the exact number is private under add/remove)")
+    return (f"About {max(noisy['value'], 0.0):.0f} records ({noisy['note']}; the exact number is private under "
+            "add/remove)")

@@ -50,6 +50,7 @@ from .accounting import (
     LedgerEntry,
     NothingProtectedWarning,
     PrivacyContext,
+    _group_delta,
     accountant_name,
     at_least,
     relation_kind,
@@ -869,7 +870,7 @@ def _claim_scope(claim: Mapping[str, Any], broken_file: bool) -> str:
 
 def whole_file_relation(epsilon: float, delta: float, relation: str) -> tuple[float, float, str]:
     """The (epsilon, delta) and relation of a DP verdict on the released
-    file (docs/decisions.md, decision 41). The file has one row per record, so
+    file (docs/decisions.md, decision 24). The file has one row per record, so
     it publishes the exact number of records, which is private under
     add/remove one record: releases stated under add/remove hold beside it
     only under replace-one (n public), where an (epsilon, delta) add/remove
@@ -878,11 +879,7 @@ def whole_file_relation(epsilon: float, delta: float, relation: str) -> tuple[fl
     Other relations are returned as they are."""
     if relation_kind(relation) != ADD_REMOVE:
         return epsilon, delta, relation
-    try:
-        grouped = (1.0 + math.exp(epsilon)) * delta if delta else 0.0
-    except OverflowError:
-        grouped = math.inf
-    return (2.0 * epsilon, grouped,
+    return (2.0 * epsilon, _group_delta(epsilon, delta),
             f"replace-one (the released file shows its number of records, which is private under add/remove: the "
             f"steps' add/remove statements, epsilon {at_least(epsilon, 6)} and delta {at_least(delta, 3)} "
             "together, hold for it under replace-one, counted twice)")

@@ -62,14 +62,21 @@ Given only ``epsilon``, public ``bounds`` and optionally ``n_clusters``:
    meet at the highest saddle relative to the lower peak are merged, again
    and again, down to ``n_clusters``; when fewer, the ``n_clusters`` branches
    of largest total excess of mass of the first pass's tree (its valley rule
-   relaxed to 0.55, 0.7, 0.85, then 1 until it has enough). Ids are
+   relaxed to 0.55, 0.7, 0.85, then 1 until it has enough); when even
+   that gives fewer (the map resolves fewer modes: small files, small
+   epsilon, close clusters), a weighted k-means of the leaves' centres, each
+   leaf weighted by its noisy count above twice the noise scale. Ids are
    ranked by the clusters' noisy mass, a function of the map alone.
 5. **Labels**: each record takes the cluster id of the leaf it falls in: the
    map applied to the record (joint-DP / billboard), not a DP release.
 
 Relation: add/remove one record (unbounded DP): the released map (noisy
 total, tree, noisy leaf counts and everything computed from them) is
-``epsilon``-DP; under replace-one the same release is ``2 epsilon``-DP.
+``epsilon``-DP; under replace-one the same release is ``2 epsilon``-DP. The
+exact number of records is private under add/remove: the step releases only
+the noisy one (diagnostics ``privclust.NOISY_RECORDS``, which a
+non-disclosive report shows in its place); wherever the exact number is
+published (the per-record file), replace-one is the relation that holds.
 Records outside the bounds are clipped onto them.
 """
 
