@@ -1,4 +1,4 @@
-"""The number of records under add/remove (docs/decisions.md, decision 41).
+"""The number of records under add/remove (docs/decisions.md, decision 24).
 
 Two data sets that differ by one record added are neighbours under
 add/remove, so the exact number of records is private beside releases
