@@ -64,8 +64,10 @@ Given only ``epsilon``, public ``bounds`` and optionally ``n_clusters``:
    of largest total excess of mass of the first pass's tree (its valley rule
    relaxed to 0.55, 0.7, 0.85, then 1 until it has enough); when even
    that gives fewer (the map resolves fewer modes: small files, small
-   epsilon, close clusters), a weighted k-means of the leaves' centres, each
-   leaf weighted by its noisy count above twice the noise scale. Ids are
+   epsilon, close clusters), the widest of those clusters are split in two,
+   one at a time, by a weighted 2-means of their leaves' centres (a map of
+   one cluster: a weighted k-means of all the leaves), each leaf weighted by
+   its noisy count above twice the noise scale. Ids are
    ranked by the clusters' noisy mass, a function of the map alone.
 5. **Labels**: each record takes the cluster id of the leaf it falls in: the
    map applied to the record (joint-DP / billboard), not a DP release.
@@ -622,6 +624,36 @@ def weighted_kmeans(centres: np.ndarray, w: np.ndarray, k: int) -> np.ndarray:
     return np.unique(labels, return_inverse=True)[1].reshape(-1).astype(np.int64)
 
 
+def split_to(labels: np.ndarray, centres: np.ndarray, w: np.ndarray, k: int) -> np.ndarray:
+    """Split clusters of the leaves until there are ``k`` (bisecting
+    k-means from the density clusters): each time the cluster of largest
+    weighted sum of squares about its mean is split in two by
+    :func:`weighted_kmeans`. The modes the map resolves stay whole unless
+    they are the widest; a map of one mode is partitioned by a k-means of
+    all its leaves.
+    Stops early when no cluster has two leaves of positive mass to split."""
+    if labels.max() < 1:  # one mode: no structure of the map to keep, a k-means of all the leaves
+        return weighted_kmeans(centres, w, k)
+    labels = labels.copy()
+    while int(labels.max()) + 1 < k:
+        K = int(labels.max()) + 1
+        mass = np.bincount(labels, weights=w, minlength=K)
+        sums = np.zeros((K, centres.shape[1]))
+        np.add.at(sums, labels, centres * w[:, None])
+        means = sums / np.maximum(mass, 1e-300)[:, None]
+        spread = np.bincount(labels, weights=w * ((centres - means[labels]) ** 2).sum(axis=1), minlength=K)
+        heavy = np.bincount(labels, weights=(w > 0).astype(float), minlength=K) >= 2
+        if not heavy.any():
+            break
+        c = int(np.argmax(np.where(heavy, spread, -1.0)))
+        mine = np.flatnonzero(labels == c)
+        halves = weighted_kmeans(centres[mine], w[mine], 2)
+        if halves.max() < 1:
+            break
+        labels[mine[halves == 1]] = K
+    return labels
+
+
 def cluster_map(lo: np.ndarray, hi: np.ndarray, depth: np.ndarray, noisy: np.ndarray, *, n_est: float,
                 eps_leaf: float, false_peak: float, min_fraction: float, n_clusters: int | None,
                 valley: float = 0.4) -> dict[str, Any]:
@@ -683,10 +715,13 @@ def cluster_map(lo: np.ndarray, hi: np.ndarray, depth: np.ndarray, noisy: np.nda
         if leaf_labels.max() + 1 < n_clusters:  # the map resolves fewer modes than asked for (a small n * epsilon)
             # a leaf's mass above twice the noise scale: the noise of the many near-empty leaves (E max(Lap, 0) =
             # b / 2 each) would otherwise pull the means toward the middle of the box
-            leaf_labels = weighted_kmeans(centres_leaf, np.maximum(noisy - KMEANS_NOISE_FLOOR * b, 0.0), n_clusters)
-            stability = [0.0] * (int(leaf_labels.max()) + 1)
-            core = np.ones(leaf_labels.size, dtype=bool)
-            rule = "weighted k-means of the leaves (fewer density modes than n_clusters)"
+            one_mode = bool(leaf_labels.max() < 1)
+            rule = ("weighted k-means of the leaves (one density mode, fewer than n_clusters)" if one_mode
+                    else "density clusters split by weighted 2-means (fewer density modes than n_clusters)")
+            leaf_labels = split_to(leaf_labels, centres_leaf, np.maximum(noisy - KMEANS_NOISE_FLOOR * b, 0.0),
+                                   n_clusters)
+            K = int(leaf_labels.max()) + 1
+            stability = [0.0] * K if one_mode else list(stability) + [0.0] * (K - len(stability))
     # cluster ids: by decreasing noisy mass, ties by the peak leaf (a function of the map alone)
     K = int(leaf_labels.max()) + 1
     mass = np.bincount(leaf_labels, weights=w, minlength=K)
