@@ -584,44 +584,56 @@ def _merge_to(labels: np.ndarray, stability: list, f: np.ndarray, pairs: tuple[n
 KMEANS_NOISE_FLOOR = 2.0
 #: Lloyd iterations of :func:`weighted_kmeans` (it stops earlier once no leaf changes cluster).
 KMEANS_ITERATIONS = 100
+#: Starts of :func:`weighted_kmeans` (the one of least weighted sum of squares is kept) ...
+KMEANS_RESTARTS = 10
+#: ... drawn from a generator with this fixed, public seed: the clusters are a function of the map alone.
+KMEANS_SEED = 0
 
 
 def weighted_kmeans(centres: np.ndarray, w: np.ndarray, k: int) -> np.ndarray:
     """``k`` clusters of the leaves by k-means on their centres, each leaf
     weighted by its noisy mass (post-processing of the DP map only, like
-    diffprivlib's KMeans on noisy sums, but on the map already paid for).
-    Deterministic: the first centre is the heaviest leaf, each next one the
-    leaf of largest ``mass x squared distance`` to the centres so far (a
-    greedy k-means++), then Lloyd's iterations. Used with ``n_clusters``
-    when the density map resolves fewer modes than asked for: small files,
-    small epsilon, modes closer than the kernel sees. Labels are compact
-    (a cluster no leaf joined is dropped)."""
+    diffprivlib's KMeans on noisy sums, but on the map already paid for):
+    :data:`KMEANS_RESTARTS` runs of Lloyd's iterations, each started by
+    weighted k-means++ seeding (a leaf drawn with probability proportional
+    to its mass times its squared distance to the seeds so far) from a
+    fixed public generator, so the result is a function of the map alone;
+    the run of least weighted sum of squares is kept (a single greedy start
+    took a far leaf whose noise passed the floor as a cluster of its own:
+    1e5 records, 3 clusters 2.5 sd apart, clusters of 99,990, 6 and 4).
+    Labels are compact (a cluster no leaf joined is dropped)."""
     L = centres.shape[0]
     k = max(1, min(int(k), L))
     m = np.maximum(w, 0.0)
     if not m.any():
         m = np.ones(L)
-    seeds = [int(np.argmax(m))]
-    gap = ((centres - centres[seeds[0]]) ** 2).sum(axis=1)
-    for _ in range(1, k):
-        score = m * gap
-        if not score.any():
-            break
-        seeds.append(int(np.argmax(score)))
-        gap = np.minimum(gap, ((centres - centres[seeds[-1]]) ** 2).sum(axis=1))
-    means = centres[seeds].copy()
-    labels = np.full(L, -1, dtype=np.int64)
-    for _ in range(KMEANS_ITERATIONS):
-        new = cKDTree(means).query(centres)[1].astype(np.int64)
-        if np.array_equal(new, labels):
-            break
-        labels = new
-        mass = np.bincount(labels, weights=m, minlength=means.shape[0])
-        sums = np.zeros_like(means)
-        np.add.at(sums, labels, centres * m[:, None])
-        filled = mass > 0
-        means[filled] = sums[filled] / mass[filled, None]
-    return np.unique(labels, return_inverse=True)[1].reshape(-1).astype(np.int64)
+    rng = np.random.default_rng(KMEANS_SEED)
+    best, best_sse = np.zeros(L, dtype=np.int64), np.inf
+    for _ in range(KMEANS_RESTARTS):
+        seeds = [int(rng.choice(L, p=m / m.sum()))]
+        gap = ((centres - centres[seeds[0]]) ** 2).sum(axis=1)
+        for _ in range(1, k):
+            score = m * gap
+            if not score.any():
+                break
+            seeds.append(int(rng.choice(L, p=score / score.sum())))
+            gap = np.minimum(gap, ((centres - centres[seeds[-1]]) ** 2).sum(axis=1))
+        means = centres[seeds].copy()
+        labels = np.full(L, -1, dtype=np.int64)
+        for _ in range(KMEANS_ITERATIONS):
+            new = cKDTree(means).query(centres)[1].astype(np.int64)
+            if np.array_equal(new, labels):
+                break
+            labels = new
+            mass = np.bincount(labels, weights=m, minlength=means.shape[0])
+            sums = np.zeros_like(means)
+            np.add.at(sums, labels, centres * m[:, None])
+            filled = mass > 0
+            means[filled] = sums[filled] / mass[filled, None]
+        sse = float((m * ((centres - means[labels]) ** 2).sum(axis=1)).sum())
+        if sse < best_sse:
+            best, best_sse = labels, sse
+    return np.unique(best, return_inverse=True)[1].reshape(-1).astype(np.int64)
 
 
 def split_to(labels: np.ndarray, centres: np.ndarray, w: np.ndarray, k: int) -> np.ndarray:
