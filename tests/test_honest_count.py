@@ -179,3 +179,16 @@ def test_uncounted_follows_the_hosts_wording_not_the_values():
     assert uncounted("clusterer 'x' clustered 2000 records on x, y") == "clusterer 'x' clustered the records on x, y"
     assert uncounted("left 3 of 1 record verbatim; 12 values; 7 groups; epsilon 3") == (
         "left the records verbatim; the values; the groups; epsilon 3")
+
+
+def test_compare_states_the_files_guarantee_as_the_verdict_does():
+    """privclust compare read dp_epsilon 1 under add/remove for the same
+    per-record file the verdict states as 2 under replace-one."""
+    a, _ = _neighbours()
+    registry = Registry(plugins=[_Fakes()], use_env=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        table = privclust.compare([{"name": "ar", "steps": [{"use": "add-remove-noise"}]}], a, seed=1,
+                                  progress=False, processes=1, registry=registry)
+    row = table.iloc[0]
+    assert row["dp"] and row["dp_epsilon"] == 2.0 and row["dp_relation"].startswith("replace-one (the released file")
