@@ -111,9 +111,46 @@ def mixture(d: int, n: int, seed: int = 0, k: int = 5) -> tuple[pd.DataFrame, np
     return (pd.DataFrame(centres[y] + rng.normal(0, 4, (n, d)), columns=cols), y, {c: [0.0, 100.0] for c in cols})
 
 
+#: scikit-learn's labelled sets of the small-file table (``small``); above 4 columns, standardised and projected
+#: on their first 4 principal components (dp-density takes at most 12 columns; both methods get the same points)
+REAL_SETS = ("iris", "wine", "breast_cancer", "digits")
+REAL_COLUMNS = 4
+
+
+def real(name: str) -> tuple[pd.DataFrame, np.ndarray, dict]:
+    """A labelled set of scikit-learn at its own size; bounds: its range padded by 10% of the widest, rounded out."""
+    from sklearn import datasets as skd
+    from sklearn.decomposition import PCA
+    from sklearn.preprocessing import StandardScaler
+
+    X, y = getattr(skd, f"load_{name}")(return_X_y=True)
+    if X.shape[1] > REAL_COLUMNS:
+        X = PCA(REAL_COLUMNS, random_state=0).fit_transform(StandardScaler().fit_transform(X))
+    lo, hi = X.min(axis=0), X.max(axis=0)
+    span = float((hi - lo).max())
+    cols = [f"x{j}" for j in range(X.shape[1])]
+    bounds = {c: [float(np.floor(lo[j] - 0.1 * span)), float(np.ceil(hi[j] + 0.1 * span))] for j, c in enumerate(cols)}
+    return pd.DataFrame(X, columns=cols), y, bounds
+
+
+def close(gap: float, n: int, seed: int = 0) -> tuple[pd.DataFrame, np.ndarray, dict]:
+    """Three clusters of sd 4 in 2-D, centres ``gap`` sd apart (an equilateral triangle), bounds [0, 100]^2."""
+    rng = np.random.default_rng(seed)
+    angle = np.array([0.0, 2 * np.pi / 3, 4 * np.pi / 3])
+    radius = 4.0 * gap / np.sqrt(3.0)
+    centres = np.column_stack([50 + radius * np.cos(angle), 50 + radius * np.sin(angle)])
+    y = rng.integers(0, 3, n)
+    return (pd.DataFrame(centres[y] + rng.normal(0, 4, (n, 2)), columns=["x0", "x1"]), y,
+            {"x0": [0.0, 100.0], "x1": [0.0, 100.0]})
+
+
 def load(dataset: str, n: int, seed: int = 0):
     if dataset.startswith("mixture"):
         return mixture(int(dataset[len("mixture-"):-1]), n, seed)
+    if dataset in REAL_SETS:
+        return real(dataset)
+    if dataset.startswith("close-"):  # close-2.5: three clusters 2.5 sd apart
+        return close(float(dataset[len("close-"):]), n, seed)
     return shape(dataset, n, seed)
 
 
@@ -521,5 +558,34 @@ def main(quick: bool = False) -> str:
     return report
 
 
+def small(epsilons: tuple[float, ...] = (1.0, 3.0), seeds: tuple[int, ...] = (1, 2, 3)) -> str:
+    """Small files (issue 26): scikit-learn's labelled sets at their own sizes and three clusters 2.5-3 sd apart
+    (1,500 records): dp-density automatic and told k against diffprivlib's KMeans told k, mean ARI over
+    ``seeds`` (the same points), and how many of the automatic runs found one cluster."""
+    privclust.get_registry()
+    cases = [(name, 0) for name in REAL_SETS] + [(f"close-{gap}", 1_500) for gap in (2.5, 3.0)]
+    rows = []
+    for name, n in cases:
+        cells = {}
+        for method, fn, args in (("auto", run_dp_density, (False,)), ("k", run_dp_density, (True,)),
+                                 ("dpl", run_diffprivlib, ())):
+            runs = [measure(fn, name, n, list(epsilons), *args, seed=s) for s in seeds]
+            cells[method] = [m.value if m.ok else None for m in runs]
+        size = len(load(name, n)[1])
+        for eps in epsilons:
+            def mean(method: str, key: str = "ari") -> str:
+                vals = [next(r[key] for r in rows_ if r["eps"] == eps) for rows_ in cells[method] if rows_]
+                return f"{np.mean(vals):.3f}" if vals else "failed"
+            ones = sum(next(r["clusters"] for r in rows_ if r["eps"] == eps) == 1 for rows_ in cells["auto"] if rows_)
+            rows.append([name, f"{size:,}", eps, mean("auto"), f"{ones} of {len(seeds)}", mean("k"), mean("dpl")])
+    report = table(["data", "n", "eps", "dp-density auto", "auto: one cluster", "dp-density k",
+                    "diffprivlib KMeans (k)"], rows)
+    save("dp_density-small", report)
+    return report
+
+
 if __name__ == "__main__":
-    main(quick="--quick" in sys.argv)
+    if "--small" in sys.argv:
+        print(small())
+    else:
+        main(quick="--quick" in sys.argv)

@@ -130,7 +130,7 @@ if TYPE_CHECKING:  # pragma: no cover
         register,
         reset_registry,
     )
-    from .report import EFFECTIVE_PARAMS, EFFECTIVE_PARAMS_FROM_DATA, Release
+    from .report import EFFECTIVE_PARAMS, EFFECTIVE_PARAMS_FROM_DATA, NOISY_RECORDS, Release
     from .runner import CompiledRecipe, StepOutcome, compile, numeric_columns, run
     from .strata import DatasetRelease, run_dataset
 
@@ -159,7 +159,7 @@ _LAZY: dict[str, str] = {name: module for module, names in {
     "params": "DataLeak column_bounds declared_leaks nested param public_bounds",
     "recipe": "KNOWN_LEAKS Budget ComponentSpec EvaluateSpec Recipe Roles Step",
     "registry": "ComponentInfo PluginInfo Registry get_registry known_leak_names register reset_registry",
-    "report": "EFFECTIVE_PARAMS EFFECTIVE_PARAMS_FROM_DATA Release",
+    "report": "EFFECTIVE_PARAMS EFFECTIVE_PARAMS_FROM_DATA NOISY_RECORDS Release",
     "runner": "CompiledRecipe StepOutcome compile numeric_columns run",
     "strata": "DatasetRelease run_dataset",
 }.items() for name in names.split()}
@@ -219,6 +219,7 @@ __all__ = [
     "KINDS",
     "KNOWN_LEAKS",
     "NAME",
+    "NOISY_RECORDS",
     "Accountant",
     "BasicAccountant",
     "BoundConstraints",

@@ -87,6 +87,7 @@ __all__ = [
     "audit_mechanism",
     "audit_recipe",
     "clopper_pearson",
+    "empty_region_pairs",
     "float_laplace_reachable",
     "neighbour_pairs",
 ]
@@ -269,6 +270,50 @@ def neighbour_pairs(data: pd.DataFrame, relation: str = "replace-one", *, record
     return [NeighbourPair(first=data, second=moved,
                           description=f"the data ({len(data)} records) against the same with record {record} "
                                       f"moved to ({corner_text}) (replace-one)")]
+
+
+#: Largest number of candidate points :func:`empty_region_pairs` scores (corners, then a grid of 5 per column).
+EMPTY_CANDIDATES = 4096
+
+
+def empty_region_pairs(data: pd.DataFrame, bounds: Any = None) -> list[NeighbourPair]:
+    """An add/remove neighbour that changes a data-adaptive partition: the
+    data against the data plus one record at the point of the box (the
+    public ``bounds`` where given, else the data's range) farthest from
+    every record, each column scaled by its range (among the box's corners
+    and a grid of 5 points per column, at most :data:`EMPTY_CANDIDATES` of
+    them). A record there lands in empty space: a tree that splits cells
+    holding records (PrivTree, a grid, a k-d tree) splits there only with
+    it, so a partition whose structure is not noised differs between the
+    two inputs, while a record added among others (the corner of a box the
+    data fill) may change no cell's split."""
+    values, low, high = _box(data, bounds)
+    d = values.shape[1]
+    span = np.where(high > low, high - low, 1.0)
+    candidates = []
+    if 2 ** d <= EMPTY_CANDIDATES:
+        candidates.append(np.array(np.meshgrid(*[[0.0, 1.0]] * d, indexing="ij")).reshape(d, -1).T)
+    if 5 ** d <= EMPTY_CANDIDATES:
+        candidates.append(np.array(np.meshgrid(*[np.linspace(0.0, 1.0, 5)] * d, indexing="ij")).reshape(d, -1).T)
+    if not candidates:  # many columns: the corner opposite the data's mean
+        mean = np.nanmean((values - low) / span, axis=0)
+        candidates.append((mean < 0.5).astype(float)[None, :])
+    points = np.unique(np.concatenate(candidates), axis=0)
+    X = np.nan_to_num((np.clip(values, low, high) - low) / span, nan=0.5)
+    nearest = np.full(points.shape[0], np.inf)
+    for start in range(0, X.shape[0], 2048):  # candidates x records in blocks
+        block = X[start:start + 2048]
+        gaps = np.sqrt(((points[:, None, :] - block[None, :, :]) ** 2).sum(axis=2))
+        nearest = np.minimum(nearest, gaps.min(axis=1))
+    unit = points[int(np.argmax(nearest))]
+    point = np.where(unit == 1.0, high, low + unit * (high - low))  # a corner exactly (low + 1 * span may round)
+    extra = _placed(data.iloc[[0]], 0, point)
+    extra.index = [_fresh_label(data.index)]
+    text = ", ".join(f"{c} = {v:g}" for c, v in zip(data.columns, point, strict=True))
+    return [NeighbourPair(first=data, second=pd.concat([data, extra]),
+                          description=f"the data ({len(data)} records) against the data plus one record in empty "
+                                      f"space at ({text}), the point of the box farthest from every record "
+                                      "(add/remove)")]
 
 
 def _box(data: pd.DataFrame, bounds: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -585,7 +630,8 @@ def _candidate_pairs(data: pd.DataFrame, relation: str, bounds: Any) -> list[Nei
     nearest to it against the opposite corner (the largest change a record
     can make to a bounded sum, a full range in every column); the most
     central record (:func:`_central_record`) moved to its farthest corner
-    (add/remove: the data without it against the data)."""
+    (add/remove: the data without it against the data); under add/remove,
+    one record added in empty space (:func:`empty_region_pairs`)."""
     pairs = list(neighbour_pairs(data, relation, bounds=bounds))
     if len(data) < 2:
         return pairs
@@ -601,6 +647,8 @@ def _candidate_pairs(data: pd.DataFrame, relation: str, bounds: Any) -> list[Nei
                                        description=f"the data ({len(data)} records) with record 0 at the corner "
                                                    f"({text}) against the same with it at the opposite corner "
                                                    "(replace-one)"))
+    if add_remove:  # a record added where none is: it changes a data-adaptive partition
+        pairs += empty_region_pairs(data, bounds)
     central = _central_record(data.to_numpy(dtype=float))
     if central != 0:
         if add_remove:
@@ -642,8 +690,10 @@ def audit_component(component: Any, data: pd.DataFrame | None = None, *, pairs: 
     The pairs: ``pairs`` may give ``(frame, frame)`` tuples or
     :class:`NeighbourPair` objects; by default (``search``) the candidates
     of :func:`_candidate_pairs` under the relation the component's ledger
-    states, or only :func:`neighbour_pairs`' with ``search=False`` (the
-    conformance kit's cheaper setting). With several pairs, each gets
+    states, or with ``search=False`` (the conformance kit's cheaper
+    setting) only one: under add/remove :func:`empty_region_pairs`' (a
+    record added in empty space, which changes a data-adaptive partition),
+    else :func:`neighbour_pairs`'. With several pairs, each gets
     ``trials // 2`` selection runs per input; the pair and event with the
     most evidence on them are measured on ``trials`` fresh runs per input
     (so the confidence is not split over the pairs); with one pair, half the
@@ -681,6 +731,7 @@ def audit_component(component: Any, data: pd.DataFrame | None = None, *, pairs: 
     if pairs is None:
         bounds = _public_bounds(component)
         chosen = (_candidate_pairs(frame, relation, bounds) if search
+                  else empty_region_pairs(frame, bounds) if relation_kind(relation) == ADD_REMOVE
                   else neighbour_pairs(frame, relation, bounds=bounds))
     else:
         chosen = [p if isinstance(p, NeighbourPair) else NeighbourPair(first=p[0], second=p[1],

@@ -67,7 +67,7 @@ from .recipe import Recipe
 from .registry import get_registry
 from .runner import run
 from .specs import ComponentSpec, field_kind, param_name
-from .verify import dp_claimants, guarantees_dp
+from .verify import dp_claimants, guarantees_dp, whole_file_relation
 
 __all__ = ["MAX_CONFIGURATIONS", "MAX_RUNS", "check_plot", "compare", "expand_grid", "grid_size", "parse_sweep",
            "summarize"]
@@ -319,14 +319,28 @@ def _run_one(recipe_dict: dict[str, Any], data: pd.DataFrame | None, seed: np.ra
     claimed = [attrs.evolve(e, epsilon=e.claimed_epsilon) if e.claimed_epsilon is not None else e
                for e in release.ledger.of_kind("dp")]
     row: dict[str, Any] = {"dp": dp, "dp_claimed_by": dp_claimants(release.ledger.entries) if dp else None,
-                           "dp_epsilon": eps if dp else math.nan, "dp_delta": delta if dp else math.nan,
-                           "dp_relation": _relation(release) if dp else None,
+                           **_file_guarantee(release, eps, delta, dp),
                            "epsilon": eps, "delta": delta,
                            "claimed_epsilon": float(release.accountant.total(claimed)[0]),
                            "seconds": time.perf_counter() - start, "error": None}
     for record in release.evaluations.itertuples(index=False):
         row[f"{record.evaluator}.{record.metric}"] = record.value
     return row
+
+
+def _file_guarantee(release: Any, eps: float, delta: float, dp: bool) -> dict[str, Any]:
+    """``dp_epsilon``, ``dp_delta`` and ``dp_relation`` of a run as its
+    verdict states them: releases all stated under add/remove hold for the
+    per-record file, which shows its number of records, under replace-one,
+    counted twice (:func:`~privclust.verify.whole_file_relation`)."""
+    if not dp:
+        return {"dp_epsilon": math.nan, "dp_delta": math.nan, "dp_relation": None}
+    relation = _relation(release)
+    if relation is not None:
+        strata = relation.partition(" (with the public stratum")
+        eps, delta, stated = whole_file_relation(eps, delta, strata[0])
+        relation = stated + "".join(strata[1:])
+    return {"dp_epsilon": eps, "dp_delta": delta, "dp_relation": relation}
 
 
 def _relation(release: Any) -> str | None:

@@ -104,6 +104,7 @@ from .audit import (
     audit_mechanism,
     audit_recipe,
     clopper_pearson,
+    empty_region_pairs,
     float_laplace_reachable,
     neighbour_pairs,
 )

@@ -41,6 +41,7 @@ import numpy as np
 import pandas as pd
 
 from .accounting import (
+    ADD_REMOVE,
     HOST,
     Accountant,
     BasicAccountant,
@@ -48,8 +49,10 @@ from .accounting import (
     LedgerEntry,
     NothingProtectedWarning,
     PrivacyContext,
+    _group_delta,
     accountant_name,
     at_least,
+    relation_kind,
 )
 from .claims import KAnonymity, ProbabilisticKAnonymity
 from .components import capability, dp_outputs
@@ -913,6 +916,23 @@ def _claim_scope(claim: Mapping[str, Any], broken_file: bool) -> str:
     return where + (" for these columns only" if broken_file else "")
 
 
+def whole_file_relation(epsilon: float, delta: float, relation: str) -> tuple[float, float, str]:
+    """The (epsilon, delta) and relation of a DP verdict on the released
+    file (docs/decisions.md, decision 24). The file has one row per record, so
+    it publishes the exact number of records, which is private under
+    add/remove one record: releases stated under add/remove hold beside it
+    only under replace-one (n public), where an (epsilon, delta) add/remove
+    guarantee is a (2 epsilon, (1 + e^epsilon) delta) one (group privacy for
+    two records: replacing a record is removing it and adding another).
+    Other relations are returned as they are."""
+    if relation_kind(relation) != ADD_REMOVE:
+        return epsilon, delta, relation
+    return (2.0 * epsilon, _group_delta(epsilon, delta),
+            f"replace-one (the released file shows its number of records, which is private under add/remove: the "
+            f"steps' add/remove statements, epsilon {at_least(epsilon, 6)} and delta {at_least(delta, 3)} "
+            "together, hold for it under replace-one, counted twice)")
+
+
 def verdict(ledger: Ledger, accountant: Accountant, outcomes: Sequence[Any], checks: Mapping[str, Any], *,
             strata: Sequence[str] = (), seeded: bool = False, randomised: Sequence[str] = ()) -> str:
     """The release's verdict in one sentence (plus what the host verified).
@@ -982,6 +1002,7 @@ def verdict(ledger: Ledger, accountant: Accountant, outcomes: Sequence[Any], che
         relation_of = getattr(accountant, "relation", None)
         relation = relation_of(entries) if callable(relation_of) else None
         relation = relation or _joined([e.relation or "" for e in dp]) or "the relation each entry states"
+        eps, delta, relation = whole_file_relation(eps, delta, relation)
         if strata:
             relation += f" (with the public stratum column(s) {_cols(strata)} fixed)"
         covers = _joined([e.covers or "" for e in dp] + post_processed(entries, outcomes))

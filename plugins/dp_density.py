@@ -62,14 +62,23 @@ Given only ``epsilon``, public ``bounds`` and optionally ``n_clusters``:
    meet at the highest saddle relative to the lower peak are merged, again
    and again, down to ``n_clusters``; when fewer, the ``n_clusters`` branches
    of largest total excess of mass of the first pass's tree (its valley rule
-   relaxed to 0.55, 0.7, 0.85, then 1 until it has enough). Ids are
+   relaxed to 0.55, 0.7, 0.85, then 1 until it has enough); when even
+   that gives fewer (the map resolves fewer modes: small files, small
+   epsilon, close clusters), the widest of those clusters are split in two,
+   one at a time, by a weighted 2-means of their leaves' centres (a map of
+   one cluster: a weighted k-means of all the leaves), each leaf weighted by
+   its noisy count above twice the noise scale. Ids are
    ranked by the clusters' noisy mass, a function of the map alone.
 5. **Labels**: each record takes the cluster id of the leaf it falls in: the
    map applied to the record (joint-DP / billboard), not a DP release.
 
 Relation: add/remove one record (unbounded DP): the released map (noisy
 total, tree, noisy leaf counts and everything computed from them) is
-``epsilon``-DP; under replace-one the same release is ``2 epsilon``-DP.
+``epsilon``-DP; under replace-one the same release is ``2 epsilon``-DP. The
+exact number of records is private under add/remove: the step releases only
+the noisy one (diagnostics ``privclust.NOISY_RECORDS``, which a
+non-disclosive report shows in its place); wherever the exact number is
+published (the per-record file), replace-one is the relation that holds.
 Records outside the bounds are clipped onto them.
 """
 
@@ -362,7 +371,11 @@ class DPDensity:
             f"(epsilon {at_least(eps_n, 4)} + {at_least(eps_tree, 4)} + {at_least(eps_leaf, 4)}). Each record's label "
             "is the cluster id of "
             "the leaf it falls in: a function of that record and the DP map, covered only in the joint-DP "
-            "(billboard) sense, not as a DP release.",
+            "(billboard) sense, not as a DP release. Under add/remove the exact number of records is itself "
+            "private: this step releases it only as the noisy count above; wherever the exact number is published "
+            "(the per-record file has one row per record), the map holds as "
+            f"{at_least(2 * self.epsilon)}-DP under replace-one (n public), not as {at_least(self.epsilon)}-DP under "
+            "add/remove.",
             claim=privclust.Guarantee("epsilon-DP cluster map (joint-DP labels)"),
             details={"epsilon": self.epsilon, "epsilon_count": eps_n, "epsilon_tree": eps_tree,
                      "epsilon_leaves": eps_leaf, "leaves": L, "labels_covered": "joint-DP only"})
@@ -410,6 +423,9 @@ class DPDensity:
             # automatic, or fewer leaves or branches in the map than the n_clusters asked for
             effective["n_clusters"] = int(np.asarray(centres).shape[0])
         diagnostics[privclust.EFFECTIVE_PARAMS] = effective
+        # the DP count released in step 1: what a non-disclosive report shows in place of the exact number of
+        # records, which is private under add/remove (docs/decisions.md, decision 24)
+        diagnostics[privclust.NOISY_RECORDS] = {"value": n_noisy, "epsilon": eps_n}
         return Partition(labels=labels, centres=centres, columns=columns, diagnostics=diagnostics)
 
 
@@ -569,6 +585,92 @@ def _merge_to(labels: np.ndarray, stability: list, f: np.ndarray, pairs: tuple[n
     return new_id[target[labels]], [stability[c] for c in keep]
 
 
+#: Leaf masses below this many noise scales are taken as 0 by the k-means fallback of ``n_clusters``.
+KMEANS_NOISE_FLOOR = 2.0
+#: Lloyd iterations of :func:`weighted_kmeans` (it stops earlier once no leaf changes cluster).
+KMEANS_ITERATIONS = 100
+#: Starts of :func:`weighted_kmeans` (the one of least weighted sum of squares is kept) ...
+KMEANS_RESTARTS = 10
+#: ... drawn from a generator with this fixed, public seed: the clusters are a function of the map alone.
+KMEANS_SEED = 0
+
+
+def weighted_kmeans(centres: np.ndarray, w: np.ndarray, k: int) -> np.ndarray:
+    """``k`` clusters of the leaves by k-means on their centres, each leaf
+    weighted by its noisy mass (post-processing of the DP map only, like
+    diffprivlib's KMeans on noisy sums, but on the map already paid for):
+    :data:`KMEANS_RESTARTS` runs of Lloyd's iterations, each started by
+    weighted k-means++ seeding (a leaf drawn with probability proportional
+    to its mass times its squared distance to the seeds so far) from a
+    fixed public generator, so the result is a function of the map alone;
+    the run of least weighted sum of squares is kept (a single greedy start
+    took a far leaf whose noise passed the floor as a cluster of its own:
+    1e5 records, 3 clusters 2.5 sd apart, clusters of 99,990, 6 and 4).
+    Labels are compact (a cluster no leaf joined is dropped)."""
+    L = centres.shape[0]
+    k = max(1, min(int(k), L))
+    m = np.maximum(w, 0.0)
+    if not m.any():
+        m = np.ones(L)
+    rng = np.random.default_rng(KMEANS_SEED)
+    best, best_sse = np.zeros(L, dtype=np.int64), np.inf
+    for _ in range(KMEANS_RESTARTS):
+        seeds = [int(rng.choice(L, p=m / m.sum()))]
+        gap = ((centres - centres[seeds[0]]) ** 2).sum(axis=1)
+        for _ in range(1, k):
+            score = m * gap
+            if not score.any():
+                break
+            seeds.append(int(rng.choice(L, p=score / score.sum())))
+            gap = np.minimum(gap, ((centres - centres[seeds[-1]]) ** 2).sum(axis=1))
+        means = centres[seeds].copy()
+        labels = np.full(L, -1, dtype=np.int64)
+        for _ in range(KMEANS_ITERATIONS):
+            new = cKDTree(means).query(centres)[1].astype(np.int64)
+            if np.array_equal(new, labels):
+                break
+            labels = new
+            mass = np.bincount(labels, weights=m, minlength=means.shape[0])
+            sums = np.zeros_like(means)
+            np.add.at(sums, labels, centres * m[:, None])
+            filled = mass > 0
+            means[filled] = sums[filled] / mass[filled, None]
+        sse = float((m * ((centres - means[labels]) ** 2).sum(axis=1)).sum())
+        if sse < best_sse:
+            best, best_sse = labels, sse
+    return np.unique(best, return_inverse=True)[1].reshape(-1).astype(np.int64)
+
+
+def split_to(labels: np.ndarray, centres: np.ndarray, w: np.ndarray, k: int) -> np.ndarray:
+    """Split clusters of the leaves until there are ``k`` (bisecting
+    k-means from the density clusters): each time the cluster of largest
+    weighted sum of squares about its mean is split in two by
+    :func:`weighted_kmeans`. The modes the map resolves stay whole unless
+    they are the widest; a map of one mode is partitioned by a k-means of
+    all its leaves.
+    Stops early when no cluster has two leaves of positive mass to split."""
+    if labels.max() < 1:  # one mode: no structure of the map to keep, a k-means of all the leaves
+        return weighted_kmeans(centres, w, k)
+    labels = labels.copy()
+    while int(labels.max()) + 1 < k:
+        K = int(labels.max()) + 1
+        mass = np.bincount(labels, weights=w, minlength=K)
+        sums = np.zeros((K, centres.shape[1]))
+        np.add.at(sums, labels, centres * w[:, None])
+        means = sums / np.maximum(mass, 1e-300)[:, None]
+        spread = np.bincount(labels, weights=w * ((centres - means[labels]) ** 2).sum(axis=1), minlength=K)
+        heavy = np.bincount(labels, weights=(w > 0).astype(float), minlength=K) >= 2
+        if not heavy.any():
+            break
+        c = int(np.argmax(np.where(heavy, spread, -1.0)))
+        mine = np.flatnonzero(labels == c)
+        halves = weighted_kmeans(centres[mine], w[mine], 2)
+        if halves.max() < 1:
+            break
+        labels[mine[halves == 1]] = K
+    return labels
+
+
 def cluster_map(lo: np.ndarray, hi: np.ndarray, depth: np.ndarray, noisy: np.ndarray, *, n_est: float,
                 eps_leaf: float, false_peak: float, min_fraction: float, n_clusters: int | None,
                 valley: float = 0.4) -> dict[str, Any]:
@@ -627,6 +729,16 @@ def cluster_map(lo: np.ndarray, hi: np.ndarray, depth: np.ndarray, noisy: np.nda
         leaf_labels, stability, core = _labels_of(level, n_clusters, centres_leaf)
         refined = 0
         rule = "branches of largest excess of mass"
+        if leaf_labels.max() + 1 < n_clusters:  # the map resolves fewer modes than asked for (a small n * epsilon)
+            # a leaf's mass above twice the noise scale: the noise of the many near-empty leaves (E max(Lap, 0) =
+            # b / 2 each) would otherwise pull the means toward the middle of the box
+            one_mode = bool(leaf_labels.max() < 1)
+            rule = ("weighted k-means of the leaves (one density mode, fewer than n_clusters)" if one_mode
+                    else "density clusters split by weighted 2-means (fewer density modes than n_clusters)")
+            leaf_labels = split_to(leaf_labels, centres_leaf, np.maximum(noisy - KMEANS_NOISE_FLOOR * b, 0.0),
+                                   n_clusters)
+            K = int(leaf_labels.max()) + 1
+            stability = [0.0] * K if one_mode else list(stability) + [0.0] * (K - len(stability))
     # cluster ids: by decreasing noisy mass, ties by the peak leaf (a function of the map alone)
     K = int(leaf_labels.max()) + 1
     mass = np.bincount(leaf_labels, weights=w, minlength=K)

@@ -697,3 +697,60 @@ def test_the_kit_runs_a_dp_components_audit_once_per_component_data_and_tables(m
     dict(pt.component_checks(component, frame, registry=registry))["privacy_audit"](component)
     assert len(calls) == 3
     assert pt._audit_once("x", lambda: None, frame, "maskers", registry, lambda: "fresh") == "fresh"  # not picklable
+
+
+# ---------------------------------------------------------------------------
+# structural neighbours: a record added in empty space (issue 26)
+# ---------------------------------------------------------------------------
+
+QUADRANTS = {"a": [0, 10], "b": [0, 10]}
+
+
+def _three_quadrants(n: int = 900) -> pd.DataFrame:
+    """Three clusters in three quadrants of the public box, the fourth empty:
+    900 records at epsilon 1 start dp-density's PrivTree from a public grid of
+    the four quadrants."""
+    rng = np.random.default_rng(0)
+    centres = np.array([[2.5, 2.5], [7.5, 7.5], [2.5, 7.5]])
+    return pd.DataFrame((centres[np.arange(n) % 3] + rng.normal(0, 0.6, (n, 2))).clip(0, 10), columns=["a", "b"])
+
+
+def _noiseless_tree(monkeypatch):
+    """The mutant: dp-density with the PrivTree split noise removed (the charge unchanged)."""
+    import privclust_plugins._privtree as tree
+
+    original = tree.privtree
+    monkeypatch.setattr(tree, "privtree", lambda unit, noise, **kw: original(unit, np.zeros_like(noise), **kw))
+
+
+def test_empty_region_neighbour_adds_a_record_far_from_every_record():
+    frame = _three_quadrants()
+    (pair,) = pt.empty_region_pairs(frame, QUADRANTS)
+    assert len(pair.second) == len(frame) + 1 and pair.first is frame
+    added = pair.second.iloc[-1].to_numpy()
+    assert added.tolist() == [10.0, 0.0]  # the corner of the empty quadrant
+    assert "empty space at (a = 10, b = 0)" in pair.description and "(add/remove)" in pair.description
+    # without bounds: the data's range; many columns: the corner opposite the data's mean, still in the box
+    wide = pt.example_frame(n=30, d=13, seed=2)
+    (far,) = pt.empty_region_pairs(wide)
+    point = far.second.iloc[-1].to_numpy()
+    assert np.all((point == wide.min().to_numpy()) | (point == wide.max().to_numpy()))
+
+
+def test_the_kits_audit_fails_dp_density_with_a_noiseless_tree_and_passes_the_real_one(registry, monkeypatch):
+    """With the tree's noise removed, the audit the kit runs (search=False)
+    reported PASSED: its add/remove neighbour put the record at the corner
+    farthest from record 0, next to the data, where no split changes. A
+    record added in the empty quadrant makes that grid cell split (1 > 0)
+    every time, and never without it: the bound is far above the charge."""
+    frame = _three_quadrants()
+    component = registry.create("clusterers", "dp-density", epsilon=1.0, bounds=QUADRANTS, max_nodes=2048)
+    pt.check_privacy_audit(component, frame, "clusterers", registry)  # the real one passes
+    _noiseless_tree(monkeypatch)
+    monkeypatch.setattr(pt, "_AUDITS", {})  # the kit remembers audits by the component's state, not by its code
+    corner = pt.audit_component(component, frame, pairs=pt.neighbour_pairs(frame, "add/remove", bounds=QUADRANTS),
+                                trials=pt.KIT_TRIALS, seed=11, registry=registry, float_support=False, search=False)
+    assert corner.verdict == "PASSED", str(corner)  # what the kit's neighbour saw before
+    with pytest.raises(AssertionError, match=r"lower bound on epsilon exceeds what the ledger charges") as failed:
+        pt.check_privacy_audit(component, frame, "clusterers", registry)
+    assert "empty space" in str(failed.value)
