@@ -67,7 +67,7 @@ from .recipe import Recipe
 from .registry import get_registry
 from .runner import run
 from .specs import ComponentSpec, field_kind, param_name
-from .verify import dp_claimants, guarantees_dp
+from .coverage import dp_claimants, guarantees_dp
 
 __all__ = ["MAX_CONFIGURATIONS", "MAX_RUNS", "check_plot", "compare", "expand_grid", "grid_size", "parse_sweep",
            "summarize"]

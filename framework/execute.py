@@ -34,7 +34,7 @@ from .integers import integer_columns
 from .preflight import missing_counts, missing_policy
 from .recipe import DEFAULT_LABEL_COLUMN
 from .report import EFFECTIVE_PARAMS, EFFECTIVE_PARAMS_FROM_DATA
-from .verify import values_equal
+from .comparison import values_equal
 
 __all__ = ["Executed", "RemoteSteps", "StepCall", "StratumSteps", "by_parts", "call_step", "check_finite", "execute",
            "strata_remotely"]

@@ -16,7 +16,7 @@ from .compiling import CompiledStep, StepOutcome
 from .components import capability, is_real_column
 from .constraints import ConstraintSet, judge
 from .errors import DataError, PrivclustError
-from .verify import exact_codes
+from .comparison import exact_codes
 
 __all__ = ["EXACT_INTEGERS", "inexact_integer_problems", "integer_columns", "release_integers",
            "restore_nullable_floats"]

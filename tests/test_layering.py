@@ -30,14 +30,16 @@ PUBLIC_SUBMODULES = {"datasets", "plots", "sampling", "sklearn", "testing"}
 #: The layers, lowest first (docs/architecture.md). A module imports only
 #: modules of its own layer or below, at module level.
 LAYERS: list[set[str]] = [
-    {"errors", "hookspecs", "sampling"},
-    {"_optional", "claims"},
+    {"errors", "hookspecs", "sampling", "wording"},
+    {"_optional", "claims", "comparison"},
     {"specs", "_io", "plots", "datasets", "ledger", "seeds", "progress"},
     {"engines"},
     {"params"},
     {"components"},
     {"recipe", "constraints", "building"},
     {"accountants", "context", "accounting"},
+    {"kanonymity", "coverage", "provenance"},
+    {"verdict"},
     {"registry"},
     {"handover"},
     {"assessment", "defaults", "verify", "report"},
