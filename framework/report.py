@@ -32,11 +32,11 @@ from markupsafe import Markup
 
 from .assessment import EVALUATION_COLUMNS, with_before
 from .accounting import Accountant, Budget, Ledger, exact, jsonable, accountant_description, at_least, at_most
+from .coverage import COMPARED, guarantees_dp
 from .errors import PrivclustError
 from .params import parameter_roles, role_rounding
 from .plots import before_after
 from .recipe import Recipe, thaw
-from .coverage import COMPARED, guarantees_dp
 
 __all__ = ["EFFECTIVE_PARAMS", "EFFECTIVE_PARAMS_FROM_DATA", "Release", "environment"]
 

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ._io import keep_text
+from ._reading import keep_text
 from .accounting import PrivacyContext
 from .compiling import STEP_KINDS, CompiledRecipe, CompiledStep, StepOutcome, compile, planned_costs
 from .components import capability

@@ -41,8 +41,8 @@ import numpy as np
 import pandas as pd
 from markupsafe import Markup
 
-from ._io import raise_if_stopped, signals_held
 from ._optional import optional
+from ._signals import raise_if_stopped, signals_held
 from .accounting import Budget, Ledger, PrivacyContext, accountant_description, exact, jsonable
 from .compiling import CompiledRecipe, compile
 from .coverage import COMPARED, guarantees_dp

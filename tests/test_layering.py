@@ -31,8 +31,9 @@ PUBLIC_SUBMODULES = {"datasets", "plots", "sampling", "sklearn", "testing"}
 #: modules of its own layer or below, at module level.
 LAYERS: list[set[str]] = [
     {"errors", "hookspecs", "sampling", "wording"},
-    {"_optional", "claims", "comparison"},
-    {"specs", "_io", "plots", "datasets", "ledger", "seeds", "progress"},
+    {"_optional", "claims", "comparison", "_reading", "_temporaries"},
+    {"_signals", "_writing"},
+    {"_io", "specs", "plots", "datasets", "ledger", "seeds", "progress"},
     {"engines"},
     {"params"},
     {"components"},
