@@ -249,7 +249,7 @@ def privclust_check_recipe(recipe: Recipe, registry: ComponentLookup) -> Sequenc
 
     :param recipe: the :class:`~privclust.Recipe` being compiled.
     :param registry: the :class:`~privclust.Registry` it is compiled against
-        (:class:`ComponentLookup`: ``names``, ``kind_of``, ``get``).
+        (typed by ``ComponentLookup``: ``names``, ``kind_of``, ``get``).
     :return: a sequence of :class:`~privclust.Problem` (place, message, fix)
         or plain strings, or ``None`` / an empty sequence when the plugin
         finds nothing wrong.
