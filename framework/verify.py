@@ -27,8 +27,14 @@ verified (first, when the whole file is not k-anonymous at the claimed k).
 Differential privacy is decided per released column: a step's value or
 label column is covered only when its DP entries are declared to cover that
 output (``dp_output``, :func:`~privclust.components.dp_outputs`).
-"""
 
+This module runs the checks (:func:`verify`); each lives in the module of
+its job: :mod:`~privclust.comparison` (values compared exactly),
+:mod:`~privclust.kanonymity` (groups, k-anonymity, the key figures),
+:mod:`~privclust.coverage` (what differential privacy covers),
+:mod:`~privclust.verdict` (the verdict's sentence) and
+:mod:`~privclust.provenance` (:func:`snapshot`).
+"""
 
 from __future__ import annotations
 
