@@ -43,19 +43,9 @@ import pandas as pd
 from tqdm import tqdm
 
 from . import __version__, testing
-from ._io import (
-    STDIO,
-    STOP_SIGNALS,
-    Interrupted,
-    check_outputs,
-    committed,
-    frame_writer,
-    handle_signals,
-    read_frame,
-    text_writer,
-    write_atomically,
-    write_csv,
-)
+from ._reading import STDIO, read_frame, write_csv
+from ._signals import STOP_SIGNALS, Interrupted, handle_signals
+from ._writing import check_outputs, committed, frame_writer, text_writer, write_atomically
 from .cliargs import build_parser
 from .compare import MAX_RUNS, check_plot, compare, parse_sweep, summarize
 from .constraints import ConstraintSet, judge

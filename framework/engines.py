@@ -23,8 +23,8 @@ from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from typing import Any
 from urllib.parse import urlsplit
 
-from ._io import raise_if_stopped, worker_signals
 from ._optional import optional
+from ._signals import raise_if_stopped, worker_signals
 from .errors import PrivclustError
 
 __all__ = ["DASK", "map_tasks"]

@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from .accounting import PrivacyContext
+from .comparison import values_equal
 from .compiling import CompiledRecipe, CompiledStep, StepOutcome, bind_constraints, is_key_masker
 from .components import Masked, Partition, TopMemberships, is_real_column
 from .engines import map_tasks
@@ -34,7 +35,6 @@ from .integers import integer_columns
 from .preflight import missing_counts, missing_policy
 from .recipe import DEFAULT_LABEL_COLUMN
 from .report import EFFECTIVE_PARAMS, EFFECTIVE_PARAMS_FROM_DATA
-from .verify import values_equal
 
 __all__ = ["Executed", "RemoteSteps", "StepCall", "StratumSteps", "by_parts", "call_step", "check_finite", "execute",
            "strata_remotely"]

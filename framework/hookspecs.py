@@ -13,19 +13,18 @@ for each component class it provides, and the registry keeps the class under
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pluggy
 
 if TYPE_CHECKING:  # pragma: no cover - imports for annotations only
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Mapping, Sequence
 
     from .accountants import Accountant
+    from .components import Partition
     from .context import ContextView
     from .errors import Problem
     from .recipe import Budget, Recipe, Step
-    from .registry import Registry
-    from .runner import StepOutcome
 
 #: The one name of the project: the pluggy project name, the entry-point group
 #: of plugins and the prefix of every hook.
@@ -36,6 +35,64 @@ hookspec = pluggy.HookspecMarker(NAME)
 
 #: Marker plugins use for their hook implementations: ``@privclust.hookimpl``.
 hookimpl = pluggy.HookimplMarker(NAME)
+
+
+# ---------------------------------------------------------------------------
+# What two hooks are handed, typed by what an implementation may use of it:
+# the registry and the step outcome are defined above this contract, which
+# imports nothing above it (not even for annotations).
+# ---------------------------------------------------------------------------
+
+
+class ComponentLookup(Protocol):
+    """The ``registry`` the ``privclust_check_recipe`` hook is given: the
+    :class:`~privclust.Registry` the recipe is compiled against, of which a
+    check may look the components up."""
+
+    def names(self, kind: str) -> list[str]:
+        """The names of the components of ``kind`` (``"clusterers"``, ...)."""
+        ...
+
+    def kind_of(self, name: str) -> list[str]:
+        """The kinds that have a component called ``name``."""
+        ...
+
+    def get(self, kind: str, name: str) -> type:
+        """The class of the component ``name`` of ``kind``."""
+        ...
+
+
+class FinishedStep(Protocol):
+    """The ``outcome`` the ``privclust_step_finished`` hook is given: the
+    step's frozen :class:`~privclust.StepOutcome`, of which an observer may
+    read what the step did."""
+
+    @property
+    def index(self) -> int: ...
+    @property
+    def id(self) -> str: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def component(self) -> Any: ...
+    @property
+    def columns(self) -> tuple[str, ...]: ...
+    @property
+    def result(self) -> Any: ...
+    @property
+    def elapsed(self) -> float: ...
+    @property
+    def n_records(self) -> int: ...
+    @property
+    def output(self) -> str | None: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def params(self) -> dict[str, Any]: ...
+    @property
+    def partition(self) -> Partition | None: ...
+    @property
+    def diagnostics(self) -> Mapping[str, Any]: ...
 
 
 # ---------------------------------------------------------------------------
@@ -180,7 +237,7 @@ def privclust_make_accountant(budget: Budget) -> Accountant | None:
 
 
 @hookspec
-def privclust_check_recipe(recipe: Recipe, registry: Registry) -> Sequence[Problem | str] | None:
+def privclust_check_recipe(recipe: Recipe, registry: ComponentLookup) -> Sequence[Problem | str] | None:
     """Report problems in a recipe before it runs.
 
     Called when a recipe is compiled against a registry (``privclust check``,
@@ -191,7 +248,8 @@ def privclust_check_recipe(recipe: Recipe, registry: Registry) -> Sequence[Probl
     :class:`~privclust.RecipeError`.
 
     :param recipe: the :class:`~privclust.Recipe` being compiled.
-    :param registry: the registry it is compiled against.
+    :param registry: the :class:`~privclust.Registry` it is compiled against
+        (typed by ``ComponentLookup``: ``names``, ``kind_of``, ``get``).
     :return: a sequence of :class:`~privclust.Problem` (place, message, fix)
         or plain strings, or ``None`` / an empty sequence when the plugin
         finds nothing wrong.
@@ -238,7 +296,7 @@ def privclust_step_progress(step: Step, index: int, done: float, total: float | 
 
 @hookspec
 def privclust_step_finished(
-    step: Step, index: int, outcome: StepOutcome, context: ContextView
+    step: Step, index: int, outcome: FinishedStep, context: ContextView
 ) -> None:
     """A step has finished successfully.
 

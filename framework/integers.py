@@ -12,11 +12,11 @@ import numpy as np
 import pandas as pd
 
 from .accounting import HOST, PrivacyContext
+from .comparison import exact_codes
 from .compiling import CompiledStep, StepOutcome
 from .components import capability, is_real_column
 from .constraints import ConstraintSet, judge
 from .errors import DataError, PrivclustError
-from .verify import exact_codes
 
 __all__ = ["EXACT_INTEGERS", "inexact_integer_problems", "integer_columns", "release_integers",
            "restore_nullable_floats"]

@@ -44,11 +44,11 @@ from .accounting import (
     jsonable,
     relation_kind,
 )
+from .coverage import COMPARED, guarantees_dp
 from .errors import PrivclustError
 from .params import parameter_roles, role_rounding
 from .plots import before_after
 from .recipe import Recipe, thaw
-from .verify import COMPARED, guarantees_dp
 
 __all__ = ["EFFECTIVE_PARAMS", "EFFECTIVE_PARAMS_FROM_DATA", "Release", "environment"]
 

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ._io import keep_text
+from ._reading import keep_text
 from .accounting import PrivacyContext
 from .compiling import STEP_KINDS, CompiledRecipe, CompiledStep, StepOutcome, compile, planned_costs
 from .components import capability
@@ -37,11 +37,13 @@ from .evaluation import evaluate_release
 from .execute import by_parts, execute, strata_remotely
 from .integers import integer_columns, release_integers, restore_nullable_floats
 from .preflight import Preflight, check_data, default_step_columns, numeric_columns, preflight, strata_statement
+from .provenance import snapshot
 from .recipe import Recipe
 from .registry import Registry
 from .report import Release
 from .rule_check import record_rules
-from .verify import random_step_names, snapshot, verdict, verify
+from .verdict import random_step_names, verdict
+from .verify import verify
 
 __all__ = ["STEP_KINDS", "CompiledRecipe", "CompiledStep", "Preflight", "StepOutcome", "check_data", "compile",
            "default_step_columns", "integer_columns", "numeric_columns", "planned_costs", "preflight",

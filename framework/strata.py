@@ -41,10 +41,11 @@ import numpy as np
 import pandas as pd
 from markupsafe import Markup
 
-from ._io import raise_if_stopped, signals_held
 from ._optional import optional
+from ._signals import raise_if_stopped, signals_held
 from .accounting import Budget, Ledger, PrivacyContext, accountant_description, exact, jsonable
 from .compiling import CompiledRecipe, compile
+from .coverage import COMPARED, guarantees_dp
 from .engines import map_tasks
 from .errors import DataError, ParameterError, PrivclustError
 from .handover import Handover, handed, received, worker_registry
@@ -70,7 +71,7 @@ from .report import (
     templates,
 )
 from .runner import run_checked
-from .verify import COMPARED, guarantees_dp, random_step_names, verdict
+from .verdict import random_step_names, verdict
 
 __all__ = ["DatasetRelease", "run_dataset"]
 

@@ -14,11 +14,14 @@ import ast
 import collections
 from pathlib import Path
 
+import attrs
 import pytest
 
 import privclust
-from privclust import _optional
+from privclust import _optional, hookspecs
+from privclust.compiling import StepOutcome
 from privclust.errors import DatasetUnavailableError, PrivclustError
+from privclust.registry import Registry
 
 ROOT = Path(__file__).resolve().parent.parent
 HOST = ROOT / "framework"
@@ -30,14 +33,17 @@ PUBLIC_SUBMODULES = {"datasets", "plots", "sampling", "sklearn", "testing"}
 #: The layers, lowest first (docs/architecture.md). A module imports only
 #: modules of its own layer or below, at module level.
 LAYERS: list[set[str]] = [
-    {"errors", "hookspecs", "sampling"},
-    {"_optional", "claims"},
-    {"specs", "_io", "plots", "datasets", "ledger", "seeds", "progress"},
+    {"errors", "hookspecs", "sampling", "wording"},
+    {"_optional", "claims", "comparison", "_reading", "_temporaries"},
+    {"_signals", "_writing"},
+    {"_io", "specs", "plots", "datasets", "ledger", "seeds", "progress"},
     {"engines"},
     {"params"},
     {"components"},
     {"recipe", "constraints", "building"},
     {"accountants", "context", "accounting"},
+    {"kanonymity", "coverage", "provenance"},
+    {"verdict"},
     {"registry"},
     {"handover"},
     {"assessment", "defaults", "verify", "report"},
@@ -144,25 +150,35 @@ def test_no_cycle_even_through_function_level_imports():
     assert cycles([e for e in import_edges() if e[2] in ("module", "function")]) == []
 
 
-#: Type-only imports that still close a circle, each with what removes it. The
-#: hook contract annotates its hooks' arguments with the registry and the
-#: runner's StepOutcome, and the registry loads the contract: they go when
-#: StepOutcome moves below the registry and the check_recipe hook's registry
-#: is annotated by a protocol of its own (issue 27, item 4).
-KNOWN_TYPE_ONLY_CIRCLE_EDGES = {("hookspecs", "registry"), ("hookspecs", "runner")}
-
-
 def test_no_cycle_even_counting_type_only_imports():
     """Imports under ``if TYPE_CHECKING:`` count too (a circle of annotations
-    is a circle a reader and a type checker must untangle); the only ones
-    left are listed, and the list shrinks: a listed edge that no longer
-    exists must be taken off it."""
+    is a circle a reader and a type checker must untangle): none is left. The
+    hook contract annotates what its hooks are handed of the registry and of
+    a step's outcome by protocols of its own (issue 27)."""
     edges = import_edges()
-    present = {(a, b) for a, b, where, _ in edges if where == "type"}
-    gone = KNOWN_TYPE_ONLY_CIRCLE_EDGES - present
-    assert not gone, f"take these off KNOWN_TYPE_ONLY_CIRCLE_EDGES, they no longer exist: {sorted(gone)}"
-    counted = [e for e in edges if (e[0], e[1]) not in KNOWN_TYPE_ONLY_CIRCLE_EDGES or e[2] != "type"]
-    assert cycles(counted) == []
+    assert any(where == "type" for *_, where, _ in edges), "the scanner found no type-only import at all"
+    assert cycles(edges) == []
+
+
+def test_the_hook_contract_imports_nothing_above_the_layers_it_needs():
+    """hookspecs sits at the bottom: even for annotations it imports neither
+    the registry nor the pipeline that calls its hooks."""
+    targets = {b for a, b, *_ in import_edges() if a == "hookspecs"}
+    assert not targets & {"registry", "runner", "compiling", "execute"}
+
+
+@pytest.mark.parametrize(("protocol", "real"), [
+    (hookspecs.ComponentLookup, Registry),
+    (hookspecs.FinishedStep, StepOutcome),
+])
+def test_what_the_hooks_are_handed_has_every_member_their_protocols_name(protocol, real):
+    """A protocol of the hook contract names only what the host really hands
+    the hook (the registry, the step's outcome): a member the real class
+    lacks would be an annotation that lies."""
+    members = [n for n in vars(protocol) if not n.startswith("_")]
+    assert members
+    provided = set(dir(real)) | set(attrs.fields_dict(real) if attrs.has(real) else ())
+    assert [m for m in members if m not in provided] == []
 
 
 def test_no_module_imports_inside_a_function():

@@ -282,7 +282,7 @@ def test_a_masker_returning_its_input_with_nans_is_seen_releasing_every_record_u
 
 
 def test_identical_rows_with_missing_values_form_one_group():
-    from privclust.verify import _groups, _matching
+    from privclust.kanonymity import _groups, _matching
 
     frame = pd.DataFrame({"a": [1.0, 1.0, 1.0, 2.0], "b": [np.nan, np.nan, float("-nan"), 3.0]})
     sizes, n_groups = _groups(frame, ["a", "b"])

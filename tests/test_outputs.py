@@ -131,7 +131,7 @@ def test_a_failed_rename_of_a_report_puts_every_output_back(files, capsys, monke
             raise OSError(30, "Read-only file system")
         return real(src, dst, *args, **kwargs)
 
-    monkeypatch.setattr(io_.os, "replace", replace)
+    monkeypatch.setattr(os, "replace", replace)
     assert run("-o", "out.csv", "--report", "r.html") == 1
     err = capsys.readouterr().err
     assert f"cannot write {failing}: Read-only file system; nothing was written" in err

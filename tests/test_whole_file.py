@@ -336,9 +336,9 @@ def test_a_k_anonymity_the_host_cannot_decide_is_neither_verified_nor_refuted(mo
     sdcMicro's matching count; it said "does NOT hold" (and the verdict "NOT
     k-anonymous") whether or not the suppressions made the file k-anonymous
     under that convention. It now says the question is undecided."""
-    from privclust import verify
+    from privclust import kanonymity
 
-    monkeypatch.setattr(verify, "_MAX_PATTERNS", 2)  # as if the file held more than 64 patterns
+    monkeypatch.setattr(kanonymity, "_MAX_PATTERNS", 2)  # as if the file held more than 64 patterns
     rng = np.random.default_rng(0)
     keys = ["k0", "k1", "k2", "k3"]
     frame = pd.DataFrame({c: rng.choice(list("abc"), 40) for c in keys}).assign(x=rng.normal(size=40))
@@ -354,7 +354,7 @@ def test_a_k_anonymity_the_host_cannot_decide_is_neither_verified_nor_refuted(mo
     assert "not verified" in entry.statement and "can neither verify nor refute" in entry.statement
     assert "does NOT hold" not in entry.statement
     # without the limit the host decides, and the suppressions hold under sdcMicro's convention
-    monkeypatch.setattr(verify, "_MAX_PATTERNS", 64)
+    monkeypatch.setattr(kanonymity, "_MAX_PATTERNS", 64)
     decided = _run({"roles": {"keys": keys}, "steps": [{"use": "local-suppression", "k": 3, "columns": keys}]},
                    frame)
     assert decided.verification["whole_file"]["holds"] is True

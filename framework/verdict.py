@@ -1,0 +1,207 @@
+"""The release's verdict in one sentence, computed from the ledger and the
+host's checks: "ε-differentially private (...) under <relation> for <what>;
+not covered: ..." or "No differential-privacy guarantee: <reasons>",
+followed by what the host verified (first, when the whole file is not
+k-anonymous at the claimed k). Differential privacy is decided per released
+column (:mod:`~privclust.coverage`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .accountants import ADD_REMOVE, Accountant, BasicAccountant, accountant_name, group_delta, relation_kind
+from .coverage import dp_claimants, no_guarantee_reasons, post_processed
+from .kanonymity import UNDECIDED_MATCHING, WHOLE_FILE_SCOPE, key_figures_text
+from .ledger import Ledger, at_least
+from .wording import column_list as _cols
+from .wording import joined as _joined
+from .wording import records_are as _records
+
+__all__ = [
+    "ASSESSMENT",
+    "OTHER_RELEASES",
+    "SEEDED_CAVEAT",
+    "whole_file_relation",
+    "UNCHANGED_CHECK",
+    "random_step_names",
+    "seeded_draws",
+    "verdict",
+]
+
+#: The verdict of a recipe without steps (an assessment of the original file).
+ASSESSMENT = ("ASSESSMENT ONLY, NOTHING PROTECTED: the recipe has no steps, so the release is the original file "
+              "unchanged and no guarantee of any kind is claimed; the figures measure the original's risk.")
+
+#: In a DP verdict's "not covered": the host decides which columns changed by content (a release equal to its
+#: input is never called private), one fact about the original values that no DP statement covers.
+UNCHANGED_CHECK = ("the host's check of which columns the release changed (a column is changed when some released "
+                   "value differs from the original one; a release that changes none is never called private)")
+
+#: The last of a DP verdict's "not covered": the epsilon is this run's; releases of the same records compose.
+OTHER_RELEASES = "any other release made from the same records (the epsilons of all of them add up)"
+
+#: What a seeded run's DP verdict adds: the noise is a function of the seed, so its secrecy is the guarantee's.
+SEEDED_CAVEAT = ("The run was seeded: these statements hold only while the seed stays secret and cannot be guessed, "
+                 "since anyone who has it can draw the same noise again and subtract it (a small seed is found by "
+                 "trying seeds in turn); publish only a release made without a seed, or with a secret random one.")
+
+
+def seeded_draws(steps: str) -> str:
+    """What the verdict of a seeded run without a DP guarantee adds when
+    ``steps`` drew randomness."""
+    return (f"The run was seeded: whoever has the seed can redraw the random choices of {steps}, such as noise or a "
+            "fuzzy microaggregation's draw of centres, which the statements above take to be unknown; publish only "
+            "a release made without a seed, or with a secret random one.")
+
+
+def random_step_names(outcomes: Sequence[Any], indices: Sequence[int]) -> tuple[str, ...]:
+    """``"step i (component)"`` for the steps among ``outcomes`` that drew randomness."""
+    chosen = set(indices)
+    return tuple(f"step {o.index} ({o.name})" for o in outcomes if o.index in chosen)
+
+
+def _whole_file_extras(checks: Mapping[str, Any]) -> list[str]:
+    """The verdict's first words after its DP sentence when the whole released
+    file is not k-anonymous at the largest k a step claims: no k-anonymity of
+    some columns is stated before it."""
+    whole = checks.get("whole_file") or {}
+    k = whole.get("k")
+    if k is None or whole.get("holds") or not checks.get("changed_columns"):
+        return []
+    if whole.get("holds") is None:
+        return [f"Whether the released file is k-anonymous with k = {k} is undecided: over {WHOLE_FILE_SCOPE} "
+                f"({_cols(whole['columns'])}), counting identical rows, {whole['records_in_small_groups']} of "
+                f"{checks['records']} records are in groups smaller than {k}, but {UNDECIDED_MATCHING}."]
+    return [f"The released file is NOT k-anonymous with k = {k}: over {WHOLE_FILE_SCOPE} "
+            f"({_cols(whole['columns'])}), {whole['records_in_small_groups']} of {checks['records']} "
+            f"records are in groups of identical rows smaller than {k} ({_records(whole['unique_records'])} unique)"
+            + (f"; with a missing value counted as matching any value, {whole['records_with_few_matches']} match "
+               f"fewer than {k}" if "records_with_few_matches" in whole else "") + "."]
+
+
+def _claim_scope(claim: Mapping[str, Any], broken_file: bool) -> str:
+    """Where a verified claim holds, as the verdict says it: on the values its
+    step released when a later step changed them, and for its columns only
+    when the whole file is not k-anonymous."""
+    if claim.get("holds_on_released_file") is False:
+        return (f" on {claim.get('checked_on')} only (a later step or the host's rounding changed them: NOT on the "
+                "released file)")
+    where = f" on {claim.get('checked_on')}" if "holds_on_released_file" in claim else ""
+    return where + (" for these columns only" if broken_file else "")
+
+
+
+def whole_file_relation(epsilon: float, delta: float, relation: str) -> tuple[float, float, str]:
+    """The (epsilon, delta) and relation of a DP verdict on the released
+    file (docs/decisions.md, decision 24). The file has one row per record, so
+    it publishes the exact number of records, which is private under
+    add/remove one record: releases stated under add/remove hold beside it
+    only under replace-one (n public), where an (epsilon, delta) add/remove
+    guarantee is a (2 epsilon, (1 + e^epsilon) delta) one (group privacy for
+    two records: replacing a record is removing it and adding another).
+    Other relations are returned as they are."""
+    if relation_kind(relation) != ADD_REMOVE:
+        return epsilon, delta, relation
+    return (2.0 * epsilon, group_delta(epsilon, delta),
+            f"replace-one (the released file shows its number of records, which is private under add/remove: the "
+            f"steps' add/remove statements, epsilon {at_least(epsilon, 6)} and delta {at_least(delta, 3)} "
+            "together, hold for it under replace-one, counted twice)")
+
+
+def verdict(ledger: Ledger, accountant: Accountant, outcomes: Sequence[Any], checks: Mapping[str, Any], *,
+            strata: Sequence[str] = (), seeded: bool = False, randomised: Sequence[str] = ()) -> str:
+    """The release's verdict in one sentence (plus what the host verified).
+
+    ``seeded``: the run drew its randomness from a given seed; a DP verdict
+    then says that it holds only while the seed stays secret
+    (:data:`SEEDED_CAVEAT`), any other verdict that whoever has the seed can
+    redraw the random choices of the ``randomised`` steps (named
+    ``"step i (component)"``, :func:`seeded_draws`)."""
+    entries = ledger.entries
+    dp = [e for e in entries if e.kind == "dp"]
+    reasons = no_guarantee_reasons(entries, outcomes, checks, spent=accountant.total(entries))
+    extras = _whole_file_extras(checks)
+    broken_file = bool(extras)
+    for claim in checks.get("claims", ()):
+        where = _claim_scope(claim, broken_file)
+        if claim.get("guarantee") == "k-anonymity" and claim.get("status") == "verified" \
+                and "min_matching_records" in claim:
+            extras.append(f"Verified by the host{where}: k-anonymity with k = {claim['k']} of "
+                          f"{_cols(claim['columns'])} with a missing value counted as matching any value (sdcMicro's "
+                          f"convention: every released record matches at least {claim['min_matching_records']} records; "
+                          f"identical rows, the missingness pattern included, form groups of "
+                          f"{claim['identical_min_group_size']} or more).")
+        elif claim.get("guarantee") == "k-anonymity" and claim.get("status") == "verified":
+            extras.append(f"Verified by the host{where}: k-anonymity with k = {claim['k']} of "
+                          f"{_cols(claim['columns'])} (every "
+                          + ("" if "holds_on_released_file" in claim else "released ") + "combination is "
+                          "shared by at least "
+                          f"{claim['min_group_size']} records).")
+        elif claim.get("guarantee") == "k-anonymity" and claim.get("status") == "refuted" and claim.get("k") is None:
+            extras.append(f"{claim['component']} claims k-anonymity without a k the host can check: not verified.")
+        elif claim.get("guarantee") == "k-anonymity" and claim.get("status") == "refuted":
+            extras.append(f"{claim['component']} claims k-anonymity with k = {claim.get('k')}, which does NOT hold "
+                          f"on {claim.get('checked_on', 'the released data')} ({claim['records_in_small_groups']} "
+                          "records in smaller groups).")
+        elif claim.get("guarantee") == "probabilistic k-anonymity" and claim.get("status") == "claimed":
+            extras.append(f"{claim['component']} claims probabilistic k-anonymity"
+                          + (f" (k = {claim['k']})" if claim.get("k") is not None else " without a k")
+                          + (f"; {claim['verbatim_records']} of {checks['records']} records are released verbatim."
+                             if "verbatim_records" in claim else "."))
+    stated = {c.get("verbatim_records") for c in checks.get("claims", ())
+              if c.get("guarantee") == "probabilistic k-anonymity" and c.get("status") == "claimed"}
+    # a differentially private release states nothing that compares released with original values
+    if not checks.get("dp_release") and checks.get("changed_columns") and checks.get("verbatim_records") \
+            and checks.get("verbatim_records") not in stated:
+        extras.append(f"{checks['verbatim_records']} of {checks['records']} records are released verbatim (identical "
+                      f"on the columns the steps worked on to an original record, its own or another's).")
+    kept_missing = checks.get("missing_values", 0) - checks.get("values_set_missing", 0)
+    if kept_missing:
+        extras.append(f"{kept_missing} values are released missing as in the original: the missingness "
+                      "pattern is not protected.")
+    if checks.get("values_set_missing"):
+        extras.append(f"{checks['values_set_missing']} values were set missing by the steps (suppressed).")
+    keys = [key_figures_text(checks["keys"])] if checks.get("keys") else []
+    if checks.get("assessment"):  # a recipe without steps: the original unchanged, and its key figures
+        return " ".join([ASSESSMENT, *keys])
+    if reasons:
+        text = "No differential-privacy guarantee: " + "; ".join(reasons) + "."
+        left = [c if c not in strata else f"{c} (a public stratum column)"
+                for c in checks.get("unchanged_columns", ())]
+        if left and checks.get("changed_columns"):
+            text += f" Released as in the original: {_cols(left)}."
+        if seeded and randomised:
+            extras.append(seeded_draws(_joined(list(randomised)).replace("; ", ", ")))
+    else:
+        eps, delta = accountant.total(entries)
+        relation_of = getattr(accountant, "relation", None)
+        relation = relation_of(entries) if callable(relation_of) else None
+        relation = relation or _joined([e.relation or "" for e in dp]) or "the relation each entry states"
+        eps, delta, relation = whole_file_relation(eps, delta, relation)
+        if strata:
+            relation += f" (with the public stratum column(s) {_cols(strata)} fixed)"
+        covers = _joined([e.covers or "" for e in dp] + post_processed(entries, outcomes))
+        not_covered = [e.not_covered or "" for e in dp]
+        left = [c for c in checks.get("unchanged_columns", ()) if c not in strata]
+        if left:
+            not_covered.append(f"the columns released as in the original ({_cols(left)})")
+        if strata:
+            not_covered.append(f"the public stratum column(s) {_cols(strata)}, their values and the size of each "
+                               "stratum")
+        not_covered += [UNCHANGED_CHECK, OTHER_RELEASES]
+        # the host composes the entries; what each states (sensitivity, relation, coverage) is its component's
+        who = dp_claimants(dp)
+        composer = ("the host composes them but" if type(accountant) is BasicAccountant else
+                    f"the plugin accountant {accountant_name(accountant)} composes them (the total is its claim too), "
+                    "and the host")
+        text = (f"ε-differentially private (ε = {at_least(eps, 6)}, δ = {at_least(delta, 3)}) under {relation} "
+                f"for {covers}; "
+                f"not covered: {_joined(not_covered) or 'nothing else is released'}. These DP statements are the "
+                f"claims of {who}: {composer} cannot check a sensitivity (privclust audit tests one empirically).")
+        if seeded:
+            text += " " + SEEDED_CAVEAT
+    # the declared keys first (how people are re-identified in a survey file), except before a DP guarantee
+    opening = [text, *keys] if not reasons else [*keys, text]
+    return " ".join(dict.fromkeys([*opening, *extras]))
