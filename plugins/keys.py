@@ -143,7 +143,7 @@ class LocalSuppression:
                                                 key=lambda c: (sizes[columns.index(c)], columns.index(c)))
         order = [columns.index(c) for c in reversed(ranked)]
         radix = np.asarray([s + 1 for s in sizes], dtype=np.int64)
-        before = _suppress.match_counts(codes, codes, radix)
+        before = _suppress.record_match_counts(codes, radix)
         start = time.perf_counter()
         optimal = None
         if self.method == "exact":
@@ -161,7 +161,7 @@ class LocalSuppression:
             out = _suppress.greedy(codes, self.k, order, radix)
         elapsed = time.perf_counter() - start
         suppressed = (out < 0) & (codes >= 0)
-        after = _suppress.match_counts(out, out, radix)
+        after = _suppress.record_match_counts(out, radix)
         per_column = {c: int(suppressed[:, j].sum()) for j, c in enumerate(columns)}
         total = int(suppressed.sum())
         blank = int((out < 0).all(axis=1).sum())
