@@ -257,7 +257,7 @@ def _greedy(codes: np.ndarray, w: np.ndarray, k: int, order: Sequence[int], radi
 
 
 def exact(codes: np.ndarray, k: int, weights: np.ndarray, radix: np.ndarray,
-          time_limit: float = 60.0) -> tuple[np.ndarray, bool]:
+          time_limit: float = 60.0, info: dict[str, float] | None = None) -> tuple[np.ndarray, bool]:
     """The fewest suppressions (weighted by ``weights`` per key column) in
     the records that do not match k records in the input (the records the
     heuristic, like sdcMicro's, touches), by an integer program solved with
@@ -270,7 +270,8 @@ def exact(codes: np.ndarray, k: int, weights: np.ndarray, radix: np.ndarray,
     is 0 for a safe ``j``), and ``sum_j y_ij >= k - (records that match i
     already)`` for every unsafe record. Safe records stay safe (a suppression
     only adds matches). Returns the new codes and whether the solver proved
-    the optimum."""
+    the optimum; ``info`` (a dict, optional) receives the solver's lower
+    bound on the cost (``dual_bound``) and its cost (``objective``)."""
     from scipy import sparse
     from scipy.optimize import Bounds, LinearConstraint, milp
 
@@ -278,6 +279,8 @@ def exact(codes: np.ndarray, k: int, weights: np.ndarray, radix: np.ndarray,
     counts = match_counts(codes, codes, radix)
     unsafe = np.flatnonzero(counts < k)
     if not len(unsafe):
+        if info is not None:
+            info.update(objective=0.0, dual_bound=0.0)
         return codes.copy(), True
     observed = codes >= 0
     s_index = -np.ones((n, d), dtype=np.int64)
@@ -319,6 +322,9 @@ def exact(codes: np.ndarray, k: int, weights: np.ndarray, radix: np.ndarray,
                   bounds=Bounds(0, 1), options={"time_limit": float(time_limit), "mip_rel_gap": 0.0})
     if result.x is None:
         raise RuntimeError(f"the integer program found no solution ({result.message})")
+    if info is not None:
+        info["objective"] = float(result.fun)
+        info["dual_bound"] = float(getattr(result, "mip_dual_bound", np.nan))
     out = codes.copy()
     chosen = np.zeros((n, d), dtype=bool)
     chosen[free] = result.x[:n_s] > 0.5
