@@ -200,9 +200,53 @@ def greedy(codes: np.ndarray, k: int, order: Sequence[int], radix: np.ndarray,
     if n < k:
         raise ValueError(f"{n} records cannot reach k = {k}")
     if n <= ROWS_ABOVE:
-        return _greedy(codes, np.ones(n, dtype=np.int64), k, order, radix, progress, gain=True)
+        out = _greedy(codes, np.ones(n, dtype=np.int64), k, order, radix, progress, gain=True)
+        return improve(codes, out, k, order, radix) if n <= IMPROVE_UP_TO else out
     rows, inverse, weights = distinct_rows(codes, radix)
     return _greedy(rows, weights, k, order, radix, progress, gain=False)[inverse]
+
+
+#: Strata of at most this many records (the exact solver's limit) get :func:`improve` after the greedy.
+IMPROVE_UP_TO = MAX_EXACT_RECORDS
+
+#: :func:`improve` stops after this many repairs per record (a bound on its work, never a time).
+REPAIRS_PER_RECORD = 2
+
+
+def improve(original: np.ndarray, codes: np.ndarray, k: int, order: Sequence[int],
+            radix: np.ndarray) -> np.ndarray:
+    """A local search from a k-anonymous ``codes`` (suppressions of
+    ``original``): give back every suppression of one record, repair with
+    the greedy (largest gain first, then :func:`_restore`), and keep the
+    result when it needs fewer suppressions; passes over the records until
+    one helps none (or after :data:`REPAIRS_PER_RECORD` repairs per
+    record). Moves that gave back two records that match each other were
+    tried too: 3 times the work for rarely more. Records already safe
+    in ``original`` stay untouched: giving values back leaves every record
+    at least as general as in ``original``, so its count stays at least
+    its original one."""
+    n = len(codes)
+    ones = np.ones(n, dtype=np.int64)
+    best = codes.copy()
+    size = int(((best < 0) & (original >= 0)).sum())
+    budget = REPAIRS_PER_RECORD * n
+    improved = True
+    while improved and budget > 0:
+        improved = False
+        for i in np.flatnonzero(((best < 0) & (original >= 0)).any(axis=1)):
+            if budget <= 0:
+                break
+            if (best[i] == original[i]).all():
+                continue  # given back by an earlier repair of this pass
+            budget -= 1
+            trial = best.copy()
+            trial[i] = original[i]
+            trial = _greedy(trial, ones, k, order, radix, None, gain=True)
+            trial = _restore(original, trial, match_counts(trial, trial, radix), k, order)
+            count = int(((trial < 0) & (original >= 0)).sum())
+            if count < size:
+                best, size, improved = trial, count, True
+    return best
 
 
 def _greedy(codes: np.ndarray, w: np.ndarray, k: int, order: Sequence[int], radix: np.ndarray,
@@ -257,7 +301,8 @@ def _greedy(codes: np.ndarray, w: np.ndarray, k: int, order: Sequence[int], radi
 
 
 def exact(codes: np.ndarray, k: int, weights: np.ndarray, radix: np.ndarray,
-          time_limit: float = 60.0, info: dict[str, float] | None = None) -> tuple[np.ndarray, bool]:
+          time_limit: float = 60.0, info: dict[str, float] | None = None,
+          min_kept: int = 0) -> tuple[np.ndarray, bool]:
     """The fewest suppressions (weighted by ``weights`` per key column) in
     the records that do not match k records in the input (the records the
     heuristic, like sdcMicro's, touches), by an integer program solved with
@@ -271,7 +316,11 @@ def exact(codes: np.ndarray, k: int, weights: np.ndarray, radix: np.ndarray,
     already)`` for every unsafe record. Safe records stay safe (a suppression
     only adds matches). Returns the new codes and whether the solver proved
     the optimum; ``info`` (a dict, optional) receives the solver's lower
-    bound on the cost (``dual_bound``) and its cost (``objective``)."""
+    bound on the cost (``dual_bound``) and its cost (``objective``).
+    ``min_kept``: each record keeps at least this many of its observed keys
+    (at most all of them): with 1, no record gets every key missing, the
+    solutions sdcMicro's convention makes cheap (k - 1 such records make
+    any file k-anonymous)."""
     from scipy import sparse
     from scipy.optimize import Bounds, LinearConstraint, milp
 
@@ -312,10 +361,17 @@ def exact(codes: np.ndarray, k: int, weights: np.ndarray, radix: np.ndarray,
         rows.append(m + position[side][inside])
         cols.append(n_s + np.flatnonzero(inside))
         vals.append(np.ones(int(inside.sum())))
+    # each unsafe record: at most (its observed keys - min_kept) suppressions
+    kept_rows, kept_cols = np.nonzero(free)
+    rows.append(m + len(unsafe) + position[kept_rows])
+    cols.append(s_index[kept_rows, kept_cols])
+    vals.append(np.ones(len(kept_rows)))
+    observed_keys = observed[unsafe].sum(axis=1)
     matrix = sparse.csr_array((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
-                              shape=(m + len(unsafe), n_s + n_y))
-    lower = np.concatenate([np.full(m, -np.inf), (k - counts[unsafe]).astype(float)])
-    upper = np.concatenate([np.zeros(m), np.full(len(unsafe), np.inf)])
+                              shape=(m + 2 * len(unsafe), n_s + n_y))
+    lower = np.concatenate([np.full(m, -np.inf), (k - counts[unsafe]).astype(float), np.full(len(unsafe), -np.inf)])
+    upper = np.concatenate([np.zeros(m), np.full(len(unsafe), np.inf),
+                            np.maximum(observed_keys - min_kept, 0).astype(float)])
     cost = np.concatenate([np.broadcast_to(weights, (n, d))[free], np.zeros(n_y)])
     integrality = np.concatenate([np.ones(n_s), np.zeros(n_y)])
     result = milp(cost, constraints=LinearConstraint(matrix, lower, upper), integrality=integrality,
