@@ -193,12 +193,16 @@ def test_the_convention_bounds_the_optimum_by_k_minus_one_blank_records():
         assert int((heuristic < 0).sum()) > (k - 1) * 6  # the heuristic is far above that bound
 
 
+def _codes_and_brute_counts(seed: int, n: int, missing: float) -> tuple[np.ndarray, np.ndarray, list[int]]:
+    """Random codes (4 keys of 3 categories, some missing), their radix and brute-force match counts."""
+    rng = np.random.default_rng(seed)
+    codes = rng.integers(0, 3, size=(n, 4))
+    codes[rng.random(codes.shape) < missing] = -1
+    return codes, np.full(4, 4), [int(np.all((codes == row) | (codes < 0) | (row < 0), axis=1).sum()) for row in codes]
+
+
 def test_weighted_counts_on_distinct_rows_agree_with_brute_force():
-    rng = np.random.default_rng(2)
-    codes = rng.integers(0, 3, size=(300, 4))
-    codes[rng.random(codes.shape) < 0.05] = -1
-    radix = np.full(4, 4)
-    brute = [int(np.all((codes == row) | (codes < 0) | (row < 0), axis=1).sum()) for row in codes]
+    codes, radix, brute = _codes_and_brute_counts(2, 300, 0.05)
     rows, inverse, weights = _suppress.distinct_rows(codes, radix)
     assert (rows[inverse] == codes).all() and weights.sum() == len(codes) and len(rows) < len(codes)
     assert _suppress.match_counts(rows, rows, radix, weights)[inverse].tolist() == brute
@@ -224,11 +228,7 @@ def test_greedy_on_a_large_file_suppresses_the_records_of_a_row_alike():
 
 
 def test_match_counts_agree_with_brute_force():
-    rng = np.random.default_rng(5)
-    codes = rng.integers(0, 3, size=(80, 4))
-    codes[rng.random(codes.shape) < 0.1] = -1
-    radix = np.full(4, 4)
-    brute = [int(np.all((codes == row) | (codes < 0) | (row < 0), axis=1).sum()) for row in codes]
+    codes, radix, brute = _codes_and_brute_counts(5, 80, 0.1)
     assert _suppress.match_counts(codes, codes, radix).tolist() == brute
 
 
