@@ -196,7 +196,7 @@ def greedy(codes: np.ndarray, k: int, order: Sequence[int], radix: np.ndarray,
     with the fewest matches is treated at once (a vectorised round). Above
     :data:`ROWS_ABOVE` records the same is done on the distinct rows of key
     values, weighted by their records."""
-    n, d = codes.shape
+    n = len(codes)
     if n < k:
         raise ValueError(f"{n} records cannot reach k = {k}")
     if n <= ROWS_ABOVE:
