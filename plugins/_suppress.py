@@ -41,17 +41,20 @@ def _encoded(codes: np.ndarray, columns: np.ndarray, radix: np.ndarray) -> np.nd
     return out
 
 
-def match_counts(queries: np.ndarray, data: np.ndarray, radix: np.ndarray) -> np.ndarray:
+def match_counts(queries: np.ndarray, data: np.ndarray, radix: np.ndarray,
+                 weights: np.ndarray | None = None) -> np.ndarray:
     """For each query row, how many data rows match it (agree on every
-    column both observe). Grouped by missingness patterns: a pass over the
-    data for each pair of a query pattern and a data pattern's overlap."""
+    column both observe), each data row counting ``weights[row]`` (default
+    1: a row of distinct key values standing for that many records).
+    Grouped by missingness patterns: a pass over the data for each pair of a
+    query pattern and a data pattern's overlap."""
     out = np.zeros(len(queries), dtype=np.int64)
     if not len(queries):
         return out
     d = queries.shape[1]
-    weights = 1 << np.arange(d, dtype=np.int64)
-    qmask = (queries >= 0).astype(np.int64) @ weights
-    dmask = (data >= 0).astype(np.int64) @ weights
+    bits = 1 << np.arange(d, dtype=np.int64)
+    qmask = (queries >= 0).astype(np.int64) @ bits
+    dmask = (data >= 0).astype(np.int64) @ bits
     for a in np.unique(qmask):
         rows = np.flatnonzero(qmask == a)
         overlap = dmask & a
@@ -66,7 +69,12 @@ def match_counts(queries: np.ndarray, data: np.ndarray, radix: np.ndarray) -> np
                                        return_inverse=True)
                 inverse = np.asarray(inverse).ravel()
                 dkeys, qkeys = inverse[:int(these.sum())], inverse[int(these.sum()):]
-            values, counts = np.unique(dkeys, return_counts=True)
+            if weights is None:
+                values, counts = np.unique(dkeys, return_counts=True)
+            else:
+                values, inverse = np.unique(dkeys, return_inverse=True)
+                counts = np.bincount(np.asarray(inverse).ravel(), weights=weights[these],
+                                     minlength=len(values)).astype(np.int64)
             at = np.searchsorted(values, qkeys)
             found = (at < len(values)) & (values[np.minimum(at, len(values) - 1)] == qkeys)
             out[rows] += np.where(found, counts[np.minimum(at, len(values) - 1)], 0)
@@ -130,10 +138,12 @@ def _best_gain(codes: np.ndarray, counts: np.ndarray, unsafe: np.ndarray, k: int
 
 
 def _restore(original: np.ndarray, codes: np.ndarray, counts: np.ndarray, k: int,
-             order: Sequence[int]) -> np.ndarray:
+             order: Sequence[int], weights: np.ndarray | None = None) -> np.ndarray:
     """Give back each suppressed value whose return leaves every record
     matching at least ``k`` records (the most important keys first): a
-    greedy choice can make an earlier suppression unnecessary."""
+    greedy choice can make an earlier suppression unnecessary. ``weights``:
+    how many records each row stands for (default 1)."""
+    w = np.ones(len(codes), dtype=np.int64) if weights is None else weights
     rows, cols = np.nonzero((codes < 0) & (original >= 0))
     rank = np.empty(len(order), dtype=np.int64)
     rank[list(order)] = np.arange(len(order))
@@ -143,11 +153,36 @@ def _restore(original: np.ndarray, codes: np.ndarray, counts: np.ndarray, k: int
         query[c] = original[i, c]
         before, after = _matches(codes[i], codes), _matches(query, codes)
         lost = before & ~after
-        if int(after.sum()) >= k and not (counts[lost] - 1 < k).any():
+        total = int(w[after].sum())
+        if total >= k and not (counts[lost] - w[i] < k).any():
             codes[i] = query
-            counts -= lost
-            counts[i] = int(after.sum())
+            counts[lost] -= w[i]
+            counts[i] = total
     return codes
+
+
+def distinct_rows(codes: np.ndarray, radix: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The distinct rows of ``codes``, for each record the index of its row,
+    and how many records each row stands for: ``codes == rows[inverse]``."""
+    shifted = _encoded(codes + 1, np.arange(codes.shape[1]), radix)  # -1 (missing) -> 0
+    if shifted is None:
+        rows, inverse, weights = np.unique(codes, axis=0, return_inverse=True, return_counts=True)
+    else:
+        _, first, inverse, weights = np.unique(shifted, return_index=True, return_inverse=True, return_counts=True)
+        rows = codes[first]
+    return rows, np.asarray(inverse).ravel(), weights.astype(np.int64)
+
+
+def record_match_counts(codes: np.ndarray, radix: np.ndarray) -> np.ndarray:
+    """``match_counts(codes, codes, radix)``, computed on the distinct rows
+    (a file of many records and few key combinations)."""
+    rows, inverse, weights = distinct_rows(codes, radix)
+    return match_counts(rows, rows, radix, weights)[inverse]
+
+
+#: Above this many records, :func:`greedy` works on the distinct rows of key values, each standing for its records
+#: (the records of a row are suppressed alike): a file of 10^6 records x 7 keys has a few thousand distinct rows.
+ROWS_ABOVE = 5000
 
 
 def greedy(codes: np.ndarray, k: int, order: Sequence[int], radix: np.ndarray,
@@ -158,21 +193,79 @@ def greedy(codes: np.ndarray, k: int, order: Sequence[int], radix: np.ndarray,
     matches is treated first, and the key chosen is the least important one
     that makes it safe (:func:`_choice`); the counts of the records that
     newly match it are updated. While many records are unsafe, every record
-    with the fewest matches is treated at once (a vectorised round)."""
+    with the fewest matches is treated at once (a vectorised round). Above
+    :data:`ROWS_ABOVE` records the same is done on the distinct rows of key
+    values, weighted by their records."""
+    n = len(codes)
+    if n < k:
+        raise ValueError(f"{n} records cannot reach k = {k}")
+    if n <= ROWS_ABOVE:
+        out = _greedy(codes, np.ones(n, dtype=np.int64), k, order, radix, progress, gain=True)
+        return improve(codes, out, k, order, radix) if n <= IMPROVE_UP_TO else out
+    rows, inverse, weights = distinct_rows(codes, radix)
+    return _greedy(rows, weights, k, order, radix, progress, gain=False)[inverse]
+
+
+#: Strata of at most this many records (the exact solver's limit) get :func:`improve` after the greedy.
+IMPROVE_UP_TO = MAX_EXACT_RECORDS
+
+#: :func:`improve` stops after this many repairs per record (a bound on its work, never a time).
+REPAIRS_PER_RECORD = 2
+
+
+def improve(original: np.ndarray, codes: np.ndarray, k: int, order: Sequence[int],
+            radix: np.ndarray) -> np.ndarray:
+    """A local search from a k-anonymous ``codes`` (suppressions of
+    ``original``): give back every suppression of one record, repair with
+    the greedy (largest gain first, then :func:`_restore`), and keep the
+    result when it needs fewer suppressions; passes over the records until
+    one helps none (or after :data:`REPAIRS_PER_RECORD` repairs per
+    record). Moves that gave back two records that match each other were
+    tried too: 3 times the work for rarely more. Records already safe
+    in ``original`` stay untouched: giving values back leaves every record
+    at least as general as in ``original``, so its count stays at least
+    its original one."""
+    n = len(codes)
+    ones = np.ones(n, dtype=np.int64)
+    best = codes.copy()
+    size = int(((best < 0) & (original >= 0)).sum())
+    budget = REPAIRS_PER_RECORD * n
+    improved = True
+    while improved and budget > 0:
+        improved = False
+        for i in np.flatnonzero(((best < 0) & (original >= 0)).any(axis=1)):
+            if budget <= 0:
+                break
+            if (best[i] == original[i]).all():
+                continue  # given back by an earlier repair of this pass
+            budget -= 1
+            trial = best.copy()
+            trial[i] = original[i]
+            trial = _greedy(trial, ones, k, order, radix, None, gain=True)
+            trial = _restore(original, trial, match_counts(trial, trial, radix), k, order)
+            count = int(((trial < 0) & (original >= 0)).sum())
+            if count < size:
+                best, size, improved = trial, count, True
+    return best
+
+
+def _greedy(codes: np.ndarray, w: np.ndarray, k: int, order: Sequence[int], radix: np.ndarray,
+            progress: Callable[[int], None] | None, gain: bool) -> np.ndarray:
+    """:func:`greedy` on rows each standing for ``w`` records (suppressed
+    alike); ``gain``: take the suppression of largest gain (:func:`_best_gain`,
+    rows of one record each) while the problem is small."""
     original = codes
     codes = codes.copy()
     n, d = codes.shape
-    if n < k:
-        raise ValueError(f"{n} records cannot reach k = {k}")
-    counts = match_counts(codes, codes, radix)
+    counts = match_counts(codes, codes, radix, w)
     while True:
         unsafe = np.flatnonzero(counts < k)
         if not len(unsafe):
             if int(((codes < 0) & (original >= 0)).sum()) * n <= RESTORE_BELOW:
-                return _restore(original, codes, counts, k, order)
+                return _restore(original, codes, counts, k, order, w)
             return codes
         if progress is not None:
-            progress(len(unsafe))
+            progress(int(w[unsafe].sum()))
         fewest = counts[unsafe].min()
         if len(unsafe) > SEQUENTIAL_BELOW:
             targets = unsafe[counts[unsafe] == fewest]
@@ -180,12 +273,12 @@ def greedy(codes: np.ndarray, k: int, order: Sequence[int], radix: np.ndarray,
             for c in range(d):
                 query = codes[targets].copy()
                 query[:, c] = -1
-                by_key[:, c] = match_counts(query, codes, radix)
+                by_key[:, c] = match_counts(query, codes, radix, w)
             chosen = _choice(by_key, codes[targets] >= 0, k, order)
             codes[targets, chosen] = -1
-            counts = match_counts(codes, codes, radix)
+            counts = match_counts(codes, codes, radix, w)
             continue
-        if len(unsafe) * n <= GAIN_BELOW:
+        if gain and len(unsafe) * n <= GAIN_BELOW:
             i, keys, gained, total = _best_gain(codes, counts, unsafe, k, order)
             codes[i, keys] = -1
             counts += gained
@@ -200,16 +293,16 @@ def greedy(codes: np.ndarray, k: int, order: Sequence[int], radix: np.ndarray,
             query[c] = -1
             match = _matches(query, codes)
             after.append(match)
-            candidates[c] = int(match.sum())
+            candidates[c] = int(w[match].sum())
         c = int(_choice(candidates[None, :], (codes[i] >= 0)[None, :], k, order)[0])
         codes[i, c] = -1
-        gained = after[c] & ~before
-        counts += gained
-        counts[i] = int(after[c].sum())
+        counts += w[i] * (after[c] & ~before)
+        counts[i] = int(w[after[c]].sum())
 
 
 def exact(codes: np.ndarray, k: int, weights: np.ndarray, radix: np.ndarray,
-          time_limit: float = 60.0) -> tuple[np.ndarray, bool]:
+          time_limit: float = 60.0, info: dict[str, float] | None = None,
+          min_kept: int = 0) -> tuple[np.ndarray, bool]:
     """The fewest suppressions (weighted by ``weights`` per key column) in
     the records that do not match k records in the input (the records the
     heuristic, like sdcMicro's, touches), by an integer program solved with
@@ -222,7 +315,12 @@ def exact(codes: np.ndarray, k: int, weights: np.ndarray, radix: np.ndarray,
     is 0 for a safe ``j``), and ``sum_j y_ij >= k - (records that match i
     already)`` for every unsafe record. Safe records stay safe (a suppression
     only adds matches). Returns the new codes and whether the solver proved
-    the optimum."""
+    the optimum; ``info`` (a dict, optional) receives the solver's lower
+    bound on the cost (``dual_bound``) and its cost (``objective``).
+    ``min_kept``: each record keeps at least this many of its observed keys
+    (at most all of them): with 1, no record gets every key missing, the
+    solutions sdcMicro's convention makes cheap (k - 1 such records make
+    any file k-anonymous)."""
     from scipy import sparse
     from scipy.optimize import Bounds, LinearConstraint, milp
 
@@ -230,6 +328,8 @@ def exact(codes: np.ndarray, k: int, weights: np.ndarray, radix: np.ndarray,
     counts = match_counts(codes, codes, radix)
     unsafe = np.flatnonzero(counts < k)
     if not len(unsafe):
+        if info is not None:
+            info.update(objective=0.0, dual_bound=0.0)
         return codes.copy(), True
     observed = codes >= 0
     s_index = -np.ones((n, d), dtype=np.int64)
@@ -261,16 +361,26 @@ def exact(codes: np.ndarray, k: int, weights: np.ndarray, radix: np.ndarray,
         rows.append(m + position[side][inside])
         cols.append(n_s + np.flatnonzero(inside))
         vals.append(np.ones(int(inside.sum())))
+    # each unsafe record: at most (its observed keys - min_kept) suppressions
+    kept_rows, kept_cols = np.nonzero(free)
+    rows.append(m + len(unsafe) + position[kept_rows])
+    cols.append(s_index[kept_rows, kept_cols])
+    vals.append(np.ones(len(kept_rows)))
+    observed_keys = observed[unsafe].sum(axis=1)
     matrix = sparse.csr_array((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
-                              shape=(m + len(unsafe), n_s + n_y))
-    lower = np.concatenate([np.full(m, -np.inf), (k - counts[unsafe]).astype(float)])
-    upper = np.concatenate([np.zeros(m), np.full(len(unsafe), np.inf)])
+                              shape=(m + 2 * len(unsafe), n_s + n_y))
+    lower = np.concatenate([np.full(m, -np.inf), (k - counts[unsafe]).astype(float), np.full(len(unsafe), -np.inf)])
+    upper = np.concatenate([np.zeros(m), np.full(len(unsafe), np.inf),
+                            np.maximum(observed_keys - min_kept, 0).astype(float)])
     cost = np.concatenate([np.broadcast_to(weights, (n, d))[free], np.zeros(n_y)])
     integrality = np.concatenate([np.ones(n_s), np.zeros(n_y)])
     result = milp(cost, constraints=LinearConstraint(matrix, lower, upper), integrality=integrality,
                   bounds=Bounds(0, 1), options={"time_limit": float(time_limit), "mip_rel_gap": 0.0})
     if result.x is None:
         raise RuntimeError(f"the integer program found no solution ({result.message})")
+    if info is not None:
+        info["objective"] = float(result.fun)
+        info["dual_bound"] = float(getattr(result, "mip_dual_bound", np.nan))
     out = codes.copy()
     chosen = np.zeros((n, d), dtype=bool)
     chosen[free] = result.x[:n_s] > 0.5

@@ -55,21 +55,27 @@ def _key_codes(data: pd.DataFrame, who: str) -> tuple[np.ndarray, list[np.ndarra
     codes = np.empty(data.shape, dtype=np.int64)
     categories = []
     for j, c in enumerate(data.columns):
-        series = data[c]
-        if privclust.is_real_column(series):
-            values = series.to_numpy(dtype=float, na_value=np.nan)
-            observed = values[~np.isnan(values)]
-            if not np.all(np.isfinite(observed)) or np.any(observed != np.round(observed)):
-                raise DataError(f"{who}: column {c!r} is numeric with values that are not whole numbers (a "
-                                "continuous variable); a key masker treats categories: recode it into categories "
-                                "(e.g. age bands as integer codes or labels) or leave it out of the step's columns")
-        elif pd.api.types.is_bool_dtype(series) or pd.api.types.is_complex_dtype(series):
-            raise DataError(f"{who}: column {c!r} has dtype {series.dtype}; give a key as text, categories or "
-                            "integer codes")
-        code, uniques = pd.factorize(series, sort=True)
+        code, uniques = _categories(data[c], who)
         codes[:, j] = code
         categories.append(np.asarray(uniques, dtype=object))
     return codes, categories
+
+
+def _categories(series: pd.Series, who: str) -> tuple[np.ndarray, Any]:
+    """A key column's integer codes (-1: missing) and its sorted distinct
+    values; a numeric column with values that are not whole numbers is
+    refused (checked on the distinct values)."""
+    if pd.api.types.is_bool_dtype(series) or pd.api.types.is_complex_dtype(series):
+        raise DataError(f"{who}: column {series.name!r} has dtype {series.dtype}; give a key as text, categories or "
+                        "integer codes")
+    code, uniques = pd.factorize(series, sort=True)
+    if privclust.is_real_column(series):
+        observed = np.asarray(uniques, dtype=float)
+        if not np.all(np.isfinite(observed)) or np.any(observed != np.round(observed)):
+            raise DataError(f"{who}: column {series.name!r} is numeric with values that are not whole numbers (a "
+                            "continuous variable); a key masker treats categories: recode it into categories "
+                            "(e.g. age bands as integer codes or labels) or leave it out of the step's columns")
+    return code, uniques
 
 
 def _with_missing(data: pd.DataFrame, suppressed: np.ndarray) -> pd.DataFrame:
@@ -143,7 +149,7 @@ class LocalSuppression:
                                                 key=lambda c: (sizes[columns.index(c)], columns.index(c)))
         order = [columns.index(c) for c in reversed(ranked)]
         radix = np.asarray([s + 1 for s in sizes], dtype=np.int64)
-        before = _suppress.match_counts(codes, codes, radix)
+        before = _suppress.record_match_counts(codes, radix)
         start = time.perf_counter()
         optimal = None
         if self.method == "exact":
@@ -161,7 +167,7 @@ class LocalSuppression:
             out = _suppress.greedy(codes, self.k, order, radix)
         elapsed = time.perf_counter() - start
         suppressed = (out < 0) & (codes >= 0)
-        after = _suppress.match_counts(out, out, radix)
+        after = _suppress.record_match_counts(out, radix)
         per_column = {c: int(suppressed[:, j].sum()) for j, c in enumerate(columns)}
         total = int(suppressed.sum())
         blank = int((out < 0).all(axis=1).sum())
@@ -249,37 +255,35 @@ class PRAM:
 
     def mask(self, data: pd.DataFrame, context: PrivacyContext) -> Masked:
         who = self.name
-        _key_codes(data, who)  # refuses continuous columns
+        if not isinstance(data, pd.DataFrame) or data.shape[0] == 0 or data.shape[1] == 0:
+            raise DataError(f"{who}: the data must be a pandas DataFrame with records and key columns")
         out = data.copy()
         matrices: dict[str, dict[str, dict[str, float]]] = {}
         changed = 0
         for c in data.columns:
             series = data[c]
-            missing = series.isna().to_numpy()
-            text = series.astype(object).where(~series.isna(), None).map(lambda v: None if v is None else _text(v))
-            observed = text[~missing]
+            code, uniques = _categories(series, who)  # refuses continuous columns
+            missing = code < 0
+            texts = np.asarray([_text(v) for v in uniques], dtype=object)
             if self.matrix is not None:
                 table = self.matrix
-                absent = sorted(set(observed.unique()) - set(table))
+                absent = sorted(set(texts) - set(table))
                 if absent:
                     raise DataError(f"{who}: column {c!r} holds the categor{'ies' if len(absent) > 1 else 'y'} "
                                     f"{', '.join(map(repr, absent[:5]))} that the transition matrix has no row "
                                     "for; add a row (and column) for each category of the step's columns")
             else:
-                table = _invariant(observed.value_counts().sort_index(), self.pd, self.alpha)
+                frequencies = pd.Series(np.bincount(code[~missing], minlength=len(uniques)), index=texts)
+                table = _invariant(frequencies.groupby(level=0).sum().sort_index(), self.pd, self.alpha)
             names = sorted(table)
             index = {a: i for i, a in enumerate(names)}
             P = np.array([[float(table[a].get(b, 0.0)) for b in names] for a in names])
             cumulative = np.cumsum(P, axis=1)
             cumulative[:, -1] = 1.0
-            rows = np.array([index[v] for v in observed], dtype=np.int64)
-            u = context.rng.random(len(rows))
-            drawn = np.minimum((u[:, None] >= cumulative[rows]).sum(axis=1), len(names) - 1)
-            back = _values_of(series, names)
-            values = series.to_numpy(dtype=object).copy()
-            values[~missing] = back[drawn]
+            rows = np.asarray([index[t] for t in texts], dtype=np.int64)[code if not missing.any() else code[~missing]]
+            drawn = _draw(rows, context.rng.random(len(rows)), cumulative)
             changed += int((drawn != rows).sum())
-            out[c] = _typed(values, series)
+            out[c] = _released(series, missing, _values_of(series, names), drawn)
             matrices[str(c)] = {a: {b: float(P[i, j]) for j, b in enumerate(names) if P[i, j] > 0}
                                 for i, a in enumerate(names)}
         given = self.matrix is not None
@@ -351,6 +355,45 @@ def _values_of(series: pd.Series, names: list[str]) -> np.ndarray:
         else:
             out[i] = a
     return out
+
+
+def _draw(rows: np.ndarray, u: np.ndarray, cumulative: np.ndarray) -> np.ndarray:
+    """Per value, the category drawn by inverse CDF: the number of entries
+    of its row's cumulative distribution at most its uniform ``u`` (one
+    draw per value)."""
+    if len(cumulative) <= 64:  # one pass per column of the matrix, never an n x K array
+        drawn = np.zeros(len(rows), dtype=np.int64)
+        for j in range(cumulative.shape[1]):
+            drawn += u >= cumulative[:, j][rows]
+        return np.minimum(drawn, len(cumulative) - 1)
+    drawn = np.empty(len(rows), dtype=np.int64)
+    by = np.argsort(rows, kind="stable")  # many categories: one sort, then one searchsorted per category
+    edges = np.searchsorted(rows[by], np.arange(len(cumulative) + 1))
+    for a in range(len(cumulative)):
+        at = by[edges[a]:edges[a + 1]]
+        drawn[at] = np.searchsorted(cumulative[a], u[at], side="right")
+    return np.minimum(drawn, len(cumulative) - 1)
+
+
+def _released(like: pd.Series, missing: np.ndarray, back: np.ndarray, drawn: np.ndarray) -> pd.Series:
+    """The column with its observed values replaced by ``back[drawn]``, in
+    the original dtype where it can hold them: the categories are cast once
+    and taken per value (never a column of Python objects)."""
+    if not isinstance(like.dtype, pd.CategoricalDtype):
+        try:
+            palette = pd.Series(back).astype(like.dtype).array
+            lossless = not privclust.is_real_column(like) or np.array_equal(
+                np.asarray(palette, dtype=float), np.asarray(back, dtype=float))
+        except (TypeError, ValueError):
+            lossless = False
+        if lossless:
+            at = np.full(len(like), -1, dtype=np.int64)
+            at[~missing] = drawn
+            values = palette.take(at, allow_fill=bool(missing.any()))
+            return pd.Series(values, index=like.index, name=like.name)
+    values = like.to_numpy(dtype=object, copy=True)
+    values[~missing] = back[drawn]
+    return _typed(values, like)
 
 
 def _typed(values: np.ndarray, like: pd.Series) -> pd.Series:

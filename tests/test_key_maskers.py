@@ -154,27 +154,81 @@ def _outliers(seed: int, n_cells: int = 6, size: int = 6, n_out: int = 8, d: int
 def test_heuristic_against_the_exact_optimum(seed):
     """The exact solver's count is a lower bound of the heuristic's. The
     issue's target (the heuristic within 10% of the optimum) is NOT met: on
-    these files the optimum uses records with most keys suppressed, which
-    match nearly every record (sdcMicro's convention); the heuristic does not
-    seek them and needs up to twice as many suppressions (docs/key-maskers.md)."""
+    these files the optimum uses records with every key suppressed, which
+    match every record (sdcMicro's convention); the heuristic does not seek
+    them. Against the optimum that leaves no record with every key missing
+    (``min_kept = 1``) it is within 25% after its local search (before it:
+    up to 2x the optimum and 1.3x the one without such records;
+    docs/key-maskers.md)."""
     codes = _outliers(seed)
     radix = np.full(codes.shape[1], 5)
     greedy = _suppress.greedy(codes, 3, list(range(codes.shape[1])), radix)
     exact, optimal = _suppress.exact(codes, 3, np.ones(codes.shape[1]), radix)
-    assert optimal
-    for out in (greedy, exact):
+    kept, kept_optimal = _suppress.exact(codes, 3, np.ones(codes.shape[1]), radix, min_kept=1)
+    assert optimal and kept_optimal
+    for out in (greedy, exact, kept):
         assert (_suppress.match_counts(out, out, radix) >= 3).all()
-    n_greedy, n_exact = int((greedy < 0).sum()), int((exact < 0).sum())
-    assert n_exact <= n_greedy <= 2 * n_exact
-    print(f"seed {seed}: heuristic {n_greedy}, exact {n_exact}")
+    assert not (kept < 0).all(axis=1).any()
+    n_greedy, n_exact, n_kept = int((greedy < 0).sum()), int((exact < 0).sum()), int((kept < 0).sum())
+    assert n_exact <= n_kept <= n_greedy <= 1.25 * n_kept and n_greedy <= 1.7 * n_exact
+    print(f"seed {seed}: heuristic {n_greedy}, exact {n_exact}, exact with no record blank {n_kept}")
+
+
+def test_the_convention_bounds_the_optimum_by_k_minus_one_blank_records():
+    """Why the exact optimum is not a fair target for the heuristic (docs/key-maskers.md): under sdcMicro's
+    convention k - 1 records with every key missing make any file k-anonymous, so the optimum needs at most
+    (k - 1) x keys suppressions; the heuristic leaves no record with every key missing on these files."""
+    rng = np.random.default_rng(11)
+    for k in (2, 3, 5):
+        codes = np.stack([rng.choice(s, 80, p=np.arange(s, 0, -1) / np.arange(s, 0, -1).sum())
+                          for s in (5, 3, 8, 3, 9, 2)], axis=1).astype(np.int64)
+        radix = np.asarray([6, 4, 9, 4, 10, 3])
+        unsafe = np.flatnonzero(_suppress.match_counts(codes, codes, radix) < k)
+        blanked = codes.copy()
+        blanked[unsafe[:k - 1]] = -1
+        assert (_suppress.match_counts(blanked, blanked, radix) >= k).all()
+        heuristic = _suppress.greedy(codes, k, list(range(6)), radix)
+        assert (_suppress.match_counts(heuristic, heuristic, radix) >= k).all()
+        assert not (heuristic < 0).all(axis=1).any()
+        assert int((heuristic < 0).sum()) > (k - 1) * 6  # the heuristic is far above that bound
+
+
+def _codes_and_brute_counts(seed: int, n: int, missing: float) -> tuple[np.ndarray, np.ndarray, list[int]]:
+    """Random codes (4 keys of 3 categories, some missing), their radix and brute-force match counts."""
+    rng = np.random.default_rng(seed)
+    codes = rng.integers(0, 3, size=(n, 4))
+    codes[rng.random(codes.shape) < missing] = -1
+    return codes, np.full(4, 4), [int(np.all((codes == row) | (codes < 0) | (row < 0), axis=1).sum()) for row in codes]
+
+
+def test_weighted_counts_on_distinct_rows_agree_with_brute_force():
+    codes, radix, brute = _codes_and_brute_counts(2, 300, 0.05)
+    rows, inverse, weights = _suppress.distinct_rows(codes, radix)
+    assert (rows[inverse] == codes).all() and weights.sum() == len(codes) and len(rows) < len(codes)
+    assert _suppress.match_counts(rows, rows, radix, weights)[inverse].tolist() == brute
+    assert _suppress.record_match_counts(codes, radix).tolist() == brute
+
+
+def test_greedy_on_a_large_file_suppresses_the_records_of_a_row_alike():
+    """Above ROWS_ABOVE records the greedy works on the distinct rows, weighted by their records."""
+    rng = np.random.default_rng(4)
+    n = _suppress.ROWS_ABOVE + 1000
+    codes = np.stack([rng.choice(5, n, p=[0.5, 0.3, 0.1, 0.07, 0.03]) for _ in range(5)], axis=1).astype(np.int64)
+    codes[rng.random(codes.shape) < 0.01] = -1
+    radix = np.full(5, 6)
+    before = _suppress.match_counts(codes, codes, radix)
+    out = _suppress.greedy(codes, 3, [4, 3, 2, 1, 0], radix)
+    assert (_suppress.match_counts(out, out, radix) >= 3).all()
+    assert ((out == codes) | (out < 0)).all()  # suppressions only
+    changed = (out != codes).any(axis=1)
+    assert changed.any() and (before[changed] < 3).all()  # only records below k are touched
+    _, inverse, _ = _suppress.distinct_rows(codes, radix)
+    for row in np.unique(inverse[changed]):  # the records of one distinct row are suppressed alike
+        assert len({out[i].tobytes() for i in np.flatnonzero(inverse == row)}) == 1
 
 
 def test_match_counts_agree_with_brute_force():
-    rng = np.random.default_rng(5)
-    codes = rng.integers(0, 3, size=(80, 4))
-    codes[rng.random(codes.shape) < 0.1] = -1
-    radix = np.full(4, 4)
-    brute = [int(np.all((codes == row) | (codes < 0) | (row < 0), axis=1).sum()) for row in codes]
+    codes, radix, brute = _codes_and_brute_counts(5, 80, 0.1)
     assert _suppress.match_counts(codes, codes, radix).tolist() == brute
 
 
@@ -314,6 +368,31 @@ def test_a_text_key_recipe_runs_with_evaluators_and_a_report(tmp_path):
     assert code == 0 and (tmp_path / "out.html").exists()
     out = pd.read_csv(tmp_path / "out.csv")
     assert (_matches(out, KEYS) >= 3).all()
+
+
+@pytest.mark.parametrize("categories", [5, 70])
+def test_pram_draw_is_the_inverse_cdf_of_each_row(categories):
+    """The vectorised draw (a pass per matrix column; a sort above 64 categories) equals the row-wise count of
+    cumulative probabilities at most the uniform."""
+    from privclust_plugins.keys import _draw
+
+    rng = np.random.default_rng(categories)
+    P = rng.dirichlet(np.ones(categories), size=categories)
+    cumulative = np.cumsum(P, axis=1)
+    cumulative[:, -1] = 1.0
+    rows, u = rng.integers(0, categories, 5000), rng.random(5000)
+    expected = np.minimum((u[:, None] >= cumulative[rows]).sum(axis=1), categories - 1)
+    assert (_draw(rows, u, cumulative) == expected).all()
+
+
+def test_pram_keeps_the_dtype_of_a_text_column():
+    frame = pd.DataFrame({"sex": pd.array(["f", "m", None, "f"] * 50, dtype="string"),
+                          "code": pd.array([1, 2, None, 1] * 50, dtype="Int64")})
+    out = PRAM(matrix=MATRIX).mask(frame[["sex"]], privclust.PrivacyContext(seed=0)).data
+    assert out["sex"].dtype == frame["sex"].dtype and out["sex"].isna().sum() == 50
+    coded = PRAM(matrix={"1": {"1": 0.5, "2": 0.5}, "2": {"2": 1.0}}).mask(frame[["code"]],
+                                                                          privclust.PrivacyContext(seed=0)).data
+    assert coded["code"].dtype == frame["code"].dtype and set(coded["code"].dropna()) <= {1, 2}
 
 
 def test_pram_reads_integer_codes_with_missing_values_as_the_matrix_names_them():
