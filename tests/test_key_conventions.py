@@ -96,3 +96,20 @@ def test_sample_uniques_agree_with_suda2_on_holes():
     uniques = KeyFrequencies().evaluate(inputs)["sample_uniques"]
     assert uniques > 0
     assert Suda2().evaluate(inputs)["records_with_msu"] == uniques
+
+
+def test_the_verdict_says_its_expected_reidentifications_are_the_number_of_key_cells():
+    """The verdict's figure (sum of 1/f, 412 on the survey file) read as sdcMicro's expected re-identifications
+    (10.78): it names its intruder and says it is the number of key cells, and the weighted figure is at most it."""
+    frame, release = _suppressed()
+    figures = release.verification["keys"]
+    verdict = release.verdict
+    cells = figures["cells"]
+    assert figures["expected_reidentifications"] == cells
+    assert (f"expected re-identifications by an intruder who knows who is in the file: {cells}, the number of key "
+            "cells (a missing value counted as a value of its own)") in verdict
+    assert "for an intruder who does not know who was sampled, is at most this" in verdict
+    roles = privclust.Roles(keys=KEYS, weight=("w",))
+    weighted = IndividualRisk().evaluate(_inputs(frame, release.data, roles))["expected_reidentifications"]
+    unweighted = IndividualRisk().evaluate(_inputs(frame, release.data, privclust.Roles(keys=KEYS)))
+    assert weighted <= unweighted["expected_reidentifications"] <= cells
