@@ -117,5 +117,8 @@ def test_a_path_parameter_of_any_component_is_resolved_and_keeps_the_user_s_text
     back = pickle.loads(pickle.dumps(reader.source))
     assert back == reader.source and back.written == "a.csv"
     assert _Reader(source="a.csv").source == "a.csv"  # built outside a recipe file: the working directory's
+    # the plain-data form (the report's parameters, a spec's dict and TOML) is the user's text, not this machine's
+    assert privclust.ComponentSpec.of(reader).to_dict()["source"] == "a.csv"
+    assert privclust.specs.thaw(reader.tables)["t"] == "a.csv"
     with recipe_folder(tmp_path):
         assert resolve_path("~/x.csv") == "~/x.csv" and resolve_path(3) == 3
