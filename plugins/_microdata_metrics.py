@@ -604,13 +604,15 @@ def key_frequencies(keys: pd.DataFrame, weights: np.ndarray | None = None) -> tu
     without weights). A missing key value matches any category: two records
     match when they agree on every key both observe (the convention of every
     key figure of privclust, the host's verdict included)."""
-    codes = kr.encode(keys)
-    if weights is None:
-        f, _ = kr.match_totals(codes)
+    unit = 1.0 if weights is None else float(2.0 ** (np.frexp(np.max(weights))[1] - 1))  # weights of 1e308: scaled
+    scaled = None if weights is None else np.asarray(weights, dtype=float) / unit
+    if not keys.isna().to_numpy().any():  # no missing value: a record matches exactly its equal records (hashing)
+        cells, f = key_cells(keys)
+        sums = None if scaled is None else np.bincount(cells, weights=scaled)[cells]
+    else:
+        f, sums = kr.match_totals(kr.encode(keys), scaled)
+    if sums is None:
         return f, f.astype(float)
-    unit = float(2.0 ** (np.frexp(np.max(weights))[1] - 1))  # weights of 1e308: add them scaled
-    f, sums = kr.match_totals(codes, np.asarray(weights, dtype=float) / unit)
-    assert sums is not None
     with np.errstate(over="ignore"):
         population = sums * unit  # inf beyond the largest float: p = f / F_hat = 0 there
     return f, population
