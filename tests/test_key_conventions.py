@@ -113,3 +113,16 @@ def test_the_verdict_says_its_expected_reidentifications_are_the_number_of_key_c
     weighted = IndividualRisk().evaluate(_inputs(frame, release.data, roles))["expected_reidentifications"]
     unweighted = IndividualRisk().evaluate(_inputs(frame, release.data, privclust.Roles(keys=KEYS)))
     assert weighted <= unweighted["expected_reidentifications"] <= cells
+
+
+def test_the_host_s_matching_count_is_key_frequencies_records_below_k_on_a_holed_file():
+    rng = np.random.default_rng(7)
+    frame = pd.DataFrame({c: rng.choice(list("abcd"), 50) for c in KEYS})
+    frame = frame.mask(rng.random(frame.shape) < 0.1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        release = privclust.run({"roles": {"keys": list(KEYS)}}, frame, seed=1)  # an assessment: the file as it is
+    figures = release.verification["keys"]
+    ours = KeyFrequencies(k=figures["k"]).evaluate(_inputs(frame, frame, privclust.Roles(keys=KEYS)))
+    assert figures["missing_values"] > 0 and 0 < figures["records_with_few_matches"] < figures["records_below_k"]
+    assert figures["records_with_few_matches"] == ours["records_below_k"]
