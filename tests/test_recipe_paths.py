@@ -122,3 +122,11 @@ def test_a_path_parameter_of_any_component_is_resolved_and_keeps_the_user_s_text
     assert privclust.specs.thaw(reader.tables)["t"] == "a.csv"
     with recipe_folder(tmp_path):
         assert resolve_path("~/x.csv") == "~/x.csv" and resolve_path(3) == 3
+
+
+def test_compare_runs_a_recipe_file_s_relative_hierarchy_from_another_folder(layout):
+    sub, _ = layout
+    table = privclust.compare({"file": sub / "recipe.toml"}, _people(), grid={"recode.max_suppressed": [0.0, 0.1]},
+                              processes=1, progress=False)
+    errors = table["error"].dropna().tolist() if "error" in table.columns else []
+    assert len(table) == 2 and not errors, errors
