@@ -603,7 +603,8 @@ def key_frequencies(keys: pd.DataFrame, weights: np.ndarray | None = None) -> tu
     population frequency ``F_k`` (the sum of their ``weights``; ``f_k``
     without weights). A missing key value matches any category: two records
     match when they agree on every key both observe (the convention of every
-    key figure of privclust, the host's verdict included)."""
+    key evaluator; the host's verdict counts the records with ``f_k < k`` so
+    too, beside its count of identical rows)."""
     unit = 1.0 if weights is None else float(2.0 ** (np.frexp(np.max(weights))[1] - 1))  # weights of 1e308: scaled
     scaled = None if weights is None else np.asarray(weights, dtype=float) / unit
     if not keys.isna().to_numpy().any():  # no missing value: a record matches exactly its equal records (hashing)
