@@ -143,7 +143,7 @@ def _with_roles(recipe: Recipe, args: argparse.Namespace) -> Recipe:
     if not given:
         return recipe
     table = {**recipe.to_dict(), "roles": {**recipe.roles.to_dict(), **given}}
-    return Recipe.from_dict(table, source=str(getattr(args, "recipe", "")) or None)
+    return Recipe.from_dict(table, source=str(getattr(args, "recipe", "")) or None, folder=recipe.folder)
 
 
 def _inputs(args: argparse.Namespace) -> dict[str, str | None]:

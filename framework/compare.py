@@ -287,7 +287,7 @@ def _configure(recipe: Recipe, params: Mapping[str, Any], registry: Any = None) 
     data = recipe.to_dict()
     for key, value in params.items():
         _set(data, recipe, key, value, registry)
-    return Recipe.from_dict(data, source=recipe.name)
+    return Recipe.from_dict(data, source=recipe.name, folder=recipe.folder)
 
 
 # ---------------------------------------------------------------------------
@@ -305,7 +305,11 @@ def _run_one(recipe_dict: dict[str, Any], data: pd.DataFrame | None, seed: np.ra
         registry = worker_registry(spec, token)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            release = run(Recipe.from_dict(recipe_dict), frame, seed=seed, registry=registry)
+            # {"recipe": ..., "folder": ...}: a recipe file's, whose relative paths are its folder's ("recipe" is
+            # no key of a recipe); else a recipe's dict
+            recipe = Recipe.from_dict(recipe_dict["recipe"], folder=recipe_dict["folder"]) \
+                if set(recipe_dict) == {"recipe", "folder"} else Recipe.from_dict(recipe_dict)
+            release = run(recipe, frame, seed=seed, registry=registry)
     except PrivclustError as err:
         return {"error": f"{type(err).__name__}: {' '.join(str(err).split())}",
                 "seconds": time.perf_counter() - start}
@@ -604,7 +608,7 @@ def compare(
     for index, (_, _, _, recipe) in enumerate(planned):
         for r in range(repeats):
             child = np.random.SeedSequence(root.entropy, spawn_key=(*root.spawn_key, index, r))
-            tasks.append((recipe.to_dict(), child))
+            tasks.append(({"recipe": recipe.to_dict(), "folder": recipe.folder}, child))
     if scheduler is None:
         results = _run_local(tasks, frame, processes, progress, registry)
     else:

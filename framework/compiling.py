@@ -22,7 +22,7 @@ from .accounting import Budget, exact, group_delta, at_least
 from .components import Partition, capability, component_params
 from .constraints import ConstraintSet
 from .errors import Problem, RecipeError
-from .params import leak_problems
+from .params import leak_problems, recipe_folder
 from .recipe import EvaluateSpec, Recipe, Step, step_role_problems
 from .registry import Registry, get_registry, unknown_leak_problems
 from .specs import nested_components, step_id_params, thaw
@@ -224,12 +224,20 @@ def planned_costs(steps: Sequence[Any]) -> list[tuple[float, float, bool]]:
 
 def compile(recipe: Recipe | Mapping[str, Any] | str, registry: Registry | None = None) -> CompiledRecipe:  # noqa: A001
     """Check a recipe against the installed plugins and instantiate its
-    components, without touching any data.
+    components, without touching any data. The relative paths of the
+    parameters declared ``param(role="path")`` are resolved against the
+    recipe file's folder (:attr:`Recipe.folder`) as the components are built.
 
     :raises RecipeError: with every problem found, each with its location
         (``steps[1].clusterer.m``) and a fix.
     """
     recipe = Recipe.load(recipe)
+    with recipe_folder(recipe.folder):
+        return _compiled(recipe, registry)
+
+
+def _compiled(recipe: Recipe, registry: Registry | None) -> CompiledRecipe:
+    """:func:`compile`, the recipe loaded."""
     registry = registry if registry is not None else get_registry()
     problems: list[Problem] = unknown_leak_problems(recipe.privacy, registry)  # secure defaults for DP
 

@@ -192,10 +192,11 @@ def key_figures(released: pd.DataFrame, keys: Sequence[str], strata: Sequence[st
     value counted as a value of its own, with sdcMicro's matching count
     beside it when a value is missing), and ``expected_reidentifications``
     the sum over records of ``1 / f_k`` (``f_k`` the records sharing the
-    record's cell: the number of cells), the expected number of records an
-    intruder who knows who is in the file re-identifies by matching their
-    keys; no sampling weights are used (the ``individual-risk`` evaluator
-    gives sdcMicro's weighted estimate)."""
+    record's cell), the expected number of records an intruder who knows
+    who is in the file re-identifies by matching their keys: the number of
+    cells, and the text says so; no sampling weights are used (the
+    ``individual-risk`` evaluator gives sdcMicro's weighted estimate, at most
+    this figure on the same keys)."""
     keys = [str(c) for c in keys]
     checked = k_check(released, keys, tuple(strata), k)
     out = {"columns": keys, "strata": [str(c) for c in strata], "k": k, "records": int(len(released)),
@@ -218,9 +219,13 @@ def key_figures_text(figures: Mapping[str, Any]) -> str:
     own = "counting a missing value as a value of its own, " if figures["missing_values"] else ""
     counts = (f"the released file leaves {figures['sample_uniques']} of {n} records unique (sample uniques) and "
               f"{figures['records_below_k']} of {n} in key cells smaller than k = {k}")
+    cells = "key cells" + (" (a missing value counted as a value of its own)" if figures["missing_values"] else "")
     expected = (f"expected re-identifications by an intruder who knows who is in the file: "
-                f"{figures['expected_reidentifications']:.6g} (the sum over records of 1/f, f the records sharing "
-                "the record's keys; no sampling weights)")
+                f"{figures['expected_reidentifications']:.6g}, the number of {cells} (picking one of the f "
+                "records that share a person's keys is right with probability 1/f, so each cell adds exactly one, "
+                "whatever its size; unweighted: the estimate of the individual-risk and global-risk evaluators from "
+                "the sampling weights, for an intruder who does not know who was sampled, is at most this on the "
+                "same keys)")
     few = figures.get("records_with_few_matches")
     if figures["records_below_k"] == 0:
         return (f"Keys: on {where}, every released record shares its combination with at least "

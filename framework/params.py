@@ -16,7 +16,10 @@ from __future__ import annotations
 
 import inspect
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -38,7 +41,7 @@ from .specs import (
 
 __all__ = ["NOTHING", "DataLeak", "RenamedParameterError", "answer_renames", "check_renamed", "column_bounds",
            "declared_leaks", "leak_problems", "nested", "param", "param_name", "public_bounds", "renamed_message",
-           "renamed_to", "ROLES", "parameter_roles", "role_rounding"]
+           "renamed_to", "ROLES", "parameter_roles", "role_rounding", "RecipePath", "recipe_folder", "resolve_path"]
 
 _META_ROLE = "privclust_role"
 
@@ -49,7 +52,62 @@ _META_ROLE = "privclust_role"
 #: they never read as more noise, or a larger change covered, than holds);
 #: ``"plain"`` any other setting, to 6 significant digits. A number with no
 #: role is shown exactly: never misstated, whatever it is (docs/decisions.md).
-ROLES = {"privacy": "exact", "noise-scale": "down", "sensitivity": "down", "plain": "nearest"}
+#: ``"path"`` is no number: a file path (or a table of them) that a recipe file
+#: writes relative to its own folder (:func:`resolve_path`); shown as written.
+ROLES = {"privacy": "exact", "noise-scale": "down", "sensitivity": "down", "plain": "nearest", "path": "exact"}
+
+#: The folder of the recipe file whose components are being built (``None``: a recipe from a dict or text, whose
+#: relative paths are the working directory's). Set by :func:`recipe_folder` while a recipe is compiled.
+_FOLDER: ContextVar[Path | None] = ContextVar("privclust_recipe_folder", default=None)
+
+
+class RecipePath(str):
+    """A relative path a recipe file wrote, resolved against the recipe
+    file's folder: the string itself is the path to open (any ``open``,
+    ``Path`` or ``pandas.read_csv`` finds the file whatever the working
+    directory); :attr:`written` keeps the recipe's own text, for what a
+    report shows."""
+
+    written: str
+
+    def __new__(cls, resolved: str, written: str) -> RecipePath:
+        out = super().__new__(cls, resolved)
+        out.written = written
+        return out
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (RecipePath, (str(self), self.written))
+
+
+@contextmanager
+def recipe_folder(folder: str | Path | None) -> Iterator[None]:
+    """While the block runs, :func:`resolve_path` resolves relative paths against ``folder`` (``None``: leaves
+    them to the working directory)."""
+    token = _FOLDER.set(Path(folder) if folder is not None else None)
+    try:
+        yield
+    finally:
+        _FOLDER.reset(token)
+
+
+def resolve_path(value: Any) -> Any:
+    """A ``param(role="path")`` value with its relative path (or the relative
+    paths of a table of them, ``{key = "file.csv"}``) resolved against the
+    folder of the recipe file being compiled (:func:`recipe_folder`), as a
+    :class:`RecipePath`. Absolute paths (``~`` expanded), other values, and
+    every value outside a recipe file (a recipe given as a dict or text, a
+    component built in Python) are returned as they are: relative to the
+    working directory."""
+    folder = _FOLDER.get()
+    if folder is None or isinstance(value, RecipePath):
+        return value
+    if isinstance(value, str):
+        if not value or Path(value).expanduser().is_absolute():
+            return value
+        return RecipePath(str(folder / value), value)
+    if isinstance(value, Mapping):
+        return {key: resolve_path(v) for key, v in value.items()}
+    return value
 
 #: Sentinel: the parameter is required (no default).
 NOTHING = attrs.NOTHING
@@ -161,6 +219,10 @@ def param(
         ``"privacy"`` (an epsilon or a delta: shown exactly),
         ``"noise-scale"``/``"sensitivity"`` (rounded down), ``"plain"`` (6
         significant digits); left out, the report shows it exactly.
+        ``"path"``: the value is a file path, or a table of them, which a
+        recipe file writes relative to its own folder: the host resolves a
+        relative path against the folder of the recipe file it was read from
+        (:func:`resolve_path`), before any other converter runs.
     """
     if role is not None and role not in ROLES:
         raise ParameterError(f"param(role=...) is one of {', '.join(map(repr, ROLES))}; got {role!r}")
@@ -168,6 +230,8 @@ def param(
         optional = True
 
     def convert(value: Any) -> Any:
+        if role == "path":
+            value = resolve_path(value)
         if converter is not None and value is not None:
             value = converter(value)
         return _convert(tp, value)

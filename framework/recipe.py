@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import difflib
 import math
+import os
 import re
 import tomllib
 from collections.abc import Iterable, Mapping, Sequence
@@ -494,6 +495,10 @@ class Recipe:
     roles: Roles = attrs.field(factory=Roles)
     name: str | None = None
     description: str | None = None
+    #: The folder of the recipe file it was read from (absolute), against which the relative paths of its
+    #: ``param(role="path")`` parameters are resolved; ``None`` for a recipe given as a dict or text (the working
+    #: directory). Not part of the recipe's data: left out of :meth:`to_dict` and of equality.
+    folder: str | None = attrs.field(default=None, eq=False, repr=False)
     step_ids: tuple[str, ...] = attrs.field(init=False)
 
     @step_ids.default
@@ -510,9 +515,11 @@ class Recipe:
     # -- construction ------------------------------------------------------
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any], *, source: str | None = None) -> Recipe:
+    def from_dict(cls, data: Mapping[str, Any], *, source: str | None = None, folder: str | None = None) -> Recipe:
         """Build a recipe from plain data (e.g. parsed TOML); all structural
-        problems are raised together in one :class:`RecipeError`."""
+        problems are raised together in one :class:`RecipeError`. ``folder``:
+        the folder relative paths of the recipe are written against (default:
+        the working directory)."""
         problems: list[Problem] = []
         if not isinstance(data, Mapping):
             raise RecipeError([Problem("", f"a recipe must be a table; got {type(data).__name__}")], source=source)
@@ -647,18 +654,24 @@ class Recipe:
             roles=roles,
             name=data.get("name"),
             description=data.get("description"),
+            folder=folder,
         )
 
     @classmethod
     def from_toml(cls, text_or_path: str | Path) -> Recipe:
         """Read a recipe from a TOML file (a :class:`~pathlib.Path` or a path
-        string ending in ``.toml``) or from TOML text."""
+        string ending in ``.toml``) or from TOML text. A file's relative paths
+        (the parameters declared ``param(role="path")``, such as ``recode``'s
+        hierarchy files) are relative to the file's folder; a text's to the
+        working directory."""
         source: str | None = None
+        folder: str | None = None
         if isinstance(text_or_path, Path) or (
             isinstance(text_or_path, str) and "\n" not in text_or_path and text_or_path.endswith(".toml")
         ):
             path = Path(text_or_path)
             source = str(path)
+            folder = os.path.dirname(os.path.abspath(path.expanduser()))
             try:
                 if path.is_dir():
                     raise RecipeError([Problem("", f"{path} is a folder, not a recipe file")], source=source)
@@ -695,7 +708,7 @@ class Recipe:
             ) from err
         except RecursionError:  # pragma: no cover - the bracket count above stops this first
             raise RecipeError([Problem("", "nests arrays or tables too deeply", "flatten it")], source=source) from None
-        return cls.from_dict(data, source=source)
+        return cls.from_dict(data, source=source, folder=folder)
 
     @classmethod
     def load(cls, obj: Recipe | Mapping[str, Any] | str | Path) -> Recipe:

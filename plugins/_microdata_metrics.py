@@ -4,7 +4,11 @@ on arrays (original ``X`` and protected ``Y``, same shape, row ``i`` of
 
 Pure numpy/scipy functions; the components in
 :mod:`privclust_plugins.microdata_evaluators` pick the columns and the
-partition and name the figures.
+partition and name the figures. At the end, the helpers every key evaluator
+shares (of :mod:`privclust_plugins.microdata_evaluators` and
+:mod:`privclust_plugins.key_risk`): which keys and weights an evaluator reads,
+and the key frequencies under one convention, sdcMicro's (a missing key value
+matches any category).
 """
 
 from __future__ import annotations
@@ -16,15 +20,28 @@ import pandas as pd
 from scipy import special
 from scipy.spatial import cKDTree
 
+import privclust
+from privclust import DataError, EvaluationInputs, param
+
+from . import _key_risk as kr
+
 __all__ = [
     "dbrl",
     "expected_sizes",
     "il1s",
     "interval_disclosure",
+    "key_frame",
+    "key_frequencies",
+    "key_role",
     "moments",
+    "named_keys",
     "realised_sizes",
+    "record_risks",
+    "sampling_weights",
     "sse_sst",
+    "strata_param",
     "transparency_posteriors",
+    "weight_role",
 ]
 
 
@@ -497,3 +514,119 @@ def dbrl_within_cells(X: np.ndarray, Y: np.ndarray, cells_x: np.ndarray, cells_y
                                 cells_x == cells_y, workers)
     return _linkage(np.column_stack([Z, cells_x * gap]), np.column_stack([Zp, cells_y * gap]), cells_x == cells_y,
                     workers)
+
+
+# ---------------------------------------------------------------------------
+# The evaluators' keys, weights and key frequencies (shared by microdata_evaluators and key_risk)
+# ---------------------------------------------------------------------------
+
+
+def key_role(keys: tuple[str, ...], inputs: EvaluationInputs, with_strata: bool = True) -> tuple[str, ...]:
+    """The evaluator's own ``keys``, else the recipe's ``[roles] keys``; then
+    (``with_strata``) the recipe's ``[roles] strata``: they are public by
+    declaration and released unchanged, so an intruder knows them as well as
+    any key, and a record unique within its stratum is unique (counting the
+    keys alone understated the sample uniques and the risk)."""
+    roles = getattr(inputs, "roles", None)
+    chosen = tuple(keys) or (tuple(roles.keys) if roles is not None else ())
+    if not chosen or not with_strata or roles is None:
+        return chosen
+    return chosen + tuple(c for c in roles.strata if c not in chosen)
+
+
+def strata_param() -> Any:
+    """The ``with_strata`` parameter of the key evaluators."""
+    return param(bool, default=True, doc="count the recipe's [roles] strata as key variables too (public by "
+                                         "declaration: an intruder knows them); false: the keys alone")
+
+
+def weight_role(weight: str | None, inputs: EvaluationInputs) -> str | None:
+    """The evaluator's own ``weight``, else the recipe's ``[roles] weight``."""
+    roles = getattr(inputs, "roles", None)
+    return weight if weight is not None else (roles.weight_column if roles is not None else None)
+
+
+def named_keys(keys: tuple[str, ...], who: str) -> tuple[str, ...]:
+    """``keys``, refused when there are none (asked by ``evaluated_on`` before any step runs as well)."""
+    if not keys:
+        raise DataError(f"{who}: name the categorical key variables: {{ use = \"{who}\", keys = [\"sex\", "
+                        "\"region\"] }, or give the recipe a [roles] keys = [...] table")
+    bad = [k for k in keys if not isinstance(k, str)]
+    if bad:  # keys = [1] passed check (a number is no column name) and was refused after every step had run
+        raise DataError(f"{who}: keys must be column names (strings); got {bad!r} (e.g. keys = [\"sex\", "
+                        "\"region\"])")
+    return keys
+
+
+def key_frame(frame: pd.DataFrame, keys: tuple[str, ...], who: str, what: str) -> pd.DataFrame:
+    """The columns ``keys`` of ``frame`` (``what``: "protected" or "original", for the error)."""
+    named_keys(keys, who)
+    missing = [c for c in keys if c not in frame.columns]
+    if missing:
+        raise DataError(f"{who}: key column(s) {', '.join(map(repr, missing))} are not in the {what} data; "
+                        f"the columns are {', '.join(map(str, frame.columns))}")
+    return frame.loc[:, list(keys)]
+
+
+def sampling_weights(frame: pd.DataFrame, weight: str | None, who: str, *, sample: bool = False
+                     ) -> np.ndarray | None:
+    """The sampling weights of column ``weight`` of ``frame`` (every
+    evaluator passes the original file: the weights the records were drawn
+    with, whatever a step did to the released column). ``sample``: the
+    figure uses sample variances, ``sum w (x - mean)^2 / (sum w - 1)``,
+    which need the weights to add up to more than 1."""
+    if weight is None:
+        return None
+    if weight not in frame.columns:
+        raise DataError(f"{who}: the weight column {weight!r} is not in the data")
+    series = frame[weight]
+    if not privclust.is_real_column(series):
+        raise DataError(f"{who}: the weight column {weight!r} is not numeric (dtype {series.dtype})")
+    w = series.to_numpy(dtype=float, na_value=np.nan)
+    bad = ~np.isfinite(w) | (w <= 0)
+    if bad.any():
+        raise DataError(f"{who}: the weight column {weight!r} has {int(bad.sum())} value(s) that are missing, "
+                        "infinite or not positive; every sampling weight must be a positive number")
+    if sample:
+        unit = float(2.0 ** (np.frexp(np.max(w))[1] - 1))  # a sum of weights of 1e308 overflows: add them scaled
+        total = float(np.sum(w / unit))
+        if not total * unit > 1.0:
+            raise DataError(f"{who}: the weight column {weight!r} adds up to {total * unit:.6g}; the sample "
+                            "variances of this figure divide by (sum of the weights - 1), so the weights must add "
+                            "up to more than 1 (sampling weights count population units: each is usually >= 1)")
+    return w
+
+
+def key_frequencies(keys: pd.DataFrame, weights: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """sdcMicro's ``freqCalc``: per record, the sample frequency ``f_k`` (the
+    records that match it on ``keys``, itself included) and the estimated
+    population frequency ``F_k`` (the sum of their ``weights``; ``f_k``
+    without weights). A missing key value matches any category: two records
+    match when they agree on every key both observe (the convention of every
+    key evaluator; the host's verdict counts the records with ``f_k < k`` so
+    too, beside its count of identical rows)."""
+    unit = 1.0 if weights is None else float(2.0 ** (np.frexp(np.max(weights))[1] - 1))  # weights of 1e308: scaled
+    scaled = None if weights is None else np.asarray(weights, dtype=float) / unit
+    if not keys.isna().to_numpy().any():  # no missing value: a record matches exactly its equal records (hashing)
+        cells, f = key_cells(keys)
+        sums = None if scaled is None else np.bincount(cells, weights=scaled)[cells]
+    else:
+        f, sums = kr.match_totals(kr.encode(keys), scaled)
+    if sums is None:
+        return f, f.astype(float)
+    with np.errstate(over="ignore"):
+        population = sums * unit  # inf beyond the largest float: p = f / F_hat = 0 there
+    return f, population
+
+
+def record_risks(inputs: EvaluationInputs, keys: tuple[str, ...], with_strata: bool, weight: str | None,
+                 who: str) -> np.ndarray:
+    """Each released record's individual risk (Benedetti & Franconi, the
+    kernel :func:`individual_risk`) from :func:`key_frequencies` of the
+    released keys (and strata) and the original file's weights (a step that
+    masked the weight column does not change how many population units a
+    record stands for); without a weight the file is the population
+    (``1/f``)."""
+    frame = key_frame(inputs.protected, key_role(keys, inputs, with_strata), who, "protected")
+    f, population = key_frequencies(frame, sampling_weights(inputs.original, weight_role(weight, inputs), who))
+    return individual_risk(f, np.maximum(population, f))

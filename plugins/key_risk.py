@@ -45,7 +45,6 @@ from privclust import DataError, EvaluationInputs, ParameterError, param
 
 from . import _key_risk as kr
 from . import _microdata_metrics as mm
-from .microdata_evaluators import _key_role, _keys, _named_keys, _strata_param, _weight_role, _weights
 
 __version__ = "0.1.0"
 
@@ -62,26 +61,7 @@ def _keys_param() -> Any:
 
 def _codes(inputs: EvaluationInputs, keys: tuple[str, ...], with_strata: bool, who: str) -> np.ndarray:
     """The released file's keys (and strata) as integer codes, ``-1`` for a missing value."""
-    return kr.encode(_keys(inputs.protected, _key_role(keys, inputs, with_strata), who, "protected"))
-
-
-def record_risks(inputs: EvaluationInputs, keys: tuple[str, ...], with_strata: bool, weight: str | None,
-                 who: str) -> np.ndarray:
-    """Each released record's individual risk (Benedetti & Franconi, the
-    kernel of ``individual-risk``), with the sample frequency ``f`` and the
-    sum of weights ``F_hat`` taken over the records that match it (a missing
-    key value matching any category, as sdcMicro's ``freqCalc``); without a
-    weight the file is the population (``1/f``)."""
-    codes = _codes(inputs, keys, with_strata, who)
-    weights = _weights(inputs.original, _weight_role(weight, inputs), who)
-    if weights is None:
-        f, _ = kr.match_totals(codes)
-        return mm.individual_risk(f, f)
-    unit = float(2.0 ** (np.frexp(np.max(weights))[1] - 1))  # weights of 1e308: add them scaled
-    f, sums = kr.match_totals(codes, weights / unit)
-    with np.errstate(over="ignore"):
-        population = sums * unit  # inf beyond the largest float: p = f / F_hat = 0 there
-    return mm.individual_risk(f, np.maximum(population, f))
+    return kr.encode(mm.key_frame(inputs.protected, mm.key_role(keys, inputs, with_strata), who, "protected"))
 
 
 def _household(household: str | None, inputs: EvaluationInputs, who: str, *, required: bool) -> str | None:
@@ -151,12 +131,12 @@ class LDiversity:
 
     sensitive: str = param(str, doc="the sensitive column whose values the key cells should not disclose")
     keys: tuple[str, ...] = _keys_param()
-    with_strata: bool = _strata_param()
+    with_strata: bool = mm.strata_param()
     l: int = param(int, default=2, ge=2,  # noqa: E741 - sdcMicro's and the literature's name
                    doc="a record's cell should hold at least l distinct sensitive values")
 
     def _checked(self, inputs: EvaluationInputs) -> tuple[str, ...]:
-        keys = _named_keys(_key_role(self.keys, inputs, self.with_strata), self.name)
+        keys = mm.named_keys(mm.key_role(self.keys, inputs, self.with_strata), self.name)
         if self.sensitive in keys:
             where = "a stratum of the recipe's [roles] strata" if self.sensitive not in (self.keys or (
                 inputs.roles.keys if getattr(inputs, "roles", None) is not None else ())) else "a key"
@@ -253,7 +233,7 @@ class Suda2:
     }
 
     keys: tuple[str, ...] = _keys_param()
-    with_strata: bool = _strata_param()
+    with_strata: bool = mm.strata_param()
     max_size: int | None = param(int, default=None, ge=1, optional=True,
                                  doc="the largest MSU searched, in keys (default: every key, as sdcMicro)")
     dis_fraction: float = param(float, role="plain", default=0.01, gt=0, lt=1,
@@ -262,13 +242,13 @@ class Suda2:
                              doc="a record is at risk above this DIS-SUDA score")
 
     def evaluated_on(self, inputs: EvaluationInputs) -> Mapping[str, Any]:
-        keys = _named_keys(_key_role(self.keys, inputs, self.with_strata), self.name)
+        keys = mm.named_keys(mm.key_role(self.keys, inputs, self.with_strata), self.name)
         _check_subsets(len(keys), self.max_size)
         return {"columns": list(keys)}
 
     def evaluate(self, inputs: EvaluationInputs) -> Mapping[str, float]:
-        keys = _key_role(self.keys, inputs, self.with_strata)
-        scores, found = _suda2(_keys(inputs.protected, keys, self.name, "protected"), keys, self.max_size,
+        keys = mm.key_role(self.keys, inputs, self.with_strata)
+        scores, found = _suda2(mm.key_frame(inputs.protected, keys, self.name, "protected"), keys, self.max_size,
                                self.dis_fraction)
         msus = scores.filter(like="msu_").to_numpy()
         return {
@@ -319,20 +299,20 @@ class HouseholdRisk:
     }
 
     keys: tuple[str, ...] = _keys_param()
-    with_strata: bool = _strata_param()
+    with_strata: bool = mm.strata_param()
     weight: str | None = _risk_weight_param()
     household: str | None = _household_param()
     threshold: float = param(float, role="plain", default=0.1, gt=0, le=1, doc="a household is at risk above this risk")
 
     def evaluated_on(self, inputs: EvaluationInputs) -> Mapping[str, Any]:
-        keys = _named_keys(_key_role(self.keys, inputs, self.with_strata), self.name)
+        keys = mm.named_keys(mm.key_role(self.keys, inputs, self.with_strata), self.name)
         hid = _household(self.household, inputs, self.name, required=True)
-        return {"columns": [*keys, hid], "weight": _weight_role(self.weight, inputs)}
+        return {"columns": [*keys, hid], "weight": mm.weight_role(self.weight, inputs)}
 
     def evaluate(self, inputs: EvaluationInputs) -> Mapping[str, float]:
         hid = _household(self.household, inputs, self.name, required=True)
         households = _household_codes(inputs, str(hid), self.name)
-        risks = record_risks(inputs, self.keys, self.with_strata, self.weight, self.name)
+        risks = mm.record_risks(inputs, self.keys, self.with_strata, self.weight, self.name)
         return _household_figures(risks, households, self.threshold)
 
 
@@ -356,17 +336,17 @@ class GlobalRisk:
     }
 
     keys: tuple[str, ...] = _keys_param()
-    with_strata: bool = _strata_param()
+    with_strata: bool = mm.strata_param()
     weight: str | None = _risk_weight_param()
     household: str | None = _household_param()
 
     def evaluated_on(self, inputs: EvaluationInputs) -> Mapping[str, Any]:
-        keys = _named_keys(_key_role(self.keys, inputs, self.with_strata), self.name)
+        keys = mm.named_keys(mm.key_role(self.keys, inputs, self.with_strata), self.name)
         hid = _household(self.household, inputs, self.name, required=False)
-        return {"columns": [*keys, *([hid] if hid else [])], "weight": _weight_role(self.weight, inputs)}
+        return {"columns": [*keys, *([hid] if hid else [])], "weight": mm.weight_role(self.weight, inputs)}
 
     def evaluate(self, inputs: EvaluationInputs) -> Mapping[str, float]:
-        risks = record_risks(inputs, self.keys, self.with_strata, self.weight, self.name)
+        risks = mm.record_risks(inputs, self.keys, self.with_strata, self.weight, self.name)
         out = {"expected_reidentifications": float(risks.sum()), "global_risk": float(risks.mean())}
         hid = _household(self.household, inputs, self.name, required=False)
         if hid is not None:

@@ -91,6 +91,12 @@ def _weight_param() -> Any:
                                         "weight, else unweighted)")
 
 
+def _weights_of(evaluator: Any, inputs: EvaluationInputs, *, sample: bool = False) -> np.ndarray | None:
+    """The sampling weights an evaluator with a ``weight`` parameter reads (the original file's)."""
+    return mm.sampling_weights(inputs.original, mm.weight_role(evaluator.weight, inputs), evaluator.name,
+                               sample=sample)
+
+
 @attrs.frozen(kw_only=True)
 class SseSst:
     """100 SSE/SST on variables standardised with the original's mean and
@@ -112,11 +118,11 @@ class SseSst:
     weight: str | None = _weight_param()
 
     def evaluated_on(self, inputs: EvaluationInputs) -> Mapping[str, Any]:
-        return {"columns": list(inputs.columns), "weight": _weight_role(self.weight, inputs)}
+        return {"columns": list(inputs.columns), "weight": mm.weight_role(self.weight, inputs)}
 
     def evaluate(self, inputs: EvaluationInputs) -> Mapping[str, float]:
         X, Y = _arrays(inputs, self.name)
-        value, sse, sst = mm.sse_sst(X, Y, _weights(inputs.original, _weight_role(self.weight, inputs), self.name))
+        value, sse, sst = mm.sse_sst(X, Y, _weights_of(self, inputs))
         return {"sse_sst": value, "sse": sse, "sst": sst}
 
 
@@ -135,12 +141,11 @@ class IL1s:
     weight: str | None = _weight_param()
 
     def evaluated_on(self, inputs: EvaluationInputs) -> Mapping[str, Any]:
-        return {"columns": list(inputs.columns), "weight": _weight_role(self.weight, inputs)}
+        return {"columns": list(inputs.columns), "weight": mm.weight_role(self.weight, inputs)}
 
     def evaluate(self, inputs: EvaluationInputs) -> Mapping[str, float]:
         X, Y = _arrays(inputs, self.name)
-        return {"il1s": mm.il1s(X, Y, _weights(inputs.original, _weight_role(self.weight, inputs), self.name,
-                                               sample=True))}
+        return {"il1s": mm.il1s(X, Y, _weights_of(self, inputs, sample=True))}
 
 
 @attrs.frozen(kw_only=True)
@@ -165,13 +170,13 @@ class Moments:
     weight: str | None = _weight_param()
 
     def evaluated_on(self, inputs: EvaluationInputs) -> Mapping[str, Any]:
-        return {"columns": list(inputs.columns), "weight": _weight_role(self.weight, inputs)}
+        return {"columns": list(inputs.columns), "weight": mm.weight_role(self.weight, inputs)}
 
     def evaluate(self, inputs: EvaluationInputs) -> Mapping[str, float]:
         X, Y = _arrays(inputs, self.name)
         if X.shape[0] < 2:
             raise DataError("moments: variances need at least 2 records")
-        return mm.moments(X, Y, _weights(inputs.original, _weight_role(self.weight, inputs), self.name, sample=True))
+        return mm.moments(X, Y, _weights_of(self, inputs, sample=True))
 
 
 @attrs.frozen(kw_only=True)
@@ -472,51 +477,6 @@ class EditViolations:
 # ---------------------------------------------------------------------------
 
 
-def _key_role(keys: tuple[str, ...], inputs: EvaluationInputs, with_strata: bool = True) -> tuple[str, ...]:
-    """The evaluator's own ``keys``, else the recipe's ``[roles] keys``; then
-    (``with_strata``) the recipe's ``[roles] strata``: they are public by
-    declaration and released unchanged, so an intruder knows them as well as
-    any key, and a record unique within its stratum is unique (counting the
-    keys alone understated the sample uniques and the risk)."""
-    roles = getattr(inputs, "roles", None)
-    chosen = tuple(keys) or (tuple(roles.keys) if roles is not None else ())
-    if not chosen or not with_strata or roles is None:
-        return chosen
-    return chosen + tuple(c for c in roles.strata if c not in chosen)
-
-
-def _strata_param() -> Any:
-    return param(bool, default=True, doc="count the recipe's [roles] strata as key variables too (public by "
-                                         "declaration: an intruder knows them); false: the keys alone")
-
-
-def _weight_role(weight: str | None, inputs: EvaluationInputs) -> str | None:
-    """The evaluator's own ``weight``, else the recipe's ``[roles] weight``."""
-    roles = getattr(inputs, "roles", None)
-    return weight if weight is not None else (roles.weight_column if roles is not None else None)
-
-
-def _named_keys(keys: tuple[str, ...], who: str) -> tuple[str, ...]:
-    """``keys``, refused when there are none (asked by ``evaluated_on`` before any step runs as well)."""
-    if not keys:
-        raise DataError(f"{who}: name the categorical key variables: {{ use = \"{who}\", keys = [\"sex\", "
-                        "\"region\"] }, or give the recipe a [roles] keys = [...] table")
-    bad = [k for k in keys if not isinstance(k, str)]
-    if bad:  # keys = [1] passed check (a number is no column name) and was refused after every step had run
-        raise DataError(f"{who}: keys must be column names (strings); got {bad!r} (e.g. keys = [\"sex\", "
-                        "\"region\"])")
-    return keys
-
-
-def _keys(frame: pd.DataFrame, keys: tuple[str, ...], who: str, what: str) -> pd.DataFrame:
-    _named_keys(keys, who)
-    missing = [c for c in keys if c not in frame.columns]
-    if missing:
-        raise DataError(f"{who}: key column(s) {', '.join(map(repr, missing))} are not in the {what} data; "
-                        f"the columns are {', '.join(map(str, frame.columns))}")
-    return frame.loc[:, list(keys)]
-
-
 def _cells_of_both(original: pd.DataFrame, protected: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     """Cell codes of both files on one coding (a combination has one code in both)."""
     both = pd.concat([original.reset_index(drop=True), protected.reset_index(drop=True)], ignore_index=True)
@@ -525,70 +485,49 @@ def _cells_of_both(original: pd.DataFrame, protected: pd.DataFrame) -> tuple[np.
     return codes[:n], codes[n:]
 
 
-def _weights(frame: pd.DataFrame, weight: str | None, who: str, *, sample: bool = False) -> np.ndarray | None:
-    """The sampling weights of column ``weight`` of ``frame`` (every
-    evaluator passes the original file: the weights the records were drawn
-    with, whatever a step did to the released column). ``sample``: the
-    figure uses sample variances, ``sum w (x - mean)^2 / (sum w - 1)``,
-    which need the weights to add up to more than 1."""
-    if weight is None:
-        return None
-    if weight not in frame.columns:
-        raise DataError(f"{who}: the weight column {weight!r} is not in the data")
-    series = frame[weight]
-    if not privclust.is_real_column(series):
-        raise DataError(f"{who}: the weight column {weight!r} is not numeric (dtype {series.dtype})")
-    w = series.to_numpy(dtype=float, na_value=np.nan)
-    bad = ~np.isfinite(w) | (w <= 0)
-    if bad.any():
-        raise DataError(f"{who}: the weight column {weight!r} has {int(bad.sum())} value(s) that are missing, "
-                        "infinite or not positive; every sampling weight must be a positive number")
-    if sample:
-        unit = float(2.0 ** (np.frexp(np.max(w))[1] - 1))  # a sum of weights of 1e308 overflows: add them scaled
-        total = float(np.sum(w / unit))
-        if not total * unit > 1.0:
-            raise DataError(f"{who}: the weight column {weight!r} adds up to {total * unit:.6g}; the sample "
-                            "variances of this figure divide by (sum of the weights - 1), so the weights must add "
-                            "up to more than 1 (sampling weights count population units: each is usually >= 1)")
-    return w
-
-
 @attrs.frozen(kw_only=True)
 class KeyFrequencies:
     """Frequency counts of the combinations of the categorical key variables
     (sdcMicro's ``freqCalc``): how many combinations there are, how many
     records are sample uniques (alone with their combination), and how many
     sit in a cell smaller than ``k``; for the protected file and for the
-    original. A missing key value is a category of its own."""
+    original. A missing key value matches any category (sdcMicro's
+    convention, as every key figure): a record's cell is the records that
+    agree with it on every key both observe, and a combination is a distinct
+    row of key values (a missing value counted as one value there)."""
 
     name: ClassVar[str] = "key-frequencies"
     metric_descriptions: ClassVar[Mapping[str, tuple[str, str]]] = {
         **{f"{metric}{suffix}": (f"{text} ({where})", unit)
            for suffix, where in (("", "released file"), ("_original", "original file"))
            for metric, text, unit in (
-               ("combinations", "distinct combinations of the key variables", "combinations"),
-               ("sample_uniques", "records alone with their key combination (the keys and the public strata; a "
-                                  "missing key value is a category of its own)", "records"),
-               ("records_below_k", "records in a key cell smaller than k", "records"),
-               ("share_below_k", "share of records in a key cell smaller than k", "share (0-1)"),
-               ("min_cell_size", "smallest key cell", "records"))},
+               ("combinations", "distinct combinations of the key variables (a missing value counted as one value "
+                                "here)", "combinations"),
+               ("sample_uniques", "records no other record matches on the keys and the public strata (a missing "
+                                  "key value matches any category: sdcMicro's fk = 1)", "records"),
+               ("records_below_k", "records matched by fewer than k records, themselves included (fk < k)",
+                "records"),
+               ("share_below_k", "share of records matched by fewer than k records (fk < k)", "share (0-1)"),
+               ("min_cell_size", "smallest number of records matching a record, itself included (min fk)",
+                "records"))},
     }
 
     keys: tuple[str, ...] = param(tuple, default=(), doc="the categorical key variables (quasi-identifiers; "
                                                         "default: the recipe's [roles] keys)")
-    with_strata: bool = _strata_param()
+    with_strata: bool = mm.strata_param()
     k: int = param(int, default=3, ge=2,
                    doc="the minimum group size: a cell with fewer than k records breaks k-anonymity on the keys")
 
     def evaluated_on(self, inputs: EvaluationInputs) -> Mapping[str, Any]:
-        return {"columns": list(_named_keys(_key_role(self.keys, inputs, self.with_strata), self.name))}
+        return {"columns": list(mm.named_keys(mm.key_role(self.keys, inputs, self.with_strata), self.name))}
 
     def evaluate(self, inputs: EvaluationInputs) -> Mapping[str, float]:
         out: dict[str, float] = {}
+        keys = mm.key_role(self.keys, inputs, self.with_strata)
         for suffix, frame, what in (("", inputs.protected, "protected"), ("_original", inputs.original, "original")):
-            keys = _key_role(self.keys, inputs, self.with_strata)
-            codes, sizes = mm.key_cells(_keys(frame, keys, self.name, what))
-            out[f"combinations{suffix}"] = float(len(np.unique(codes)))
+            cells = mm.key_frame(frame, keys, self.name, what)
+            sizes, _ = mm.key_frequencies(cells)
+            out[f"combinations{suffix}"] = float(len(np.unique(mm.key_cells(cells)[0])))
             out[f"sample_uniques{suffix}"] = float(np.sum(sizes == 1))
             out[f"records_below_k{suffix}"] = float(np.sum(sizes < self.k))
             out[f"share_below_k{suffix}"] = float(np.mean(sizes < self.k))
@@ -600,8 +539,10 @@ class KeyFrequencies:
 class IndividualRisk:
     """The individual re-identification risk of each record through its key
     combination (Benedetti & Franconi 1998; sdcMicro's ``measure_risk``):
-    ``E[1/F | f]`` for the sample frequency ``f`` of its cell and the
-    population frequency ``F`` estimated from the sampling weights (those of
+    ``E[1/F | f]`` for the sample frequency ``f`` of its cell (the records
+    that match it, a missing key value matching any category, as sdcMicro's
+    ``freqCalc``) and the population frequency ``F`` estimated from the
+    sampling weights (those of
     the original file, as every weighted evaluator reads them: a step that
     masked the weight column does not change how many population units a
     record stands for). Without ``weight`` the file is taken as the whole
@@ -622,7 +563,7 @@ class IndividualRisk:
 
     keys: tuple[str, ...] = param(tuple, default=(), doc="the categorical key variables (quasi-identifiers; "
                                                         "default: the recipe's [roles] keys)")
-    with_strata: bool = _strata_param()
+    with_strata: bool = mm.strata_param()
     weight: str | None = param(str, default=None, doc="the sampling-weight column, read from the original file "
                                                       "(default: the recipe's [roles] weight, else the file is "
                                                       "the population)")
@@ -630,23 +571,14 @@ class IndividualRisk:
                              doc="a record is at risk above this individual risk")
 
     def evaluated_on(self, inputs: EvaluationInputs) -> Mapping[str, Any]:
-        return {"columns": list(_named_keys(_key_role(self.keys, inputs, self.with_strata), self.name)),
-                "weight": _weight_role(self.weight, inputs)}
+        return {"columns": list(mm.named_keys(mm.key_role(self.keys, inputs, self.with_strata), self.name)),
+                "weight": mm.weight_role(self.weight, inputs)}
 
     def evaluate(self, inputs: EvaluationInputs) -> Mapping[str, float]:
-        keys = _keys(inputs.protected, _key_role(self.keys, inputs, self.with_strata), self.name, "protected")
-        codes, sizes = mm.key_cells(keys)
-        # the original file's weights, as every evaluator reads them: what a step did to the released weight
-        # column does not change how many population units each record stands for
-        weights = _weights(inputs.original, _weight_role(self.weight, inputs), self.name)
-        if weights is None:
-            population = sizes.astype(float)
-        else:
-            unit = float(2.0 ** (np.frexp(np.max(weights))[1] - 1))  # weights of 1e308: add them scaled
-            cell = np.bincount(codes, weights=weights / unit)[codes]
-            with np.errstate(over="ignore"):
-                population = cell * unit  # inf beyond the largest float: p = f / F_hat = 0 there
-        risk = mm.individual_risk(sizes, np.maximum(population, sizes))
+        # f and F over the records matching each record (a missing key value matches any category), F from the
+        # original file's weights: what a step did to the released weight column does not change how many
+        # population units each record stands for
+        risk = mm.record_risks(inputs, self.keys, self.with_strata, self.weight, self.name)
         return {
             "mean_risk": float(risk.mean()),
             "max_risk": float(risk.max()),
@@ -674,18 +606,18 @@ class KeyLinkage:
 
     keys: tuple[str, ...] = param(tuple, default=(), doc="the categorical key variables (quasi-identifiers; "
                                                         "default: the recipe's [roles] keys)")
-    with_strata: bool = _strata_param()
+    with_strata: bool = mm.strata_param()
 
     def evaluated_on(self, inputs: EvaluationInputs) -> Mapping[str, Any]:
-        keys = [k for k in _named_keys(_key_role(self.keys, inputs, self.with_strata), self.name)
+        keys = [k for k in mm.named_keys(mm.key_role(self.keys, inputs, self.with_strata), self.name)
                 if k not in inputs.columns]
         return {"columns": [*inputs.columns, *keys]}
 
     def evaluate(self, inputs: EvaluationInputs) -> Mapping[str, float]:
         X, Y = _arrays(inputs, self.name)
-        keys = _key_role(self.keys, inputs, self.with_strata)
-        cells_x, cells_y = _cells_of_both(_keys(inputs.original, keys, self.name, "original"),
-                                          _keys(inputs.protected, keys, self.name, "protected"))
+        keys = mm.key_role(self.keys, inputs, self.with_strata)
+        cells_x, cells_y = _cells_of_both(mm.key_frame(inputs.original, keys, self.name, "original"),
+                                          mm.key_frame(inputs.protected, keys, self.name, "protected"))
         share, linked = mm.dbrl_within_cells(X, Y, cells_x, cells_y, workers=-1)
         return {"key_dbrl": share, "key_dbrl_linked_records": linked}
 

@@ -225,10 +225,11 @@ class Recode:
     maps: Any = param(dict, default=None, converter=lambda v: _table_of(v, "map"),
                       check=lambda v: _per_key_problem(_map_problem, v, "{old = \"new\"}"),
                       doc="category maps, {key = {old = \"new\", ...}} (values not named stay)")
-    hierarchies: Any = param(dict, default=None, converter=_hierarchies,
+    hierarchies: Any = param(dict, default=None, converter=_hierarchies, role="path",
                              check=lambda v: _per_key_problem(_hierarchy_problem, v, "CSV path or rows"),
                              doc="generalisation hierarchies, {key = CSV path or [[value, level 1, ...], ...]} "
-                                 "(ARX's table: one row per value, one column per level)")
+                                 "(ARX's table: one row per value, one column per level; a path is relative to "
+                                 "the recipe file's folder)")
     breaks: Any = param(dict, default=None, converter=lambda v: _table_of(v, "breaks"),
                         check=lambda v: _per_key_problem(_breaks_problem, v, "[breaks]"),
                         doc="interval breaks of numeric keys, {key = [b0, b1, ...]} (one level) or a list of break "

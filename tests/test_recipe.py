@@ -26,7 +26,8 @@ def structure(obj):
     ``to_dict`` forgets): attrs classes as their fields, scalars with their
     type (1 is not 1.0)."""
     if attrs.has(type(obj)):
-        return type(obj).__name__, {f.name: structure(getattr(obj, f.name)) for f in attrs.fields(type(obj))}
+        # a field outside equality is no part of the recipe's data (Recipe.folder: where its file was read from)
+        return type(obj).__name__, {f.name: structure(getattr(obj, f.name)) for f in attrs.fields(type(obj)) if f.eq}
     if isinstance(obj, Mapping):
         return "table", {k: structure(v) for k, v in obj.items()}
     if isinstance(obj, list | tuple):
@@ -89,6 +90,7 @@ def test_to_dict_round_trips_through_dict_and_toml(tmp_path):
     path.write_text(recipe.to_toml())
     assert structure(Recipe.from_toml(path)) == structure(recipe)
     assert structure(Recipe.from_toml(str(path))) == structure(recipe)
+    assert Recipe.from_toml(path).folder == str(tmp_path) and recipe.folder is None
     assert tomllib.loads(recipe.to_toml()) == recipe.to_dict()
 
 
