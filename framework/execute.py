@@ -389,11 +389,12 @@ def _shown(value: Any) -> str:
 
 
 def within_parts(cs: CompiledStep, current: pd.DataFrame, within: Sequence[str],
-                 parts: Sequence[tuple[str, np.ndarray]] | None, n_columns: int) -> list[tuple[str, np.ndarray]]:
+                 parts: Sequence[tuple[str, np.ndarray]] | None, n_columns: int, *,
+                 refuse: bool = True) -> list[tuple[str, np.ndarray]]:
     """The groups a ``within`` step runs on: within each stratum (``parts``;
     ``None``: one), the records with identical values of ``within`` in
     ``current`` (as the earlier steps released them; a missing value is a
-    value of its own). A group smaller than the step needs
+    value of its own). With ``refuse``, a group smaller than the step needs
     (``min_records``) is a :class:`DataError` naming it, before the step runs."""
     codes = current.groupby(list(within), dropna=False, sort=False).ngroup().to_numpy()
     values = current.loc[:, list(within)].to_numpy(dtype=object)
@@ -407,7 +408,7 @@ def within_parts(cs: CompiledStep, current: pd.DataFrame, within: Sequence[str],
     minimum = capability(cs.component, "min_records")
     need = minimum(n_columns) if minimum is not None else None
     small = [(text, len(rows)) for text, rows in out if need is not None and len(rows) < need]
-    if small:
+    if small and refuse:
         listed = "; ".join(f"({text}): {n} record(s)" for text, n in small[:5]) + (
             f"; and {len(small) - 5} more" if len(small) > 5 else "")
         raise DataError(f"steps[{cs.index}] ({cs.id}) runs within the groups of identical {', '.join(within)}"
