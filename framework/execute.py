@@ -313,8 +313,13 @@ def execute(compiled: CompiledRecipe, frame: pd.DataFrame, step_columns: Sequenc
         with context.step(cs.index, cs.id, type(cs.component).name, constraints=constraint_set,
                           on_progress=on_progress, integer_columns=[c for c in columns if c in integers]):
             output = None
-            if groups is not None and not isinstance(call, RemoteSteps):  # the workers ran the groups themselves
-                result = _call_within(cs, view, context, within, groups)
+            if groups is not None and not isinstance(call, RemoteSteps):
+                result = _call_within(cs, view, context, within, groups, fold=audit)
+            elif groups is not None:  # the workers ran the groups themselves and tagged their entries
+                start = len(context.ledger)
+                result = call(cs, view, context)
+                _fold_since(context, start, [(e.details.get(_GROUP_TAG), e) for e in context.ledger.entries[start:]],
+                            within, len(groups))
             else:
                 result = call(cs, view, context)
             check_finite(cs, result, view)
@@ -426,22 +431,40 @@ def _group_numbers(n: int, groups: Sequence[tuple[str, np.ndarray]]) -> np.ndarr
     return numbers
 
 
+#: A worker's tag of the entries a ``within`` step recorded in each group (its stratum and the group), for the
+#: run's own loop to fold them over every stratum's groups; removed there.
+_GROUP_TAG = "\0within group"
+
+
 def _call_within(cs: CompiledStep, view: pd.DataFrame, context: PrivacyContext, within: Sequence[str],
-                 groups: list[tuple[str, np.ndarray]]) -> Any:
+                 groups: list[tuple[str, np.ndarray]], *, fold: bool = True) -> Any:
     """Run the step once per group, on its records only; combine the results
     in the records' order; fold the ledger entries the step recorded in its
-    groups (:func:`fold_group_entries`)."""
+    groups (:func:`fold_group_entries`), or, in a worker (not ``fold``), tag
+    them with their group for the run to fold."""
     start = len(context.ledger)
     results, tagged = [], []
     for g, (_, rows) in enumerate(groups):
         before = len(context.ledger)
         results.append(call_step(cs, view.iloc[rows], context))
-        tagged.extend((g, e) for e in context.ledger.entries[before:])
-    folded = fold_group_entries(tagged, within, len(groups))
+        tagged.extend(((context._part, g), e) for e in context.ledger.entries[before:])
+    if fold:
+        _fold_since(context, start, tagged, within, len(groups))
+    else:
+        for tag, e in tagged:
+            context.ledger._replace(attrs.evolve(e, details={**e.details, _GROUP_TAG: tag}))
+    return _combine_parts(cs, view, ", ".join(within), groups, results)
+
+
+def _fold_since(context: PrivacyContext, start: int, tagged: Sequence[tuple[Any, LedgerEntry]],
+                within: Sequence[str], n_groups: int) -> None:
+    """Replace the ledger's entries from ``start`` on by their fold."""
+    untagged = [(tag, attrs.evolve(e, details={k: v for k, v in e.details.items() if k != _GROUP_TAG}))
+                for tag, e in tagged]
+    folded = fold_group_entries(untagged, within, n_groups)
     del context.ledger._entries[start:]  # the host's own ledger: the groups' entries replaced by their fold
     for entry in folded:
         context.ledger._append(attrs.evolve(entry, seq=len(context.ledger)))
-    return _combine_parts(cs, view, ", ".join(within), groups, results)
 
 
 def _across_groups(values: Sequence[Any]) -> Any:
@@ -467,7 +490,7 @@ def _same_value(a: Any, b: Any) -> bool:
         return False
 
 
-def fold_group_entries(tagged: Sequence[tuple[int, LedgerEntry]], within: Sequence[str],
+def fold_group_entries(tagged: Sequence[tuple[Any, LedgerEntry]], within: Sequence[str],
                        n_groups: int) -> list[LedgerEntry]:
     """The ledger entries a step recorded in each of its ``within`` groups
     (``(group, entry)`` in the order recorded), folded: the j-th entry of a
@@ -478,7 +501,7 @@ def fold_group_entries(tagged: Sequence[tuple[int, LedgerEntry]], within: Sequen
     the host checks) says what they claim; others stay apart. ``seq`` is
     left to the caller."""
     buckets: dict[Any, list[LedgerEntry]] = {}
-    seen: dict[tuple[int, Any], int] = {}
+    seen: dict[tuple[Any, Any], int] = {}
     for g, e in tagged:
         base = (e.kind, e.component, e.mechanism, e.fact, e.status, e.origin, e.relation, e.epsilon, e.delta,
                 e.covers, e.not_covered, e.partition)

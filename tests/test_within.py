@@ -176,3 +176,15 @@ def test_the_survey_file_is_published_k_anonymous_on_the_whole_file(tmp_path, ca
     released = pd.read_csv(out)
     columns = ["urbrur", "roof", "walls", "water", "electcon", "relat", "sex", "expend", "income", "savings"]
     assert released.astype(str).groupby(columns).size().min() >= 3
+
+
+def test_strata_on_worker_processes_fold_every_stratums_groups_as_one_process_does():
+    frame = _frame(144)
+    recipe = {"roles": {"strata": "region", "keys": ["sex", "age"]}, "steps": [{**MDAV, "within": "keys"}]}
+    one = privclust.run(recipe, frame, seed=2)
+    two = privclust.run(recipe, frame, seed=2, processes=2)
+    _groups_within(two, ["region", "sex", "age"])
+    statements = [[e.statement for e in r.ledger if e.kind == "guarantee"] for r in (one, two)]
+    assert statements[0] == statements[1] and len(statements[0]) == 2
+    assert all("In each of the 8 groups" in s for s in statements[1])
+    assert not any("\0within group" in e.details for e in two.ledger)
