@@ -188,3 +188,17 @@ def test_strata_on_worker_processes_fold_every_stratums_groups_as_one_process_do
     assert statements[0] == statements[1] and len(statements[0]) == 2
     assert all("In each of the 8 groups" in s for s in statements[1])
     assert not any("\0within group" in e.details for e in two.ledger)
+
+
+def test_the_verdict_says_at_which_k_the_whole_file_is_k_anonymous_before_the_larger_k_it_is_not():
+    frame = _frame()
+    recipe = {"roles": {"keys": ["sex", "age"]},
+              "steps": [{"use": "local-suppression", "columns": ["sex", "age"], "k": 6},
+                        {**MDAV, "within": "keys"}]}
+    release = privclust.run(recipe, frame, seed=1)
+    whole = release.verification["whole_file"]
+    assert whole["k"] == 6 and whole["holds"] is False and whole["min_group_size"] == 3
+    assert ("The released file is k-anonymous with k = 3, verified by the host over the columns the steps worked "
+            "on") in release.verdict
+    assert "but NOT with k = 6, the largest k a step claims" in release.verdict
+    assert release.verdict.index("k-anonymous with k = 3, verified") < release.verdict.index("for these columns only")
