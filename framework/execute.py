@@ -448,6 +448,12 @@ def _call_within(cs: CompiledStep, view: pd.DataFrame, context: PrivacyContext, 
         before = len(context.ledger)
         results.append(call_step(cs, view.iloc[rows], context))
         tagged.extend(((context._part, g), e) for e in context.ledger.entries[before:])
+    spent = [e for _, e in tagged if e.kind == "dp"]
+    if spent:  # a component that spends without declaring it: refused as compile refuses a declared one
+        raise PrivclustError(f"step {cs.index} ({cs.id!r}, {type(cs.component).name}) spent differential privacy "
+                             f"({spent[0].mechanism}) in its within groups of {', '.join(within)}; the groups are "
+                             "values released by earlier steps, so no parallel composition over them can be claimed; "
+                             "nothing was released: remove within from this step")
     if fold:
         _fold_since(context, start, tagged, within, len(groups))
     else:

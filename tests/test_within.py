@@ -9,18 +9,20 @@ k-anonymous on the whole file."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import ClassVar
 
+import attrs
 import numpy as np
 import pandas as pd
 import pytest
 
 import privclust
 from privclust import DataError, RecipeError
+from privclust.claims import KAnonymity
 from privclust.cli import main
 from privclust.execute import fold_group_entries
 from privclust.ledger import LedgerEntry
 from privclust.recipe import Recipe, Step
-from privclust.claims import KAnonymity
 
 ROOT = Path(__file__).resolve().parent.parent
 SURVEY = ROOT.parent / "shared" / "datasets" / "sdc_testdata.csv"
@@ -202,3 +204,30 @@ def test_the_verdict_says_at_which_k_the_whole_file_is_k_anonymous_before_the_la
             "on") in release.verdict
     assert "but NOT with k = 6, the largest k a step claims" in release.verdict
     assert release.verdict.index("k-anonymous with k = 3, verified") < release.verdict.index("for these columns only")
+
+
+@attrs.frozen(kw_only=True)
+class SpendsWithoutSaying:
+    """A masker that spends budget without declaring a privacy relation or a planned cost."""
+
+    name: ClassVar[str] = "spends-without-saying"
+
+    def mask(self, data, context):
+        context.spend(epsilon=0.1, mechanism="laplace", sensitivity=1.0, relation="replace-one",
+                      covers="the released income")
+        return privclust.Masked(data=data + 1.0)
+
+
+class SpendingPlugin:
+    @privclust.hookimpl
+    def privclust_register_maskers(self, register):
+        register(SpendsWithoutSaying)
+
+
+def test_a_step_that_spends_in_its_groups_without_declaring_it_is_refused_when_it_runs():
+    registry = privclust.Registry(plugins=[SpendingPlugin()], use_env=False)
+    recipe = {"privacy": {"epsilon": 10.0},
+              "steps": [{"use": "spends-without-saying", "columns": ["income"], "within": ["sex"]}]}
+    with pytest.raises(privclust.PrivclustError, match=r"spent differential privacy \(laplace\) in its within groups "
+                                                       r"of sex.*no parallel composition.*nothing was released"):
+        privclust.run(recipe, _frame(), seed=1, registry=registry)
