@@ -505,7 +505,12 @@ def _within_lines(compiled: Any, checked: Any) -> list[str]:
         earlier = [c for c in within if any(c in cols for e, cols in zip(compiled.steps, checked.step_columns,
                                                                          strict=True)
                                             if e.index < cs.index and e.kind != "clusterers")]
-        groups = within_parts(cs, checked.frame, within, checked.parts, len(columns), refuse=not earlier)
+        if not all(c in checked.frame.columns for c in within):  # an earlier clusterer's labels: counted as it runs
+            lines.append(f"step {cs.index} {cs.id!r} runs within groups of identical {', '.join(within)}, the labels "
+                         "of an earlier step: counted, and a group too small refused, when the step runs")
+            continue
+        groups = within_parts(cs, checked.frame, within, checked.parts, len(columns), refuse=not earlier,
+                              strata=compiled.recipe.roles.strata)
         sizes = [len(rows) for _, rows in groups]
         line = (f"step {cs.index} {cs.id!r} runs within groups of identical {', '.join(within)}: on the data as given, "
                 f"{len(sizes)} groups, the smallest of {min(sizes) if sizes else 0} record(s)")

@@ -301,7 +301,7 @@ def execute(compiled: CompiledRecipe, frame: pd.DataFrame, step_columns: Sequenc
     for cs, columns in zip(compiled.steps, step_columns, strict=True):
         view = current.loc[:, list(columns)].copy()
         within = within_columns(cs.step, compiled.recipe.roles)
-        groups = within_parts(cs, current, within, parts, len(columns)) if within else None
+        groups = within_parts(cs, current, within, parts, len(columns), strata=strata) if within else None
         constraint_set = bind_constraints(cs, compiled.constraints, columns)
         on_progress = None
         if hooks is not None:
@@ -376,12 +376,16 @@ def within_problems(compiled: CompiledRecipe, frame: pd.DataFrame,
     """The steps' ``within`` columns that are not in the data, or are among
     the step's own columns (its default columns included)."""
     problems = []
+    labels: set[str] = set()  # the label columns of the earlier clusterer steps
     for cs, columns in zip(compiled.steps, step_columns, strict=True):
         within = within_columns(cs.step, compiled.recipe.roles)
-        absent = [c for c in within if c not in frame.columns]
+        absent = [c for c in within if c not in frame.columns and c not in labels]
         if absent:
             problems.append(f"steps[{cs.index}] ({cs.id}).within: no column {', '.join(map(repr, absent))} in the "
-                            "data; name columns of the data, or \"keys\" for the [roles] keys")
+                            "data or among the label columns of the earlier steps; name columns of the data, an "
+                            "earlier clusterer's output, or \"keys\" for the [roles] keys")
+        if cs.kind == "clusterers":
+            labels.add(cs.step.output or DEFAULT_LABEL_COLUMN)
         inside = [c for c in within if c in columns]
         if inside:
             problems.append(f"steps[{cs.index}] ({cs.id}).within: names the step's own column(s) "
@@ -395,7 +399,7 @@ def _shown(value: Any) -> str:
 
 def within_parts(cs: CompiledStep, current: pd.DataFrame, within: Sequence[str],
                  parts: Sequence[tuple[str, np.ndarray]] | None, n_columns: int, *,
-                 refuse: bool = True) -> list[tuple[str, np.ndarray]]:
+                 refuse: bool = True, strata: Sequence[str] = ()) -> list[tuple[str, np.ndarray]]:
     """The groups a ``within`` step runs on: within each stratum (``parts``;
     ``None``: one), the records with identical values of ``within`` in
     ``current`` (as the earlier steps released them; a missing value is a
@@ -409,7 +413,7 @@ def within_parts(cs: CompiledStep, current: pd.DataFrame, within: Sequence[str],
         for code in dict.fromkeys(sub.tolist()):
             members = rows[sub == code]
             shown = ", ".join(f"{c} = {_shown(v)}" for c, v in zip(within, values[members[0]], strict=True))
-            out.append((f"{text}: {shown}" if text else shown, members))
+            out.append((f"{', '.join(strata) or 'stratum'} = {text}; {shown}" if text else shown, members))
     minimum = capability(cs.component, "min_records")
     need = minimum(n_columns) if minimum is not None else None
     small = [(text, len(rows)) for text, rows in out if need is not None and len(rows) < need]

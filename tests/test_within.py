@@ -231,3 +231,15 @@ def test_a_step_that_spends_in_its_groups_without_declaring_it_is_refused_when_i
     with pytest.raises(privclust.PrivclustError, match=r"spent differential privacy \(laplace\) in its within groups "
                                                        r"of sex.*no parallel composition.*nothing was released"):
         privclust.run(recipe, _frame(), seed=1, registry=registry)
+
+
+def test_within_an_earlier_clusterers_labels_and_small_groups_named_with_their_stratum():
+    frame = _frame()
+    recipe = {"steps": [{"use": "efcm", "n_clusters": 2, "lambda": 2.0, "columns": ["income", "expend"],
+                         "output": "group"},
+                        {**MDAV, "within": ["group"]}]}
+    release = privclust.run(recipe, frame, seed=1)
+    _groups_within(release, ["group"])
+    frame.loc[frame.index[[0, 2]], "age"] = "child"  # in the stratum north
+    with pytest.raises(DataError, match=r"\(region = north; sex = f, age = child\): 2 record\(s\)"):
+        privclust.run({"roles": {"strata": "region"}, "steps": [{**MDAV, "within": ["sex", "age"]}]}, frame, seed=1)
