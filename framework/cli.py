@@ -53,11 +53,12 @@ from .accounting import exact, at_least
 from .assessment import rule_breaks, rule_breaks_lines, summary_table
 from .defaults import default_reason, default_step_lines
 from .datasets import TABLE1_RULE, table1
-from .errors import PrivclustError, RecipeError
+from .errors import DataError, PrivclustError, RecipeError
+from .execute import within_parts, within_problems
 from .hookspecs import hookimpl
 from .ledger import at_least, exact
 from .plots import risk_utility_map
-from .recipe import DEFAULT_LABEL_COLUMN, Recipe
+from .recipe import DEFAULT_LABEL_COLUMN, WITHIN_KEYS, Recipe, within_columns
 from .registry import ENV_DISABLE, Registry, get_registry
 from .runner import compile, integer_columns, planned_costs, preflight, run
 from .strata import published, run_dataset
@@ -426,7 +427,10 @@ def _cmd_check(args: argparse.Namespace) -> int:
     for cs in compiled.steps:
         cols = ", ".join(cs.step.columns) if cs.step.columns else ", ".join(roles.numeric) if roles.numeric else \
             ("the numeric columns without a role" if roles else "all numeric columns") + " (integer codes left out)"
-        lines.append(f"  step {cs.index} {cs.id!r}: {cs.role} {cs.step.use} on {cols}")
+        lines.append(f"  step {cs.index} {cs.id!r}: {cs.role} {cs.step.use} on {cols}"
+                     + (f", once per group of identical {', '.join(within_columns(cs.step, roles))}"
+                        + (" (the keys)" if cs.step.within == WITHIN_KEYS else "")
+                        + (" within each stratum" if roles.strata else "") if cs.step.within is not None else ""))
     for spec in recipe.evaluate:
         lines.append(f"  evaluate: {spec.use}")
     if recipe.privacy.limited:
@@ -456,6 +460,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
                 lines.append(f"    step {cs.index} {cs.id!r} changes {', '.join(columns)}"
                              + (f" (by default: {default_reason(roles)})" if cs.step.columns is None else ""))
         lines.extend("    " + line for line in _default_lines(compiled, checked.frame, named=False))
+        lines.extend("    " + line for line in _within_lines(compiled, checked))
         rounded = [c for c in integer_columns(checked.frame) if c in changed]
         if rounded:
             lines.append(f"    integer columns, rounded by the host after the steps and released as integers: "
@@ -474,6 +479,36 @@ def _cmd_check(args: argparse.Namespace) -> int:
         lines.append(f"  {UNCHECKED}")
     print("\n".join(lines))
     return 0
+
+
+def _within_lines(compiled: Any, checked: Any) -> list[str]:
+    """For ``check``: the groups each ``within`` step runs on, counted on the
+    data as given (exact when no earlier step changes the within columns)."""
+    problems = within_problems(compiled, checked.frame, checked.step_columns)
+    if problems:
+        raise DataError("; ".join(problems))
+    lines = []
+    for cs, columns in zip(compiled.steps, checked.step_columns, strict=True):
+        within = within_columns(cs.step, compiled.recipe.roles)
+        if not within:
+            continue
+        earlier = [c for c in within if any(c in cols for e, cols in zip(compiled.steps, checked.step_columns,
+                                                                         strict=True)
+                                            if e.index < cs.index and e.kind != "clusterers")]
+        if not all(c in checked.frame.columns for c in within):  # an earlier clusterer's labels: counted as it runs
+            lines.append(f"step {cs.index} {cs.id!r} runs within groups of identical {', '.join(within)}, the labels "
+                         "of an earlier step: counted, and a group too small refused, when the step runs")
+            continue
+        groups = within_parts(cs, checked.frame, within, checked.parts, len(columns), refuse=not earlier,
+                              strata=compiled.recipe.roles.strata)
+        sizes = [len(rows) for _, rows in groups]
+        line = (f"step {cs.index} {cs.id!r} runs within groups of identical {', '.join(within)}: on the data as given, "
+                f"{len(sizes)} groups, the smallest of {min(sizes) if sizes else 0} record(s)")
+        if earlier:
+            line += (f"; earlier steps change {', '.join(earlier)}, so the step runs on the groups of the values they "
+                     "release (counted, and a group too small refused, when the step runs)")
+        lines.append(line)
+    return lines
 
 
 def _cmd_plugins(args: argparse.Namespace) -> int:

@@ -29,7 +29,7 @@ from .specs import nested_components, step_id_params, thaw
 
 __all__ = ["STEP_KINDS", "STEP_ROLES", "CompiledEvaluation", "CompiledRecipe", "CompiledStep", "StepOutcome",
            "bind_constraints", "changes_values_under_rules", "compile", "is_key_masker", "planned_cost",
-           "planned_costs", "spanning_problems"]
+           "planned_costs", "spanning_problems", "spends_privacy"]
 
 #: The kinds a step may use, in the order a name is looked up.
 STEP_KINDS = ("maskers", "clusterers", "noise_mechanisms")
@@ -90,6 +90,9 @@ class StepOutcome:
     #: a masker's columns whose released values are identical to the step's
     #: input (a missing value equal to a missing value), as the host compared them
     unchanged: tuple[str, ...] = ()
+    #: the step's ``within`` columns, and per record the number of the group it ran in (``None``: no ``within``)
+    within: tuple[str, ...] = ()
+    within_groups: Any = attrs.field(default=None, eq=False, repr=False)
 
     @property
     def name(self) -> str:
@@ -130,11 +133,18 @@ class StepOutcome:
             # true whatever the draw: noise that happened to change no value was still added (saying whether
             # values changed would tell, in a public report, that released values equal the original ones)
             what = f"added noise to columns {cols} of {self.n_records} records"
+        if self.within:
+            n_groups = int(self.within_groups.max()) + 1 if self.within_groups is not None and self.n_records else 0
+            what += (f", running once on each of {n_groups} groups of records with identical values of "
+                     f"{', '.join(self.within)} as the earlier steps released them (a missing value a value of its "
+                     "own), within each stratum")
         return f"{STEP_ROLES[self.kind]} {self.name!r} {what}."
 
     def audit_details(self) -> dict[str, Any]:
         details = {"parameters": thaw(self.params), "columns": list(self.columns), "records": self.n_records,
                    "elapsed_seconds": self.elapsed}
+        if self.within:
+            details["within"] = list(self.within)
         if self.kind == "maskers":
             details["unchanged_columns"] = list(self.unchanged)
         return details
@@ -196,6 +206,14 @@ def _nested_step_problems(component: Any, where: str) -> list[Problem]:
             problems.append(Problem(at, f"{name}, the {location} of {owner}, runs as a step of it: {text}",
                                     f"give it in the nested table: {location} = {{ use = \"{name}\", ... }}"))
     return problems
+
+
+def spends_privacy(component: Any) -> bool:
+    """Whether a component is differentially private, as it declares: a
+    ``privacy_relation``, or a planned cost of its own or of a component it
+    nests."""
+    eps, delta, relation = _plan(component)
+    return relation is not None or eps > 0 or delta > 0
 
 
 def planned_cost(component: Any) -> tuple[float, float]:
@@ -279,6 +297,12 @@ def _compiled(recipe: Recipe, registry: Registry | None) -> CompiledRecipe:
             problems.append(Problem(where, f"{step.use} would spend {' and '.join(infinite)}; a step's privacy cost "
                                     "must be a finite number", "give a finite value, e.g. epsilon = 1.0"))
         problems.extend(leak_problems(component, recipe.privacy, where))  # secure defaults for DP
+        if step.within is not None and spends_privacy(component):
+            problems.append(Problem(f"{where}.within", f"{step.use!r} is differentially private; with within it would "
+                                    "run once per group of values released by the earlier steps, groups that may be "
+                                    "chosen from the data, so no parallel composition over them can be claimed and "
+                                    "the guarantee would not hold as stated",
+                                    "remove within (strata, [roles] strata, are public and compose in parallel)"))
         problems.extend(_step_id_problems(component, where, recipe.step_ids))
         steps.append(CompiledStep(i, step_id, step, kind, component))
 

@@ -29,15 +29,17 @@ from .comparison import values_equal
 from .compiling import CompiledRecipe, CompiledStep, StepOutcome, bind_constraints, is_key_masker
 from .components import Masked, Partition, TopMemberships, is_real_column
 from .engines import map_tasks
-from .errors import PrivclustError
+from .components import capability
+from .errors import DataError, PrivclustError
 from .handover import Handover, forks, handed, handed_data, received, worker_registry
 from .integers import integer_columns
 from .preflight import missing_counts, missing_policy
-from .recipe import DEFAULT_LABEL_COLUMN
+from .ledger import LedgerEntry
+from .recipe import DEFAULT_LABEL_COLUMN, within_columns
 from .report import EFFECTIVE_PARAMS, EFFECTIVE_PARAMS_FROM_DATA
 
 __all__ = ["Executed", "RemoteSteps", "StepCall", "StratumSteps", "by_parts", "call_step", "check_finite", "execute",
-           "strata_remotely"]
+           "fold_group_entries", "strata_remotely", "within_parts", "within_problems"]
 
 #: How a step is called on its view of the data: once, once per stratum, or
 #: by adopting what the workers did for each stratum.
@@ -293,8 +295,13 @@ def execute(compiled: CompiledRecipe, frame: pd.DataFrame, step_columns: Sequenc
     outcomes: list[StepOutcome] = []
     integers = set(integer_columns(frame))  # released as integers, whatever dtype an earlier step left them in
     total = len(compiled.steps)
+    problems = within_problems(compiled, frame, step_columns)
+    if problems:  # before any step runs
+        raise DataError("; ".join(problems))
     for cs, columns in zip(compiled.steps, step_columns, strict=True):
         view = current.loc[:, list(columns)].copy()
+        within = within_columns(cs.step, compiled.recipe.roles)
+        groups = within_parts(cs, current, within, parts, len(columns), strata=strata) if within else None
         constraint_set = bind_constraints(cs, compiled.constraints, columns)
         on_progress = None
         if hooks is not None:
@@ -306,7 +313,15 @@ def execute(compiled: CompiledRecipe, frame: pd.DataFrame, step_columns: Sequenc
         with context.step(cs.index, cs.id, type(cs.component).name, constraints=constraint_set,
                           on_progress=on_progress, integer_columns=[c for c in columns if c in integers]):
             output = None
-            result = call(cs, view, context)
+            if groups is not None and not isinstance(call, RemoteSteps):
+                result = _call_within(cs, view, context, within, groups, fold=audit)
+            elif groups is not None:  # the workers ran the groups themselves and tagged their entries
+                start = len(context.ledger)
+                result = call(cs, view, context)
+                _fold_since(context, start, [(e.details.get(_GROUP_TAG), e) for e in context.ledger.entries[start:]],
+                            within, len(groups))
+            else:
+                result = call(cs, view, context)
             check_finite(cs, result, view)
             if cs.kind == "clusterers":
                 output = cs.step.output or DEFAULT_LABEL_COLUMN
@@ -320,7 +335,8 @@ def execute(compiled: CompiledRecipe, frame: pd.DataFrame, step_columns: Sequenc
                               and bool(np.all(values_equal(view[c], current[c]))))  # what the step's words may claim
             outcome = StepOutcome(index=cs.index, id=cs.id, kind=cs.kind, component=cs.component,
                                   columns=tuple(columns), result=result, elapsed=elapsed,
-                                  n_records=len(view), output=output, unchanged=unchanged)
+                                  n_records=len(view), output=output, unchanged=unchanged, within=within,
+                                  within_groups=None if groups is None else _group_numbers(len(view), groups))
             if audit:
                 _record_step(context, compiled, cs, outcome, view, strata, parts)
         if hooks is not None:  # observers see a frozen outcome and a read-only view of the run
@@ -348,6 +364,184 @@ def _record_step(context: PrivacyContext, compiled: CompiledRecipe, cs: Compiled
     if missing["values"]:
         context._record_host("process", _missing_statement(cs, missing, details["missing"]["policy"]),
                              details={"missing": details["missing"]}, mechanism="missing values")
+
+
+# ---------------------------------------------------------------------------
+# A step's ``within`` groups
+# ---------------------------------------------------------------------------
+
+
+def within_problems(compiled: CompiledRecipe, frame: pd.DataFrame,
+                    step_columns: Sequence[tuple[str, ...]]) -> list[str]:
+    """The steps' ``within`` columns that are not in the data, or are among
+    the step's own columns (its default columns included)."""
+    problems = []
+    labels: set[str] = set()  # the label columns of the earlier clusterer steps
+    for cs, columns in zip(compiled.steps, step_columns, strict=True):
+        within = within_columns(cs.step, compiled.recipe.roles)
+        absent = [c for c in within if c not in frame.columns and c not in labels]
+        if absent:
+            problems.append(f"steps[{cs.index}] ({cs.id}).within: no column {', '.join(map(repr, absent))} in the "
+                            "data or among the label columns of the earlier steps; name columns of the data, an "
+                            "earlier clusterer's output, or \"keys\" for the [roles] keys")
+        if cs.kind == "clusterers":
+            labels.add(cs.step.output or DEFAULT_LABEL_COLUMN)
+        inside = [c for c in within if c in columns]
+        if inside:
+            problems.append(f"steps[{cs.index}] ({cs.id}).within: names the step's own column(s) "
+                            f"{', '.join(map(repr, inside))}; leave them out of within or name the step's columns")
+    return problems
+
+
+def _shown(value: Any) -> str:
+    return "missing" if pd.isna(value) else str(value)
+
+
+def within_parts(cs: CompiledStep, current: pd.DataFrame, within: Sequence[str],
+                 parts: Sequence[tuple[str, np.ndarray]] | None, n_columns: int, *,
+                 refuse: bool = True, strata: Sequence[str] = ()) -> list[tuple[str, np.ndarray]]:
+    """The groups a ``within`` step runs on: within each stratum (``parts``;
+    ``None``: one), the records with identical values of ``within`` in
+    ``current`` (as the earlier steps released them; a missing value is a
+    value of its own). With ``refuse``, a group smaller than the step needs
+    (``min_records``) is a :class:`DataError` naming it, before the step runs."""
+    codes = current.groupby(list(within), dropna=False, sort=False).ngroup().to_numpy()
+    values = current.loc[:, list(within)].to_numpy(dtype=object)
+    out = []
+    for text, rows in parts if parts is not None else [("", np.arange(len(current)))]:
+        sub = codes[rows]
+        for code in dict.fromkeys(sub.tolist()):
+            members = rows[sub == code]
+            shown = ", ".join(f"{c} = {_shown(v)}" for c, v in zip(within, values[members[0]], strict=True))
+            out.append((f"{', '.join(strata) or 'stratum'} = {text}; {shown}" if text else shown, members))
+    minimum = capability(cs.component, "min_records")
+    need = minimum(n_columns) if minimum is not None else None
+    small = [(text, len(rows)) for text, rows in out if need is not None and len(rows) < need]
+    if small and refuse:
+        listed = "; ".join(f"({text}): {n} record(s)" for text, n in small[:5]) + (
+            f"; and {len(small) - 5} more" if len(small) > 5 else "")
+        raise DataError(f"steps[{cs.index}] ({cs.id}) runs within the groups of identical {', '.join(within)}"
+                        f"{' within each stratum' if parts is not None else ''}, and {type(cs.component).name} needs "
+                        f"at least {need} records in each; {len(small)} of {len(out)} groups are smaller: {listed}. "
+                        f"Recode or suppress the keys first so that every combination has at least {need} records "
+                        "(e.g. a recode or local-suppression step before this one), or remove within")
+    return out
+
+
+def _group_numbers(n: int, groups: Sequence[tuple[str, np.ndarray]]) -> np.ndarray:
+    numbers = np.zeros(n, dtype=np.int64)
+    for g, (_, rows) in enumerate(groups):
+        numbers[rows] = g
+    return numbers
+
+
+#: A worker's tag of the entries a ``within`` step recorded in each group (its stratum and the group), for the
+#: run's own loop to fold them over every stratum's groups; removed there.
+_GROUP_TAG = "\0within group"
+
+
+def _call_within(cs: CompiledStep, view: pd.DataFrame, context: PrivacyContext, within: Sequence[str],
+                 groups: list[tuple[str, np.ndarray]], *, fold: bool = True) -> Any:
+    """Run the step once per group, on its records only; combine the results
+    in the records' order; fold the ledger entries the step recorded in its
+    groups (:func:`fold_group_entries`), or, in a worker (not ``fold``), tag
+    them with their group for the run to fold."""
+    start = len(context.ledger)
+    results, tagged = [], []
+    for g, (_, rows) in enumerate(groups):
+        before = len(context.ledger)
+        results.append(call_step(cs, view.iloc[rows], context))
+        tagged.extend(((context._part, g), e) for e in context.ledger.entries[before:])
+    spent = [e for _, e in tagged if e.kind == "dp"]
+    if spent:  # a component that spends without declaring it: refused as compile refuses a declared one
+        raise PrivclustError(f"step {cs.index} ({cs.id!r}, {type(cs.component).name}) spent differential privacy "
+                             f"({spent[0].mechanism}) in its within groups of {', '.join(within)}; the groups are "
+                             "values released by earlier steps, so no parallel composition over them can be claimed; "
+                             "nothing was released: remove within from this step")
+    if fold:
+        _fold_since(context, start, tagged, within, len(groups))
+    else:
+        for tag, e in tagged:
+            context.ledger._replace(attrs.evolve(e, details={**e.details, _GROUP_TAG: tag}))
+    return _combine_parts(cs, view, ", ".join(within), groups, results)
+
+
+def _fold_since(context: PrivacyContext, start: int, tagged: Sequence[tuple[Any, LedgerEntry]],
+                within: Sequence[str], n_groups: int) -> None:
+    """Replace the ledger's entries from ``start`` on by their fold."""
+    untagged = [(tag, attrs.evolve(e, details={k: v for k, v in e.details.items() if k != _GROUP_TAG}))
+                for tag, e in tagged]
+    folded = fold_group_entries(untagged, within, n_groups)
+    del context.ledger._entries[start:]  # the host's own ledger: the groups' entries replaced by their fold
+    for entry in folded:
+        context.ledger._append(attrs.evolve(entry, seq=len(context.ledger)))
+
+
+def _across_groups(values: Sequence[Any]) -> Any:
+    """One value of a detail the groups' entries give: the value when every
+    group gave the same, else the range (numbers) or the distinct values."""
+    first = values[0]
+    if all(_same_value(v, first) for v in values):
+        return first
+    if all(isinstance(v, Mapping) for v in values):
+        return {name: _across_groups([v.get(name) for v in values])
+                for name in dict.fromkeys(n for v in values for n in v)}
+    numbers = [v for v in values if isinstance(v, int | float) and not isinstance(v, bool)]
+    if len(numbers) == len(values):
+        return {"min": min(numbers), "max": max(numbers)}
+    distinct = list(dict.fromkeys(repr(v) for v in values))
+    return {"distinct": distinct[:8], "more": max(0, len(distinct) - 8)}
+
+
+def _same_value(a: Any, b: Any) -> bool:
+    try:
+        return bool(a == b)
+    except (TypeError, ValueError):  # arrays
+        return False
+
+
+def fold_group_entries(tagged: Sequence[tuple[Any, LedgerEntry]], within: Sequence[str],
+                       n_groups: int) -> list[LedgerEntry]:
+    """The ledger entries a step recorded in each of its ``within`` groups
+    (``(group, entry)`` in the order recorded), folded: the j-th entry of a
+    kind, component, mechanism and typed claim in each group folds with the
+    j-th such entry of the others into one entry saying it was recorded in
+    each of the groups, the details the groups differ in kept as their
+    range. Entries whose words differ fold only when a typed claim (the fact
+    the host checks) says what they claim; others stay apart. ``seq`` is
+    left to the caller."""
+    buckets: dict[Any, list[LedgerEntry]] = {}
+    seen: dict[tuple[Any, Any], int] = {}
+    for g, e in tagged:
+        base = (e.kind, e.component, e.mechanism, e.fact, e.status, e.origin, e.relation, e.epsilon, e.delta,
+                e.covers, e.not_covered, e.partition)
+        j = seen.get((g, base), 0)
+        seen[(g, base)] = j + 1
+        buckets.setdefault((base, j), []).append(e)
+    cols = ", ".join(within)
+    out: list[LedgerEntry] = []
+    for entries in buckets.values():
+        first = entries[0]
+        words = {e.statement for e in entries}
+        if len(entries) == 1 and n_groups == 1:
+            out.append(first)
+            continue
+        if len(words) > 1 and first.fact is None:
+            out.extend(entries)
+            continue
+        where = (f"each of the {n_groups} groups" if len(entries) == n_groups else
+                 f"{len(entries)} of the {n_groups} groups")
+        body = first.statement if len(words) == 1 else (
+            first.fact.describe().rstrip(".") + " (the figures the groups' entries differ in are in this entry's "
+            "details, as their range across the groups).")
+        text = (f"In {where} of records with identical values of {cols} (within each stratum, as the earlier steps "
+                f"released them; the host ran the step once per group): {body}")
+        details = _across_groups([dict(e.details) for e in entries]) if entries else {}
+        details = dict(details) if isinstance(details, Mapping) else {}
+        details["within"] = {"columns": list(within), "groups": n_groups, "recorded_in": len(entries)}
+        out.append(attrs.evolve(first, statement=text, claim=text if first.claim is not None else None,
+                                details=details))
+    return out
 
 
 def by_parts(column: str, parts: list[tuple[str, np.ndarray]]) -> StepCall:

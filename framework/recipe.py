@@ -39,12 +39,16 @@ __all__ = [
     "Recipe",
     "Roles",
     "Step",
+    "WITHIN_KEYS",
     "to_component_value",
+    "within_columns",
     "dumps_toml",
 ]
 
 #: Keys of a step that belong to the step, not to its component.
-STEP_KEYS = ("use", "id", "columns", "output")
+STEP_KEYS = ("use", "id", "columns", "output", "within")
+#: The ``within`` value that means the ``[roles] keys``.
+WITHIN_KEYS = "keys"
 #: Top-level keys of a recipe.
 RECIPE_KEYS = ("name", "description", "roles", "privacy", "constraints", "steps", "evaluate")
 #: Keys of the ``[privacy]`` table.
@@ -191,6 +195,27 @@ def _columns(value: Any) -> tuple[str, ...] | None:
     return tuple(value)
 
 
+def _within(value: Any) -> str | tuple[str, ...] | None:
+    """A step's ``within``: ``"keys"`` (the keys role) or column names."""
+    if value is None or value == WITHIN_KEYS:
+        return value
+    within = (value,) if isinstance(value, str) else tuple(value) if isinstance(value, Sequence) else None
+    if not within or not all(isinstance(c, str) and c for c in within):
+        raise RecipeError([Problem("within", f"must be \"keys\" or a list of column names; got {value!r}",
+                                   'e.g. within = "keys" or within = ["region", "sex"]')])
+    dup = sorted({c for c in within if within.count(c) > 1})
+    if dup:
+        raise RecipeError([Problem("within", f"names {', '.join(dup)} more than once", "name each column once")])
+    return within
+
+
+def within_columns(step: Step, roles: Roles) -> tuple[str, ...]:
+    """The columns of a step's ``within`` (``"keys"``: the keys role); ``()`` without it."""
+    if step.within is None:
+        return ()
+    return tuple(roles.keys) if step.within == WITHIN_KEYS else tuple(step.within)
+
+
 def _evaluation_column_problems(columns: list[Any], where: str) -> list[Problem]:
     """An evaluation's ``columns``, checked as a step's are: not empty, names (strings), each once."""
     if not columns:
@@ -331,6 +356,10 @@ class Step:
         name, suffixed ``-2``, ``-3``... when it repeats).
     :ivar output: for a clusterer step, the name of the label column it
         releases (default ``cluster``).
+    :ivar within: run the step once per group of records with identical
+        values of these columns, as the earlier steps released them (a
+        missing value a value of its own), within each stratum; ``"keys"``
+        means the ``[roles] keys``. ``None``: once per stratum.
     """
 
     use: str
@@ -338,13 +367,14 @@ class Step:
     columns: tuple[str, ...] | None = attrs.field(default=None, converter=_columns)
     id: str | None = None
     output: str | None = None
+    within: str | tuple[str, ...] | None = attrs.field(default=None, converter=_within)
 
     @classmethod
     def of(cls, component: Any, *, columns: Sequence[str] | None = None, id: str | None = None,
-           output: str | None = None) -> Step:
+           output: str | None = None, within: str | Sequence[str] | None = None) -> Step:
         """A step from a component instance (every parameter is copied)."""
         spec = ComponentSpec.of(component)
-        return cls(use=spec.use, params=spec.params, columns=columns, id=id, output=output)
+        return cls(use=spec.use, params=spec.params, columns=columns, id=id, output=output, within=within)
 
     @property
     def spec(self) -> ComponentSpec:
@@ -358,6 +388,8 @@ class Step:
             out["columns"] = list(self.columns)
         if self.output is not None:
             out["output"] = self.output
+        if self.within is not None:
+            out["within"] = self.within if isinstance(self.within, str) else list(self.within)
         out.update({k: thaw(v) for k, v in self.params.items()})
         return out
 
@@ -460,6 +492,14 @@ def step_role_problems(roles: Roles, steps: Sequence[Step], indices: Sequence[in
         if masker and s.columns is None:
             problems.append(Problem(f"steps[{i}].columns", f"{s.use!r} treats categorical keys and needs its "
                                     "columns named", f"columns = {list(roles.keys) or ['the key columns']!r}"))
+        if s.within == WITHIN_KEYS and not roles.keys:
+            problems.append(Problem(f"steps[{i}].within", "is \"keys\" but the recipe declares no [roles] keys",
+                                    'declare the keys (e.g. [roles] keys = ["sex", "region"]) or list the columns'))
+        inside = [c for c in within_columns(s, roles) if c in (s.columns or ())]
+        if inside:
+            problems.append(Problem(f"steps[{i}].within", f"names the step's own column(s) {', '.join(inside)}: "
+                                    "the groups are values the earlier steps released, which this step then changes",
+                                    "leave them out of within (or out of the step's columns)"))
         for c in s.columns or ():
             if c in roles.strata:
                 problems.append(Problem(f"steps[{i}].columns", f"names the stratum column {c!r}; strata are public "
@@ -592,7 +632,7 @@ class Recipe:
             try:
                 params = {k: v for k, v in raw.items() if k not in STEP_KEYS}
                 steps.append(Step(use=use, params=params, columns=columns, id=raw.get("id"),
-                                  output=raw.get("output")))
+                                  output=raw.get("output"), within=raw.get("within")))
                 positions.append(i)
             except RecipeError as err:
                 problems.extend(Problem(f"{where}.{p.where}".rstrip("."), p.message, p.fix) for p in err.problems)

@@ -74,6 +74,12 @@ def _whole_file_extras(checks: Mapping[str, Any]) -> list[str]:
         return [f"Whether the released file is k-anonymous with k = {k} is undecided: over {WHOLE_FILE_SCOPE} "
                 f"({_cols(whole['columns'])}), counting identical rows, {whole['records_in_small_groups']} of "
                 f"{checks['records']} records are in groups smaller than {k}, but {UNDECIDED_MATCHING}."]
+    smallest = int(whole.get("min_group_size") or 0)
+    if smallest >= 2:  # what the file does hold, before what it does not (a step run within the keys' groups)
+        return [f"The released file is k-anonymous with k = {smallest}, verified by the host over {WHOLE_FILE_SCOPE} "
+                f"({_cols(whole['columns'])}: every combination is shared by at least {smallest} records), but NOT "
+                f"with k = {k}, the largest k a step claims: {whole['records_in_small_groups']} of "
+                f"{checks['records']} records are in groups of identical rows smaller than {k}."]
     return [f"The released file is NOT k-anonymous with k = {k}: over {WHOLE_FILE_SCOPE} "
             f"({_cols(whole['columns'])}), {whole['records_in_small_groups']} of {checks['records']} "
             f"records are in groups of identical rows smaller than {k} ({_records(whole['unique_records'])} unique)"

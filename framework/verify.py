@@ -282,8 +282,13 @@ def verify(context: PrivacyContext, original: pd.DataFrame, released: pd.DataFra
             columns = _claim_columns(entry, s["columns"], original)
             own_outcome = next(o for o in outcomes if o.index == entry.step)
             # the claim is the step's: checked on the values it released, never on a later step's
-            own = _k_check(_step_values(outcomes, own_outcome, original, released, extra), columns, extra, k)
-            on_file = _k_check(released, columns, extra, k)
+            # a step run within groups (``within``) is checked within them, as within strata
+            groups = getattr(own_outcome, "within_groups", None)
+            grouped = {} if groups is None else {"\0within": groups}
+            at = (*extra, *grouped)
+            own = _k_check(_step_values(outcomes, own_outcome, original, released, extra).assign(**grouped),
+                           columns, at, k)
+            on_file = _k_check(released.assign(**grouped), columns, at, k)
             smallest, small = own["min_group_size"], own["records_in_small_groups"]
             verbatim = int(_verbatim(original, released, columns).sum())
             later = on_file["holds"] != own["holds"] or on_file["min_group_size"] != smallest
