@@ -130,7 +130,8 @@ if TYPE_CHECKING:  # pragma: no cover
         register,
         reset_registry,
     )
-    from .report import EFFECTIVE_PARAMS, EFFECTIVE_PARAMS_FROM_DATA, NOISY_RECORDS, Release
+    from .private_count import NOISY_RECORDS
+    from .report import EFFECTIVE_PARAMS, EFFECTIVE_PARAMS_FROM_DATA, Release
     from .runner import CompiledRecipe, StepOutcome, compile, numeric_columns, run
     from .strata import DatasetRelease, run_dataset
 
@@ -159,7 +160,8 @@ _LAZY: dict[str, str] = {name: module for module, names in {
     "params": "DataLeak column_bounds declared_leaks nested param public_bounds",
     "recipe": "KNOWN_LEAKS Budget ComponentSpec EvaluateSpec Recipe Roles Step",
     "registry": "ComponentInfo PluginInfo Registry get_registry known_leak_names register reset_registry",
-    "report": "EFFECTIVE_PARAMS EFFECTIVE_PARAMS_FROM_DATA NOISY_RECORDS Release",
+    "private_count": "NOISY_RECORDS",
+    "report": "EFFECTIVE_PARAMS EFFECTIVE_PARAMS_FROM_DATA Release",
     "runner": "CompiledRecipe StepOutcome compile numeric_columns run",
     "strata": "DatasetRelease run_dataset",
 }.items() for name in names.split()}

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-__all__ = ["column_list", "joined", "records_are"]
+__all__ = ["column_list", "counted", "joined", "records_are"]
 
 
 def records_are(count: int) -> str:
@@ -26,3 +26,8 @@ def joined(items: Sequence[str]) -> str:
         if item and item not in seen:
             seen.append(item)
     return "; ".join(seen)
+
+
+def counted(n: int, noun: str) -> str:
+    """``"1 record"``, ``"12 records"``."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"

@@ -21,7 +21,7 @@ import pandas as pd
 import privclust
 import pytest
 from privclust import Partition, Registry, hookimpl
-from privclust.report import NOISY_RECORDS, count_is_private, uncounted
+from privclust.private_count import NOISY_RECORDS, count_is_private, uncounted
 
 BOUNDS = {"x": [-5, 25], "y": [-5, 25]}
 DENSITY = {"privacy": {"epsilon": 1.0}, "steps": [{"use": "dp-density", "epsilon": 1.0, "bounds": BOUNDS}]}

@@ -46,7 +46,7 @@ LAYERS: list[set[str]] = [
     {"verdict"},
     {"registry"},
     {"handover"},
-    {"assessment", "defaults", "verify", "report"},
+    {"assessment", "defaults", "private_count", "verify", "report"},
     {"compiling"},
     {"integers"},
     {"preflight", "rule_check"},
