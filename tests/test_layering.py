@@ -52,7 +52,7 @@ LAYERS: list[set[str]] = [
     {"preflight", "rule_check"},
     {"execute", "evaluation"},
     {"runner"},
-    {"compare", "harness", "audit_events", "audit", "testing", "sklearn", "strata"},
+    {"compare", "harness", "audit_events", "audit_pairs", "audit", "testing", "sklearn", "strata"},
     {"cliargs", "cli", "__main__"},
     {"__init__"},
 ]
