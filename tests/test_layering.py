@@ -33,7 +33,7 @@ PUBLIC_SUBMODULES = {"datasets", "plots", "sampling", "sklearn", "testing"}
 #: The layers, lowest first (docs/architecture.md). A module imports only
 #: modules of its own layer or below, at module level.
 LAYERS: list[set[str]] = [
-    {"errors", "hookspecs", "sampling", "wording"},
+    {"errors", "hookspecs", "sampling", "wording", "toml_text"},
     {"_optional", "claims", "comparison", "_reading", "_temporaries"},
     {"_signals", "_writing"},
     {"_io", "specs", "plots", "datasets", "ledger", "seeds", "progress"},
