@@ -293,7 +293,7 @@ def test_two_outputs_of_a_comparison_with_one_path_are_refused(files, capsys, mo
 
 def test_the_json_beside_an_html_report_counts_as_an_output():
     from privclust._io import check_outputs
-    from privclust.cli import _report_paths
+    from privclust.cli_options import report_paths as _report_paths
 
     paths = _report_paths(Path("r.html"))
     assert paths == {"--report": Path("r.html"), "the JSON written beside --report": Path("r.json")}

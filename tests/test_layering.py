@@ -53,7 +53,7 @@ LAYERS: list[set[str]] = [
     {"execute", "evaluation"},
     {"runner"},
     {"compare", "harness", "audit_events", "audit_pairs", "audit", "testing", "sklearn", "strata"},
-    {"cliargs", "cli", "__main__"},
+    {"cliargs", "cli_options", "cli", "__main__"},
     {"__init__"},
 ]
 
