@@ -524,6 +524,11 @@ def dbrl_among_matches(X: np.ndarray, Y: np.ndarray, keys: np.ndarray, *, worker
 
     def blocks(queries: np.ndarray | None) -> Any:
         for q_rows, d_rows, q_keys, d_keys in kr.matching_blocks(keys, queries):
+            # only the rows with a match on the other side: a few suppressed records meet a few cells of the rest
+            hit_q, hit_d = np.isin(q_keys, d_keys), np.isin(d_keys, q_keys)
+            if not hit_q.any():
+                continue
+            q_rows, q_keys, d_rows, d_keys = q_rows[hit_q], q_keys[hit_q], d_rows[hit_d], d_keys[hit_d]
             cells = pd.factorize(np.concatenate([q_keys, d_keys]))[0] * gap
             yield (q_rows, np.column_stack([Zp[q_rows], cells[:len(q_rows)]]),
                    np.column_stack([Z[d_rows], cells[len(q_rows):]]))
@@ -549,6 +554,9 @@ def _pattern_pairs(Zd: np.ndarray, Zq: np.ndarray, R2: np.ndarray) -> Any:
     observed coordinates, the constant part of the squared distance)`` (MDAV's distance: a coordinate's
     squared range ``R2`` where one of the two misses it)."""
     od, oq = ~np.isnan(Zd), ~np.isnan(Zq)
+    if od.all() and oq.all():  # no missing value: one pair
+        yield 0, np.arange(Zd.shape[0]), np.arange(Zq.shape[0]), np.ones(Zd.shape[1], dtype=bool), 0.0
+        return
     pd_, of_d = np.unique(od, axis=0, return_inverse=True)
     pq, of_q = np.unique(oq, axis=0, return_inverse=True)
     of_d, of_q = np.asarray(of_d).ravel(), np.asarray(of_q).ravel()
