@@ -16,7 +16,7 @@ from itertools import combinations
 import numpy as np
 import pandas as pd
 
-__all__ = ["encode", "household_risks", "l_diversity", "match_totals", "suda2"]
+__all__ = ["encode", "household_risks", "l_diversity", "match_totals", "matching_blocks", "suda2"]
 
 
 def encode(frame: pd.DataFrame) -> np.ndarray:
@@ -71,6 +71,9 @@ def _matched(codes: np.ndarray, queries: np.ndarray | None = None, data: np.ndar
             else:  # too many combinations for one int64: number the rows' tuples
                 key = _combined(codes[np.ix_(np.concatenate([these, data]), columns)])
                 yield these, data, key[:len(these)], key[len(these):]
+
+
+matching_blocks = _matched  # public name for the other kernels (key-linkage matches released records with it)
 
 
 def match_totals(codes: np.ndarray, weights: np.ndarray | None = None, queries: np.ndarray | None = None,

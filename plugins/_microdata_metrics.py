@@ -494,13 +494,21 @@ def _hyp2f1_11(c: np.ndarray, z: np.ndarray, max_terms: int = 200_000) -> np.nda
     return total
 
 
-def dbrl_within_cells(X: np.ndarray, Y: np.ndarray, cells_x: np.ndarray, cells_y: np.ndarray, *,
-                      workers: int = 1) -> tuple[float, float]:
-    """Distance-based record linkage restricted to the original records that
-    share the protected record's key combination: as :func:`dbrl`, with each
-    cell moved far apart along an extra axis (further than any distance
-    within the data), so that the nearest original is always in the record's
-    own cell. A record whose key combination changed is not linked."""
+def dbrl_among_matches(X: np.ndarray, Y: np.ndarray, keys: np.ndarray, *, workers: int = 1) -> tuple[float, float]:
+    """Distance-based record linkage restricted to the records whose released
+    keys match: ``keys`` are the released key codes (:func:`_key_risk.encode`,
+    ``-1`` for a missing value), row ``i`` those of record ``i``. For each
+    released record ``j``, the candidate originals are the records ``i`` whose
+    released keys match ``j``'s (agree on every key both observe: a missing
+    value matches any category); ``j`` scores ``1/t`` when its own original is
+    among the ``t`` tied nearest candidates (the distance of :func:`dbrl`).
+    Record ``i``'s released keys are what an intruder computes from its true
+    keys under a deterministic key masker (recode, suppression), so these are
+    the intruder's candidates; with unchanged keys they are the records with
+    the same key combination. Vectorised over the blocks of
+    :func:`_key_risk.matching_blocks` (a pair of missingness patterns of the
+    keys, keyed on the keys both observe), each cell of a block moved far
+    apart along an extra axis; memory O(N)."""
     X, Y = _rescaled(X, Y)
     mean, sd, varying = _varying(X)
     scale = np.where(varying, sd, 1.0)
@@ -508,12 +516,83 @@ def dbrl_within_cells(X: np.ndarray, Y: np.ndarray, cells_x: np.ndarray, cells_y
     Zp = (Y - mean) / scale
     both = np.vstack([Z, Zp])
     span = float(np.sqrt(np.nansum((np.nanmax(both, axis=0) - np.nanmin(both, axis=0)) ** 2))) if both.size else 0.0
-    gap = 2.0 * span + 1.0
-    if np.isnan(both).any():  # missing values: the same distance as dbrl's (the cell axis always observed)
-        return _linkage_missing(np.column_stack([Z, cells_x * gap]), np.column_stack([Zp, cells_y * gap]),
-                                cells_x == cells_y, workers)
-    return _linkage(np.column_stack([Z, cells_x * gap]), np.column_stack([Zp, cells_y * gap]), cells_x == cells_y,
-                    workers)
+    gap = 2.0 * span + 1.0  # further than any distance within the data: the nearest candidate is in the own cell
+    R2 = np.append(np.nan_to_num((np.nanmax(Z, axis=0) - np.nanmin(Z, axis=0)) ** 2), 0.0)  # cell axis: observed
+    ox, op = ~np.isnan(Z), ~np.isnan(Zp)
+    diff = np.where(ox & op, np.nan_to_num(Zp) - np.nan_to_num(Z), 0.0)
+    own = np.sqrt(np.sum(diff ** 2, axis=1) + (ox ^ op) @ R2[:-1])
+
+    def blocks(queries: np.ndarray | None) -> Any:
+        for q_rows, d_rows, q_keys, d_keys in kr.matching_blocks(keys, queries):
+            # only the rows with a match on the other side: a few suppressed records meet a few cells of the rest
+            hit_q, hit_d = np.isin(q_keys, d_keys), np.isin(d_keys, q_keys)
+            if not hit_q.any():
+                continue
+            q_rows, q_keys, d_rows, d_keys = q_rows[hit_q], q_keys[hit_q], d_rows[hit_d], d_keys[hit_d]
+            cells = pd.factorize(np.concatenate([q_keys, d_keys]))[0] * gap
+            yield (q_rows, np.column_stack([Zp[q_rows], cells[:len(q_rows)]]),
+                   np.column_stack([Z[d_rows], cells[len(q_rows):]]))
+
+    n = Z.shape[0]
+    nearest = np.full(n, np.inf)
+    for q_rows, Zq, Zd in blocks(None):
+        nearest[q_rows] = np.minimum(nearest[q_rows], _nearest_distances(Zd, Zq, R2, workers))
+    radius = nearest * (1.0 + 1e-9) + 1e-12
+    linked = np.flatnonzero(own <= radius)  # always a candidate of itself: only ties with others can fail this
+    counts = np.zeros(n)
+    if linked.size:
+        for q_rows, Zq, Zd in blocks(linked):
+            counts[q_rows] += _counts_within(Zd, Zq, radius[q_rows], R2, workers)
+    credit = np.zeros(n)
+    credit[linked] = 1.0 / np.maximum(counts[linked], 1.0)
+    return float(credit.mean()), float(credit.sum())
+
+
+def _pattern_pairs(Zd: np.ndarray, Zq: np.ndarray, R2: np.ndarray) -> Any:
+    """The pairs of missingness patterns of the data rows ``Zd`` and query rows
+    ``Zq``: yields ``(data pattern number, data rows, query rows, common
+    observed coordinates, the constant part of the squared distance)`` (MDAV's distance: a coordinate's
+    squared range ``R2`` where one of the two misses it)."""
+    od, oq = ~np.isnan(Zd), ~np.isnan(Zq)
+    if od.all() and oq.all():  # no missing value: one pair
+        yield 0, np.arange(Zd.shape[0]), np.arange(Zq.shape[0]), np.ones(Zd.shape[1], dtype=bool), 0.0
+        return
+    pd_, of_d = np.unique(od, axis=0, return_inverse=True)
+    pq, of_q = np.unique(oq, axis=0, return_inverse=True)
+    of_d, of_q = np.asarray(of_d).ravel(), np.asarray(of_q).ravel()
+    rows_d = [np.flatnonzero(of_d == a) for a in range(len(pd_))]
+    for b, pb in enumerate(pq):
+        rows_q = np.flatnonzero(of_q == b)
+        for a, pa in enumerate(pd_):
+            yield a, rows_d[a], rows_q, pa & pb, float(R2[pa ^ pb].sum())
+
+
+def _nearest_distances(Zd: np.ndarray, Zq: np.ndarray, R2: np.ndarray, workers: int) -> np.ndarray:
+    """Each query row's distance to its nearest data row (inf when there is none)."""
+    out = np.full(Zq.shape[0], np.inf)
+    for _, rows_d, rows_q, common, const in _pattern_pairs(Zd, Zq, R2):
+        d, _ = cKDTree(Zd[np.ix_(rows_d, common)]).query(Zq[np.ix_(rows_q, common)], k=1, workers=workers)
+        out[rows_q] = np.minimum(out[rows_q], d if const == 0 else np.sqrt(d ** 2 + const))
+    return out
+
+
+def _counts_within(Zd: np.ndarray, Zq: np.ndarray, radius: np.ndarray, R2: np.ndarray, workers: int) -> np.ndarray:
+    """How many data rows lie within ``radius`` (one per query row) of each query row."""
+    counts = np.zeros(Zq.shape[0])
+    trees: dict[tuple[int, bytes], Any] = {}
+    for a, rows_d, rows_q, common, const in _pattern_pairs(Zd, Zq, R2):
+        room = radius[rows_q] ** 2 - const
+        ok = room >= 0
+        if not ok.any():
+            continue
+        key = (a, common.tobytes())
+        if key not in trees:
+            trees[key] = cKDTree(Zd[np.ix_(rows_d, common)])
+        r = radius[rows_q][ok] if const == 0 else np.sqrt(room[ok])
+        found = trees[key].query_ball_point(Zq[np.ix_(rows_q[ok], common)], r=r, return_length=True,
+                                            workers=workers)
+        counts[rows_q[ok]] += np.asarray(found, dtype=float)
+    return counts
 
 
 # ---------------------------------------------------------------------------

@@ -51,6 +51,7 @@ import pandas as pd
 import privclust
 from privclust import DataError, EvaluationInputs, Partition, param
 
+from . import _key_risk as kr
 from . import _microdata_metrics as mm
 
 __version__ = "0.1.0"
@@ -477,14 +478,6 @@ class EditViolations:
 # ---------------------------------------------------------------------------
 
 
-def _cells_of_both(original: pd.DataFrame, protected: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """Cell codes of both files on one coding (a combination has one code in both)."""
-    both = pd.concat([original.reset_index(drop=True), protected.reset_index(drop=True)], ignore_index=True)
-    codes, _ = mm.key_cells(both)
-    n = original.shape[0]
-    return codes[:n], codes[n:]
-
-
 @attrs.frozen(kw_only=True)
 class KeyFrequencies:
     """Frequency counts of the combinations of the categorical key variables
@@ -591,16 +584,24 @@ class IndividualRisk:
 @attrs.frozen(kw_only=True)
 class KeyLinkage:
     """Distance-based record linkage on the numeric columns, restricted to
-    the original records that share the protected record's key combination:
-    numeric masking judged together with the categorical keys an intruder
-    also knows. ``key_dbrl`` is the share of protected records linked to
-    their own original (ties share the credit); a record whose key
-    combination changed is not linked."""
+    the records whose released keys match: an intruder who knows a person's
+    keys computes the released keys from them (the public recoding, the
+    suppression) and links among the released records that match them (a
+    missing value matching any category, sdcMicro's convention). For each
+    released record, the candidate originals are the records whose released
+    keys match its released keys; ``key_dbrl`` is the share of released
+    records linked to their own original (ties share the credit). Exactly
+    the intruder's candidates after a deterministic key masker (recode,
+    local-suppression); after pram conservative, it may overstate the risk,
+    never understate it (a record whose keys pram left alone has the
+    intruder's candidates, one it changed is linked where an intruder using
+    its true keys would miss it); with unchanged keys the records with the
+    same key combination."""
 
     name: ClassVar[str] = "key-linkage"
     metric_descriptions: ClassVar[Mapping[str, tuple[str, str]]] = {
-        "key_dbrl": ("share of protected records linked to their own original among those with the same key "
-                     "combination; 0 = none linked", "share (0-1)"),
+        "key_dbrl": ("share of released records linked to their own original among the records whose released "
+                     "keys match theirs (a missing key matches any category); 0 = none linked", "share (0-1)"),
         "key_dbrl_linked_records": ("records so linked", "records"),
     }
 
@@ -616,9 +617,8 @@ class KeyLinkage:
     def evaluate(self, inputs: EvaluationInputs) -> Mapping[str, float]:
         X, Y = _arrays(inputs, self.name)
         keys = mm.key_role(self.keys, inputs, self.with_strata)
-        cells_x, cells_y = _cells_of_both(mm.key_frame(inputs.original, keys, self.name, "original"),
-                                          mm.key_frame(inputs.protected, keys, self.name, "protected"))
-        share, linked = mm.dbrl_within_cells(X, Y, cells_x, cells_y, workers=-1)
+        released = kr.encode(mm.key_frame(inputs.protected, keys, self.name, "protected"))
+        share, linked = mm.dbrl_among_matches(X, Y, released, workers=-1)
         return {"key_dbrl": share, "key_dbrl_linked_records": linked}
 
 

@@ -87,9 +87,9 @@ def test_linkage_within_key_cells_finds_what_plain_linkage_misses():
         near = same[np.isclose(d, d.min(), rtol=1e-9, atol=1e-12)]
         own += (i in near) / len(near)
     assert both["key_dbrl"] == pytest.approx(own / n)
-    # a record whose key changed is never linked
+    # a record whose released key is its alone is linked for sure (an intruder links within the released cells)
     moved = protected.assign(key=np.where(np.arange(n) < 100, 1000 + np.arange(n), keys))
-    assert KeyLinkage(keys=("key",)).evaluate(_inputs(original, moved))["key_dbrl_linked_records"] <= n - 100
+    assert KeyLinkage(keys=("key",)).evaluate(_inputs(original, moved))["key_dbrl_linked_records"] >= 100
 
 
 def test_bad_keys_and_weights_are_named():
