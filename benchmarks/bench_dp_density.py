@@ -79,9 +79,9 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from _harness import RESULTS, machine, measure, save, table
 
 import privclust
-from _harness import RESULTS, machine, measure, save, table
 
 DATASETS = Path(__file__).resolve().parents[1].parent / "shared" / "datasets"
 SHAPES = ["aggregation", "flame", "jain", "pathbased", "spiral", "compound", "d31", "r15"]
@@ -367,7 +367,6 @@ def run_shape_references(dataset: str, n: int) -> dict:
     """Non-private k-means (true k) and the best convex-cell partition fitted to the labels (see the docstring)."""
     from sklearn.cluster import KMeans as SkKMeans
     from sklearn.linear_model import LogisticRegression
-
     from sklearn.neighbors import KNeighborsClassifier
 
     data, y, _ = load(dataset, n)

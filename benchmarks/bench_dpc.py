@@ -20,9 +20,9 @@ import warnings
 
 import numpy as np
 import pandas as pd
+from _harness import machine, measure, ratio, save, table
 
 import privclust
-from _harness import machine, measure, ratio, save, table
 
 try:  # imported here, so that neither library's import time is measured
     import pydpc

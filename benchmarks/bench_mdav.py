@@ -25,10 +25,10 @@ import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
-
-import privclust  # noqa: E402
 from _harness import Measurement, machine, measure, ratio, save, table  # noqa: E402
 from _mdav_reference import mdav_reference  # noqa: E402
+
+import privclust  # noqa: E402
 from privclust_plugins import _mdav  # noqa: E402
 from privclust_plugins.mdav import MDAV  # noqa: E402
 

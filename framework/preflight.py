@@ -27,8 +27,8 @@ from .compiling import (
     planned_cost,
     spanning_problems,
 )
-from .defaults import default_step_columns
 from .components import EvaluationInputs, capability, is_real_column
+from .defaults import default_step_columns
 from .errors import DataError, PrivclustError, Problem, RecipeError
 from .integers import inexact_integer_problems, integer_columns
 from .params import column_bounds

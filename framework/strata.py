@@ -46,10 +46,10 @@ from ._signals import raise_if_stopped, signals_held
 from .accounting import Budget, Ledger, PrivacyContext, accountant_description, exact, jsonable
 from .compiling import CompiledRecipe, compile
 from .coverage import COMPARED, guarantees_dp
+from .defaults import default_step_columns
 from .engines import map_tasks
 from .errors import DataError, ParameterError, PrivclustError
 from .handover import Handover, handed, received, worker_registry
-from .defaults import default_step_columns
 from .preflight import preflight, strata_parts, strata_statement
 from .recipe import Recipe
 from .registry import Registry

@@ -32,11 +32,12 @@ import math
 from collections.abc import Callable, Iterator
 
 import numpy as np
-import privclust
-from privclust import ParameterError, at_least
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 from scipy.spatial import cKDTree
+
+import privclust
+from privclust import ParameterError, at_least
 
 #: Most candidate pairs (or matrix entries) held in memory at once. Small enough
 #: for the work buffers (five arrays of this length) to stay in the caches' reach

@@ -310,7 +310,7 @@ class _Parser:
                                                 f"({sys.float_info.min:.3g}), where arithmetic on it loses its "
                                                 "precision; multiply both sides of the rule by a power of ten")
         kind = "eq" if rel_tok.value == "=" else "le"
-        return ParsedRule(self.rule, kind, coefs, -float(form.const), tuple(dict.fromkeys(self.names)))
+        return ParsedRule(self.rule, kind, coefs, -const, tuple(dict.fromkeys(self.names)))
 
     def _show(self) -> str:
         t = self.tok

@@ -37,6 +37,8 @@ from typing import Any, ClassVar
 import attrs
 import numpy as np
 import pandas as pd
+from scipy.spatial import cKDTree
+
 import privclust
 from privclust import (
     BudgetExceededError,
@@ -52,7 +54,6 @@ from privclust import (
     param,
     public_bounds,
 )
-from scipy.spatial import cKDTree
 
 from . import _dpc
 

@@ -66,6 +66,7 @@ from typing import Any, ClassVar
 import attrs
 import numpy as np
 import pandas as pd
+
 import privclust
 from privclust import (
     BudgetExceededError,

@@ -41,6 +41,9 @@ from typing import Any, ClassVar
 import attrs
 import numpy as np
 import pandas as pd
+from scipy.spatial import cKDTree
+from threadpoolctl import threadpool_limits
+
 import privclust
 from privclust import (
     ConstraintError,
@@ -51,8 +54,6 @@ from privclust import (
     TopMemberships,
     param,
 )
-from scipy.spatial import cKDTree
-from threadpoolctl import threadpool_limits
 
 from . import _fcm
 from .mdav import MISSING_CHOICES

@@ -52,6 +52,8 @@ from typing import Any, ClassVar
 import attrs
 import numpy as np
 import pandas as pd
+from scipy.spatial import cKDTree
+
 import privclust
 from privclust import (
     ComponentSpec,
@@ -64,7 +66,6 @@ from privclust import (
     nested,
     param,
 )
-from scipy.spatial import cKDTree
 
 from . import _fcm, _mdav
 from .fuzzy import (

@@ -39,6 +39,8 @@ from typing import Any, ClassVar
 import attrs
 import numpy as np
 import pandas as pd
+from scipy import special
+
 import privclust
 from privclust import (
     DataError,
@@ -50,9 +52,8 @@ from privclust import (
     at_most,
     param,
     public_bounds,
+    sampling,
 )
-from privclust import sampling
-from scipy import special
 
 __version__ = "0.1.0"
 

@@ -372,7 +372,8 @@ def test_the_context_resolves_components_through_the_resolver_it_is_given():
 
 
 def test_a_context_without_a_resolver_uses_the_session_registry_and_no_module_global():
-    from privclust import accounting, context as context_module
+    from privclust import accounting
+    from privclust import context as context_module
 
     assert not hasattr(accounting, "set_default_registry") and not hasattr(context_module, "_registry_provider")
     context = PrivacyContext(seed=1)
@@ -382,7 +383,7 @@ def test_a_context_without_a_resolver_uses_the_session_registry_and_no_module_gl
 
 
 def test_accounting_still_exports_every_name_it_did_before_the_split():
-    from privclust import accounting, accountants, context, ledger, seeds
+    from privclust import accountants, accounting, context, ledger, seeds
 
     for name in ("Accountant", "BasicAccountant", "Budget", "ContextView", "Ledger", "LedgerEntry", "HOST",
                  "NothingProtectedWarning", "Origin", "PrivacyContext", "PrivacyLeakWarning", "RecordProgress",

@@ -85,7 +85,7 @@ def frames(draw) -> pd.DataFrame:
     cols = [draw(names) for _ in range(width)]
     data = {}
     frame = pd.DataFrame(index=pd.RangeIndex(n) if draw(st.booleans()) else pd.Index(range(100, 100 + n)))
-    for i, name in enumerate(cols):
+    for i, _name in enumerate(cols):
         series = draw(columns(n))
         series.index = frame.index
         data[i] = series

@@ -13,9 +13,8 @@ import pandas as pd
 import pytest
 
 import privclust
-from privclust import datasets
+from privclust import NothingProtectedWarning, datasets
 from privclust.cli import main
-from privclust import NothingProtectedWarning
 from privclust.errors import DataError, RecipeError
 from privclust.recipe import Recipe, Roles
 

@@ -3,7 +3,6 @@ epsilon, built-in DP components within their charges, mutants caught."""
 
 from __future__ import annotations
 
-import math
 import warnings
 from typing import ClassVar
 
@@ -14,8 +13,7 @@ import pytest
 
 import privclust
 import privclust.testing as pt
-from privclust import audit, audit_events
-from privclust import Sensitivity, param
+from privclust import Sensitivity, audit, audit_events, param
 from privclust.cli import main
 
 RELATION = "replace-one (the audited pair)"

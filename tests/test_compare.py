@@ -12,9 +12,10 @@ from typing import ClassVar
 import attrs
 import numpy as np
 import pandas as pd
-import privclust
 import pytest
 from conftest import default_stop_signals
+
+import privclust
 from privclust import PrivclustError, RecipeError, Registry, hookimpl
 from privclust.cli import main
 from privclust.compare import expand_grid, parse_sweep

@@ -9,6 +9,7 @@ import warnings
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import require_dataset
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.metrics import adjusted_rand_score
@@ -18,9 +19,7 @@ import privclust.datasets
 import privclust.testing as pt
 from privclust import BudgetExceededError, DataError, ParameterError, PrivacyLeakWarning
 from privclust_plugins import _dpc
-from privclust_plugins.density_peaks import DPC, AdDPC, AdDPCrDP, DPDPCGrid, DPDPCL, DPrcCFSFDP
-
-from conftest import require_dataset
+from privclust_plugins.density_peaks import DPC, DPDPCL, AdDPC, AdDPCrDP, DPDPCGrid, DPrcCFSFDP
 
 # ---------------------------------------------------------------------------
 # helpers

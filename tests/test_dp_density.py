@@ -8,6 +8,7 @@ import tracemalloc
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import require_dataset
 from sklearn.metrics import adjusted_rand_score
 
 import privclust
@@ -15,7 +16,6 @@ import privclust.testing as pt
 from privclust import Budget, BudgetExceededError, DataError, ParameterError, PrivacyContext, RecipeError
 from privclust_plugins import _privtree
 from privclust_plugins.dp_density import DPDensity, _merge_to, _refine, cluster_map, split_to, weighted_kmeans
-from conftest import require_dataset
 
 BOUNDS = {"x": [-5.0, 25.0], "y": [-5.0, 25.0]}
 

@@ -10,15 +10,15 @@ from typing import ClassVar
 import attrs
 import numpy as np
 import pandas as pd
-import privclust
 import pytest
+from conftest import require_dataset
+
+import privclust
 from privclust import Budget, DataError, ParameterError, PrivacyContext, Recipe, RecipeError
 from privclust.accounting import PrivacyLeakWarning
 from privclust_plugins import _dpc
 from privclust_plugins.density_peaks import DPDPCL, DPDPCGrid
 from privclust_plugins.dp_kmeans import IDPKMeans
-
-from conftest import require_dataset
 
 BOUNDS = {"a": [-3.0, 9.0], "b": [-3.0, 9.0], "c": [-3.0, 9.0]}
 

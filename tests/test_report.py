@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import warnings
 import sys
+import warnings
 from typing import ClassVar
 
 import attrs
