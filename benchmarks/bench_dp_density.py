@@ -473,9 +473,10 @@ def main(quick: bool = False) -> str:
                            f"{db.value['ari']:.3f}" if db.ok else db.failure, a_row["clusters"] if a_row else "-",
                            _cell(auto, eps, "seconds"), _cell(dpl, eps, "seconds"), _cell(grid, eps, "seconds")])
             if a_row and eps == 1.0:
-                chosen.append([name, f"{a_row['n_noisy']:,}", a_row["leaves"], f"{a_row['depth'][0]}-{a_row['depth'][1]}",
-                               a_row["max_depth"], f"{a_row['lambda']:.3g}", f"{a_row['delta']:.3g}",
-                               f"{a_row['z']:.2f}", f"{a_row['min_mass']:.0f}", f"{a_row['bandwidth']:.4f}", a_row["clusters"]])
+                chosen.append([name, f"{a_row['n_noisy']:,}", a_row["leaves"],
+                               f"{a_row['depth'][0]}-{a_row['depth'][1]}", a_row["max_depth"], f"{a_row['lambda']:.3g}",
+                               f"{a_row['delta']:.3g}", f"{a_row['z']:.2f}", f"{a_row['min_mass']:.0f}",
+                               f"{a_row['bandwidth']:.4f}", a_row["clusters"]])
         if db.ok:
             rows_a.append([name, k, "DBSCAN", f"eps={db.value['radius']}", f"min_samples={db.value['min_samples']}",
                            f"{db.value['clusters']} clusters", f"{db.value['noise_share']:.1%} noise",

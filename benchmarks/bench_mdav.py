@@ -47,7 +47,8 @@ def _data(n: int, kind: str, seed: int = 0) -> np.ndarray:
 
 def _digest(labels: np.ndarray, seconds: float, cpu: float) -> tuple[str, int, int, float, float]:
     sizes = np.bincount(labels)
-    return hashlib.sha1(np.ascontiguousarray(labels).tobytes()).hexdigest()[:12], int(sizes.min()), int(sizes.max()), seconds, cpu
+    digest = hashlib.sha1(np.ascontiguousarray(labels).tobytes()).hexdigest()[:12]
+    return digest, int(sizes.min()), int(sizes.max()), seconds, cpu
 
 
 def run_ours(n: int, kind: str):

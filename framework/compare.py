@@ -397,7 +397,8 @@ def _run_local(tasks: list[tuple[dict[str, Any], np.random.SeedSequence]], data:
             else:  # the children start afresh: send the data and rebuild the registry
                 context, shipped = mp.get_context("spawn"), data
             before = set(mp.active_children())
-            pool = ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=worker_signals, initargs=(os.getpid(),))
+            pool = ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=worker_signals,
+                                       initargs=(os.getpid(),))
             try:
                 futures = {pool.submit(_run_one, recipe, shipped, seed, spec, token): i
                            for i, (recipe, seed) in enumerate(tasks)}
@@ -505,8 +506,8 @@ def check_plot(recipes: Iterable[Recipe], risk: str | None = None, loss: str | N
         if given is not None:
             if given.lower().startswith(HIGHER_IS_BETTER):
                 raise PrivclustError(f"{option} {given}: a figure where higher is better (agreement with the true "
-                                     f"classes, an l-diversity) is not usable as the {what} figure of the map, which takes both "
-                                     "figures to be better when lower")
+                                     f"classes, an l-diversity) is not usable as the {what} figure of the map, which "
+                                     "takes both figures to be better when lower")
             if not any(given.startswith(f"{use}.") for use in used):
                 raise PrivclustError(f"{option} {given}: no evaluator of the recipes computes it (a figure is "
                                      f"<evaluator>.<metric>; the recipes' evaluators: {listed})")

@@ -70,8 +70,8 @@ def _pick(table: pd.DataFrame, given: str | None, hints: Sequence[str], what: st
         if given.lower().startswith(HIGHER_IS_BETTER):
             raise PrivclustError(
                 f"{given} is a figure where higher is better (agreement with the true classes, an l-diversity), not "
-                f"usable as the {what} figure: the map takes both figures to be better when lower (its Pareto front, 'lower left "
-                f"is better'); draw one minus it as a column of its own, e.g. "
+                f"usable as the {what} figure: the map takes both figures to be better when lower (its Pareto front, "
+                f"'lower left is better'); draw one minus it as a column of its own, e.g. "
                 f"table.assign(**{{'1 - {given}': 1 - table['{given}']}})")
         return given
     for hint in hints:

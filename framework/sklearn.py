@@ -105,8 +105,9 @@ def _frame(estimator: BaseEstimator, X: Any, *, reset: bool) -> pd.DataFrame:
     if bad.any():
         nan = np.isnan(array).sum(axis=0)
         inf = (bad.sum(axis=0) - nan)
-        found = [f"{names[j]} ({', '.join(t for t in (f'{nan[j]} NaN' if nan[j] else '', f'{inf[j]} inf' if inf[j] else '') if t)})"
-                 for j in np.flatnonzero(bad.any(axis=0))]
+        def what(j: int) -> str:
+            return ", ".join(t for t in (f"{nan[j]} NaN" if nan[j] else "", f"{inf[j]} inf" if inf[j] else "") if t)
+        found = [f"{names[j]} ({what(j)})" for j in np.flatnonzero(bad.any(axis=0))]
         raise DataError(f"{type(estimator).__name__}: the input has NaN or inf values in column(s) "
                         f"{', '.join(found)}; the estimators take complete, finite data: drop or impute those "
                         "records first (privclust.run with a recipe keeps missing values where the step "
@@ -172,8 +173,9 @@ class _PrivclustEstimator(BaseEstimator):
                 warnings.warn(PrivclustWarning(
                     f"{type(self).__name__}: this run drew its randomness (noise included) from the same stream as "
                     "an earlier run of this estimator, since random_state is the same fixed seed; on different data, "
-                    "two such releases can cancel each other's noise, so their privacy statements do not hold together. "
-                    "Publish at most one release per seed; leave random_state=None for releases."), stacklevel=3)
+                    "two such releases can cancel each other's noise, so their privacy statements do not hold "
+                    "together. Publish at most one release per seed; leave random_state=None for releases."),
+                stacklevel=3)
             self._privclust_seed_drawn = int(seed)
         return release
 

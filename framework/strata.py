@@ -453,7 +453,8 @@ def _combined(compiled: CompiledRecipe, context: PrivacyContext, results: Sequen
         f"{', '.join(checks['changed_columns']) or '(none)'}; columns released as in the original: "
         f"{', '.join(checks['unchanged_columns']) or '(none)'}. "
         + ("The host does not compare the written values with the original ones (every step released through "
-           "its differential-privacy mechanisms); " if dp_release else f"{checks['verbatim_records']} of {checks['records']} records are "
+           "its differential-privacy mechanisms); " if dp_release
+           else f"{checks['verbatim_records']} of {checks['records']} records are "
            "released verbatim (identical on the columns the steps worked on to an original record of their stratum, "
            "its own or another's); ")
         + "; ".join(f"step {s['step']} ({s['id']}): the smallest group of identical released rows (within a "

@@ -525,9 +525,9 @@ class _NoisyDensityPeaks(_DensityPeaks):
                 f"{self.name} (paper-faithful mechanism): the paper claims epsilon = {eps_text} because one density "
                 f"changes by at most 1, but the released vector of {n} densities moves by up to {sens:.0f} in L1 under "
                 f"replace-one (n - 1 = {n - 1} over the common coordinates when one record is removed), so the "
-                f"accountant was charged epsilon x {sens:.0f} = {at_least(charged)}. (Removing the densest record moves "
-                "the vector by its own density, a figure of the raw data that is no guarantee: it is in the step's "
-                "diagnostics, 'accounting', not in the ledger.) " + LABELS_NOT_COVERED[0].upper()
+                f"accountant was charged epsilon x {sens:.0f} = {at_least(charged)}. (Removing the densest record "
+                "moves the vector by its own density, a figure of the raw data that is no guarantee: it is in the "
+                "step's diagnostics, 'accounting', not in the ledger.) " + LABELS_NOT_COVERED[0].upper()
                 + LABELS_NOT_COVERED[1:] + "."
             )
         else:
@@ -700,8 +700,9 @@ class DPDPCGrid(_DensityPeaks):
     centres_from_records: ClassVar[bool] = False
     private: ClassVar[bool] = True
     privacy_relation: ClassVar[str] = "replace-one"
-    #: its DP entries cover the cluster map (the noisy node densities and what is computed from them alone); each record's label is a function of that record's own raw values
-    #: and the DP map (joint DP only): not a differentially private output, so they cover none of its release
+    #: its DP entries cover the cluster map (the noisy node densities and what is computed from them alone); each
+    #: record's label is a function of that record's own raw values and the DP map (joint DP only): not a
+    #: differentially private output, so they cover none of its release
     dp_output: ClassVar[tuple[str, ...]] = ()
     automatic: ClassVar[bool] = True
 
@@ -948,11 +949,11 @@ class DPDPCGrid(_DensityPeaks):
         context.record(
             f"dp-dpc-grid: the cluster map over {nodes.shape[0]} query points is {at_least(self.epsilon)}-DP under "
             f"replace-one (L1 sensitivity {at_most(worst, 4)} = 2 x {at_most(sens, 4)} for a record anywhere, "
-            f"independent of the {n} records); the cluster numbers and the released centres are computed from the map alone. Every "
-            f"record is first clipped to the bounds widened by {margin:.4g} (clustering units) on each side, "
-            f"{clip_effect}. Each record's label is the cluster of the node nearest to its clipped position (or of "
-            "the nearest clustered node): a function of that record and the DP map, so labels are covered only in "
-            "the joint-DP sense, not as a DP release.",
+            f"independent of the {n} records); the cluster numbers and the released centres are computed from the map "
+            f"alone. Every record is first clipped to the bounds widened by {margin:.4g} (clustering units) on each "
+            f"side, {clip_effect}. Each record's label is the cluster of the node nearest to its clipped position "
+            "(or of the nearest clustered node): a function of that record and the DP map, so labels are covered "
+            "only in the joint-DP sense, not as a DP release.",
             claim=privclust.Guarantee("cluster map on public query points"), details=details)
         threshold = 3.0 * scale if self.density_threshold is None else self.density_threshold
         support = np.flatnonzero(noisy > threshold)
@@ -1026,8 +1027,8 @@ class DPDPCGrid(_DensityPeaks):
             diagnostics["node_labels_before_merge"] = before
             diagnostics["radius"] = float(radius)
         privclust.RecordProgress(context, data.shape[0]).stage(4, 4)
-        return Partition(labels=labels, centres=grid_points[support[heads_s[kept]]], columns=tuple(map(str, data.columns)),
-                         diagnostics=diagnostics)
+        return Partition(labels=labels, centres=grid_points[support[heads_s[kept]]],
+                         columns=tuple(map(str, data.columns)), diagnostics=diagnostics)
 
 
 @privclust.hookimpl

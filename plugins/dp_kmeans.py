@@ -141,8 +141,9 @@ class IDPKMeans:
     #: the roles of the values it reports using (privclust.EFFECTIVE_PARAMS), for the report's rounding
     reported_roles: ClassVar[dict[str, str]] = {"epsilon_per_release": "privacy"}
     privacy_relation: ClassVar[str] = "add/remove"
-    #: its DP entries cover the noisy sums and counts (the centres); each record's label is a function of that record's own raw values
-    #: and the DP centres (joint DP only): not a differentially private output, so they cover none of its release
+    #: its DP entries cover the noisy sums and counts (the centres); each record's label is a function of that
+    #: record's own raw values and the DP centres (joint DP only): not a differentially private output, so they
+    #: cover none of its release
     dp_output: ClassVar[tuple[str, ...]] = ()
 
     #: Old recipe keys and their new names (the error for an old key names the new one).

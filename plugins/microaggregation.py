@@ -990,7 +990,8 @@ class FuzzyMicroaggregation:
             # coinciding centres release one row from several clusters)
             "share_in_realised_cluster_below_k": float(np.mean(realised[labels] < k)),
             "records_on_a_centre": step2_run.on_centre,
-            "self_tolerance": f"{SELF_TOL:g} " + ("standard deviations" if std.enabled else "in the column's own units"),
+            "self_tolerance": f"{SELF_TOL:g} "
+                              + ("standard deviations" if std.enabled else "in the column's own units"),
             "integer_columns": [c for c, is_int in zip(columns, integer, strict=True) if is_int],
             "records_only_themselves": step2_run.stuck,
             "verbatim_records": verbatim,
