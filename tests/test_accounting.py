@@ -235,8 +235,8 @@ def test_a_composed_total_that_bounds_nothing_is_no_guarantee():
     assert eps == 41.0 and delta > 1  # (1 + e^20) 1e-6 under replace-one
     checks = {"changed_columns": ["x"]}
     reasons = no_guarantee_reasons(context.ledger.entries, [], checks, spent=context.spent)
-    assert reasons == [f"the composed delta is {privclust.at_least(delta)}, not below 1 (the bound holds with probability at most "
-                       "1 - delta), which guarantees nothing"]
+    assert reasons == [f"the composed delta is {privclust.at_least(delta)}, not below 1 (the bound holds with "
+                       "probability at most 1 - delta), which guarantees nothing"]
     assert no_guarantee_reasons(context.ledger.entries, [], checks, spent=(41.0, 0.5)) == []
     assert "the composed epsilon is inf" in no_guarantee_reasons(context.ledger.entries, [], checks,
                                                                  spent=(float("inf"), 0.0))[0]
