@@ -392,10 +392,10 @@ def _run_local(tasks: list[tuple[dict[str, Any], np.random.SeedSequence]], data:
                 results[i] = _run_one(recipe, data, seed, None, token)
                 bar.update()
         else:
-            if spec is None:  # forked children inherit the data and the registry (handover)
-                context, shipped = mp.get_context("fork"), None
-            else:  # the children start afresh: send the data and rebuild the registry
-                context, shipped = mp.get_context("spawn"), data
+            # Forked children inherit the data and the registry (handover); otherwise the children start afresh:
+            # send the data and rebuild the registry.
+            context = mp.get_context("fork" if spec is None else "spawn")
+            shipped = None if spec is None else data
             before = set(mp.active_children())
             pool = ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=worker_signals,
                                        initargs=(os.getpid(),))
@@ -597,7 +597,7 @@ def compare(
             except RecipeError as err:
                 problems.extend(Problem(f"{name} [{label}] {_step_path(p.where, recipe)}".strip(), p.message,
                                         _own_key(_step_path(p.where, recipe), p, recipe, registry)
-                                        or _step_path(p.fix, recipe))
+                                        or _step_path(p.fix, recipe) or "")
                                 for p in err.problems)
                 continue
             planned.append((name, c, params, configured))

@@ -85,11 +85,11 @@ def _pick(table: pd.DataFrame, given: str | None, hints: Sequence[str], what: st
 def pareto_front(x: Sequence[float], y: Sequence[float]) -> np.ndarray:
     """Boolean mask of the points no other point beats on both x and y
     (smaller is better for both)."""
-    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
-    keep = np.ones(x.size, dtype=bool)
-    for i in range(x.size):
-        dominated = (x <= x[i]) & (y <= y[i]) & ((x < x[i]) | (y < y[i]))
-        keep[i] = not dominated.any() and np.isfinite(x[i]) and np.isfinite(y[i])
+    xs, ys = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    keep = np.ones(xs.size, dtype=bool)
+    for i in range(xs.size):
+        dominated = (xs <= xs[i]) & (ys <= ys[i]) & ((xs < xs[i]) | (ys < ys[i]))
+        keep[i] = not dominated.any() and np.isfinite(xs[i]) and np.isfinite(ys[i])
     return keep
 
 

@@ -300,7 +300,8 @@ class Registry:
         if eps is None:
             eps = list(metadata.entry_points(group=NAME))
         seen: set[str] = set()
-        builtin, other = [], []
+        builtin: list[tuple[metadata.EntryPoint, str, str, bool]] = []
+        other: list[tuple[metadata.EntryPoint, str, str, bool]] = []
         for ep in eps:
             dist, version = _dist_name(ep)
             if ep.name in seen:

@@ -107,7 +107,7 @@ def _frame(estimator: BaseEstimator, X: Any, *, reset: bool) -> pd.DataFrame:
         inf = (bad.sum(axis=0) - nan)
         def what(j: int) -> str:
             return ", ".join(t for t in (f"{nan[j]} NaN" if nan[j] else "", f"{inf[j]} inf" if inf[j] else "") if t)
-        found = [f"{names[j]} ({what(j)})" for j in np.flatnonzero(bad.any(axis=0))]
+        found = [f"{names[j]} ({what(j)})" for j in np.flatnonzero(bad.any(axis=0)).tolist()]
         raise DataError(f"{type(estimator).__name__}: the input has NaN or inf values in column(s) "
                         f"{', '.join(found)}; the estimators take complete, finite data: drop or impute those "
                         "records first (privclust.run with a recipe keeps missing values where the step "
@@ -167,7 +167,7 @@ class _PrivclustEstimator(BaseEstimator):
             raise ParameterError(f"random_state: must be None or an integer >= 0; got {seed!r} (privclust draws "
                                  "from a seed sequence of its own, so a numpy RandomState or Generator is not "
                                  "accepted; leave random_state=None for a release to publish)")
-        release = run(recipe, frame, seed=seed)
+        release = run(recipe, frame, seed=None if seed is None else int(seed))
         if seed is not None and release.random_steps:
             if getattr(self, "_privclust_seed_drawn", None) == int(seed):
                 warnings.warn(PrivclustWarning(

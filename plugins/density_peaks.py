@@ -302,6 +302,7 @@ def _charge_check(context: PrivacyContext, name: str, epsilon: float) -> None:
     """Refuse before any computation or random draw when the charge cannot fit."""
     if not context.can_spend(epsilon):
         spent, _ = context.spent
+        assert context.budget.epsilon is not None  # a refusal means a limited budget
         raise BudgetExceededError(
             f"{name} would spend epsilon={at_least(epsilon)} (Laplace noise on the density vector), bringing the total "
             f"to {at_least(spent + epsilon)} > the budget epsilon={at_most(context.budget.epsilon)}; raise [privacy] "
@@ -361,6 +362,7 @@ class DPC(_DensityPeaks):
         if self.n_clusters is not None:
             centres = _dpc.top_k_centres(gamma, self.n_clusters, int(order[0]))
         else:
+            assert self.rho_min is not None and self.delta_min is not None  # both, without n_clusters (post-init)
             centres = _dpc.threshold_centres(rho, delta, gamma, self.rho_min, self.delta_min)
             if centres.size == 0:
                 raise ParameterError(
@@ -1019,7 +1021,7 @@ class DPDPCGrid(_DensityPeaks):
             "dc": dc, "kernel": self.kernel, "dc_rule": dc_info, "accounting": details, "scale": self.scale, **extra,
         }
         diagnostics.update(self._effective(diagnostics, centres.size))
-        if before is not None:
+        if before is not None and radius is not None:  # before is drawn only with a radius
             rec_before = before[nearest]
             if lost.any():
                 rec_before[lost] = before[support][near_s]

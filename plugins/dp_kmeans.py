@@ -276,6 +276,7 @@ class IDPKMeans:
         epsilons = self.epsilons()
         total = _kmeans.total_epsilon(epsilons) + (self.bounds_epsilon or 0.0)
         if not context.can_spend(total):
+            assert context.remaining is not None  # a refusal means a limited budget
             raise BudgetExceededError(
                 f"idp-kmeans: its schedule may spend epsilon = {at_least(total)} but only {at_most(context.remaining)} "
                 "of the budget is left; lower 'epsilon' or raise the budget. Nothing was recorded and no noise was "
