@@ -573,7 +573,7 @@ def small(epsilons: tuple[float, ...] = (1.0, 3.0), seeds: tuple[int, ...] = (1,
             cells[method] = [m.value if m.ok else None for m in runs]
         size = len(load(name, n)[1])
         for eps in epsilons:
-            def mean(method: str, key: str = "ari") -> str:
+            def mean(method: str, key: str = "ari", eps: float = eps, cells: dict = cells) -> str:
                 vals = [next(r[key] for r in rows_ if r["eps"] == eps) for rows_ in cells[method] if rows_]
                 return f"{np.mean(vals):.3f}" if vals else "failed"
             ones = sum(next(r["clusters"] for r in rows_ if r["eps"] == eps) == 1 for rows_ in cells["auto"] if rows_)

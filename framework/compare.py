@@ -59,7 +59,6 @@ from ._optional import PLOTS, optional
 from ._signals import worker_signals
 from .compiling import compile
 from .coverage import dp_claimants, guarantees_dp
-from .verdict import whole_file_relation
 from .engines import DASK, check_engine, dask_client, stop_pool
 from .errors import PrivclustError, PrivclustWarning, Problem, RecipeError
 from .handover import RegistrySpec, handed, handed_data, registry_spec, worker_registry
@@ -69,6 +68,7 @@ from .recipe import Recipe
 from .registry import get_registry
 from .runner import run
 from .specs import ComponentSpec, field_kind, param_name
+from .verdict import whole_file_relation
 
 __all__ = ["MAX_CONFIGURATIONS", "MAX_RUNS", "check_plot", "compare", "expand_grid", "grid_size", "parse_sweep",
            "summarize"]

@@ -140,6 +140,7 @@ __all__ = [
     "check_component",
     "check_id",
     "clopper_pearson",
+    "empty_region_pairs",
     "float_laplace_reachable",
     "neighbour_pairs",
     "component_checks",
