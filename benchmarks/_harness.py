@@ -98,7 +98,7 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     """A Markdown table."""
     text = [[str(c) for c in row] for row in rows]
     widths = [max(len(h), *(len(r[i]) for r in text)) if text else len(h) for i, h in enumerate(headers)]
-    line = lambda cells: "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths)) + " |"  # noqa: E731
+    line = lambda cells: "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)) + " |"  # noqa: E731
     out = [line(list(headers)), "|" + "|".join("-" * (w + 2) for w in widths) + "|"]
     out += [line(r) for r in text]
     return "\n".join(out)

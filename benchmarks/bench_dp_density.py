@@ -79,9 +79,9 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from _harness import RESULTS, machine, measure, save, table
 
 import privclust
-from _harness import RESULTS, machine, measure, save, table
 
 DATASETS = Path(__file__).resolve().parents[1].parent / "shared" / "datasets"
 SHAPES = ["aggregation", "flame", "jain", "pathbased", "spiral", "compound", "d31", "r15"]
@@ -367,7 +367,6 @@ def run_shape_references(dataset: str, n: int) -> dict:
     """Non-private k-means (true k) and the best convex-cell partition fitted to the labels (see the docstring)."""
     from sklearn.cluster import KMeans as SkKMeans
     from sklearn.linear_model import LogisticRegression
-
     from sklearn.neighbors import KNeighborsClassifier
 
     data, y, _ = load(dataset, n)
@@ -474,9 +473,10 @@ def main(quick: bool = False) -> str:
                            f"{db.value['ari']:.3f}" if db.ok else db.failure, a_row["clusters"] if a_row else "-",
                            _cell(auto, eps, "seconds"), _cell(dpl, eps, "seconds"), _cell(grid, eps, "seconds")])
             if a_row and eps == 1.0:
-                chosen.append([name, f"{a_row['n_noisy']:,}", a_row["leaves"], f"{a_row['depth'][0]}-{a_row['depth'][1]}",
-                               a_row["max_depth"], f"{a_row['lambda']:.3g}", f"{a_row['delta']:.3g}",
-                               f"{a_row['z']:.2f}", f"{a_row['min_mass']:.0f}", f"{a_row['bandwidth']:.4f}", a_row["clusters"]])
+                chosen.append([name, f"{a_row['n_noisy']:,}", a_row["leaves"],
+                               f"{a_row['depth'][0]}-{a_row['depth'][1]}", a_row["max_depth"], f"{a_row['lambda']:.3g}",
+                               f"{a_row['delta']:.3g}", f"{a_row['z']:.2f}", f"{a_row['min_mass']:.0f}",
+                               f"{a_row['bandwidth']:.4f}", a_row["clusters"]])
         if db.ok:
             rows_a.append([name, k, "DBSCAN", f"eps={db.value['radius']}", f"min_samples={db.value['min_samples']}",
                            f"{db.value['clusters']} clusters", f"{db.value['noise_share']:.1%} noise",
@@ -573,7 +573,7 @@ def small(epsilons: tuple[float, ...] = (1.0, 3.0), seeds: tuple[int, ...] = (1,
             cells[method] = [m.value if m.ok else None for m in runs]
         size = len(load(name, n)[1])
         for eps in epsilons:
-            def mean(method: str, key: str = "ari") -> str:
+            def mean(method: str, key: str = "ari", eps: float = eps, cells: dict = cells) -> str:
                 vals = [next(r[key] for r in rows_ if r["eps"] == eps) for rows_ in cells[method] if rows_]
                 return f"{np.mean(vals):.3f}" if vals else "failed"
             ones = sum(next(r["clusters"] for r in rows_ if r["eps"] == eps) == 1 for rows_ in cells["auto"] if rows_)

@@ -20,9 +20,9 @@ import warnings
 
 import numpy as np
 import pandas as pd
+from _harness import machine, measure, ratio, save, table
 
 import privclust
-from _harness import machine, measure, ratio, save, table
 
 try:  # imported here, so that neither library's import time is measured
     import pydpc
@@ -96,8 +96,10 @@ def main(quick: bool = False) -> str:
                      ratio(peer, exact)])
     head = ["n", "d_c", "pydpc time", "pydpc peak", "dpc time", "dpc peak", "speed-up", "memory ratio",
             "dpc exact time", "exact speed-up"]
-    text = [f"Measured {_dt.date.today().isoformat()} on {machine()}. Other jobs on the machine slow every figure down.",
-            "", "### pydpc and privclust dpc, Gaussian kernel, same absolute d_c (about 50 neighbours), n_clusters = 20", "",
+    text = [f"Measured {_dt.date.today().isoformat()} on {machine()}. "
+            "Other jobs on the machine slow every figure down.",
+            "", "### pydpc and privclust dpc, Gaussian kernel, same absolute d_c (about 50 neighbours), "
+            "n_clusters = 20", "",
             table(head, rows)]
 
     scale_sizes = [20_000, 100_000] if quick else [100_000, 1_000_000]

@@ -26,7 +26,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np  # noqa: E402
-
 from _harness import Measurement, machine, measure, ratio, save, table  # noqa: E402
 
 M = 2.0

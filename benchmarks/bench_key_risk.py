@@ -26,7 +26,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
-
 from _harness import machine, measure, save, table  # noqa: E402
 
 KEYS = ["urbrur", "roof", "walls", "water", "electcon", "relat", "sex"]

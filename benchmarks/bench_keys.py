@@ -37,7 +37,6 @@ import warnings  # noqa: E402
 
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
-
 from _harness import machine, measure, save, table  # noqa: E402
 
 SURVEY = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "sdc_testdata.csv"
@@ -150,7 +149,8 @@ def run_optimality(kind: str, seed: int, k: int, time_limit: float, n: int = 50)
             "exact": int((exact < 0).sum()), "optimal": optimal, "bound": info.get("dual_bound", float("nan")),
             "t_heuristic": t_heuristic, "t_exact": t_exact, "kept": int((kept < 0).sum()),
             "kept_optimal": kept_optimal, "kept_bound": kept_info.get("dual_bound", float("nan")),
-            "blank_heuristic": int((heuristic < 0).all(axis=1).sum()), "blank_exact": int((exact < 0).all(axis=1).sum())}
+            "blank_heuristic": int((heuristic < 0).all(axis=1).sum()),
+            "blank_exact": int((exact < 0).all(axis=1).sum())}
 
 
 def run_local_search(n: int, k: int, seeds) -> tuple[list[int], list[int], float]:

@@ -25,10 +25,10 @@ import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
-
-import privclust  # noqa: E402
 from _harness import Measurement, machine, measure, ratio, save, table  # noqa: E402
 from _mdav_reference import mdav_reference  # noqa: E402
+
+import privclust  # noqa: E402
 from privclust_plugins import _mdav  # noqa: E402
 from privclust_plugins.mdav import MDAV  # noqa: E402
 
@@ -47,7 +47,8 @@ def _data(n: int, kind: str, seed: int = 0) -> np.ndarray:
 
 def _digest(labels: np.ndarray, seconds: float, cpu: float) -> tuple[str, int, int, float, float]:
     sizes = np.bincount(labels)
-    return hashlib.sha1(np.ascontiguousarray(labels).tobytes()).hexdigest()[:12], int(sizes.min()), int(sizes.max()), seconds, cpu
+    digest = hashlib.sha1(np.ascontiguousarray(labels).tobytes()).hexdigest()[:12]
+    return digest, int(sizes.min()), int(sizes.max()), seconds, cpu
 
 
 def run_ours(n: int, kind: str):

@@ -27,7 +27,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np  # noqa: E402
-
 from _harness import Measurement, machine, measure, save, table  # noqa: E402
 
 D = 5

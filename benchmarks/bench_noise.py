@@ -24,7 +24,6 @@ import math  # noqa: E402
 import time  # noqa: E402
 
 import numpy as np  # noqa: E402
-
 from _harness import machine, measure, save, table  # noqa: E402
 
 REPEATS = 3

@@ -29,9 +29,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
+from _harness import Measurement, machine, measure, ratio, save, table  # noqa: E402
 
 import privclust  # noqa: E402
-from _harness import Measurement, machine, measure, ratio, save, table  # noqa: E402
 from privclust_plugins.recode import Recode, _levels_of, _read_table  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -103,7 +103,7 @@ def run_anjana(which: str, n: int):
     seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
     total = sum(len(p) for p in parts)
     loss, smallest = 0.0, None
-    for part, out, suppressed, levels in results:
+    for part, out, _suppressed, levels in results:
         kept = np.zeros(len(part), dtype=bool)
         kept[(out["index"] if "index" in out.columns else out.index).to_numpy()] = True
         loss += _loss(part, {c: int(levels.get(c, 0)) for c in KEYS}, kept) * len(part)

@@ -32,7 +32,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np  # noqa: E402
-
 from _harness import machine, measure, save, table  # noqa: E402
 
 NUMERIC = [f"x{j}" for j in range(6)]
@@ -68,8 +67,9 @@ def _recipe(step: dict, strata: bool) -> dict:
 
 def _distributed(step: dict, source: str, output: str) -> dict:
     """run_dataset on a 2-worker LocalCluster; the peak memory of each worker."""
-    import privclust
     from distributed import Client, LocalCluster
+
+    import privclust
 
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster, \
             Client(cluster) as client:
@@ -84,6 +84,7 @@ def _distributed(step: dict, source: str, output: str) -> dict:
 def _single(step: dict, source: str, strata: int) -> dict:
     """privclust.run in one process on the first ``strata`` strata, read into memory, no strata declared."""
     import pandas as pd
+
     import privclust
 
     frame = pd.read_parquet(source, filters=[("stratum", "in", [f"s{i:03d}" for i in range(strata)])])

@@ -134,8 +134,8 @@ def handle_signals() -> Iterator[None]:
             remove_temporaries()
         finally:
             sys.unraisablehook = unraisable
-            for signum, handler in previous.items():
-                signal.signal(signum, handler)
+            for signum, earlier in previous.items():
+                signal.signal(signum, earlier)
 
 
 #: prctl(PR_SET_PDEATHSIG) of Linux: a signal the kernel sends a process when its parent dies.

@@ -42,9 +42,14 @@ class Accountant(Protocol):
     """Composes privacy costs. A plugin may supply its own through the
     ``privclust_make_accountant`` hook."""
 
-    budget: Budget
-    #: One line naming the composition rule, for the ledger and the report.
-    description: str
+    # Read-only properties: an attrs-frozen accountant (BasicAccountant) and one with plain attributes both fit.
+    @property
+    def budget(self) -> Budget:
+        """The budget the accountant checks new entries against."""
+
+    @property
+    def description(self) -> str:
+        """One line naming the composition rule, for the ledger and the report."""
 
     def total(self, entries: Sequence[LedgerEntry]) -> tuple[float, float]:
         """The (epsilon, delta) the DP entries cost together."""

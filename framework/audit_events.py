@@ -5,6 +5,9 @@ what a step releases besides its mechanisms' values (label statistics of the
 shared records, its own ``laplace`` draws). Nothing here runs a component.
 """
 
+# The events' tests are lambdas that bind a loop's current value as a default argument (``lambda X, _t=t: ...``);
+# mypy cannot infer such a lambda against Callable[[np.ndarray], np.ndarray], hence the "type: ignore[misc]" on each.
+
 from __future__ import annotations
 
 import math
@@ -227,24 +230,24 @@ def threshold_and_bin_events(values_a: np.ndarray, values_b: np.ndarray, label: 
     distinct = np.unique(pooled)
     if distinct.size <= 64:  # discrete outputs: one bin per value
         edges = distinct
-        def bin_of(v: np.ndarray, _e: np.ndarray = edges) -> np.ndarray:
-            i = np.searchsorted(_e, v)
-            i = np.minimum(i, _e.size - 1)
-            return np.where(np.isfinite(v) & (_e[i] == v), i, -1)
+        def bin_of(v: np.ndarray, _at: np.ndarray = edges) -> np.ndarray:
+            i = np.searchsorted(_at, v)
+            i = np.minimum(i, _at.size - 1)
+            return np.where(np.isfinite(v) & (_at[i] == v), i, -1)
         n_bins = edges.size
         thresholds = distinct[:-1]
     else:
         cuts = np.unique(np.quantile(pooled, np.linspace(0, 1, 33)[1:-1]))
-        def bin_of(v: np.ndarray, _c: np.ndarray = cuts) -> np.ndarray:
-            return np.where(np.isfinite(v), np.searchsorted(_c, v, side="right"), -1)
+        def bin_of(v: np.ndarray, _at: np.ndarray = cuts) -> np.ndarray:
+            return np.where(np.isfinite(v), np.searchsorted(_at, v, side="right"), -1)
         n_bins = cuts.size + 1
         thresholds = np.unique(np.quantile(pooled, np.linspace(0, 1, 101)[1:-1]))
     for t in thresholds:
         t = float(t)
         events.append(Event("threshold", f"{label} > {t:.6g}",
-                            lambda X, _t=t: project(X) > _t))
+                            lambda X, _t=t: project(X) > _t))  # type: ignore[misc]
         events.append(Event("threshold", f"{label} <= {t:.6g}",
-                            lambda X, _t=t: project(X) <= _t))
+                            lambda X, _t=t: project(X) <= _t))  # type: ignore[misc]
     ca = np.bincount(bin_of(values_a)[bin_of(values_a) >= 0], minlength=n_bins)
     cb = np.bincount(bin_of(values_b)[bin_of(values_b) >= 0], minlength=n_bins)
     for ratio, name in (((ca + 1) / (cb + 1), "first"), ((cb + 1) / (ca + 1), "second")):
@@ -254,7 +257,7 @@ def threshold_and_bin_events(values_a: np.ndarray, values_b: np.ndarray, label: 
             events.append(Event(
                 "histogram", f"{label} in {j} histogram bin(s) more likely from the {name} input "
                              f"(bins {chosen.tolist()} of {n_bins})",
-                lambda X, _c=chosen: np.isin(bin_of(project(X)), _c)))
+                lambda X, _c=chosen: np.isin(bin_of(project(X)), _c)))  # type: ignore[misc]
     return events
 
 
@@ -294,7 +297,7 @@ def lattice_events(values_a: np.ndarray, values_b: np.ndarray, anchors: Sequence
             step = math.ldexp(1.0, k)
             events.append(Event(
                 "lattice", f"output - {anchor:g} is a multiple of 2^{k}",
-                lambda X, _s=step, _a=anchor: np.fmod(X[:, 0] - _a, _s) == 0))
+                lambda X, _s=step, _a=anchor: np.fmod(X[:, 0] - _a, _s) == 0))  # type: ignore[misc]
     return events
 
 
@@ -345,7 +348,7 @@ def float_support_events(inputs: Sequence[float], scale: float) -> list[Event]:
     return [Event("float-support",
                   f"the output is reproducible by numpy's floating-point Laplace sampler (scale {scale:.6g}) "
                   f"from the input {a:g}",
-                  lambda X, _a=float(a): float_laplace_reachable(X[:, 0], _a, scale))
+                  lambda X, _a=float(a): float_laplace_reachable(X[:, 0], _a, scale))  # type: ignore[misc]
             for a in inputs]
 
 
@@ -367,7 +370,7 @@ def _projections(A: np.ndarray, B: np.ndarray) -> list[tuple[str, Callable[[np.n
     w = np.nan_to_num(diff / np.where(sd > 0, sd ** 2, np.inf))
     if np.any(w != 0):
         out.append(("the projection of the output on its mean difference (weights chosen on the selection half)",
-                    lambda X, _w=w: np.nan_to_num(X) @ _w))
+                    lambda X, _w=w: np.nan_to_num(X) @ _w))  # type: ignore[misc]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         ca, cb = np.nanmedian(A, axis=0), np.nanmedian(B, axis=0)
@@ -386,7 +389,7 @@ def _projections(A: np.ndarray, B: np.ndarray) -> list[tuple[str, Callable[[np.n
     out.append(("the sum of the output's values", lambda X: np.nansum(X, axis=1)))
     for j in np.argsort(-z, kind="stable")[:3]:
         if z[j] > 0:
-            out.append((f"value {int(j)} of the output", lambda X, _j=int(j): X[:, _j]))
+            out.append((f"value {int(j)} of the output", lambda X, _j=int(j): X[:, _j]))  # type: ignore[misc]
     if np.isnan(A).any() or np.isnan(B).any():
         out.append(("the number of values released", lambda X: np.sum(~np.isnan(X), axis=1).astype(float)))
     return out
@@ -643,12 +646,12 @@ def own_draw_locations(runs: Sequence[Any]) -> _OwnDraws | None:
             best = (spread, L, S[0].copy())
     if best is None:
         return None
-    _, L, scales = best
+    _, L, own_scales = best
     candidates = []
     for j in range(L.shape[1]):
         found, counts = np.unique(L[:, j], return_counts=True)
         candidates.append(found[np.argsort(-counts, kind="stable")])
-    return _OwnDraws(scales=scales, candidates=tuple(candidates), released=released)
+    return _OwnDraws(scales=own_scales, candidates=tuple(candidates), released=released)
 
 
 def _moved_values(first: _OwnDraws | None, second: _OwnDraws | None, limit: int) -> np.ndarray:
@@ -697,5 +700,5 @@ def own_draw_lattice_events(first: _OwnDraws | None, second: _OwnDraws | None,
         anchors = (float(first.locations[j]), float(second.locations[j]))
         for e in lattice_events(A_sel[:, j], B_sel[:, j], anchors):
             events.append(Event(e.family, f"released value {int(j)}: {e.description}",
-                                lambda X, _e=e, _j=int(j): _e.test(X[:, [_j]])))
+                                lambda X, _e=e, _j=int(j): _e.test(X[:, [_j]])))  # type: ignore[misc]
     return events

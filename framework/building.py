@@ -20,7 +20,6 @@ from typing import Any, Protocol
 
 import attrs
 
-from .components import capability
 from .errors import ParameterError, PrivclustError, Problem, RecipeError, UnknownComponentError
 from .params import renamed_message, renamed_to
 from .specs import ComponentSpec, field_doc, field_kind, param_name

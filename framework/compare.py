@@ -59,7 +59,6 @@ from ._optional import PLOTS, optional
 from ._signals import worker_signals
 from .compiling import compile
 from .coverage import dp_claimants, guarantees_dp
-from .verdict import whole_file_relation
 from .engines import DASK, check_engine, dask_client, stop_pool
 from .errors import PrivclustError, PrivclustWarning, Problem, RecipeError
 from .handover import RegistrySpec, handed, handed_data, registry_spec, worker_registry
@@ -69,6 +68,7 @@ from .recipe import Recipe
 from .registry import get_registry
 from .runner import run
 from .specs import ComponentSpec, field_kind, param_name
+from .verdict import whole_file_relation
 
 __all__ = ["MAX_CONFIGURATIONS", "MAX_RUNS", "check_plot", "compare", "expand_grid", "grid_size", "parse_sweep",
            "summarize"]
@@ -392,12 +392,13 @@ def _run_local(tasks: list[tuple[dict[str, Any], np.random.SeedSequence]], data:
                 results[i] = _run_one(recipe, data, seed, None, token)
                 bar.update()
         else:
-            if spec is None:  # forked children inherit the data and the registry (handover)
-                context, shipped = mp.get_context("fork"), None
-            else:  # the children start afresh: send the data and rebuild the registry
-                context, shipped = mp.get_context("spawn"), data
+            # Forked children inherit the data and the registry (handover); otherwise the children start afresh:
+            # send the data and rebuild the registry.
+            context = mp.get_context("fork" if spec is None else "spawn")
+            shipped = None if spec is None else data
             before = set(mp.active_children())
-            pool = ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=worker_signals, initargs=(os.getpid(),))
+            pool = ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=worker_signals,
+                                       initargs=(os.getpid(),))
             try:
                 futures = {pool.submit(_run_one, recipe, shipped, seed, spec, token): i
                            for i, (recipe, seed) in enumerate(tasks)}
@@ -505,8 +506,8 @@ def check_plot(recipes: Iterable[Recipe], risk: str | None = None, loss: str | N
         if given is not None:
             if given.lower().startswith(HIGHER_IS_BETTER):
                 raise PrivclustError(f"{option} {given}: a figure where higher is better (agreement with the true "
-                                     f"classes, an l-diversity) is not usable as the {what} figure of the map, which takes both "
-                                     "figures to be better when lower")
+                                     f"classes, an l-diversity) is not usable as the {what} figure of the map, which "
+                                     "takes both figures to be better when lower")
             if not any(given.startswith(f"{use}.") for use in used):
                 raise PrivclustError(f"{option} {given}: no evaluator of the recipes computes it (a figure is "
                                      f"<evaluator>.<metric>; the recipes' evaluators: {listed})")
@@ -596,7 +597,7 @@ def compare(
             except RecipeError as err:
                 problems.extend(Problem(f"{name} [{label}] {_step_path(p.where, recipe)}".strip(), p.message,
                                         _own_key(_step_path(p.where, recipe), p, recipe, registry)
-                                        or _step_path(p.fix, recipe))
+                                        or _step_path(p.fix, recipe) or "")
                                 for p in err.problems)
                 continue
             planned.append((name, c, params, configured))

@@ -29,7 +29,7 @@ infinite ones.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
@@ -149,6 +149,11 @@ def _freeze_mapping(value: Mapping[str, Any] | None) -> Mapping[str, Any]:
     return MappingProxyType(dict(value or {}))
 
 
+def _names(value: Iterable[str]) -> tuple[str, ...]:
+    # ``converter=tuple`` gives type checkers no element type for the attrs-made __init__.
+    return tuple(value)
+
+
 def _thawed(value: Any) -> Any:
     if isinstance(value, MappingProxyType):
         return {k: _thawed(v) for k, v in value.items()}
@@ -229,7 +234,7 @@ class Partition(_Picklable):
     labels: np.ndarray = attrs.field(converter=readonly)
     centres: np.ndarray | None = attrs.field(default=None, converter=readonly)
     memberships: Any = attrs.field(default=None)
-    columns: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    columns: tuple[str, ...] = attrs.field(default=(), converter=_names)
     diagnostics: Mapping[str, Any] = attrs.field(factory=dict, converter=_freeze_mapping)
 
     @memberships.validator

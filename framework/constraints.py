@@ -226,7 +226,7 @@ class ConstraintSet:
             out.append(np.asarray(method(points), dtype=float) if callable(method)
                        else np.full((points.shape[0], len(p.rules)), np.nan))
         size = np.concatenate(out, axis=1) if out else np.zeros((points.shape[0], 0))
-        for r in np.flatnonzero(np.isnan(size).any(axis=0)):
+        for r in np.flatnonzero(np.isnan(size).any(axis=0)).tolist():
             used = list(columns_of[r]) if columns_of is not None else list(range(points.shape[1]))
             size[:, r] = np.max(np.abs(points[:, used]), axis=1, initial=0.0)
         return size

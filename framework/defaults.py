@@ -4,8 +4,9 @@ the columns that should not be among them.
 With ``[roles] numeric`` (sdcMicro's ``numVars``) those columns. Without it,
 the numeric columns that have no role, except integer columns that look like
 codes: an integer dtype with at most :data:`CODE_MAX_DISTINCT` distinct
-values, and at least :data:`CODE_RECORDS_PER_VALUE` records per value (a region, a marital status, a yes/no coded 1/2). A column whose name
-looks like a sampling weight (:data:`WEIGHT_NAME`) and is not declared as
+values, and at least :data:`CODE_RECORDS_PER_VALUE` records per value (a region,
+a marital status, a yes/no coded 1/2). A column whose name looks like a
+sampling weight (:data:`WEIGHT_NAME`) and is not declared as
 ``[roles] weight`` stays a default column, and ``privclust check`` and
 ``run`` warn about it.
 """
@@ -21,8 +22,8 @@ import pandas as pd
 from .components import is_real_column
 from .recipe import Roles
 
-__all__ = ["CODE_MAX_DISTINCT", "WEIGHT_NAME", "code_like", "default_column_warnings", "default_reason", "default_step_columns",
-           "default_step_lines", "left_out_codes", "weight_like"]
+__all__ = ["CODE_MAX_DISTINCT", "WEIGHT_NAME", "code_like", "default_column_warnings", "default_reason",
+           "default_step_columns", "default_step_lines", "left_out_codes", "weight_like"]
 
 #: An integer column with at most this many distinct values looks like a code.
 CODE_MAX_DISTINCT = 20

@@ -168,17 +168,17 @@ def map_tasks(fn: Callable[..., Any], tasks: Sequence[tuple[Any, ...]], *, sched
     dask_completed = optional("distributed", DASK).as_completed
     client, owned = dask_client(scheduler, timeout)
     try:
-        futures = [client.submit(fn, *args, pure=False) for args in tasks]
-        index = {f.key: i for i, f in enumerate(futures)}
+        submitted = [client.submit(fn, *args, pure=False) for args in tasks]
+        index = {f.key: i for i, f in enumerate(submitted)}
         try:
-            for future in dask_completed(futures):
+            for future in dask_completed(submitted):
                 i = index[future.key]
                 results[i] = future.result()
                 if on_done is not None:
                     on_done(i, results[i])
         except BaseException:
             with contextlib.suppress(Exception):
-                client.cancel(futures, force=True)
+                client.cancel(submitted, force=True)
             raise
         return results
     finally:

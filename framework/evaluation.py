@@ -4,11 +4,9 @@ the run's ledger, each figure with what it was computed on."""
 from __future__ import annotations
 
 import copy
-import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from .accounting import Ledger, PrivacyContext

@@ -163,7 +163,7 @@ def release_integers(context: PrivacyContext, frame: pd.DataFrame, current: pd.D
             method = capability(part, "round_integers")
             if method is None:
                 Y = Y.copy() if not Y.flags.writeable else Y
-                for j in np.flatnonzero(integer & ~fixed & ~done & involved):
+                for j in np.flatnonzero(integer & ~fixed & ~done & involved).tolist():
                     Y[:, j] = np.rint(Y[:, j])
                 plain_rules.extend(part.rules)
             else:
@@ -173,7 +173,7 @@ def release_integers(context: PrivacyContext, frame: pd.DataFrame, current: pd.D
                                          f"for values of shape {Y.shape} (a bug in its plugin)")
                 if not out.flags.writeable or np.shares_memory(out, Y):
                     out = out.copy()
-                for j in np.flatnonzero(fixed | done):  # the host's own guarantee: these do not change
+                for j in np.flatnonzero(fixed | done).tolist():  # the host's own guarantee: these do not change
                     out[:, j] = Y[:, j]
                 Y = out
                 kept_by.append(name)
@@ -201,7 +201,8 @@ def release_integers(context: PrivacyContext, frame: pd.DataFrame, current: pd.D
             after[c] = np.rint(before[c])
 
     notes = []
-    rounded, whole = [], []
+    rounded: list[tuple[str, int]] = []
+    whole: list[tuple[str, int]] = []
     for c in targets:
         if c in after:
             values = after[c]

@@ -70,8 +70,8 @@ def _pick(table: pd.DataFrame, given: str | None, hints: Sequence[str], what: st
         if given.lower().startswith(HIGHER_IS_BETTER):
             raise PrivclustError(
                 f"{given} is a figure where higher is better (agreement with the true classes, an l-diversity), not "
-                f"usable as the {what} figure: the map takes both figures to be better when lower (its Pareto front, 'lower left "
-                f"is better'); draw one minus it as a column of its own, e.g. "
+                f"usable as the {what} figure: the map takes both figures to be better when lower (its Pareto front, "
+                f"'lower left is better'); draw one minus it as a column of its own, e.g. "
                 f"table.assign(**{{'1 - {given}': 1 - table['{given}']}})")
         return given
     for hint in hints:
@@ -85,11 +85,11 @@ def _pick(table: pd.DataFrame, given: str | None, hints: Sequence[str], what: st
 def pareto_front(x: Sequence[float], y: Sequence[float]) -> np.ndarray:
     """Boolean mask of the points no other point beats on both x and y
     (smaller is better for both)."""
-    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
-    keep = np.ones(x.size, dtype=bool)
-    for i in range(x.size):
-        dominated = (x <= x[i]) & (y <= y[i]) & ((x < x[i]) | (y < y[i]))
-        keep[i] = not dominated.any() and np.isfinite(x[i]) and np.isfinite(y[i])
+    xs, ys = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    keep = np.ones(xs.size, dtype=bool)
+    for i in range(xs.size):
+        dominated = (xs <= xs[i]) & (ys <= ys[i]) & ((xs < xs[i]) | (ys < ys[i]))
+        keep[i] = not dominated.any() and np.isfinite(xs[i]) and np.isfinite(ys[i])
     return keep
 
 

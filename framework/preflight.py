@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import difflib
 import unicodedata
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence, Sized
 from typing import Any
 
 import attrs
@@ -27,8 +27,8 @@ from .compiling import (
     planned_cost,
     spanning_problems,
 )
-from .defaults import default_step_columns
 from .components import EvaluationInputs, capability, is_real_column
+from .defaults import default_step_columns
 from .errors import DataError, PrivclustError, Problem, RecipeError
 from .integers import inexact_integer_problems, integer_columns
 from .params import column_bounds
@@ -156,7 +156,7 @@ def _refusal(cs: CompiledStep) -> str:
     if getattr(cs.component, "missing", None) == "refuse":
         return f"{type(cs.component).name} refuses them (missing = \"refuse\")"
     inner = getattr(cs.component, "clusterer", None)
-    if getattr(inner, "missing", None) == "refuse":
+    if inner is not None and getattr(inner, "missing", None) == "refuse":
         return f"its clusterer {type(inner).name} refuses them (missing = \"refuse\")"
     if cs.kind == "noise_mechanisms" or planned_cost(cs.component) != (0.0, 0.0):
         return ("its differential-privacy guarantee (the sensitivity analysis) assumes complete records, so "
@@ -472,7 +472,7 @@ def preflight(compiled: CompiledRecipe, data: Any, *, stratum: str | None = None
     return Preflight(frame=frame, step_columns=tuple(step_columns), parts=parts, merges=tuple(merges))
 
 
-def strata_statement(strata: Sequence[str], parts: list[tuple[str, np.ndarray]], merges: Sequence[str],
+def strata_statement(strata: Sequence[str], parts: Sequence[tuple[str, Sized]], merges: Sequence[str],
                       outcomes: Sequence[StepOutcome]) -> str:
     shown = ", ".join(f"{text!r} ({len(rows)} records)" for text, rows in parts[:12])
     more = f" and {len(parts) - 12} more" if len(parts) > 12 else ""

@@ -55,7 +55,7 @@ from .hookspecs import NAME
 from .ledger import looks_like_host
 from .params import answer_renames
 from .recipe import KNOWN_LEAKS, STEP_KEYS
-from .specs import thaw, field_doc, field_kind, param_name
+from .specs import field_doc, field_kind, param_name, thaw
 
 __all__ = ["ComponentInfo", "PluginInfo", "Registry", "get_registry", "known_leak_names", "register", "reset_registry",
            "unknown_leak_problems"]
@@ -300,7 +300,8 @@ class Registry:
         if eps is None:
             eps = list(metadata.entry_points(group=NAME))
         seen: set[str] = set()
-        builtin, other = [], []
+        builtin: list[tuple[metadata.EntryPoint, str, str, bool]] = []
+        other: list[tuple[metadata.EntryPoint, str, str, bool]] = []
         for ep in eps:
             dist, version = _dist_name(ep)
             if ep.name in seen:

@@ -34,7 +34,7 @@ from .components import capability
 from .constraints import ConstraintSet
 from .errors import ParameterError
 from .evaluation import evaluate_release
-from .execute import by_parts, execute, strata_remotely
+from .execute import StepCall, by_parts, execute, strata_remotely
 from .integers import integer_columns, release_integers, restore_nullable_floats
 from .preflight import Preflight, check_data, default_step_columns, numeric_columns, preflight, strata_statement
 from .provenance import snapshot
@@ -100,7 +100,7 @@ def run_checked(compiled: CompiledRecipe, checked: Preflight, seed: int | np.ran
 
     context = PrivacyContext(compiled.budget, seed=seed, registry=registry)
     del seed
-    call = None
+    call: StepCall | None = None
     if scheduler is not None or processes is not None:
         if parts is None:
             raise ParameterError("scheduler and processes run the strata of [roles] strata as independent tasks; "

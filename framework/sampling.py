@@ -92,7 +92,7 @@ def _check_rng(rng: np.random.Generator) -> None:
 
 
 def _size(size: int | tuple[int, ...]) -> tuple[tuple[int, ...], int]:
-    shape = (int(size),) if np.ndim(size) == 0 else tuple(int(s) for s in size)  # type: ignore[union-attr]
+    shape = (int(size),) if np.ndim(size) == 0 else tuple(int(s) for s in size)  # type: ignore[arg-type, union-attr]  # np.ndim tells int from tuple
     if any(s < 0 for s in shape):
         raise ValueError(f"negative size {shape}")
     return shape, int(np.prod(shape, dtype=np.int64)) if shape else 1

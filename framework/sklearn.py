@@ -105,8 +105,9 @@ def _frame(estimator: BaseEstimator, X: Any, *, reset: bool) -> pd.DataFrame:
     if bad.any():
         nan = np.isnan(array).sum(axis=0)
         inf = (bad.sum(axis=0) - nan)
-        found = [f"{names[j]} ({', '.join(t for t in (f'{nan[j]} NaN' if nan[j] else '', f'{inf[j]} inf' if inf[j] else '') if t)})"
-                 for j in np.flatnonzero(bad.any(axis=0))]
+        def what(j: int) -> str:
+            return ", ".join(t for t in (f"{nan[j]} NaN" if nan[j] else "", f"{inf[j]} inf" if inf[j] else "") if t)
+        found = [f"{names[j]} ({what(j)})" for j in np.flatnonzero(bad.any(axis=0)).tolist()]
         raise DataError(f"{type(estimator).__name__}: the input has NaN or inf values in column(s) "
                         f"{', '.join(found)}; the estimators take complete, finite data: drop or impute those "
                         "records first (privclust.run with a recipe keeps missing values where the step "
@@ -166,14 +167,15 @@ class _PrivclustEstimator(BaseEstimator):
             raise ParameterError(f"random_state: must be None or an integer >= 0; got {seed!r} (privclust draws "
                                  "from a seed sequence of its own, so a numpy RandomState or Generator is not "
                                  "accepted; leave random_state=None for a release to publish)")
-        release = run(recipe, frame, seed=seed)
+        release = run(recipe, frame, seed=None if seed is None else int(seed))
         if seed is not None and release.random_steps:
             if getattr(self, "_privclust_seed_drawn", None) == int(seed):
                 warnings.warn(PrivclustWarning(
                     f"{type(self).__name__}: this run drew its randomness (noise included) from the same stream as "
                     "an earlier run of this estimator, since random_state is the same fixed seed; on different data, "
-                    "two such releases can cancel each other's noise, so their privacy statements do not hold together. "
-                    "Publish at most one release per seed; leave random_state=None for releases."), stacklevel=3)
+                    "two such releases can cancel each other's noise, so their privacy statements do not hold "
+                    "together. Publish at most one release per seed; leave random_state=None for releases."),
+                stacklevel=3)
             self._privclust_seed_drawn = int(seed)
         return release
 

@@ -94,8 +94,9 @@ def thaw(value: Any) -> Any:
         return [thaw(v) for v in value]
     if hasattr(value, "tolist") and hasattr(value, "dtype"):  # numpy scalars and arrays
         return value.tolist()
-    if isinstance(value, str) and isinstance(getattr(value, "written", None), str):
-        return value.written  # a path resolved against a recipe file's folder (params.RecipePath): the user's text
+    written = getattr(value, "written", None)
+    if isinstance(value, str) and isinstance(written, str):
+        return written  # a path resolved against a recipe file's folder (params.RecipePath): the user's text
     return value
 
 

@@ -46,10 +46,10 @@ from ._signals import raise_if_stopped, signals_held
 from .accounting import Budget, Ledger, PrivacyContext, accountant_description, exact, jsonable
 from .compiling import CompiledRecipe, compile
 from .coverage import COMPARED, guarantees_dp
+from .defaults import default_step_columns
 from .engines import map_tasks
 from .errors import DataError, ParameterError, PrivclustError
 from .handover import Handover, handed, received, worker_registry
-from .defaults import default_step_columns
 from .preflight import preflight, strata_parts, strata_statement
 from .recipe import Recipe
 from .registry import Registry
@@ -453,7 +453,8 @@ def _combined(compiled: CompiledRecipe, context: PrivacyContext, results: Sequen
         f"{', '.join(checks['changed_columns']) or '(none)'}; columns released as in the original: "
         f"{', '.join(checks['unchanged_columns']) or '(none)'}. "
         + ("The host does not compare the written values with the original ones (every step released through "
-           "its differential-privacy mechanisms); " if dp_release else f"{checks['verbatim_records']} of {checks['records']} records are "
+           "its differential-privacy mechanisms); " if dp_release
+           else f"{checks['verbatim_records']} of {checks['records']} records are "
            "released verbatim (identical on the columns the steps worked on to an original record of their stratum, "
            "its own or another's); ")
         + "; ".join(f"step {s['step']} ({s['id']}): the smallest group of identical released rows (within a "

@@ -89,12 +89,13 @@ import pandas as pd
 from ._optional import optional
 from .audit import (
     AUDIT_VALUES as AUDIT_VALUES,  # re-exported (its old place)
+)
+from .audit import (
     COMPONENT_TRIALS as COMPONENT_TRIALS,  # re-exported (its old place)
+)
+from .audit import (
     KIT_MECHANISM_TRIALS,
     KIT_TRIALS,
-    LABEL_STATISTICS as LABEL_STATISTICS,  # re-exported (its old place)
-    MECHANISM_TRIALS as MECHANISM_TRIALS,  # re-exported (its old place)
-    TABLE_COVER as TABLE_COVER,  # re-exported (its old place)
     AuditResult,
     Event,
     NeighbourPair,
@@ -107,6 +108,15 @@ from .audit import (
     empty_region_pairs,
     float_laplace_reachable,
     neighbour_pairs,
+)
+from .audit import (
+    LABEL_STATISTICS as LABEL_STATISTICS,  # re-exported (its old place)
+)
+from .audit import (
+    MECHANISM_TRIALS as MECHANISM_TRIALS,  # re-exported (its old place)
+)
+from .audit import (
+    TABLE_COVER as TABLE_COVER,  # re-exported (its old place)
 )
 from .components import CAPABILITIES, KINDS, Masked, Partition
 from .context import PrivacyContext
@@ -130,6 +140,7 @@ __all__ = [
     "check_component",
     "check_id",
     "clopper_pearson",
+    "empty_region_pairs",
     "float_laplace_reachable",
     "neighbour_pairs",
     "component_checks",

@@ -136,7 +136,8 @@ def verdict(ledger: Ledger, accountant: Accountant, outcomes: Sequence[Any], che
                 and "min_matching_records" in claim:
             extras.append(f"Verified by the host{where}: k-anonymity with k = {claim['k']} of "
                           f"{_cols(claim['columns'])} with a missing value counted as matching any value (sdcMicro's "
-                          f"convention: every released record matches at least {claim['min_matching_records']} records; "
+                          f"convention: every released record matches at least {claim['min_matching_records']} "
+                          "records; "
                           f"identical rows, the missingness pattern included, form groups of "
                           f"{claim['identical_min_group_size']} or more).")
         elif claim.get("guarantee") == "k-anonymity" and claim.get("status") == "verified":

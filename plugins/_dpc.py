@@ -32,11 +32,12 @@ import math
 from collections.abc import Callable, Iterator
 
 import numpy as np
-import privclust
-from privclust import ParameterError, at_least
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 from scipy.spatial import cKDTree
+
+import privclust
+from privclust import ParameterError, at_least
 
 #: Most candidate pairs (or matrix entries) held in memory at once. Small enough
 #: for the work buffers (five arrays of this length) to stay in the caches' reach
@@ -48,6 +49,9 @@ EXACT_PAIRS = 5_000_000
 SAMPLE_PAIRS = 2_000_000
 #: Largest number of cells per direction of the sweep before it defers to the KD-tree.
 _MAX_CELL_SPAN = 2**40
+
+#: A block of pairs, ``(a, b, counts, q, j, d2)``: see :meth:`PairIndex.pairs`.
+_PairBlock = tuple[int, int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 
 
 def _sqdist(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -226,7 +230,7 @@ class PairIndex:
 
     def pairs(self, radius: float, *, half: bool, queries: np.ndarray | None = None,
               budget: int = PAIR_BUDGET, span: tuple[int, int] | None = None
-              ) -> Iterator[tuple[int, int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
+              ) -> Iterator[_PairBlock]:
         """Yield blocks ``(a, b, counts, q, j, d2)``.
 
         Queries ``a .. b`` (positions of the indexed points, or rows of
@@ -300,7 +304,7 @@ class PairIndex:
                 a = b
 
     def _tree_pairs(self, Q: np.ndarray, radius: float, *, half: bool,
-                    budget: int, span: tuple[int, int] | None = None) -> Iterator[tuple[int, int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
+                    budget: int, span: tuple[int, int] | None = None) -> Iterator[_PairBlock]:
         tree = self.tree
         nq = Q.shape[0]
         # Guess a block size from the average neighbour count of a few queries.
@@ -324,7 +328,7 @@ class PairIndex:
             yield a, b, counts, qi + a, j, d2
 
     def _dense_pairs(self, Q: np.ndarray, *, half: bool,
-                     budget: int, span: tuple[int, int] | None = None) -> Iterator[tuple[int, int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
+                     budget: int, span: tuple[int, int] | None = None) -> Iterator[_PairBlock]:
         n, nq = self.n, Q.shape[0]
         step = max(1, budget // max(n, 1))
         first, stop = span if span is not None else (0, nq)

@@ -1028,7 +1028,7 @@ def subset_rows(X: np.ndarray, V: np.ndarray, fz: Fuzzifier, exclude: list[np.nd
             kept = top.sum(axis=1)
             dropped[s:e] = np.clip(1.0 - kept, 0.0, 1.0)
             values[s:e] = top / kept[:, None]
-            if labels is not None:
+            if labels is not None and rng is not None:  # labels are drawn iff rng is given
                 cum = np.cumsum(U, axis=1)
                 u = rng.random(e - s) * cum[:, -1]
                 labels[s:e] = np.minimum((cum < u[:, None]).sum(axis=1), c - 1)
@@ -1055,7 +1055,7 @@ def subset_rows(X: np.ndarray, V: np.ndarray, fz: Fuzzifier, exclude: list[np.nd
     np.add.at(new, In.ravel(), U.ravel())
     indices[:] = In[:, :width]
     values[:] = U[:, :width] / U[:, :width].sum(axis=1, keepdims=True)
-    if labels is not None:
+    if labels is not None and rng is not None:
         cum = np.cumsum(U, axis=1)
         u = rng.random(r) * cum[:, -1]
         pick = np.minimum((cum < u[:, None]).sum(axis=1), p - 1)

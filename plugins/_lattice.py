@@ -126,7 +126,8 @@ class Lattice:
             if int(outcome.below.sum()) > budget:
                 failing = np.vstack([failing, np.asarray(node)[None, :]])
                 continue
-            if best is None or (outcome.loss is not None and outcome.loss < best.loss - 1e-12):
+            if best is None or (outcome.loss is not None and best.loss is not None
+                                and outcome.loss < best.loss - 1e-12):
                 best = outcome
                 if outcome.loss is None:  # no hierarchy key: a single node
                     break

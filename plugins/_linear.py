@@ -105,7 +105,7 @@ class LinearForm:
     def is_constant(self) -> bool:
         return not self.coefs
 
-    def as_dict(self) -> dict[str, float]:
+    def as_dict(self) -> dict[str, Fraction]:
         return dict(self.coefs)
 
     def _combine(self, other: LinearForm, sign: int) -> LinearForm:
@@ -310,7 +310,7 @@ class _Parser:
                                                 f"({sys.float_info.min:.3g}), where arithmetic on it loses its "
                                                 "precision; multiply both sides of the rule by a power of ten")
         kind = "eq" if rel_tok.value == "=" else "le"
-        return ParsedRule(self.rule, kind, coefs, -float(form.const), tuple(dict.fromkeys(self.names)))
+        return ParsedRule(self.rule, kind, coefs, -const, tuple(dict.fromkeys(self.names)))
 
     def _show(self) -> str:
         t = self.tok
@@ -324,7 +324,7 @@ class _Parser:
 
     def expr(self) -> LinearForm:
         out = self.term()
-        while self.tok.kind == "op" and self.tok.value in "+-":
+        while self.tok.kind == "op" and self.tok.value in ("+", "-"):
             op = self.tok.value
             self.i += 1
             right = self.term()
@@ -333,7 +333,7 @@ class _Parser:
 
     def term(self) -> LinearForm:
         out = self.unary()
-        while self.tok.kind == "op" and self.tok.value in "*/":
+        while self.tok.kind == "op" and self.tok.value in ("*", "/"):
             op_tok = self.tok
             self.i += 1
             start = self.tok.pos
@@ -360,7 +360,7 @@ class _Parser:
         return out
 
     def unary(self) -> LinearForm:
-        if self.tok.kind == "op" and self.tok.value in "+-":
+        if self.tok.kind == "op" and self.tok.value in ("+", "-"):
             sign = Fraction(-1 if self.tok.value == "-" else 1)
             self.i += 1
             self._enter()
@@ -657,7 +657,7 @@ def _solve_dual(W: np.ndarray, A: np.ndarray, c: np.ndarray, tol: np.ndarray, ma
         done = np.zeros(todo.size, dtype=bool)
         for p, pattern in enumerate(patterns):
             rows = np.flatnonzero(inverse == p)
-            S = tuple(np.flatnonzero(pattern))
+            S = tuple(np.flatnonzero(pattern).tolist())
             sol = _active_set_solution(W[todo[rows]], A, c, S)
             if sol is None:
                 continue
@@ -794,8 +794,7 @@ def integer_infeasible(M: np.ndarray, rhs: np.ndarray, is_eq: np.ndarray,
     multiple of their gcd, and the constant is not (``2*x == 1``,
     ``x + y == 1.5``)."""
     out = []
-    for i in np.flatnonzero(is_eq):
-        i = int(i)
+    for i in np.flatnonzero(is_eq).tolist():
         row = M[i]
         cols = np.flatnonzero(row != 0.0)
         if not cols.size or not integer[cols].all() or not _integral(row[cols]):
@@ -843,8 +842,7 @@ def rounding_plan(M: np.ndarray, rhs: np.ndarray, is_eq: np.ndarray, integer: np
     ints: dict[int, np.ndarray] = {}  # integer equalities, each divided by its gcd
     floats: dict[int, tuple[int, ...]] = {}
     impossible = dict(integer_infeasible(M, rhs, is_eq, integer))
-    for i in np.flatnonzero(is_eq):
-        i = int(i)
+    for i in np.flatnonzero(is_eq).tolist():
         row = M[i]
         cols = np.flatnonzero(row != 0.0)
         float_cols = cols[movable_float[cols]]
@@ -871,12 +869,12 @@ def rounding_plan(M: np.ndarray, rhs: np.ndarray, is_eq: np.ndarray, integer: np
     for group in _groups(ints_rows):  # integer equalities that share columns
         E = np.array([ints[i][:-1] for i in group])
         f = np.array([ints[i][-1] for i in group])
-        cols = [int(j) for j in np.flatnonzero(np.any(E != 0.0, axis=0) & movable_int)]
-        sets = _integral_sets(E, f, cols)
+        group_cols = [int(j) for j in np.flatnonzero(np.any(E != 0.0, axis=0) & movable_int)]
+        sets = _integral_sets(E, f, group_cols)
         if sets:
             order.append((tuple(group), tuple(sets)))
             continue
-        candidates = {i: tuple(j for j in cols if abs(ints[i][j]) == 1.0) for i in group}
+        candidates = {i: tuple(j for j in group_cols if abs(ints[i][j]) == 1.0) for i in group}
         solved, left = _one_by_one(candidates, {i: ints_rows[i] for i in group}, set())
         order.extend(((i,), tuple((p,) for p in pivots)) for i, pivots in solved)
         unsolved.extend((i, "no column changed by a step has coefficient +1 or -1 once the coefficients are "
@@ -1016,7 +1014,7 @@ def _round_block(X: np.ndarray, M: np.ndarray, rhs: np.ndarray, is_eq: np.ndarra
             resid = lhs(X, i) - rhs[i]
             held[i] = (np.abs(resid) if is_eq[i] else resid) <= tols[i]  # NaN (a missing value): not held
 
-        ineq = np.flatnonzero(~is_eq)
+        ineq = np.flatnonzero(~is_eq).tolist()
         for _ in range(2):
             repaired = False
             for i in ineq:

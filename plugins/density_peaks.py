@@ -37,6 +37,8 @@ from typing import Any, ClassVar
 import attrs
 import numpy as np
 import pandas as pd
+from scipy.spatial import cKDTree
+
 import privclust
 from privclust import (
     BudgetExceededError,
@@ -52,7 +54,6 @@ from privclust import (
     param,
     public_bounds,
 )
-from scipy.spatial import cKDTree
 
 from . import _dpc
 
@@ -301,6 +302,7 @@ def _charge_check(context: PrivacyContext, name: str, epsilon: float) -> None:
     """Refuse before any computation or random draw when the charge cannot fit."""
     if not context.can_spend(epsilon):
         spent, _ = context.spent
+        assert context.budget.epsilon is not None  # a refusal means a limited budget
         raise BudgetExceededError(
             f"{name} would spend epsilon={at_least(epsilon)} (Laplace noise on the density vector), bringing the total "
             f"to {at_least(spent + epsilon)} > the budget epsilon={at_most(context.budget.epsilon)}; raise [privacy] "
@@ -360,6 +362,7 @@ class DPC(_DensityPeaks):
         if self.n_clusters is not None:
             centres = _dpc.top_k_centres(gamma, self.n_clusters, int(order[0]))
         else:
+            assert self.rho_min is not None and self.delta_min is not None  # both, without n_clusters (post-init)
             centres = _dpc.threshold_centres(rho, delta, gamma, self.rho_min, self.delta_min)
             if centres.size == 0:
                 raise ParameterError(
@@ -524,9 +527,9 @@ class _NoisyDensityPeaks(_DensityPeaks):
                 f"{self.name} (paper-faithful mechanism): the paper claims epsilon = {eps_text} because one density "
                 f"changes by at most 1, but the released vector of {n} densities moves by up to {sens:.0f} in L1 under "
                 f"replace-one (n - 1 = {n - 1} over the common coordinates when one record is removed), so the "
-                f"accountant was charged epsilon x {sens:.0f} = {at_least(charged)}. (Removing the densest record moves "
-                "the vector by its own density, a figure of the raw data that is no guarantee: it is in the step's "
-                "diagnostics, 'accounting', not in the ledger.) " + LABELS_NOT_COVERED[0].upper()
+                f"accountant was charged epsilon x {sens:.0f} = {at_least(charged)}. (Removing the densest record "
+                "moves the vector by its own density, a figure of the raw data that is no guarantee: it is in the "
+                "step's diagnostics, 'accounting', not in the ledger.) " + LABELS_NOT_COVERED[0].upper()
                 + LABELS_NOT_COVERED[1:] + "."
             )
         else:
@@ -699,8 +702,9 @@ class DPDPCGrid(_DensityPeaks):
     centres_from_records: ClassVar[bool] = False
     private: ClassVar[bool] = True
     privacy_relation: ClassVar[str] = "replace-one"
-    #: its DP entries cover the cluster map (the noisy node densities and what is computed from them alone); each record's label is a function of that record's own raw values
-    #: and the DP map (joint DP only): not a differentially private output, so they cover none of its release
+    #: its DP entries cover the cluster map (the noisy node densities and what is computed from them alone); each
+    #: record's label is a function of that record's own raw values and the DP map (joint DP only): not a
+    #: differentially private output, so they cover none of its release
     dp_output: ClassVar[tuple[str, ...]] = ()
     automatic: ClassVar[bool] = True
 
@@ -947,11 +951,11 @@ class DPDPCGrid(_DensityPeaks):
         context.record(
             f"dp-dpc-grid: the cluster map over {nodes.shape[0]} query points is {at_least(self.epsilon)}-DP under "
             f"replace-one (L1 sensitivity {at_most(worst, 4)} = 2 x {at_most(sens, 4)} for a record anywhere, "
-            f"independent of the {n} records); the cluster numbers and the released centres are computed from the map alone. Every "
-            f"record is first clipped to the bounds widened by {margin:.4g} (clustering units) on each side, "
-            f"{clip_effect}. Each record's label is the cluster of the node nearest to its clipped position (or of "
-            "the nearest clustered node): a function of that record and the DP map, so labels are covered only in "
-            "the joint-DP sense, not as a DP release.",
+            f"independent of the {n} records); the cluster numbers and the released centres are computed from the map "
+            f"alone. Every record is first clipped to the bounds widened by {margin:.4g} (clustering units) on each "
+            f"side, {clip_effect}. Each record's label is the cluster of the node nearest to its clipped position "
+            "(or of the nearest clustered node): a function of that record and the DP map, so labels are covered "
+            "only in the joint-DP sense, not as a DP release.",
             claim=privclust.Guarantee("cluster map on public query points"), details=details)
         threshold = 3.0 * scale if self.density_threshold is None else self.density_threshold
         support = np.flatnonzero(noisy > threshold)
@@ -1017,7 +1021,7 @@ class DPDPCGrid(_DensityPeaks):
             "dc": dc, "kernel": self.kernel, "dc_rule": dc_info, "accounting": details, "scale": self.scale, **extra,
         }
         diagnostics.update(self._effective(diagnostics, centres.size))
-        if before is not None:
+        if before is not None and radius is not None:  # before is drawn only with a radius
             rec_before = before[nearest]
             if lost.any():
                 rec_before[lost] = before[support][near_s]
@@ -1025,8 +1029,8 @@ class DPDPCGrid(_DensityPeaks):
             diagnostics["node_labels_before_merge"] = before
             diagnostics["radius"] = float(radius)
         privclust.RecordProgress(context, data.shape[0]).stage(4, 4)
-        return Partition(labels=labels, centres=grid_points[support[heads_s[kept]]], columns=tuple(map(str, data.columns)),
-                         diagnostics=diagnostics)
+        return Partition(labels=labels, centres=grid_points[support[heads_s[kept]]],
+                         columns=tuple(map(str, data.columns)), diagnostics=diagnostics)
 
 
 @privclust.hookimpl

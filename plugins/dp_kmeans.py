@@ -66,6 +66,7 @@ from typing import Any, ClassVar
 import attrs
 import numpy as np
 import pandas as pd
+
 import privclust
 from privclust import (
     BudgetExceededError,
@@ -140,8 +141,9 @@ class IDPKMeans:
     #: the roles of the values it reports using (privclust.EFFECTIVE_PARAMS), for the report's rounding
     reported_roles: ClassVar[dict[str, str]] = {"epsilon_per_release": "privacy"}
     privacy_relation: ClassVar[str] = "add/remove"
-    #: its DP entries cover the noisy sums and counts (the centres); each record's label is a function of that record's own raw values
-    #: and the DP centres (joint DP only): not a differentially private output, so they cover none of its release
+    #: its DP entries cover the noisy sums and counts (the centres); each record's label is a function of that
+    #: record's own raw values and the DP centres (joint DP only): not a differentially private output, so they
+    #: cover none of its release
     dp_output: ClassVar[tuple[str, ...]] = ()
 
     #: Old recipe keys and their new names (the error for an old key names the new one).
@@ -274,6 +276,7 @@ class IDPKMeans:
         epsilons = self.epsilons()
         total = _kmeans.total_epsilon(epsilons) + (self.bounds_epsilon or 0.0)
         if not context.can_spend(total):
+            assert context.remaining is not None  # a refusal means a limited budget
             raise BudgetExceededError(
                 f"idp-kmeans: its schedule may spend epsilon = {at_least(total)} but only {at_most(context.remaining)} "
                 "of the budget is left; lower 'epsilon' or raise the budget. Nothing was recorded and no noise was "

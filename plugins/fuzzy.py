@@ -34,6 +34,7 @@ reaches it, every pass is exact (blocked) and the diagnostics say so. See
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
@@ -41,6 +42,9 @@ from typing import Any, ClassVar
 import attrs
 import numpy as np
 import pandas as pd
+from scipy.spatial import cKDTree
+from threadpoolctl import threadpool_limits
+
 import privclust
 from privclust import (
     ConstraintError,
@@ -51,8 +55,6 @@ from privclust import (
     TopMemberships,
     param,
 )
-from scipy.spatial import cKDTree
-from threadpoolctl import threadpool_limits
 
 from . import _fcm
 from .mdav import MISSING_CHOICES
@@ -186,7 +188,7 @@ def standardise(values: np.ndarray, columns: Sequence[str], enabled: bool, who: 
     if constant.any():
         cols = [f"{columns[j]!r} (every value {low[j]:g})" if not high[j] > low[j] else
                 f"{columns[j]!r} (values from {low[j]!r} to {high[j]!r}, too close together to standardise)"
-                for j in np.flatnonzero(constant)]
+                for j in np.flatnonzero(constant).tolist()]
         raise DataError(
             f"{who}: column(s) {', '.join(cols)} are constant or nearly, so they cannot be standardised and need "
             "no masking; leave them out of the step's columns, or set scale = \"none\""
@@ -275,6 +277,7 @@ class FuzzyFit:
 class _FuzzyClusterer:
     """Parameters and fit shared by ``fcm`` and ``efcm``."""
 
+    name: ClassVar[str]  # set by fcm and efcm
     kind: ClassVar[str] = ""
     #: Old recipe keys and their new names (the error for an old key names the new one).
     renamed_params: ClassVar[Mapping[str, str]] = {"c": "n_clusters", "standardise": "scale"}
@@ -440,7 +443,7 @@ class _FuzzyClusterer:
                 result = _fcm.run(data.X, v0, fz, tol=self.tol, max_iter=self.max_iter, budget_bytes=budget,
                                   project=project, neighbours=neighbours,
                                   callback=on_update if callback is not None else None,
-                                  progress=lambda it, _r=r: done_in(_r, it), data=data, missing=missing)
+                                  progress=functools.partial(done_in, r), data=data, missing=missing)
             except _fcm.MissingCentreColumn as err:
                 name = columns[err.column] if columns is not None else f"number {err.column}"
                 raise DataError(
@@ -638,12 +641,14 @@ def _memberships_with_missing(z: np.ndarray, incomplete: np.ndarray, centres_z: 
     expected = np.array(res.colsum, copy=True)
     labels = None
     if draw:
+        assert res.labels is not None  # missing_pass draws when given a generator
         labels = np.empty(n, dtype=np.int64)
         labels[ii] = res.labels
     if part is not None:
         nearest[ci] = part.nearest
         expected += part.expected_sizes
         if labels is not None:
+            assert part.labels is not None  # drawn too (draw=draw)
             labels[ci] = part.labels
     if dense:
         memberships: Any = np.empty((n, c))

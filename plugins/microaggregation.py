@@ -52,6 +52,8 @@ from typing import Any, ClassVar
 import attrs
 import numpy as np
 import pandas as pd
+from scipy.spatial import cKDTree
+
 import privclust
 from privclust import (
     ComponentSpec,
@@ -64,7 +66,6 @@ from privclust import (
     nested,
     param,
 )
-from scipy.spatial import cKDTree
 
 from . import _fcm, _mdav
 from .fuzzy import (
@@ -132,7 +133,8 @@ def _family(value: Any) -> str | None:
         return None
     if isinstance(value, ComponentSpec):
         return {"fcm": "fcm", "efcm": "efcm"}.get(value.use)
-    return {"m": "fcm", "lambda": "efcm"}.get(getattr(type(value), "fuzzifier_param", None))
+    param = getattr(type(value), "fuzzifier_param", None)
+    return {"m": "fcm", "lambda": "efcm"}.get(param) if isinstance(param, str) else None
 
 
 def _fast_path(clusterer: Any) -> bool:
@@ -288,7 +290,7 @@ def _refresh_rows(z: np.ndarray, cz: np.ndarray, fz: _fcm.Fuzzifier, idx: np.nda
 
 
 def _step2(std: Any, centres: np.ndarray, fz: _fcm.Fuzzifier, k: int, *, budget_bytes: float, mass_tol: float,
-           max_neighbours: int, context: PrivacyContext, project: Any = None,
+           max_neighbours: int, context: PrivacyContext | _PilotContext, project: Any = None,
            progress: Callable[[float], None] | None = None,
            view: Callable[[np.ndarray], np.ndarray] | None = None,
            who: str = "fuzzy-microaggregation") -> _Step2:
@@ -790,10 +792,10 @@ class FuzzyMicroaggregation:
                 problems.append(f"{who}: {one} = {mine:g} but the clusterer's {key} = {theirs:g}; {one} is the "
                                 f"clusterer's {key}, so state it once (drop one of them)")
         if stated.get("n_clusters") is not None and (self.k is not None or self.n_clusters is not None):
-            mine = f"k = {self.k}" if self.k is not None else f"n_clusters = {self.n_clusters}"
+            setting = f"k = {self.k}" if self.k is not None else f"n_clusters = {self.n_clusters}"
             if self.n_clusters is None or int(self.n_clusters) != int(stated["n_clusters"]):
-                problems.append(f"{who}: the clusterer's n_clusters = {stated['n_clusters']} and the masker's {mine} "
-                                "both set the number of clusters; state it once (on the masker)")
+                problems.append(f"{who}: the clusterer's n_clusters = {stated['n_clusters']} and the masker's "
+                                f"{setting} both set the number of clusters; state it once (on the masker)")
         return problems
 
     # -- the runner's checks ---------------------------------------------------------
@@ -862,15 +864,17 @@ class FuzzyMicroaggregation:
                                  "fuzzy microaggregation needs a clusterer with n_clusters clusters and centres "
                                  "(fcm, efcm, ...)")
         if family == "fcm":
-            m1 = self.m1 if self.m1 is not None else (stated.get("m") if stated.get("m") is not None
-                                                      else default_m1(d))
+            m1 = self.m1 if self.m1 is not None else stated.get("m")
+            if m1 is None:
+                m1 = default_m1(d)
             m2 = self.m2 if self.m2 is not None else m1
             changes["m"] = float(m1)
             step1: _fcm.Fuzzifier | None = _fcm.Fuzzifier("fcm", float(m1))
             step2 = _fcm.Fuzzifier("fcm", float(m2))
         elif family == "efcm":
-            l1 = self.lambda1 if self.lambda1 is not None else (
-                stated.get("lambda") if stated.get("lambda") is not None else DEFAULT_LAMBDA1)
+            l1 = self.lambda1 if self.lambda1 is not None else stated.get("lambda")
+            if l1 is None:
+                l1 = DEFAULT_LAMBDA1
             l2 = self.lambda2 if self.lambda2 is not None else l1
             changes["lambda_"] = float(l1)
             step1 = _fcm.Fuzzifier("efcm", float(l1))
@@ -989,7 +993,8 @@ class FuzzyMicroaggregation:
             # coinciding centres release one row from several clusters)
             "share_in_realised_cluster_below_k": float(np.mean(realised[labels] < k)),
             "records_on_a_centre": step2_run.on_centre,
-            "self_tolerance": f"{SELF_TOL:g} " + ("standard deviations" if std.enabled else "in the column's own units"),
+            "self_tolerance": f"{SELF_TOL:g} "
+                              + ("standard deviations" if std.enabled else "in the column's own units"),
             "integer_columns": [c for c, is_int in zip(columns, integer, strict=True) if is_int],
             "records_only_themselves": step2_run.stuck,
             "verbatim_records": verbatim,

@@ -39,6 +39,8 @@ from typing import Any, ClassVar
 import attrs
 import numpy as np
 import pandas as pd
+from scipy import special
+
 import privclust
 from privclust import (
     DataError,
@@ -50,9 +52,8 @@ from privclust import (
     at_most,
     param,
     public_bounds,
+    sampling,
 )
-from privclust import sampling
-from scipy import special
 
 __version__ = "0.1.0"
 
@@ -74,6 +75,7 @@ _TOP = np.finfo(float).max
 class _StepMixin:
     """Recipe-step behaviour shared by the three mechanisms."""
 
+    name: ClassVar[str]  # set by each mechanism
     uses_constraints: ClassVar[bool] = False
     privacy_relation: ClassVar[str] = "replace-one"
     #: the roles of the values it reports using (privclust.EFFECTIVE_PARAMS), for the report's rounding
@@ -142,7 +144,7 @@ class _StepMixin:
         return _laplace_plan(self.name, s.l1, epsilon, _changed(self.name, changed, 1))  # type: ignore[attr-defined]
 
     def _step_bounds(self, data: pd.DataFrame, context: PrivacyContext) -> tuple[np.ndarray, np.ndarray]:
-        name = self.name  # type: ignore[attr-defined]
+        name = self.name
         for problem in self.step_problems():
             raise ParameterError(problem)
         columns = list(data.columns)

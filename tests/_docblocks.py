@@ -151,7 +151,7 @@ def _same_output(documented: str, printed: str) -> bool:
         return True
     if _DECIMAL.split(documented) != _DECIMAL.split(printed):
         return False
-    for one, other in zip(_DECIMAL.findall(documented), _DECIMAL.findall(printed)):
+    for one, other in zip(_DECIMAL.findall(documented), _DECIMAL.findall(printed), strict=True):
         places = len(one.split(".")[1])
         if len(other.split(".")[1]) != places:
             return False

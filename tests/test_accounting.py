@@ -235,8 +235,8 @@ def test_a_composed_total_that_bounds_nothing_is_no_guarantee():
     assert eps == 41.0 and delta > 1  # (1 + e^20) 1e-6 under replace-one
     checks = {"changed_columns": ["x"]}
     reasons = no_guarantee_reasons(context.ledger.entries, [], checks, spent=context.spent)
-    assert reasons == [f"the composed delta is {privclust.at_least(delta)}, not below 1 (the bound holds with probability at most "
-                       "1 - delta), which guarantees nothing"]
+    assert reasons == [f"the composed delta is {privclust.at_least(delta)}, not below 1 (the bound holds with "
+                       "probability at most 1 - delta), which guarantees nothing"]
     assert no_guarantee_reasons(context.ledger.entries, [], checks, spent=(41.0, 0.5)) == []
     assert "the composed epsilon is inf" in no_guarantee_reasons(context.ledger.entries, [], checks,
                                                                  spent=(float("inf"), 0.0))[0]
@@ -372,7 +372,8 @@ def test_the_context_resolves_components_through_the_resolver_it_is_given():
 
 
 def test_a_context_without_a_resolver_uses_the_session_registry_and_no_module_global():
-    from privclust import accounting, context as context_module
+    from privclust import accounting
+    from privclust import context as context_module
 
     assert not hasattr(accounting, "set_default_registry") and not hasattr(context_module, "_registry_provider")
     context = PrivacyContext(seed=1)
@@ -382,7 +383,7 @@ def test_a_context_without_a_resolver_uses_the_session_registry_and_no_module_gl
 
 
 def test_accounting_still_exports_every_name_it_did_before_the_split():
-    from privclust import accounting, accountants, context, ledger, seeds
+    from privclust import accountants, accounting, context, ledger, seeds
 
     for name in ("Accountant", "BasicAccountant", "Budget", "ContextView", "Ledger", "LedgerEntry", "HOST",
                  "NothingProtectedWarning", "Origin", "PrivacyContext", "PrivacyLeakWarning", "RecordProgress",

@@ -85,7 +85,7 @@ def frames(draw) -> pd.DataFrame:
     cols = [draw(names) for _ in range(width)]
     data = {}
     frame = pd.DataFrame(index=pd.RangeIndex(n) if draw(st.booleans()) else pd.Index(range(100, 100 + n)))
-    for i, name in enumerate(cols):
+    for i, _name in enumerate(cols):
         series = draw(columns(n))
         series.index = frame.index
         data[i] = series
@@ -476,7 +476,8 @@ def test_hostile_compare_options_print_one_line_and_write_nothing(tmp_path, caps
 
 def test_a_k_anonymity_claim_is_checked_at_its_largest_k_and_on_the_steps_columns():
     from privclust.accounting import LedgerEntry
-    from privclust.kanonymity import claim_columns as _claim_columns, claimed_k as _claimed_k
+    from privclust.kanonymity import claim_columns as _claim_columns
+    from privclust.kanonymity import claimed_k as _claimed_k
 
     def entry(statement, details):
         return LedgerEntry(seq=0, kind="guarantee", step=0, step_id="s", component="c", statement=statement,

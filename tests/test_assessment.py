@@ -13,9 +13,8 @@ import pandas as pd
 import pytest
 
 import privclust
-from privclust import datasets
+from privclust import NothingProtectedWarning, datasets
 from privclust.cli import main
-from privclust import NothingProtectedWarning
 from privclust.errors import DataError, RecipeError
 from privclust.recipe import Recipe, Roles
 
@@ -176,7 +175,8 @@ def test_integer_codes_are_left_out_of_the_default_columns(tmp_path, capsys):
     recipe.write_text('[[steps]]\nuse = "microaggregation"\nk = 3\n', encoding="utf-8")
     assert main(["check", str(recipe), "-i", str(data)]) == 0
     out = capsys.readouterr().out
-    assert "changes income, spend, hh_weight (by default: the numeric columns without a role, except integer codes)" in out
+    assert ("changes income, spend, hh_weight (by default: the numeric columns without a role, except integer codes)"
+            in out)
     assert "warning: step 0 'microaggregation' changes 'hh_weight' by default, and its name looks like a sampling " \
            "weight" in out
     assert "as integer codes (<= 20 distinct values, >= 20 records per value; name them in a step's columns to " \

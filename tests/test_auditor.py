@@ -3,7 +3,6 @@ epsilon, built-in DP components within their charges, mutants caught."""
 
 from __future__ import annotations
 
-import math
 import warnings
 from typing import ClassVar
 
@@ -14,8 +13,7 @@ import pytest
 
 import privclust
 import privclust.testing as pt
-from privclust import audit, audit_events
-from privclust import Sensitivity, param
+from privclust import Sensitivity, audit, audit_events, param
 from privclust.cli import main
 
 RELATION = "replace-one (the audited pair)"
@@ -224,7 +222,8 @@ def _components():
         pytest.param("clusterers", {"use": "addpc-rdp", "epsilon": 0.1, "dc": 1.0}, id="addpc-rdp"),
         pytest.param("clusterers", {"use": "dp-rccfsfdp", "epsilon": 0.1, "dc": 1.0, "radius": 1.0, "n_clusters": 3},
                      id="dp-rccfsfdp"),
-        pytest.param("clusterers", {"use": "idp-kmeans", "epsilon": 1.0, "n_clusters": 3, "bounds": BOUNDS}, id="idp-kmeans"),
+        pytest.param("clusterers", {"use": "idp-kmeans", "epsilon": 1.0, "n_clusters": 3, "bounds": BOUNDS},
+                     id="idp-kmeans"),
         pytest.param("clusterers", {"use": "dp-dpc-grid", "epsilon": 1.0, "dc": 1.0, "bounds": BOUNDS,
                                     "points_per_dim": 8}, id="dp-dpc-grid"),
         pytest.param("clusterers", {"use": "dp-density", "epsilon": 1.0, "bounds": BOUNDS, "max_nodes": 2048},

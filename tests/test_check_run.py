@@ -26,7 +26,8 @@ DRIFT = {
     "label-column-clash": ('[[steps]]\nuse = "fcm"\nn_clusters = 2\ncolumns = ["a", "b"]\n',
                            DataError, "label column 'cluster' already exists"),
     "stratum-column-missing": ('[roles]\nstrata = "region"\n[[steps]]\nuse = "laplace"\nepsilon = 1.0\n'
-                               'columns = ["a"]\nbounds = { a = [0, 10] }\n', DataError, "strata: column 'region' is not"),
+                               'columns = ["a"]\nbounds = { a = [0, 10] }\n', DataError,
+                               "strata: column 'region' is not"),
     # check said OK to these too; run refused them after the steps had run (the evaluations) or as the step ran
     "evaluation-column-missing": ('[[steps]]\nuse = "laplace"\nepsilon = 1.0\ncolumns = ["a"]\n'
                                   'bounds = { a = [0, 10] }\n[[evaluate]]\nuse = "il1s"\ncolumns = ["zz"]\n',

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from conftest import default_stop_signals
+
 from privclust.cli import main
 
 RECIPE = """

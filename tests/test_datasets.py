@@ -8,12 +8,11 @@ import urllib.error
 
 import numpy as np
 import pytest
+from conftest import require_dataset
 
 import privclust
 from privclust import datasets
 from privclust.errors import DatasetUnavailableError
-
-from conftest import require_dataset
 
 
 def test_table1_is_the_papers_table_with_one_violating_record():

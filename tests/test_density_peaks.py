@@ -9,6 +9,7 @@ import warnings
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import require_dataset
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.metrics import adjusted_rand_score
@@ -18,9 +19,7 @@ import privclust.datasets
 import privclust.testing as pt
 from privclust import BudgetExceededError, DataError, ParameterError, PrivacyLeakWarning
 from privclust_plugins import _dpc
-from privclust_plugins.density_peaks import DPC, AdDPC, AdDPCrDP, DPDPCGrid, DPDPCL, DPrcCFSFDP
-
-from conftest import require_dataset
+from privclust_plugins.density_peaks import DPC, DPDPCL, AdDPC, AdDPCrDP, DPDPCGrid, DPrcCFSFDP
 
 # ---------------------------------------------------------------------------
 # helpers
@@ -612,9 +611,11 @@ def test_duplicate_heavy_and_constant_data_never_crash():
 
 
 @pytest.mark.parametrize("component", [
-    DPC(n_clusters=3), DPC(dc_percent=5.0, rho_min=1.0, delta_min=1.0, halo=True), AdDPC(kernel="cutoff", dc_percent=5.0),
-    DPDPCL(dc=0.6, radius=0.5), AdDPCrDP(n_clusters=3, calibration="vector", dc=0.6),
-    DPrcCFSFDP(n_clusters=3, radius=0.5, dc=0.6), DPDPCGrid(dc=1.0, points_per_dim=12, n_clusters=3, bounds={c: [-2, 8] for c in "abc"}),
+    DPC(n_clusters=3), DPC(dc_percent=5.0, rho_min=1.0, delta_min=1.0, halo=True),
+    AdDPC(kernel="cutoff", dc_percent=5.0), DPDPCL(dc=0.6, radius=0.5),
+    AdDPCrDP(n_clusters=3, calibration="vector", dc=0.6),
+    DPrcCFSFDP(n_clusters=3, radius=0.5, dc=0.6),
+    DPDPCGrid(dc=1.0, points_per_dim=12, n_clusters=3, bounds={c: [-2, 8] for c in "abc"}),
 ], ids=lambda c: c.name)
 def test_conformance(component, frame):
     with warnings.catch_warnings():

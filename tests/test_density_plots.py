@@ -13,12 +13,11 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
+from conftest import require_dataset  # noqa: E402
 
 import privclust  # noqa: E402
 from privclust import Partition, PrivacyLeakWarning, PrivclustError  # noqa: E402
 from privclust_plugins.density_plots import plot_clusters, plot_decision_graph, plot_gamma  # noqa: E402
-
-from conftest import require_dataset  # noqa: E402
 
 
 @pytest.fixture(autouse=True)

@@ -14,11 +14,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from _docblocks import DOCS, ROOT, DocRunError, _same_output, blocks, run_page
+from conftest import DATASETS as DATASETS_DIR
 
 import privclust
 from privclust import hookspecs
-from _docblocks import DOCS, ROOT, DocRunError, _same_output, blocks, run_page
-from conftest import DATASETS as DATASETS_DIR
 
 #: The pages whose Python examples run here (the general pages; each
 #: capability's page is tested by its own engineer's tests).

@@ -8,6 +8,7 @@ import tracemalloc
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import require_dataset
 from sklearn.metrics import adjusted_rand_score
 
 import privclust
@@ -15,7 +16,6 @@ import privclust.testing as pt
 from privclust import Budget, BudgetExceededError, DataError, ParameterError, PrivacyContext, RecipeError
 from privclust_plugins import _privtree
 from privclust_plugins.dp_density import DPDensity, _merge_to, _refine, cluster_map, split_to, weighted_kmeans
-from conftest import require_dataset
 
 BOUNDS = {"x": [-5.0, 25.0], "y": [-5.0, 25.0]}
 
@@ -392,7 +392,7 @@ def test_adjacency_finds_touching_boxes_only():
     depth = np.array([2, 2, 2, 3, 3])
     tree = _privtree.Tree(lo=lo, hi=hi, depth=depth, counts=np.zeros(5), nodes=0, truncated=False)
     i, j = _privtree.adjacency(tree)
-    pairs = set(zip(i.tolist(), j.tolist()))
+    pairs = set(zip(i.tolist(), j.tolist(), strict=True))
     assert (0, 4) not in pairs  # 0 ends at x = 0.5, 4 starts at x = 0.75
     assert {(0, 1), (0, 2), (0, 3), (1, 3), (1, 4), (2, 3), (3, 4), (1, 2)} <= pairs
 

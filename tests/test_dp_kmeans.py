@@ -199,8 +199,8 @@ def test_mechanism_swapped_by_name_through_a_registry():
 
     registry = privclust.Registry(plugins=[Plugin()], use_env=False).load()
     data, _ = blobs()
-    partition, context = fit(IDPKMeans(n_clusters=3, epsilon=1.0, bounds={"x": [-3, 9], "y": [-3, 10]}, noise="no-noise"),
-                             data, registry=registry)
+    partition, context = fit(IDPKMeans(n_clusters=3, epsilon=1.0, bounds={"x": [-3, 9], "y": [-3, 10]},
+                                       noise="no-noise"), data, registry=registry)
     assert {e.mechanism for e in context.ledger.of_kind("dp")} == {"no-noise"}
 
 
@@ -208,8 +208,8 @@ def test_mechanism_swapped_by_name_through_a_registry():
 def test_ledger_is_honest(schedule):
     data, _ = blobs()
     eps = 0.8
-    partition, context = fit(IDPKMeans(n_clusters=3, epsilon=eps, bounds={"x": [-3, 9], "y": [-3, 10]}, schedule=schedule),
-                             data, budget=Budget(epsilon=eps))
+    partition, context = fit(IDPKMeans(n_clusters=3, epsilon=eps, bounds={"x": [-3, 9], "y": [-3, 10]},
+                                       schedule=schedule), data, budget=Budget(epsilon=eps))
     dp = context.ledger.of_kind("dp")
     assert len(dp) == 1 + partition.diagnostics["rounds"]
     assert math.fsum(e.epsilon for e in dp) <= eps * (1 + 1e-12)
@@ -265,7 +265,8 @@ def test_public_bounds_clip_outliers():
 
 def test_more_blocks_than_clusters():
     data, truth = blobs()
-    partition, context = fit(IDPKMeans(n_clusters=3, n_blocks=6, epsilon=1e4, bounds={"x": [-3, 9], "y": [-3, 10]}), data)
+    partition, context = fit(IDPKMeans(n_clusters=3, n_blocks=6, epsilon=1e4, bounds={"x": [-3, 9], "y": [-3, 10]}),
+                             data)
     assert context.ledger.of_kind("dp")[0].sensitivity == (2 * 6 - 1) * 2 + 1
     assert len(np.unique(partition.labels)) == 3
     assert adjusted_rand_score(truth, partition.labels) > 0.95
@@ -351,7 +352,8 @@ def test_bad_input_through_the_runner(registry):
 @pytest.mark.parametrize("component", [
     IDPKMeans(n_clusters=3, epsilon=1.0, bounds=BOUNDS),
     IDPKMeans(n_clusters=2, n_blocks=4, epsilon=0.5, bounds=BOUNDS, schedule="uniform", rounds=3),
-    IDPKMeans(n_clusters=3, epsilon=2.0, bounds="dp", bounds_range=BOUNDS, bounds_epsilon=0.5, noise={"use": "laplace"}),
+    IDPKMeans(n_clusters=3, epsilon=2.0, bounds="dp", bounds_range=BOUNDS, bounds_epsilon=0.5,
+              noise={"use": "laplace"}),
 ], ids=["halving", "uniform-m4", "dp-bounds"])
 def test_conformance(component, registry, frame):
     with warnings.catch_warnings():

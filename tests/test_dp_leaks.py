@@ -10,15 +10,15 @@ from typing import ClassVar
 import attrs
 import numpy as np
 import pandas as pd
-import privclust
 import pytest
+from conftest import require_dataset
+
+import privclust
 from privclust import Budget, DataError, ParameterError, PrivacyContext, Recipe, RecipeError
 from privclust.accounting import PrivacyLeakWarning
 from privclust_plugins import _dpc
 from privclust_plugins.density_peaks import DPDPCL, DPDPCGrid
 from privclust_plugins.dp_kmeans import IDPKMeans
-
-from conftest import require_dataset
 
 BOUNDS = {"a": [-3.0, 9.0], "b": [-3.0, 9.0], "c": [-3.0, 9.0]}
 
@@ -106,7 +106,8 @@ def test_a_plugin_declares_its_own_leak_names():
      "dc_percent"),
     ({"use": "dp-dpcl", "radius": 1.0}, "steps[0].dc", "dc_percent"),
     ({"use": "dp-dpcl", "dc": 1.0}, "steps[0].radius", "radius_percent"),
-    ({"use": "dp-rccfsfdp", "n_clusters": 2, "dc": 1.0, "radius_percent": 2.0}, "steps[0].radius_percent", "radius_percent"),
+    ({"use": "dp-rccfsfdp", "n_clusters": 2, "dc": 1.0, "radius_percent": 2.0}, "steps[0].radius_percent",
+     "radius_percent"),
     ({"use": "addpc-rdp", "dc": 1.0, "scale": "minmax"}, "steps[0].scale", "scale"),
 ])
 def test_data_derived_parameters_are_refused_at_compile_time(step, where, leak):
@@ -155,7 +156,8 @@ def test_record_leak_is_the_backstop_outside_a_recipe(frame):
     assert 'allow_leaks = ["bounds"]' in text and "public bounds" in text
     assert len(context.ledger) == 0 and context.spent == (0.0, 0.0)  # nothing recorded, nothing spent
     # the same component with the opt-in runs and records the leak
-    _, ctx = fit(IDPKMeans(n_clusters=3, epsilon=1.0, bounds="data"), data, budget=Budget(epsilon=5.0, allow_leaks=["bounds"]))
+    _, ctx = fit(IDPKMeans(n_clusters=3, epsilon=1.0, bounds="data"), data,
+                 budget=Budget(epsilon=5.0, allow_leaks=["bounds"]))
     assert [e.mechanism for e in ctx.ledger.of_kind("leak")] == ["bounds"]
     # a paper mechanism with the percentage rules needs both names
     with pytest.raises(ParameterError, match="'radius_percent'"):
@@ -207,7 +209,8 @@ def test_pairings_bound_each_records_share():
 @pytest.mark.parametrize("component", [
     DPDPCGrid(epsilon=1.0, n_clusters=3, points_per_dim=12, bounds="dp", bounds_range={c: [-20, 20] for c in "abc"},
               bounds_epsilon=0.5, dc="dp", dc_epsilon=0.5),
-    DPDPCGrid(epsilon=1.0, n_clusters=3, points_per_dim=12, bounds={c: [-2, 8] for c in "abc"}, dc="dp", dc_epsilon=0.5),
+    DPDPCGrid(epsilon=1.0, n_clusters=3, points_per_dim=12, bounds={c: [-2, 8] for c in "abc"}, dc="dp",
+              dc_epsilon=0.5),
     IDPKMeans(n_clusters=3, epsilon=1.0, bounds="dp", bounds_range={c: [-20, 20] for c in "abc"}, bounds_epsilon=0.5),
 ], ids=["grid-dp-bounds-and-dc", "grid-dp-dc", "kmeans-dp-bounds"])
 def test_conformance_of_the_dp_alternatives(component, frame):
@@ -393,7 +396,8 @@ def test_minmax_scaling_near_the_float_limit_is_refused_not_overflowed():
 def test_grid_with_only_epsilon_and_k_is_refused():
     """Issue item: dp-dpc-grid with only epsilon and k took its bounds and d_c from the data."""
     with pytest.raises(RecipeError) as info:
-        privclust.compile({"privacy": {"epsilon": 1.0}, "steps": [{"use": "dp-dpc-grid", "epsilon": 1.0, "n_clusters": 3}]})
+        privclust.compile({"privacy": {"epsilon": 1.0},
+                           "steps": [{"use": "dp-dpc-grid", "epsilon": 1.0, "n_clusters": 3}]})
     where = {p.where for p in info.value.problems}
     assert where == {"steps[0]", "steps[0].dc"}
     text = str(info.value)

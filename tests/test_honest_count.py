@@ -18,9 +18,10 @@ from typing import ClassVar
 import attrs
 import numpy as np
 import pandas as pd
-import privclust
 import pytest
-from privclust import Partition, Registry, hookimpl
+
+import privclust
+from privclust import Registry, hookimpl
 from privclust.private_count import NOISY_RECORDS, count_is_private, uncounted
 
 BOUNDS = {"x": [-5, 25], "y": [-5, 25]}

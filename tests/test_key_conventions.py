@@ -8,8 +8,9 @@ import warnings
 
 import numpy as np
 import pandas as pd
-import privclust
 import pytest
+
+import privclust
 from privclust import EvaluationInputs
 from privclust_plugins import _key_risk as kr
 from privclust_plugins import _microdata_metrics as mm

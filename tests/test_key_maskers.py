@@ -11,13 +11,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from _docblocks import run_page
 
 import privclust
-from privclust import DataError, ParameterError, PrivclustError, RecipeError
+from privclust import DataError, ParameterError, RecipeError
 from privclust_plugins import _suppress
 from privclust_plugins.keys import PRAM, LocalSuppression, _invariant
-
-from _docblocks import run_page
 
 SURVEY = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "sdc_testdata.csv"
 SURVEY_KEYS = ["roof", "walls", "water", "electcon", "relat", "sex"]

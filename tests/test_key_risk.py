@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-import privclust
 import pytest
+from conftest import require_dataset
+from scipy.stats import nbinom
+
+import privclust
 from privclust import DataError, EvaluationInputs
 from privclust_plugins import _microdata_metrics as mm
 from privclust_plugins.microdata_evaluators import IndividualRisk, KeyFrequencies, KeyLinkage
-from scipy.stats import nbinom
-
-from conftest import require_dataset
 
 
 def _inputs(original, protected, columns=("x",)):

@@ -8,13 +8,13 @@ import math
 
 import numpy as np
 import pandas as pd
-import privclust
 import pytest
+from conftest import require_dataset
+
+import privclust
 from privclust import DataError, EvaluationInputs, ParameterError
 from privclust_plugins import _key_risk as kr
 from privclust_plugins.key_risk import GlobalRisk, HouseholdRisk, LDiversity, Suda2, suda2_scores
-
-from conftest import require_dataset
 
 SURVEY_KEYS = ["roof", "walls", "water", "electcon", "relat", "sex"]
 

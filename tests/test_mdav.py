@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from _mdav_reference import mdav_reference
+from conftest import require_dataset
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -15,9 +17,6 @@ from privclust import ConstraintSet, DataError, ParameterError, PrivacyContext
 from privclust_plugins import _mdav
 from privclust_plugins.constraints import LinearConstraints
 from privclust_plugins.mdav import MDAV
-
-from _mdav_reference import mdav_reference
-from conftest import require_dataset
 
 
 def fit(frame: pd.DataFrame, k: int, constraints: ConstraintSet | None = None):

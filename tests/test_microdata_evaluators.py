@@ -10,6 +10,7 @@ import attrs
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import require_dataset
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -21,16 +22,14 @@ from privclust_plugins import _microdata_metrics as mm
 from privclust_plugins.mdav import MDAV
 from privclust_plugins.microdata_evaluators import (
     DBRL,
-    IL1s,
     EditViolations,
     GroupSizes,
+    IL1s,
     IntervalDisclosure,
     Moments,
     SseSst,
     TransparencyRisk,
 )
-
-from conftest import require_dataset
 
 PLAIN = (SseSst(), IL1s(), Moments(), DBRL(), IntervalDisclosure())
 

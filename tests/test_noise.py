@@ -547,7 +547,8 @@ def test_the_epsilon_per_column_a_noise_step_states_is_never_below_the_one_spent
 
 def test_at_least_is_public_and_never_below_the_value():
     rng = np.random.default_rng(5)
-    values = [1 / 3, 0.1234567, 0.30000000000000004, 1.2349e-6, *rng.uniform(0, 10, 200), *(10.0 ** rng.uniform(-9, 3, 200))]
+    values = [1 / 3, 0.1234567, 0.30000000000000004, 1.2349e-6, *rng.uniform(0, 10, 200),
+              *(10.0 ** rng.uniform(-9, 3, 200))]
     for value in values:
         for digits in (3, 4, 6):
             assert float(privclust.at_least(value, digits)) >= value
@@ -557,7 +558,8 @@ def test_at_least_is_public_and_never_below_the_value():
 
 def test_at_most_is_public_and_never_above_the_value():
     rng = np.random.default_rng(6)
-    values = [2 / 3, 0.1239, 0.30000000000000004, 1.41421356, *rng.uniform(0, 10, 200), *(10.0 ** rng.uniform(-9, 3, 200))]
+    values = [2 / 3, 0.1239, 0.30000000000000004, 1.41421356, *rng.uniform(0, 10, 200),
+              *(10.0 ** rng.uniform(-9, 3, 200))]
     for value in values:
         for digits in (3, 4, 6, 10):
             assert float(privclust.at_most(value, digits)) <= value

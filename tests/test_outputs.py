@@ -17,12 +17,13 @@ import numpy as np
 import pandas as pd
 import pytest
 from conftest import default_stop_signals
+from test_cli import RECIPE, stopped
 
 import privclust._io as io_
 from privclust import PrivclustError
 from privclust._io import check_outputs, text_writer, write_atomically
 from privclust.cli import main
-from test_cli import RECIPE, stopped
+
 
 @pytest.fixture
 def files(tmp_path, monkeypatch):

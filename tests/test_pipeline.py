@@ -11,8 +11,9 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import privclust
 import pytest
+
+import privclust
 from privclust import execute, handover, preflight
 
 HOST = Path(__file__).resolve().parent.parent / "framework"

@@ -47,6 +47,6 @@ def test_progress_counts_whole_records_up_to_the_step_total(frame, step):
     done = [d for _, d, _ in seen]
     assert all(type(d) is int for d in done), done[:5]
     assert all(t == len(frame) and type(t) is int for _, _, t in seen), {t for _, _, t in seen}
-    assert all(b >= a for a, b in zip(done, done[1:])), done
+    assert all(b >= a for a, b in zip(done, done[1:], strict=False)), done
     assert done[-1] == len(frame)
     assert len(set(done)) > 2  # it moves on the way, not only 0 and the end

@@ -17,9 +17,10 @@ import tomllib
 import warnings
 from pathlib import Path
 
-import privclust
 import pytest
 from _docblocks import ROOT, blocks
+
+import privclust
 from privclust.cli import main
 from privclust.datasets import iris
 

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import attrs
 import pandas as pd
-import privclust
 import pytest
+
+import privclust
 from privclust import Recipe, RecipeError, param
 from privclust.cli import main
 from privclust.params import RecipePath, recipe_folder, resolve_path

@@ -247,7 +247,8 @@ def test_bad_parameters_refused_when_compiled(params, match):
 
 @pytest.mark.parametrize("frame,params,error,match", [
     (pd.DataFrame({"job": ["clerk", "pilot", "pilot"]}), {"hierarchies": {"job": JOBS}, "levels": {"job": 1}},
-     privclust.DataError, r"key 'job' holds the value 'pilot' \(row 1, and 1 other record\(s\)\).*add a row for 'pilot'"),
+     privclust.DataError,
+     r"key 'job' holds the value 'pilot' \(row 1, and 1 other record\(s\)\).*add a row for 'pilot'"),
     (pd.DataFrame({"age": [5.0, 120.0]}), {"breaks": {"age": [0, 50, 100]}},
      privclust.DataError, r"key 'age' holds the value 120 \(row 1\) outside its breaks \[0, 100\]; extend the breaks"),
     (pd.DataFrame({"job": ["clerk"]}), {"hierarchies": {"sex": JOBS}, "levels": {"sex": 1}},

@@ -512,8 +512,8 @@ def test_the_replaced_builtin_is_chosen_back_in_a_recipe_or_by_blocking_the_repl
     assert release.report()["steps"][0]["plugin"] == "noise"  # credited by class, not by the name in use
     assert release.ledger.of_kind("process")[0].details["distribution"] == "privclust"
     # nested components take plugin:name too
-    nested = privclust.compile({"steps": [{"use": "idp-kmeans", "n_clusters": 2, "epsilon": 1.0, "bounds": {"a": [0, 1]},
-                                           "noise": "noise:laplace"}]}, reg)
+    nested = privclust.compile({"steps": [{"use": "idp-kmeans", "n_clusters": 2, "epsilon": 1.0,
+                                           "bounds": {"a": [0, 1]}, "noise": "noise:laplace"}]}, reg)
     assert type(nested.steps[0].component.noise) is builtin
     # everywhere: block the replacement
     blocked = Registry(entry_points=installed_with(fast), block=["fast:laplace"], use_env=False)

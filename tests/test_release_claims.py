@@ -140,8 +140,8 @@ def test_a_masker_claim_about_its_rules_is_qualified_when_the_released_file_brea
     claims = [e for e in release.ledger.of_kind("guarantee") if e.mechanism != "edit rule"]
     assert claims and any("so every released record satisfies them" in e.statement for e in claims)
     for entry in claims:
-        assert "Host check of the edit rules over these columns on the released file: 'a >= 0.5' is violated by 30 of 30" \
-            in entry.statement, entry.statement
+        assert ("Host check of the edit rules over these columns on the released file: 'a >= 0.5' is violated by "
+                "30 of 30" in entry.statement), entry.statement
         assert "'a <= 0.7'" not in entry.statement.split("Host check of the edit rules")[1]
     # a release that keeps its rules gets no such note
     kept = _run({"constraints": [{"use": "linear", "rules": ["a >= 0"]}],

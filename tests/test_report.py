@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import warnings
 import sys
+import warnings
 from typing import ClassVar
 
 import attrs
@@ -45,7 +45,8 @@ def release():
     data = pd.DataFrame({"a": rng.uniform(0, 10, 50), "b": rng.uniform(0, 10, 50)})
     data.loc[7, "a"] = 12.3456789
     recipe = {"name": "report test", "description": "noise with bounds from the data",
-              "privacy": {"allow_leaks": ["bounds"]}, "steps": [{"use": "laplace", "epsilon": 1.0, "bounds": "data"}], "evaluate": ["extremes"]}
+              "privacy": {"allow_leaks": ["bounds"]}, "steps": [{"use": "laplace", "epsilon": 1.0, "bounds": "data"}],
+              "evaluate": ["extremes"]}
     with pytest.warns(privclust.PrivacyLeakWarning):
         return privclust.run(recipe, data, seed=1, registry=Registry(plugins=[Plugin()], use_env=False))
 

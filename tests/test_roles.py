@@ -189,7 +189,8 @@ def test_cli_flags_mirror_the_roles_table(tmp_path, capsys):
 def test_strata_on_local_processes_give_the_same_kind_of_release(tmp_path):
     frame = _survey(90)
     recipe = {"privacy": {"epsilon": 1.0}, "roles": {"strata": "region"},
-              "steps": [{**MDAV, "columns": ["income", "expend"]}, {"use": "laplace", "epsilon": 1.0, "columns": ["w"], "bounds": {"w": [0, 300]}}]}
+              "steps": [{**MDAV, "columns": ["income", "expend"]},
+                        {"use": "laplace", "epsilon": 1.0, "columns": ["w"], "bounds": {"w": [0, 300]}}]}
     one = privclust.run(recipe, frame, seed=4)
     two = privclust.run(recipe, frame, seed=4, processes=2)
     again = privclust.run(recipe, frame, seed=4, processes=1)

@@ -16,9 +16,10 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import privclust
 import pytest
 from conftest import default_stop_signals
+
+import privclust
 from privclust import DataError, ParameterError, PrivclustError
 from privclust.cli import main
 
@@ -69,7 +70,7 @@ def test_each_stratum_is_protected_alone_and_written_partitioned(dataset, tmp_pa
     assert len(strata) == 1 and "3 disjoint strata" in strata[0].statement
     whole = [e for e in release.ledger.of_kind("verified") if e.statement.startswith("Host check of the whole")]
     assert len(whole) == 1  # what it says is what the released dataset shows
-    verbatim = int((back[["x", "y"]].round(12).merge(frame[["x", "y"]].round(12)).shape[0]))
+    verbatim = int(back[["x", "y"]].round(12).merge(frame[["x", "y"]].round(12)).shape[0])
     assert f"{release.verification['verbatim_records']} of {len(frame)} records are released verbatim" \
         in whole[0].statement
     assert release.verification["verbatim_records"] == verbatim == 0

@@ -9,16 +9,17 @@ from typing import ClassVar
 import attrs
 import numpy as np
 import pandas as pd
-import privclust
 import pytest
-from privclust import Masked, ParameterError, hookimpl, param
-from privclust import sklearn as pcs
 from sklearn.base import clone
 from sklearn.datasets import load_iris
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import GridSearchCV
 from sklearn.pipeline import Pipeline
 from sklearn.utils.estimator_checks import parametrize_with_checks
+
+import privclust
+from privclust import Masked, ParameterError, hookimpl, param
+from privclust import sklearn as pcs
 
 #: Checks that cannot pass, with the reason (documented in docs/sklearn.md).
 _ONE_SAMPLE = ("privclust refuses too few records naming the records and the step's minimum "

@@ -22,9 +22,9 @@ def _python(code: str) -> subprocess.CompletedProcess[str]:
 
 
 def _heavy_after(argument: str) -> list[str]:
-    code = ("import sys\nsys.argv = ['privclust', %r]\nfrom privclust.__main__ import entry\ntry:\n    entry()\n"
-            "except SystemExit as err:\n    assert err.code == 0, err.code\n"
-            "print([m for m in %r if m in sys.modules])" % (argument, HEAVY))
+    code = (f"import sys\nsys.argv = ['privclust', {argument!r}]\nfrom privclust.__main__ import entry\ntry:\n"
+            "    entry()\nexcept SystemExit as err:\n    assert err.code == 0, err.code\n"
+            f"print([m for m in {HEAVY!r} if m in sys.modules])")
     done = _python(code)
     assert done.returncode == 0, done.stderr
     return eval(done.stdout.strip().splitlines()[-1], {})  # noqa: S307 - our own subprocess's printed list

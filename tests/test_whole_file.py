@@ -241,8 +241,8 @@ def test_a_label_column_that_leaves_records_unique_is_said_first():
     assert first == "Released as in the original: class"
     assert second.startswith("The released file is NOT k-anonymous with k = 5: over the columns the steps worked "
                              "on, the label columns and the declared keys and strata (sepal_length, sepal_width, "
-                             "petal_length, petal_width, grp), 150 of 150 records are in groups of identical rows smaller than 5 (78 records "
-                             "are unique)")
+                             "petal_length, petal_width, grp), 150 of 150 records are in groups of identical rows "
+                             "smaller than 5 (78 records are unique)")
     assert release.verdict.index("NOT k-anonymous") < release.verdict.index("Verified by the host")
     assert "Verified by the host for these columns only: k-anonymity with k = 5" in release.verdict
     # mdav's claim is checked on what mdav released: its columns as it found them (the originals)

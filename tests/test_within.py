@@ -97,8 +97,9 @@ def test_a_missing_value_in_a_within_column_is_a_group_of_its_own():
 def test_a_group_smaller_than_the_step_needs_is_refused_naming_it_and_the_fix():
     frame = _frame()
     frame.loc[frame.index[[0, 2]], "age"] = "child"  # 2 records (f): mdav with k = 3 needs 2k = 6
-    with pytest.raises(DataError, match=r"(?s)1 of 5 groups are smaller.*sex = f, age = child.*2 record\(s\).*Recode or "
-                                        r"suppress the keys first so that every combination has at least 6 records"):
+    with pytest.raises(DataError, match=r"(?s)1 of 5 groups are smaller.*sex = f, age = child.*2 record\(s\).*"
+                                        r"Recode or suppress the keys first so that every combination has at least "
+                                        r"6 records"):
         privclust.run({"steps": [{**MDAV, "within": ["sex", "age"]}]}, frame, seed=1)
 
 
@@ -164,7 +165,8 @@ def test_check_names_the_within_groups(tmp_path, capsys):
     assert main(["check", str(recipe), "--input", str(data)]) == 0
     out = capsys.readouterr().out
     assert "once per group of identical sex, age" in out
-    assert "runs within groups of identical sex, age: on the data as given, 4 groups, the smallest of 12 record(s)" in out
+    assert ("runs within groups of identical sex, age: on the data as given, 4 groups, the smallest of 12 record(s)"
+            in out)
 
 
 @pytest.mark.skipif(not SURVEY.exists(), reason=f"the survey file {SURVEY} is not here (../shared/datasets)")

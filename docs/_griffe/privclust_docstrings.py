@@ -5,8 +5,8 @@ Sphinx roles (``:class:`~privclust.Registry```) and document module constants
 with ``#:`` comments. This extension, run once the package is loaded, shows
 each role as inline code (the short name for ``~``-prefixed targets, as
 Sphinx does), drops the reStructuredText ``::`` lines that open literal
-blocks (the indented block is a Markdown code block as it is) and takes a constant's ``#:`` comment as its docstring when it
-has none. It changes nothing in the package itself.
+blocks (the indented block is a Markdown code block as it is) and takes a
+constant's ``#:`` comment as its docstring when it has none. It changes nothing in the package itself.
 """
 
 from __future__ import annotations
