@@ -112,6 +112,7 @@ if TYPE_CHECKING:  # pragma: no cover
         param,
         public_bounds,
     )
+    from .private_count import NOISY_RECORDS
     from .recipe import (
         KNOWN_LEAKS,
         Budget,
@@ -130,7 +131,6 @@ if TYPE_CHECKING:  # pragma: no cover
         register,
         reset_registry,
     )
-    from .private_count import NOISY_RECORDS
     from .report import EFFECTIVE_PARAMS, EFFECTIVE_PARAMS_FROM_DATA, Release
     from .runner import CompiledRecipe, StepOutcome, compile, numeric_columns, run
     from .strata import DatasetRelease, run_dataset

@@ -30,7 +30,6 @@ import numpy as np
 import pandas as pd
 
 from .accountants import ADD_REMOVE, relation_kind
-from .audit_pairs import candidate_pairs, empty_region_pairs, neighbour_pairs
 from .audit_events import (
     AUDIT_VALUES,
     COMPONENT_TRIALS,
@@ -44,31 +43,58 @@ from .audit_events import (
     clopper_pearson,
     float_laplace_reachable,
 )
+from .audit_events import (
+    SLOT_PROJECTIONS as _SLOT_PROJECTIONS,
+)
 from .audit_events import (  # public there, private names here: the auditor's bodies moved unchanged
     audit_pair as _audit_pair,
+)
+from .audit_events import (
     finish as _finish,
+)
+from .audit_events import (
     float_support_events as _float_support_events,
+)
+from .audit_events import (
     label_statistics as _label_statistics,
+)
+from .audit_events import (
     labels_of as _labels_of,
+)
+from .audit_events import (
     lattice_events as _lattice_events,
+)
+from .audit_events import (
     own_draw_events as _own_draw_events,
+)
+from .audit_events import (
     own_draw_lattice_events as _own_draw_lattice_events,
+)
+from .audit_events import (
     own_draw_locations as _own_draw_locations,
+)
+from .audit_events import (
     select as _select,
+)
+from .audit_events import (
     shared_records as _shared_records,
-    SLOT_PROJECTIONS as _SLOT_PROJECTIONS,
+)
+from .audit_events import (
     stack as _stack,
+)
+from .audit_events import (
     threshold_and_bin_events as _threshold_and_bin_events,
 )
+from .audit_pairs import candidate_pairs, empty_region_pairs, neighbour_pairs
 from .components import Masked, Partition, Sensitivity, capability
 from .context import PrivacyContext
 from .errors import ParameterError
 from .harness import example_frame, kind_of
 from .harness import execute as _execute
 from .ledger import exact
+from .preflight import check_frame
 from .recipe import Budget, ComponentSpec
 from .registry import Registry, get_registry, known_leak_names
-from .preflight import check_frame
 from .runner import check_data, compile
 
 __all__ = [
@@ -313,8 +339,8 @@ def _released(result: Any, context: _AuditContext) -> _RunValues:
         table = result.data.to_numpy(dtype=float).ravel() if isinstance(result, Masked) else None
         extra = table is not None and table.size > 0 and not bool(np.isin(table, np.concatenate(releases)).all())
         if extra:
-            releases.append(table)
-            sizes.append(table.size)
+            releases.append(table)  # type: ignore[arg-type]
+            sizes.append(table.size)  # type: ignore[union-attr]
             covers.append(TABLE_COVER)
         keep = _allocate(sizes)
         inputs = (tuple((v[:k], sc) for (v, sc), k in zip(context.inputs, keep, strict=False))
@@ -409,7 +435,7 @@ def _slot_projections(widths: Sequence[int]) -> list[tuple[str, Callable[[np.nda
         if width < 2:  # one value: already a value of the output
             continue
         out.append((f"the sum of the values of release {r + 1} of the run",
-                    lambda X, _a=int(start), _b=int(start + width): np.nansum(X[:, _a:_b], axis=1)))
+                    lambda X, _a=int(start), _b=int(start + width): np.nansum(X[:, _a:_b], axis=1)))  # type: ignore[misc]
     return out
 
 
@@ -560,7 +586,7 @@ def audit_component(component: Any, data: pd.DataFrame | None = None, *, pairs: 
         raise ParameterError(f"{name} records no differentially private release on these data: nothing to audit")
     # the relation the charge is composed under (a mix of add/remove and replace-one releases is charged under
     # replace-one, each add/remove release counting twice): the neighbours the claim speaks of
-    relation = probe.accountant.relation(dp) or dp[0].relation or "replace-one"
+    relation = probe.accountant.relation(dp) or dp[0].relation or "replace-one"  # type: ignore[union-attr]
     notes = []
     if probe.ledger.of_kind("leak"):
         notes.append("the component recorded leak entries (parameters taken from the data): its ledger makes no "
@@ -632,7 +658,7 @@ def _samples(sides: Sequence[Sequence[_Run]], statistic: Any, float_support: boo
     label_rows = [[r.labels for r in runs] for runs in sides]
     labelled = all(x is not None for rows in label_rows for x in rows)
     if labelled:
-        samples = [np.hstack([s, np.vstack(rows)]) for s, rows in zip(samples, label_rows, strict=True)]
+        samples = [np.hstack([s, np.vstack(rows)]) for s, rows in zip(samples, label_rows, strict=True)]  # type: ignore[arg-type]
     supports: list[tuple[np.ndarray, np.ndarray] | None] = []
     for vs in values:
         given = [(_laid_out([v for v, _ in run.inputs], widths),
@@ -641,7 +667,7 @@ def _samples(sides: Sequence[Sequence[_Run]], statistic: Any, float_support: boo
         supports.append(_fixed_inputs(given, selection))
     own = [_own_draw_locations(runs[:selection]) for runs in sides]
     if statistic is not None:
-        audited, unseen = "the statistic given by the caller", []
+        audited, unseen = "the statistic given by the caller", list[str]()
     else:
         audited, unseen = _audited_text([v for vs in values for v in vs], widths)
         if labelled:

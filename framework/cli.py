@@ -43,13 +43,13 @@ from . import __version__, testing
 from ._reading import STDIO, read_frame, write_csv
 from ._signals import STOP_SIGNALS, Interrupted, handle_signals
 from ._writing import check_outputs, committed, frame_writer, text_writer, write_atomically
+from .assessment import rule_breaks, rule_breaks_lines, summary_table
 from .cli_options import read_numbers, report_paths, run_seed
 from .cliargs import build_parser
 from .compare import check_plot, compare, parse_sweep, summarize
 from .constraints import ConstraintSet, judge
-from .assessment import rule_breaks, rule_breaks_lines, summary_table
-from .defaults import default_reason, default_step_lines
 from .datasets import TABLE1_RULE, table1
+from .defaults import default_reason, default_step_lines
 from .errors import DataError, PrivclustError, RecipeError
 from .execute import within_parts, within_problems
 from .hookspecs import hookimpl
@@ -164,9 +164,8 @@ def _cmd_run_dataset(args: argparse.Namespace, recipe: Recipe) -> int:
     if report is not None and not report.name.lower().endswith((".json", ".html", ".htm")):
         raise PrivclustError(f"{report}: a report is written as .json or .html")
     if not args.quiet:
-        print(f"protecting {args.input} stratum by stratum on "
-              f"{args.scheduler or (str(args.processes) + ' local process(es)' if args.processes else 'local processes')}"
-              " ...", file=sys.stderr, flush=True)
+        on = args.scheduler or (f"{args.processes} local process(es)" if args.processes else "local processes")
+        print(f"protecting {args.input} stratum by stratum on {on} ...", file=sys.stderr, flush=True)
     seed = run_seed(args)
     before, files = len(published()), len(committed())
     targets: list[tuple[Path, Any]] = []
@@ -295,8 +294,9 @@ def _cmd_check(args: argparse.Namespace) -> int:
         lines.append("  assessment: the recipe has no steps; run releases the original unchanged, protects nothing "
                      "and measures its risk")
     if roles.strata:
+        small = "merged with its neighbour" if roles.small_strata == "merge" else "refused"
         lines.append(f"  strata: every step runs within each stratum of {', '.join(roles.strata)} alone; a stratum "
-                     f"smaller than a step needs is {'merged with its neighbour' if roles.small_strata == 'merge' else 'refused'}")
+                     f"smaller than a step needs is {small}")
     for cs in compiled.steps:
         cols = ", ".join(cs.step.columns) if cs.step.columns else ", ".join(roles.numeric) if roles.numeric else \
             ("the numeric columns without a role" if roles else "all numeric columns") + " (integer codes left out)"

@@ -18,7 +18,7 @@ from typing import Any
 
 import attrs
 
-from .accounting import Budget, exact, group_delta, at_least
+from .accounting import Budget, at_least, exact, group_delta
 from .components import Partition, capability, component_params
 from .constraints import ConstraintSet
 from .errors import Problem, RecipeError
@@ -319,15 +319,15 @@ def _compiled(recipe: Recipe, registry: Registry | None) -> CompiledRecipe:
         constraints.append(handler)
 
     evaluations = []
-    for i, spec in enumerate(recipe.evaluate):
+    for i, evaluate_spec in enumerate(recipe.evaluate):
         where = f"evaluate[{i}]"
         try:
-            evaluator = registry.create("evaluators", spec.spec, where=where)
+            evaluator = registry.create("evaluators", evaluate_spec.spec, where=where)
         except RecipeError as err:
             problems.extend(err.problems)
             continue
         problems.extend(_step_id_problems(evaluator, where, recipe.step_ids))
-        evaluations.append(CompiledEvaluation(spec, evaluator))
+        evaluations.append(CompiledEvaluation(evaluate_spec, evaluator))
 
     # Keys are named by key maskers only (judged here, with the components in hand).
     problems.extend(step_role_problems(recipe.roles, [cs.step for cs in steps], [cs.index for cs in steps],
@@ -346,11 +346,13 @@ def _compiled(recipe: Recipe, registry: Registry | None) -> CompiledRecipe:
             parts = ", ".join(f"steps[{cs.index}] {at_least(c[0])}" + (" (add/remove, counted twice under replace-one)"
                                                                if c[2] else "")
                               for cs, c in zip(steps, costs, strict=True) if c[0])
-            problems.append(Problem("privacy.epsilon", f"the steps need at least epsilon = {at_least(planned)} ({parts}) "
+            problems.append(Problem("privacy.epsilon",
+                                    f"the steps need at least epsilon = {at_least(planned)} ({parts}) "
                                     f"but the budget is {exact(recipe.privacy.epsilon)}",
                                     "raise [privacy] epsilon or lower the steps' epsilon"))
         if math.isfinite(planned_delta) and planned_delta > recipe.privacy.delta * (1 + 1e-9):
-            problems.append(Problem("privacy.delta", f"the steps need at least delta = {at_least(planned_delta)} but the "
+            problems.append(Problem("privacy.delta",
+                                    f"the steps need at least delta = {at_least(planned_delta)} but the "
                                     f"budget is {exact(recipe.privacy.delta)}", "raise [privacy] delta"))
 
     compiled = CompiledRecipe(recipe, registry, tuple(steps), tuple(constraints), tuple(evaluations))
@@ -413,7 +415,8 @@ def bind_constraints(cs: CompiledStep, constraints: Sequence[Any], columns: Sequ
     if not constraints:
         return None
     cols = set(columns)
-    parts, used = [], []
+    parts: list[Any] = []
+    used: list[Any] = []
     for handler in constraints:
         chosen = [r for r, variables in enumerate(handler.variables()) if variables and set(variables) <= cols]
         if chosen:

@@ -152,7 +152,7 @@ class Resolver(Protocol):
     honours its blocked and swapped components). One that also has
     ``make_accountant(budget)`` chooses the context's accountant."""
 
-    def create(self, kind: str, value: Any) -> Any: ...
+    def create(self, kind: str, value: Any, /) -> Any: ...
 
 
 #: The module whose ``get_registry()`` gives the session registry: looked up
@@ -209,6 +209,7 @@ class PrivacyContext:
         self.ledger = Ledger()
         self.stash = Stash()
         self.seeded = seed is not None
+        self._root: SeedStream
         if isinstance(seed, np.random.SeedSequence):
             root = seed
         elif isinstance(seed, SeedStream):
@@ -255,7 +256,7 @@ class PrivacyContext:
         """The random generator of the current step (one stream per step)."""
         if self._rng is None:
             self._rng_seq = self._spawn_sequence()
-            self._rng = np.random.default_rng(self._rng_seq)
+            self._rng = np.random.default_rng(self._rng_seq)  # type: ignore[arg-type]  # numpy takes any ISpawnableSeedSequence
         return self._rng
 
     def spawn(self, n: int) -> list[np.random.Generator]:
@@ -264,7 +265,7 @@ class PrivacyContext:
         if self._rng_seq is None:
             _ = self.rng
         assert self._rng_seq is not None
-        return [np.random.default_rng(s) for s in self._rng_seq.spawn(n)]
+        return [np.random.default_rng(s) for s in self._rng_seq.spawn(n)]  # type: ignore[arg-type]  # as above
 
     def spawn_seeds(self, n: int) -> list[Any]:
         """``n`` child seed sequences of the run (for runs of their own, e.g. the

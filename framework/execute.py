@@ -27,14 +27,13 @@ import pandas as pd
 from .accounting import PrivacyContext
 from .comparison import values_equal
 from .compiling import CompiledRecipe, CompiledStep, StepOutcome, bind_constraints, is_key_masker
-from .components import Masked, Partition, TopMemberships, is_real_column
+from .components import Masked, Partition, TopMemberships, capability, is_real_column
 from .engines import map_tasks
-from .components import capability
 from .errors import DataError, PrivclustError
 from .handover import Handover, forks, handed, handed_data, received, worker_registry
 from .integers import integer_columns
-from .preflight import missing_counts, missing_policy
 from .ledger import LedgerEntry
+from .preflight import missing_counts, missing_policy
 from .recipe import DEFAULT_LABEL_COLUMN, within_columns
 from .report import EFFECTIVE_PARAMS, EFFECTIVE_PARAMS_FROM_DATA
 
@@ -138,7 +137,7 @@ def check_finite(cs: CompiledStep, result: Any, view: pd.DataFrame | None = None
         found = _finite_problem(centres)
         if found:
             cols = list(partition.columns)
-            bad = np.where(~np.isfinite(np.asarray(centres, dtype=float)).all(axis=0))[0] if found[0] > 0 else []
+            bad = np.where(~np.isfinite(np.asarray(centres, dtype=float)).all(axis=0))[0] if found[0] > 0 else []  # type: ignore[var-annotated]
             named = ", ".join(repr(cols[j]) for j in bad if j < len(cols)) or "its centres"
             raise PrivclustError(f"{where} released {found[1]} centre values (column(s) {named}); {fix}")
 
@@ -196,11 +195,11 @@ def _combine_parts(cs: CompiledStep, view: pd.DataFrame, column: str, parts: lis
     joined = None
     if partitions and all(p is not None for p in partitions):
         # the partition's own scalar diagnostics (such as its k) where every stratum's agree
-        first = dict(partitions[0].diagnostics)
+        first = dict(partitions[0].diagnostics)  # type: ignore[union-attr]
         same = {key: value for key, value in first.items() if isinstance(value, int | float | str | bool)
-                and all(type(p.diagnostics.get(key)) is type(value) and p.diagnostics.get(key) == value
+                and all(type(p.diagnostics.get(key)) is type(value) and p.diagnostics.get(key) == value  # type: ignore[union-attr]
                         for p in partitions)}
-        joined = _join_partitions(view, parts, partitions, {**same, "strata": column})
+        joined = _join_partitions(view, parts, partitions, {**same, "strata": column})  # type: ignore[arg-type]
     out = {}
     for c in view.columns:
         pieces = [np.asarray(r.data[c].to_numpy()) for r in results]
@@ -231,8 +230,9 @@ def _join_partitions(view: pd.DataFrame, parts: list[tuple[str, np.ndarray]], pa
         else:
             offset += int(lab.max()) + 1 if (lab >= 0).any() else 0
         centres.append(None if r.centres is None else np.asarray(r.centres))
-    joined = np.vstack(centres) if centres and all(c is not None for c in centres) \
-        and len({c.shape[1] for c in centres}) == 1 else None
+    present = [c for c in centres if c is not None]
+    joined = np.vstack(present) if centres and len(present) == len(centres) \
+        and len({c.shape[1] for c in present}) == 1 else None
     memberships = None  # stacked when every stratum kept the same number of memberships per record
     if joined is not None and all(isinstance(m, TopMemberships) for _, m, _ in tops) \
             and len({m.indices.shape[1] for _, m, _ in tops}) == 1:
@@ -447,7 +447,8 @@ def _call_within(cs: CompiledStep, view: pd.DataFrame, context: PrivacyContext, 
     groups (:func:`fold_group_entries`), or, in a worker (not ``fold``), tag
     them with their group for the run to fold."""
     start = len(context.ledger)
-    results, tagged = [], []
+    results: list[Any] = []
+    tagged: list[Any] = []
     for g, (_, rows) in enumerate(groups):
         before = len(context.ledger)
         results.append(call_step(cs, view.iloc[rows], context))
@@ -526,13 +527,15 @@ def fold_group_entries(tagged: Sequence[tuple[Any, LedgerEntry]], within: Sequen
         if len(entries) == 1 and n_groups == 1:
             out.append(first)
             continue
-        if len(words) > 1 and first.fact is None:
+        describe = getattr(first.fact, "describe", None)
+        summary = str(describe()).rstrip(".") if callable(describe) else None
+        if len(words) > 1 and summary is None:
             out.extend(entries)
             continue
         where = (f"each of the {n_groups} groups" if len(entries) == n_groups else
                  f"{len(entries)} of the {n_groups} groups")
         body = first.statement if len(words) == 1 else (
-            first.fact.describe().rstrip(".") + " (the figures the groups' entries differ in are in this entry's "
+            f"{summary} (the figures the groups' entries differ in are in this entry's "
             "details, as their range across the groups).")
         text = (f"In {where} of records with identical values of {cols} (within each stratum, as the earlier steps "
                 f"released them; the host ran the step once per group): {body}")

@@ -553,7 +553,7 @@ def _keywords(cls: type) -> frozenset[str] | None:
     """The keywords ``cls(...)`` names in its ``__init__`` (a ``**kwargs``
     passes the others on, to the class it extends), or ``None`` when its
     signature cannot be read (then the constructor decides)."""
-    init = cls.__init__
+    init = cls.__init__  # type: ignore[misc]
     cached = _KEYWORDS.get(cls)
     if cached is not None and cached[0] is init:
         return cached[1]

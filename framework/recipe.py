@@ -27,8 +27,8 @@ from typing import Any
 import attrs
 
 from .errors import Problem, RecipeError
-from .specs import FrozenMap as FrozenMap  # re-exported: pickles of a Release name privclust.recipe.FrozenMap
 from .specs import ComponentSpec, freeze, thaw, to_component_value
+from .specs import FrozenMap as FrozenMap  # re-exported: pickles of a Release name privclust.recipe.FrozenMap
 from .toml_text import bracket_depth, dumps_toml
 
 __all__ = [
@@ -426,6 +426,11 @@ class EvaluateSpec:
         return hash(repr(self.to_dict()))
 
 
+def _as_tuple(value: Iterable[Any]) -> tuple[Any, ...]:
+    """A recipe's list of steps, constraints or evaluations, frozen as a tuple."""
+    return tuple(value)
+
+
 def _default_ids(steps: Sequence[Step]) -> tuple[str, ...]:
     explicit = {s.id for s in steps if s.id is not None}
     counts: dict[str, int] = {}
@@ -528,10 +533,10 @@ def _assessment_problems(steps: Sequence[Step], evaluate: Sequence[EvaluateSpec]
 class Recipe:
     """A protection recipe (see the module docstring)."""
 
-    steps: tuple[Step, ...] = attrs.field(converter=tuple)
-    constraints: tuple[ComponentSpec, ...] = attrs.field(default=(), converter=tuple)
+    steps: tuple[Step, ...] = attrs.field(converter=_as_tuple)
+    constraints: tuple[ComponentSpec, ...] = attrs.field(default=(), converter=_as_tuple)
     privacy: Budget = attrs.field(factory=Budget)
-    evaluate: tuple[EvaluateSpec, ...] = attrs.field(default=(), converter=tuple)
+    evaluate: tuple[EvaluateSpec, ...] = attrs.field(default=(), converter=_as_tuple)
     roles: Roles = attrs.field(factory=Roles)
     name: str | None = None
     description: str | None = None

@@ -30,7 +30,6 @@ import numpy as np
 import pandas as pd
 from markupsafe import Markup
 
-from .assessment import EVALUATION_COLUMNS, with_before
 from .accounting import (
     Accountant,
     Budget,
@@ -41,6 +40,7 @@ from .accounting import (
     exact,
     jsonable,
 )
+from .assessment import EVALUATION_COLUMNS, with_before
 from .coverage import COMPARED, guarantees_dp
 from .errors import PrivclustError
 from .params import parameter_roles, role_rounding

@@ -270,7 +270,7 @@ def verify(context: PrivacyContext, original: pd.DataFrame, released: pd.DataFra
             continue
         who = entry.component or "a component"
         claim = entry.claim or entry.statement
-        s = by_step.get(entry.step) if entry.step is not None else None
+        s = by_step.get(entry.step) if entry.step is not None else None  # type: ignore[assignment]
         record: dict[str, Any] = {"seq": entry.seq, "component": who,
                                   "guarantee": _kind_of_claim(entry) or entry.mechanism}
         if nothing:
@@ -283,7 +283,7 @@ def verify(context: PrivacyContext, original: pd.DataFrame, released: pd.DataFra
             own_outcome = next(o for o in outcomes if o.index == entry.step)
             # the claim is the step's: checked on the values it released, never on a later step's
             # a step run within groups (``within``) is checked within them, as within strata
-            groups = getattr(own_outcome, "within_groups", None)
+            groups = getattr(own_outcome, "within_groups", None)  # type: ignore[assignment]
             grouped = {} if groups is None else {"\0within": groups}
             at = (*extra, *grouped)
             own = _k_check(_step_values(outcomes, own_outcome, original, released, extra).assign(**grouped),
@@ -336,8 +336,8 @@ def verify(context: PrivacyContext, original: pd.DataFrame, released: pd.DataFra
                             + (f" on the values step {entry.step} released: every combination" if later else
                                ": every released combination")
                             + f" of {_cols(columns)} is shared by at least {smallest} records (k = {k})"
-                            + (f", a missing value counted as a value of its own ({holes} are missing across the released file)"
-                               if holes else "") + "." + after)
+                            + (f", a missing value counted as a value of its own ({holes} are missing across "
+                               "the released file)" if holes else "") + "." + after)
                 elif own["holds"] is None:
                     status = "claimed"
                     text = (f"Claimed by {who}, not verified: k-anonymity with k = {k} of {_cols(columns)}. On {on}, "

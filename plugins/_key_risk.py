@@ -101,7 +101,7 @@ def match_totals(codes: np.ndarray, weights: np.ndarray | None = None, queries: 
         found = np.bincount(value_rows, minlength=len(values))[value_of_query]
         counts[position[q_rows]] += np.where(hit, found, 0) if by_data else found
         if sums is not None:
-            w = weights[d_rows] if by_data else weights[d_rows][hit]
+            w = weights[d_rows] if by_data else weights[d_rows][hit]  # type: ignore[index]
             total = np.bincount(value_rows, weights=w, minlength=len(values))[value_of_query]
             sums[position[q_rows]] += np.where(hit, total, 0.0) if by_data else total
     return counts, sums

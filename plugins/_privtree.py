@@ -355,7 +355,7 @@ def level_set_tree(f: np.ndarray, sigma: np.ndarray, noisy: np.ndarray, pairs: t
 
     def new_node(pk: int) -> int:
         for lst, val in ((A, 0.0), (M, 0.0), (parent, -1), (birth, -math.inf), (split, math.nan), (peak, pk)):
-            lst.append(val)
+            lst.append(val)  # type: ignore[arg-type]
         redirect.append(len(A) - 1)
         kids.append([])
         return len(A) - 1
@@ -442,12 +442,12 @@ def level_set_tree(f: np.ndarray, sigma: np.ndarray, noisy: np.ndarray, pairs: t
         red = nxt
     alive = red == np.arange(K)
     # children before parents (a node absorbed later may be older than the branches it receives)
-    order: list[int] = []
+    order: list[int] = []  # type: ignore[no-redef]
     stack = [(c, False) for c in range(K) if alive[c] and parent[c] < 0]
     while stack:
         c, done = stack.pop()
         if done:
-            order.append(c)
+            order.append(c)  # type: ignore[attr-defined]
             continue
         stack.append((c, True))
         stack.extend((k, False) for k in kids[c] if alive[k])

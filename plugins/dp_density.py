@@ -90,8 +90,9 @@ from typing import Any, ClassVar
 import attrs
 import numpy as np
 import pandas as pd
-import privclust
 from scipy.spatial import cKDTree
+
+import privclust
 from privclust import (
     BudgetExceededError,
     DataError,
@@ -163,8 +164,9 @@ class DPDensity:
         "privtree_lambda": "noise-scale", "privtree_delta": "plain", "peak_z": "plain", "min_mass": "plain",
         "bandwidth": "plain", "coarse_bandwidth": "plain"}
     privacy_relation: ClassVar[str] = "add/remove"
-    #: its DP entries cover the noisy count, the PrivTree partition and the leaf counts; each record's label is a function of that record's own raw values
-    #: and the DP map (joint DP only): not a differentially private output, so they cover none of its release
+    #: its DP entries cover the noisy count, the PrivTree partition and the leaf counts; each record's label is a
+    #: function of that record's own raw values and the DP map (joint DP only): not a differentially private
+    #: output, so they cover none of its release
     dp_output: ClassVar[tuple[str, ...]] = ()
 
     epsilon: float = param(float, role="privacy", gt=0, finite=True,
@@ -286,7 +288,7 @@ class DPDensity:
             raise DataError("dp-density: the data have no records")
         if not context.can_spend(self.epsilon):
             raise BudgetExceededError(
-                f"dp-density would spend epsilon = {at_least(self.epsilon)} but only {at_most(context.remaining)} of "
+                f"dp-density would spend epsilon = {at_least(self.epsilon)} but only {at_most(context.remaining)} of "  # type: ignore[arg-type]
                 "the budget is left; lower 'epsilon' or raise the budget. Nothing was recorded and no noise was drawn.")
         mech = context.mechanism(self.noise)
         if mech.name not in PURE_MECHANISMS:
@@ -748,7 +750,7 @@ def cluster_map(lo: np.ndarray, hi: np.ndarray, depth: np.ndarray, noisy: np.nda
     ident = np.empty(K, dtype=np.int64)
     ident[rank] = np.arange(K)
     leaf_labels = ident[leaf_labels]
-    peaks, mass, stability = peaks[rank], mass[rank], np.asarray(stability)[rank]
+    peaks, mass, stability = peaks[rank], mass[rank], np.asarray(stability)[rank]  # type: ignore[assignment]
     sums = np.zeros((K, d))
     np.add.at(sums, leaf_labels, centres_leaf * w[:, None])
     centres = np.where(mass[:, None] > 0, sums / np.maximum(mass, 1e-300)[:, None], centres_leaf[peaks])

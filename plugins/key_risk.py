@@ -179,7 +179,7 @@ def _suda2(frame: pd.DataFrame, keys: tuple[str, ...], max_size: int | None,
     _check_subsets(len(keys), max_size)
     found = kr.suda2(kr.encode(frame.loc[:, list(keys)]), max_size, dis_fraction)
     by_size = found["msus_by_size"]
-    out = pd.DataFrame({f"msu_{k + 1}": by_size[:, k] for k in range(by_size.shape[1])}, index=frame.index)
+    out = pd.DataFrame({f"msu_{k + 1}": by_size[:, k] for k in range(by_size.shape[1])}, index=frame.index)  # type: ignore[index, union-attr]
     return out.assign(score=found["scores"], dis_score=found["dis_scores"]), found
 
 

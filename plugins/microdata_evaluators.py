@@ -433,8 +433,9 @@ class EditViolations:
                 raise  # the handler is there: the rules themselves are wrong
             raise privclust.ParameterError(
                 f"edit-violations: its 'rules' need the constraint handler {self.handler!r}, which this registry "
-                f"does not provide ({str(err).removeprefix('recipe: use: ')}); unblock the plugin that provides it (the built-in 'linear' is in the "
-                "plugin 'constraints'), or name an available one with handler = \"...\"") from None
+                f"does not provide ({str(err).removeprefix('recipe: use: ')}); unblock the plugin that provides it "
+                "(the built-in 'linear' is in the plugin 'constraints'), or name an available one with "
+                "handler = \"...\"") from None
         problems = handler.check(tuple(map(str, inputs.original.columns)))
         if problems:
             raise DataError(f"edit-violations: {'; '.join(map(str, problems))}")
@@ -448,7 +449,7 @@ class EditViolations:
         rules = self._own_rules(inputs) if self.rules else inputs.constraints
         if rules is None or not rules.rules:
             return {"columns": list(inputs.columns)}
-        used = {c for cols in rules.rule_columns for c in cols}
+        used = {c for cols in rules.rule_columns for c in cols}  # type: ignore[union-attr]
         return {"columns": [c for c in rules.columns if c in used]}
 
     def evaluate(self, inputs: EvaluationInputs) -> Mapping[str, float]:

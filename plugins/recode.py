@@ -416,7 +416,8 @@ class Recode:
                   "breaks": self.breaks, "top": self.top, "bottom": self.bottom, "coding": self.coding}
         public = {key: v for key, v in public.items() if v}
         level_text = ", ".join(f"{c} level {L}" for c, L in chosen.items()) or "no hierarchy key"
-        loss = "" if outcome.loss is None else f" The loss (Iyengar's LM over the hierarchy keys) is {outcome.loss:.4f}."
+        loss = ("" if outcome.loss is None
+                else f" The loss (Iyengar's LM over the hierarchy keys) is {outcome.loss:.4f}.")
         if searched:
             context.record_leak("recode-levels", f"the levels of the hierarchy keys ({level_text}) were chosen from "
                                 "the data as the least loss that reaches k, and are released in the ledger; other "
@@ -495,7 +496,7 @@ def _levels_of(c: str, series: pd.Series, hierarchy: Any) -> list[tuple[np.ndarr
             codes, uniques = pd.factorize(groups, sort=False)
             size = np.bincount(codes[list(index.values())], minlength=len(uniques))
             loss = (size - 1) / (leaves - 1) if leaves > 1 else np.zeros(len(uniques))
-            labels = texts.copy() if level == 0 else np.where(rows >= 0, groups[np.maximum(rows, 0)], None)
+            labels = texts.copy() if level == 0 else np.where(rows >= 0, groups[np.maximum(rows, 0)], None)  # type: ignore[call-overload]
             code = np.where(rows >= 0, codes[np.maximum(rows, 0)], -1).astype(np.int64)
             out.append((labels.astype(object), code, len(uniques), np.where(rows >= 0, loss[code], 0.0)))
         return out
@@ -514,7 +515,7 @@ def _levels_of(c: str, series: pd.Series, hierarchy: Any) -> list[tuple[np.ndarr
     out = [(texts, np.where(observed, codes0, -1).astype(np.int64), len(uniques0), np.zeros(len(values)))]
     for level in hierarchy:
         if level == "*":
-            out.append((np.where(observed, "*", None).astype(object), np.where(observed, 0, -1).astype(np.int64), 1,
+            out.append((np.where(observed, "*", None).astype(object), np.where(observed, 0, -1).astype(np.int64), 1,  # type: ignore[call-overload]
                         np.where(observed, 1.0, 0.0)))
             continue
         b = np.asarray(level, dtype=float)
@@ -522,7 +523,7 @@ def _levels_of(c: str, series: pd.Series, hierarchy: Any) -> list[tuple[np.ndarr
         names = np.array([f"[{_number(b[i])}, {_number(b[i + 1])}{']' if i == len(b) - 2 else ')'}"
                           for i in range(len(b) - 1)], dtype=object)
         width = (b[1:] - b[:-1]) / (high - low)
-        out.append((np.where(observed, names[at], None).astype(object), np.where(observed, at, -1).astype(np.int64),
+        out.append((np.where(observed, names[at], None).astype(object), np.where(observed, at, -1).astype(np.int64),  # type: ignore[call-overload]
                     len(b) - 1, np.where(observed, width[at], 0.0)))
     return out
 
@@ -538,7 +539,7 @@ def _released(data: pd.DataFrame, columns: list[str], released: Mapping[str, np.
         if values is not None and values.dtype.kind == "f":  # top/bottom coded to thresholds
             series = pd.Series(np.where(suppressed, np.nan, values), index=data.index, name=name)
         elif values is not None:
-            series = pd.Series(np.where(suppressed, None, values), index=data.index, name=name, dtype=object)
+            series = pd.Series(np.where(suppressed, None, values), index=data.index, name=name, dtype=object)  # type: ignore[call-overload]
         else:
             series = original.copy()
             if suppressed.any():

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import privclust
 import pytest
+from conftest import require_dataset
+
+import privclust
 from privclust import EvaluationInputs
 from privclust_plugins.microdata_evaluators import KeyLinkage
-
-from conftest import require_dataset
 
 ROOT = Path(__file__).resolve().parents[1]
 
