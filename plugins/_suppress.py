@@ -275,32 +275,43 @@ def improve(original: np.ndarray, codes: np.ndarray, k: int, order: Sequence[int
     the greedy (largest gain first, then :func:`_restore`), and keep the
     result when it needs fewer suppressions; passes over the records until
     one helps none (or after :data:`REPAIRS_PER_RECORD` repairs per
-    record). Moves that gave back two records that match each other were
-    tried too: 3 times the work for rarely more. Records already safe
+    record). With ``subsets`` (moves of several keys), when a pass helps
+    none, it gives back two records' suppressions at a time (the records
+    that keep one or two keys come in pairs), within the same bound of
+    repairs, and returns to single records after a pair helps. Records already safe
     in ``original`` stay untouched: giving values back leaves every record
     at least as general as in ``original``, so its count stays at least
     its original one."""
     n = len(codes)
     ones = np.ones(n, dtype=np.int64)
     best = codes.copy()
-    size = int(((best < 0) & (original >= 0)).sum())
+    size = _count(original, best)
     budget = REPAIRS_PER_RECORD * n
-    improved = True
-    while improved and budget > 0:
+    pairs = False  # with ``subsets``, once a pass of single records helps none: give back two records at a time
+    while budget > 0:
         improved = False
-        for i in np.flatnonzero(((best < 0) & (original >= 0)).any(axis=1)):
+        touched = np.flatnonzero(((best < 0) & (original >= 0)).any(axis=1))
+        groups = [(int(a), int(b)) for x, a in enumerate(touched) for b in touched[x + 1:]] if pairs else \
+            [(int(a),) for a in touched]
+        for group in groups:
             if budget <= 0:
                 break
-            if (best[i] == original[i]).all():
+            if all((best[i] == original[i]).all() for i in group):
                 continue  # given back by an earlier repair of this pass
             budget -= 1
             trial = best.copy()
-            trial[i] = original[i]
+            trial[list(group)] = original[list(group)]
             trial = _greedy(trial, ones, k, order, radix, None, gain=True, subsets=subsets)
             trial = _restore(original, trial, match_counts(trial, trial, radix), k, order)
-            count = int(((trial < 0) & (original >= 0)).sum())
+            count = _count(original, trial)
             if count < size:
                 best, size, improved = trial, count, True
+        if improved:
+            pairs = False
+        elif subsets and not pairs:
+            pairs = True
+        else:
+            break
     return best
 
 
