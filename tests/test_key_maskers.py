@@ -174,6 +174,39 @@ def test_heuristic_against_the_exact_optimum(seed):
     print(f"seed {seed}: heuristic {n_greedy}, exact {n_exact}, exact with no record blank {n_kept}")
 
 
+#: sdcMicro's survey file (sdc_testdata.csv): the count of each category of roof, walls, water, electcon, relat, sex.
+SURVEY_COUNTS = [[814, 3697, 19, 34, 16], [1203, 3327, 50], [600, 66, 1478, 1755, 584, 26, 36, 35],
+                 [2979, 107, 1494], [1000, 805, 2576, 15, 63, 36, 75, 1, 9], [2296, 2284]]
+
+#: For the files of :func:`_survey_like` on which ``exact(min_kept=1)`` proved its optimum (HiGHS, 90 s each, not
+#: rerun here: it takes 15 to 90 s a file), that optimum; the other seeds' solver stopped without a proof.
+PROVEN_OPTIMA = {0: 8, 1: 13, 2: 8, 4: 8, 6: 7}
+
+
+def _survey_like(seed: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """A small file with the survey's 6 keys, categories and frequencies: 20 + seed // 2 records, k = 2 or 3."""
+    rng = np.random.default_rng(seed)
+    n, k = 20 + seed // 2, 2 + seed % 2
+    codes = np.stack([rng.choice(len(c), n, p=np.asarray(c) / sum(c)) for c in SURVEY_COUNTS], axis=1)
+    return codes.astype(np.int64), np.asarray([len(c) + 1 for c in SURVEY_COUNTS]), k
+
+
+def test_heuristic_within_ten_percent_of_the_optimum_without_blank_records():
+    """The issue's target, on the files with the survey's categories where the exact solver proves its optimum:
+    the heuristic's suppressions at most 1.10 times the optimum of the problem it solves, k-anonymity under
+    sdcMicro's convention with no record left with every key missing (``min_kept = 1``; a blank record matches
+    every record, so k - 1 of them make any file k-anonymous by deletion, which the heuristic never does)."""
+    ratios = []
+    for seed, optimum in PROVEN_OPTIMA.items():
+        codes, radix, k = _survey_like(seed)
+        out = _suppress.greedy(codes, k, list(range(codes.shape[1])), radix)
+        assert (_suppress.match_counts(out, out, radix) >= k).all()
+        assert not (out < 0).all(axis=1).any()
+        assert (out[out >= 0] == codes[out >= 0]).all()
+        ratios.append(int((out < 0).sum()) / optimum)
+    assert len(ratios) >= 5 and max(ratios) <= 1.10, ratios
+
+
 def test_the_convention_bounds_the_optimum_by_k_minus_one_blank_records():
     """Why the exact optimum is not a fair target for the heuristic (docs/key-maskers.md): under sdcMicro's
     convention k - 1 records with every key missing make any file k-anonymous, so the optimum needs at most
