@@ -157,9 +157,9 @@ def test_heuristic_against_the_exact_optimum(seed):
     these files the optimum uses records with every key suppressed, which
     match every record (sdcMicro's convention); the heuristic does not seek
     them. Against the optimum that leaves no record with every key missing
-    (``min_kept = 1``) it is within 25% after its local search (before it:
-    up to 2x the optimum and 1.3x the one without such records;
-    docs/key-maskers.md)."""
+    (``min_kept = 1``) it is within 12.5% (8, 7, 10, 10, 9, 9 against 8, 7,
+    9, 10, 8, 8; before the moves of several keys: within 25%, and before
+    the local search up to 2x the optimum; docs/key-maskers.md)."""
     codes = _outliers(seed)
     radix = np.full(codes.shape[1], 5)
     greedy = _suppress.greedy(codes, 3, list(range(codes.shape[1])), radix)
@@ -170,7 +170,7 @@ def test_heuristic_against_the_exact_optimum(seed):
         assert (_suppress.match_counts(out, out, radix) >= 3).all()
     assert not (kept < 0).all(axis=1).any()
     n_greedy, n_exact, n_kept = int((greedy < 0).sum()), int((exact < 0).sum()), int((kept < 0).sum())
-    assert n_exact <= n_kept <= n_greedy <= 1.25 * n_kept and n_greedy <= 1.7 * n_exact
+    assert n_exact <= n_kept <= n_greedy <= 1.125 * n_kept and n_greedy <= 1.7 * n_exact
     print(f"seed {seed}: heuristic {n_greedy}, exact {n_exact}, exact with no record blank {n_kept}")
 
 
