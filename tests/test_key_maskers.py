@@ -207,6 +207,19 @@ def test_heuristic_within_ten_percent_of_the_optimum_without_blank_records():
     assert len(ratios) >= 5 and max(ratios) <= 1.10, ratios
 
 
+def test_the_ledger_counts_the_records_left_with_one_key():
+    """The heuristic's moves of several keys leave records with one key observed, which match every record sharing
+    it: the step's ledger entry counts them beside the records with every key missing."""
+    codes, _, k = _survey_like(1)
+    frame = pd.DataFrame(codes, columns=SURVEY_KEYS).astype(str)
+    release = _run({"roles": {"keys": SURVEY_KEYS},
+                    "steps": [{"use": "local-suppression", "k": k, "columns": SURVEY_KEYS}]}, frame, seed=0)
+    entry = next(e for e in release.ledger if e.component == "local-suppression" and "suppressions" in e.details)
+    one_left = int((release.data[SURVEY_KEYS].notna().sum(axis=1) == 1).sum())
+    assert entry.details["records_with_one_key_left"] == one_left > 0
+    assert entry.details["records_with_every_key_missing"] == 0
+
+
 def test_the_convention_bounds_the_optimum_by_k_minus_one_blank_records():
     """Why the exact optimum is not a fair target for the heuristic (docs/key-maskers.md): under sdcMicro's
     convention k - 1 records with every key missing make any file k-anonymous, so the optimum needs at most
