@@ -128,10 +128,11 @@ SUBSETS_UP_TO = 8
 
 
 def _best_gain(codes: np.ndarray, counts: np.ndarray, unsafe: np.ndarray, k: int,
-               order: Sequence[int], subsets: bool = False) -> tuple[int, np.ndarray, np.ndarray, int]:
+               order: Sequence[int], subsets: bool | str = False) -> tuple[int, np.ndarray, np.ndarray, int]:
     """The move (suppressing one key of an unsafe record, or with
     ``subsets`` a set of its keys, :func:`_moves`) that reduces the total
-    shortfall of the unsafe records the most per value suppressed: the
+    shortfall of the unsafe records the most per value suppressed (with
+    ``subsets = "net"``: the most less the values suppressed): the
     record's own gain (up to its shortfall) plus one for each unsafe record
     that newly matches it; ties go to fewer values, the record with the
     fewest matches, then the least important keys. Returns the record, the
@@ -154,14 +155,14 @@ def _best_gain(codes: np.ndarray, counts: np.ndarray, unsafe: np.ndarray, k: int
         observed = codes[i] >= 0
         moves = cache.get(observed.tobytes())
         if moves is None:
-            moves = cache[observed.tobytes()] = _moves(observed, subsets)
+            moves = cache[observed.tobytes()] = _moves(observed, bool(subsets))
         differ = (codes != codes[i]) & (codes >= 0) & observed[None, :]
         before = ~differ.any(axis=1)
         after = (differ.astype(np.int64) @ (~moves).T.astype(np.int64)) == 0  # records x moves
         new = after & ~before[:, None]
         gain = np.minimum(int(deficit[i]), new.sum(axis=0)) + (new & short[:, None]).sum(axis=0)
         cost = moves.sum(axis=1)
-        ratio = gain / cost
+        ratio = gain - cost if subsets == "net" else gain / cost
         tie = moves @ weight
         m = int(np.lexsort((tie, cost, -ratio))[0])
         score = (float(ratio[m]), -int(cost[m]), -int(counts[i]), -float(tie[m]))
@@ -244,10 +245,11 @@ def greedy(codes: np.ndarray, k: int, order: Sequence[int], radix: np.ndarray,
         d = codes.shape[1]
         for shift in range(d if n <= ORDERS_UP_TO else 1):
             turned = [order[(j + shift) % d] for j in range(d)]
-            other = _greedy(codes, ones, k, turned, radix, None, gain=True, subsets=True)
-            other = improve(codes, other, k, turned, radix, subsets=True)
-            if _count(codes, other) < _count(codes, out):
-                out = other
+            for kind in (True, "net"):  # the shortfall removed per value suppressed, or less the values suppressed
+                other = _greedy(codes, ones, k, turned, radix, None, gain=True, subsets=kind)
+                other = improve(codes, other, k, turned, radix, subsets=kind)
+                if _count(codes, other) < _count(codes, out):
+                    out = other
         return out
     rows, inverse, weights = distinct_rows(codes, radix)
     return _greedy(rows, weights, k, order, radix, progress, gain=False)[inverse]
@@ -269,7 +271,7 @@ REPAIRS_PER_RECORD = 2
 
 
 def improve(original: np.ndarray, codes: np.ndarray, k: int, order: Sequence[int],
-            radix: np.ndarray, subsets: bool = False) -> np.ndarray:
+            radix: np.ndarray, subsets: bool | str = False) -> np.ndarray:
     """A local search from a k-anonymous ``codes`` (suppressions of
     ``original``): give back every suppression of one record, repair with
     the greedy (largest gain first, then :func:`_restore`), and keep the
@@ -316,11 +318,12 @@ def improve(original: np.ndarray, codes: np.ndarray, k: int, order: Sequence[int
 
 
 def _greedy(codes: np.ndarray, w: np.ndarray, k: int, order: Sequence[int], radix: np.ndarray,
-            progress: Callable[[int], None] | None, gain: bool, subsets: bool = False) -> np.ndarray:
+            progress: Callable[[int], None] | None, gain: bool, subsets: bool | str = False) -> np.ndarray:
     """:func:`greedy` on rows each standing for ``w`` records (suppressed
     alike); ``gain``: take the suppression of largest gain (:func:`_best_gain`,
     rows of one record each) while the problem is small; ``subsets``: moves
-    of several keys of a record too."""
+    of several keys of a record too (``"net"``: scored by the shortfall
+    removed less the values suppressed, :func:`_best_gain`)."""
     original = codes
     codes = codes.copy()
     n, d = codes.shape
