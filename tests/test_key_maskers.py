@@ -157,7 +157,7 @@ def test_heuristic_against_the_exact_optimum(seed):
     these files the optimum uses records with every key suppressed, which
     match every record (sdcMicro's convention); the heuristic does not seek
     them. Against the optimum that leaves no record with every key missing
-    (``min_kept = 1``) it is within 12.5% (8, 7, 10, 10, 9, 9 against 8, 7,
+    (``min_kept = 1``) it is within 12.5% (8, 7, 9, 10, 8, 9 against 8, 7,
     9, 10, 8, 8; before the moves of several keys: within 25%, and before
     the local search up to 2x the optimum; docs/key-maskers.md)."""
     codes = _outliers(seed)
@@ -179,8 +179,12 @@ SURVEY_COUNTS = [[814, 3697, 19, 34, 16], [1203, 3327, 50], [600, 66, 1478, 1755
                  [2979, 107, 1494], [1000, 805, 2576, 15, 63, 36, 75, 1, 9], [2296, 2284]]
 
 #: For the files of :func:`_survey_like` on which ``exact(min_kept=1)`` proved its optimum (HiGHS, 90 s each, not
-#: rerun here: it takes 15 to 90 s a file), that optimum; the other seeds' solver stopped without a proof.
-PROVEN_OPTIMA = {0: 8, 1: 13, 2: 8, 4: 8, 6: 7}
+#: rerun here: it takes 14 to 86 s a file), that optimum.
+PROVEN_OPTIMA = {0: 8, 1: 13, 2: 8, 4: 8, 6: 7, 8: 8, 10: 8, 12: 8}
+
+#: For the files on which the solver stopped after 90 s without a proof, its best solution's count (an upper bound).
+BEST_FOUND = {3: 14, 5: 17, 7: 14, 9: 16, 11: 17, 13: 14, 14: 8, 15: 13, 16: 10, 17: 16, 18: 9, 19: 13, 20: 10,
+              21: 15, 30: 10, 32: 9, 34: 12}
 
 
 def _survey_like(seed: int) -> tuple[np.ndarray, np.ndarray, int]:
@@ -204,7 +208,20 @@ def test_heuristic_within_ten_percent_of_the_optimum_without_blank_records():
         assert not (out < 0).all(axis=1).any()
         assert (out[out >= 0] == codes[out >= 0]).all()
         ratios.append(int((out < 0).sum()) / optimum)
-    assert len(ratios) >= 5 and max(ratios) <= 1.10, ratios
+    assert len(ratios) >= 8 and max(ratios) <= 1.10, ratios
+
+
+def test_heuristic_against_the_solvers_best_where_it_proves_no_optimum():
+    """Where HiGHS proves no optimum in 90 s (most files with k = 3), the heuristic against the solver's best
+    solution without blank records: 0.83 to 1.14 times it (above 1.10 on seed 13 only: 16 against 14); a guard
+    against regressions, not the issue's target (the optimum is unknown there)."""
+    ratios = {}
+    for seed, found in BEST_FOUND.items():
+        codes, radix, k = _survey_like(seed)
+        out = _suppress.greedy(codes, k, list(range(codes.shape[1])), radix)
+        assert (_suppress.match_counts(out, out, radix) >= k).all() and not (out < 0).all(axis=1).any()
+        ratios[seed] = int((out < 0).sum()) / found
+    assert max(ratios.values()) <= 1.15 and sorted(ratios.values())[-2] <= 1.10, ratios
 
 
 def test_the_ledger_counts_the_records_left_with_one_key():
