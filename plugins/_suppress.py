@@ -101,38 +101,73 @@ def _choice(counts_by_key: np.ndarray, observed: np.ndarray, k: int, order: Sequ
     return np.argmin(score, axis=1) if n else np.zeros(0, dtype=np.int64)
 
 
-def _best_gain(codes: np.ndarray, counts: np.ndarray, unsafe: np.ndarray, k: int,
-               order: Sequence[int]) -> tuple[int, list[int], np.ndarray, int]:
-    """The suppression (one key of an unsafe record) that reduces the total
-    shortfall of the unsafe records the most: the record's own gain (up to
-    its shortfall) plus one for each unsafe record that newly matches it;
-    ties go to the record with the fewest matches, then the least important
-    key. Returns the record, the key (a list of one), the records that newly
-    match and its new count.
+def _moves(observed: np.ndarray, subsets: bool) -> np.ndarray:
+    """The moves open to a record observing ``observed`` keys, one row each
+    (the keys it suppresses): one observed key at a time; with ``subsets``,
+    every set of observed keys that leaves at least one observed (while
+    :data:`SUBSETS_UP_TO` keys or fewer, else one key or all but one), or the
+    last one when it is the only one."""
+    keys = np.flatnonzero(observed)
+    d = len(observed)
+    single = np.zeros((len(keys), d), dtype=bool)
+    single[np.arange(len(keys)), keys] = True
+    if not subsets or len(keys) < 2:
+        return single
+    if len(keys) <= SUBSETS_UP_TO:
+        bits = (np.arange(1, 2 ** len(keys) - 1)[:, None] >> np.arange(len(keys))) & 1
+        chosen = bits.astype(bool)
+    else:
+        chosen = np.vstack([np.eye(len(keys), dtype=bool), ~np.eye(len(keys), dtype=bool)])
+    out = np.zeros((len(chosen), d), dtype=bool)
+    out[:, keys] = chosen
+    return out
 
-    Moves that suppress several keys of a record at once were tried: they
-    come closer to the exact optimum, because they find records with most
-    keys missing, which match nearly every record (sdcMicro's convention),
-    and on sdcMicro's survey file they blanked 2 records' 6 keys and left 79
-    records unique on their identical rows. That is k-anonymous under the
-    convention and protects nobody, so the heuristic does not seek it."""
+
+#: With at most this many observed keys, the moves of a record are every set of its keys (2^keys - 2 of them).
+SUBSETS_UP_TO = 8
+
+
+def _best_gain(codes: np.ndarray, counts: np.ndarray, unsafe: np.ndarray, k: int,
+               order: Sequence[int], subsets: bool | str = False) -> tuple[int, np.ndarray, np.ndarray, int]:
+    """The move (suppressing one key of an unsafe record, or with
+    ``subsets`` a set of its keys, :func:`_moves`) that reduces the total
+    shortfall of the unsafe records the most per value suppressed (with
+    ``subsets = "net"``: the most less the values suppressed): the
+    record's own gain (up to its shortfall) plus one for each unsafe record
+    that newly matches it; ties go to fewer values, the record with the
+    fewest matches, then the least important keys. Returns the record, the
+    keys, the records that newly match and its new count.
+
+    Moves of several keys find the records that keep one or two keys and
+    match every record sharing them, the optimum's way of reaching k on a
+    small file (docs/key-maskers.md): :func:`greedy` tries them as a second
+    candidate on small strata, never leaving a record with every key
+    missing (a blank record matches every record: k - 1 of them make any
+    file k-anonymous and protect nobody)."""
     deficit = np.maximum(k - counts, 0)
+    short = deficit > 0
     rank = np.empty(len(order), dtype=np.int64)
     rank[list(order)] = np.arange(len(order))
+    weight = 2 ** rank.astype(float)  # the least important keys first: compare the sets by their most important key
+    cache: dict[bytes, np.ndarray] = {}
     best: tuple[Any, ...] | None = None
     for i in unsafe:
-        before = _matches(codes[i], codes)
-        observed = [c for c in order if codes[i, c] >= 0]
-        moves = [[c] for c in observed]
-        for keys in moves:
-            query = codes[i].copy()
-            query[keys] = -1
-            after = _matches(query, codes)
-            new = after & ~before
-            gain = min(int(deficit[i]), int(new.sum())) + int((new & (deficit > 0)).sum())
-            score = (gain / len(keys), -len(keys), -int(counts[i]), -int(rank[keys[0]]))
-            if best is None or score > best[0]:
-                best = (score, int(i), keys, new, int(after.sum()))
+        observed = codes[i] >= 0
+        moves = cache.get(observed.tobytes())
+        if moves is None:
+            moves = cache[observed.tobytes()] = _moves(observed, bool(subsets))
+        differ = (codes != codes[i]) & (codes >= 0) & observed[None, :]
+        before = ~differ.any(axis=1)
+        after = (differ.astype(np.int64) @ (~moves).T.astype(np.int64)) == 0  # records x moves
+        new = after & ~before[:, None]
+        gain = np.minimum(int(deficit[i]), new.sum(axis=0)) + (new & short[:, None]).sum(axis=0)
+        cost = moves.sum(axis=1)
+        ratio = gain - cost if subsets == "net" else gain / cost
+        tie = moves @ weight
+        m = int(np.lexsort((tie, cost, -ratio))[0])
+        score = (float(ratio[m]), -int(cost[m]), -int(counts[i]), -float(tie[m]))
+        if best is None or score > best[0]:
+            best = (score, int(i), np.flatnonzero(moves[m]), new[:, m], int(after[:, m].sum()))
     assert best is not None
     return best[1], best[2], best[3], best[4]
 
@@ -200,60 +235,95 @@ def greedy(codes: np.ndarray, k: int, order: Sequence[int], radix: np.ndarray,
     if n < k:
         raise ValueError(f"{n} records cannot reach k = {k}")
     if n <= ROWS_ABOVE:
-        out = _greedy(codes, np.ones(n, dtype=np.int64), k, order, radix, progress, gain=True)
-        return improve(codes, out, k, order, radix) if n <= IMPROVE_UP_TO else out
+        ones = np.ones(n, dtype=np.int64)
+        out = _greedy(codes, ones, k, order, radix, progress, gain=True)
+        if n > IMPROVE_UP_TO:
+            return out
+        out = improve(codes, out, k, order, radix)
+        # more candidates: moves of several keys of a record (never every key), the same local search, with the
+        # order's rotations as tie-breaks (the first order that reaches the fewest suppressions wins)
+        d = codes.shape[1]
+        for shift in range(d if n <= ORDERS_UP_TO else 1):
+            turned = [order[(j + shift) % d] for j in range(d)]
+            for kind in (True, "net"):  # the shortfall removed per value suppressed, or less the values suppressed
+                other = _greedy(codes, ones, k, turned, radix, None, gain=True, subsets=kind)
+                other = improve(codes, other, k, turned, radix, subsets=kind)
+                if _count(codes, other) < _count(codes, out):
+                    out = other
+        return out
     rows, inverse, weights = distinct_rows(codes, radix)
     return _greedy(rows, weights, k, order, radix, progress, gain=False)[inverse]
 
 
+def _count(original: np.ndarray, codes: np.ndarray) -> int:
+    """How many values ``codes`` suppresses in ``original``."""
+    return int(((codes < 0) & (original >= 0)).sum())
+
+
 #: Strata of at most this many records (the exact solver's limit) get :func:`improve` after the greedy.
 IMPROVE_UP_TO = MAX_EXACT_RECORDS
+
+#: Strata of at most this many records get a candidate for each rotation of the importance order (else one).
+ORDERS_UP_TO = 100
 
 #: :func:`improve` stops after this many repairs per record (a bound on its work, never a time).
 REPAIRS_PER_RECORD = 2
 
 
 def improve(original: np.ndarray, codes: np.ndarray, k: int, order: Sequence[int],
-            radix: np.ndarray) -> np.ndarray:
+            radix: np.ndarray, subsets: bool | str = False) -> np.ndarray:
     """A local search from a k-anonymous ``codes`` (suppressions of
     ``original``): give back every suppression of one record, repair with
     the greedy (largest gain first, then :func:`_restore`), and keep the
     result when it needs fewer suppressions; passes over the records until
     one helps none (or after :data:`REPAIRS_PER_RECORD` repairs per
-    record). Moves that gave back two records that match each other were
-    tried too: 3 times the work for rarely more. Records already safe
+    record). With ``subsets`` (moves of several keys), when a pass helps
+    none, it gives back two records' suppressions at a time (the records
+    that keep one or two keys come in pairs), within the same bound of
+    repairs, and returns to single records after a pair helps. Records already safe
     in ``original`` stay untouched: giving values back leaves every record
     at least as general as in ``original``, so its count stays at least
     its original one."""
     n = len(codes)
     ones = np.ones(n, dtype=np.int64)
     best = codes.copy()
-    size = int(((best < 0) & (original >= 0)).sum())
+    size = _count(original, best)
     budget = REPAIRS_PER_RECORD * n
-    improved = True
-    while improved and budget > 0:
+    pairs = False  # with ``subsets``, once a pass of single records helps none: give back two records at a time
+    while budget > 0:
         improved = False
-        for i in np.flatnonzero(((best < 0) & (original >= 0)).any(axis=1)):
+        touched = np.flatnonzero(((best < 0) & (original >= 0)).any(axis=1))
+        groups = [(int(a), int(b)) for x, a in enumerate(touched) for b in touched[x + 1:]] if pairs else \
+            [(int(a),) for a in touched]
+        for group in groups:
             if budget <= 0:
                 break
-            if (best[i] == original[i]).all():
+            if all((best[i] == original[i]).all() for i in group):
                 continue  # given back by an earlier repair of this pass
             budget -= 1
             trial = best.copy()
-            trial[i] = original[i]
-            trial = _greedy(trial, ones, k, order, radix, None, gain=True)
+            trial[list(group)] = original[list(group)]
+            trial = _greedy(trial, ones, k, order, radix, None, gain=True, subsets=subsets)
             trial = _restore(original, trial, match_counts(trial, trial, radix), k, order)
-            count = int(((trial < 0) & (original >= 0)).sum())
+            count = _count(original, trial)
             if count < size:
                 best, size, improved = trial, count, True
+        if improved:
+            pairs = False
+        elif subsets and not pairs:
+            pairs = True
+        else:
+            break
     return best
 
 
 def _greedy(codes: np.ndarray, w: np.ndarray, k: int, order: Sequence[int], radix: np.ndarray,
-            progress: Callable[[int], None] | None, gain: bool) -> np.ndarray:
+            progress: Callable[[int], None] | None, gain: bool, subsets: bool | str = False) -> np.ndarray:
     """:func:`greedy` on rows each standing for ``w`` records (suppressed
     alike); ``gain``: take the suppression of largest gain (:func:`_best_gain`,
-    rows of one record each) while the problem is small."""
+    rows of one record each) while the problem is small; ``subsets``: moves
+    of several keys of a record too (``"net"``: scored by the shortfall
+    removed less the values suppressed, :func:`_best_gain`)."""
     original = codes
     codes = codes.copy()
     n, d = codes.shape
@@ -279,7 +349,7 @@ def _greedy(codes: np.ndarray, w: np.ndarray, k: int, order: Sequence[int], radi
             counts = match_counts(codes, codes, radix, w)
             continue
         if gain and len(unsafe) * n <= GAIN_BELOW:
-            i, keys, gained, total = _best_gain(codes, counts, unsafe, k, order)
+            i, keys, gained, total = _best_gain(codes, counts, unsafe, k, order, subsets)
             codes[i, keys] = -1
             counts += gained
             counts[i] = total

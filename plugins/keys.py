@@ -184,6 +184,7 @@ class LocalSuppression:
             details={"k": self.k, "columns": columns, "method": self.method, "suppressions": total,
                      "suppressions_by_column": per_column, "records_below_k_before": int((before < self.k).sum()),
                      "records_with_every_key_missing": blank,
+                     "records_with_one_key_left": int(((out >= 0).sum(axis=1) == 1).sum()) if len(columns) > 1 else 0,
                      "min_matching_records": int(after.min()),
                      "suppression_order": [columns[j] for j in order],
                      **({"optimal": optimal} if optimal is not None else {})},

@@ -156,9 +156,9 @@ def test_heuristic_against_the_exact_optimum(seed):
     these files the optimum uses records with every key suppressed, which
     match every record (sdcMicro's convention); the heuristic does not seek
     them. Against the optimum that leaves no record with every key missing
-    (``min_kept = 1``) it is within 25% after its local search (before it:
-    up to 2x the optimum and 1.3x the one without such records;
-    docs/key-maskers.md)."""
+    (``min_kept = 1``) it is within 12.5% (8, 7, 9, 10, 8, 9 against 8, 7,
+    9, 10, 8, 8; before the moves of several keys: within 25%, and before
+    the local search up to 2x the optimum; docs/key-maskers.md)."""
     codes = _outliers(seed)
     radix = np.full(codes.shape[1], 5)
     greedy = _suppress.greedy(codes, 3, list(range(codes.shape[1])), radix)
@@ -169,8 +169,71 @@ def test_heuristic_against_the_exact_optimum(seed):
         assert (_suppress.match_counts(out, out, radix) >= 3).all()
     assert not (kept < 0).all(axis=1).any()
     n_greedy, n_exact, n_kept = int((greedy < 0).sum()), int((exact < 0).sum()), int((kept < 0).sum())
-    assert n_exact <= n_kept <= n_greedy <= 1.25 * n_kept and n_greedy <= 1.7 * n_exact
+    assert n_exact <= n_kept <= n_greedy <= 1.125 * n_kept and n_greedy <= 1.7 * n_exact
     print(f"seed {seed}: heuristic {n_greedy}, exact {n_exact}, exact with no record blank {n_kept}")
+
+
+#: sdcMicro's survey file (sdc_testdata.csv): the count of each category of roof, walls, water, electcon, relat, sex.
+SURVEY_COUNTS = [[814, 3697, 19, 34, 16], [1203, 3327, 50], [600, 66, 1478, 1755, 584, 26, 36, 35],
+                 [2979, 107, 1494], [1000, 805, 2576, 15, 63, 36, 75, 1, 9], [2296, 2284]]
+
+#: For the files of :func:`_survey_like` on which ``exact(min_kept=1)`` proved its optimum (HiGHS, 90 s each, not
+#: rerun here: it takes 14 to 86 s a file), that optimum.
+PROVEN_OPTIMA = {0: 8, 1: 13, 2: 8, 4: 8, 6: 7, 8: 8, 10: 8, 12: 8}
+
+#: For the files on which the solver stopped after 90 s without a proof, its best solution's count (an upper bound).
+BEST_FOUND = {3: 14, 5: 17, 7: 14, 9: 16, 11: 17, 13: 14, 14: 8, 15: 13, 16: 10, 17: 16, 18: 9, 19: 13, 20: 10,
+              21: 15, 30: 10, 32: 9, 34: 12}
+
+
+def _survey_like(seed: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """A small file with the survey's 6 keys, categories and frequencies: 20 + seed // 2 records, k = 2 or 3."""
+    rng = np.random.default_rng(seed)
+    n, k = 20 + seed // 2, 2 + seed % 2
+    codes = np.stack([rng.choice(len(c), n, p=np.asarray(c) / sum(c)) for c in SURVEY_COUNTS], axis=1)
+    return codes.astype(np.int64), np.asarray([len(c) + 1 for c in SURVEY_COUNTS]), k
+
+
+def test_heuristic_within_ten_percent_of_the_optimum_without_blank_records():
+    """The issue's target, on the files with the survey's categories where the exact solver proves its optimum:
+    the heuristic's suppressions at most 1.10 times the optimum of the problem it solves, k-anonymity under
+    sdcMicro's convention with no record left with every key missing (``min_kept = 1``; a blank record matches
+    every record, so k - 1 of them make any file k-anonymous by deletion, which the heuristic never does)."""
+    ratios = []
+    for seed, optimum in PROVEN_OPTIMA.items():
+        codes, radix, k = _survey_like(seed)
+        out = _suppress.greedy(codes, k, list(range(codes.shape[1])), radix)
+        assert (_suppress.match_counts(out, out, radix) >= k).all()
+        assert not (out < 0).all(axis=1).any()
+        assert (out[out >= 0] == codes[out >= 0]).all()
+        ratios.append(int((out < 0).sum()) / optimum)
+    assert len(ratios) >= 8 and max(ratios) <= 1.10, ratios
+
+
+def test_heuristic_against_the_solvers_best_where_it_proves_no_optimum():
+    """Where HiGHS proves no optimum in 90 s (most files with k = 3), the heuristic against the solver's best
+    solution without blank records: 0.83 to 1.14 times it (above 1.10 on seed 13 only: 16 against 14); a guard
+    against regressions, not the issue's target (the optimum is unknown there)."""
+    ratios = {}
+    for seed, found in BEST_FOUND.items():
+        codes, radix, k = _survey_like(seed)
+        out = _suppress.greedy(codes, k, list(range(codes.shape[1])), radix)
+        assert (_suppress.match_counts(out, out, radix) >= k).all() and not (out < 0).all(axis=1).any()
+        ratios[seed] = int((out < 0).sum()) / found
+    assert max(ratios.values()) <= 1.15 and sorted(ratios.values())[-2] <= 1.10, ratios
+
+
+def test_the_ledger_counts_the_records_left_with_one_key():
+    """The heuristic's moves of several keys leave records with one key observed, which match every record sharing
+    it: the step's ledger entry counts them beside the records with every key missing."""
+    codes, _, k = _survey_like(1)
+    frame = pd.DataFrame(codes, columns=SURVEY_KEYS).astype(str)
+    release = _run({"roles": {"keys": SURVEY_KEYS},
+                    "steps": [{"use": "local-suppression", "k": k, "columns": SURVEY_KEYS}]}, frame, seed=0)
+    entry = next(e for e in release.ledger if e.component == "local-suppression" and "suppressions" in e.details)
+    one_left = int((release.data[SURVEY_KEYS].notna().sum(axis=1) == 1).sum())
+    assert entry.details["records_with_one_key_left"] == one_left > 0
+    assert entry.details["records_with_every_key_missing"] == 0
 
 
 def test_the_convention_bounds_the_optimum_by_k_minus_one_blank_records():
