@@ -410,8 +410,8 @@ def exact(codes: np.ndarray, k: int, weights: np.ndarray, radix: np.ndarray,
     position = -np.ones(n, dtype=np.int64)
     position[unsafe] = np.arange(len(unsafe))
     # pairs (i, j), i unsafe, j != i, differing on a key both observe; each unordered pair once
-    pi, pj = np.meshgrid(unsafe, np.arange(n), indexing="ij")
-    pi, pj = pi.ravel(), pj.ravel()
+    grid_i, grid_j = np.meshgrid(unsafe, np.arange(n), indexing="ij")
+    pi, pj = grid_i.ravel(), grid_j.ravel()
     keep = (pi != pj) & ~((position[pj] >= 0) & (pj < pi))
     pi, pj = pi[keep], pj[keep]
     a, b = codes[pi], codes[pj]

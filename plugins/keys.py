@@ -34,6 +34,7 @@ from typing import Any, ClassVar
 import attrs
 import numpy as np
 import pandas as pd
+from pandas import DataFrame
 
 import privclust
 from privclust import DataError, DataLeak, Masked, ParameterError, PrivacyContext, param
@@ -254,7 +255,7 @@ class PRAM:
                          "column (per stratum), and it is released in the ledger",
                          "give a public transition matrix (matrix = {...})")]
 
-    def mask(self, data: pd.DataFrame, context: PrivacyContext) -> Masked:
+    def mask(self, data: DataFrame, context: PrivacyContext) -> Masked:  # (``pd`` is a field of this class)
         who = self.name
         if not isinstance(data, pd.DataFrame) or data.shape[0] == 0 or data.shape[1] == 0:
             raise DataError(f"{who}: the data must be a pandas DataFrame with records and key columns")
