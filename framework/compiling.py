@@ -19,6 +19,7 @@ from typing import Any
 import attrs
 
 from .accounting import Budget, at_least, exact, group_delta
+from .claims import relation_kind
 from .components import Partition, capability, component_params
 from .constraints import ConstraintSet
 from .errors import Problem, RecipeError
@@ -159,7 +160,8 @@ def _plan(component: Any) -> tuple[float, float, str | None]:
     relations count as replace-one ones (add/remove twice), as the
     accountant counts them."""
     plan = capability(component, "planned_cost")
-    relation = capability(component, "privacy_relation")
+    declared = capability(component, "privacy_relation")
+    relation = None if declared is None else relation_kind(declared)
     if plan is not None:
         cost = plan()
         return (float(cost[0]), float(cost[1]), relation) if cost else (0.0, 0.0, relation)

@@ -37,6 +37,7 @@ import attrs
 import numpy as np
 import pandas as pd
 
+from .claims import ADD_REMOVE, REPLACE_ONE, Relation
 from .errors import DataError
 from .ledger import Sensitivity as Sensitivity  # defined with the ledger that records it; re-exported
 from .params import DataLeak
@@ -626,8 +627,10 @@ _STEP_KINDS = ("clusterers", "maskers", "noise_mechanisms")
 
 
 def _relation_problem(value: Any, _: int) -> str | None:
-    return None if value in ("add/remove", "replace-one") else \
-        f"privacy_relation must be \"add/remove\" or \"replace-one\"; got {value!r}"
+    kind = value.kind if isinstance(value, Relation) else value
+    return None if kind in (ADD_REMOVE, REPLACE_ONE) else (
+        "privacy_relation must be privclust.Relation.ADD_REMOVE or privclust.Relation.REPLACE_ONE (or their "
+        f"words \"add/remove\", \"replace-one\"); got {value!r}")
 
 #: The optional members of components, by name: the one place they are
 #: declared. The host reads them through :func:`capability`, and the
@@ -639,12 +642,13 @@ CAPABILITIES: Mapping[str, Capability] = MappingProxyType({c.name: c for c in (
                used_for="the budget the step needs (it may spend less, as idp-kmeans stopping early, or more "
                         "where the cost depends on the data, as dp-dpcl's, checked as it runs); a recipe whose "
                         "steps ask for more than its [privacy] budget is refused when it is compiled"),
-    Capability(name="privacy_relation", member="class attribute", signature="privacy_relation: ClassVar[str]",
-               kinds=_STEP_KINDS, problem=_relation_problem,
-               used_for="the neighbouring relation its DP releases are stated under (\"add/remove\" or "
-                        "\"replace-one\"): when a recipe mixes them, the compile-time budget check converts the "
-                        "add/remove costs as the accountant will (2 epsilon); a costed step without it counts as "
-                        "possibly replace-one"),
+    Capability(name="privacy_relation", member="class attribute",
+               signature="privacy_relation: ClassVar[Relation]", kinds=_STEP_KINDS, problem=_relation_problem,
+               used_for="the neighbouring relation its DP releases are stated under (privclust.Relation.ADD_REMOVE "
+                        "or Relation.REPLACE_ONE; the words \"add/remove\" and \"replace-one\" are read the "
+                        "same): when a recipe mixes them, the compile-time budget check converts the add/remove "
+                        "costs as the accountant will (2 epsilon); a costed step without it counts as possibly "
+                        "replace-one"),
     Capability(name="step_problems", member="method", signature="step_problems() -> list[str]",
                kinds=_STEP_KINDS, problem=_texts_problem("step_problems()"), default=(),
                used_for="checks that only matter when the component runs as a step (a noise mechanism needs "

@@ -427,7 +427,7 @@ class _NoisyDensityPeaks(_DensityPeaks):
     """The paper-style mechanism: Laplace noise on each record's density."""
 
     private: ClassVar[bool] = True
-    privacy_relation: ClassVar[str] = "replace-one"
+    privacy_relation: ClassVar[privclust.Relation] = privclust.Relation.REPLACE_ONE
     #: its DP entries cover the noisy density vector, which is not released into the file; the labels it
     #: releases are computed from the exact pairwise distances of the raw records (LABELS_NOT_COVERED)
     dp_output: ClassVar[tuple[str, ...]] = ()
@@ -701,7 +701,7 @@ class DPDPCGrid(_DensityPeaks):
     name: ClassVar[str] = "dp-dpc-grid"
     centres_from_records: ClassVar[bool] = False
     private: ClassVar[bool] = True
-    privacy_relation: ClassVar[str] = "replace-one"
+    privacy_relation: ClassVar[privclust.Relation] = privclust.Relation.REPLACE_ONE
     #: its DP entries cover the cluster map (the noisy node densities and what is computed from them alone); each
     #: record's label is a function of that record's own raw values and the DP map (joint DP only): not a
     #: differentially private output, so they cover none of its release

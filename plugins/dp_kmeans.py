@@ -140,7 +140,7 @@ class IDPKMeans:
     uses_constraints: ClassVar[bool] = False
     #: the roles of the values it reports using (privclust.EFFECTIVE_PARAMS), for the report's rounding
     reported_roles: ClassVar[dict[str, str]] = {"epsilon_per_release": "privacy"}
-    privacy_relation: ClassVar[str] = "add/remove"
+    privacy_relation: ClassVar[privclust.Relation] = privclust.Relation.ADD_REMOVE
     #: its DP entries cover the noisy sums and counts (the centres); each record's label is a function of that
     #: record's own raw values and the DP centres (joint DP only): not a differentially private output, so they
     #: cover none of its release

@@ -77,7 +77,7 @@ class _StepMixin:
 
     name: ClassVar[str]  # set by each mechanism
     uses_constraints: ClassVar[bool] = False
-    privacy_relation: ClassVar[str] = "replace-one"
+    privacy_relation: ClassVar[privclust.Relation] = privclust.Relation.REPLACE_ONE
     #: the roles of the values it reports using (privclust.EFFECTIVE_PARAMS), for the report's rounding
     reported_roles: ClassVar[dict[str, str]] = {"noise_scale": "noise-scale"}
     epsilon: float | None

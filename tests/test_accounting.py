@@ -328,6 +328,27 @@ def test_the_compile_time_budget_check_converts_mixed_relations_as_the_accountan
     privclust.compile(recipe)  # add/remove alone: nothing to convert
 
 
+def test_privacy_relation_is_typed_and_the_words_of_older_plugins_still_read_the_same():
+    """The built-ins declare ``privacy_relation`` as a :class:`privclust.Relation`;
+    a third-party plugin that still writes the words ``"add/remove"`` is
+    planned the same way, and anything else is refused by the kit's check."""
+    from privclust.compiling import _plan
+
+    builtin = privclust.get_registry().create("clusterers", {"use": "idp-kmeans", "n_clusters": 3, "epsilon": 1.0,
+                                                              "bounds": {"a": [0, 10]}})
+    assert type(builtin).privacy_relation is privclust.Relation.ADD_REMOVE
+    assert _plan(builtin) == (1.0, 0.0, "add/remove")
+    type(builtin).privacy_relation = "add/remove"  # an older plugin's words
+    try:
+        assert _plan(builtin) == (1.0, 0.0, "add/remove")
+    finally:
+        type(builtin).privacy_relation = privclust.Relation.ADD_REMOVE
+    check = privclust.CAPABILITIES["privacy_relation"].problem
+    assert check(privclust.Relation.REPLACE_ONE, 0) is None and check("replace-one", 0) is None
+    assert "Relation.ADD_REMOVE" in check("bounded", 0)
+    assert "got Relation" in check(privclust.Relation.parse("zero-concentrated"), 0)
+
+
 def test_a_components_text_cannot_forge_output_lines_or_speak_for_the_host():
     context = PrivacyContext()
     entry = context.spend(epsilon=0.1, mechanism="laplace", sensitivity=1.0, relation="replace-one",
