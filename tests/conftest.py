@@ -31,6 +31,16 @@ else:
     _hypothesis_settings.load_profile("explore" if os.environ.get("PRIVCLUST_HYPOTHESIS") == "explore" else "privclust")
 
 
+def pytest_collection_modifyitems(config, items):
+    """The tests marked ``slow`` (tens of seconds each: the notebooks, the
+    linters, the documented command-line sessions, the DP audits) run first,
+    in their collected order, then the rest: with ``pytest-xdist`` a long test
+    left to the end keeps one worker busy while the other has nothing to do.
+    A stable sort, so the order of every group is the order collected (each
+    worker collects the same list, as xdist requires)."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 def require_dataset(filename: str) -> Path:
     """The path of a shared data file, or skip the test with the reason."""
     path = DATASETS / filename
