@@ -100,8 +100,8 @@ def test_bad_data_are_refused():
     text = data.assign(z="a")
     with pytest.raises(DataError, match="z.*not numeric"):
         fit(DPDensity(epsilon=1.0, bounds={**BOUNDS, "z": [0, 1]}), text)
-    wide = pd.DataFrame(np.zeros((10, 13)), columns=[f"c{j}" for j in range(13)])
-    with pytest.raises(DataError, match="at most 12"):
+    wide = pd.DataFrame(np.zeros((10, 65)), columns=[f"c{j}" for j in range(65)])  # above 4 columns: the basis
+    with pytest.raises(DataError, match="at most 64"):
         fit(DPDensity(epsilon=1.0, bounds={c: [0, 1] for c in wide.columns}), wide)
 
 
