@@ -157,46 +157,55 @@ class _Statements:
         return getattr(self._context, name)
 
 
-def fit_projected(component: Any, data: pd.DataFrame, context: PrivacyContext,
-                  release: Any, relation: Any, not_covered: str) -> Partition:
-    """``dp-density`` above ``project_above`` columns: the basis release,
-    then the step's own pipeline on the projected records (see the module
-    docstring). ``release`` is the step's release helper, ``relation`` and
-    ``not_covered`` its ledger words."""
+def sums_of(data: pd.DataFrame, unit_of: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The statistic of the basis release, unnoised (:func:`statistic`),
+    accumulated over blocks of :data:`BLOCK` records, and the public bounds
+    (``unit_of`` is the step's own ``_unit``: every check and the clipping
+    onto the bounds run on each block)."""
     d = data.shape[1]
-    if d > MAX_COLUMNS:
-        raise DataError(f"dp-density: {d} columns; at most {MAX_COLUMNS} are supported (the private basis releases "
-                        f"about d^2 / 2 sums); cluster fewer columns")
-    eps_basis = component.epsilon * component.basis_share
-    eps_map = component.epsilon - eps_basis
-    m_max = min(d, MAX_DIMENSIONS)
-    names = [f"{PREFIX}{k}" for k in range(m_max)]
-    # the map's own checks (shares, the sampler's range) before any noise is drawn
-    inner = attrs.evolve(component, epsilon=eps_map, bounds={c: [-1.0, 1.0] for c in names}, project_above=INNER_PROJECT_ABOVE)
-    sums = np.zeros(1 + d + d * (d + 1) // 2)
-    low = high = None
-    for y, low, high in _blocks(data, component._unit):
-        sums += statistic(y)
     if data.shape[0] == 0:
         raise DataError("dp-density: the data have no records")
-    if not context.can_spend(component.epsilon):
-        raise privclust.BudgetExceededError(
-            f"dp-density would spend epsilon = {at_least(component.epsilon)} but only "
-            f"{privclust.at_most(context.remaining)} of the budget is left; lower 'epsilon' or raise the budget. "  # type: ignore[arg-type]
-            "Nothing was recorded and no noise was drawn.")
+    sums = np.zeros(1 + d + d * (d + 1) // 2)
+    for y, low, high in _blocks(data, unit_of):
+        sums += statistic(y)
+    return sums, low, high
+
+
+def fit_projected(component: Any, data: pd.DataFrame, context: PrivacyContext) -> Partition:
+    """``dp-density`` above ``project_above`` columns: the basis release,
+    then the step's own pipeline on the projected records (see the module
+    docstring)."""
+    from . import dp_density as host  # the step's own release helper and ledger words (imported when it runs)
+
+    d = data.shape[1]
+    eps_basis = component.epsilon * component.basis_share
+    eps_map = component.epsilon - eps_basis
+    names = [f"{PREFIX}{k}" for k in range(min(d, MAX_DIMENSIONS))]
+    # the map's own checks (shares, the sampler's range) before any noise is drawn
+    inner = attrs.evolve(component, epsilon=eps_map, bounds={c: [-1.0, 1.0] for c in names},
+                         project_above=INNER_PROJECT_ABOVE)
+    sums, low, high = sums_of(data, component._unit)
     problems = inner.step_problems()
     if problems:
         raise ParameterError(problems[0])
+    if not context.can_spend(component.epsilon):
+        raise privclust.BudgetExceededError(
+            f"dp-density would spend epsilon = {at_least(component.epsilon)} but only "
+            f"{privclust.at_most(context.remaining)} of the budget is left; lower 'epsilon' or raise the "  # type: ignore[arg-type]
+            "budget. Nothing was recorded and no noise was drawn.")
     mech = context.mechanism(component.noise)
+    if mech.name not in host.PURE_MECHANISMS:
+        raise ParameterError(host._noise_refused(mech.name) + " Nothing was recorded and no noise was drawn.")
     s = sensitivity(d)
-    released = np.asarray(release(
+    relation = host.RELATION
+    released = np.asarray(host._release(
         mech, f"the private basis of the {d} columns", "basis_share", sums, sensitivity=s, epsilon=eps_basis,
         context=context, relation=relation,
         covers=(f"the number of records, the sums of the {d} columns and the sums of their {d * (d + 1) // 2} "
-                "pairwise products (squares included), each record first scaled to [-1/2, 1/2] by the public "
-                f"bounds: L1 sensitivity 1 + d/2 + d(d+1)/8 = {s:g} under add/remove-one; the mean, covariance "
-                "and projection directions are computed from them alone"),
-        not_covered=not_covered,
+                "pairwise products (squares included), each record first clipped to the public bounds and scaled "
+                f"to [-1/2, 1/2]: L1 sensitivity 1 + d/2 + d(d+1)/8 = {s:g} under add/remove-one; the mean, "
+                "covariance, projection directions and box are computed from them alone"),
+        not_covered=host.NOT_COVERED,
         details={"release": "basis", "columns": d, "values": int(sums.size), "noise_scale": s / eps_basis}),
         dtype=float)
     del sums
@@ -215,7 +224,6 @@ def fit_projected(component: Any, data: pd.DataFrame, context: PrivacyContext,
     statements = _Statements(context)
     part = inner.fit(frame, statements)  # type: ignore[arg-type]
     del frame
-    assert low is not None and high is not None
     # the centres back in the columns' units: the mean in the directions left out
     p = np.asarray(part.centres, dtype=float)
     y_c = p @ basis.vectors.T + (basis.mean - basis.vectors @ (basis.vectors.T @ basis.mean))

@@ -289,7 +289,7 @@ class DPDensity:
     def fit(self, data: pd.DataFrame, context: PrivacyContext) -> Partition:
         """Release the DP cluster map and label each record by it (joint-DP)."""
         if isinstance(data, pd.DataFrame) and data.shape[1] > self.project_above:  # issue 26: a private basis first
-            return _dp_basis.fit_projected(self, data, context, _release, RELATION, NOT_COVERED)
+            return _dp_basis.fit_projected(self, data, context)
         unit, low, high = self._unit(data)
         n, d = unit.shape
         if n == 0:
