@@ -166,9 +166,11 @@ def sums_of(data: pd.DataFrame, unit_of: Any) -> tuple[np.ndarray, np.ndarray, n
     if data.shape[0] == 0:
         raise DataError("dp-density: the data have no records")
     sums = np.zeros(1 + d + d * (d + 1) // 2)
-    for y, low, high in _blocks(data, unit_of):
+    bounds: tuple[np.ndarray, np.ndarray] = (np.zeros(d), np.ones(d))
+    for y, *found in _blocks(data, unit_of):
         sums += statistic(y)
-    return sums, low, high
+        bounds = (found[0], found[1])
+    return sums, *bounds
 
 
 def fit_projected(component: Any, data: pd.DataFrame, context: PrivacyContext) -> Partition:
