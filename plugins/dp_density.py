@@ -72,6 +72,17 @@ Given only ``epsilon``, public ``bounds`` and optionally ``n_clusters``:
 5. **Labels**: each record takes the cluster id of the leaf it falls in: the
    map applied to the record (joint-DP / billboard), not a DP release.
 
+**Above** ``project_above`` **columns** (4 by default; issue 26) the map is
+not grown in the full space, where a leaf touches up to ``3^d`` others: a
+share ``basis_share`` (20%) of epsilon first buys a private basis (one
+Laplace release of the count, the column sums and the sums of pairwise
+products of the records scaled to ``[-1/2, 1/2]``, L1 sensitivity ``1 + d/2
++ d(d+1)/8`` under add/remove), the records are projected on the top 2-4
+directions of its noisy covariance (where its variances drop most), and
+steps 1-5 run on the projections with the rest of epsilon and the public
+cube's projection as bounds; the sums and the projections are computed in
+blocks of records (``_dp_basis``; up to 64 columns).
+
 Relation: add/remove one record (unbounded DP): the released map (noisy
 total, tree, noisy leaf counts and everything computed from them) is
 ``epsilon``-DP; under replace-one the same release is ``2 epsilon``-DP. The
