@@ -195,7 +195,8 @@ def main(draws: int = 2, seeds: int = 2) -> str:
                      m.memory_text(), f"{v['ari']:.3f}" if m.ok else "-", v.get("dims", "-"), v.get("leaves", "-")])
     cost_text = ["", "### Cost (one fit each in a fresh process)", "",
                  "Fit seconds: the fit alone. Fit peak: the most memory numpy and Python held at once during the "
-                 "fit alone (tracemalloc, in a second identical fit), the data frame excluded; process peak: the whole process's resident peak, interpreter, imports, the "
+                 "fit alone (tracemalloc, in a second identical fit), the data frame excluded; process peak: the "
+                 "whole process's resident peak, interpreter, imports, the "
                  "data and their generation included.", "",
                  table(["data", "n", "eps", "fit seconds", "fit peak", "data frame", "process peak", "ARI",
                         "directions", "leaves"], rows)]
