@@ -71,10 +71,12 @@ def sensitivity(d: int) -> float:
 
 
 def statistic(y: np.ndarray) -> np.ndarray:
-    """The released statistic of the records ``y`` (rows), unnoised: ``(n, sum y, upper triangle of sum y y^T)``."""
+    """The released statistic of the records ``y`` (rows), unnoised: ``(n, sum y, upper triangle of sum y y^T)``.
+    The products go through ``einsum``, not BLAS: a multithreaded BLAS on a busy machine took 36 s for 1e6 records
+    in 20 columns (1.2 s a block) where ``einsum`` takes 0.3 s, and its rounding does not depend on the threads."""
     d = y.shape[1]
     iu = np.triu_indices(d)
-    return np.concatenate([[float(y.shape[0])], y.sum(axis=0), (y.T @ y)[iu]])
+    return np.concatenate([[float(y.shape[0])], y.sum(axis=0), np.einsum("ij,ik->jk", y, y)[iu]])
 
 
 def dimensions(variances: np.ndarray) -> int:
@@ -217,7 +219,8 @@ def fit_projected(component: Any, data: pd.DataFrame, context: PrivacyContext) -
     projected = np.empty((data.shape[0], m))
     row = 0
     for y, _, _ in _blocks(data, component._unit):
-        projected[row:row + y.shape[0]] = np.clip(y @ basis.vectors, basis.box_low, basis.box_high)  # rounding
+        onto = np.einsum("ij,jk->ik", y, basis.vectors)  # not BLAS: see statistic()
+        projected[row:row + y.shape[0]] = np.clip(onto, basis.box_low, basis.box_high)  # the rounding only
         row += y.shape[0]
     frame = pd.DataFrame(projected, columns=names)
     del projected

@@ -174,7 +174,7 @@ class DPDensity:
     reported_roles: ClassVar[dict[str, str]] = {
         "epsilon_count": "privacy", "epsilon_tree": "privacy", "epsilon_leaves": "privacy",
         "privtree_lambda": "noise-scale", "privtree_delta": "plain", "peak_z": "plain", "min_mass": "plain",
-        "bandwidth": "plain", "coarse_bandwidth": "plain"}
+        "bandwidth": "plain", "coarse_bandwidth": "plain", "epsilon_basis": "privacy", "basis_dimensions": "plain"}
     privacy_relation: ClassVar[str] = "add/remove"
     #: its DP entries cover the noisy count, the PrivTree partition and the leaf counts; each record's label is a
     #: function of that record's own raw values and the DP map (joint DP only): not a differentially private
