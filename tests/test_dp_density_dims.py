@@ -155,3 +155,15 @@ def test_the_directions_follow_the_eigengap():
     assert _dp_basis.dimensions(np.array([1.0, 0.9, 0.01, 0.01, 0.01])) == 2
     assert _dp_basis.dimensions(np.array([1.0, 0.8, 0.7, 0.01, 0.01])) == 3
     assert _dp_basis.dimensions(np.array([1.0, -0.1, -0.2])) == 2  # noisy variances may be negative
+
+
+def test_the_auditor_sees_the_basis_release_and_passes_it(registry):
+    """The audit of the kit (neighbouring data sets, every release recorded) on six columns: the basis is one more
+    release through the step's mechanism, and no bound exceeds the charge."""
+    bounds = {c: [0, 10] for c in "abcdef"}
+    component = registry.create("clusterers", "dp-density", epsilon=1.0, bounds=bounds, max_nodes=2048)
+    frame = pt.example_frame(n=20, d=6, seed=1)
+    frame.columns = list("abcdef")
+    result = pt.audit_component(component, frame, trials=100, seed=7, registry=registry)
+    assert result.passed, str(result)
+    assert result.verdict == "PASSED", str(result)
