@@ -72,6 +72,17 @@ Given only ``epsilon``, public ``bounds`` and optionally ``n_clusters``:
 5. **Labels**: each record takes the cluster id of the leaf it falls in: the
    map applied to the record (joint-DP / billboard), not a DP release.
 
+**Above** ``project_above`` **columns** (4 by default; issue 26) the map is
+not grown in the full space, where a leaf touches up to ``3^d`` others: a
+share ``basis_share`` (20%) of epsilon first buys a private basis (one
+Laplace release of the count, the column sums and the sums of pairwise
+products of the records scaled to ``[-1/2, 1/2]``, L1 sensitivity ``1 + d/2
++ d(d+1)/8`` under add/remove), the records are projected on the top 2-4
+directions of its noisy covariance (where its variances drop most), and
+steps 1-5 run on the projections with the rest of epsilon and the public
+cube's projection as bounds; the sums and the projections are computed in
+blocks of records (``_dp_basis``; up to 64 columns).
+
 Relation: add/remove one record (unbounded DP): the released map (noisy
 total, tree, noisy leaf counts and everything computed from them) is
 ``epsilon``-DP; under replace-one the same release is ``2 epsilon``-DP. The
@@ -106,7 +117,7 @@ from privclust import (
     public_bounds,
 )
 
-from . import _dpc, _privtree
+from . import _dp_basis, _dpc, _privtree
 
 __version__ = "0.1.0"
 
@@ -126,7 +137,8 @@ NOT_COVERED = (
 #: noise scale is near one record: with epsilon_tree = 6 one path of the tree
 #: loses 6.38 (``tests/test_dp_density.py``), so it is refused.
 PURE_MECHANISMS = ("laplace",)
-#: Largest number of columns (the leaf adjacency grows like 3^d).
+#: Largest number of columns the tree is grown in (the leaf adjacency grows like 3^d); above ``project_above``
+#: columns the tree is grown on a private basis instead (``_dp_basis``, up to its own ``MAX_COLUMNS``).
 MAX_COLUMNS = 12
 #: Qardaji, Yang & Li's constant: a useful cell holds about C / epsilon records.
 QARDAJI_C = 10.0
@@ -162,7 +174,7 @@ class DPDensity:
     reported_roles: ClassVar[dict[str, str]] = {
         "epsilon_count": "privacy", "epsilon_tree": "privacy", "epsilon_leaves": "privacy",
         "privtree_lambda": "noise-scale", "privtree_delta": "plain", "peak_z": "plain", "min_mass": "plain",
-        "bandwidth": "plain", "coarse_bandwidth": "plain"}
+        "bandwidth": "plain", "coarse_bandwidth": "plain", "epsilon_basis": "privacy", "basis_dimensions": "plain"}
     privacy_relation: ClassVar[str] = "add/remove"
     #: its DP entries cover the noisy count, the PrivTree partition and the leaf counts; each record's label is a
     #: function of that record's own raw values and the DP map (joint DP only): not a differentially private
@@ -190,6 +202,11 @@ class DPDensity:
                            doc="largest number of tree nodes examined (a public cap on time and memory)")
     noise: Any = nested("noise_mechanisms", default="laplace",
                         doc="noise mechanism of the three releases (laplace only: PrivTree needs continuous noise)")
+    project_above: int = param(int, default=_dp_basis.PROJECT_ABOVE, ge=1, le=MAX_COLUMNS,
+                               doc="above this many columns, the map is built on a private basis of a few "
+                                   "directions (issue 26; see _dp_basis)")
+    basis_share: float = param(float, role="plain", default=_dp_basis.BASIS_SHARE, check=_check_share,
+                               doc="share of epsilon for the private basis (used above 'project_above' columns)")
 
     def __attrs_post_init__(self) -> None:
         if self.count_share + self.tree_share >= 1:
@@ -254,9 +271,9 @@ class DPDensity:
         columns = [str(c) for c in data.columns]
         if not columns:
             raise DataError("dp-density: the data have no columns")
-        if len(columns) > MAX_COLUMNS:
-            raise DataError(f"dp-density: {len(columns)} columns; at most {MAX_COLUMNS} are supported (the leaf "
-                            "graph grows like 3^d); cluster fewer columns")
+        if len(columns) > _dp_basis.MAX_COLUMNS:
+            raise DataError(f"dp-density: {len(columns)} columns; at most {_dp_basis.MAX_COLUMNS} are supported "
+                            "(the private basis releases about d^2 / 2 sums); cluster fewer columns")
         bad = [c for c in data.columns if not privclust.is_real_column(data[c])]
         if bad:
             raise DataError(f"dp-density: column(s) {', '.join(map(str, bad))} are not numeric; leave them out of "
@@ -282,6 +299,8 @@ class DPDensity:
 
     def fit(self, data: pd.DataFrame, context: PrivacyContext) -> Partition:
         """Release the DP cluster map and label each record by it (joint-DP)."""
+        if isinstance(data, pd.DataFrame) and data.shape[1] > self.project_above:  # issue 26: a private basis first
+            return _dp_basis.fit_projected(self, data, context)
         unit, low, high = self._unit(data)
         n, d = unit.shape
         if n == 0:

@@ -100,8 +100,8 @@ def test_bad_data_are_refused():
     text = data.assign(z="a")
     with pytest.raises(DataError, match="z.*not numeric"):
         fit(DPDensity(epsilon=1.0, bounds={**BOUNDS, "z": [0, 1]}), text)
-    wide = pd.DataFrame(np.zeros((10, 13)), columns=[f"c{j}" for j in range(13)])
-    with pytest.raises(DataError, match="at most 12"):
+    wide = pd.DataFrame(np.zeros((10, 65)), columns=[f"c{j}" for j in range(65)])  # above 4 columns: the basis
+    with pytest.raises(DataError, match="at most 64"):
         fit(DPDensity(epsilon=1.0, bounds={c: [0, 1] for c in wide.columns}), wide)
 
 
@@ -375,7 +375,7 @@ def test_the_starting_grid_is_a_public_function_of_the_noisy_count_and_is_stated
     assert few.diagnostics["start_depth"] == 0 and "from the whole cube" in tree_entry.covers
     rng = np.random.default_rng(0)
     wide = pd.DataFrame(rng.uniform(0, 1, (20_000, 5)), columns=list("abcde"))
-    five, _ = fit(DPDensity(epsilon=10.0, bounds={c: [0, 1] for c in wide.columns}), wide)
+    five, _ = fit(DPDensity(epsilon=10.0, bounds={c: [0, 1] for c in wide.columns}, project_above=5), wide)
     assert five.diagnostics["start_depth"] == 0
 
 
@@ -655,9 +655,10 @@ def test_clusters_joined_by_a_bridge_are_split_by_the_coarse_pass():
     assert part.n_clusters == 2 and adjusted_rand_score(truth, part.labels) > 0.9
     # the two passes share false_peak: each tests its peaks at half of it
     assert part.diagnostics["z"] == pytest.approx(_privtree.false_peak_z(part.diagnostics["leaves"], 0.05 / 2))
-    # above 4 columns there is no coarse pass, and the one pass has all of false_peak
+    # above 4 columns (the tree in the full space: project_above = 5) there is no coarse pass, and the one pass
+    # has all of false_peak
     wide = pd.DataFrame(np.random.default_rng(0).normal(10, 2, (3_000, 5)), columns=list("abcde"))
-    five, _ = fit(DPDensity(epsilon=1.0, bounds={c: [0, 20] for c in "abcde"}), wide)
+    five, _ = fit(DPDensity(epsilon=1.0, bounds={c: [0, 20] for c in "abcde"}, project_above=5), wide)
     assert five.diagnostics["coarse_bandwidth"] is None and five.diagnostics["refined_clusters"] == 0
     assert five.diagnostics["z"] == pytest.approx(_privtree.false_peak_z(five.diagnostics["leaves"], 0.05))
 
