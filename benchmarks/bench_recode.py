@@ -89,18 +89,20 @@ def run_ours(which: str, n: int):
 
 def run_anjana(which: str, n: int):
     from anjana.anonymity import k_anonymity_inner
+    from bench_keys import _object_text  # anjana refuses pandas 3's string arrays
 
-    parts = _parts(which, n)
-    tables = _tables()
-    start, cpu = time.perf_counter(), time.process_time()
-    results = []
-    for part in parts:
-        hierarchies = {c: {level: [int(r[0]) if level == 0 else r[level] for r in tables[c]]
-                           for level in range(len(tables[c][0]))} for c in KEYS}
-        with contextlib.redirect_stdout(io.StringIO()):  # anjana prints its progress
-            out, suppressed, levels = k_anonymity_inner(part.copy(), [], KEYS, K, SHARE * 100, hierarchies)
-        results.append((part, out, suppressed, levels))
-    seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
+    with _object_text():
+        parts = _parts(which, n)
+        tables = _tables()
+        start, cpu = time.perf_counter(), time.process_time()
+        results = []
+        for part in parts:
+            hierarchies = {c: {level: [int(r[0]) if level == 0 else r[level] for r in tables[c]]
+                               for level in range(len(tables[c][0]))} for c in KEYS}
+            with contextlib.redirect_stdout(io.StringIO()):  # anjana prints its progress
+                out, suppressed, levels = k_anonymity_inner(part.copy(), [], KEYS, K, SHARE * 100, hierarchies)
+            results.append((part, out, suppressed, levels))
+        seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
     total = sum(len(p) for p in parts)
     loss, smallest = 0.0, None
     for part, out, _suppressed, levels in results:

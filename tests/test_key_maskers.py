@@ -151,14 +151,14 @@ def _outliers(seed: int, n_cells: int = 6, size: int = 6, n_out: int = 8, d: int
 
 @pytest.mark.parametrize("seed", range(6))
 def test_heuristic_against_the_exact_optimum(seed):
-    """The exact solver's count is a lower bound of the heuristic's. The
-    issue's target (the heuristic within 10% of the optimum) is NOT met: on
-    these files the optimum uses records with every key suppressed, which
-    match every record (sdcMicro's convention); the heuristic does not seek
-    them. Against the optimum that leaves no record with every key missing
-    (``min_kept = 1``) it is within 12.5% (8, 7, 9, 10, 8, 9 against 8, 7,
-    9, 10, 8, 8; before the moves of several keys: within 25%, and before
-    the local search up to 2x the optimum; docs/key-maskers.md)."""
+    """The exact solver's count is a lower bound of the heuristic's. On
+    these files the optimum under sdcMicro's convention alone uses records
+    with every key suppressed, which match every record; the heuristic does
+    not seek them. Against the optimum that leaves no record with every key
+    missing (``min_kept = 1``) it meets the issue's target, within 10%: it
+    reaches it on all six (8, 7, 9, 10, 8, 8; before the forced starts 9 on
+    seed 5, before the moves of several keys within 25%, and before the
+    local search up to 2x the optimum; docs/key-maskers.md)."""
     codes = _outliers(seed)
     radix = np.full(codes.shape[1], 5)
     greedy = _suppress.greedy(codes, 3, list(range(codes.shape[1])), radix)
@@ -169,8 +169,23 @@ def test_heuristic_against_the_exact_optimum(seed):
         assert (_suppress.match_counts(out, out, radix) >= 3).all()
     assert not (kept < 0).all(axis=1).any()
     n_greedy, n_exact, n_kept = int((greedy < 0).sum()), int((exact < 0).sum()), int((kept < 0).sum())
-    assert n_exact <= n_kept <= n_greedy <= 1.125 * n_kept and n_greedy <= 1.7 * n_exact
+    assert n_exact <= n_kept <= n_greedy <= 1.10 * n_kept and n_greedy <= 1.7 * n_exact
     print(f"seed {seed}: heuristic {n_greedy}, exact {n_exact}, exact with no record blank {n_kept}")
+
+
+def test_forced_starts_find_the_record_that_serves_two_groups(monkeypatch):
+    """Outlier file 5: the optimum with no blank record (8) keeps one key of an outlier, which then matches two
+    groups of two; the greedy's scores never rank that move first (9 without the forced starts). A forced first
+    move reaches it, and the result stays k-anonymous with no record blank and only suppressions."""
+    codes, radix, order = _outliers(5), np.full(4, 5), [0, 1, 2, 3]
+    monkeypatch.setattr(_suppress, "FORCED_STARTS", 0)
+    without = _suppress.greedy(codes, 3, order, radix)
+    monkeypatch.undo()
+    out = _suppress.greedy(codes, 3, order, radix)
+    assert _suppress._count(codes, without) == 9 and _suppress._count(codes, out) == 8
+    assert (_suppress.match_counts(out, out, radix) >= 3).all() and not (out < 0).all(axis=1).any()
+    assert (out[out >= 0] == codes[out >= 0]).all()
+    assert (_suppress.forced_starts(out, out, 3, order, radix) == out).all()
 
 
 #: sdcMicro's survey file (sdc_testdata.csv): the count of each category of roof, walls, water, electcon, relat, sex.
@@ -210,17 +225,18 @@ def test_heuristic_within_ten_percent_of_the_optimum_without_blank_records():
     assert len(ratios) >= 8 and max(ratios) <= 1.10, ratios
 
 
+@pytest.mark.slow
 def test_heuristic_against_the_solvers_best_where_it_proves_no_optimum():
     """Where HiGHS proves no optimum in 90 s (most files with k = 3), the heuristic against the solver's best
-    solution without blank records: 0.83 to 1.14 times it (above 1.10 on seed 13 only: 16 against 14); a guard
-    against regressions, not the issue's target (the optimum is unknown there)."""
+    solution without blank records: 0.83 to 1.10 times it (1.14 on seed 13 before the forced starts: 16 against 14,
+    now 14); a guard against regressions, not the issue's target (the optimum is unknown there)."""
     ratios = {}
     for seed, found in BEST_FOUND.items():
         codes, radix, k = _survey_like(seed)
         out = _suppress.greedy(codes, k, list(range(codes.shape[1])), radix)
         assert (_suppress.match_counts(out, out, radix) >= k).all() and not (out < 0).all(axis=1).any()
         ratios[seed] = int((out < 0).sum()) / found
-    assert max(ratios.values()) <= 1.15 and sorted(ratios.values())[-2] <= 1.10, ratios
+    assert max(ratios.values()) <= 1.10, ratios
 
 
 def test_the_ledger_counts_the_records_left_with_one_key():
