@@ -149,6 +149,26 @@ def _outliers(seed: int, n_cells: int = 6, size: int = 6, n_out: int = 8, d: int
     return np.asarray(rows, dtype=np.int64)
 
 
+#: The exact solver's proven optima on the outlier files (HiGHS): under sdcMicro's convention alone, and with no
+#: record left with every key missing (``min_kept = 1``). Solved again by the next test for files 0 and 1; the
+#: others take 2 to 8 s of CPU each and are not solved on every run.
+OUTLIER_OPTIMA = {0: (8, 8), 1: (7, 7), 2: (8, 9), 3: (8, 10), 4: (8, 8), 5: (6, 8)}
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_the_stated_outlier_optima_are_the_solvers(seed):
+    codes = _outliers(seed)
+    radix = np.full(codes.shape[1], 5)
+    exact, optimal = _suppress.exact(codes, 3, np.ones(codes.shape[1]), radix)
+    kept, kept_optimal = _suppress.exact(codes, 3, np.ones(codes.shape[1]), radix, min_kept=1)
+    assert optimal and kept_optimal
+    for out in (exact, kept):
+        assert (_suppress.match_counts(out, out, radix) >= 3).all()
+        assert (out[out >= 0] == codes[out >= 0]).all()
+    assert not (kept < 0).all(axis=1).any()
+    assert (int((exact < 0).sum()), int((kept < 0).sum())) == OUTLIER_OPTIMA[seed]
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_heuristic_against_the_exact_optimum(seed):
     """The exact solver's count is a lower bound of the heuristic's. On
@@ -162,13 +182,10 @@ def test_heuristic_against_the_exact_optimum(seed):
     codes = _outliers(seed)
     radix = np.full(codes.shape[1], 5)
     greedy = _suppress.greedy(codes, 3, list(range(codes.shape[1])), radix)
-    exact, optimal = _suppress.exact(codes, 3, np.ones(codes.shape[1]), radix)
-    kept, kept_optimal = _suppress.exact(codes, 3, np.ones(codes.shape[1]), radix, min_kept=1)
-    assert optimal and kept_optimal
-    for out in (greedy, exact, kept):
-        assert (_suppress.match_counts(out, out, radix) >= 3).all()
-    assert not (kept < 0).all(axis=1).any()
-    n_greedy, n_exact, n_kept = int((greedy < 0).sum()), int((exact < 0).sum()), int((kept < 0).sum())
+    assert (_suppress.match_counts(greedy, greedy, radix) >= 3).all()
+    assert not (greedy < 0).all(axis=1).any() and (greedy[greedy >= 0] == codes[greedy >= 0]).all()
+    n_exact, n_kept = OUTLIER_OPTIMA[seed]
+    n_greedy = int((greedy < 0).sum())
     assert n_exact <= n_kept <= n_greedy <= 1.10 * n_kept and n_greedy <= 1.7 * n_exact
     print(f"seed {seed}: heuristic {n_greedy}, exact {n_exact}, exact with no record blank {n_kept}")
 
@@ -252,6 +269,7 @@ def test_the_ledger_counts_the_records_left_with_one_key():
     assert entry.details["records_with_every_key_missing"] == 0
 
 
+@pytest.mark.slow
 def test_the_convention_bounds_the_optimum_by_k_minus_one_blank_records():
     """Why the exact optimum is not a fair target for the heuristic (docs/key-maskers.md): under sdcMicro's
     convention k - 1 records with every key missing make any file k-anonymous, so the optimum needs at most
