@@ -13,8 +13,10 @@ until the records below k fit its suppression limit. Both losses are
 computed here with the same measure, on the levels and suppressed records
 each chose.
 
-Install the peer with ``pip install -e ".[bench]"`` (or ``pip install
-anjana``); run: ``python benchmarks/run.py recode [--quick]``.
+Install the peer as the README's benchmark lines say (``pip install --no-deps
+anjana pycanon beartype``, or the ``bench-anjana`` extra in an environment of
+its own: its pins downgrade pandas, numpy and scipy); run:
+``python benchmarks/run.py recode [--quick]``.
 """
 
 from __future__ import annotations
@@ -133,7 +135,8 @@ def main(quick: bool = False) -> str:
             import anjana  # noqa: F401
             peer = _inner(measure(run_anjana, which, n, timeout=120 if quick else 1800))
         except ImportError:
-            peer = Measurement(None, None, failure="anjana not installed (pip install anjana)")
+            peer = Measurement(None, None,
+                               failure="anjana not installed (pip install --no-deps anjana pycanon beartype)")
         cell = lambda m, i, f="{}": f.format(m.value[i]) if m.ok else "-"  # noqa: E731
         rows.append([which, f"{n:,}", ours.time_text(), cell(ours, 1, "{:.2f} s"), peer.time_text(),
                      cell(peer, 1, "{:.2f} s"), ratio(peer, ours), cell(ours, 2), cell(peer, 2),
