@@ -641,25 +641,27 @@ def test_refine_splits_a_fine_cluster_only_along_coarse_clusters_inside_it():
 def test_clusters_joined_by_a_bridge_are_split_by_the_coarse_pass():
     """Aggregation's two pairs of clusters joined by bridges meet at saddles
     as shallow as the jitter's bumps inside one cluster, so the first pass
-    keeps each pair together (5 clusters, ARI 0.81); the wider kernel of the
+    keeps at least one pair together (with the fixed valley 0.4 both: 5
+    clusters, ARI 0.81; with the excess test one); the wider kernel of the
     coarse pass smooths the bumps away and separates the pairs. Flame at
     epsilon 0.1, one cluster in the first pass, gets its two."""
     data, truth, bounds = shape("aggregation", 100_000)
     part, _ = fit(DPDensity(epsilon=1.0, bounds=bounds), data)
-    assert part.n_clusters == 7 and part.diagnostics["refined_clusters"] == 2
+    assert part.n_clusters == 7 and part.diagnostics["refined_clusters"] >= 1
     assert part.diagnostics["rule"] == "automatic"
     assert adjusted_rand_score(truth, part.labels) > 0.95
     assert part.diagnostics["coarse_bandwidth"] == pytest.approx(4 * part.diagnostics["bandwidth"])
     data, truth, bounds = shape("flame", 100_000)
     part, _ = fit(DPDensity(epsilon=0.1, bounds=bounds), data)
-    assert part.n_clusters == 2 and adjusted_rand_score(truth, part.labels) > 0.9
-    # the two passes share false_peak: each tests its peaks at half of it
-    assert part.diagnostics["z"] == pytest.approx(_privtree.false_peak_z(part.diagnostics["leaves"], 0.05 / 2))
+    # flame's two classes, and since the smallest cluster is 0.5% its group of outliers (0.9%) when it shows
+    assert part.n_clusters in (2, 3) and adjusted_rand_score(truth, part.labels) > 0.9
+    # the two passes share false_peak: each tests its peaks at half of it, a half of that for the DP noise
+    assert part.diagnostics["z"] == pytest.approx(_privtree.false_peak_z(part.diagnostics["leaves"], 0.05 / 4))
     # above 4 columns there is no coarse pass, and the one pass has all of false_peak
     wide = pd.DataFrame(np.random.default_rng(0).normal(10, 2, (3_000, 5)), columns=list("abcde"))
     five, _ = fit(DPDensity(epsilon=1.0, bounds={c: [0, 20] for c in "abcde"}), wide)
     assert five.diagnostics["coarse_bandwidth"] is None and five.diagnostics["refined_clusters"] == 0
-    assert five.diagnostics["z"] == pytest.approx(_privtree.false_peak_z(five.diagnostics["leaves"], 0.05))
+    assert five.diagnostics["z"] == pytest.approx(_privtree.false_peak_z(five.diagnostics["leaves"], 0.05 / 2))
 
 
 def test_merge_to_joins_the_clusters_with_the_shallowest_valley_first():
