@@ -10,8 +10,8 @@ Given only ``epsilon``, public ``bounds`` and optionally ``n_clusters``:
    finer than that grid in every column, two above two columns, and at
    least three splits per column, but never finer than the kernel of step 4
    can use, see ``_privtree.finest_splits``), the public grid the tree
-   starts from (step 2) and the smallest cluster mass
-   ``min_cluster_fraction * N~``.
+   starts from (step 2), the smallest cluster mass
+   ``min_cluster_fraction * N~`` and the excess test of step 4.
 2. **PrivTree** (Zhang, Xiao & Xie, SIGMOD 2016) over the public bounds
    rescaled to the unit cube, binary midpoint splits along the columns in
    turn (fanout 2), run in every cell of a public uniform grid of
@@ -43,16 +43,36 @@ Given only ``epsilon``, public ``bounds`` and optionally ``n_clusters``:
    epsilon, so once the leaves are finer than ``h`` a larger epsilon only
    lowers the noise. The level-set tree of these
    densities on the leaf graph is built by visiting the leaves from the
-   densest down (a union-find); two components meeting at a saddle become
-   two branches only when both are significant: noisy mass at least
-   ``min_cluster_fraction * N~``, a peak above the saddle by more than ``z``
-   noise standard deviations (``z`` from the Laplace tail with a Bonferroni
-   bound over the leaves, so that noise alone makes such a peak with
-   probability at most ``false_peak``), and a real valley (the saddle below
-   ``valley`` times the peak). Clusters: the branches of largest total
-   excess of mass (HDBSCAN's rule, Campello et al. 2013). Up to 4 columns: a
-   second look at the same map with a kernel 4 times wider (the leaves
-   merged to the depth that kernel can use, valley 0.7); a fine cluster
+   densest down (a union-find); two components meeting at a saddle ``s``
+   become two branches only when both are significant (issue 26: rules from
+   ``N~``, ``b = 1 / eps_leaf`` and the map, no fixed valley):
+
+   * **mass**: noisy mass at least ``min_cluster_fraction * N~`` (0.5%);
+   * **peak**: ``f(peak) - f(s) > max(z_L sd_dp, z_N sqrt(sd_dp^2 + 2
+     sd_rec(s)^2))`` with ``sd_dp = hypot(sigma_peak, sigma_s)`` the DP
+     noise of the two smoothed densities, ``z_L`` from the Laplace tail and
+     ``z_N`` from the normal tail, each with a Bonferroni bound over the
+     leaves at half of the pass's ``false_peak``, and ``sd_rec(s)`` the
+     records' own sampling noise at the saddle (Poisson counts read from the
+     noisy counts floored at 0; without a peak both leaves sit at the
+     saddle's density);
+   * **excess**: the smoothed mass above the saddle's level, ``sum_x
+     vol_x (f_x - f(s))`` over the component's leaves, at least
+     ``max(EXCESS_FRACTION N~, z_L sqrt(2) b sqrt(leaves))`` (0.6%, and a
+     bound on its DP noise); a user-given ``valley`` adds the old rule, the
+     saddle below ``valley`` times the peak.
+
+   Clusters: the branches of largest total excess of mass (HDBSCAN's rule,
+   Campello et al. 2013), except that a node is never kept whole when its
+   children are all round at its split level (``roundness`` at most
+   ``ROUNDNESS_MAX = 1.2``: the mean squared distance of the upper level set
+   from its centroid over a ball's of the same volume, 1 for a disc; two
+   round modes are two clusters, pieces of one elongated shape are not),
+   nor when it inherits a root's place (its siblings, split off a root or
+   such a node, hold less than ``HEIR_SHARE = 2%`` of ``N~`` together). Up to 4
+   columns: a second look at the same map with a kernel 4 times wider (the
+   leaves merged to the depth that kernel can use; the mass and peak tests,
+   no excess test, and when a ``valley`` is given ``max(valley, 0.7)``); a fine cluster
    that holds two or more of these coarse clusters (each with 90% of its
    noisy mass inside it) is split along them, which separates clusters
    joined by a bridge whose valley only the wider kernel makes deep enough,
@@ -61,7 +81,7 @@ Given only ``epsilon``, public ``bounds`` and optionally ``n_clusters``:
    ``n_clusters``: when these clusters are at least that many, the two that
    meet at the highest saddle relative to the lower peak are merged, again
    and again, down to ``n_clusters``; when fewer, the ``n_clusters`` branches
-   of largest total excess of mass of the first pass's tree (its valley rule
+   of largest total excess of mass of the first pass's tree (a given valley
    relaxed to 0.55, 0.7, 0.85, then 1 until it has enough); when even
    that gives fewer (the map resolves fewer modes: small files, small
    epsilon, close clusters), the widest of those clusters are split in two,
@@ -463,8 +483,8 @@ INSIDE_SHARE = 0.9
 
 
 #: The smallest smoothed mass above the saddle that lets a branch split off, as a fraction of ``N~`` (the
-#: excess test of :func:`_excess_rule`; set on the benchmark's shape sets: 0.3% split flame and jain along the
-#: bumps of their jitter, 1% merged d31's clusters; 0.6% kept both, and the 1:100 cluster has 0.9%).
+#: excess test of :func:`_excess_rule`; set on the benchmark's shape sets at epsilon 1: 0.3% split flame and jain
+#: along the bumps of their jitter, 1% merged d31's clusters and lost a 1:100 cluster; 0.6% kept all three).
 EXCESS_FRACTION = 0.006
 #: Children of a split are taken in place of their parent when every one of them is this round at the split's
 #: level, or rounder (:func:`privclust_plugins._privtree.roundness`: 1 for a disc; the mixtures' components
