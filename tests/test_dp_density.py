@@ -827,15 +827,19 @@ def test_a_small_file_of_three_clear_clusters_is_not_one_cluster():
         assert adjusted_rand_score(truth, part.labels) > 0.5
 
 
+def _square_grid(n=64):
+    """The leaves of an n x n grid of the unit square: n and their lower and upper corners."""
+    g = (np.arange(n) + 0.5) / n
+    cx, cy = np.meshgrid(g, g, indexing="ij")
+    lo = np.column_stack([cx.ravel(), cy.ravel()]) - 0.5 / n
+    return n, lo, lo + 1.0 / n
+
+
 def test_roundness_is_one_for_a_disc_and_grows_with_elongation():
     """A disc of leaves reads about 1, a bar 4 times longer than wide about
     (1 + 16) / 8 = 2.1 (an ellipse's formula; a rectangle reads a little
     more); only the leaves above the level count."""
-    n = 64
-    g = (np.arange(n) + 0.5) / n
-    cx, cy = np.meshgrid(g, g, indexing="ij")
-    lo = np.column_stack([cx.ravel(), cy.ravel()]) - 0.5 / n
-    hi = lo + 1.0 / n
+    n, lo, hi = _square_grid()
     centre = 0.5 * (lo + hi)
     disc = (((centre - 0.5) ** 2).sum(axis=1) < 0.3 ** 2).astype(float)
     everything = np.arange(n * n)
@@ -871,11 +875,7 @@ def test_round_splits_are_taken_apart_and_elongated_ones_are_not():
     """Two discs meeting at a saddle are taken apart (both round at the
     saddle's level); a bar with a dip in the middle is not (its halves are
     bars)."""
-    n = 64
-    g = (np.arange(n) + 0.5) / n
-    cx, cy = np.meshgrid(g, g, indexing="ij")
-    lo = np.column_stack([cx.ravel(), cy.ravel()]) - 0.5 / n
-    hi = lo + 1.0 / n
+    n, lo, hi = _square_grid()
     c = 0.5 * (lo + hi)
     tree = _privtree.Tree(lo=lo, hi=hi, depth=np.full(n * n, 12), counts=np.zeros(n * n), nodes=0, truncated=False)
     pairs = _privtree.adjacency(tree)
