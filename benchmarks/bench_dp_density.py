@@ -76,6 +76,7 @@ import time
 import types
 import warnings
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -724,6 +725,11 @@ def targets(draws: int = 20, seeds: tuple[int, ...] = (1, 2, 3, 4, 5), n: int = 
     def mean(values: list[float]) -> float:
         return float(np.mean(values)) if values else float("nan")
 
+    def summary(label: Any, ceiling: list[float], auto: list[float], told: list[float], dpl: list[float]) -> list:
+        c, a, t, p = mean(ceiling), mean(auto), mean(told), mean(dpl)
+        return [label] + [f"{v:.3f}" for v in (c, a)] + [f"{a - c:+.3f}"] + [f"{v:.3f}" for v in (t, p)] + [
+            f"{t - p:+.3f}", f"{a - p:+.3f}"]
+
     # 1 and 2: the mixture family, and the same with every pair at least 3 sd apart
     for title, gap in (("2-D mixture family (5 components, sd 4, centres uniform in [20, 80]^2)", 0.0),
                        ("2-D mixtures, every pair at least 3 sd apart", 3.0)):
@@ -738,13 +744,11 @@ def targets(draws: int = 20, seeds: tuple[int, ...] = (1, 2, 3, 4, 5), n: int = 
             k_all += told
             dpl_all += dpl
             ceil_all += [ceiling] * len(seeds)
-            rows.append([draw, f"{ceiling:.3f}", f"{mean(auto):.3f}", f"{mean(auto) - ceiling:+.3f}", f"{mean(told):.3f}",
-                         f"{mean(dpl):.3f}", f"{mean(told) - mean(dpl):+.3f}", f"{mean(auto) - mean(dpl):+.3f}"])
-        rows.append(["mean", f"{mean(ceil_all):.3f}", f"{mean(auto_all):.3f}", f"{mean(auto_all) - mean(ceil_all):+.3f}",
-                     f"{mean(k_all):.3f}", f"{mean(dpl_all):.3f}", f"{mean(k_all) - mean(dpl_all):+.3f}",
-                     f"{mean(auto_all) - mean(dpl_all):+.3f}"])
-        out += [f"### {title}", "", table(["draw", "mode ceiling", "dp-density auto", "auto - ceiling", "dp-density k",
-                                           "diffprivlib KMeans (k)", "k - diffprivlib", "auto - diffprivlib"], rows), ""]
+            rows.append(summary(draw, [ceiling], auto, told, dpl))
+        rows.append(summary("mean", ceil_all, auto_all, k_all, dpl_all))
+        head = ["draw", "mode ceiling", "dp-density auto", "auto - ceiling", "dp-density k", "diffprivlib KMeans (k)",
+                "k - diffprivlib", "auto - diffprivlib"]
+        out += [f"### {title}", "", table(head, rows), ""]
 
     # 3: scikit-learn's real sets at their own sizes (epsilon 1 and 3) and drawn up to n (epsilon 1)
     rows = []
