@@ -340,7 +340,13 @@ def level_set_tree(f: np.ndarray, sigma: np.ndarray, noisy: np.ndarray, pairs: t
     saddle by more than ``z sqrt(sigma_peak^2 + sigma_s^2)`` (noise alone
     rarely does that, see :func:`false_peak_z`) and the saddle at most
     ``valley`` times its peak (a real valley, not a shoulder); otherwise the less
-    significant one is absorbed into the other at the saddle's level.
+    significant one is absorbed into the other at the saddle's level. With
+    ``sampling`` (the records' own noise in ``f``), the peak must also clear
+    ``z_sampling sqrt(sigma_peak^2 + sigma_s^2 + 2 sampling_s^2)`` (normal
+    tail; with no peak both leaves would sit at the saddle's density); with
+    ``volume``, the component's smoothed mass above the saddle, ``sum vol_x
+    (f_x - f_s)``, must be at least ``max(min_excess, z excess_noise
+    sqrt(its leaves))``.
     """
     L = f.size
     order = np.lexsort((np.arange(L), -f))
