@@ -76,6 +76,7 @@ import time
 import types
 import warnings
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -144,7 +145,140 @@ def close(gap: float, n: int, seed: int = 0) -> tuple[pd.DataFrame, np.ndarray, 
             {"x0": [0.0, 100.0], "x1": [0.0, 100.0]})
 
 
+#: The issue-26 families (``--targets``): standard deviation of every Gaussian component.
+SD = 4.0
+
+
+def mixture_draw(draw: int, n: int, seed: int = 0, d: int = 2, k: int = 5,
+                 min_gap: float = 0.0) -> tuple[pd.DataFrame, np.ndarray, dict, np.ndarray]:
+    """Draw ``draw`` of the mixture family: ``k`` components of sd 4, equal weights, centres uniform in
+    [20, 80]^d (redrawn until every pair is at least ``min_gap`` sd apart), bounds [0, 100]^d. Also returns the
+    centres (for :func:`mode_ceiling`)."""
+    g = np.random.default_rng(5000 + 100 * d + draw)
+    while True:
+        centres = g.uniform(20, 80, size=(k, d))
+        gaps = np.linalg.norm(centres[:, None] - centres[None], axis=-1) + np.eye(k) * 1e9
+        if gaps.min() >= min_gap * SD:
+            break
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, k, n)
+    cols = [f"x{j}" for j in range(d)]
+    return (pd.DataFrame(centres[y] + rng.normal(0, SD, (n, d)), columns=cols), y, {c: [0.0, 100.0] for c in cols},
+            centres)
+
+
+def _one_mode(gap_sd: float) -> bool:
+    """Whether two equal-weight Gaussians of the same spherical spread, ``gap_sd`` sd apart, have one mode: their
+    sum is unimodal exactly when the gap is at most 2 sd (on the line through the centres, which holds the modes)."""
+    return gap_sd <= 2.0
+
+
+def mode_ceiling(data: pd.DataFrame, y: np.ndarray, centres: np.ndarray) -> float:
+    """The best exact mode-finder's ARI on a draw of the mixture family: each point labelled by its nearest centre
+    (the Bayes rule: equal weights and spreads), then the components of every pair whose two-component density has
+    one mode (:func:`_one_mode`) taken as one cluster, transitively."""
+    k = centres.shape[0]
+    owner = list(range(k))
+
+    def find(a: int) -> int:
+        while owner[a] != a:
+            a = owner[a]
+        return a
+
+    for i in range(k):
+        for j in range(i + 1, k):
+            if _one_mode(float(np.linalg.norm(centres[i] - centres[j])) / SD):
+                owner[find(j)] = find(i)
+    X = data.to_numpy()
+    bayes = ((X[:, None, :] - centres[None]) ** 2).sum(axis=-1).argmin(axis=1)
+    return _ari(y, np.array([find(int(c)) for c in range(k)])[bayes])
+
+
+def exact_mode_ceiling(data: pd.DataFrame, y: np.ndarray, centres: np.ndarray, iterations: int = 5_000) -> float:
+    """The ARI of an exact mode-finder on a draw of the mixture family: each point climbs the true density (equal
+    weights, sd 4) to its mode by the mean-shift step ``x <- sum_k phi_k(x) mu_k / sum_k phi_k(x)``, which is
+    exact for this density and never descends; points whose climbs end within 0.05 of each other share a cluster.
+    Unlike :func:`mode_ceiling`, it counts the modes of the whole mixture, not of each pair."""
+    x = data.to_numpy().copy()
+    for _ in range(iterations):
+        logw = -((x[:, None, :] - centres[None]) ** 2).sum(axis=-1) / (2 * SD * SD)
+        w = np.exp(logw - logw.max(axis=1, keepdims=True))
+        new = (w @ centres) / w.sum(axis=1, keepdims=True)
+        moved = float(np.abs(new - x).max())
+        x = new
+        if moved < 1e-7:
+            break
+    modes: list[np.ndarray] = []
+    labels = np.empty(x.shape[0], dtype=np.int64)
+    for i, point in enumerate(np.round(x, 3)):
+        for j, mode in enumerate(modes):
+            if np.abs(point - mode).max() < 0.05:
+                labels[i] = j
+                break
+        else:
+            modes.append(point)
+            labels[i] = len(modes) - 1
+    return _ari(y, labels)
+
+
+def many(n: int, seed: int = 0, k: int = 50, sd: float = 1.0) -> tuple[pd.DataFrame, np.ndarray, dict]:
+    """``k`` equal Gaussian clusters of sd 1 in 2-D, centres uniform in [5, 95]^2 with every pair at least 6 sd
+    apart (drawn once, public seed), bounds [0, 100]^2."""
+    g = np.random.default_rng(50)
+    centres = np.zeros((0, 2))
+    while centres.shape[0] < k:
+        c = g.uniform(5, 95, 2)
+        if centres.shape[0] == 0 or np.linalg.norm(centres - c, axis=1).min() >= 6 * sd:
+            centres = np.vstack([centres, c])
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, k, n)
+    return (pd.DataFrame(centres[y] + rng.normal(0, sd, (n, 2)), columns=["x0", "x1"]), y,
+            {"x0": [0.0, 100.0], "x1": [0.0, 100.0]})
+
+
+def imbalance(n: int, seed: int = 0, ratio: int = 100) -> tuple[pd.DataFrame, np.ndarray, dict]:
+    """Two Gaussian clusters of sd 4 in 2-D, 8 sd apart, sizes ``ratio`` : 1 (1,000 of 101,000 at 1e5 and 1:100);
+    the small one is class 1. Bounds [0, 100]^2."""
+    rng = np.random.default_rng(seed)
+    small = max(1, round(n / (ratio + 1)))
+    y = np.r_[np.zeros(n - small, dtype=int), np.ones(small, dtype=int)]
+    centres = np.array([[34.0, 50.0], [66.0, 50.0]])
+    return (pd.DataFrame(centres[y] + rng.normal(0, SD, (n, 2)), columns=["x0", "x1"]), y,
+            {"x0": [0.0, 100.0], "x1": [0.0, 100.0]})
+
+
+def small_found(y: np.ndarray, labels: np.ndarray, cls: int = 1) -> bool:
+    """Whether class ``cls`` is found: some cluster holds at least half of it and is at least half made of it."""
+    for c in np.unique(labels):
+        mine = labels == c
+        hit = np.count_nonzero(mine & (y == cls))
+        if hit >= 0.5 * np.count_nonzero(y == cls) and hit >= 0.5 * np.count_nonzero(mine):
+            return True
+    return False
+
+
+def real_up(name: str, n: int, seed: int = 0) -> tuple[pd.DataFrame, np.ndarray, dict]:
+    """A scikit-learn set (:func:`real`) drawn up to ``n`` records with Gaussian jitter of sd 1% of the widest
+    range (as the shape sets), the same public bounds."""
+    X, y, bounds = real(name)
+    rng = np.random.default_rng(seed)
+    values = X.to_numpy()
+    span = float((values.max(axis=0) - values.min(axis=0)).max())
+    pick = rng.integers(0, len(values), n)
+    return (pd.DataFrame(values[pick] + rng.normal(0, JITTER * span, (n, values.shape[1])), columns=X.columns),
+            y[pick], bounds)
+
+
 def load(dataset: str, n: int, seed: int = 0):
+    if dataset.startswith("mixdraw-"):  # mixdraw-<draw>[-<min gap in sd>]: a draw of the mixture family
+        parts = dataset.split("-")
+        return mixture_draw(int(parts[1]), n, seed, min_gap=float(parts[2]) if len(parts) > 2 else 0.0)[:3]
+    if dataset == "many":
+        return many(n, seed)
+    if dataset == "imbalance":
+        return imbalance(n, seed)
+    if dataset.startswith("up-"):  # up-iris: a real set drawn up to n records
+        return real_up(dataset[3:], n, seed)
     if dataset.startswith("mixture"):
         return mixture(int(dataset[len("mixture-"):-1]), n, seed)
     if dataset in REAL_SETS:
@@ -584,8 +718,121 @@ def small(epsilons: tuple[float, ...] = (1.0, 3.0), seeds: tuple[int, ...] = (1,
     return report
 
 
+def _fit_labels(data: pd.DataFrame, bounds: dict, eps: float, seed: int, k: int | None) -> np.ndarray:
+    """dp-density's labels (automatic when ``k`` is None), in this process."""
+    registry = privclust.get_registry()
+    comp = registry.create("clusterers", "dp-density", epsilon=eps, bounds=bounds, n_clusters=k)
+    context = privclust.PrivacyContext(seed=seed, registry=registry)
+    with context.step(0, "bench", "dp-density"):
+        return np.asarray(comp.fit(data, context).labels)
+
+
+def _dpl_labels(data: pd.DataFrame, bounds: dict, eps: float, seed: int, k: int) -> np.ndarray:
+    """diffprivlib KMeans' labels, told ``k`` and the same bounds, in this process."""
+    KMeans = _diffprivlib_kmeans()
+    lower = np.array([bounds[c][0] for c in data.columns])
+    upper = np.array([bounds[c][1] for c in data.columns])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return KMeans(n_clusters=k, epsilon=eps, bounds=(lower, upper), random_state=seed).fit(data.to_numpy()).labels_
+
+
+#: HDBSCAN's label-free, non-private ARI on pathbased with every point assigned (issue 26).
+PATHBASED_HDBSCAN = 0.459
+
+
+def targets(draws: int = 20, seeds: tuple[int, ...] = (1, 2, 3, 4, 5), n: int = 100_000) -> str:
+    """Issue 26's targets, one table each, dp-density against diffprivlib's KMeans told k (same bounds, same
+    points, same seeds); written to ``results/dp_density-targets.md``. Each method is run in this process (no
+    timings: ARI only)."""
+    privclust.get_registry()
+    out = [f"Issue 26 targets: {draws} draws x seeds {', '.join(map(str, seeds))}, n = {n:,} unless said, "
+           "epsilon 1 unless said; means over the seeds (and the draws where said).", ""]
+
+    def mean(values: list[float]) -> float:
+        return float(np.mean(values)) if values else float("nan")
+
+    def summary(label: Any, ceiling: list[float], exact: list[float], auto: list[float], told: list[float],
+                dpl: list[float]) -> list:
+        c, e, a, t, p = mean(ceiling), mean(exact), mean(auto), mean(told), mean(dpl)
+        return [label] + [f"{v:.3f}" for v in (c, e, a)] + [f"{a - c:+.3f}"] + [f"{v:.3f}" for v in (t, p)] + [
+            f"{t - p:+.3f}", f"{a - p:+.3f}"]
+
+    # 1 and 2: the mixture family, and the same with every pair at least 3 sd apart
+    for title, gap in (("2-D mixture family (5 components, sd 4, centres uniform in [20, 80]^2)", 0.0),
+                       ("2-D mixtures, every pair at least 3 sd apart", 3.0)):
+        rows, auto_all, k_all, dpl_all, ceil_all, exact_all = [], [], [], [], [], []
+        for draw in range(draws):
+            data, y, bounds, centres = mixture_draw(draw, n, min_gap=gap)
+            ceiling = mode_ceiling(data, y, centres)
+            exact = exact_mode_ceiling(data, y, centres)
+            auto = [_ari(y, _fit_labels(data, bounds, 1.0, s, None)) for s in seeds]
+            told = [_ari(y, _fit_labels(data, bounds, 1.0, s, 5)) for s in seeds]
+            dpl = [_ari(y, _dpl_labels(data, bounds, 1.0, s, 5)) for s in seeds]
+            auto_all += auto
+            k_all += told
+            dpl_all += dpl
+            ceil_all += [ceiling] * len(seeds)
+            exact_all += [exact] * len(seeds)
+            rows.append(summary(draw, [ceiling], [exact], auto, told, dpl))
+        rows.append(summary("mean", ceil_all, exact_all, auto_all, k_all, dpl_all))
+        head = ["draw", "mode ceiling", "exact modes", "dp-density auto", "auto - ceiling", "dp-density k",
+                "diffprivlib KMeans (k)", "k - diffprivlib", "auto - diffprivlib"]
+        out += [f"### {title}", "", table(head, rows), ""]
+
+    # 3: scikit-learn's real sets at their own sizes (epsilon 1 and 3) and drawn up to n (epsilon 1)
+    rows = []
+    for name in REAL_SETS:
+        for size, eps in ((0, 1.0), (0, 3.0), (n, 1.0)):
+            data, y, bounds = real(name) if size == 0 else real_up(name, size)
+            k = true_k(y)
+            labels = [_fit_labels(data, bounds, eps, s, None) for s in seeds]
+            auto = [_ari(y, lab) for lab in labels]
+            ones = sum(int(np.unique(lab).size == 1) for lab in labels)
+            dpl = [_ari(y, _dpl_labels(data, bounds, eps, s, k)) for s in seeds]
+            rows.append([name, f"{len(y):,}", eps, f"{mean(auto):.3f}", f"{ones} of {len(seeds)}", f"{mean(dpl):.3f}",
+                         f"{mean(auto) - mean(dpl):+.3f}"])
+    out += ["### scikit-learn's labelled sets (4 columns: iris as is, the others by PCA)", "",
+            table(["data", "n", "eps", "dp-density auto", "one cluster", "diffprivlib KMeans (k)", "margin"], rows), ""]
+
+    # 4: 50 clusters; 1:100 imbalance
+    rows = []
+    data, y, bounds = many(n)
+    auto = [_ari(y, _fit_labels(data, bounds, 1.0, s, None)) for s in seeds]
+    dpl = [_ari(y, _dpl_labels(data, bounds, 1.0, s, 50)) for s in seeds]
+    rows.append(["50 clusters (sd 1, pairs >= 6 sd apart)", f"{mean(auto):.3f} (worst {min(auto):.3f})",
+                 f"{mean(dpl):.3f}", f"{mean(auto) - mean(dpl):+.3f}"])
+    data, y, bounds = imbalance(n)
+    found_auto = [small_found(y, _fit_labels(data, bounds, 1.0, s, None)) for s in seeds]
+    found_dpl = [small_found(y, _dpl_labels(data, bounds, 1.0, s, 2)) for s in seeds]
+    rows.append(["1:100 imbalance: the small cluster found", f"{sum(found_auto)} of {len(seeds)}",
+                 f"{sum(found_dpl)} of {len(seeds)}", ""])
+    out += ["### Many and unbalanced clusters", "", table(["condition", "dp-density auto", "diffprivlib KMeans (k)",
+                                                            "margin"], rows), ""]
+
+    # 5: pathbased, every point assigned (dp-density labels every record), against its own noiseless result
+    data, y, bounds = shape("pathbased", n)
+    noiseless = mean([_ari(y, _fit_labels(data, bounds, 1e4, s, None)) for s in seeds])
+    rows = []
+    for eps in (0.3, 0.5, 1.0, 2.0):
+        auto = [_ari(y, _fit_labels(data, bounds, eps, s, None)) for s in seeds]
+        dpl = [_ari(y, _dpl_labels(data, bounds, eps, s, 3)) for s in seeds]
+        rows.append([eps, f"{mean(auto):.3f} (worst {min(auto):.3f})", f"{noiseless:.3f}",
+                     f"{mean(auto) - noiseless:+.3f}", f"{mean(auto) - PATHBASED_HDBSCAN:+.3f}", f"{mean(dpl):.3f}"])
+    out += [f"### pathbased, every point assigned (noiseless: epsilon = 10^4; HDBSCAN, label-free: "
+            f"{PATHBASED_HDBSCAN})", "", table(["eps", "dp-density auto", "noiseless", "auto - noiseless",
+                                                "auto - HDBSCAN", "diffprivlib KMeans (k)"], rows)]
+    report = "\n".join(out)
+    save("dp_density-targets", report)
+    return report
+
+
 if __name__ == "__main__":
-    if "--small" in sys.argv:
+    if "--targets" in sys.argv:  # --targets [draws] [seeds] [n]: the issue's scale is 20 5 100000
+        args = [int(a) for a in sys.argv[sys.argv.index("--targets") + 1:] if a.isdigit()]
+        draws, n_seeds, size = (args + [20, 5, 100_000][len(args):])[:3]
+        targets(draws, tuple(range(1, n_seeds + 1)), size)
+    elif "--small" in sys.argv:
         print(small())
     else:
         main(quick="--quick" in sys.argv)

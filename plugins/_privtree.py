@@ -247,8 +247,8 @@ MAX_PAIRS = 1 << 22
 
 
 def box_density(lo: np.ndarray, hi: np.ndarray, depth: np.ndarray, noisy: np.ndarray, noise_scale: float,
-                h: float, max_pairs: int = MAX_PAIRS,
-                merged: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+                h: float, max_pairs: int = MAX_PAIRS, merged: np.ndarray | None = None,
+                sampling: bool = False) -> tuple[np.ndarray, ...]:
     """The density at every leaf, by a box kernel: the noisy mass in the box
     centred on the leaf with half-width ``max(h, the leaf's half-width)`` in
     every column (clipped to the unit cube), each leaf's mass taken as uniform
@@ -261,20 +261,26 @@ def box_density(lo: np.ndarray, hi: np.ndarray, depth: np.ndarray, noisy: np.nda
     ``sqrt(2) b sqrt(sum of squared weights) / volume``; a cell of
     :func:`coarsen` that sums ``merged[j]`` noisy counts carries that many
     times the variance). The overlapping pairs are visited in blocks of at
-    most about ``max_pairs``."""
+    most about ``max_pairs``. With ``sampling``, also the standard deviation
+    of the records' own sampling noise in that estimate (Poisson: each leaf's
+    count has variance its count, read as its noisy count floored at 0)."""
     L = noisy.size
     volume = np.prod(hi - lo, axis=1)
     centre = 0.5 * (lo + hi)
     half = np.maximum(h, 0.5 * (hi - lo))
     qlo, qhi = np.clip(centre - half, 0.0, 1.0), np.clip(centre + half, 0.0, 1.0)
-    num, var = np.zeros(L), np.zeros(L)
+    num, var, svar = np.zeros(L), np.zeros(L), np.zeros(L)
+    count = np.maximum(noisy, 0.0)
     for i, j in _overlapping(lo, hi, depth, h, max_pairs):
         inter = np.prod(np.clip(np.minimum(qhi[i], hi[j]) - np.maximum(qlo[i], lo[j]), 0.0, None), axis=1)
         weight = inter / volume[j]
         np.add.at(num, i, weight * noisy[j])
         np.add.at(var, i, weight * weight * (1.0 if merged is None else merged[j]))
+        if sampling:
+            np.add.at(svar, i, weight * weight * count[j])
     qvol = np.prod(qhi - qlo, axis=1)
-    return num / qvol, math.sqrt(2.0) * noise_scale * np.sqrt(var) / qvol
+    out = num / qvol, math.sqrt(2.0) * noise_scale * np.sqrt(var) / qvol
+    return (*out, np.sqrt(svar) / qvol) if sampling else out
 
 
 def _overlapping(lo: np.ndarray, hi: np.ndarray, depth: np.ndarray, h: float,
@@ -321,7 +327,9 @@ class LevelTree:
 
 
 def level_set_tree(f: np.ndarray, sigma: np.ndarray, noisy: np.ndarray, pairs: tuple[np.ndarray, np.ndarray], *,
-                   z: float, min_mass: float, valley: float = 1.0) -> LevelTree:
+                   z: float, min_mass: float, valley: float = 1.0, volume: np.ndarray | None = None,
+                   min_excess: float = 0.0, excess_noise: float = 0.0, sampling: np.ndarray | None = None,
+                   z_sampling: float = 0.0) -> LevelTree:
     """The level-set tree of the leaf densities ``f`` on the leaf graph.
 
     Leaves are visited by decreasing density (ties: leaf order) with a
@@ -332,7 +340,13 @@ def level_set_tree(f: np.ndarray, sigma: np.ndarray, noisy: np.ndarray, pairs: t
     saddle by more than ``z sqrt(sigma_peak^2 + sigma_s^2)`` (noise alone
     rarely does that, see :func:`false_peak_z`) and the saddle at most
     ``valley`` times its peak (a real valley, not a shoulder); otherwise the less
-    significant one is absorbed into the other at the saddle's level.
+    significant one is absorbed into the other at the saddle's level. With
+    ``sampling`` (the records' own noise in ``f``), the peak must also clear
+    ``z_sampling sqrt(sigma_peak^2 + sigma_s^2 + 2 sampling_s^2)`` (normal
+    tail; with no peak both leaves would sit at the saddle's density); with
+    ``volume``, the component's smoothed mass above the saddle, ``sum vol_x
+    (f_x - f_s)``, must be at least ``max(min_excess, z excess_noise
+    sqrt(its leaves))``.
     """
     L = f.size
     order = np.lexsort((np.arange(L), -f))
@@ -343,6 +357,11 @@ def level_set_tree(f: np.ndarray, sigma: np.ndarray, noisy: np.ndarray, pairs: t
     comp_node = np.full(L, -1, dtype=np.int64)
     comp_mass = np.zeros(L)
     comp_peak = np.arange(L)
+    vol = np.zeros(L) if volume is None else np.asarray(volume, dtype=float)
+    fvol = f * vol
+    comp_vol = np.zeros(L)  # the volume of a component's leaves and the integral of f over them
+    comp_fvol = np.zeros(L)
+    comp_n = np.zeros(L)  # its number of leaves
     A: list[float] = []
     M: list[float] = []
     parent: list[int] = []
@@ -370,8 +389,17 @@ def level_set_tree(f: np.ndarray, sigma: np.ndarray, noisy: np.ndarray, pairs: t
 
     def significant(r: int, v: int) -> bool:
         pk = comp_peak[r]
-        return bool(comp_mass[r] >= min_mass and f[pk] - f[v] > z * math.hypot(sigma[pk], sigma[v])
-                    and f[v] <= valley * f[pk])
+        dp = math.hypot(sigma[pk], sigma[v])
+        gap = z * dp
+        if sampling is not None:  # both noises together, read as normal (the DP part alone keeps its Laplace z);
+            # the records' noise as it would be with no peak: both leaves at the saddle's density
+            gap = max(gap, z_sampling * math.hypot(dp, math.sqrt(2.0) * sampling[v]))
+        if not (comp_mass[r] >= min_mass and f[pk] - f[v] > gap and f[v] <= valley * f[pk]):
+            return False
+        if volume is None:
+            return True
+        excess = comp_fvol[r] - f[v] * comp_vol[r]  # the smoothed mass above the saddle's level
+        return bool(excess >= max(min_excess, z * excess_noise * math.sqrt(comp_n[r])))
 
     for v in order:
         v = int(v)
@@ -398,6 +426,9 @@ def level_set_tree(f: np.ndarray, sigma: np.ndarray, noisy: np.ndarray, pairs: t
                     uf[r] = g
                     comp_node[g] = node
                     comp_mass[g] += comp_mass[r]
+                    comp_vol[g] += comp_vol[r]
+                    comp_fvol[g] += comp_fvol[r]
+                    comp_n[g] += comp_n[r]
                     continue
                 # the less significant component is absorbed (ties: the lighter one)
                 if sig_g != sig_r:
@@ -414,9 +445,15 @@ def level_set_tree(f: np.ndarray, sigma: np.ndarray, noisy: np.ndarray, pairs: t
                 kids[q] = []
                 uf[small] = big
                 comp_mass[big] += comp_mass[small]
+                comp_vol[big] += comp_vol[small]
+                comp_fvol[big] += comp_fvol[small]
+                comp_n[big] += comp_n[small]
                 g = big
         uf[v] = g
         comp_mass[g] += m[v]
+        comp_vol[g] += vol[v]
+        comp_fvol[g] += fvol[v]
+        comp_n[g] += 1
         node = comp_node[g]
         A[node] += m[v] * fv
         M[node] += m[v]
@@ -467,7 +504,78 @@ def n_branches(tree: LevelTree) -> int:
     return int(np.count_nonzero(alive & ~has_child))
 
 
-def select_clusters(tree: LevelTree, n_clusters: int | None) -> np.ndarray:
+def _leaf_nodes_below(tree: LevelTree) -> list[np.ndarray]:
+    """For every node, the leaves of the partition that lie in it (its own and its live descendants')."""
+    K = tree.parent.size
+    ancestors = [[] for _ in range(K)]  # type: list[list[int]]
+    for c in tree.order[::-1]:  # parents first
+        c = int(c)
+        p = int(tree.parent[c])
+        ancestors[c] = ([c] + ancestors[p]) if p >= 0 else [c]
+    rows: list[list[int]] = [[] for _ in range(K)]
+    for leaf, node in enumerate(tree.leaf_node):
+        for a in ancestors[int(node)]:
+            rows[a].append(leaf)
+    return [np.asarray(r, dtype=np.int64) for r in rows]
+
+
+def roundness(f: np.ndarray, lo: np.ndarray, hi: np.ndarray, leaves: np.ndarray, level: float) -> float:
+    """How far the part of ``leaves`` above density ``level`` (the upper level set, each leaf's box uniform) is
+    from a ball: its mean squared distance from its centroid over that of a ball of the same volume,
+    ``d / (d + 2) r^2`` with ``c_d r^d`` the volume (1 for a ball, ``(1 + a^2) / (2 a)`` for a disc stretched
+    ``a`` times; larger for a crescent or a ring). Infinite when no leaf is above ``level``."""
+    up = leaves[f[leaves] > level]
+    if up.size == 0:
+        return math.inf
+    width = hi[up] - lo[up]
+    vol = np.prod(width, axis=1)
+    total = float(vol.sum())
+    centre = 0.5 * (lo[up] + hi[up])
+    mean = (centre * vol[:, None]).sum(axis=0) / total
+    second = float((vol * (((centre - mean) ** 2).sum(axis=1) + (width ** 2).sum(axis=1) / 12.0)).sum()) / total
+    d = lo.shape[1]
+    ball = math.pi ** (d / 2.0) / math.gamma(d / 2.0 + 1.0)
+    radius2 = (total / ball) ** (2.0 / d)
+    return second / (d / (d + 2.0) * radius2)
+
+
+def round_splits(tree: LevelTree, f: np.ndarray, lo: np.ndarray, hi: np.ndarray, max_roundness: float) -> np.ndarray:
+    """The nodes whose children are all round blobs at the node's split level (:func:`roundness` at most
+    ``max_roundness``): two or more compact modes, as the components of a Gaussian mixture, not pieces of one
+    elongated shape."""
+    K = tree.parent.size
+    below = _leaf_nodes_below(tree)
+    kids: list[list[int]] = [[] for _ in range(K)]
+    for c in range(K):
+        if tree.alive[c] and tree.parent[c] >= 0:
+            kids[int(tree.parent[c])].append(c)
+    out = np.zeros(K, dtype=bool)
+    for c in range(K):
+        if len(kids[c]) >= 2 and math.isfinite(tree.split[c]):
+            out[c] = all(roundness(f, lo, hi, below[k], float(tree.split[c])) <= max_roundness for k in kids[c])
+    return out
+
+
+def heirs(tree: LevelTree, small: float) -> np.ndarray:
+    """The live nodes that stand in for a root: a child of a root (or of such a node) whose live siblings hold
+    less than ``small`` noisy mass together. Splitting a small group off a shape does not make the rest of the
+    shape a candidate cluster that :func:`select_clusters` could keep whole, as the root it was before the small
+    group counted."""
+    K = tree.parent.size
+    kids: list[list[int]] = [[] for _ in range(K)]
+    for c in range(K):
+        if tree.alive[c] and tree.parent[c] >= 0:
+            kids[int(tree.parent[c])].append(c)
+    out = np.zeros(K, dtype=bool)
+    for c in tree.order[::-1]:  # parents first
+        c = int(c)
+        p = int(tree.parent[c])
+        if p >= 0 and (tree.parent[p] < 0 or out[p]):
+            out[c] = sum(float(tree.mass[k]) for k in kids[p] if k != c) < small
+    return out
+
+
+def select_clusters(tree: LevelTree, n_clusters: int | None, split: np.ndarray | None = None) -> np.ndarray:
     """The nodes chosen as clusters. Automatic: excess of mass (HDBSCAN's
     rule: a node is kept when its stability is at least that of the best
     selection below it; a root is never kept unless it has no children).
@@ -484,10 +592,12 @@ def select_clusters(tree: LevelTree, n_clusters: int | None) -> np.ndarray:
         return _best_k(tree, children, roots, n_clusters)
     best = np.zeros(K)
     selected = np.zeros(K, dtype=bool)
+    forced = np.zeros(K, dtype=bool)  # a node in ``split``, or above one: never a cluster itself
     for c in tree.order:  # children before parents
         c = int(c)
         below = sum(best[k] for k in children[c])
-        if not children[c] or (tree.parent[c] >= 0 and tree.stability[c] >= below):
+        forced[c] = bool(split is not None and split[c]) or any(forced[k] for k in children[c])
+        if not children[c] or (tree.parent[c] >= 0 and tree.stability[c] >= below and not forced[c]):
             best[c] = tree.stability[c] if tree.parent[c] >= 0 else below
             selected[c] = True
         else:
@@ -550,6 +660,15 @@ def false_peak_z(n_leaves: int, false_peak: float) -> float:
     ``false_peak / n_leaves``: ``P(|Lap(b)| > z sqrt(2) b) = exp(-sqrt(2) z)``
     (a Bonferroni bound over the leaves)."""
     return math.log(max(n_leaves, 1) / false_peak) / math.sqrt(2.0)
+
+
+def gaussian_z(n_leaves: int, false_peak: float) -> float:
+    """``z`` such that a normal variable exceeds ``z`` standard deviations with probability at most
+    ``false_peak / n_leaves`` (the records' sampling noise, Poisson counts read as normal; Bonferroni over the
+    leaves as :func:`false_peak_z`)."""
+    from scipy.special import ndtri
+
+    return float(ndtri(1.0 - false_peak / max(n_leaves, 1)))
 
 
 def _csr(pairs: tuple[np.ndarray, np.ndarray], L: int) -> tuple[np.ndarray, np.ndarray]:

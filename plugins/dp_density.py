@@ -10,8 +10,8 @@ Given only ``epsilon``, public ``bounds`` and optionally ``n_clusters``:
    finer than that grid in every column, two above two columns, and at
    least three splits per column, but never finer than the kernel of step 4
    can use, see ``_privtree.finest_splits``), the public grid the tree
-   starts from (step 2) and the smallest cluster mass
-   ``min_cluster_fraction * N~``.
+   starts from (step 2), the smallest cluster mass
+   ``min_cluster_fraction * N~`` and the excess test of step 4.
 2. **PrivTree** (Zhang, Xiao & Xie, SIGMOD 2016) over the public bounds
    rescaled to the unit cube, binary midpoint splits along the columns in
    turn (fanout 2), run in every cell of a public uniform grid of
@@ -43,16 +43,36 @@ Given only ``epsilon``, public ``bounds`` and optionally ``n_clusters``:
    epsilon, so once the leaves are finer than ``h`` a larger epsilon only
    lowers the noise. The level-set tree of these
    densities on the leaf graph is built by visiting the leaves from the
-   densest down (a union-find); two components meeting at a saddle become
-   two branches only when both are significant: noisy mass at least
-   ``min_cluster_fraction * N~``, a peak above the saddle by more than ``z``
-   noise standard deviations (``z`` from the Laplace tail with a Bonferroni
-   bound over the leaves, so that noise alone makes such a peak with
-   probability at most ``false_peak``), and a real valley (the saddle below
-   ``valley`` times the peak). Clusters: the branches of largest total
-   excess of mass (HDBSCAN's rule, Campello et al. 2013). Up to 4 columns: a
-   second look at the same map with a kernel 4 times wider (the leaves
-   merged to the depth that kernel can use, valley 0.7); a fine cluster
+   densest down (a union-find); two components meeting at a saddle ``s``
+   become two branches only when both are significant (issue 26: rules from
+   ``N~``, ``b = 1 / eps_leaf`` and the map, no fixed valley):
+
+   * **mass**: noisy mass at least ``min_cluster_fraction * N~`` (0.5%);
+   * **peak**: ``f(peak) - f(s) > max(z_L sd_dp, z_N sqrt(sd_dp^2 + 2
+     sd_rec(s)^2))`` with ``sd_dp = hypot(sigma_peak, sigma_s)`` the DP
+     noise of the two smoothed densities, ``z_L`` from the Laplace tail and
+     ``z_N`` from the normal tail, each with a Bonferroni bound over the
+     leaves at half of the pass's ``false_peak``, and ``sd_rec(s)`` the
+     records' own sampling noise at the saddle (Poisson counts read from the
+     noisy counts floored at 0; without a peak both leaves sit at the
+     saddle's density);
+   * **excess**: the smoothed mass above the saddle's level, ``sum_x
+     vol_x (f_x - f(s))`` over the component's leaves, at least
+     ``max(EXCESS_FRACTION N~, z_L sqrt(2) b sqrt(leaves))`` (0.6%, and a
+     bound on its DP noise); a user-given ``valley`` adds the old rule, the
+     saddle below ``valley`` times the peak.
+
+   Clusters: the branches of largest total excess of mass (HDBSCAN's rule,
+   Campello et al. 2013), except that a node is never kept whole when its
+   children are all round at its split level (``roundness`` at most
+   ``ROUNDNESS_MAX = 1.2``: the mean squared distance of the upper level set
+   from its centroid over a ball's of the same volume, 1 for a disc; two
+   round modes are two clusters, pieces of one elongated shape are not),
+   nor when it inherits a root's place (its siblings, split off a root or
+   such a node, hold less than ``HEIR_SHARE = 2%`` of ``N~`` together). Up to 4
+   columns: a second look at the same map with a kernel 4 times wider (the
+   leaves merged to the depth that kernel can use; the mass and peak tests,
+   no excess test, and when a ``valley`` is given ``max(valley, 0.7)``); a fine cluster
    that holds two or more of these coarse clusters (each with 90% of its
    noisy mass inside it) is split along them, which separates clusters
    joined by a bridge whose valley only the wider kernel makes deep enough,
@@ -61,7 +81,7 @@ Given only ``epsilon``, public ``bounds`` and optionally ``n_clusters``:
    ``n_clusters``: when these clusters are at least that many, the two that
    meet at the highest saddle relative to the lower peak are merged, again
    and again, down to ``n_clusters``; when fewer, the ``n_clusters`` branches
-   of largest total excess of mass of the first pass's tree (its valley rule
+   of largest total excess of mass of the first pass's tree (a given valley
    relaxed to 0.55, 0.7, 0.85, then 1 until it has enough); when even
    that gives fewer (the map resolves fewer modes: small files, small
    epsilon, close clusters), the widest of those clusters are split in two,
@@ -175,7 +195,7 @@ class DPDensity:
         "epsilon_count": "privacy", "epsilon_tree": "privacy", "epsilon_leaves": "privacy",
         "privtree_lambda": "noise-scale", "privtree_delta": "plain", "peak_z": "plain", "min_mass": "plain",
         "bandwidth": "plain", "coarse_bandwidth": "plain", "epsilon_basis": "privacy", "basis_dimensions": "plain"}
-    privacy_relation: ClassVar[str] = "add/remove"
+    privacy_relation: ClassVar[privclust.Relation] = privclust.Relation.ADD_REMOVE
     #: its DP entries cover the noisy count, the PrivTree partition and the leaf counts; each record's label is a
     #: function of that record's own raw values and the DP map (joint DP only): not a differentially private
     #: output, so they cover none of its release
@@ -193,11 +213,12 @@ class DPDensity:
     theta: float = param(float, role="plain", default=0.0, ge=0, doc="PrivTree's split threshold theta (records)")
     false_peak: float = param(float, role="plain", default=0.05, gt=0, lt=1,
                               doc="probability that noise alone makes a density peak a cluster (Bonferroni bound)")
-    min_cluster_fraction: float = param(float, role="plain", default=0.02, gt=0, lt=1,
+    min_cluster_fraction: float = param(float, role="plain", default=0.005, gt=0, lt=1,
                                         doc="smallest cluster, as a fraction of the noisy number of records")
-    valley: float = param(float, role="plain", default=0.4, gt=0, le=1,
-                          doc="a density peak splits off only where the density between it and the rest falls "
-                              "below this fraction of its peak")
+    valley: float | None = param(float, role="plain", default=None, gt=0, le=1,
+                                 doc="absent (the default): a peak splits off when the mass above the saddle "
+                                     "clears the noise and EXCESS_FRACTION; given: also only where the density "
+                                     "between it and the rest falls below this fraction of its peak")
     max_nodes: int = param(int, default=1 << 20, ge=16, le=1 << 24,
                            doc="largest number of tree nodes examined (a public cap on time and memory)")
     noise: Any = nested("noise_mechanisms", default="laplace",
@@ -480,17 +501,41 @@ COARSE_VALLEY = 0.7
 INSIDE_SHARE = 0.9
 
 
+#: The smallest smoothed mass above the saddle that lets a branch split off, as a fraction of ``N~`` (the
+#: excess test of :func:`_excess_rule`; set on the benchmark's shape sets at epsilon 1: 0.3% split flame and jain
+#: along the bumps of their jitter, 1% merged d31's clusters and lost a 1:100 cluster; 0.6% kept all three).
+EXCESS_FRACTION = 0.006
+#: Children of a split are taken in place of their parent when every one of them is this round at the split's
+#: level, or rounder (:func:`privclust_plugins._privtree.roundness`: 1 for a disc; the mixtures' components
+#: measured 1.01 to 1.05, the pieces of flame, jain and pathbased 1.13 to 4.5).
+ROUNDNESS_MAX = 1.2
+#: Small groups split off a shape (together below this share of ``N~``, the smallest cluster of the fixed rules
+#: before issue 26) leave the rest of the shape a root (:func:`privclust_plugins._privtree.heirs`): flame's
+#: outlier group (0.9%) made flame's two classes one node that excess of mass kept whole (ARI 0.01 at epsilon 0.5).
+HEIR_SHARE = 0.02
+
+
+def _excess_rule(lo: np.ndarray, hi: np.ndarray, n_est: float, b: float) -> dict[str, Any]:
+    """The keyword arguments of :func:`privclust_plugins._privtree.level_set_tree` for the excess test: a branch
+    is significant only when its smoothed mass above the saddle's level is at least ``EXCESS_FRACTION N~`` and
+    ``z`` times a bound on that figure's noise, ``sqrt(2) b`` per leaf of the branch (public: the released map)."""
+    return {"volume": np.prod(hi - lo, axis=1), "min_excess": EXCESS_FRACTION * n_est,
+            "excess_noise": math.sqrt(2.0) * b}
+
+
 def _map_levels(lo: np.ndarray, hi: np.ndarray, depth: np.ndarray, noisy: np.ndarray, b: float, h: float, *,
-                false_peak: float, min_mass: float, valley: float,
-                merged: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, float, tuple, Any]:
+                false_peak: float, min_mass: float, valley: float, excess: dict[str, Any] | None = None,
+                merged: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, float, tuple, Any, dict]:
     """The kernel densities at half-width ``h``, the peak threshold ``z``, the
     leaf graph and the level-set tree of one partition."""
     tree = _privtree.Tree(lo=lo, hi=hi, depth=depth, counts=noisy, nodes=0, truncated=False)
     pairs = _privtree.adjacency(tree)
-    f, sigma = _privtree.box_density(lo, hi, depth, noisy, b, h, merged=merged)
-    z = _privtree.false_peak_z(noisy.size, false_peak)
-    level = _privtree.level_set_tree(f, sigma, noisy, pairs, z=z, min_mass=min_mass, valley=valley)
-    return f, sigma, z, pairs, level
+    f, sigma, sampling = _privtree.box_density(lo, hi, depth, noisy, b, h, merged=merged, sampling=True)
+    # the two noises share false_peak: half to the DP noise (Laplace tail), half to the records' sampling noise
+    z = _privtree.false_peak_z(noisy.size, false_peak / 2.0)
+    rules = dict(excess or {}, sampling=sampling, z_sampling=_privtree.gaussian_z(noisy.size, false_peak / 2.0))
+    level = _privtree.level_set_tree(f, sigma, noisy, pairs, z=z, min_mass=min_mass, valley=valley, **rules)
+    return f, sigma, z, pairs, level, rules
 
 
 def _branch_of_leaf(level: Any, chosen: np.ndarray) -> np.ndarray:
@@ -550,11 +595,13 @@ def _refine(fine: np.ndarray, coarse: np.ndarray, w: np.ndarray, centres: np.nda
     return out, origin
 
 
-def _labels_of(level: Any, n_clusters: int | None, centres: np.ndarray) -> tuple[np.ndarray, list, np.ndarray]:
+def _labels_of(level: Any, n_clusters: int | None, centres: np.ndarray,
+               split: np.ndarray | None = None) -> tuple[np.ndarray, list, np.ndarray]:
     """The clusters chosen in a level-set tree as leaf labels (leaves below
     every cluster take the nearest cluster leaf), their stabilities, and which
-    leaves lie in a chosen branch."""
-    chosen = _privtree.select_clusters(level, n_clusters)
+    leaves lie in a chosen branch (``split``: the nodes never chosen whole,
+    :func:`privclust_plugins._privtree.select_clusters`)."""
+    chosen = _privtree.select_clusters(level, n_clusters, split)
     labels = _branch_of_leaf(level, chosen)
     core = labels >= 0
     if not core.any():
@@ -694,7 +741,7 @@ def split_to(labels: np.ndarray, centres: np.ndarray, w: np.ndarray, k: int) -> 
 
 def cluster_map(lo: np.ndarray, hi: np.ndarray, depth: np.ndarray, noisy: np.ndarray, *, n_est: float,
                 eps_leaf: float, false_peak: float, min_fraction: float, n_clusters: int | None,
-                valley: float = 0.4) -> dict[str, Any]:
+                valley: float | None = None) -> dict[str, Any]:
     """Clusters of the released leaves (post-processing of the DP map only):
     smoothed densities, significant peaks, a cluster id for every leaf, and
     the centres (noisy-mass-weighted leaf centres) in unit coordinates.
@@ -718,20 +765,23 @@ def cluster_map(lo: np.ndarray, hi: np.ndarray, depth: np.ndarray, noisy: np.nda
     # each pass gets half of false_peak, so that noise alone makes a cluster with probability at most false_peak
     # (the n_clusters rules below reuse the first pass's densities and z: the same tests, no new ones)
     fp = false_peak / 2.0 if two_passes else false_peak
-    f, sigma, z, pairs, level = _map_levels(lo, hi, depth, noisy, b, h, false_peak=fp, min_mass=min_mass,
-                                            valley=valley)
+    excess = _excess_rule(lo, hi, n_est, b)
+    valley = 1.0 if valley is None else valley  # 1: no ratio rule, the excess test alone
+    f, sigma, z, pairs, level, rules = _map_levels(lo, hi, depth, noisy, b, h, false_peak=fp, min_mass=min_mass,
+                                                   valley=valley, excess=excess)
     centres_leaf = 0.5 * (lo + hi)
     w = np.maximum(noisy, 0.0)
-    leaf_labels, stability, core = _labels_of(level, None, centres_leaf)
+    split = _privtree.round_splits(level, f, lo, hi, ROUNDNESS_MAX) | _privtree.heirs(level, HEIR_SHARE * n_est)
+    leaf_labels, stability, core = _labels_of(level, None, centres_leaf, split)
     hc = COARSE_FACTOR * h
     refined = 0
     if two_passes:
         cut = _privtree.finest_splits(hc, d) * d
         clo, chi, cdepth, group, merged = _privtree.coarsen(lo, hi, depth, cut)
         cnoisy = np.bincount(group, weights=noisy, minlength=clo.shape[0])
-        *_, clevel = _map_levels(clo, chi, cdepth, cnoisy, b, hc, false_peak=fp, min_mass=min_mass,
+        *_, clevel, _ = _map_levels(clo, chi, cdepth, cnoisy, b, hc, false_peak=fp, min_mass=min_mass,
                                  valley=max(valley, COARSE_VALLEY), merged=merged)
-        cchosen = _privtree.select_clusters(clevel, None)
+        cchosen = _privtree.select_clusters(clevel, None, _privtree.heirs(clevel, HEIR_SHARE * n_est))
         leaf_labels, origin = _refine(leaf_labels, _branch_of_leaf(clevel, cchosen)[group], w, centres_leaf)
         refined = len(origin) - len(stability)
         stability += [float(clevel.stability[cchosen[c]]) for c in origin[len(stability):]]
@@ -741,11 +791,12 @@ def cluster_map(lo: np.ndarray, hi: np.ndarray, depth: np.ndarray, noisy: np.nda
         rule = "automatic clusters merged to n_clusters"
     elif n_clusters is not None:  # fewer automatic clusters than asked for: smaller ones count, shallower valleys
         min_mass = min(min_mass, 0.25 * n_est / n_clusters)
-        level = _privtree.level_set_tree(f, sigma, noisy, pairs, z=z, min_mass=min_mass, valley=valley)
+        level = _privtree.level_set_tree(f, sigma, noisy, pairs, z=z, min_mass=min_mass, valley=valley, **rules)
         for relaxed in (0.55, 0.7, 0.85, 1.0):
             if relaxed <= valley or _privtree.n_branches(level) >= n_clusters:
                 continue
-            level = _privtree.level_set_tree(f, sigma, noisy, pairs, z=z, min_mass=min_mass, valley=relaxed)
+            level = _privtree.level_set_tree(f, sigma, noisy, pairs, z=z, min_mass=min_mass, valley=relaxed,
+                                             **rules)
             valley = relaxed
         leaf_labels, stability, core = _labels_of(level, n_clusters, centres_leaf)
         refined = 0

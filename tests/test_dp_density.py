@@ -641,26 +641,28 @@ def test_refine_splits_a_fine_cluster_only_along_coarse_clusters_inside_it():
 def test_clusters_joined_by_a_bridge_are_split_by_the_coarse_pass():
     """Aggregation's two pairs of clusters joined by bridges meet at saddles
     as shallow as the jitter's bumps inside one cluster, so the first pass
-    keeps each pair together (5 clusters, ARI 0.81); the wider kernel of the
+    keeps at least one pair together (with the fixed valley 0.4 both: 5
+    clusters, ARI 0.81; with the excess test one); the wider kernel of the
     coarse pass smooths the bumps away and separates the pairs. Flame at
     epsilon 0.1, one cluster in the first pass, gets its two."""
     data, truth, bounds = shape("aggregation", 100_000)
     part, _ = fit(DPDensity(epsilon=1.0, bounds=bounds), data)
-    assert part.n_clusters == 7 and part.diagnostics["refined_clusters"] == 2
+    assert part.n_clusters == 7 and part.diagnostics["refined_clusters"] >= 1
     assert part.diagnostics["rule"] == "automatic"
     assert adjusted_rand_score(truth, part.labels) > 0.95
     assert part.diagnostics["coarse_bandwidth"] == pytest.approx(4 * part.diagnostics["bandwidth"])
     data, truth, bounds = shape("flame", 100_000)
     part, _ = fit(DPDensity(epsilon=0.1, bounds=bounds), data)
-    assert part.n_clusters == 2 and adjusted_rand_score(truth, part.labels) > 0.9
-    # the two passes share false_peak: each tests its peaks at half of it
-    assert part.diagnostics["z"] == pytest.approx(_privtree.false_peak_z(part.diagnostics["leaves"], 0.05 / 2))
+    # flame's two classes, and since the smallest cluster is 0.5% its group of outliers (0.9%) when it shows
+    assert part.n_clusters in (2, 3) and adjusted_rand_score(truth, part.labels) > 0.9
+    # the two passes share false_peak: each tests its peaks at half of it, a half of that for the DP noise
+    assert part.diagnostics["z"] == pytest.approx(_privtree.false_peak_z(part.diagnostics["leaves"], 0.05 / 4))
     # above 4 columns (the tree in the full space: project_above = 5) there is no coarse pass, and the one pass
     # has all of false_peak
     wide = pd.DataFrame(np.random.default_rng(0).normal(10, 2, (3_000, 5)), columns=list("abcde"))
     five, _ = fit(DPDensity(epsilon=1.0, bounds={c: [0, 20] for c in "abcde"}, project_above=5), wide)
     assert five.diagnostics["coarse_bandwidth"] is None and five.diagnostics["refined_clusters"] == 0
-    assert five.diagnostics["z"] == pytest.approx(_privtree.false_peak_z(five.diagnostics["leaves"], 0.05))
+    assert five.diagnostics["z"] == pytest.approx(_privtree.false_peak_z(five.diagnostics["leaves"], 0.05 / 2))
 
 
 def test_merge_to_joins_the_clusters_with_the_shallowest_valley_first():
@@ -779,3 +781,109 @@ def test_weighted_kmeans_is_deterministic_and_weighted():
     assert labels[0] == labels[1] != labels[2] == labels[3]
     assert np.array_equal(labels, weighted_kmeans(centres, np.array([5.0, 5.0, 5.0, 5.0, 0.0]), 2))
     assert weighted_kmeans(centres, np.zeros(5), 9).max() <= 4  # no more clusters than leaves; no mass: equal weights
+
+
+# ---------------------------------------------------------------------------
+# issue 26: the automatic rules that adapt
+# ---------------------------------------------------------------------------
+
+def _gaussians(centres, sizes, sd, seed=0):
+    rng = np.random.default_rng(seed)
+    truth = np.repeat(np.arange(len(sizes)), sizes)
+    values = np.asarray(centres, dtype=float)[truth] + rng.normal(0, sd, (truth.size, 2))
+    return pd.DataFrame(values, columns=["x", "y"]), truth
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_two_round_modes_three_sd_apart_are_kept_apart(seed):
+    """Two equal Gaussians 3 sd apart have two modes (saddle at 0.64 of the
+    peak, 0.7 and more through the kernel): the fixed valley 0.4 merged them
+    into one cluster; the round-split rule keeps them apart at every seed."""
+    data, truth = _gaussians([[10.0 - 3.0, 10.0], [10.0 + 3.0, 10.0]], [50_000, 50_000], 2.0)
+    part, _ = fit(DPDensity(epsilon=1.0, bounds=BOUNDS), data, seed=seed)
+    assert part.n_clusters == 2
+    assert adjusted_rand_score(truth, part.labels) > 0.72  # the Bayes rule scores (2 Phi(1.5) - 1)^2 = 0.75
+
+
+def test_a_cluster_of_one_in_a_hundred_is_found():
+    """1,000 records beside 100,000 (8 sd apart): below the fixed smallest
+    cluster of 2%, found with the smallest cluster of 0.5% and the excess test."""
+    data, truth = _gaussians([[5.0, 10.0], [15.0, 10.0]], [100_000, 1_000], 1.25)
+    for seed in (1, 2):
+        part, _ = fit(DPDensity(epsilon=1.0, bounds=BOUNDS), data, seed=seed)
+        assert part.n_clusters == 2
+        small = part.labels[truth == 1]
+        assert np.mean(small == np.bincount(small).argmax()) > 0.95
+        assert adjusted_rand_score(truth, part.labels) > 0.95
+
+
+def test_a_small_file_of_three_clear_clusters_is_not_one_cluster():
+    """300 records in 3 clusters 10 sd apart, epsilon 3: the sampling-noise
+    test reads the peak against the saddle's own noise (under no peak both
+    sit at the saddle's density), so a few dozen records a cluster clear it."""
+    data, truth = _gaussians([[4.0, 4.0], [16.0, 4.0], [10.0, 15.0]], [100, 100, 100], 1.0)
+    for seed in (1, 2, 3):
+        part, _ = fit(DPDensity(epsilon=3.0, bounds=BOUNDS), data, seed=seed)
+        assert part.n_clusters >= 2, seed
+        assert adjusted_rand_score(truth, part.labels) > 0.5
+
+
+def _square_grid(n=64):
+    """The leaves of an n x n grid of the unit square: n and their lower and upper corners."""
+    g = (np.arange(n) + 0.5) / n
+    cx, cy = np.meshgrid(g, g, indexing="ij")
+    lo = np.column_stack([cx.ravel(), cy.ravel()]) - 0.5 / n
+    return n, lo, lo + 1.0 / n
+
+
+def test_roundness_is_one_for_a_disc_and_grows_with_elongation():
+    """A disc of leaves reads about 1, a bar 4 times longer than wide about
+    (1 + 16) / 8 = 2.1 (an ellipse's formula; a rectangle reads a little
+    more); only the leaves above the level count."""
+    n, lo, hi = _square_grid()
+    centre = 0.5 * (lo + hi)
+    disc = (((centre - 0.5) ** 2).sum(axis=1) < 0.3 ** 2).astype(float)
+    everything = np.arange(n * n)
+    assert _privtree.roundness(disc, lo, hi, everything, 0.5) == pytest.approx(1.0, abs=0.02)
+    bar = ((np.abs(centre[:, 0] - 0.5) < 0.4) & (np.abs(centre[:, 1] - 0.5) < 0.1)).astype(float)
+    assert _privtree.roundness(bar, lo, hi, everything, 0.5) == pytest.approx(2.36, abs=0.05)
+    assert _privtree.roundness(bar, lo, hi, everything, 2.0) == math.inf
+
+
+def _tree_of_three():
+    """A level-set tree on a line of leaves with three peaks: a small one
+    (leaf 0, mass 10) apart from a large shape of two peaks (leaves 2-6)."""
+    f = np.array([5.0, 0.0, 6.0, 8.0, 4.0, 9.0, 6.0])
+    noisy = np.array([10.0, 0.0, 300.0, 400.0, 100.0, 400.0, 300.0])
+    pairs = (np.arange(6), np.arange(1, 7))
+    return f, noisy, _privtree.level_set_tree(f, np.zeros(7), noisy, pairs, z=1.0, min_mass=1.0)
+
+
+def test_heirs_keep_a_shape_a_root_when_a_small_group_splits_off():
+    """Splitting a small group off a shape must not turn the shape into a
+    node that excess of mass keeps whole: with the heir rule its two peaks
+    are the clusters, without it the whole shape is one."""
+    f, noisy, level = _tree_of_three()
+    heirs = _privtree.heirs(level, 50.0)
+    plain = _privtree.select_clusters(level, None)
+    assert [int(level.mass[c]) for c in plain] == [10, 1500]  # the small group and the whole shape
+    chosen = _privtree.select_clusters(level, None, heirs)
+    assert sorted(int(level.mass[c]) for c in chosen) == [10, 700, 700]  # the saddle leaf (100) in neither
+    assert not _privtree.heirs(level, 5.0).any()  # a group of 10 is not small below 5
+
+
+def test_round_splits_are_taken_apart_and_elongated_ones_are_not():
+    """Two discs meeting at a saddle are taken apart (both round at the
+    saddle's level); a bar with a dip in the middle is not (its halves are
+    bars)."""
+    n, lo, hi = _square_grid()
+    c = 0.5 * (lo + hi)
+    tree = _privtree.Tree(lo=lo, hi=hi, depth=np.full(n * n, 12), counts=np.zeros(n * n), nodes=0, truncated=False)
+    pairs = _privtree.adjacency(tree)
+    discs = np.exp(-((c - [0.3, 0.5]) ** 2).sum(axis=1) / 0.005) + np.exp(-((c - [0.7, 0.5]) ** 2).sum(axis=1) / 0.005)
+    bar = np.where(np.abs(c[:, 1] - 0.5) < 0.05, 1.0 - 0.3 * np.exp(-((c[:, 0] - 0.5) ** 2) / 0.001), 0.0)
+    bar *= np.abs(c[:, 0] - 0.5) < 0.45
+    for density, expect in ((discs, True), (bar, False)):
+        level = _privtree.level_set_tree(density, np.zeros(n * n), density * 100, pairs, z=1.0, min_mass=1.0)
+        split = _privtree.round_splits(level, density, lo, hi, 1.2)
+        assert bool(split.any()) is expect
