@@ -25,6 +25,10 @@ SEQUENTIAL_BELOW = 2000
 #: record and key (:func:`_best_gain`); above, the record with the fewest matches is treated first.
 GAIN_BELOW = 200_000
 
+#: While (query rows) x (data rows) x (keys) is at most this, :func:`match_counts` compares every pair at once
+#: (a few MB of booleans) instead of grouping the rows by their patterns of missing keys.
+DIRECT_BELOW = 3_000_000
+
 #: While (suppressions) x (records) is at most this, a last pass gives back the suppressions that are not needed.
 RESTORE_BELOW = 20_000_000
 
@@ -52,6 +56,13 @@ def match_counts(queries: np.ndarray, data: np.ndarray, radix: np.ndarray,
     if not len(queries):
         return out
     d = queries.shape[1]
+    if len(queries) * len(data) * max(d, 1) <= DIRECT_BELOW:
+        # small strata (the heuristic's local search asks this thousands of times): every pair at once
+        agree = ((queries[:, None, :] == data[None, :, :]) | (queries[:, None, :] < 0)
+                 | (data[None, :, :] < 0)).all(axis=2)
+        if weights is None:
+            return agree.sum(axis=1, dtype=np.int64)
+        return (agree @ np.asarray(weights, dtype=float)).astype(np.int64)
     bits = 1 << np.arange(d, dtype=np.int64)
     qmask = (queries >= 0).astype(np.int64) @ bits
     dmask = (data >= 0).astype(np.int64) @ bits

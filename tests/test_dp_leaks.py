@@ -207,9 +207,9 @@ def test_pairings_bound_each_records_share():
 
 
 @pytest.mark.parametrize("component", [
-    DPDPCGrid(epsilon=1.0, n_clusters=3, points_per_dim=12, bounds="dp", bounds_range={c: [-20, 20] for c in "abc"},
+    DPDPCGrid(epsilon=1.0, n_clusters=3, points_per_dim=6, bounds="dp", bounds_range={c: [-20, 20] for c in "abc"},
               bounds_epsilon=0.5, dc="dp", dc_epsilon=0.5),
-    DPDPCGrid(epsilon=1.0, n_clusters=3, points_per_dim=12, bounds={c: [-2, 8] for c in "abc"}, dc="dp",
+    DPDPCGrid(epsilon=1.0, n_clusters=3, points_per_dim=6, bounds={c: [-2, 8] for c in "abc"}, dc="dp",
               dc_epsilon=0.5),
     IDPKMeans(n_clusters=3, epsilon=1.0, bounds="dp", bounds_range={c: [-20, 20] for c in "abc"}, bounds_epsilon=0.5),
 ], ids=["grid-dp-bounds-and-dc", "grid-dp-dc", "kmeans-dp-bounds"])
