@@ -297,6 +297,24 @@ def _codes_and_brute_counts(seed: int, n: int, missing: float) -> tuple[np.ndarr
     return codes, np.full(4, 4), [int(np.all((codes == row) | (codes < 0) | (row < 0), axis=1).sum()) for row in codes]
 
 
+def test_match_counts_on_small_strata_agree_with_the_grouped_counts(monkeypatch):
+    """Small strata compare every pair of rows at once (DIRECT_BELOW); larger ones group the rows by their
+    pattern of missing keys. Both give the same counts, weighted or not, with keys missing on either side."""
+    rng = np.random.default_rng(3)
+    cases = []
+    for trial in range(60):
+        n, m, d = int(rng.integers(1, 40)), int(rng.integers(1, 40)), int(rng.integers(1, 7))
+        radix = rng.integers(2, 6, d)
+        queries, data = rng.integers(0, radix - 1, (n, d)), rng.integers(0, radix - 1, (m, d))
+        queries[rng.random(queries.shape) < 0.2] = -1
+        data[rng.random(data.shape) < 0.2] = -1
+        cases.append((queries, data, radix, None if trial % 2 else rng.integers(1, 5, m)))
+    direct = [_suppress.match_counts(*case) for case in cases]
+    monkeypatch.setattr(_suppress, "DIRECT_BELOW", 0)
+    for case, counts in zip(cases, direct, strict=True):
+        assert counts.dtype == np.int64 and (counts == _suppress.match_counts(*case)).all()
+
+
 def test_weighted_counts_on_distinct_rows_agree_with_brute_force():
     codes, radix, brute = _codes_and_brute_counts(2, 300, 0.05)
     rows, inverse, weights = _suppress.distinct_rows(codes, radix)
