@@ -364,10 +364,15 @@ def _draw(rows: np.ndarray, u: np.ndarray, cumulative: np.ndarray) -> np.ndarray
     of its row's cumulative distribution at most its uniform ``u`` (one
     draw per value)."""
     if len(cumulative) <= 64:  # one pass per column of the matrix, never an n x K array
-        drawn = np.zeros(len(rows), dtype=np.int64)
-        for j in range(cumulative.shape[1]):
-            drawn += u >= cumulative[:, j][rows]
-        return np.minimum(drawn, len(cumulative) - 1)
+        # into buffers allocated once (a 10^7-value column: three arrays, not three per column of the matrix)
+        drawn = np.zeros(len(rows), dtype=np.uint8)
+        edge = np.empty(len(rows), dtype=float)
+        above = np.empty(len(rows), dtype=bool)
+        for j in range(cumulative.shape[1] - 1):  # the last column is 1 > u: it never counts
+            np.take(cumulative[:, j], rows, out=edge)
+            np.greater_equal(u, edge, out=above)
+            drawn += above
+        return drawn.astype(np.int64)
     drawn = np.empty(len(rows), dtype=np.int64)
     by = np.argsort(rows, kind="stable")  # many categories: one sort, then one searchsorted per category
     edges = np.searchsorted(rows[by], np.arange(len(cumulative) + 1))
