@@ -632,6 +632,7 @@ def _relation_problem(value: Any, _: int) -> str | None:
         "privacy_relation must be privclust.Relation.ADD_REMOVE or privclust.Relation.REPLACE_ONE (or their "
         f"words \"add/remove\", \"replace-one\"); got {value!r}")
 
+
 #: The optional members of components, by name: the one place they are
 #: declared. The host reads them through :func:`capability`, and the
 #: conformance kit (``privclust.testing``, check ``optional_capabilities``)
