@@ -336,7 +336,7 @@ def _in_process(command: str, cwd: Path) -> subprocess.CompletedProcess | None:
             try:
                 status = cli.main(shlex.split(command)[1:])
             except SystemExit as stop:  # argparse's usage errors and --help
-                status = stop.code if isinstance(stop.code, int) else 1
+                status = 0 if stop.code is None else stop.code if isinstance(stop.code, int) else 1
     finally:
         reset_registry()
     out.flush()
