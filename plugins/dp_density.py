@@ -89,6 +89,18 @@ Given only ``epsilon``, public ``bounds`` and optionally ``n_clusters``:
    one cluster: a weighted k-means of all the leaves), each leaf weighted by
    its noisy count above twice the noise scale. Ids are
    ranked by the clusters' noisy mass, a function of the map alone.
+
+   **Small maps, automatic** (issue 26): when the tests above find one
+   cluster, ``map_underpowered`` asks whether they could have confirmed a
+   compact cluster (sd ``h``) of 10% of ``N~`` whose density falls to half
+   its peak at the saddle, given the DP noise at the map's densest leaf and
+   that cluster's own sampling noise. If not (a few hundred to about 1,500
+   records in 2-4 columns), "one cluster" means the budget cannot see, and
+   the leaves are partitioned by weighted k-means (``unimodal_bisect``):
+   in two always, a uniform or one-Gaussian file included (the diagnostics
+   ``rule`` says so), and further only where a split removes more of the
+   spread along its axis than any one symmetric mode can (3/4, Khintchine)
+   beyond its noise. A map with the power is never changed.
 5. **Labels**: each record takes the cluster id of the leaf it falls in: the
    map applied to the record (joint-DP / billboard), not a DP release.
 
