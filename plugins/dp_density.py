@@ -94,8 +94,9 @@ Given only ``epsilon``, public ``bounds`` and optionally ``n_clusters``:
    cluster, ``map_underpowered`` asks whether they could have confirmed a
    compact cluster (sd ``h``) of 10% of ``N~`` whose density falls to half
    its peak at the saddle, given the DP noise at the map's densest leaf and
-   that cluster's own sampling noise. If not (a few hundred to about 1,500
-   records in 2-4 columns), "one cluster" means the budget cannot see, and
+   that cluster's own sampling noise. If not (below about 1,000-1,500
+   records in 2 columns, 2,200-3,300 in 4, more at small epsilon), "one
+   cluster" means the budget cannot see, and
    the leaves are partitioned by weighted k-means (``unimodal_bisect``):
    in two always, a uniform or one-Gaussian file included (the diagnostics
    ``rule`` says so), and further only where a split removes more of the
