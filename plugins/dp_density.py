@@ -866,7 +866,9 @@ def cluster_map(lo: np.ndarray, hi: np.ndarray, depth: np.ndarray, noisy: np.nda
     clusters are at least that many, they are merged down to it
     (:func:`_merge_to`); when fewer, the ``n_clusters`` branches of largest
     excess of mass of the first pass's tree, its valley rule relaxed step by
-    step until it has enough branches."""
+    step until it has enough branches. Automatic, when the tests find one
+    cluster on a map too small to test modes (:func:`map_underpowered`):
+    a weighted k-means of the leaves (:func:`unimodal_bisect`)."""
     b = 1.0 / eps_leaf
     d = lo.shape[1]
     h = _privtree.bandwidth(n_est, d)
