@@ -761,9 +761,10 @@ POWER_CLUSTER_SHARE = 0.1
 #: ... whose density falls to this fraction of its peak at the saddle with its neighbour (a valley to half the
 #: peak; the fixed valley rule before issue 26 asked for 0.4).
 POWER_SADDLE = 0.5
-#: One-mode bound of the k-means fallback (:func:`unimodal_bisect`): on a line, the best split of any symmetric
-#: one-mode spread in two removes at most 3/4 of its sum of squares about the mean (the uniform; a Gaussian 2/pi =
-#: 0.64), by Khintchine's theorem (such a spread is U Z, U uniform, and (E|UZ|)^2 / E (UZ)^2 = 3/4 (E|Z|)^2 / EZ^2).
+#: One-mode bound of the k-means fallback (:func:`unimodal_bisect`): on a line, the split at its centre of any
+#: symmetric one-mode spread removes at most 3/4 of its sum of squares about the mean (the uniform; a Gaussian 2/pi =
+#: 0.64), by Khintchine's theorem (such a spread is U Z, U uniform, and (E|UZ|)^2 / E (UZ)^2 = 3/4 (E|Z|)^2 / EZ^2);
+#: for a log-concave one (uniform, Gaussian) that split is the best 2-means split (Kieffer 1983: it is unique).
 UNIMODAL_SHARE = 0.75
 #: The standard deviation of that share for ``n`` records of a uniform spread is ``sqrt(0.075 / n)`` (the delta
 #: method on ``(mean |x|)^2 / mean x^2``: variance (9/12 + 2.25^2 4/45 - 2 3 2.25 / 12) / n).
