@@ -737,6 +737,51 @@ def _dpl_labels(data: pd.DataFrame, bounds: dict, eps: float, seed: int, k: int)
         return KMeans(n_clusters=k, epsilon=eps, bounds=(lower, upper), random_state=seed).fit(data.to_numpy()).labels_
 
 
+def small_files(seeds: int = 20, epsilons: tuple[float, ...] = (1.0, 3.0)) -> str:
+    """Issue 26, small files in the automatic mode: scikit-learn's labelled sets at their own sizes, three
+    clusters 2.5 and 3 sd apart (1,500 records, drawn anew for each seed) and one-mode files (a uniform square
+    and one Gaussian of sd 10 in [0, 100]^2, 150 to 1,500 records, drawn anew for each seed), seeds 1 to
+    ``seeds``: how many automatic runs are one cluster, the clusters' numbers, the mean ARI, and diffprivlib's
+    KMeans told the true k (same bounds, same points, same seed); written to
+    ``results/dp_density-small-files.md``."""
+    privclust.get_registry()
+    rows, flat = [], []
+    cases = [(name, lambda s, name=name: real(name)) for name in REAL_SETS]
+    cases += [(f"close-{gap}", lambda s, gap=gap: close(gap, 1_500, s)) for gap in (2.5, 3.0)]
+    for eps in epsilons:
+        for name, draw in cases:
+            auto, dpl, ks, size = [], [], [], 0
+            for s in range(1, seeds + 1):
+                data, y, bounds = draw(s)
+                size = len(y)
+                labels = _fit_labels(data, bounds, eps, s, None)
+                ks.append(int(np.unique(labels).size))
+                auto.append(_ari(y, labels))
+                dpl.append(_ari(y, _dpl_labels(data, bounds, eps, s, true_k(y))))
+            counts = ", ".join(f"{k}: {ks.count(k)}" for k in sorted(set(ks)))
+            rows.append([name, f"{size:,}", eps, f"{sum(k == 1 for k in ks)} of {seeds}", counts,
+                         f"{np.mean(auto):.3f}", f"{np.mean(dpl):.3f}", f"{np.mean(auto) - np.mean(dpl):+.3f}"])
+    square = {"x0": [0.0, 100.0], "x1": [0.0, 100.0]}
+    for kind in ("uniform square", "one Gaussian"):
+        for n in (150, 500, 1_500):
+            for eps in epsilons:
+                ks = []
+                for s in range(1, seeds + 1):
+                    g = np.random.default_rng(9_000 + s)
+                    values = g.uniform(0, 100, (n, 2)) if kind == "uniform square" else g.normal(50, 10, (n, 2))
+                    ks.append(int(np.unique(_fit_labels(pd.DataFrame(values, columns=["x0", "x1"]), square, eps, s,
+                                                        None)).size))
+                flat.append([kind, f"{n:,}", eps, f"{sum(k == 1 for k in ks)} of {seeds}",
+                             ", ".join(f"{k}: {ks.count(k)}" for k in sorted(set(ks)))])
+    report = "\n".join([
+        f"Small files, dp-density automatic, seeds 1-{seeds} (issue 26); diffprivlib KMeans told the true k.", "",
+        table(["data", "n", "eps", "one cluster", "clusters (k: runs)", "dp-density auto", "diffprivlib KMeans (k)",
+               "auto - diffprivlib"], rows), "", "One-mode files (no true clusters):", "",
+        table(["data", "n", "eps", "one cluster", "clusters (k: runs)"], flat)])
+    save("dp_density-small-files", report)
+    return report
+
+
 #: HDBSCAN's label-free, non-private ARI on pathbased with every point assigned (issue 26).
 PATHBASED_HDBSCAN = 0.459
 
@@ -832,6 +877,9 @@ if __name__ == "__main__":
         args = [int(a) for a in sys.argv[sys.argv.index("--targets") + 1:] if a.isdigit()]
         draws, n_seeds, size = (args + [20, 5, 100_000][len(args):])[:3]
         targets(draws, tuple(range(1, n_seeds + 1)), size)
+    elif "--small-files" in sys.argv:  # --small-files [seeds]: issue 26's small files, automatic, 20 seeds
+        args = [int(a) for a in sys.argv[sys.argv.index("--small-files") + 1:] if a.isdigit()]
+        print(small_files(*(args[:1] or [20])))
     elif "--small" in sys.argv:
         print(small())
     else:

@@ -89,6 +89,19 @@ Given only ``epsilon``, public ``bounds`` and optionally ``n_clusters``:
    one cluster: a weighted k-means of all the leaves), each leaf weighted by
    its noisy count above twice the noise scale. Ids are
    ranked by the clusters' noisy mass, a function of the map alone.
+
+   **Small maps, automatic** (issue 26): when the tests above find one
+   cluster, ``map_underpowered`` asks whether they could have confirmed a
+   compact cluster (sd ``h``) of 10% of ``N~`` whose density falls to half
+   its peak at the saddle, given the DP noise at the map's densest leaf and
+   that cluster's own sampling noise. If not (below about 1,000-1,500
+   records in 2 columns, 2,200-3,300 in 4, more at small epsilon), "one
+   cluster" means the budget cannot see, and
+   the leaves are partitioned by weighted k-means (``unimodal_bisect``):
+   in two always, a uniform or one-Gaussian file included (the diagnostics
+   ``rule`` says so), and further only where a split removes more of the
+   spread along its axis than any one symmetric mode can (3/4, Khintchine)
+   beyond its noise. A map with the power is never changed.
 5. **Labels**: each record takes the cluster id of the leaf it falls in: the
    map applied to the record (joint-DP / billboard), not a DP release.
 
@@ -449,6 +462,9 @@ class DPDensity:
             "coarse_bandwidth": cmap["coarse_bandwidth"],
             "refined_clusters": cmap["refined"],
             "rule": cmap["rule"],
+            # automatic, one cluster from the tests: the dip the power test's reference cluster shows and the one
+            # the peak test could confirm, in records of a kernel box (map_underpowered); None otherwise
+            "mode_test_power": cmap["power"],
             "cluster_stability": cmap["stability"],
             "core_leaves": cmap["core"],
             "automatic": self.n_clusters is None,
@@ -739,6 +755,103 @@ def split_to(labels: np.ndarray, centres: np.ndarray, w: np.ndarray, k: int) -> 
     return labels
 
 
+#: The reference cluster of the power test of the automatic mode (:func:`map_underpowered`): a compact cluster
+#: holding this share of ``N~`` ...
+POWER_CLUSTER_SHARE = 0.1
+#: ... whose density falls to this fraction of its peak at the saddle with its neighbour (a valley to half the
+#: peak; the fixed valley rule before issue 26 asked for 0.4).
+POWER_SADDLE = 0.5
+#: One-mode bound of the k-means fallback (:func:`unimodal_bisect`): on a line, the split at its centre of any
+#: symmetric one-mode spread removes at most 3/4 of its sum of squares about the mean (the uniform; a Gaussian 2/pi =
+#: 0.64), by Khintchine's theorem (such a spread is U Z, U uniform, and (E|UZ|)^2 / E (UZ)^2 = 3/4 (E|Z|)^2 / EZ^2);
+#: for a log-concave one (uniform, Gaussian) that split is the best 2-means split (Kieffer 1983: it is unique).
+UNIMODAL_SHARE = 0.75
+#: The standard deviation of that share for ``n`` records of a uniform spread is ``sqrt(0.075 / n)`` (the delta
+#: method on ``(mean |x|)^2 / mean x^2``: variance (9/12 + 2.25^2 4/45 - 2 3 2.25 / 12) / n).
+UNIMODAL_SHARE_VAR = 0.075
+#: The level of that test (one-sided, Bonferroni over the columns: the split's direction is chosen).
+UNIMODAL_LEVEL = 0.05
+
+
+def map_underpowered(lo: np.ndarray, hi: np.ndarray, f: np.ndarray, sigma: np.ndarray, *, n_est: float, h: float,
+                     z: float, z_sampling: float) -> tuple[bool, dict[str, float]]:
+    """Whether the released map is too small for its mode tests to confirm a
+    cluster (post-processing: ``N~``, the map's DP noise and ``h`` only).
+
+    The reference: a compact cluster of :data:`POWER_CLUSTER_SHARE` ``N~``
+    records with a standard deviation ``h`` in every column (the finest the
+    kernel resolves), whose central kernel box holds ``c = share N~
+    erf(1/sqrt 2)^d`` of them (68% per column), and whose density falls to
+    :data:`POWER_SADDLE` of its peak at the saddle. The peak test of
+    :func:`privclust_plugins._privtree.level_set_tree` confirms it only when
+    ``(1 - POWER_SADDLE) c`` exceeds both ``z sqrt(2) sd`` (the DP noise of
+    the smoothed count, ``sd`` as at the map's densest leaf) and ``z_N
+    sqrt(2 sd^2 + 2 POWER_SADDLE c)`` (with the records' own Poisson noise at
+    the saddle). When it would not, a single cluster from the tests says
+    "the budget cannot see", not "one mode". Returns the verdict and the
+    figures, in records of a kernel box."""
+    d = lo.shape[1]
+    p = int(np.argmax(f))
+    centre, half = 0.5 * (lo[p] + hi[p]), np.maximum(h, 0.5 * (hi[p] - lo[p]))
+    qvol = float(np.prod(np.clip(centre + half, 0.0, 1.0) - np.clip(centre - half, 0.0, 1.0)))
+    sd = float(sigma[p]) * qvol
+    c = POWER_CLUSTER_SHARE * n_est * math.erf(1.0 / math.sqrt(2.0)) ** d
+    need = max(z * math.sqrt(2.0) * sd, z_sampling * math.sqrt(2.0 * sd * sd + 2.0 * POWER_SADDLE * c))
+    shown = (1.0 - POWER_SADDLE) * c
+    return bool(shown <= need), {"reference_dip": shown, "confirmable_dip": need}
+
+
+def _split_share(centres: np.ndarray, w: np.ndarray, halves: np.ndarray) -> float:
+    """The share of the weighted sum of squares along the line through the two halves' means that the split
+    into ``halves`` removes (1: two points; at most 3/4 for one symmetric mode, :data:`UNIMODAL_SHARE`)."""
+    means = np.array([np.average(centres[halves == j], axis=0, weights=w[halves == j]) for j in (0, 1)])
+    axis = means[1] - means[0]
+    norm = float(np.linalg.norm(axis))
+    if norm == 0.0:
+        return 0.0
+    p = (centres - np.average(centres, axis=0, weights=w)) @ (axis / norm)
+    total = float(np.sum(w * p * p))
+    within = sum(float(np.sum(w[halves == j] * (p[halves == j] - np.average(p[halves == j], weights=w[halves == j]))
+                              ** 2)) for j in (0, 1))
+    return 1.0 - within / total if total > 0 else 0.0
+
+
+def unimodal_bisect(centres: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """The k-means partition of an underpowered map of one cluster (post-processing: the leaves' centres and
+    noisy weights only). The map is first split in two by :func:`weighted_kmeans` (the tests could not see, so
+    two is the answer, stated, even on one mode); then, again and again, the cluster of largest weighted sum of
+    squares whose best 2-split removes more of its spread along the split's axis than any one symmetric mode can
+    (:data:`UNIMODAL_SHARE`, plus ``z sqrt(UNIMODAL_SHARE_VAR / n_eff)``, ``n_eff = (sum w)^2 / sum w^2`` its
+    leaves' effective number, ``z`` at :data:`UNIMODAL_LEVEL` over the columns) is split. Clusters with fewer than
+    two leaves of positive weight are not split."""
+    labels = weighted_kmeans(centres, w, 2) if np.count_nonzero(w > 0) >= 2 else np.zeros(w.size, dtype=np.int64)
+    z = _privtree.gaussian_z(centres.shape[1], UNIMODAL_LEVEL)
+    while labels.max() >= 1:
+        K = int(labels.max()) + 1
+        spread = []
+        for c in range(K):
+            mine = np.flatnonzero((labels == c) & (w > 0))
+            if mine.size < 3:  # two leaves always split "perfectly": no evidence
+                continue
+            mean = np.average(centres[mine], axis=0, weights=w[mine])
+            spread.append((float(np.sum(w[mine] * ((centres[mine] - mean) ** 2).sum(axis=1))), c))
+        for _, c in sorted(spread, reverse=True):
+            mine = np.flatnonzero(labels == c)
+            halves = weighted_kmeans(centres[mine], w[mine], 2)
+            pos = w[mine] > 0
+            if halves.max() < 1 or np.unique(halves[pos]).size < 2:
+                continue
+            wm = w[mine][pos]
+            n_eff = float(wm.sum() ** 2 / np.sum(wm * wm))
+            share = _split_share(centres[mine][pos], wm, halves[pos])
+            if share > UNIMODAL_SHARE + z * math.sqrt(UNIMODAL_SHARE_VAR / n_eff):
+                labels[mine[halves == 1]] = K
+                break
+        else:
+            break
+    return labels
+
+
 def cluster_map(lo: np.ndarray, hi: np.ndarray, depth: np.ndarray, noisy: np.ndarray, *, n_est: float,
                 eps_leaf: float, false_peak: float, min_fraction: float, n_clusters: int | None,
                 valley: float | None = None) -> dict[str, Any]:
@@ -754,7 +867,9 @@ def cluster_map(lo: np.ndarray, hi: np.ndarray, depth: np.ndarray, noisy: np.nda
     clusters are at least that many, they are merged down to it
     (:func:`_merge_to`); when fewer, the ``n_clusters`` branches of largest
     excess of mass of the first pass's tree, its valley rule relaxed step by
-    step until it has enough branches."""
+    step until it has enough branches. Automatic, when the tests find one
+    cluster on a map too small to test modes (:func:`map_underpowered`):
+    a weighted k-means of the leaves (:func:`unimodal_bisect`)."""
     b = 1.0 / eps_leaf
     d = lo.shape[1]
     h = _privtree.bandwidth(n_est, d)
@@ -786,6 +901,17 @@ def cluster_map(lo: np.ndarray, hi: np.ndarray, depth: np.ndarray, noisy: np.nda
         refined = len(origin) - len(stability)
         stability += [float(clevel.stability[cchosen[c]]) for c in origin[len(stability):]]
     rule = "automatic"
+    power = None
+    if n_clusters is None and leaf_labels.max() < 1:  # one cluster: a mode test's answer, or a map too small to see?
+        weak, power = map_underpowered(lo, hi, f, sigma, n_est=n_est, h=h, z=z, z_sampling=rules["z_sampling"])
+        if weak:
+            leaf_labels = unimodal_bisect(centres_leaf, np.maximum(noisy - KMEANS_NOISE_FLOOR * b, 0.0))
+            K = int(leaf_labels.max()) + 1
+            stability, refined = [0.0] * K, 0
+            rule = (f"the map is too small to test modes: weighted k-means of its leaves, k = {K} (2 even on one "
+                    "mode; more only where a split exceeds any one-mode spread)" if K > 1 else
+                    "automatic: one cluster (the map is too small to test modes, and has fewer than two leaves above "
+                    "the noise floor to split)")
     if n_clusters is not None and leaf_labels.max() + 1 >= n_clusters:
         leaf_labels, stability = _merge_to(leaf_labels, stability, f, pairs, n_clusters)
         rule = "automatic clusters merged to n_clusters"
@@ -827,7 +953,7 @@ def cluster_map(lo: np.ndarray, hi: np.ndarray, depth: np.ndarray, noisy: np.nda
     return {"leaf_labels": leaf_labels, "density": f, "sigma": sigma, "z": z, "min_mass": min_mass, "bandwidth": h,
             "coarse_bandwidth": hc if two_passes else None, "refined": refined, "rule": rule,
             "centres_unit": centres, "core": core, "valley": valley, "peaks": peaks, "stability": stability,
-            "split_levels": level.split}
+            "split_levels": level.split, "power": power}
 
 
 @privclust.hookimpl

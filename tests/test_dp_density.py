@@ -887,3 +887,102 @@ def test_round_splits_are_taken_apart_and_elongated_ones_are_not():
         level = _privtree.level_set_tree(density, np.zeros(n * n), density * 100, pairs, z=1.0, min_mass=1.0)
         split = _privtree.round_splits(level, density, lo, hi, 1.2)
         assert bool(split.any()) is expect
+
+
+# ---------------------------------------------------------------------------
+# issue 26: small files, automatic (a map too small to test modes)
+# ---------------------------------------------------------------------------
+
+def _iris():
+    """scikit-learn's iris (bundled, no network), with the benchmark's bounds: the range padded by 10% of the
+    widest column, rounded out."""
+    from sklearn.datasets import load_iris
+
+    X, y = load_iris(return_X_y=True)
+    lo, hi = X.min(axis=0), X.max(axis=0)
+    pad = 0.1 * float((hi - lo).max())
+    cols = [f"x{j}" for j in range(X.shape[1])]
+    bounds = {c: [float(np.floor(lo[j] - pad)), float(np.ceil(hi[j] + pad))] for j, c in enumerate(cols)}
+    return pd.DataFrame(X, columns=cols), y, bounds
+
+
+def test_iris_at_epsilon_3_is_never_one_cluster():
+    """Iris (150 records, 4 columns) at epsilon 3 came back as one cluster in 1 of 5 seeds (diffprivlib told k:
+    0.552): a map of 150 records cannot confirm a mode, so "one cluster" there was the budget not seeing. Now
+    such a map is partitioned by a weighted k-means of its leaves, and the rule says so."""
+    data, truth, bounds = _iris()
+    aris = []
+    for seed in range(1, 11):
+        part, _ = fit(DPDensity(epsilon=3.0, bounds=bounds), data, seed=seed)
+        assert part.n_clusters >= 2, seed
+        aris.append(adjusted_rand_score(truth, part.labels))
+    assert np.mean(aris) > 0.4  # setosa apart from the rest: 0.48 (2 clusters)
+
+
+def test_a_small_unimodal_file_gets_two_clusters_and_the_rule_says_why():
+    """150 uniform records: the map cannot test modes, so the fallback splits it in two, as stated in the
+    diagnostics' rule and the effective n_clusters (a uniform file is not clustered: the rule must not claim
+    two modes)."""
+    rng = np.random.default_rng(5)
+    data = pd.DataFrame(rng.uniform(0, 20, (150, 2)), columns=["x", "y"])
+    part, _ = fit(DPDensity(epsilon=1.0, bounds={"x": [0.0, 20.0], "y": [0.0, 20.0]}), data)
+    dg = part.diagnostics
+    assert part.n_clusters == 2
+    assert dg["rule"].startswith("the map is too small to test modes: weighted k-means of its leaves, k = 2")
+    assert "2 even on one mode" in dg["rule"]
+    assert dg[privclust.EFFECTIVE_PARAMS]["n_clusters"] == 2
+    power = dg["mode_test_power"]
+    assert power["reference_dip"] <= power["confirmable_dip"]
+
+
+@pytest.mark.parametrize("kind", ["uniform", "gaussian"])
+def test_a_large_unimodal_file_keeps_one_cluster_and_its_map_has_power(kind):
+    """100,000 records of one mode: the map has the power to confirm a cluster of 10% of the records, so the
+    tests' one cluster stands (the fallback never runs on such a map)."""
+    rng = np.random.default_rng(11)
+    values = rng.uniform(0, 20, (100_000, 2)) if kind == "uniform" else rng.normal(10, 2.5, (100_000, 2))
+    part, _ = fit(DPDensity(epsilon=1.0, bounds={"x": [0.0, 20.0], "y": [0.0, 20.0]}),
+                  pd.DataFrame(values, columns=["x", "y"]))
+    power = part.diagnostics["mode_test_power"]
+    assert part.n_clusters == 1 and part.diagnostics["rule"] == "automatic"
+    assert power["reference_dip"] > 2 * power["confirmable_dip"]
+
+
+def test_the_small_map_fallback_reads_the_released_map_only():
+    """Post-processing: the clusters are a function of the released map (cluster_map on the leaves and noisy
+    counts in the diagnostics gives the same leaf labels again), and each record takes its leaf's label."""
+    data, _, bounds = _iris()
+    part, _ = fit(DPDensity(epsilon=3.0, bounds=bounds), data, seed=2)
+    dg = part.diagnostics
+    assert dg["rule"].startswith("the map is too small to test modes")
+    low = np.array([bounds[c][0] for c in data.columns])
+    span = np.array([bounds[c][1] - bounds[c][0] for c in data.columns])
+    lo, hi = (dg["leaf_low"] - low) / span, (dg["leaf_high"] - low) / span
+    depth = np.rint(np.log2(1.0 / np.prod(hi - lo, axis=1))).astype(np.int64)
+    eps_leaf = dg["epsilon_leaves"]
+    again = [cluster_map(lo, hi, depth, dg["leaf_noisy_counts"], n_est=max(dg["n_noisy"], 1.0), eps_leaf=eps_leaf,
+                         false_peak=0.05, min_fraction=0.005, n_clusters=None)["leaf_labels"] for _ in range(2)]
+    np.testing.assert_array_equal(again[0], dg["leaf_labels"])
+    np.testing.assert_array_equal(again[1], dg["leaf_labels"])
+    tree = _privtree.Tree(lo=lo, hi=hi, depth=depth, counts=dg["leaf_noisy_counts"], nodes=0, truncated=False)
+    unit = np.clip((data.to_numpy() - low) / span, 0.0, 1.0)
+    np.testing.assert_array_equal(part.labels, dg["leaf_labels"][_privtree.leaf_of(unit, tree)])
+
+
+def test_unimodal_bisect_splits_one_mode_in_two_and_clear_groups_further():
+    """One uniform square of leaves: two clusters (the stated floor), never more; three far-apart groups of
+    leaves: three. The split share of a uniform line is 3/4 (Khintchine's bound for one symmetric mode)."""
+    from privclust_plugins.dp_density import _split_share, unimodal_bisect
+
+    n, lo, hi = _square_grid(32)
+    centres = 0.5 * (lo + hi)
+    rng = np.random.default_rng(0)
+    w = rng.poisson(20, n * n).astype(float)
+    assert unimodal_bisect(centres, w).max() == 1
+    groups = np.vstack([c + 0.02 * rng.standard_normal((40, 2)) for c in ([0.2, 0.2], [0.8, 0.2], [0.5, 0.8])])
+    labels = unimodal_bisect(groups, np.full(120, 10.0))
+    assert labels.max() == 2
+    assert adjusted_rand_score(np.repeat([0, 1, 2], 40), labels) == 1.0
+    line = np.column_stack([np.linspace(0, 1, 10_001), np.zeros(10_001)])
+    assert math.isclose(_split_share(line, np.ones(10_001), (line[:, 0] > 0.5).astype(int)), 0.75, abs_tol=1e-3)
+    assert unimodal_bisect(centres[:1], w[:1]).tolist() == [0]  # one leaf: nothing to split
