@@ -11,7 +11,7 @@ everything after them reads the released leaves only.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -539,7 +539,26 @@ def roundness(f: np.ndarray, lo: np.ndarray, hi: np.ndarray, leaves: np.ndarray,
     return second / (d / (d + 2.0) * radius2)
 
 
-def round_splits(tree: LevelTree, f: np.ndarray, lo: np.ndarray, hi: np.ndarray, max_roundness: float) -> np.ndarray:
+def ellipticity(f: np.ndarray, lo: np.ndarray, hi: np.ndarray, leaves: np.ndarray, level: float) -> float:
+    """How far the part of ``leaves`` above density ``level`` is from an ellipsoid: the volume of the uniform
+    ellipsoid with the same second moments over its own volume (1 for any ellipsoid, the least any shape reaches;
+    larger for a crescent, a ring or a dumbbell). Infinite when no leaf is above ``level``."""
+    up = leaves[f[leaves] > level]
+    if up.size == 0:
+        return math.inf
+    width = hi[up] - lo[up]
+    vol = np.prod(width, axis=1)
+    total = float(vol.sum())
+    centre = 0.5 * (lo[up] + hi[up])
+    dc = centre - (centre * vol[:, None]).sum(axis=0) / total
+    second = (np.einsum("l,li,lj->ij", vol, dc, dc) + np.diag((vol[:, None] * width ** 2).sum(axis=0) / 12.0)) / total
+    d = lo.shape[1]
+    ball = math.pi ** (d / 2.0) / math.gamma(d / 2.0 + 1.0)
+    return ball * (d + 2.0) ** (d / 2.0) * math.sqrt(max(float(np.linalg.det(second)), 0.0)) / total
+
+
+def round_splits(tree: LevelTree, f: np.ndarray, lo: np.ndarray, hi: np.ndarray, max_roundness: float,
+                 shape: Callable[..., float] = roundness) -> np.ndarray:
     """The nodes whose children are all round blobs at the node's split level (:func:`roundness` at most
     ``max_roundness``): two or more compact modes, as the components of a Gaussian mixture, not pieces of one
     elongated shape."""
@@ -552,7 +571,7 @@ def round_splits(tree: LevelTree, f: np.ndarray, lo: np.ndarray, hi: np.ndarray,
     out = np.zeros(K, dtype=bool)
     for c in range(K):
         if len(kids[c]) >= 2 and math.isfinite(tree.split[c]):
-            out[c] = all(roundness(f, lo, hi, below[k], float(tree.split[c])) <= max_roundness for k in kids[c])
+            out[c] = all(shape(f, lo, hi, below[k], float(tree.split[c])) <= max_roundness for k in kids[c])
     return out
 
 
