@@ -558,10 +558,11 @@ def ellipticity(f: np.ndarray, lo: np.ndarray, hi: np.ndarray, leaves: np.ndarra
 
 
 def round_splits(tree: LevelTree, f: np.ndarray, lo: np.ndarray, hi: np.ndarray, max_roundness: float,
-                 shape: Callable[..., float] = roundness) -> np.ndarray:
-    """The nodes whose children are all round blobs at the node's split level (:func:`roundness` at most
-    ``max_roundness``): two or more compact modes, as the components of a Gaussian mixture, not pieces of one
-    elongated shape."""
+                 shape: Callable[..., float] = roundness, whole: float | None = None) -> np.ndarray:
+    """The nodes whose children are all round blobs at the node's split level (``shape``, :func:`roundness` by
+    default, at most ``max_roundness``): two or more compact modes, as the components of a Gaussian mixture, not
+    pieces of one elongated shape. With ``whole``, the node's own part above that level must also be at most
+    ``whole`` (the blobs together, not an arc of them)."""
     K = tree.parent.size
     below = _leaf_nodes_below(tree)
     kids: list[list[int]] = [[] for _ in range(K)]
@@ -571,7 +572,8 @@ def round_splits(tree: LevelTree, f: np.ndarray, lo: np.ndarray, hi: np.ndarray,
     out = np.zeros(K, dtype=bool)
     for c in range(K):
         if len(kids[c]) >= 2 and math.isfinite(tree.split[c]):
-            out[c] = all(shape(f, lo, hi, below[k], float(tree.split[c])) <= max_roundness for k in kids[c])
+            out[c] = all(shape(f, lo, hi, below[k], float(tree.split[c])) <= max_roundness for k in kids[c]) and (
+                whole is None or shape(f, lo, hi, below[c], float(tree.split[c])) <= whole)
     return out
 
 
