@@ -81,7 +81,8 @@ Given only ``epsilon``, public ``bounds`` and optionally ``n_clusters``:
    ``N~`` above its saddle and joined the pair). Up to 4
    columns: a second look at the same map with a kernel 4 times wider (the
    leaves merged to the depth that kernel can use; the mass and peak tests,
-   no excess test, and when a ``valley`` is given ``max(valley, 0.7)``); a fine cluster
+   no excess test, and the valley rule at 0.7, or ``max(valley, 0.7)`` when
+   a ``valley`` is given); a fine cluster
    that holds two or more of these coarse clusters (each with 90% of its
    noisy mass inside it) is split along them, which separates clusters
    joined by a bridge whose valley only the wider kernel makes deep enough,
@@ -522,6 +523,8 @@ COARSE_FACTOR = 4.0
 #: ... whose valley rule may be this shallow: the wider kernel has smoothed
 #: away bumps narrower than itself, so a valley that survives it is wide.
 COARSE_VALLEY = 0.7
+#: (Issue 26 first read a valley left unset as 1, no ratio rule, in this pass too: with neither the excess test nor
+#: a valley, it split two of the spiral's arms at epsilon 2, seed 2, ARI 0.752; with 0.7, 1.000.)
 #: A coarse cluster lies inside a fine one when this share of its noisy mass does.
 INSIDE_SHARE = 0.9
 
@@ -923,6 +926,7 @@ def cluster_map(lo: np.ndarray, hi: np.ndarray, depth: np.ndarray, noisy: np.nda
     # (the n_clusters rules below reuse the first pass's densities and z: the same tests, no new ones)
     fp = false_peak / 2.0 if two_passes else false_peak
     excess = _excess_rule(lo, hi, n_est, b)
+    given_valley = valley is not None
     valley = 1.0 if valley is None else valley  # 1: no ratio rule, the excess test alone
     f, sigma, z, pairs, level, rules = _map_levels(lo, hi, depth, noisy, b, h, false_peak=fp, min_mass=min_mass,
                                                    valley=valley, excess=excess)
@@ -942,7 +946,7 @@ def cluster_map(lo: np.ndarray, hi: np.ndarray, depth: np.ndarray, noisy: np.nda
         clo, chi, cdepth, group, merged = _privtree.coarsen(lo, hi, depth, cut)
         cnoisy = np.bincount(group, weights=noisy, minlength=clo.shape[0])
         *_, clevel, _ = _map_levels(clo, chi, cdepth, cnoisy, b, hc, false_peak=fp, min_mass=min_mass,
-                                 valley=max(valley, COARSE_VALLEY), merged=merged)
+                                 valley=max(valley, COARSE_VALLEY) if given_valley else COARSE_VALLEY, merged=merged)
         cchosen = _privtree.select_clusters(clevel, None, _privtree.heirs(clevel, HEIR_SHARE * n_est))
         leaf_labels, origin = _refine(leaf_labels, _branch_of_leaf(clevel, cchosen)[group], w, centres_leaf)
         refined += len(origin) - len(stability)
