@@ -257,16 +257,41 @@ def small_found(y: np.ndarray, labels: np.ndarray, cls: int = 1) -> bool:
     return False
 
 
-def real_up(name: str, n: int, seed: int = 0) -> tuple[pd.DataFrame, np.ndarray, dict]:
-    """A scikit-learn set (:func:`real`) drawn up to ``n`` records with Gaussian jitter of sd 1% of the widest
-    range (as the shape sets), the same public bounds."""
-    X, y, bounds = real(name)
+#: How a real set is drawn up to n records (issue 26): ``"jitter"``, each drawn row plus Gaussian noise of sd
+#: ``JITTER`` (1%) of the widest column range, as the shape sets; ``"smooth"``, a smoothed bootstrap, each drawn row
+#: plus Gaussian noise of Silverman's bandwidth per column (:func:`silverman`), the sample's own density estimate.
+UPSAMPLINGS = ("jitter", "smooth")
+
+
+def silverman(values: np.ndarray) -> np.ndarray:
+    """Silverman's rule of thumb per column, ``sd (4 / (d + 2))^(1 / (d + 4)) m^(-1 / (d + 4))`` for ``m`` rows in
+    ``d`` columns: the kernel width of the sample's usual density estimate (iris: 0.51 sd; digits: 0.86 sd)."""
+    m, d = values.shape
+    return values.std(axis=0, ddof=1) * (4.0 / (d + 2)) ** (1.0 / (d + 4)) * m ** (-1.0 / (d + 4))
+
+
+def upsample(values: np.ndarray, y: np.ndarray, n: int, seed: int,
+             how: str = "jitter") -> tuple[np.ndarray, np.ndarray]:
+    """``n`` rows drawn with replacement from ``values`` (labels ``y``), plus Gaussian noise: sd ``JITTER`` of the
+    widest range in every column (``how = "jitter"``: a density of as many narrow bumps as rows) or Silverman's
+    bandwidth per column (``"smooth"``: the smoothed bootstrap, the standard way to draw a sample up to n)."""
+    if how not in UPSAMPLINGS:
+        raise ValueError(f"upsampling must be one of {UPSAMPLINGS}; got {how!r}")
     rng = np.random.default_rng(seed)
-    values = X.to_numpy()
-    span = float((values.max(axis=0) - values.min(axis=0)).max())
     pick = rng.integers(0, len(values), n)
-    return (pd.DataFrame(values[pick] + rng.normal(0, JITTER * span, (n, values.shape[1])), columns=X.columns),
-            y[pick], bounds)
+    if how == "jitter":
+        sd = np.full(values.shape[1], JITTER * float((values.max(axis=0) - values.min(axis=0)).max()))
+    else:
+        sd = silverman(values)
+    return values[pick] + rng.normal(0.0, 1.0, (n, values.shape[1])) * sd, y[pick]
+
+
+def real_up(name: str, n: int, seed: int = 0, how: str = "jitter") -> tuple[pd.DataFrame, np.ndarray, dict]:
+    """A scikit-learn set (:func:`real`) drawn up to ``n`` records (:func:`upsample`), the same public bounds (records
+    drawn outside them are clipped onto them by both methods)."""
+    X, y, bounds = real(name)
+    values, labels = upsample(X.to_numpy(), y, n, seed, how)
+    return pd.DataFrame(values, columns=X.columns), labels, bounds
 
 
 def load(dataset: str, n: int, seed: int = 0):
