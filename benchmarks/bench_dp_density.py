@@ -793,6 +793,7 @@ def real_targets(draws: int = 20, seeds: tuple[int, ...] = (1, 2, 3, 4, 5), n: i
                 a, t, p = (float(np.mean(v)) for v in (auto, told, dpl))
                 rows.append([how, name, len(auto), f"{a:.3f}", f"{min(clusters)}-{max(clusters)}",
                              f"{ones} of {len(auto)}", f"{t:.3f}", f"{p:.3f}", f"{a - p:+.3f}", f"{t - p:+.3f}"])
+                print(title[:12], *rows[-1], sep=" | ", flush=True)  # progress: the section takes about an hour
         out += [f"### scikit-learn's labelled sets drawn up to {n:,}, epsilon 1, {draws} draws x seeds "
                 f"{', '.join(map(str, seeds))}: {title}", "",
                 table(["upsampling", "data", "runs", "dp-density auto", "auto: clusters", "auto: one cluster",
