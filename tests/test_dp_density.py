@@ -685,8 +685,8 @@ def test_given_n_clusters_the_automatic_clusters_are_merged_down_to_it():
     """Jain's sparse moon is two or three density peaks that each meet the
     dense moon at a lower level than they meet each other in the tree, so the
     two branches of largest excess of mass were the dense moon and a fragment
-    (ARI 0.25); merging the automatic clusters by the shallowest valley joins
-    the fragments first."""
+    (ARI 0.25); merging the automatic clusters (by the shallowest valley, by
+    Ward's criterion since issue 26) joins the fragments first."""
     data, truth, bounds = shape("jain", 100_000)
     part, _ = fit(DPDensity(epsilon=1.0, bounds=bounds, n_clusters=2), data)
     assert part.n_clusters == 2 and adjusted_rand_score(truth, part.labels) > 0.95
