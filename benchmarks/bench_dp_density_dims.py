@@ -40,7 +40,7 @@ import warnings
 import numpy as np
 import pandas as pd
 from _harness import measure, save, table
-from bench_dp_density import JITTER, _ari, _diffprivlib_kmeans, true_k
+from bench_dp_density import _ari, _diffprivlib_kmeans, true_k, upsample
 
 import privclust
 
@@ -65,8 +65,9 @@ def separated(d: int, n: int, draw: int, seed: int, k: int = 5) -> tuple[pd.Data
     return (pd.DataFrame(centres[y] + rng.normal(0, SD, (n, d)), columns=cols), y, {c: [0.0, 100.0] for c in cols})
 
 
-def real_full(name: str, n: int, seed: int) -> tuple[pd.DataFrame, np.ndarray, dict]:
-    """A labelled set of scikit-learn in all its columns, standardised, upsampled to ``n`` with jitter."""
+def real_full(name: str, n: int, seed: int, how: str = "jitter") -> tuple[pd.DataFrame, np.ndarray, dict]:
+    """A labelled set of scikit-learn in all its columns, standardised, upsampled to ``n``
+    (``bench_dp_density.upsample``: ``how`` = "jitter" or "smooth")."""
     from sklearn import datasets as skd
     from sklearn.preprocessing import StandardScaler
 
@@ -74,11 +75,10 @@ def real_full(name: str, n: int, seed: int) -> tuple[pd.DataFrame, np.ndarray, d
     X = StandardScaler().fit_transform(X)
     lo, hi = X.min(axis=0), X.max(axis=0)
     span = float((hi - lo).max())
-    rng = np.random.default_rng(seed)
-    pick = rng.integers(0, len(X), n)
     cols = [f"x{j}" for j in range(X.shape[1])]
     bounds = {c: [float(np.floor(lo[j] - 0.1 * span)), float(np.ceil(hi[j] + 0.1 * span))] for j, c in enumerate(cols)}
-    return pd.DataFrame(X[pick] + rng.normal(0, JITTER * span, (n, X.shape[1])), columns=cols), y[pick], bounds
+    values, labels = upsample(X, y, n, seed, how)
+    return pd.DataFrame(values, columns=cols), labels, bounds
 
 
 def load(dataset: str, n: int, seed: int) -> tuple[pd.DataFrame, np.ndarray, dict]:

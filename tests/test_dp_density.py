@@ -665,19 +665,19 @@ def test_clusters_joined_by_a_bridge_are_split_by_the_coarse_pass():
     assert five.diagnostics["z"] == pytest.approx(_privtree.false_peak_z(five.diagnostics["leaves"], 0.05 / 2))
 
 
-def test_merge_to_joins_the_clusters_with_the_shallowest_valley_first():
-    # five leaves in a row, densities 10 | 4 | 9 | 1 | 8: clusters {0}, {1, 2}, {3, 4}
+def test_merge_to_joins_touching_clusters_by_wards_criterion():
+    # five leaves in a row, densities 10 | 4 | 9 | 1 | 8, each leaf's mass its density: clusters {0}, {1, 2}, {3, 4}
     f = np.array([10.0, 4.0, 9.0, 1.0, 8.0])
+    centres = np.arange(5.0)[:, None]
     pairs = (np.array([0, 1, 2, 3]), np.array([1, 2, 3, 4]))
     labels = np.array([0, 1, 1, 2, 2])
-    # 0 and 1 meet at 4 (0.44 of the lower peak 9), 1 and 2 at 1 (0.125 of 8): 0 and 1 merge
-    merged, stability = _merge_to(labels, [1.0, 2.0, 3.0], f, pairs, 2)
+    # Ward: {0} + {1, 2} costs 10 * 13 / 23 * (1.69)^2 = 16.2, {1, 2} + {3, 4} 13 * 9 / 22 * (2.31)^2 = 28.3
+    merged, stability = _merge_to(labels, [1.0, 2.0, 3.0], f, pairs, 2, centres, f)
     np.testing.assert_array_equal(merged, [0, 0, 0, 1, 1])
     assert stability == [3.0, 3.0]
-    # down to one: the merged cluster's saddle with the third is its parts' highest
-    one, _ = _merge_to(labels, [1.0, 2.0, 3.0], f, pairs, 1)
+    one, _ = _merge_to(labels, [1.0, 2.0, 3.0], f, pairs, 1, centres, f)
     np.testing.assert_array_equal(one, 0)
-    same, _ = _merge_to(labels, [1.0, 2.0, 3.0], f, pairs, 3)
+    same, _ = _merge_to(labels, [1.0, 2.0, 3.0], f, pairs, 3, centres, f)
     np.testing.assert_array_equal(same, labels)
 
 
@@ -685,8 +685,8 @@ def test_given_n_clusters_the_automatic_clusters_are_merged_down_to_it():
     """Jain's sparse moon is two or three density peaks that each meet the
     dense moon at a lower level than they meet each other in the tree, so the
     two branches of largest excess of mass were the dense moon and a fragment
-    (ARI 0.25); merging the automatic clusters by the shallowest valley joins
-    the fragments first."""
+    (ARI 0.25); merging the automatic clusters (by the shallowest valley, by
+    Ward's criterion since issue 26) joins the fragments first."""
     data, truth, bounds = shape("jain", 100_000)
     part, _ = fit(DPDensity(epsilon=1.0, bounds=bounds, n_clusters=2), data)
     assert part.n_clusters == 2 and adjusted_rand_score(truth, part.labels) > 0.95
@@ -1051,3 +1051,54 @@ def test_the_coarse_pass_keeps_its_valley_rule_when_none_is_given(monkeypatch):
     monkeypatch.setattr("privclust_plugins.dp_density.COARSE_VALLEY", 1.0)
     part, _ = fit(DPDensity(epsilon=2.0, bounds=bounds), data, seed=2)
     assert part.n_clusters > 3
+# issue 26: n_clusters on scikit-learn's real sets drawn up to 100,000 records
+# ---------------------------------------------------------------------------
+
+
+def test_merge_to_joins_a_small_bump_before_two_large_modes():
+    """Two large modes that meet high (A: leaves 0-2, C: leaves 3-6, saddle
+    6 of peaks 10) and a small bump B (leaf 7) behind a deep valley (0.5 of
+    its peak 5). Merging by the shallowest valley (the rule before issue 26)
+    joined A and C and kept the bump, as it kept wine's bumps and merged two
+    of its classes when told k = 3 (ARI 0.19); Ward's criterion joins the
+    bump to the mode it touches."""
+    f = np.array([8.0, 10.0, 6.0, 6.0, 10.0, 8.0, 0.5, 5.0])
+    labels = np.array([0, 0, 0, 1, 1, 1, 1, 2])
+    pairs = (np.arange(7), np.arange(1, 8))
+    centres = np.arange(8.0)[:, None]
+    merged, _ = _merge_to(labels, [0.0] * 3, f, pairs, 2, centres, f)
+    np.testing.assert_array_equal(merged, [0, 0, 0, 1, 1, 1, 1, 1])
+    # clusters that do not touch are not merged while touching ones are left: the bump alone in empty space stays
+    apart = (np.array([0, 1, 2, 3, 4, 5]), np.array([1, 2, 3, 4, 5, 6]))
+    merged, _ = _merge_to(labels, [0.0] * 3, f, apart, 2, centres, f)
+    np.testing.assert_array_equal(merged, [0, 0, 0, 0, 0, 0, 0, 1])
+
+
+def _iris_up(n=100_000, seed=0):
+    """iris drawn up to ``n`` records with jitter of 1% of its widest range (the benchmark's ``real_up``)."""
+    from sklearn.datasets import load_iris
+
+    X, y = load_iris(return_X_y=True)
+    rng = np.random.default_rng(seed)
+    span = float((X.max(axis=0) - X.min(axis=0)).max())
+    pick = rng.integers(0, len(X), n)
+    cols = [f"x{j}" for j in range(4)]
+    lo, hi = X.min(axis=0), X.max(axis=0)
+    bounds = {c: [float(np.floor(lo[j] - 0.1 * span)), float(np.ceil(hi[j] + 0.1 * span))] for j, c in enumerate(cols)}
+    return pd.DataFrame(X[pick] + rng.normal(0, 0.01 * span, (n, 4)), columns=cols), y[pick], bounds
+
+
+def test_n_clusters_splits_the_widest_mode_not_a_compact_one():
+    """iris drawn up to 100,000 records, epsilon 1, seed 3: the map resolves
+    two modes (setosa; versicolor and virginica together). Told k = 3 the step
+    took the 3 branches of largest excess of mass of its level-set tree, two
+    of them bumps of setosa (21,529 and 11,716 records), and kept the wide
+    mode whole (ARI 0.456); it now bisects the widest cluster (weighted sum of
+    squares) by weighted 2-means: setosa stays whole."""
+    data, truth, bounds = _iris_up()
+    part, _ = fit(DPDensity(epsilon=1.0, bounds=bounds, n_clusters=3), data, seed=3)
+    labels = np.asarray(part.labels)
+    assert part.n_clusters == 3 and part.diagnostics["rule"].startswith("density clusters split by weighted 2-means")
+    setosa = np.bincount(labels[truth == 0], minlength=3)
+    assert setosa.max() >= 0.95 * setosa.sum()
+    assert adjusted_rand_score(truth, labels) > 0.55
