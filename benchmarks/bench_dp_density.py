@@ -69,6 +69,7 @@ not use it, so the benchmark stubs that one module before importing.
 from __future__ import annotations
 
 import datetime as _dt
+import itertools
 import json
 import os
 import sys
@@ -848,10 +849,12 @@ def real_targets(draws: int = 20, seeds: tuple[int, ...] = (1, 2, 3, 4, 5), n: i
 PATHBASED_HDBSCAN = 0.459
 
 
-def targets(draws: int = 20, seeds: tuple[int, ...] = (1, 2, 3, 4, 5), n: int = 100_000) -> str:
+def targets(draws: int = 20, seeds: tuple[int, ...] = (1, 2, 3, 4, 5), n: int = 100_000,
+            real_draws: int | None = None) -> str:
     """Issue 26's targets, one table each, dp-density against diffprivlib's KMeans told k (same bounds, same
     points, same seeds); written to ``results/dp_density-targets.md``. Each method is run in this process (no
-    timings: ARI only)."""
+    timings: ARI only). ``real_draws``: the upsampling draws of the real sets drawn up to ``n`` (default
+    ``draws``; that section takes about an hour at 20 draws x 5 seeds here, the rest about 15 minutes)."""
     privclust.get_registry()
     out = [f"Issue 26 targets: {draws} draws x seeds {', '.join(map(str, seeds))}, n = {n:,} unless said, "
            "epsilon 1 unless said; means over the seeds (and the draws where said).", ""]
@@ -901,7 +904,7 @@ def targets(draws: int = 20, seeds: tuple[int, ...] = (1, 2, 3, 4, 5), n: int = 
                          f"{mean(auto) - mean(dpl):+.3f}"])
     out += ["### scikit-learn's labelled sets at their own sizes (4 columns: iris as is, the others by PCA)", "",
             table(["data", "n", "eps", "dp-density auto", "one cluster", "diffprivlib KMeans (k)", "margin"], rows), ""]
-    out += real_targets(draws, seeds, n)
+    out += real_targets(draws if real_draws is None else real_draws, seeds, n)
 
     # 4: 50 clusters; 1:100 imbalance
     rows = []
@@ -937,9 +940,12 @@ def targets(draws: int = 20, seeds: tuple[int, ...] = (1, 2, 3, 4, 5), n: int = 
 
 if __name__ == "__main__":
     if "--targets" in sys.argv:  # --targets [draws] [seeds] [n]: the issue's scale is 20 5 100000
-        args = [int(a) for a in sys.argv[sys.argv.index("--targets") + 1:] if a.isdigit()]
+        rest = sys.argv[sys.argv.index("--targets") + 1:]
+        args = [int(a) for a in itertools.takewhile(lambda a: not a.startswith("--"), rest) if a.isdigit()]
         draws, n_seeds, size = (args + [20, 5, 100_000][len(args):])[:3]
-        targets(draws, tuple(range(1, n_seeds + 1)), size)
+        # --real-draws D: fewer upsampling draws of the real sets than the other families' draws
+        real_draws = int(sys.argv[sys.argv.index("--real-draws") + 1]) if "--real-draws" in sys.argv else None
+        targets(draws, tuple(range(1, n_seeds + 1)), size, real_draws)
     elif "--small-files" in sys.argv:  # --small-files [seeds]: issue 26's small files, automatic, 20 seeds
         args = [int(a) for a in sys.argv[sys.argv.index("--small-files") + 1:] if a.isdigit()]
         print(small_files(*(args[:1] or [20])))
