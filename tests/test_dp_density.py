@@ -15,7 +15,8 @@ import privclust
 import privclust.testing as pt
 from privclust import Budget, BudgetExceededError, DataError, ParameterError, PrivacyContext, RecipeError
 from privclust_plugins import _privtree
-from privclust_plugins.dp_density import DPDensity, _merge_to, _refine, cluster_map, split_to, weighted_kmeans
+from privclust_plugins._dp_map import _merge_to, _refine, cluster_map, split_to, weighted_kmeans
+from privclust_plugins.dp_density import DPDensity
 
 BOUNDS = {"x": [-5.0, 25.0], "y": [-5.0, 25.0]}
 
@@ -972,7 +973,7 @@ def test_the_small_map_fallback_reads_the_released_map_only():
 def test_unimodal_bisect_splits_one_mode_in_two_and_clear_groups_further():
     """One uniform square of leaves: two clusters (the stated floor), never more; three far-apart groups of
     leaves: three. The split share of a uniform line is 3/4 (Khintchine's bound for one symmetric mode)."""
-    from privclust_plugins.dp_density import _split_share, unimodal_bisect
+    from privclust_plugins._dp_map import _split_share, unimodal_bisect
 
     n, lo, hi = _square_grid(32)
     centres = 0.5 * (lo + hi)
@@ -1035,7 +1036,7 @@ def test_a_mode_beside_a_pair_that_forms_one_is_its_own_cluster(seed, monkeypatc
     mine, theirs = alone(part.labels)
     assert mine > 0.8 and theirs < 0.1  # the Bayes rule puts Phi(1.34) = 0.91 of it on its side of the pair
     assert part.diagnostics["refined_clusters"] >= 1
-    monkeypatch.setattr("privclust_plugins.dp_density.ELLIPSE_EXCESS", 1.0)
+    monkeypatch.setattr("privclust_plugins._dp_map.ELLIPSE_EXCESS", 1.0)
     part, _ = fit(DPDensity(epsilon=1.0, bounds=bounds), data, seed=seed)
     assert alone(part.labels)[1] > 0.9  # one cluster with the pair
 
@@ -1048,7 +1049,7 @@ def test_the_coarse_pass_keeps_its_valley_rule_when_none_is_given(monkeypatch):
     data, y, bounds = shape("spiral", 100_000)
     part, _ = fit(DPDensity(epsilon=2.0, bounds=bounds), data, seed=2)
     assert part.n_clusters == 3 and adjusted_rand_score(y, part.labels) > 0.99
-    monkeypatch.setattr("privclust_plugins.dp_density.COARSE_VALLEY", 1.0)
+    monkeypatch.setattr("privclust_plugins._dp_map.COARSE_VALLEY", 1.0)
     part, _ = fit(DPDensity(epsilon=2.0, bounds=bounds), data, seed=2)
     assert part.n_clusters > 3
 # issue 26: n_clusters on scikit-learn's real sets drawn up to 100,000 records
