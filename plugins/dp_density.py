@@ -160,7 +160,7 @@ from privclust import (
 )
 
 from . import _dp_basis, _dpc, _privtree
-from ._dp_map import cluster_map
+from ._dp_map import cluster_map, split_to, weighted_kmeans  # noqa: F401  (their home before issue 26)
 
 __version__ = "0.1.0"
 
