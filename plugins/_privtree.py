@@ -519,42 +519,51 @@ def _leaf_nodes_below(tree: LevelTree) -> list[np.ndarray]:
     return [np.asarray(r, dtype=np.int64) for r in rows]
 
 
-def roundness(f: np.ndarray, lo: np.ndarray, hi: np.ndarray, leaves: np.ndarray, level: float) -> float:
-    """How far the part of ``leaves`` above density ``level`` (the upper level set, each leaf's box uniform) is
-    from a ball: its mean squared distance from its centroid over that of a ball of the same volume,
-    ``d / (d + 2) r^2`` with ``c_d r^d`` the volume (1 for a ball, ``(1 + a^2) / (2 a)`` for a disc stretched
-    ``a`` times; larger for a crescent or a ring). Infinite when no leaf is above ``level``."""
+def _upper_moments(f: np.ndarray, lo: np.ndarray, hi: np.ndarray, leaves: np.ndarray,
+                   level: float) -> tuple[np.ndarray, float] | None:
+    """The second moments about its centroid (a ``d x d`` matrix) and the volume of the part of ``leaves`` above
+    density ``level``, each leaf's box uniform; None when no leaf is above it."""
     up = leaves[f[leaves] > level]
     if up.size == 0:
-        return math.inf
-    width = hi[up] - lo[up]
-    vol = np.prod(width, axis=1)
-    total = float(vol.sum())
-    centre = 0.5 * (lo[up] + hi[up])
-    mean = (centre * vol[:, None]).sum(axis=0) / total
-    second = float((vol * (((centre - mean) ** 2).sum(axis=1) + (width ** 2).sum(axis=1) / 12.0)).sum()) / total
-    d = lo.shape[1]
-    ball = math.pi ** (d / 2.0) / math.gamma(d / 2.0 + 1.0)
-    radius2 = (total / ball) ** (2.0 / d)
-    return second / (d / (d + 2.0) * radius2)
-
-
-def ellipticity(f: np.ndarray, lo: np.ndarray, hi: np.ndarray, leaves: np.ndarray, level: float) -> float:
-    """How far the part of ``leaves`` above density ``level`` is from an ellipsoid: the volume of the uniform
-    ellipsoid with the same second moments over its own volume (1 for any ellipsoid, the least any shape reaches;
-    larger for a crescent, a ring or a dumbbell). Infinite when no leaf is above ``level``."""
-    up = leaves[f[leaves] > level]
-    if up.size == 0:
-        return math.inf
+        return None
     width = hi[up] - lo[up]
     vol = np.prod(width, axis=1)
     total = float(vol.sum())
     centre = 0.5 * (lo[up] + hi[up])
     dc = centre - (centre * vol[:, None]).sum(axis=0) / total
     second = (np.einsum("l,li,lj->ij", vol, dc, dc) + np.diag((vol[:, None] * width ** 2).sum(axis=0) / 12.0)) / total
+    return second, total
+
+
+def _ball(d: int) -> float:
+    """The volume of the unit ball in ``d`` dimensions."""
+    return math.pi ** (d / 2.0) / math.gamma(d / 2.0 + 1.0)
+
+
+def roundness(f: np.ndarray, lo: np.ndarray, hi: np.ndarray, leaves: np.ndarray, level: float) -> float:
+    """How far the part of ``leaves`` above density ``level`` (the upper level set, each leaf's box uniform) is
+    from a ball: its mean squared distance from its centroid over that of a ball of the same volume,
+    ``d / (d + 2) r^2`` with ``c_d r^d`` the volume (1 for a ball, ``(1 + a^2) / (2 a)`` for a disc stretched
+    ``a`` times; larger for a crescent or a ring). Infinite when no leaf is above ``level``."""
+    moments = _upper_moments(f, lo, hi, leaves, level)
+    if moments is None:
+        return math.inf
+    second, total = moments
     d = lo.shape[1]
-    ball = math.pi ** (d / 2.0) / math.gamma(d / 2.0 + 1.0)
-    return ball * (d + 2.0) ** (d / 2.0) * math.sqrt(max(float(np.linalg.det(second)), 0.0)) / total
+    radius2 = (total / _ball(d)) ** (2.0 / d)
+    return float(np.trace(second)) / (d / (d + 2.0) * radius2)
+
+
+def ellipticity(f: np.ndarray, lo: np.ndarray, hi: np.ndarray, leaves: np.ndarray, level: float) -> float:
+    """How far the part of ``leaves`` above density ``level`` is from an ellipsoid: the volume of the uniform
+    ellipsoid with the same second moments over its own volume (1 for any ellipsoid, the least any shape reaches;
+    larger for a crescent, a ring or a dumbbell). Infinite when no leaf is above ``level``."""
+    moments = _upper_moments(f, lo, hi, leaves, level)
+    if moments is None:
+        return math.inf
+    second, total = moments
+    d = lo.shape[1]
+    return _ball(d) * (d + 2.0) ** (d / 2.0) * math.sqrt(max(float(np.linalg.det(second)), 0.0)) / total
 
 
 def round_splits(tree: LevelTree, f: np.ndarray, lo: np.ndarray, hi: np.ndarray, max_roundness: float,
