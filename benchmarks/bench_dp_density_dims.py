@@ -177,13 +177,14 @@ COST = ((20, 100_000, 1.0), (20, 1_000_000, 1.0), (12, 100_000, 10.0))
 def main(draws: int = 2, seeds: int = 2) -> str:
     privclust.get_registry()
     seed_list = list(range(1, seeds + 1))
+    scale = ("the issue's scale for the mixtures" if draws >= 20 and seeds >= 5 else
+             "a reduced scale: the issue's targets ask for 20 draws x 5 seeds")
     head = ["data", "runs", "dp-density auto (mean ARI)", "dp-density k", "diffprivlib KMeans (k)",
             "margin auto", "margin k", "auto: one cluster", "time auto", "time diffprivlib"]
     text = [f"Measured {_dt.date.today().isoformat()}, load average at start "
             f"{', '.join(f'{x:.1f}' for x in os.getloadavg())} (the machine is shared). Epsilon 1, "
             f"{N_MAIN:,} records; {draws} draw(s) x {len(seed_list)} seed(s) per mixture, {len(seed_list)} seed(s) "
-            "per real set (a reduced scale: the issue's targets ask for 20 draws x 5 seeds). Margin: mean ARI of "
-            "dp-density minus diffprivlib's.", ""]
+            f"per real set ({scale}). Margin: mean ARI of dp-density minus diffprivlib's.", ""]
     # the cost first, while this process is small: a child started later inherits its peak (ru_maxrss survives
     # the exec of multiprocessing's spawn on Linux)
     rows = []
