@@ -545,7 +545,8 @@ def test_jitter_around_scattered_points_does_not_split_a_shape():
     epsilon 0.5 and 1 (seeds 1 to 3). From epsilon 2 on, the leaves are finer
     than the kernel, whose half-width here is 1.7 jitter sd, and it splits
     off groups of points again (seed 1 of 3 before the tree started from a
-    grid, 2 of 3 since): the limit of any fixed bandwidth, see the docs."""
+    grid, 2 of 3 since, 3 of 3 since the ellipse pass of issue 26): the limit
+    of any fixed bandwidth, see the docs."""
     g = np.random.default_rng(7)
     t, r = g.uniform(0, np.pi, (2, 120)), g.uniform(5, 7, (2, 120))
     points = np.vstack([np.c_[10 + r[0] * np.cos(t[0]), 10 + r[0] * np.sin(t[0])],
