@@ -28,10 +28,12 @@ __all__ = ["cluster_map"]
 #: shape sets like the others) ...
 COARSE_FACTOR = 4.0
 #: ... whose valley rule may be this shallow: the wider kernel has smoothed
-#: away bumps narrower than itself, so a valley that survives it is wide.
+#: away bumps narrower than itself, so a valley that survives it is wide. It
+#: holds when the user gives no ``valley`` too (issue 26 first read an unset
+#: valley as 1, no ratio rule, in this pass as well: with neither the excess
+#: test nor a valley it split two of the spiral's arms at epsilon 2, seed 2,
+#: ARI 0.752; with 0.7, 1.000).
 COARSE_VALLEY = 0.7
-#: (Issue 26 first read a valley left unset as 1, no ratio rule, in this pass too: with neither the excess test nor
-#: a valley, it split two of the spiral's arms at epsilon 2, seed 2, ARI 0.752; with 0.7, 1.000.)
 #: A coarse cluster lies inside a fine one when this share of its noisy mass does.
 INSIDE_SHARE = 0.9
 
@@ -163,13 +165,12 @@ def _refine(fine: np.ndarray, coarse: np.ndarray, w: np.ndarray, centres: np.nda
     return out, origin
 
 
-def _labels_of(level: Any, n_clusters: int | None, centres: np.ndarray,
-               split: np.ndarray | None = None) -> tuple[np.ndarray, list, np.ndarray]:
+def _labels_of(level: Any, centres: np.ndarray, split: np.ndarray | None = None) -> tuple[np.ndarray, list, np.ndarray]:
     """The clusters chosen in a level-set tree as leaf labels (leaves below
     every cluster take the nearest cluster leaf), their stabilities, and which
     leaves lie in a chosen branch (``split``: the nodes never chosen whole,
     :func:`privclust_plugins._privtree.select_clusters`)."""
-    chosen = _privtree.select_clusters(level, n_clusters, split)
+    chosen = _privtree.select_clusters(level, split)
     labels = _branch_of_leaf(level, chosen)
     core = labels >= 0
     if not core.any():
@@ -424,7 +425,8 @@ def cluster_map(lo: np.ndarray, hi: np.ndarray, depth: np.ndarray, noisy: np.nda
     smoothed densities, significant peaks, a cluster id for every leaf, and
     the centres (noisy-mass-weighted leaf centres) in unit coordinates.
 
-    The automatic clusters: the level-set tree at half-width ``h``, then (up
+    The automatic clusters: the level-set tree at half-width ``h``, the
+    ellipse pass on the same densities (:func:`_ellipse_clusters`), then (up
     to 4 columns) a second look at :data:`COARSE_FACTOR` ``h`` on the same
     map (its leaves merged to the depth that kernel can use,
     :func:`_privtree.coarsen`), whose clusters split a fine cluster they lie
@@ -453,7 +455,7 @@ def cluster_map(lo: np.ndarray, hi: np.ndarray, depth: np.ndarray, noisy: np.nda
     centres_leaf = 0.5 * (lo + hi)
     w = np.maximum(noisy, 0.0)
     split = _privtree.round_splits(level, f, lo, hi, ROUNDNESS_MAX) | _privtree.heirs(level, HEIR_SHARE * n_est)
-    leaf_labels, stability, core = _labels_of(level, None, centres_leaf, split)
+    leaf_labels, stability, core = _labels_of(level, centres_leaf, split)
     hc = COARSE_FACTOR * h
     # the ellipse pass: blobs that meet high, whose excess above the saddle the first pass's test misses
     blobs, blob_stability = _ellipse_clusters(f, sigma, noisy, pairs, lo, hi, z=z, min_mass=min_mass, valley=valley,
@@ -467,7 +469,7 @@ def cluster_map(lo: np.ndarray, hi: np.ndarray, depth: np.ndarray, noisy: np.nda
         cnoisy = np.bincount(group, weights=noisy, minlength=clo.shape[0])
         *_, clevel, _ = _map_levels(clo, chi, cdepth, cnoisy, b, hc, false_peak=fp, min_mass=min_mass,
                                  valley=max(valley, COARSE_VALLEY) if given_valley else COARSE_VALLEY, merged=merged)
-        cchosen = _privtree.select_clusters(clevel, None, _privtree.heirs(clevel, HEIR_SHARE * n_est))
+        cchosen = _privtree.select_clusters(clevel, _privtree.heirs(clevel, HEIR_SHARE * n_est))
         leaf_labels, origin = _refine(leaf_labels, _branch_of_leaf(clevel, cchosen)[group], w, centres_leaf)
         refined += len(origin) - len(stability)
         stability += [float(clevel.stability[cchosen[c]]) for c in origin[len(stability):]]

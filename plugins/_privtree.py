@@ -495,15 +495,6 @@ def level_set_tree(f: np.ndarray, sigma: np.ndarray, noisy: np.ndarray, pairs: t
                      order=np.asarray(order, dtype=np.int64))
 
 
-def n_branches(tree: LevelTree) -> int:
-    """The number of leaves of the condensed tree (live nodes with no live child)."""
-    alive = tree.alive
-    has_child = np.zeros(alive.size, dtype=bool)
-    parents = tree.parent[alive & (tree.parent >= 0)]
-    has_child[parents] = True
-    return int(np.count_nonzero(alive & ~has_child))
-
-
 def _leaf_nodes_below(tree: LevelTree) -> list[np.ndarray]:
     """For every node, the leaves of the partition that lie in it (its own and its live descendants')."""
     K = tree.parent.size
@@ -605,21 +596,17 @@ def heirs(tree: LevelTree, small: float) -> np.ndarray:
     return out
 
 
-def select_clusters(tree: LevelTree, n_clusters: int | None, split: np.ndarray | None = None) -> np.ndarray:
-    """The nodes chosen as clusters. Automatic: excess of mass (HDBSCAN's
-    rule: a node is kept when its stability is at least that of the best
-    selection below it; a root is never kept unless it has no children).
-    With ``n_clusters``: the ``n_clusters`` nodes, none above another, of
-    largest total stability (:func:`_best_k`)."""
+def select_clusters(tree: LevelTree, split: np.ndarray | None = None) -> np.ndarray:
+    """The nodes chosen as clusters by excess of mass (HDBSCAN's rule: a
+    node is kept when its stability is at least that of the best selection
+    below it; a root is never kept unless it has no children; a node in
+    ``split``, or above one, is never kept whole)."""
     K = tree.parent.size
     alive = tree.alive
     children: list[list[int]] = [[] for _ in range(K)]
     for c in range(K):
         if alive[c] and tree.parent[c] >= 0:
             children[int(tree.parent[c])].append(c)
-    roots = [c for c in range(K) if alive[c] and tree.parent[c] < 0]
-    if n_clusters is not None:
-        return _best_k(tree, children, roots, n_clusters)
     best = np.zeros(K)
     selected = np.zeros(K, dtype=bool)
     forced = np.zeros(K, dtype=bool)  # a node in ``split``, or above one: never a cluster itself
@@ -647,41 +634,6 @@ def select_clusters(tree: LevelTree, n_clusters: int | None, split: np.ndarray |
         if not covered:
             out.append(c)
     return np.array(sorted(out), dtype=np.int64)
-
-
-def _best_k(tree: LevelTree, children: list[list[int]], roots: list[int], k: int) -> np.ndarray:
-    """``k`` nodes, none above another, of largest total stability (the
-    excess-of-mass rule constrained to ``k`` clusters; a dynamic programme
-    over the tree). Fewer when the tree has fewer than ``k`` leaves."""
-    table: dict[int, dict[int, tuple[float, list[int]]]] = {}
-    for c in tree.order:  # children before parents
-        c = int(c)
-        own = float(tree.stability[c]) if tree.parent[c] >= 0 else 0.0
-        combo: dict[int, tuple[float, list[int]]] = {0: (0.0, [])}
-        for ch in children[c]:
-            nxt: dict[int, tuple[float, list[int]]] = {}
-            for j1, (v1, s1) in combo.items():
-                for j2, (v2, s2) in table[ch].items():
-                    j = j1 + j2
-                    if j <= k and (j not in nxt or v1 + v2 > nxt[j][0]):
-                        nxt[j] = (v1 + v2, s1 + s2)
-            combo = nxt
-        if not children[c]:
-            combo = {}
-        if 1 not in combo or own >= combo[1][0]:
-            combo[1] = (own, [c])
-        table[c] = combo
-    total: dict[int, tuple[float, list[int]]] = {0: (0.0, [])}
-    for r in roots:
-        nxt = {}
-        for j1, (v1, s1) in total.items():
-            for j2, (v2, s2) in table[r].items():
-                j = j1 + j2
-                if j <= k and (j not in nxt or v1 + v2 > nxt[j][0]):
-                    nxt[j] = (v1 + v2, s1 + s2)
-        total = nxt
-    j = max(total)
-    return np.array(sorted(total[j][1]), dtype=np.int64)
 
 
 def false_peak_z(n_leaves: int, false_peak: float) -> float:

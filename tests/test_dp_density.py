@@ -867,9 +867,9 @@ def test_heirs_keep_a_shape_a_root_when_a_small_group_splits_off():
     are the clusters, without it the whole shape is one."""
     f, noisy, level = _tree_of_three()
     heirs = _privtree.heirs(level, 50.0)
-    plain = _privtree.select_clusters(level, None)
+    plain = _privtree.select_clusters(level)
     assert [int(level.mass[c]) for c in plain] == [10, 1500]  # the small group and the whole shape
-    chosen = _privtree.select_clusters(level, None, heirs)
+    chosen = _privtree.select_clusters(level, heirs)
     assert sorted(int(level.mass[c]) for c in chosen) == [10, 700, 700]  # the saddle leaf (100) in neither
     assert not _privtree.heirs(level, 5.0).any()  # a group of 10 is not small below 5
 
