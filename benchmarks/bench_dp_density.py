@@ -68,6 +68,7 @@ not use it, so the benchmark stubs that one module before importing.
 
 from __future__ import annotations
 
+import concurrent.futures
 import datetime as _dt
 import itertools
 import json
@@ -806,42 +807,56 @@ def small_files(seeds: int = 20, epsilons: tuple[float, ...] = (1.0, 3.0)) -> st
         table(["data", "n", "eps", "one cluster", "clusters (k: runs)"], flat)])
     save("dp_density-small-files", report)
     return report
-def real_targets(draws: int = 20, seeds: tuple[int, ...] = (1, 2, 3, 4, 5), n: int = 100_000) -> list[str]:
+#: The two column sets of the real-set target: the title of each table, and how a set is loaded at that width.
+REAL_WIDTHS = (("all", "all their columns (iris 4, wine 13, breast cancer 30, digits 64), standardised"),
+               ("4", "4 columns (iris as is, the others standardised and projected on 4 principal components)"))
+
+
+def _real_cell(width: str, how: str, name: str, draws: int, seeds: tuple[int, ...], n: int) -> list:
+    """One row of :func:`real_targets`: a set at one width, drawn up one way, ``draws`` x ``seeds`` runs."""
+    from bench_dp_density_dims import real_full
+
+    privclust.get_registry()
+    auto, told, dpl, ones, clusters = [], [], [], 0, []
+    for draw in range(draws):
+        data, y, bounds = real_full(name, n, draw, how) if width == "all" else real_up(name, n, draw, how)
+        k = true_k(y)
+        for s in seeds:
+            labels = _fit_labels(data, bounds, 1.0, s, None)
+            auto.append(_ari(y, labels))
+            clusters.append(int(np.unique(labels).size))
+            ones += clusters[-1] == 1
+            told.append(_ari(y, _fit_labels(data, bounds, 1.0, s, k)))
+            dpl.append(_ari(y, _dpl_labels(data, bounds, 1.0, s, k)))
+    a, t, p = (float(np.mean(v)) for v in (auto, told, dpl))
+    return [how, name, len(auto), f"{a:.3f}", f"{min(clusters)}-{max(clusters)}", f"{ones} of {len(auto)}",
+            f"{t:.3f}", f"{p:.3f}", f"{a - p:+.3f}", f"{t - p:+.3f}"]
+
+
+def real_targets(draws: int = 20, seeds: tuple[int, ...] = (1, 2, 3, 4, 5), n: int = 100_000,
+                 jobs: int = 1) -> list[str]:
     """Issue 26's real-set target: scikit-learn's labelled sets drawn up to ``n`` records, epsilon 1, ``draws``
     upsampling draws (draw ``i`` seeds the draw with ``i``) x ``seeds``; dp-density automatic and told k against
     diffprivlib's KMeans told k, the same points and bounds. Two tables: all the columns, standardised
     (``bench_dp_density_dims.real_full``; above 4 columns dp-density builds its map on a private basis) and 4
     columns (:func:`real`: iris as is, the others standardised and projected on 4 principal components); each
-    upsampled two ways (:data:`UPSAMPLINGS`). The target is met where a margin is at least -0.05."""
-    from bench_dp_density_dims import real_full
-
+    upsampled two ways (:data:`UPSAMPLINGS`). The target is met where a margin is at least -0.05. ``jobs``: the
+    rows run in that many processes (the section takes about 70 minutes in one at 20 draws x 5 seeds here); the
+    results do not depend on it."""
+    cells = [(width, how, name) for width, _ in REAL_WIDTHS for how in UPSAMPLINGS for name in REAL_SETS]
+    rows: dict[tuple, list] = {}
+    with concurrent.futures.ProcessPoolExecutor(max_workers=max(1, jobs)) as pool:
+        running = {pool.submit(_real_cell, *cell, draws, seeds, n): cell for cell in cells}
+        for done in concurrent.futures.as_completed(running):
+            rows[running[done]] = done.result()
+            print(*running[done][:1], *rows[running[done]], sep=" | ", flush=True)  # progress
     out = []
-    for title, load_up in (("all their columns (iris 4, wine 13, breast cancer 30, digits 64), standardised",
-                            lambda name, draw, how: real_full(name, n, draw, how)),
-                           ("4 columns (iris as is, the others standardised and projected on 4 principal components)",
-                            lambda name, draw, how: real_up(name, n, draw, how))):
-        rows = []
-        for how in UPSAMPLINGS:
-            for name in REAL_SETS:
-                auto, told, dpl, ones, clusters = [], [], [], 0, []
-                for draw in range(draws):
-                    data, y, bounds = load_up(name, draw, how)
-                    k = true_k(y)
-                    for s in seeds:
-                        labels = _fit_labels(data, bounds, 1.0, s, None)
-                        auto.append(_ari(y, labels))
-                        clusters.append(int(np.unique(labels).size))
-                        ones += clusters[-1] == 1
-                        told.append(_ari(y, _fit_labels(data, bounds, 1.0, s, k)))
-                        dpl.append(_ari(y, _dpl_labels(data, bounds, 1.0, s, k)))
-                a, t, p = (float(np.mean(v)) for v in (auto, told, dpl))
-                rows.append([how, name, len(auto), f"{a:.3f}", f"{min(clusters)}-{max(clusters)}",
-                             f"{ones} of {len(auto)}", f"{t:.3f}", f"{p:.3f}", f"{a - p:+.3f}", f"{t - p:+.3f}"])
-                print(title[:12], *rows[-1], sep=" | ", flush=True)  # progress: the section takes about an hour
+    for width, title in REAL_WIDTHS:
         out += [f"### scikit-learn's labelled sets drawn up to {n:,}, epsilon 1, {draws} draws x seeds "
                 f"{', '.join(map(str, seeds))}: {title}", "",
                 table(["upsampling", "data", "runs", "dp-density auto", "auto: clusters", "auto: one cluster",
-                       "dp-density k", "diffprivlib KMeans (k)", "auto - diffprivlib", "k - diffprivlib"], rows), ""]
+                       "dp-density k", "diffprivlib KMeans (k)", "auto - diffprivlib", "k - diffprivlib"],
+                      [rows[(width, how, name)] for how in UPSAMPLINGS for name in REAL_SETS]), ""]
     return out
 
 
@@ -850,7 +865,7 @@ PATHBASED_HDBSCAN = 0.459
 
 
 def targets(draws: int = 20, seeds: tuple[int, ...] = (1, 2, 3, 4, 5), n: int = 100_000,
-            real_draws: int | None = None) -> str:
+            real_draws: int | None = None, jobs: int = 1) -> str:
     """Issue 26's targets, one table each, dp-density against diffprivlib's KMeans told k (same bounds, same
     points, same seeds); written to ``results/dp_density-targets.md``. Each method is run in this process (no
     timings: ARI only). ``real_draws``: the upsampling draws of the real sets drawn up to ``n`` (default
@@ -904,7 +919,7 @@ def targets(draws: int = 20, seeds: tuple[int, ...] = (1, 2, 3, 4, 5), n: int = 
                          f"{mean(auto) - mean(dpl):+.3f}"])
     out += ["### scikit-learn's labelled sets at their own sizes (4 columns: iris as is, the others by PCA)", "",
             table(["data", "n", "eps", "dp-density auto", "one cluster", "diffprivlib KMeans (k)", "margin"], rows), ""]
-    out += real_targets(draws if real_draws is None else real_draws, seeds, n)
+    out += real_targets(draws if real_draws is None else real_draws, seeds, n, jobs)
 
     # 4: 50 clusters; 1:100 imbalance
     rows = []
@@ -945,7 +960,9 @@ if __name__ == "__main__":
         draws, n_seeds, size = (args + [20, 5, 100_000][len(args):])[:3]
         # --real-draws D: fewer upsampling draws of the real sets than the other families' draws
         real_draws = int(sys.argv[sys.argv.index("--real-draws") + 1]) if "--real-draws" in sys.argv else None
-        targets(draws, tuple(range(1, n_seeds + 1)), size, real_draws)
+        # --jobs J: the real-set rows in J processes
+        jobs = int(sys.argv[sys.argv.index("--jobs") + 1]) if "--jobs" in sys.argv else 1
+        targets(draws, tuple(range(1, n_seeds + 1)), size, real_draws, jobs)
     elif "--small-files" in sys.argv:  # --small-files [seeds]: issue 26's small files, automatic, 20 seeds
         args = [int(a) for a in sys.argv[sys.argv.index("--small-files") + 1:] if a.isdigit()]
         print(small_files(*(args[:1] or [20])))
@@ -953,7 +970,8 @@ if __name__ == "__main__":
         args = [int(a) for a in sys.argv[sys.argv.index("--real") + 1:] if a.isdigit()]
         draws, n_seeds, size = (args + [20, 5, 100_000][len(args):])[:3]
         privclust.get_registry()
-        report = "\n".join(real_targets(draws, tuple(range(1, n_seeds + 1)), size))
+        jobs = int(sys.argv[sys.argv.index("--jobs") + 1]) if "--jobs" in sys.argv else 1
+        report = "\n".join(real_targets(draws, tuple(range(1, n_seeds + 1)), size, jobs))
         save("dp_density-real", report)
     elif "--small" in sys.argv:
         print(small())

@@ -245,6 +245,25 @@ KMEANS_RESTARTS = 10
 KMEANS_SEED = 0
 
 
+def _lloyd(centres: np.ndarray, m: np.ndarray, means: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Lloyd's iterations from ``means`` on the leaves' ``centres`` weighted by ``m``: every leaf to its nearest
+    mean, every mean to its leaves' weighted mean, until no leaf moves (at most :data:`KMEANS_ITERATIONS`). A mean
+    no leaf of positive weight joins stays where it is. Returns the labels and the means."""
+    means = np.array(means, dtype=float)
+    labels = np.full(centres.shape[0], -1, dtype=np.int64)
+    for _ in range(KMEANS_ITERATIONS):
+        new = cKDTree(means).query(centres)[1].astype(np.int64)
+        if np.array_equal(new, labels):
+            break
+        labels = new
+        mass = np.bincount(labels, weights=m, minlength=means.shape[0])
+        sums = np.zeros_like(means)
+        np.add.at(sums, labels, centres * m[:, None])
+        filled = mass > 0
+        means[filled] = sums[filled] / mass[filled, None]
+    return labels, means
+
+
 def weighted_kmeans(centres: np.ndarray, w: np.ndarray, k: int) -> np.ndarray:
     """``k`` clusters of the leaves by k-means on their centres, each leaf
     weighted by its noisy mass (post-processing of the DP map only, like
@@ -273,18 +292,7 @@ def weighted_kmeans(centres: np.ndarray, w: np.ndarray, k: int) -> np.ndarray:
                 break
             seeds.append(int(rng.choice(L, p=score / score.sum())))
             gap = np.minimum(gap, ((centres - centres[seeds[-1]]) ** 2).sum(axis=1))
-        means = centres[seeds].copy()
-        labels = np.full(L, -1, dtype=np.int64)
-        for _ in range(KMEANS_ITERATIONS):
-            new = cKDTree(means).query(centres)[1].astype(np.int64)
-            if np.array_equal(new, labels):
-                break
-            labels = new
-            mass = np.bincount(labels, weights=m, minlength=means.shape[0])
-            sums = np.zeros_like(means)
-            np.add.at(sums, labels, centres * m[:, None])
-            filled = mass > 0
-            means[filled] = sums[filled] / mass[filled, None]
+        labels, means = _lloyd(centres, m, centres[seeds])
         sse = float((m * ((centres - means[labels]) ** 2).sum(axis=1)).sum())
         if sse < best_sse:
             best, best_sse = labels, sse
@@ -319,6 +327,53 @@ def split_to(labels: np.ndarray, centres: np.ndarray, w: np.ndarray, k: int) -> 
             break
         labels[mine[halves == 1]] = K
     return labels
+
+
+def boundary_density(labels: np.ndarray, f: np.ndarray, lo: np.ndarray, hi: np.ndarray,
+                     pairs: tuple[np.ndarray, np.ndarray]) -> float:
+    """How much density a partition of the leaves cuts through: over the
+    pairs of leaves that share a face and lie in different clusters, the
+    lower of their smoothed densities (a negative, noisy one taken as 0)
+    times the face's area. Leaves that touch only at an edge or a corner
+    add nothing (their shared face has no area)."""
+    i, j = pairs
+    cross = labels[i] != labels[j]
+    i, j = i[cross], j[cross]
+    if i.size == 0:
+        return 0.0
+    overlap = np.minimum(hi[i], hi[j]) - np.maximum(lo[i], lo[j])  # 0 along the dimension the boxes meet in
+    meet = np.argmin(overlap, axis=1)
+    overlap[np.arange(i.size), meet] = 1.0
+    area = np.prod(np.clip(overlap, 0.0, None), axis=1)
+    return float(np.sum(np.maximum(np.minimum(f[i], f[j]), 0.0) * area))
+
+
+def kmeans_refine(labels: np.ndarray, centres: np.ndarray, w: np.ndarray, f: np.ndarray, lo: np.ndarray,
+                  hi: np.ndarray, pairs: tuple[np.ndarray, np.ndarray]) -> np.ndarray | None:
+    """Lloyd's iterations from the ``n_clusters`` partition ``labels`` of
+    the leaves (weights ``w``), kept only when all its clusters stay and its
+    boundaries cut through no more density than the density clusters' own
+    (:func:`boundary_density`); else None. Among partitions the density
+    does not tell apart, the compact one: wine drawn up with jitter to
+    100,000 records, 4 columns, was merged from 5 to 11 groups of bumps
+    along their valleys (ARI 0.78 told k = 3; diffprivlib 0.86), and its
+    k-means refinement cuts through 15-38% less density (ARI 0.91). On the
+    shapes a refinement cuts through the shapes' bodies (flame: 3.5 to 16
+    times the density clusters' cut) and is refused."""
+    K = int(labels.max()) + 1
+    mass = np.bincount(labels, weights=w, minlength=K)
+    sums = np.zeros((K, centres.shape[1]))
+    np.add.at(sums, labels, centres * w[:, None])
+    plain = np.zeros_like(sums)
+    np.add.at(plain, labels, centres)
+    means = np.where(mass[:, None] > 0, sums / np.maximum(mass, 1e-300)[:, None],
+                     plain / np.maximum(np.bincount(labels, minlength=K), 1)[:, None])
+    new, _ = _lloyd(centres, w, means)
+    if np.unique(new).size < K or np.array_equal(new, labels):
+        return None
+    if boundary_density(new, f, lo, hi, pairs) > boundary_density(labels, f, lo, hi, pairs):
+        return None
+    return new
 
 
 #: The reference cluster of the power test of the automatic mode (:func:`map_underpowered`): a compact cluster
@@ -498,6 +553,12 @@ def cluster_map(lo: np.ndarray, hi: np.ndarray, depth: np.ndarray, noisy: np.nda
         K = int(leaf_labels.max()) + 1
         stability = [0.0] * K if one_mode else list(stability) + [0.0] * (K - len(stability))
         refined = 0
+    if n_clusters is not None and leaf_labels.max() >= 1:
+        refined_k = kmeans_refine(leaf_labels, centres_leaf, np.maximum(noisy - KMEANS_NOISE_FLOOR * b, 0.0), f,
+                                  lo, hi, pairs)
+        if refined_k is not None:
+            leaf_labels = refined_k
+            rule += ", then refined by k-means (its boundaries cut through no more density)"
     # cluster ids: by decreasing noisy mass, ties by the peak leaf (a function of the map alone)
     K = int(leaf_labels.max()) + 1
     mass = np.bincount(leaf_labels, weights=w, minlength=K)

@@ -14,7 +14,7 @@ from sklearn.metrics import adjusted_rand_score
 import privclust
 import privclust.testing as pt
 from privclust import Budget, BudgetExceededError, DataError, ParameterError, PrivacyContext, RecipeError
-from privclust_plugins import _privtree
+from privclust_plugins import _dp_map, _privtree
 from privclust_plugins._dp_map import _merge_to, _refine, cluster_map, split_to, weighted_kmeans
 from privclust_plugins.dp_density import DPDensity
 
@@ -1104,3 +1104,27 @@ def test_n_clusters_splits_the_widest_mode_not_a_compact_one():
     setosa = np.bincount(labels[truth == 0], minlength=3)
     assert setosa.max() >= 0.95 * setosa.sum()
     assert adjusted_rand_score(truth, labels) > 0.55
+
+
+def test_kmeans_refine_moves_a_boundary_into_a_valley_but_not_across_a_shape():
+    """Told k, the density clusters are refined by Lloyd's iterations only
+    when the refined boundaries cut through no more density (wine drawn up
+    with jitter, 4 columns: ARI 0.79 -> 0.90 told k = 3). On a line of 100
+    leaves: two bumps meeting in a valley at 0.5, split at 0.35 (through the
+    first bump), are refined to the valley; a long bar and a short one across
+    an empty gap keep their density clusters (k-means would cut the long bar
+    at 0.5, where the density is not 0)."""
+    edges = np.linspace(0.0, 1.0, 101)
+    lo, hi = edges[:-1, None], edges[1:, None]
+    x = 0.5 * (lo[:, 0] + hi[:, 0])
+    pairs = (np.arange(99), np.arange(1, 100))
+    bumps = np.exp(-0.5 * ((x - 0.25) / 0.07) ** 2) + np.exp(-0.5 * ((x - 0.75) / 0.07) ** 2)
+    refined = _dp_map.kmeans_refine((x > 0.35).astype(np.int64), x[:, None], bumps, bumps, lo, hi, pairs)
+    assert refined is not None
+    np.testing.assert_array_equal(refined, (x > 0.5).astype(np.int64))
+    assert _dp_map.boundary_density(refined, bumps, lo, hi, pairs) < _dp_map.boundary_density(
+        (x > 0.35).astype(np.int64), bumps, lo, hi, pairs)
+    bars = np.where(x < 0.6, 1.0, 0.0) + np.where((x > 0.65) & (x < 0.75), 1.0, 0.0)
+    by_density = (x > 0.6).astype(np.int64)
+    assert _dp_map.boundary_density(by_density, bars, lo, hi, pairs) == 0.0
+    assert _dp_map.kmeans_refine(by_density, x[:, None], bars, bars, lo, hi, pairs) is None
