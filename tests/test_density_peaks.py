@@ -19,7 +19,8 @@ import privclust.datasets
 import privclust.testing as pt
 from privclust import BudgetExceededError, DataError, ParameterError, PrivacyLeakWarning
 from privclust_plugins import _dpc
-from privclust_plugins.density_peaks import DPC, DPDPCL, AdDPC, AdDPCrDP, DPDPCGrid, DPrcCFSFDP
+from privclust_plugins.density_peaks import DPC, DPDPCL, AdDPC, AdDPCrDP, DPrcCFSFDP
+from privclust_plugins.dp_dpc_grid import DPDPCGrid
 
 # ---------------------------------------------------------------------------
 # helpers
@@ -841,3 +842,15 @@ def test_an_automatic_count_of_centres_from_the_records_is_withheld_from_a_non_d
     assert shown["n_clusters"] == "withheld (derived from the data)"
     assert isinstance(release.report()["steps"][0]["effective_parameters"]["n_clusters"], int)
     assert isinstance(grid.report(non_disclosive=True)["steps"][0]["effective_parameters"]["n_clusters"], int)
+
+
+def test_dp_dpc_grid_moved_to_its_own_module_and_still_imports_from_the_old_one():
+    """``DPDPCGrid`` lives in ``privclust_plugins.dp_dpc_grid`` since 0.2 (its own plugin, registered the same
+    way); code that imports it from ``density_peaks`` gets the same class, and a name that never existed there is
+    still an AttributeError."""
+    from privclust_plugins import density_peaks
+
+    assert density_peaks.DPDPCGrid is DPDPCGrid
+    assert privclust.get_registry().get("clusterers", "dp-dpc-grid") is DPDPCGrid
+    with pytest.raises(AttributeError, match="no attribute 'NoSuchName'"):
+        density_peaks.NoSuchName  # noqa: B018

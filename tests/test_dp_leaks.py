@@ -17,7 +17,8 @@ import privclust
 from privclust import Budget, DataError, ParameterError, PrivacyContext, Recipe, RecipeError
 from privclust.accounting import PrivacyLeakWarning
 from privclust_plugins import _dpc
-from privclust_plugins.density_peaks import DPDPCL, DPDPCGrid
+from privclust_plugins.density_peaks import DPDPCL
+from privclust_plugins.dp_dpc_grid import DPDPCGrid
 from privclust_plugins.dp_kmeans import IDPKMeans
 
 BOUNDS = {"a": [-3.0, 9.0], "b": [-3.0, 9.0], "c": [-3.0, 9.0]}
