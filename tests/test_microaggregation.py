@@ -746,7 +746,7 @@ def test_infinite_fuzzifiers_are_refused(params):
 
 
 def test_non_finite_memberships_are_refused_before_anything_is_released(monkeypatch):
-    import privclust_plugins.microaggregation as micro
+    import privclust_plugins._fuzzy_replacement as micro
 
     real = micro.compute_memberships
 
