@@ -196,31 +196,45 @@ def mode_ceiling(data: pd.DataFrame, y: np.ndarray, centres: np.ndarray) -> floa
     return _ari(y, np.array([find(int(c)) for c in range(k)])[bayes])
 
 
-def exact_mode_ceiling(data: pd.DataFrame, y: np.ndarray, centres: np.ndarray, iterations: int = 5_000) -> float:
-    """The ARI of an exact mode-finder on a draw of the mixture family: each point climbs the true density (equal
-    weights, sd 4) to its mode by the mean-shift step ``x <- sum_k phi_k(x) mu_k / sum_k phi_k(x)``, which is
-    exact for this density and never descends; points whose climbs end within 0.05 of each other share a cluster.
-    Unlike :func:`mode_ceiling`, it counts the modes of the whole mixture, not of each pair."""
-    x = data.to_numpy().copy()
+def _climb(x: np.ndarray, points: np.ndarray, iterations: int, stop: float) -> np.ndarray:
+    """Mean shift of the rows ``x`` on the Gaussian kernel estimate of ``points`` with bandwidth 1 (both scaled to
+    it): ``x <- sum_k phi_k(x) p_k / sum_k phi_k(x)``, exact for that density and never descending, until no row
+    moves by ``stop`` (or ``iterations``)."""
+    square = (points * points).sum(axis=1)
     for _ in range(iterations):
-        logw = -((x[:, None, :] - centres[None]) ** 2).sum(axis=-1) / (2 * SD * SD)
+        logw = -0.5 * ((x * x).sum(axis=1)[:, None] - 2.0 * x @ points.T + square[None, :])
         w = np.exp(logw - logw.max(axis=1, keepdims=True))
-        new = (w @ centres) / w.sum(axis=1, keepdims=True)
+        new = (w @ points) / w.sum(axis=1, keepdims=True)
         moved = float(np.abs(new - x).max())
         x = new
-        if moved < 1e-7:
+        if moved < stop:
             break
+    return x
+
+
+def _modes_of(ends: np.ndarray, within: float) -> np.ndarray:
+    """Mode ids of the climbs' end points: ends within ``within`` of a mode already found (every coordinate) share
+    it."""
     modes: list[np.ndarray] = []
-    labels = np.empty(x.shape[0], dtype=np.int64)
-    for i, point in enumerate(np.round(x, 3)):
+    labels = np.empty(ends.shape[0], dtype=np.int64)
+    for i, point in enumerate(ends):
         for j, mode in enumerate(modes):
-            if np.abs(point - mode).max() < 0.05:
+            if np.abs(point - mode).max() < within:
                 labels[i] = j
                 break
         else:
             modes.append(point)
             labels[i] = len(modes) - 1
-    return _ari(y, labels)
+    return labels
+
+
+def exact_mode_ceiling(data: pd.DataFrame, y: np.ndarray, centres: np.ndarray, iterations: int = 5_000) -> float:
+    """The ARI of an exact mode-finder on a draw of the mixture family: each point climbs the true density (equal
+    weights, sd 4) to its mode by mean shift (:func:`_climb` on the centres), which is exact for this density and
+    never descends; points whose climbs end within 0.05 of each other share a cluster. Unlike
+    :func:`mode_ceiling`, it counts the modes of the whole mixture, not of each pair."""
+    ends = _climb(data.to_numpy() / SD, centres / SD, iterations, 1e-7 / SD) * SD
+    return _ari(y, _modes_of(np.round(ends, 3), 0.05))
 
 
 def many(n: int, seed: int = 0, k: int = 50, sd: float = 1.0) -> tuple[pd.DataFrame, np.ndarray, dict]:
@@ -865,10 +879,10 @@ def draw_modes(source: np.ndarray, y: np.ndarray, how: str, n: int = 100_000, dr
     """The exact modes of a real set drawn up to ``n`` records (:func:`upsample`): the density of the draw is known,
     the Gaussian kernel estimate of the ``source`` rows with the draw's noise as its bandwidth (Silverman's per
     column for ``"smooth"``, ``JITTER`` of the widest range for ``"jitter"``), so mean shift on it is exact and
-    never descends. ``sub`` records of the draw (a fixed public sample) climb to their modes; climbs that end within
-    0.05 bandwidths of each other share a mode. Returns the ARI of the modes against the classes (the mode ceiling:
-    what a perfect mode-finder scores) and the number of modes the sample reaches. Columns constant in the source
-    (the draw adds no noise there) are left out."""
+    never descends (:func:`_climb`). ``sub`` records of the draw (a fixed public sample) climb to their modes;
+    climbs that end within 0.05 bandwidths of each other share a mode. Returns the ARI of the modes against the
+    classes (the mode ceiling: what a perfect mode-finder scores) and the number of modes the sample reaches.
+    Columns constant in the source (the draw adds no noise there) are left out."""
     values, labels = upsample(source, y, n, draw, how)
     sd = silverman(source) if how == "smooth" else np.full(source.shape[1], JITTER * float(
         (source.max(axis=0) - source.min(axis=0)).max()))
@@ -876,26 +890,8 @@ def draw_modes(source: np.ndarray, y: np.ndarray, how: str, n: int = 100_000, dr
     points = source[:, keep] / sd[keep]
     pick = np.random.default_rng(0).choice(n, sub, replace=False)
     x = values[pick][:, keep] / sd[keep]
-    square = (points * points).sum(axis=1)
-    for _ in range(iterations):
-        logw = -0.5 * ((x * x).sum(axis=1)[:, None] - 2.0 * x @ points.T + square[None, :])
-        w = np.exp(logw - logw.max(axis=1, keepdims=True))
-        new = (w @ points) / w.sum(axis=1, keepdims=True)
-        moved = float(np.abs(new - x).max())
-        x = new
-        if moved < 1e-6:
-            break
-    modes: list[np.ndarray] = []
-    found = np.empty(sub, dtype=np.int64)
-    for i, point in enumerate(x):
-        for j, mode in enumerate(modes):
-            if np.abs(point - mode).max() < 0.05:
-                found[i] = j
-                break
-        else:
-            modes.append(point)
-            found[i] = len(modes) - 1
-    return _ari(labels[pick], found), len(modes)
+    found = _modes_of(_climb(x, points, iterations, 1e-6), 0.05)
+    return _ari(labels[pick], found), int(found.max()) + 1
 
 
 def real_modes() -> str:
