@@ -31,7 +31,7 @@ import numpy as np
 import privclust
 from privclust import ConstraintError, param
 
-from . import _linear
+from . import _linear, _rounding
 from ._linear import ParsedRule, RuleSyntaxError
 
 __version__ = "0.1.0"
@@ -324,7 +324,7 @@ class BoundLinear:
             that may change is solved for that column; inequalities and bounds
             broken by the rounding are repaired by rounding down or up
             instead. What still fails is for the caller to report. See
-            :func:`privclust_plugins._linear.controlled_rounding` and
+            :func:`privclust_plugins._rounding.controlled_rounding` and
             :meth:`rounding_plan`.
         """
         X = self._points(values)
@@ -335,7 +335,7 @@ class BoundLinear:
             raise ConstraintError(f"linear: integer and fixed must hold {d} booleans, one per column "
                                   f"({', '.join(self.columns)})")
         plan = self.rounding_plan(integer, fixed)
-        out = _linear.controlled_rounding(X, self._matrix, self._rhs, self._kinds, integer, fixed, plan)
+        out = _rounding.controlled_rounding(X, self._matrix, self._rhs, self._kinds, integer, fixed, plan)
         return out if np.ndim(values) == 2 else out[0]
 
     def joined_with(self, other: Any) -> BoundLinear | None:
@@ -361,16 +361,16 @@ class BoundLinear:
         data say which columns are integers."""
         integer = np.asarray(integer, dtype=bool).reshape(-1)
         return [f"edit rule {self.rules[i]!r}: {why}"
-                for i, why in _linear.integer_infeasible(self._matrix, self._rhs, self._kinds, integer)]
+                for i, why in _rounding.integer_infeasible(self._matrix, self._rhs, self._kinds, integer)]
 
-    def rounding_plan(self, integer: Any, fixed: Any = None) -> _linear.RoundingPlan:
+    def rounding_plan(self, integer: Any, fixed: Any = None) -> _rounding.RoundingPlan:
         """Which equality is solved for which columns, and which equalities
         cannot be kept exactly (with the reason), for these integer and
         fixed columns; decided from the rules alone."""
         d = len(self.columns)
         integer = np.asarray(integer, dtype=bool).reshape(-1)
         fixed = np.zeros(d, dtype=bool) if fixed is None else np.asarray(fixed, dtype=bool).reshape(-1)
-        return _linear.rounding_plan(self._matrix, self._rhs, self._kinds, integer, fixed)
+        return _rounding.rounding_plan(self._matrix, self._rhs, self._kinds, integer, fixed)
 
     def satisfied(self, points: Any, *, tol: float = privclust.RULE_RTOL) -> np.ndarray:
         """Per row, whether every rule holds, as :func:`privclust.judge` says
