@@ -53,7 +53,7 @@ from privclust import (
     param,
 )
 
-from . import _dpc
+from . import _dpc, _dpc_dp
 
 __version__ = "0.1.0"
 
@@ -441,7 +441,7 @@ class _NoisyDensityPeaks(_DensityPeaks):
 
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
-        problem = _dpc.nested_noise_problem(self.name, self.noise, integer_values=self.kernel == "cutoff",
+        problem = _dpc_dp.nested_noise_problem(self.name, self.noise, integer_values=self.kernel == "cutoff",
                                              integer_option=CUTOFF_OPTION)
         if problem:
             raise ParameterError(problem)

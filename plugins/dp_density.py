@@ -159,7 +159,7 @@ from privclust import (
     public_bounds,
 )
 
-from . import _dp_basis, _dpc, _privtree
+from . import _dp_basis, _dpc_dp, _privtree
 from ._dp_map import cluster_map, split_to, weighted_kmeans  # noqa: F401  (their home before issue 26)
 
 __version__ = "0.1.0"
@@ -266,7 +266,7 @@ class DPDensity:
             raise ParameterError(
                 "dp-density needs public bounds from domain knowledge, never the data: give "
                 "bounds = { column = [low, high], ... } (bounds = \"data\" is not accepted)")
-        named = _dpc.noise_name(self.noise)
+        named = _dpc_dp.noise_name(self.noise)
         if named is not None and named not in PURE_MECHANISMS:  # refused when the step is made, before a run
             raise ParameterError(_noise_refused(named))
 

@@ -34,7 +34,7 @@ from privclust import (
     public_bounds,
 )
 
-from . import _dpc
+from . import _dpc, _dpc_dp
 from .density_peaks import (
     CLIP_MARGIN_DC,
     CUTOFF_OPTION,
@@ -170,7 +170,7 @@ class DPDPCGrid(_DensityPeaks):
         elif self.dc_epsilon is not None:
             raise ParameterError("dp-dpc-grid: 'dc_epsilon' applies only with dc = \"dp\"; remove it or set "
                                  "dc = \"dp\"")
-        problem = _dpc.nested_noise_problem(self.name, self.noise, integer_values=self.kernel == "cutoff",
+        problem = _dpc_dp.nested_noise_problem(self.name, self.noise, integer_values=self.kernel == "cutoff",
                                              integer_option=CUTOFF_OPTION)
         if problem:
             raise ParameterError(problem)
@@ -218,7 +218,7 @@ class DPDPCGrid(_DensityPeaks):
         if self.bounds != "dp":
             return lo, hi, {"bounds_rule": "public"}
         assert self.bounds_epsilon is not None
-        new_lo, new_hi = _dpc.dp_bounds(context, X, columns, lo, hi, self.bounds_quantile, self.bounds_epsilon,
+        new_lo, new_hi = _dpc_dp.dp_bounds(context, X, columns, lo, hi, self.bounds_quantile, self.bounds_epsilon,
                                         GRID_RELATION)
         return new_lo, new_hi, {"bounds_rule": "dp", "dp_bounds": {
             c: [float(a), float(b)] for c, a, b in zip(columns, new_lo, new_hi, strict=True)}}
@@ -232,7 +232,7 @@ class DPDPCGrid(_DensityPeaks):
         assert self.dc_epsilon is not None
         t = 2.0 if self.dc_percent is None else self.dc_percent
         diag = float(np.sqrt(np.sum((bhi - blo) ** 2)))
-        r = _dpc.pairings(Xs.shape[0])
+        r = _dpc_dp.pairings(Xs.shape[0])
         size = r * (Xs.shape[0] // 2)
         context.spend(
             epsilon=self.dc_epsilon, mechanism="exponential (DP quantile, Smith 2011)", sensitivity=float(r),
@@ -245,8 +245,8 @@ class DPDPCGrid(_DensityPeaks):
             not_covered="the floating-point sampling of the exponential mechanism is not an exact sampler",
             details={"dc_percent": t, "pairs": size, "pairings": r, "range": [floor, diag]},
         )
-        dist, _ = _dpc.pairing_distances(Xs, context.rng)  # drawn after the spend
-        dc = _dpc.dp_quantile(dist, t / 100.0, floor, diag, self.dc_epsilon, context.rng, sensitivity=float(r))
+        dist, _ = _dpc_dp.pairing_distances(Xs, context.rng)  # drawn after the spend
+        dc = _dpc_dp.dp_quantile(dist, t / 100.0, floor, diag, self.dc_epsilon, context.rng, sensitivity=float(r))
         return dc, {"method": "dp", "dc_percent": t, "pairs": int(dist.size), "pairings": r,
                     "epsilon": self.dc_epsilon}
 
@@ -292,14 +292,14 @@ class DPDPCGrid(_DensityPeaks):
         if mode == "grid":
             axes = [blo[j] + spacings[j] * np.arange(per[j]) for j in range(d)]
             nodes = np.stack([a.ravel() for a in np.meshgrid(*axes, indexing="ij")], axis=1)
-            sens = _dpc.grid_sensitivity(self.kernel, spacings, dc)
+            sens = _dpc_dp.grid_sensitivity(self.kernel, spacings, dc)
             sens_text = ("prod over columns of (floor(2 d_c / h) + 1)" if self.kernel == "cutoff"
                          else "prod over columns of sup_u sum_m exp(-((u - m h) / d_c)^2)")
             query_info: dict[str, Any] = {"query": "grid", "points_per_dim": per.tolist(), "spacing": spacings.tolist()}
         else:
             # Query points are public: drawn within the bounds, independent of the records.
             nodes = blo + (bhi - blo) * context.rng.random((self.n_points, d))
-            sens = _dpc.points_sensitivity(self.kernel, nodes, dc, self.truncate or None)
+            sens = _dpc_dp.points_sensitivity(self.kernel, nodes, dc, self.truncate or None)
             sens_text = "bound on max_x sum_q K(||q - x||) over the drawn query points"
             query_info = {"query": "random", "n_points": self.n_points}
         if not (math.isfinite(sens) and sens > 0):

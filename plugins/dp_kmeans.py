@@ -82,7 +82,7 @@ from privclust import (
     public_bounds,
 )
 
-from . import _dpc, _kmeans
+from . import _dpc_dp, _kmeans
 
 __version__ = "0.1.0"
 
@@ -199,7 +199,7 @@ class IDPKMeans:
         if not self.epsilons():
             raise ParameterError(f"The 'epsilon' parameter of idp-kmeans is too small to split into releases; got "
                                  f"{self.epsilon!r}; use epsilon >= 1e-290")
-        problem = _dpc.nested_noise_problem(self.name, self.noise)  # gaussian and geometric cannot make its releases
+        problem = _dpc_dp.nested_noise_problem(self.name, self.noise)  # gaussian and geometric cannot make its releases
         if problem:
             raise ParameterError(problem)
 
@@ -254,7 +254,7 @@ class IDPKMeans:
             low, high = privclust.column_bounds(values, columns, table, context, who="idp-kmeans", key=key)
             if self.bounds == "dp":
                 assert self.bounds_epsilon is not None
-                low, high = _dpc.dp_bounds(context, values, columns, low, high, self.bounds_quantile,
+                low, high = _dpc_dp.dp_bounds(context, values, columns, low, high, self.bounds_quantile,
                                            self.bounds_epsilon, RELATION)
         with np.errstate(over="ignore", invalid="ignore"):
             span = high - low

@@ -18,7 +18,7 @@ import privclust
 import privclust.datasets
 import privclust.testing as pt
 from privclust import BudgetExceededError, DataError, ParameterError, PrivacyLeakWarning
-from privclust_plugins import _dpc
+from privclust_plugins import _dpc, _dpc_dp
 from privclust_plugins.density_peaks import DPC, DPDPCL, AdDPC, AdDPCrDP, DPrcCFSFDP
 from privclust_plugins.dp_dpc_grid import DPDPCGrid
 
@@ -190,7 +190,7 @@ def test_grid_sensitivity_bounds_the_worst_record():
     axes = np.arange(-10, 11) * h
     nodes = np.stack([a.ravel() for a in np.meshgrid(axes, axes, indexing="ij")], axis=1)
     for kernel in ("cutoff", "gaussian"):
-        bound = _dpc.grid_sensitivity(kernel, np.array([h, h]), dc)
+        bound = _dpc_dp.grid_sensitivity(kernel, np.array([h, h]), dc)
         x = rng.uniform(-h, h, size=(2000, 2))
         worst = _dpc.cross_densities(x, nodes, dc, kernel, None).max()
         assert worst <= bound + 1e-9
@@ -198,22 +198,22 @@ def test_grid_sensitivity_bounds_the_worst_record():
     Q = rng.uniform(0, 1, size=(300, 3))
     x = rng.uniform(0, 1, size=(500, 3))
     for kernel in ("cutoff", "gaussian"):
-        assert _dpc.cross_densities(x, Q, 0.2, kernel, 3.0).max() <= _dpc.points_sensitivity(kernel, Q, 0.2, 3.0)
+        assert _dpc.cross_densities(x, Q, 0.2, kernel, 3.0).max() <= _dpc_dp.points_sensitivity(kernel, Q, 0.2, 3.0)
 
 
 @pytest.mark.parametrize("r", [0.01, 0.1, 0.2, 0.2499, 0.25, 0.7])
 def test_the_lattice_gaussian_sum_is_exact_and_cheap_for_fine_lattices(r):
     # below r = 0.25 the theta identity replaces a direct sum of 8 / r terms: both agree
     m = np.arange(-5000, 5001)
-    assert _dpc.lattice_gaussian_sum(r, 1.0) == pytest.approx(float(np.exp(-(m * r) ** 2).sum()), rel=1e-13)
-    assert _dpc.lattice_gaussian_sum(r * 1e-300, 1e-300) == pytest.approx(_dpc.lattice_gaussian_sum(r, 1.0),
+    assert _dpc_dp.lattice_gaussian_sum(r, 1.0) == pytest.approx(float(np.exp(-(m * r) ** 2).sum()), rel=1e-13)
+    assert _dpc_dp.lattice_gaussian_sum(r * 1e-300, 1e-300) == pytest.approx(_dpc_dp.lattice_gaussian_sum(r, 1.0),
                                                                           rel=1e-12)
 
 
 def test_a_sensitivity_beyond_a_double_is_refused_not_a_crash():
     # a spacing 1e-312 against d_c = 1: the Gaussian lattice sum sqrt(pi) / r overflows, the cutoff's count too
-    assert _dpc.lattice_gaussian_sum(1e-312, 1.0) == math.inf
-    assert _dpc.grid_sensitivity("cutoff", np.array([1e-312]), 1.0) == math.inf
+    assert _dpc_dp.lattice_gaussian_sum(1e-312, 1.0) == math.inf
+    assert _dpc_dp.grid_sensitivity("cutoff", np.array([1e-312]), 1.0) == math.inf
     data = pd.DataFrame({"x": np.linspace(0, 10, 50), "y": np.linspace(0, 10, 50)})
     for kernel in ("gaussian", "cutoff"):
         recipe = {"steps": [{"use": "dp-dpc-grid", "epsilon": 1.0, "dc": 1.0, "n_clusters": 2, "kernel": kernel,
@@ -456,7 +456,8 @@ def test_grid_variant_is_dp_with_n_free_sensitivity(aggregation):
     assert entry.epsilon == 1.0 and entry.claimed_epsilon is None
     assert "joint-DP" in entry.not_covered and not ctx.ledger.of_kind("leak")
     spacing = 40 / 29
-    assert entry.sensitivity == pytest.approx(2 * _dpc.grid_sensitivity("gaussian", np.array([spacing, 30 / 29]), 1.5))
+    grid = _dpc_dp.grid_sensitivity("gaussian", np.array([spacing, 30 / 29]), 1.5)
+    assert entry.sensitivity == pytest.approx(2 * grid)
     _, leaky = fit(DPDPCGrid(dc_percent=2.0, epsilon=1.0, bounds="data"), features(aggregation))
     assert {e.mechanism for e in leaky.ledger.of_kind("leak")} == {"bounds", "dc_percent"}
 

@@ -16,7 +16,7 @@ from conftest import require_dataset
 import privclust
 from privclust import Budget, DataError, ParameterError, PrivacyContext, Recipe, RecipeError
 from privclust.accounting import PrivacyLeakWarning
-from privclust_plugins import _dpc
+from privclust_plugins import _dpc, _dpc_dp
 from privclust_plugins.density_peaks import DPDPCL
 from privclust_plugins.dp_dpc_grid import DPDPCGrid
 from privclust_plugins.dp_kmeans import IDPKMeans
@@ -185,26 +185,26 @@ def test_shipped_recipes_compile():
 def test_dp_quantile_is_accurate_for_large_n_and_stays_in_range():
     rng = np.random.default_rng(0)
     values = rng.normal(50, 10, 20_000)
-    out = [_dpc.dp_quantile(values, 0.5, 0.0, 1000.0, 1.0, np.random.default_rng(s)) for s in range(20)]
+    out = [_dpc_dp.dp_quantile(values, 0.5, 0.0, 1000.0, 1.0, np.random.default_rng(s)) for s in range(20)]
     assert np.all(np.abs(np.array(out) - np.median(values)) < 0.5)
-    low = [_dpc.dp_quantile(values, 0.01, -1e6, 1e6, 1.0, np.random.default_rng(s)) for s in range(20)]
+    low = [_dpc_dp.dp_quantile(values, 0.01, -1e6, 1e6, 1.0, np.random.default_rng(s)) for s in range(20)]
     assert np.all((np.array(low) > 20) & (np.array(low) < 35))
     # a tiny epsilon gives an answer anywhere in the range, never outside it
-    wild = [_dpc.dp_quantile(values, 0.5, -5.0, 5.0, 1e-9, np.random.default_rng(s)) for s in range(50)]
+    wild = [_dpc_dp.dp_quantile(values, 0.5, -5.0, 5.0, 1e-9, np.random.default_rng(s)) for s in range(50)]
     assert min(wild) >= -5.0 and max(wild) <= 5.0
     # ranges near the float limit do not overflow
-    huge = _dpc.dp_quantile(values, 0.5, -1.7e308, 1.7e308, 1.0, np.random.default_rng(1))
+    huge = _dpc_dp.dp_quantile(values, 0.5, -1.7e308, 1.7e308, 1.0, np.random.default_rng(1))
     assert np.isfinite(huge)
     # reproducible from the generator, and every value identical still works
-    assert _dpc.dp_quantile(values, 0.3, 0, 100, 1.0, np.random.default_rng(5)) == \
-        _dpc.dp_quantile(values, 0.3, 0, 100, 1.0, np.random.default_rng(5))
-    assert 0 <= _dpc.dp_quantile(np.zeros(100), 0.5, 0.0, 1.0, 1.0, np.random.default_rng(2)) <= 1.0
+    assert _dpc_dp.dp_quantile(values, 0.3, 0, 100, 1.0, np.random.default_rng(5)) == \
+        _dpc_dp.dp_quantile(values, 0.3, 0, 100, 1.0, np.random.default_rng(5))
+    assert 0 <= _dpc_dp.dp_quantile(np.zeros(100), 0.5, 0.0, 1.0, 1.0, np.random.default_rng(2)) <= 1.0
 
 
 def test_pairings_bound_each_records_share():
     X = np.random.default_rng(1).normal(size=(1001, 2))
-    dist, r = _dpc.pairing_distances(X, np.random.default_rng(2), max_pairs=5000)
-    assert r == 10 == _dpc.pairings(1001, 5000) and dist.size == 10 * 500
+    dist, r = _dpc_dp.pairing_distances(X, np.random.default_rng(2), max_pairs=5000)
+    assert r == 10 == _dpc_dp.pairings(1001, 5000) and dist.size == 10 * 500
 
 
 @pytest.mark.parametrize("component", [
