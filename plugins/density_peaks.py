@@ -442,7 +442,7 @@ class _NoisyDensityPeaks(_DensityPeaks):
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
         problem = _dpc_dp.nested_noise_problem(self.name, self.noise, integer_values=self.kernel == "cutoff",
-                                             integer_option=CUTOFF_OPTION)
+                                                integer_option=CUTOFF_OPTION)
         if problem:
             raise ParameterError(problem)
 

@@ -171,7 +171,7 @@ class DPDPCGrid(_DensityPeaks):
             raise ParameterError("dp-dpc-grid: 'dc_epsilon' applies only with dc = \"dp\"; remove it or set "
                                  "dc = \"dp\"")
         problem = _dpc_dp.nested_noise_problem(self.name, self.noise, integer_values=self.kernel == "cutoff",
-                                             integer_option=CUTOFF_OPTION)
+                                                integer_option=CUTOFF_OPTION)
         if problem:
             raise ParameterError(problem)
 
@@ -219,7 +219,7 @@ class DPDPCGrid(_DensityPeaks):
             return lo, hi, {"bounds_rule": "public"}
         assert self.bounds_epsilon is not None
         new_lo, new_hi = _dpc_dp.dp_bounds(context, X, columns, lo, hi, self.bounds_quantile, self.bounds_epsilon,
-                                        GRID_RELATION)
+                                           GRID_RELATION)
         return new_lo, new_hi, {"bounds_rule": "dp", "dp_bounds": {
             c: [float(a), float(b)] for c, a, b in zip(columns, new_lo, new_hi, strict=True)}}
 

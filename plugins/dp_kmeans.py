@@ -255,7 +255,7 @@ class IDPKMeans:
             if self.bounds == "dp":
                 assert self.bounds_epsilon is not None
                 low, high = _dpc_dp.dp_bounds(context, values, columns, low, high, self.bounds_quantile,
-                                           self.bounds_epsilon, RELATION)
+                                              self.bounds_epsilon, RELATION)
         with np.errstate(over="ignore", invalid="ignore"):
             span = high - low
         wide = [c for c, w in zip(columns, span, strict=True) if not w <= MAX_SPAN]

@@ -207,7 +207,7 @@ def test_the_lattice_gaussian_sum_is_exact_and_cheap_for_fine_lattices(r):
     m = np.arange(-5000, 5001)
     assert _dpc_dp.lattice_gaussian_sum(r, 1.0) == pytest.approx(float(np.exp(-(m * r) ** 2).sum()), rel=1e-13)
     assert _dpc_dp.lattice_gaussian_sum(r * 1e-300, 1e-300) == pytest.approx(_dpc_dp.lattice_gaussian_sum(r, 1.0),
-                                                                          rel=1e-12)
+                                                                             rel=1e-12)
 
 
 def test_a_sensitivity_beyond_a_double_is_refused_not_a_crash():
