@@ -653,7 +653,8 @@ class DPrcCFSFDP(_MergingDensityPeaks):
 
 
 def __getattr__(name: str) -> Any:
-    """``DPDPCGrid`` moved to :mod:`privclust_plugins.dp_dpc_grid` (0.2); importing it from here still works."""
+    """``DPDPCGrid`` moved to :mod:`privclust_plugins.dp_dpc_grid` after 0.1.0 (CHANGELOG, Unreleased); importing
+    it from here still works."""
     if name in ("DPDPCGrid", "GRID_RELATION"):
         from . import dp_dpc_grid
 

@@ -5,7 +5,7 @@ sensitivity independent of n is added, and DPC / AdDPC / the reachability
 merge run on the nodes as post-processing, so the cluster map is epsilon-DP
 under replace-one. It shares its base class, checks and kernels with the
 other density-peak clusterers of :mod:`privclust_plugins.density_peaks`, and
-registers itself as that module's clusterers do. Before 0.2 it lived in
+registers itself as that module's clusterers do. Up to 0.1.0 it lived in
 :mod:`privclust_plugins.density_peaks`, from which ``DPDPCGrid`` is still
 importable.
 """

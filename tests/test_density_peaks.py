@@ -846,7 +846,7 @@ def test_an_automatic_count_of_centres_from_the_records_is_withheld_from_a_non_d
 
 
 def test_dp_dpc_grid_moved_to_its_own_module_and_still_imports_from_the_old_one():
-    """``DPDPCGrid`` lives in ``privclust_plugins.dp_dpc_grid`` since 0.2 (its own plugin, registered the same
+    """``DPDPCGrid`` lives in ``privclust_plugins.dp_dpc_grid`` after 0.1.0 (its own plugin, registered the same
     way); code that imports it from ``density_peaks`` gets the same class, and a name that never existed there is
     still an AttributeError."""
     from privclust_plugins import density_peaks
