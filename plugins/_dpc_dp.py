@@ -9,12 +9,13 @@ The non-private kernels (pairs, densities, deltas, centres, merges) are in
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 import numpy as np
 from scipy.spatial import cKDTree
 
 import privclust
-from privclust import at_least
+from privclust import ParameterError, at_least
 
 from ._dpc import _sqdist
 
@@ -188,6 +189,27 @@ def nested_noise_problem(owner: str, noise: object, *, integer_values: bool = Fa
     return (f"{owner}: the nested noise mechanism's {keys} cannot take effect (they apply only when the mechanism "
             f"is a recipe step; {owner} sets the noise's epsilon and sensitivity itself from its own 'epsilon'); "
             "remove them from the noise table and set the step's own 'epsilon' instead")
+
+
+def check_dp_bounds_params(owner: str, bounds: object, bounds_range: object, bounds_epsilon: object) -> None:
+    """The parameters of ``bounds = "dp"`` (:func:`dp_bounds`) as a step
+    declares them: with it, a public outer ``bounds_range`` mapping and its
+    own ``bounds_epsilon``; without it, neither. Raises ``ParameterError``
+    naming ``owner`` (the plugin) and the parameter to fix."""
+    if bounds == "dp":
+        if not isinstance(bounds_range, Mapping):
+            raise ParameterError(
+                f"{owner}: bounds = \"dp\" estimates the bounds with DP quantiles searched within a public outer "
+                "range; give it as bounds_range = { column = [low, high], ... } (a range known without looking at "
+                "the data, e.g. [0, 1000] for a price)")
+        if bounds_epsilon is None:
+            raise ParameterError(f"{owner}: bounds = \"dp\" spends its own budget; give bounds_epsilon "
+                                 "(e.g. bounds_epsilon = 0.1), charged on top of 'epsilon'")
+        return
+    for key, value in (("bounds_range", bounds_range), ("bounds_epsilon", bounds_epsilon)):
+        if value is not None:
+            raise ParameterError(f"{owner}: '{key}' applies only with bounds = \"dp\"; remove it or set "
+                                 "bounds = \"dp\"")
 
 
 def dp_bounds(context, X: np.ndarray, columns: list[str], low: np.ndarray, high: np.ndarray, q: float,

@@ -13,7 +13,6 @@ importable.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import attrs
@@ -149,20 +148,7 @@ class DPDPCGrid(_DensityPeaks):
             raise ParameterError("dp-dpc-grid: give either 'radius' or 'radius_percent', not both.")
         if self.points_per_dim is not None and self.spacing is not None:
             raise ParameterError("dp-dpc-grid: give either 'points_per_dim' or 'spacing', not both.")
-        if self.bounds == "dp":
-            if not isinstance(self.bounds_range, Mapping):
-                raise ParameterError(
-                    "dp-dpc-grid: bounds = \"dp\" estimates the bounds with DP quantiles searched within a public "
-                    "outer range; give it as bounds_range = { column = [low, high], ... } (a range known without "
-                    "looking at the data, e.g. [0, 1000] for a price)")
-            if self.bounds_epsilon is None:
-                raise ParameterError("dp-dpc-grid: bounds = \"dp\" spends its own budget; give bounds_epsilon "
-                                     "(e.g. bounds_epsilon = 0.1), charged on top of 'epsilon'")
-        else:
-            for key in ("bounds_range", "bounds_epsilon"):
-                if getattr(self, key) is not None:
-                    raise ParameterError(f"dp-dpc-grid: '{key}' applies only with bounds = \"dp\"; remove it or set "
-                                         "bounds = \"dp\"")
+        _dpc_dp.check_dp_bounds_params("dp-dpc-grid", self.bounds, self.bounds_range, self.bounds_epsilon)
         if self.dc == "dp":
             if self.dc_epsilon is None:
                 raise ParameterError("dp-dpc-grid: dc = \"dp\" spends its own budget; give dc_epsilon (e.g. "

@@ -182,20 +182,7 @@ class IDPKMeans:
         if self.n_blocks is not None and self.n_blocks < self.n_clusters:
             raise ParameterError(f"The 'n_blocks' parameter of idp-kmeans must be >= n_clusters = {self.n_clusters} "
                                  f"(the initial blocks must provide n_clusters centres); got {self.n_blocks}.")
-        if self.bounds == "dp":
-            if not isinstance(self.bounds_range, Mapping):
-                raise ParameterError(
-                    "idp-kmeans: bounds = \"dp\" estimates the bounds with DP quantiles searched within a public "
-                    "outer range; give it as bounds_range = { column = [low, high], ... } (a range known without "
-                    "looking at the data)")
-            if self.bounds_epsilon is None:
-                raise ParameterError("idp-kmeans: bounds = \"dp\" spends its own budget; give bounds_epsilon "
-                                     "(e.g. bounds_epsilon = 0.1), charged on top of 'epsilon'")
-        else:
-            for key in ("bounds_range", "bounds_epsilon"):
-                if getattr(self, key) is not None:
-                    raise ParameterError(f"idp-kmeans: '{key}' applies only with bounds = \"dp\"; remove it or set "
-                                         "bounds = \"dp\"")
+        _dpc_dp.check_dp_bounds_params("idp-kmeans", self.bounds, self.bounds_range, self.bounds_epsilon)
         if not self.epsilons():
             raise ParameterError(f"The 'epsilon' parameter of idp-kmeans is too small to split into releases; got "
                                  f"{self.epsilon!r}; use epsilon >= 1e-290")
