@@ -12,7 +12,7 @@ import privclust
 import privclust.datasets as ds
 import privclust.testing as pt
 from privclust import ConstraintSet, DataError, ParameterError, PrivacyContext, TopMemberships
-from privclust_plugins import _fcm, fuzzy
+from privclust_plugins import _fcm, _fcm_passes, fuzzy
 from privclust_plugins.constraints import LinearConstraints
 from privclust_plugins.fuzzy import EFCM, FCM
 
@@ -177,16 +177,16 @@ def test_exact_fcm_objective_never_increases(seed, m, c):
 def test_update_pass_matches_the_exact_pass_whatever_the_threads(kind, value, monkeypatch):
     # Small data on the threaded path: lower the threading threshold and the
     # block size (the same for one and two threads) rather than use 120,000 records.
-    monkeypatch.setattr(_fcm, "PARALLEL_MIN_WORK", 0)
-    monkeypatch.setattr(_fcm, "_CACHE_ELEMENTS", 1 << 12)
+    monkeypatch.setattr(_fcm_passes, "PARALLEL_MIN_WORK", 0)
+    monkeypatch.setattr(_fcm_passes, "_CACHE_ELEMENTS", 1 << 12)
     pools = []
 
-    class CountingPool(_fcm.ThreadPoolExecutor):
+    class CountingPool(_fcm_passes.ThreadPoolExecutor):
         def __init__(self, *args, **kwargs):
             pools.append(kwargs.get("max_workers", args[0] if args else None))
             super().__init__(*args, **kwargs)
 
-    monkeypatch.setattr(_fcm, "ThreadPoolExecutor", CountingPool)
+    monkeypatch.setattr(_fcm_passes, "ThreadPoolExecutor", CountingPool)
     rng = np.random.default_rng(13)
     X = rng.normal(size=(4_000, 3))
     V = np.vstack([X[:3], rng.normal(size=(6, 3))])  # three centres on records: zero distances
@@ -207,7 +207,7 @@ def test_integer_powers_match_numpy():
     r = np.random.default_rng(5).random((7, 9))
     for a in (1, 2, 3, 5, 10, 16, 63, 2.5, 0.3):
         out = np.empty_like(r)
-        _fcm._power_inplace(r, a, out)
+        _fcm_passes._power_inplace(r, a, out)
         np.testing.assert_allclose(out, r**a, rtol=1e-12)
 
 
