@@ -292,10 +292,24 @@ def _with_text(frame: pd.DataFrame) -> pd.DataFrame:
     text = cells.text(kept) if kept else None
     if text is None:
         return frame
+    # only a column whose every value has one spelling: the host counts groups (k, key cells, uniques) on the values,
+    # so "30" beside "30.0", or "NA" beside an empty field, would show a split its figures do not count
+    kept = [c for c in kept if _one_spelling(frame[c], text[c])]
+    if not kept:
+        return frame
     out = frame.copy(deep=False)
     for c in kept:
         out[c] = pd.Series(text[c], index=frame.index, dtype=object)
     return out
+
+
+def _one_spelling(values: pd.Series, text: Any) -> bool:
+    """Whether every value of ``values`` (a missing one counted as one
+    value) has the same text in ``text`` wherever it occurs."""
+    codes = pd.factorize(values, use_na_sentinel=False)[0]
+    spelled = pd.factorize(pd.Series(text, dtype=object), use_na_sentinel=False)[0]
+    pairs = codes.astype(np.int64) * (int(spelled.max(initial=0)) + 1) + spelled
+    return bool(np.unique(pairs).size == np.unique(codes).size)
 
 
 def write_csv(frame: pd.DataFrame, target: Any, *, sep: str = ",", compression: str | None = None) -> None:

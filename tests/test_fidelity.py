@@ -64,12 +64,36 @@ def test_columns_released_as_in_the_original_keep_their_cells_text(tmp_path):
     assert _run(tmp_path, SOURCE) == 0
     written = (tmp_path / "out.csv").read_text()
     before, after = _cells(SOURCE), _cells(written)
-    for column in ("id", "e", "note", "f"):
+    for column in ("id", "e", "f"):
         assert after[column] == before[column], column
     assert after["x"] != before["x"]  # the masked column is written as released
-    # byte-identical cells: every line is the input's line with its x cell replaced
+    # a missing value spelled three ways (NA, an empty field, n/a) is one value to the host's figures: written so
+    assert after["note"] == ["", "a, b", " padded ", "", "", "x"]
+    # byte-identical cells otherwise: every line is the input's line with its x and note cells replaced
     for old, new in zip(SOURCE.splitlines()[1:], written.splitlines()[1:], strict=True):
-        assert new.split(",", 2)[::2] == old.split(",", 2)[::2]
+        assert new.split(",", 2)[0] == old.split(",", 2)[0] and new.rsplit(",", 1)[1] == old.rsplit(",", 1)[1]
+
+
+def test_a_column_whose_value_has_two_spellings_is_written_as_the_host_counted_it(tmp_path):
+    # red-team audit: the keys' k was counted on the values read ("" = NA = null = N/A, 30 = 30.0) while the file
+    # kept each cell's text, so the published file had key cells smaller than the k it stated
+    na = ["", "NA", "null", "N/A"]
+    rows = [f"{'clerk' if i < 8 else na[i % 4]},{30 if i % 2 else '30.0'},{1000 + 37 * i}.5" for i in range(16)]
+    recipe = '[roles]\nkeys = ["job", "age"]\n[[steps]]\nuse = "microaggregation"\nk = 4\ncolumns = ["income"]\n'
+    assert _run(tmp_path, "job,age,income\n" + "\n".join(rows) + "\n", recipe, "out.csv",
+                "--report", str(tmp_path / "r.json")) == 0
+    written = pd.read_csv(tmp_path / "out.csv", dtype=str, keep_default_na=False)
+    cells = written.groupby(["job", "age"]).size()
+    assert cells.min() >= 4 and len(cells) == 2  # the 2 key cells of k = 4 the report states, in the bytes
+    report = (tmp_path / "r.json").read_text()
+    assert "k = 4 holds" in report
+    # a column whose every value keeps one spelling keeps its text (the rule is per column, not per cell)
+    path = tmp_path / "one.csv"
+    path.write_text("id,note\n007,NA\n008,NA\n")
+    frame = read_frame(path)
+    out = tmp_path / "one_out.csv"
+    frame_writer(frame, out)(out)
+    assert out.read_text() == "id,note\n007,NA\n008,NA\n"
 
 
 def test_standard_input_to_standard_output_keeps_the_text(tmp_path, monkeypatch, capsys):
@@ -79,7 +103,7 @@ def test_standard_input_to_standard_output_keeps_the_text(tmp_path, monkeypatch,
         warnings.simplefilter("ignore")
         assert main(["run", str(tmp_path / "recipe.toml"), "-i", "-", "-o", "-", "--seed", "1", "-q"]) == 0
     after = _cells(capsys.readouterr().out)
-    assert after["id"][0] == "00037" and after["e"][1] == "2E3" and after["note"][0] == "NA"
+    assert after["id"][0] == "00037" and after["e"][1] == "2E3" and after["f"][0] == "1."
 
 
 def test_a_dp_release_keeps_the_text_of_the_columns_no_step_wrote(tmp_path):
