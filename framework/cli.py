@@ -47,6 +47,7 @@ from .assessment import rule_breaks, rule_breaks_lines, summary_table
 from .cli_options import read_numbers, report_paths, run_seed
 from .cliargs import build_parser
 from .compare import check_plot, compare, parse_sweep, summarize
+from .compiling import spends_privacy
 from .constraints import ConstraintSet, judge
 from .datasets import TABLE1_RULE, table1
 from .defaults import default_reason, default_step_lines
@@ -190,9 +191,9 @@ def _cmd_run_dataset(args: argparse.Namespace, recipe: Recipe) -> int:
 
 def _default_lines(compiled: Any, frame: pd.DataFrame, *, named: bool = True) -> list[str]:
     """The columns each step without ``columns`` changes by default (``named``), with warnings."""
-    return default_step_lines(frame, compiled.recipe.roles, [(cs.index, cs.id, cs.kind != "clusterers")
-                                                             for cs in compiled.steps if cs.step.columns is None],
-                              named=named)
+    return default_step_lines(frame, compiled.recipe.roles,
+                              [(cs.index, cs.id, cs.kind != "clusterers", spends_privacy(cs.component))
+                               for cs in compiled.steps if cs.step.columns is None], named=named)
 
 
 def _original_rule_lines(compiled: Any, frame: pd.DataFrame, non_disclosive: bool = False) -> list[str]:
@@ -276,10 +277,11 @@ CHECKED = ("every column of the steps, the evaluations (those their evaluators s
 
 #: What ``privclust check --input`` cannot check, said after its OK: ``run`` may still refuse the recipe for
 #: these as the recipe runs (nothing is written then). The OK alone read as a promise
-#: that ``run`` would succeed, and a geometric step on a column of fractions passed check and failed in run.
-UNCHECKED = ("checked only as the recipe runs: the components' own checks of the values (such as geometric's whole "
-             "numbers), bounds taken from the data or by a DP quantile, and the partition an evaluator needs from the "
-             "steps (such as group-sizes')")
+#: that ``run`` would succeed, and a geometric step on a column of fractions passed check and failed in run (geometric
+#: now rounds such values, as a refusal would tell a data set from its neighbour).
+UNCHECKED = ("checked only as the recipe runs: the components' own checks of the values (such as the fuzzy "
+             "clusterers' limit of 1e300 on magnitudes), bounds taken from the data or by a DP quantile, and the "
+             "partition an evaluator needs from the steps (such as group-sizes')")
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
@@ -324,17 +326,21 @@ def _cmd_check(args: argparse.Namespace) -> int:
         checked = preflight(compiled, read_frame(args.input))  # the checks `run` makes before its first step
         lines.append(f"  data {args.input}: {checked.frame.shape[0]} records; {CHECKED}")
         changed: set[str] = set()
+        private: set[str] = set()  # written by a differentially private step: not rounded by the host
         for cs, columns in zip(compiled.steps, checked.step_columns, strict=True):
+            if cs.kind != "clusterers" and spends_privacy(cs.component):
+                private.update(columns)
             if cs.kind == "clusterers":
                 lines.append(f"    step {cs.index} {cs.id!r} changes no value; it adds the label column "
                              f"{cs.step.output or DEFAULT_LABEL_COLUMN!r}")
             else:
                 changed.update(columns)
                 lines.append(f"    step {cs.index} {cs.id!r} changes {', '.join(columns)}"
-                             + (f" (by default: {default_reason(roles)})" if cs.step.columns is None else ""))
+                             + (f" (by default: {default_reason(roles, private=spends_privacy(cs.component))})"
+                                if cs.step.columns is None else ""))
         lines.extend("    " + line for line in _default_lines(compiled, checked.frame, named=False))
         lines.extend("    " + line for line in _within_lines(compiled, checked))
-        rounded = [c for c in integer_columns(checked.frame) if c in changed]
+        rounded = [c for c in integer_columns(checked.frame) if c in changed and c not in private]
         if rounded:
             lines.append(f"    integer columns, rounded by the host after the steps and released as integers: "
                          f"{', '.join(rounded)}" + (" (except a key a key masker releases as text: recode's labels)"

@@ -13,12 +13,12 @@ import pandas as pd
 
 from .accounting import HOST, PrivacyContext
 from .comparison import exact_codes
-from .compiling import CompiledStep, StepOutcome
+from .compiling import CompiledStep, StepOutcome, spends_privacy
 from .components import capability, is_real_column
 from .constraints import ConstraintSet, judge
 from .errors import DataError, PrivclustError
 
-__all__ = ["EXACT_INTEGERS", "inexact_integer_problems", "integer_columns", "release_integers",
+__all__ = ["EXACT_INTEGERS", "inexact_integer_problems", "integer_columns", "private_columns", "release_integers",
            "restore_nullable_floats"]
 
 def integer_columns(frame: pd.DataFrame) -> tuple[str, ...]:
@@ -105,13 +105,26 @@ def inexact_integer_problems(cs: CompiledStep, frame: pd.DataFrame, columns: Seq
             for c in columns if c in frame.columns and _largest_magnitude(frame[c]) >= EXACT_INTEGERS]
 
 
+def private_columns(outcomes: Sequence[StepOutcome]) -> tuple[str, ...]:
+    """The columns a differentially private step wrote (:func:`spends_privacy`), which the host does not round to
+    integers: whether an input column holds only whole numbers (its integer dtype, read from a CSV file's values) is
+    a fact about every record, and a rounding decided by it would tell a data set from its neighbour with one
+    decimal value (a red-team audit: integers with an "integer rounding" entry against lattice decimals)."""
+    seen: dict[str, None] = {}
+    for o in outcomes:
+        if o.kind != "clusterers" and spends_privacy(o.component):
+            seen.update(dict.fromkeys(o.columns))
+    return tuple(seen)
+
+
 def release_integers(context: PrivacyContext, frame: pd.DataFrame, current: pd.DataFrame,
                      outcomes: Sequence[StepOutcome], handlers: Sequence[Any],
                      rules: ConstraintSet | None) -> dict[int, int] | None:
     """Release the integer columns of the input as integers (in ``current``,
     in place): post-processing of the steps' output, after the last step.
 
-    The integer columns a masker or noise step changed are rounded; with
+    The integer columns a masker or noise step changed are rounded, except
+    those a differentially private step wrote (:func:`private_columns`); with
     edit rules over them, each constraint handler's ``round_integers``
     capability (on the rules it binds) does it so that the rules that held
     still hold where it can; a handler without it gets every value rounded to
@@ -124,8 +137,10 @@ def release_integers(context: PrivacyContext, frame: pd.DataFrame, current: pd.D
     rounding and not after (``None`` without integer columns to round)."""
     changed = {c for o in outcomes if o.kind != "clusterers" for c in o.columns}
     integers = integer_columns(frame)
-    # a key masker may release an integer-coded key as text (recode's labels): no longer numbers, not rounded
-    targets = [c for c in integers if c in changed and is_real_column(current[c])]
+    # a key masker may release an integer-coded key as text (recode's labels): no longer numbers, not rounded; a
+    # column a differentially private step wrote is released as that step gave it (private_columns)
+    private = set(private_columns(outcomes))
+    targets = [c for c in integers if c in changed and c not in private and is_real_column(current[c])]
     if not targets:
         return None
     exact = {c for c in targets if pd.api.types.is_integer_dtype(current[c])}  # a step released integers
@@ -268,10 +283,11 @@ def release_integers(context: PrivacyContext, frame: pd.DataFrame, current: pd.D
                      "statements about edit rules describe their values before this rounding.")
     if notes:
         parts.append("Dtypes: " + "; ".join(notes) + ".")
-    parts.append("Rounding is post-processing: a deterministic function of the released values alone (no original "
-                 "value the release does not show, no randomness), so it changes no differential-privacy guarantee; "
-                 "identical released records stay identical, and the host's checks below (k-anonymity, records "
-                 "released verbatim, edit rules) are made on the rounded file.")
+    parts.append("Rounding changes no differential-privacy guarantee: it touches no column a differentially private "
+                 "step wrote (whether a column holds integers is read from its values, so rounding there would tell "
+                 "neighbouring data sets apart). It is a deterministic function of the released values (no "
+                 "randomness), so identical released records stay identical, and the host's checks below "
+                 "(k-anonymity, records released verbatim, edit rules) are made on the rounded file.")
     context._record_host(
         "process", " ".join(parts), component=HOST, mechanism="integer rounding",
         details={"columns": list(targets), "rounded": dict(rounded), "already_whole": [c for c, _ in whole],

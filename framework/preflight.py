@@ -26,6 +26,7 @@ from .compiling import (
     is_key_masker,
     planned_cost,
     spanning_problems,
+    spends_privacy,
 )
 from .components import EvaluationInputs, capability, is_real_column
 from .defaults import default_step_columns
@@ -186,7 +187,11 @@ def check_data(compiled: CompiledRecipe, frame: pd.DataFrame) -> list[tuple[str,
     problems = _role_problems(roles, frame)
     step_columns: list[tuple[str, ...]] = []
     for cs in compiled.steps:
-        columns = cs.step.columns if cs.step.columns is not None else default_columns
+        if cs.step.columns is not None:
+            columns = cs.step.columns
+        else:  # a differentially private step's default columns are not chosen from the values
+            columns = (default_step_columns(frame, roles, private=True) if spends_privacy(cs.component)
+                       else default_columns)
         if not columns:
             what = ("numeric columns without a role" if roles else "numeric columns") + " that are not integer codes"
             problems.append(f"steps[{cs.index}]: the data have no {what}; name the step's columns")

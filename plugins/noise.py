@@ -416,11 +416,9 @@ class GeometricMechanism(_StepMixin):
         assert self.epsilon is not None
         columns = list(data.columns)
         values = data.to_numpy(dtype=float)
-        non_integer = [c for c, j in zip(columns, range(len(columns)), strict=True)
-                       if not np.all(values[:, j] == np.round(values[:, j]))]
-        if non_integer:
-            raise DataError(f"geometric: column(s) {', '.join(non_integer)} hold non-integer values; "
-                            "use the laplace mechanism for real-valued columns")
+        # a value with decimals is rounded to the nearest integer, record by record, before the clipping: refusing
+        # it would tell a data set of whole numbers from its neighbour with one decimal (a red-team audit)
+        rounded_values = int(np.count_nonzero(values != np.rint(values)))
         d = len(columns)
         lows, highs = [], []
         for c, lo, hi in zip(columns, low, high, strict=True):
@@ -442,20 +440,23 @@ class GeometricMechanism(_StepMixin):
                 clipped_values += int(np.count_nonzero((column > top) | (column < bottom))) if hi >= 0 else len(column)
                 exact = np.clip(np.minimum(column, top).astype(np.int64), lo, hi)
             else:  # doubles above 2^53 are integers already; clipped to +-2^62 they fit int64 exactly
-                clipped = np.clip(values[:, j], float(lo), float(hi))
-                clipped_values += int(np.count_nonzero(clipped != values[:, j]))
+                whole = np.rint(values[:, j])
+                clipped = np.clip(whole, float(lo), float(hi))
+                clipped_values += int(np.count_nonzero(clipped != whole))
                 exact = np.clip(clipped.astype(np.int64), lo, hi)
             as_int[:, j] = exact
         context.spend(epsilon=self.epsilon, mechanism=self.name,
                       sensitivity=f"the column ranges {_fmt_map(columns, ranges)} with epsilon split evenly, "
                                   f"{at_least(col_eps)} per column",
                       relation=RELATION, covers=self._covers(columns, None), not_covered=STEP_NOT_COVERED,
-                      noise="exact two-sided geometric noise on the integers",
+                      noise="exact two-sided geometric noise on the integers (a value with decimals is rounded "
+                            "to the nearest integer first, record by record, so the column ranges stay the "
+                            "sensitivity)",
                       details={"per_column_scale": [float(u) for u in scales]})
         noise = np.column_stack([sampling.discrete_laplace(context.rng, u, (len(data),)) for u in scales]) \
             if d else np.zeros((len(data), 0), dtype=np.int64)
         out = pd.DataFrame(as_int + noise, index=data.index, columns=columns)
-        return Masked(data=out, diagnostics={"clipped_values": clipped_values,
+        return Masked(data=out, diagnostics={"clipped_values": clipped_values, "rounded_values": rounded_values,
                                              "noise_scale": [float(u) for u in scales],
                                              **_effective(self.bounds, columns, lows, highs,
                                                           [float(u) for u in scales])})

@@ -179,8 +179,8 @@ def test_integer_codes_are_left_out_of_the_default_columns(tmp_path, capsys):
             in out)
     assert "warning: step 0 'microaggregation' changes 'hh_weight' by default, and its name looks like a sampling " \
            "weight" in out
-    assert "as integer codes (<= 20 distinct values, >= 20 records per value; name them in a step's columns to " \
-           "change them): region, sex, status" in out
+    assert "as integer codes (<= 20 distinct values, on average >= 20 records per value; name them in a step's " \
+           "columns to change them): region, sex, status" in out
     assert main(["run", str(recipe), "-i", str(data), "-o", str(tmp_path / "o.csv"), "-q", "--seed", "1"]) == 0
     err = capsys.readouterr().err  # the warning even when quiet
     assert "'hh_weight' by default, and its name looks like a sampling weight" in err

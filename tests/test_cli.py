@@ -729,20 +729,33 @@ def test_an_error_in_a_named_recipe_names_its_file_not_its_name(tmp_path, capsys
 
 
 def test_check_names_what_it_leaves_to_run(tmp_path, capsys):
-    """A geometric step on a column of fractions passes check's checks and is refused by run as the step runs:
-    check's OK said nothing of what it had not checked (audit16b); its last line names it."""
+    """A step whose component refuses values as it runs passes check's checks and is refused by run: check's OK
+    said nothing of what it had not checked (audit16b); its last line names it."""
+    data = tmp_path / "in.csv"
+    data.write_text("a,b\n" + "".join(f"{v},{i}\n" for i, v in enumerate([1e301, 2, 3, 4, 5, 6, 7, 8])))
+    recipe = tmp_path / "fcm.toml"
+    recipe.write_text('[[steps]]\nuse = "microaggregation"\nk = 2\n')
+    assert main(["check", str(recipe), "--input", str(data)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[-1] == ("  checked only as the recipe runs: the components' own checks of the values (such as the fuzzy "
+                       "clusterers' limit of 1e300 on magnitudes), bounds taken from the data or by a DP quantile, and "
+                       "the partition an evaluator needs from the steps (such as group-sizes')")
+    assert main(["run", str(recipe), "-i", str(data), "-o", str(tmp_path / "o.csv"), "-q"]) == 1
+    assert "hold values above 1e+300 in magnitude" in capsys.readouterr().err
+    assert not (tmp_path / "o.csv").exists()
+
+
+def test_geometric_rounds_decimals_rather_than_refuse_them(tmp_path):
+    """A refusal of decimals would tell a data set of whole numbers from its neighbour with one decimal (red-team
+    audit): geometric rounds each value to the nearest integer, then clips and noises it, and says so."""
     data = tmp_path / "in.csv"
     data.write_text("a\n1.5\n2.5\n3.5\n")
     recipe = tmp_path / "geo.toml"
     recipe.write_text('[[steps]]\nuse = "geometric"\nepsilon = 1.0\nbounds = { a = [0, 10] }\n')
-    assert main(["check", str(recipe), "--input", str(data)]) == 0
-    out = capsys.readouterr().out.splitlines()
-    assert out[-1] == ("  checked only as the recipe runs: the components' own checks of the values (such as "
-                       "geometric's whole numbers), bounds taken from the data or by a DP quantile, and the partition "
-                       "an evaluator needs from the steps (such as group-sizes')")
-    assert main(["run", str(recipe), "-i", str(data), "-o", str(tmp_path / "o.csv"), "-q"]) == 1
-    assert "hold non-integer values" in capsys.readouterr().err
-    assert not (tmp_path / "o.csv").exists()
+    assert main(["run", str(recipe), "-i", str(data), "-o", str(tmp_path / "o.csv"), "-q", "--report",
+                 str(tmp_path / "r.json")]) == 0
+    assert pd.read_csv(tmp_path / "o.csv")["a"].dtype == np.int64
+    assert "rounded to the nearest integer first" in (tmp_path / "r.json").read_text()
 
 
 def test_a_csv_line_with_more_values_than_the_header_is_refused(tmp_path, capsys):

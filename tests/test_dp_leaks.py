@@ -437,3 +437,69 @@ def test_column_bounds_resolves_a_table_or_the_data_with_its_leak():
     refusing = privclust.PrivacyContext()
     with refusing.step(0, "s", "x"), pytest.raises(privclust.PrivclustError):
         privclust.column_bounds(values, ["a", "b"], "data", refusing, who="x")
+
+
+# ---------------------------------------------------------------------------
+# What the data decide beside the noise (red-team audit): the type of a column and a step's default columns
+# ---------------------------------------------------------------------------
+
+
+def _cli_release(tmp_path, name: str, csv: str, recipe: str) -> tuple[pd.DataFrame, dict]:
+    import json
+
+    from privclust.cli import main
+
+    (tmp_path / f"{name}.csv").write_text(csv)
+    (tmp_path / f"{name}.toml").write_text(recipe)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert main(["run", str(tmp_path / f"{name}.toml"), "-i", str(tmp_path / f"{name}.csv"), "-o",
+                     str(tmp_path / f"{name}_out.csv"), "--report", str(tmp_path / f"{name}.json"),
+                     "--non-disclosive", "-q"]) == 0
+    return pd.read_csv(tmp_path / f"{name}_out.csv"), json.loads((tmp_path / f"{name}.json").read_text())
+
+
+def _shape(report: dict) -> list[tuple[str, str]]:
+    """The ledger's entries, by origin and mechanism: what a reader sees beside the values."""
+    return [(str(e.get("origin", "")), str(e.get("mechanism", ""))) for e in report["ledger"]]
+
+
+def test_whether_a_column_held_only_whole_numbers_does_not_show_in_a_dp_release(tmp_path):
+    """Neighbours under replace-one: every value of a whole but one, 37.5 (inside the bounds). The host rounded a
+    column read as integers back to integers and recorded an "integer rounding" entry, so the file's type told the
+    two apart with certainty; a differentially private step's columns are now released as the step gave them."""
+    rng = np.random.default_rng(1)
+    a, b = rng.integers(0, 100, 30), rng.uniform(0, 50, 30).round(3)
+    rows = [f"{x},{y}" for x, y in zip(a, b, strict=True)]
+    recipe = ('[privacy]\nepsilon = 1.0\n[[steps]]\nuse = "laplace"\ncolumns = ["a", "b"]\nepsilon = 1.0\n'
+              'bounds = { a = [0, 100], b = [0, 50] }\n')
+    out, report = _cli_release(tmp_path, "whole", "a,b\n" + "\n".join(rows) + "\n", recipe)
+    rows[0] = "37.5," + rows[0].split(",")[1]
+    out2, report2 = _cli_release(tmp_path, "decimal", "a,b\n" + "\n".join(rows) + "\n", recipe)
+    assert out.dtypes.to_dict() == out2.dtypes.to_dict() == {"a": np.float64, "b": np.float64}
+    assert _shape(report) == _shape(report2)
+    assert not any(m == "integer rounding" for _, m in _shape(report))
+    # a non-private masker's integer columns are still released as integers
+    masked, _ = _cli_release(tmp_path, "masked", "a,b\n" + "\n".join(f"{x},{y}" for x, y in zip(a, b, strict=True))
+                             + "\n", '[[steps]]\nuse = "mdav"\nk = 3\ncolumns = ["a", "b"]\n')
+    assert masked["a"].dtype == np.int64
+
+
+def test_a_dp_steps_default_columns_do_not_depend_on_the_values(tmp_path):
+    """Neighbours under replace-one: c holds 0 and 1 (a code by the default columns' test) or, in one record, 2
+    (no longer a code). The default columns of a laplace step without 'columns' left c out on one and noised it on
+    the other, and split epsilon over one column or two; they are now the numeric columns, codes included."""
+    rng = np.random.default_rng(1)
+    a, c = rng.uniform(0, 100, 40).round(2), [0] * 20 + [1] * 20
+    rows = [f"{x},{y}" for x, y in zip(a, c, strict=True)]
+    recipe = ('[privacy]\nepsilon = 1.0\n[[steps]]\nuse = "laplace"\nepsilon = 1.0\n'
+              'bounds = { a = [0, 100], c = [0, 2] }\n')
+    _, report = _cli_release(tmp_path, "code", "a,c\n" + "\n".join(rows) + "\n", recipe)
+    rows[0] = rows[0].split(",")[0] + ",2"
+    _, report2 = _cli_release(tmp_path, "count", "a,c\n" + "\n".join(rows) + "\n", recipe)
+
+    def spent(r: dict) -> list[tuple[str, str]]:
+        return [(e["statement"], str(e.get("sensitivity"))) for e in r["ledger"] if e.get("epsilon")]
+
+    assert spent(report) == spent(report2)
+    assert "column(s) a, c" in spent(report)[0][0]

@@ -108,13 +108,17 @@ def test_noise_step_without_bounds_for_a_column(frame):
         privclust.run(recipe, frame)
 
 
-def test_geometric_step_keeps_integers_and_refuses_reals():
+def test_geometric_step_keeps_integers_and_rounds_reals():
     data = pd.DataFrame({"age": [20, 35, 64, 90], "kids": [0, 2, 1, 3]})
-    recipe = {"steps": [{"use": "geometric", "epsilon": 1.0, "bounds": {"age": [0, 100], "kids": [0, 10]}}]}
+    recipe = {"steps": [{"use": "geometric", "epsilon": 1e4, "bounds": {"age": [0, 100], "kids": [0, 10]}}]}
     out = privclust.run(recipe, data, seed=3)
     assert out.data["age"].dtype == np.int64
-    with pytest.raises(DataError, match="non-integer"):
-        privclust.run(recipe, data.astype(float) + 0.5)
+    # decimals are rounded to the nearest integer (half to even), not refused: a refusal would tell a data set of
+    # whole numbers from its neighbour with one decimal; noise of scale 1e-4 leaves the rounded values
+    halves = privclust.run(recipe, data.astype(float) + 0.5, seed=3)
+    assert halves.data["age"].dtype == np.int64
+    assert halves.data["age"].tolist() == [20, 36, 64, 90] and halves.data["kids"].tolist() == [0, 2, 2, 4]
+    assert halves.step(0).diagnostics["rounded_values"] == 8
 
 
 def test_gaussian_step(frame):
@@ -396,7 +400,7 @@ def test_geometric_step_keeps_integers_above_2_53_exact(dtype):
     out = privclust.run(recipe, data, seed=2)
     assert out.step(0).diagnostics["clipped_values"] == 1
     released = out.data["n"].to_numpy()
-    assert released.dtype == dtype  # the input's integer dtype (the host casts the noisy integers back, exactly)
+    assert released.dtype == np.int64  # as the mechanism released them (the host does not cast a DP step's columns)
     released = released.astype(np.int64)
     truth = np.array([base + 1, base + 7, base + 999, base + 1000], dtype=np.int64)
     # noise of scale 0.1 is almost always 0: the values come back exactly (a double near 2^62 is a multiple of 1024)
