@@ -27,7 +27,7 @@ import numpy as np
 from .components import BoundConstraints
 from .errors import ConstraintError
 
-__all__ = ["RULE_RTOL", "ConstraintSet", "RuleStatus", "judge"]
+__all__ = ["RULE_RTOL", "ConstraintSet", "RuleStatus", "integer_rule_tolerance", "judge"]
 
 #: A record satisfies an edit rule when the rule's violation is at most this
 #: times 1 + the size of the rule's terms in the record
@@ -39,6 +39,20 @@ __all__ = ["RULE_RTOL", "ConstraintSet", "RuleStatus", "judge"]
 #: 1e12 and a rule "staff <= 0.00001 turnover" broken by 0.37 with turnover
 #: near 1e9.
 RULE_RTOL = 1e-11
+
+
+def integer_rule_tolerance(sizes: Any, n_terms: Any) -> Any:
+    """The tolerance of a rule whose columns all hold whole numbers (the
+    released integer columns): the error of evaluating it in double
+    precision, ``(n_terms + 1)`` times a double's epsilon (2^-52) times 1 +
+    the size of its terms, and nothing for an iterative projection's
+    inaccuracy, which rounded values no longer carry. :data:`RULE_RTOL`
+    there passed ``a <= 2*b`` broken by 1 with a and b near 1e12 (its
+    tolerance was about 20; this one is 7e-4). Above 2^52 / (n_terms + 1)
+    it is 1 or more: double precision cannot tell a violation by 1 there,
+    and the rule's check says it is within this tolerance, not that it
+    holds exactly."""
+    return (np.asarray(n_terms, dtype=float) + 1.0) * np.finfo(float).eps * (1.0 + np.asarray(sizes, dtype=float))
 
 
 @dataclass(frozen=True, eq=False)
@@ -75,7 +89,8 @@ class RuleStatus:
         return np.all(self.satisfied, axis=1)
 
 
-def judge(rules: Any, values: Any, *, rtol: float = RULE_RTOL) -> RuleStatus:
+def judge(rules: Any, values: Any, *, rtol: float = RULE_RTOL, integer: Sequence[bool] | np.ndarray | None = None,
+          ) -> RuleStatus:
     """The one answer to "does this record satisfy this edit rule?".
 
     ``rules`` is a :class:`ConstraintSet` or the rules a constraint handler's
@@ -85,8 +100,10 @@ def judge(rules: Any, values: Any, *, rtol: float = RULE_RTOL) -> RuleStatus:
     :data:`RULE_RTOL`) times 1 + the size of the rule's terms
     (:meth:`ConstraintSet.magnitudes`); each rule is evaluated on its own
     columns (:attr:`ConstraintSet.rule_columns`), so a missing or infinite
-    value of another column does not touch it. See :class:`RuleStatus` for
-    the records it leaves undecided."""
+    value of another column does not touch it. ``integer`` (one flag per
+    column): the columns that hold whole numbers; a rule over such columns
+    only is judged with :func:`integer_rule_tolerance` instead. See
+    :class:`RuleStatus` for the records it leaves undecided."""
     rules = rules if isinstance(rules, ConstraintSet) else ConstraintSet(rules.columns, [rules])
     values = np.asarray(values, dtype=float)
     d, k = len(rules.columns), len(rules.rules)
@@ -107,6 +124,11 @@ def judge(rules: Any, values: Any, *, rtol: float = RULE_RTOL) -> RuleStatus:
             residuals[rows, r] = np.asarray(rules.violations(alone), dtype=float)[:, r]
             sizes[rows, r] = np.asarray(rules.magnitudes(alone, own), dtype=float)[:, r]
         bound = rtol * (1.0 + sizes)
+        if integer is not None:
+            whole = np.asarray(integer, dtype=bool)
+            for r, used in enumerate(own):
+                if len(used) and whole[list(used)].all():
+                    bound[:, r] = integer_rule_tolerance(sizes[:, r], len(used))
     missing = np.zeros((values.shape[0], k), dtype=bool)
     infinite = np.zeros_like(missing)
     for r, used in enumerate(own):

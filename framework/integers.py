@@ -165,9 +165,10 @@ def release_integers(context: PrivacyContext, frame: pd.DataFrame, current: pd.D
         X = current.loc[:, columns].to_numpy(dtype=float, na_value=np.nan)
         held_before = ~judge(rules, X).violated
         X.flags.writeable = False  # a handler returns new values; it never changes these
-        integer = np.array([c in integers for c in columns])
+        # a column a differentially private step wrote is neither rounded nor moved to keep a rule
+        integer = np.array([c in integers and c not in private for c in columns])
         huge = np.array([c in exact and _largest_magnitude(current[c]) >= EXACT_INTEGERS for c in columns])
-        fixed = np.array([c not in changed for c in columns]) | huge
+        fixed = np.array([c not in changed or c in private for c in columns]) | huge
         Y = X
         done = np.zeros(len(columns), dtype=bool)  # columns an earlier handler's rules already settled
         grouped = _rounding_groups(handlers, rules.parts, columns)
@@ -207,7 +208,7 @@ def release_integers(context: PrivacyContext, frame: pd.DataFrame, current: pd.D
                 before[c], after[c] = X[:, j], Y[:, j]
             elif not fixed[j] and not np.array_equal(Y[:, j], X[:, j], equal_nan=True):
                 adjusted[c] = Y[:, j]
-        broken_rows = held_before & judge(rules, Y).violated
+        broken_rows = held_before & judge(rules, Y, integer=integer).violated  # whole numbers now: exactly
         involved_rules = [r for r, cols in enumerate(rules.rule_columns) if set(cols) & set(targets)]
         broken = {r: int(np.count_nonzero(broken_rows[:, r])) for r in involved_rules}
     for c in targets:

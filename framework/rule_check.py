@@ -33,7 +33,10 @@ def record_rules(context: PrivacyContext, rules: ConstraintSet | None, frame: pd
     if rules is None or not rules.rules:
         return violated_rules
     values = frame.loc[:, list(rules.columns)].to_numpy(dtype=float, na_value=np.nan)
-    status = judge(rules, values)
+    # a rule over integer columns only is judged as whole numbers are: to double precision, not RULE_RTOL
+    whole = [pd.api.types.is_integer_dtype(frame[c]) and not pd.api.types.is_bool_dtype(frame[c])
+             for c in rules.columns]
+    status = judge(rules, values, integer=whole)
     for r, text in enumerate(rules.rules):
         skipped = status.missing[:, r]
         unknown = status.undecided[:, r] & ~skipped
@@ -57,9 +60,14 @@ def record_rules(context: PrivacyContext, rules: ConstraintSet | None, frame: pd
             where = "every released record" if not (n_skip or n_unknown) else \
                 f"every one of the {int(counted.sum())} released records " + \
                 ("it could be evaluated on" if n_unknown else "with all its columns observed")
-            statement = f"edit rule {text!r} holds on {where} (largest deviation {largest:.3g}, within the " \
-                        f"host's tolerance for floating-point error: {RULE_RTOL:g} times 1 + the size of its " \
-                        f"terms).{not_evaluable}"
+            used = rules.rule_positions[r]
+            tolerance = (f"the error of evaluating it in double precision on its integer columns, "
+                         f"{len(used) + 1} x 2^-52 times 1 + the size of its terms" if used and all(
+                             whole[j] for j in used) else
+                         f"the host's tolerance for floating-point error: {RULE_RTOL:g} times 1 + the size of its "
+                         "terms")
+            statement = f"edit rule {text!r} holds on {where} (largest deviation {largest:.3g}, within " \
+                        f"{tolerance}).{not_evaluable}"
         else:
             statement = f"edit rule {text!r} is violated by {int(bad.sum())} of {int(counted.sum())} released " \
                         f"records (largest violation {largest:.6g}).{not_evaluable}"

@@ -302,6 +302,12 @@ def _round_block(X: np.ndarray, M: np.ndarray, rhs: np.ndarray, is_eq: np.ndarra
         for j in variables[i]:
             magnitude += np.nan_to_num(np.abs(M[i, j] * X[:, j]))  # a missing value adds nothing
         tols[i] = HELD_RTOL * (1.0 + magnitude)
+    # after rounding, a rule over integer columns only is judged as the host judges whole numbers: to double
+    # precision (HELD_RTOL there passed a <= 2*b broken by 1 near 1e12)
+    after_tols = tols.copy()
+    for i in range(M.shape[0]):
+        if variables[i].size and integer[variables[i]].all():
+            after_tols[i] = privclust.integer_rule_tolerance(tols[i] / HELD_RTOL - 1.0, variables[i].size)
     held = np.zeros((M.shape[0], n), dtype=bool)
     with np.errstate(invalid="ignore"):
         for i in range(M.shape[0]):
@@ -315,7 +321,7 @@ def _round_block(X: np.ndarray, M: np.ndarray, rhs: np.ndarray, is_eq: np.ndarra
                 cols = variables[i][movable_int[variables[i]]]
                 if not cols.size or not held[i].any():
                     continue
-                broken = held[i] & (lhs(Y, i) - rhs[i] > tols[i])
+                broken = held[i] & (lhs(Y, i) - rhs[i] > after_tols[i])
                 if not broken.any():
                     continue
                 for j in cols:
@@ -354,7 +360,7 @@ def _round_block(X: np.ndarray, M: np.ndarray, rhs: np.ndarray, is_eq: np.ndarra
                         after = lhs(Y, k)
                         for q in touched:
                             after = after + M[k, P[q]] * (v[:, q] - Y[:, P[q]])
-                        key[c] += held[k] & (after - rhs[k] > tols[k])
+                        key[c] += held[k] & (after - rhs[k] > after_tols[k])
             moved = np.where(rows, moved, 0.0)
             key += moved / (1.0 + moved.max())  # fewest broken inequalities, then the least move
             best = np.argmin(key, axis=0) if len(sets) > 1 else np.zeros(n, dtype=np.intp)

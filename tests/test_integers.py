@@ -20,6 +20,7 @@ import privclust.testing as pt
 from privclust import ConstraintSet, PrivacyContext
 from privclust._io import frame_writer, read_frame
 from privclust.cli import main
+from privclust.constraints import judge
 from privclust.integers import _integer_dtype, integer_columns, release_integers
 from privclust_plugins.constraints import LinearConstraints
 
@@ -685,3 +686,38 @@ def test_a_claim_that_rules_hold_is_answered_when_the_released_file_breaks_them(
         assert "'3*a + 5*b == 7' is violated by 4 of 4 released records" in e.statement
         assert "does not hold on the released file" in e.statement
     assert all(c.get("violated_rules") == ["3*a + 5*b == 7"] for c in release.verification["claims"])
+
+
+def test_an_integer_rule_broken_by_one_near_1e12_is_seen_and_repaired():
+    """Red-team audit: exact integers near 1e12 with a <= 2*b on every record; the group means held the rule and
+    rounding each to the nearest integer broke it by 1 on every record, which a tolerance of 1e-11 times the size
+    of the terms (about 20 there) passed: the ledger said the rule held and the rounding kept it. On whole numbers
+    the tolerance is the error of evaluating the rule in double precision, and the repair rounds down or up."""
+    Y, Z = 5 * 10**11, 15 * 10**11
+    frame = pd.DataFrame({"a": np.array([2 * Y, 2 * Y, 2 * Y + 2, 2 * Z, 2 * Z, 2 * Z + 2], dtype=np.int64),
+                          "b": np.array([Y, Y, Y + 1, Z, Z, Z + 1], dtype=np.int64)})
+    release = privclust.run({"constraints": [{"use": "linear", "rules": ["a <= 2*b"]}],
+                             "steps": [{"use": "microaggregation", "k": 3}]}, frame, seed=1)
+    a, b = (release.data[c].to_numpy().astype(object) for c in ("a", "b"))
+    assert all(x <= 2 * y for x, y in zip(a, b, strict=True))  # exactly, on Python integers
+    entry = _rule_entry(release, "a <= 2*b")
+    assert entry.details["violated_records"] == 0 and entry.details["broken_by_rounding"] == 0
+    assert "double precision" in entry.statement
+    # and the judge itself: a violation by 1 at 1e12 on whole numbers is a violation, on doubles within tolerance
+    rules = ConstraintSet(("a", "b"), [LinearConstraints(rules=["a <= 2*b"]).bind(("a", "b"))])
+    values = np.array([[2.0 * Y + 1, float(Y)]])
+    assert judge(rules, values, integer=[True, True]).violated.all()
+    assert not judge(rules, values).violated.any()
+
+
+def test_a_dp_column_inside_an_edit_rule_is_not_rounded_or_adjusted():
+    frame = _households()
+    recipe = {"constraints": [{"use": "linear", "rules": ["b <= t", "a <= 5000"]}],
+              "steps": [{"use": "laplace", "epsilon": 1.0, "columns": ["a"], "bounds": {"a": [0, 5000]}},
+                        {"use": "microaggregation", "clusterer": {"use": "mdav", "k": 3}, "columns": ["b", "t"]}]}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        release = privclust.run(recipe, frame, seed=2)
+    noisy = release.outcomes[0].result.data["a"]
+    assert release.data["a"].dtype == np.float64 and release.data["a"].equals(noisy)
+    assert release.data["b"].dtype == np.int64 and release.data["t"].dtype == np.int64

@@ -156,8 +156,8 @@ def test_host_handler_evaluator_and_cli_have_no_arithmetic_of_their_own(monkeypa
     # a judge that says record 0 (ordinary, satisfied) violates every rule: each user must repeat it
     real = privclust.constraints.judge
 
-    def strict(rules, values, *, rtol=privclust.RULE_RTOL):
-        status = real(rules, values, rtol=rtol)
+    def strict(rules, values, *, rtol=privclust.RULE_RTOL, integer=None):
+        status = real(rules, values, rtol=rtol, integer=integer)
         status.violated[0] = True
         status.undecided[0] = status.missing[0] = False
         return status
