@@ -53,7 +53,7 @@ from privclust import (
     param,
 )
 
-from . import _dpc, _dpc_dp
+from . import _dpc, _dpc_centres, _dpc_dp
 
 __version__ = "0.1.0"
 
@@ -255,13 +255,13 @@ class _DensityPeaks:
     def _centres_auto(self, rho: np.ndarray, delta: np.ndarray, order: np.ndarray, eta: float, i_max: int
                       ) -> tuple[np.ndarray, np.ndarray, dict]:
         """AdDPC choice (or top-k of gamma* in the fixed-k mode)."""
-        gamma = _dpc.normalised_gamma(rho, delta)
+        gamma = _dpc_centres.normalised_gamma(rho, delta)
         extra: dict[str, Any] = {}
         if self.n_clusters is not None:
-            centres = _dpc.top_k_centres(gamma, self.n_clusters, int(order[0]))
+            centres = _dpc_centres.top_k_centres(gamma, self.n_clusters, int(order[0]))
         else:
-            m, kappa, g_order = _dpc.addpc_boundary(gamma, eta, i_max)
-            centres = _dpc.top_k_centres(gamma, m, int(order[0]))
+            m, kappa, g_order = _dpc_centres.addpc_boundary(gamma, eta, i_max)
+            centres = _dpc_centres.top_k_centres(gamma, m, int(order[0]))
             extra = {"kappa": kappa, "boundary": m}
         return centres, gamma, extra
 
@@ -288,7 +288,7 @@ class _DensityPeaks:
                    diagnostics: dict, heads: np.ndarray | None = None) -> Partition:
         """``heads[L]``: the centre of the cluster labelled ``L`` (``centres``
         unless a merge moved it)."""
-        final, kept = _dpc.compress_labels(labels)
+        final, kept = _dpc_centres.compress_labels(labels)
         cluster_centres = (centres if heads is None else heads)[kept]
         diagnostics = {**diagnostics, "centre_indices": centres, "n_centres": int(centres.size),
                        "cluster_centre_indices": cluster_centres, **self._effective(diagnostics, centres.size)}
@@ -358,15 +358,15 @@ class DPC(_DensityPeaks):
         privclust.RecordProgress(context, data.shape[0]).stage(2, 4)
         gamma = rho * delta
         if self.n_clusters is not None:
-            centres = _dpc.top_k_centres(gamma, self.n_clusters, int(order[0]))
+            centres = _dpc_centres.top_k_centres(gamma, self.n_clusters, int(order[0]))
         else:
             assert self.rho_min is not None and self.delta_min is not None  # both, without n_clusters (post-init)
-            centres = _dpc.threshold_centres(rho, delta, gamma, self.rho_min, self.delta_min)
+            centres = _dpc_centres.threshold_centres(rho, delta, gamma, self.rho_min, self.delta_min)
             if centres.size == 0:
                 raise ParameterError(
                     f"dpc: no point has rho > {self.rho_min} and delta > {self.delta_min} (largest rho "
                     f"{rho.max():.6g}, largest delta {delta.max():.6g}); lower the thresholds")
-        labels = _dpc.assign(parent, centres)
+        labels = _dpc_centres.assign(parent, centres)
         diagnostics: dict[str, Any] = {"rho": rho, "delta": delta, "gamma": gamma, "parent": parent, "dc": dc,
                                        "kernel": self.kernel, "dc_rule": dc_info, **info}
         if self.halo:
@@ -378,7 +378,7 @@ class DPC(_DensityPeaks):
 def _mark_halo(Xs: np.ndarray, rho: np.ndarray, labels: np.ndarray, dc: float,
                diagnostics: dict[str, Any]) -> np.ndarray:
     """Label the halo points -1 (Rodriguez & Laio), keeping the labels before."""
-    is_halo = _dpc.halo(Xs, rho, labels, dc)
+    is_halo = _dpc_centres.halo(Xs, rho, labels, dc)
     diagnostics["halo"] = is_halo
     diagnostics["labels_before_halo"] = labels.copy()
     return np.where(is_halo, -1, labels)
@@ -406,7 +406,7 @@ class AdDPC(_DensityPeaks):
         delta, parent, order = _dpc.delta_parent(Xs, rho, index=index, unique=unique)
         privclust.RecordProgress(context, data.shape[0]).stage(2, 3)
         centres, gamma, extra = self._centres_auto(rho, delta, order, self.eta, self.i_max)
-        labels = _dpc.assign(parent, centres)
+        labels = _dpc_centres.assign(parent, centres)
         diagnostics = {"rho": rho, "delta": delta, "gamma": gamma, "parent": parent, "dc": dc, "kernel": self.kernel,
                        "dc_rule": dc_info, **extra, **info}
         if self.halo:
@@ -553,23 +553,23 @@ class _NoisyDensityPeaks(_DensityPeaks):
         delta, parent, order = _dpc.delta_parent(Xs, noisy, index=index, unique=unique)
         privclust.RecordProgress(context, data.shape[0]).stage(3, 5)
         centres, gamma, extra = self._choose(noisy, delta, order)
-        labels = _dpc.assign(parent, centres)
+        labels = _dpc_centres.assign(parent, centres)
         diagnostics: dict[str, Any] = {"rho": noisy, "delta": delta, "gamma": gamma, "parent": parent, "dc": dc,
                                        "kernel": self.kernel, "dc_rule": dc_info, "accounting": accounting,
                                        **extra, **info}
         if self.merges != "none":
             radius, rinfo = self._radius(Xs, context, e_value)
-            comp = _dpc.components(Xs, radius, unique=unique, index=index)
+            comp = _dpc_centres.components(Xs, radius, unique=unique, index=index)
             rank = np.empty_like(order)
             rank[order] = np.arange(order.size)
             diagnostics["labels_before_merge"] = labels.copy()
             if self.merges == "points":
-                labels = _dpc.merge_reachable(labels, comp, rank)
+                labels = _dpc_centres.merge_reachable(labels, comp, rank)
             else:
-                labels = _dpc.merge_centres(labels, centres, comp, rank)
+                labels = _dpc_centres.merge_centres(labels, centres, comp, rank)
             diagnostics.update(radius=radius, n_components=int(comp.max()) + 1, **rinfo)
             # each merged cluster's centre is its densest point (centre L may have joined another cluster)
-            heads = _dpc.merged_heads(labels, centres, rank)
+            heads = _dpc_centres.merged_heads(labels, centres, rank)
         else:
             heads = centres
         privclust.RecordProgress(context, data.shape[0]).stage(5, 5)
@@ -649,7 +649,7 @@ class DPrcCFSFDP(_MergingDensityPeaks):
 
     def _choose(self, rho: np.ndarray, delta: np.ndarray, order: np.ndarray) -> tuple[np.ndarray, np.ndarray, dict]:
         gamma = rho * delta
-        return _dpc.top_k_centres(gamma, self.n_clusters, int(order[0])), gamma, {}
+        return _dpc_centres.top_k_centres(gamma, self.n_clusters, int(order[0])), gamma, {}
 
 
 def __getattr__(name: str) -> Any:

@@ -33,7 +33,7 @@ from privclust import (
     public_bounds,
 )
 
-from . import _dpc, _dpc_dp
+from . import _dpc, _dpc_centres, _dpc_dp
 from .density_peaks import (
     CLIP_MARGIN_DC,
     CUTOFF_OPTION,
@@ -347,15 +347,15 @@ class DPDPCGrid(_DensityPeaks):
         index = _dpc.PairIndex(unique[0], cell / 2.0)
         delta_s, parent_s, order_s = _dpc.delta_parent(S, rho_s, index=index, unique=unique, radius=max(cell, dc))
         k = None if self.n_clusters is None else min(self.n_clusters, support.size)
-        gamma_s = _dpc.normalised_gamma(rho_s, delta_s)
+        gamma_s = _dpc_centres.normalised_gamma(rho_s, delta_s)
         extra: dict[str, Any] = {}
         if k is not None:
-            centres_s = _dpc.top_k_centres(gamma_s, k, int(order_s[0]))
+            centres_s = _dpc_centres.top_k_centres(gamma_s, k, int(order_s[0]))
         else:
-            m, kappa, _ = _dpc.addpc_boundary(gamma_s, self.eta, self.i_max)
-            centres_s = _dpc.top_k_centres(gamma_s, m, int(order_s[0]))
+            m, kappa, _ = _dpc_centres.addpc_boundary(gamma_s, self.eta, self.i_max)
+            centres_s = _dpc_centres.top_k_centres(gamma_s, m, int(order_s[0]))
             extra = {"kappa": kappa, "boundary": m}
-        lab_s = _dpc.assign(parent_s, centres_s)
+        lab_s = _dpc_centres.assign(parent_s, centres_s)
         privclust.RecordProgress(context, data.shape[0]).stage(3, 4)
         G = nodes.shape[0]
         before = None
@@ -363,18 +363,18 @@ class DPDPCGrid(_DensityPeaks):
         if self.radius_percent is not None:
             radius = _dpc.percent_distance(S, [self.radius_percent], lambda: context.rng)[0][0]
         if radius is not None:
-            comp = _dpc.components(S, radius)
+            comp = _dpc_centres.components(S, radius)
             rank = np.empty_like(order_s)
             rank[order_s] = np.arange(order_s.size)
             before = np.full(G, -1, dtype=np.int64)
             before[support] = lab_s
-            lab_s = _dpc.merge_reachable(lab_s, comp, rank)
-            heads_s = _dpc.merged_heads(lab_s, centres_s, rank)  # each merged cluster's densest node
+            lab_s = _dpc_centres.merge_reachable(lab_s, comp, rank)
+            heads_s = _dpc_centres.merged_heads(lab_s, centres_s, rank)  # each merged cluster's densest node
         else:
             heads_s = centres_s
         # Cluster numbers and released centres from the DP map alone (never from where the records fall):
         # the clusters that survive the merge, numbered in the order of their centres.
-        lab_s, kept = _dpc.compress_labels(lab_s)
+        lab_s, kept = _dpc_centres.compress_labels(lab_s)
         node_labels = np.full(G, -1, dtype=np.int64)
         node_labels[support] = lab_s
         # Each record: its nearest node's label, else the nearest clustered node's.

@@ -18,7 +18,7 @@ import privclust
 import privclust.datasets
 import privclust.testing as pt
 from privclust import BudgetExceededError, DataError, ParameterError, PrivacyLeakWarning
-from privclust_plugins import _dpc, _dpc_dp
+from privclust_plugins import _dpc, _dpc_centres, _dpc_dp
 from privclust_plugins.density_peaks import DPC, DPDPCL, AdDPC, AdDPCrDP, DPrcCFSFDP
 from privclust_plugins.dp_dpc_grid import DPDPCGrid
 
@@ -165,19 +165,19 @@ def test_percentage_rule_is_the_matlab_position_and_sampling_is_close():
 
 def test_components_and_merges():
     X = np.array([[0.0], [0.5], [1.0], [5.0], [5.4], [9.0]])
-    comp = _dpc.components(X, 0.6)
+    comp = _dpc_centres.components(X, 0.6)
     assert comp[0] == comp[1] == comp[2] and comp[3] == comp[4] and len({comp[0], comp[3], comp[5]}) == 3
     labels = np.array([0, 1, 1, 2, 2, 3])
     rank = np.array([2, 0, 1, 3, 4, 5])
-    np.testing.assert_array_equal(_dpc.merge_reachable(labels, comp, rank), [1, 1, 1, 2, 2, 3])
+    np.testing.assert_array_equal(_dpc_centres.merge_reachable(labels, comp, rank), [1, 1, 1, 2, 2, 3])
     centres = np.array([1, 0, 3, 5])  # label c is held by centres[c]
-    merged = _dpc.merge_centres(np.array([1, 0, 0, 2, 2, 3]), centres, comp, rank)
+    merged = _dpc_centres.merge_centres(np.array([1, 0, 0, 2, 2, 3]), centres, comp, rank)
     np.testing.assert_array_equal(merged, [0, 0, 0, 2, 2, 3])
 
 
 def test_addpc_boundary_slope_reading():
     g = np.array([1.0, 0.5, 0.45, 0.1, 0.09, 0.08, 0.0])
-    m, kappa, order = _dpc.addpc_boundary(g, 1.001, 50)
+    m, kappa, order = _dpc_centres.addpc_boundary(g, 1.001, 50)
     # kappa_i = (i - 1.001)(g_i - g_{i+1}): i = 3 gives 1.999 * 0.35, the largest
     assert m == 3
     assert kappa.size == g.size - 2 and kappa[0] < 0
@@ -671,7 +671,7 @@ def test_components_with_a_reused_index_and_in_more_columns():
         _, expected = connected_components(squareform(pdist(X)) <= r, directed=False)
         unique = _dpc.unique_points(X)
         for index in (None, _dpc.PairIndex(unique[0], r / 3)):
-            comp = _dpc.components(X, r, unique=unique, index=index)
+            comp = _dpc_centres.components(X, r, unique=unique, index=index)
             # the same partition, whatever the numbering
             assert adjusted_rand_score(expected, comp) == 1.0
             assert np.unique(comp).size == np.unique(expected).size
@@ -753,7 +753,7 @@ def test_a_d_c_whose_square_underflows_and_a_grid_of_one_node_are_handled():
     data = pd.DataFrame({"a": np.linspace(0, 1, 12), "b": np.linspace(1, 0, 12) ** 2})
     with pytest.raises(ParameterError, match="d_c = 1e-300 .* is too small"):
         privclust.run({"steps": [{"use": "dpc", "n_clusters": 2, "dc": 1e-300}]}, data, seed=1)
-    m, kappa, order = _dpc.addpc_boundary(np.array([3.0]), 1.001, 50)  # one candidate: it is the centre
+    m, kappa, order = _dpc_centres.addpc_boundary(np.array([3.0]), 1.001, 50)  # one candidate: it is the centre
     assert m == 1 and kappa.size == 0 and order.tolist() == [0]
 
 

@@ -16,7 +16,7 @@ from conftest import require_dataset
 import privclust
 from privclust import Budget, DataError, ParameterError, PrivacyContext, Recipe, RecipeError
 from privclust.accounting import PrivacyLeakWarning
-from privclust_plugins import _dpc, _dpc_dp
+from privclust_plugins import _dpc_centres, _dpc_dp
 from privclust_plugins.density_peaks import DPDPCL
 from privclust_plugins.dp_dpc_grid import DPDPCGrid
 from privclust_plugins.dp_kmeans import IDPKMeans
@@ -316,7 +316,7 @@ def test_grid_labels_of_other_records_ignore_where_one_record_moves():
     # the cluster numbers and centres are those of the map, with or without records in a cluster
     assert part.centres.shape[0] == node_labels.max() + 1 > len(used)
     # what the old per-record renumbering would have done
-    old_before, old_after = _dpc.compress_labels(part.labels)[0], _dpc.compress_labels(again.labels)[0]
+    old_before, old_after = _dpc_centres.compress_labels(part.labels)[0], _dpc_centres.compress_labels(again.labels)[0]
     assert np.mean(old_before[1:] != old_after[1:]) > 0.01
 
 
