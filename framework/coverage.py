@@ -146,17 +146,26 @@ def _post_processing(outcome: Any, dp: Sequence[LedgerEntry], outcomes: Sequence
     """Whether a step computed what it released from DP-released values
     alone: every column it reads was last written, before it, by a step whose
     release is covered. A step is given only its own columns (the runner's
-    view; no weight, the strata public by declaration), so its output is a
-    function of DP releases and public facts: post-processing, covered by
+    view; no weight, the strata public by declaration) and forms its groups
+    within its ``within`` columns (:func:`_read`, which counts them as
+    read), so its output is a function of DP releases and public facts: post-processing, covered by
     the statements of the steps it read (a clusterer's labels on columns a
     noise step wrote first, a microaggregation of noisy values)."""
     if not outcomes or not outcome.columns:
         return False
-    for c in outcome.columns:
+    for c in _read(outcome):
         writer = _last_writer(outcomes, str(c), outcome.index)
         if writer is None or not _covered(writer, dp, outcomes):
             return False
     return True
+
+
+def _read(outcome: Any) -> tuple[str, ...]:
+    """The columns a step's output depends on: its own columns and its ``within`` columns (it forms its groups
+    inside each value of those: a microaggregation of noisy values within an original key column changes its groups
+    when one record's key changes, a red-team audit)."""
+    within = tuple(str(c) for c in (getattr(outcome, "within", ()) or ()) if str(c) not in map(str, outcome.columns))
+    return tuple(str(c) for c in outcome.columns) + within
 
 
 def post_processed(entries: Sequence[LedgerEntry], outcomes: Sequence[Any]) -> list[str]:
@@ -174,12 +183,19 @@ def post_processed(entries: Sequence[LedgerEntry], outcomes: Sequence[Any]) -> l
     return out
 
 
-def _uncovered_reason(outcome: Any, dp: Sequence[LedgerEntry]) -> str:
+def _uncovered_reason(outcome: Any, dp: Sequence[LedgerEntry], outcomes: Sequence[Any] = ()) -> str:
     """Why the columns a step released carry no differential privacy, naming them."""
     o = outcome
     what = (f"the label column {o.output!r}" if o.kind == "clusterers" else f"the values of {_cols(o.columns)}")
     own = [e for e in dp if e.step == o.index]
     text = f"step {o.index} ({o.id}, {o.name}) released {what} without differential privacy"
+    within = [c for c in _read(o) if c not in map(str, o.columns)
+              and ((w := _last_writer(outcomes, c, o.index)) is None or not _covered(w, dp, outcomes))]
+    if within:  # its groups follow these columns (see _read); name them
+        text += (f" (it formed its groups within {_cols(within)}, a column no step released with differential "
+                 "privacy, so one record's value there can change them)" if len(within) == 1 else
+                 f" (it formed its groups within {_cols(within)}, columns no step released with differential "
+                 "privacy, so one record's values there can change them)")
     if not own:
         return text
     covers = _joined([e.covers or "" for e in own])
@@ -216,7 +232,7 @@ def no_guarantee_reasons(entries: Sequence[LedgerEntry], outcomes: Sequence[Any]
         if not delta < 1:
             reasons.append(f"the composed delta is {at_least(delta)}, not below 1 (the bound holds with probability "
                            "at most 1 - delta), which guarantees nothing")
-        reasons += [_uncovered_reason(o, dp) for o in outcomes if not _covered(o, dp, outcomes)]
+        reasons += [_uncovered_reason(o, dp, outcomes) for o in outcomes if not _covered(o, dp, outcomes)]
     return reasons
 
 

@@ -8,6 +8,7 @@ k-anonymous on the whole file."""
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import ClassVar
 
@@ -245,3 +246,32 @@ def test_within_an_earlier_clusterers_labels_and_small_groups_named_with_their_s
     frame.loc[frame.index[[0, 2]], "age"] = "child"  # in the stratum north
     with pytest.raises(DataError, match=r"\(region = north; sex = f, age = child\): 2 record\(s\)"):
         privclust.run({"roles": {"strata": "region"}, "steps": [{**MDAV, "within": ["sex", "age"]}]}, frame, seed=1)
+
+
+@pytest.mark.parametrize("masker", [{"use": "microaggregation", "k": 3}, {"use": "mdav", "k": 3, "kind": "clusterers"}])
+def test_post_processing_within_an_original_column_is_not_differentially_private(masker):
+    """Red-team audit: laplace on x, y, then a step on those noisy values within the original key k. The verdict
+    called its output "computed from those DP values only (post-processing)", but its groups come from k: one
+    record's key changed made 3 groups of the noisy values or 2, so distinct released rows 5 or 4 at every seed."""
+    rng = np.random.default_rng(0)
+    x, y = rng.uniform(0, 100, 15).round(2), rng.uniform(0, 100, 15).round(2)
+    kind = masker.pop("kind", "maskers")
+    step = {**masker, "columns": ["x", "y"], "within": ["k"]}
+    recipe = {"privacy": {"epsilon": 1.0}, "roles": {"keys": ["k"]},
+              "steps": [{"use": "laplace", "columns": ["x", "y"], "epsilon": 1.0,
+                         "bounds": {"x": [0, 100], "y": [0, 100]}}, step]}
+    for keys in (["a"] * 9 + ["b"] * 6, ["b"] + ["a"] * 8 + ["b"] * 6):
+        frame = pd.DataFrame({"k": keys, "x": x, "y": y})
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            release = privclust.run(recipe, frame, seed=1)
+        assert release.dp_guarantee is False, release.verdict
+        assert "No differential-privacy guarantee" in release.verdict
+        what = "the label column 'cluster'" if kind == "clusterers" else "the values of x, y"
+        assert f"released {what} without differential privacy" in release.verdict
+        assert "within k, a column no step released with differential privacy" in release.verdict
+    # without within, the same step is post-processing of the DP values, as before
+    plain = dict(recipe, steps=[recipe["steps"][0], {k: v for k, v in step.items() if k != "within"}])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert privclust.run(plain, frame, seed=1).dp_guarantee is True
