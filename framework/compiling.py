@@ -18,6 +18,7 @@ from typing import Any
 
 import attrs
 
+from .accountants import within_budget
 from .accounting import Budget, at_least, exact, group_delta
 from .claims import relation_kind
 from .components import Partition, capability, component_params
@@ -344,7 +345,7 @@ def _compiled(recipe: Recipe, registry: Registry | None) -> CompiledRecipe:
         planned = sum(c[0] for c in costs)
         planned_delta = sum(c[1] for c in costs)
         assert recipe.privacy.epsilon is not None
-        if math.isfinite(planned) and planned > recipe.privacy.epsilon * (1 + 1e-9):
+        if math.isfinite(planned) and not within_budget(planned, recipe.privacy.epsilon, len(costs)):
             parts = ", ".join(f"steps[{cs.index}] {at_least(c[0])}" + (" (add/remove, counted twice under replace-one)"
                                                                if c[2] else "")
                               for cs, c in zip(steps, costs, strict=True) if c[0])
@@ -352,7 +353,8 @@ def _compiled(recipe: Recipe, registry: Registry | None) -> CompiledRecipe:
                                     f"the steps need at least epsilon = {at_least(planned)} ({parts}) "
                                     f"but the budget is {exact(recipe.privacy.epsilon)}",
                                     "raise [privacy] epsilon or lower the steps' epsilon"))
-        if math.isfinite(planned_delta) and planned_delta > recipe.privacy.delta * (1 + 1e-9):
+        if math.isfinite(planned_delta) and not within_budget(planned_delta, recipe.privacy.delta, len(costs)) \
+                and planned_delta > 1e-300:
             problems.append(Problem("privacy.delta",
                                     f"the steps need at least delta = {at_least(planned_delta)} but the "
                                     f"budget is {exact(recipe.privacy.delta)}", "raise [privacy] delta"))
