@@ -11,6 +11,7 @@ rounding compare values through these.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -69,7 +70,10 @@ def _joint_codes(a: Any, b: Any) -> np.ndarray:
     x, y = (pd.Series(v).reset_index(drop=True) if isinstance(v, pd.Series) else pd.Series(np.asarray(v))
             for v in (a, b))
     if x.dtype != y.dtype:
+        numeric = [v.dtype.kind in "iuf" for v in (x, y)]
         x, y = x.astype(object), y.astype(object)
+        if numeric[0] != numeric[1]:  # one side numbers, the other text (recode releases what it leaves alone as text)
+            x, y = (v if is_number else _numbers_spelled(v) for v, is_number in zip((x, y), numeric, strict=True))
     both = pd.concat([x, y], ignore_index=True)
     try:
         codes = pd.factorize(both)[0]
@@ -77,6 +81,36 @@ def _joint_codes(a: Any, b: Any) -> np.ndarray:
         text = both.map(lambda v: f"{type(v).__name__}:{v.tolist() if isinstance(v, np.ndarray) else v!r}")
         codes = pd.factorize(text.where(both.notna(), None))[0]
     return np.where(codes < 0, codes.max(initial=0) + 1, codes)
+
+
+def _numbers_spelled(values: pd.Series) -> pd.Series:
+    """``values`` (object) with each text cell that spells a finite number
+    replaced by that number (a whole number as an exact integer), so that
+    a column a step released as text compares with its numeric original as
+    the written file reads: recode's ``"1"`` for an untouched 1 is the value
+    1, released verbatim (it counted as changed, and a recode that changed
+    nothing was not called one). Other cells are left as they are."""
+    codes, uniques = pd.factorize(values)
+    if not len(uniques):
+        return values
+
+    def number(v: Any) -> Any:
+        if not isinstance(v, str):
+            return v
+        text = v.strip()
+        try:
+            return int(text)
+        except ValueError:
+            pass
+        try:
+            f = float(text)
+        except ValueError:
+            return v
+        return f if math.isfinite(f) else v
+
+    parsed = np.array([number(v) for v in uniques], dtype=object)
+    out = np.where(codes < 0, None, parsed[np.maximum(codes, 0)])
+    return pd.Series(out, index=values.index, dtype=object).where(codes >= 0, values)
 
 
 def values_equal(a: Any, b: Any) -> np.ndarray:

@@ -354,3 +354,26 @@ def test_check_does_not_promise_integers_for_keys_released_as_labels(tmp_path, c
     assert main(["check", str(tmp_path / "r.toml"), "-i", str(tmp_path / "in.csv")]) == 0
     line = next(t for t in capsys.readouterr().out.splitlines() if "integer columns, rounded" in t)
     assert "except a key a key masker releases as text" in line
+
+
+def test_values_recode_leaves_alone_count_as_released_verbatim():
+    """Red-team audit: recode releases what it leaves alone as text ("1" for 1, "2500.5" for 2500.5), and the host
+    compared that text with the numbers: a recode that matched nothing wrote a byte-identical file that the report
+    called changed, with 0 of 6 records verbatim and no "protects nothing" warning; top-and-bottom coding that left
+    3 incomes exact reported 0 verbatim. The host now reads a number spelled as text as that number."""
+    codes = pd.DataFrame({"roof": [1, 2, 3, 1, 2, 4], "sex": list("fmfmfm")})
+    recipe = {"roles": {"keys": ["roof", "sex"]},
+              "steps": [{"use": "recode", "columns": ["roof"], "maps": {"roof": {"9": "8"}}}]}
+    with pytest.warns(privclust.NothingProtectedWarning):
+        release = privclust.run(recipe, codes, seed=1)
+    assert release.verification["changed_columns"] == [] and release.verification["verbatim_records"] == 6
+    income = pd.DataFrame({"income": [800.0, 2500.5, 4100.25, 12000.0, 95000.0, 3300.75], "sex": list("fmfmfm")})
+    recipe = {"roles": {"keys": ["income", "sex"]},
+              "steps": [{"use": "recode", "columns": ["income"], "top": {"income": 10000}, "bottom": {"income": 1000}}]}
+    release = privclust.run(recipe, income, seed=1)
+    assert release.verification["changed_columns"] == ["income"]
+    assert "released 3 of 6 records verbatim" in " ".join(e.statement for e in release.ledger)
+    # a label that spells no number stays a change; text that spells another number is another value
+    from privclust.comparison import values_equal
+    assert values_equal(pd.Series([1, 2, 3, 4]), pd.Series(["1", "2.0", "< 3", "5"], dtype=object)).tolist() == \
+        [True, True, False, False]
