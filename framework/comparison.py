@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-__all__ = ["exact_codes", "same_values", "values_equal", "verbatim"]
+__all__ = ["exact_codes", "positive_zeros", "same_values", "values_equal", "verbatim"]
 
 
 def exact_codes(frame: pd.DataFrame, columns: Sequence[str]) -> np.ndarray:
@@ -32,6 +32,22 @@ def exact_codes(frame: pd.DataFrame, columns: Sequence[str]) -> np.ndarray:
         codes = pd.factorize(frame[column])[0]
         out[:, j] = np.where(codes < 0, np.nan, codes)
     return out
+
+
+def positive_zeros(frame: pd.DataFrame) -> None:
+    """In place: every negative zero of a float column becomes 0.0. The
+    host's codes count -0.0 and 0.0 as one value (:func:`exact_codes`), and a
+    written file would show them apart (``-0.0`` beside ``0.0``: a red-team
+    audit found a key cell the verdict counted as 3 records written as a
+    unique record and a cell of 2)."""
+    for c in frame.columns:
+        values = frame[c]
+        if not pd.api.types.is_float_dtype(values.dtype):
+            continue
+        raw = values.to_numpy(dtype=float, na_value=np.nan)
+        negative = (raw == 0.0) & np.signbit(raw)
+        if negative.any():
+            frame[c] = values.mask(pd.Series(negative, index=values.index), 0.0)
 
 
 def same_values(original: pd.DataFrame, released: pd.DataFrame, columns: Sequence[str]) -> np.ndarray:

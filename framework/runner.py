@@ -29,6 +29,7 @@ import pandas as pd
 
 from ._reading import keep_text
 from .accounting import PrivacyContext
+from .comparison import positive_zeros
 from .compiling import STEP_KINDS, CompiledRecipe, CompiledStep, StepOutcome, compile, planned_costs
 from .components import capability
 from .constraints import ConstraintSet
@@ -114,6 +115,7 @@ def run_checked(compiled: CompiledRecipe, checked: Preflight, seed: int | np.ran
     all_constraints = ConstraintSet.of(compiled.constraints, tuple(map(str, frame.columns)))
     rounding = release_integers(context, frame, current, outcomes, compiled.constraints, all_constraints)
     restore_nullable_floats(frame, current)
+    positive_zeros(current)  # -0.0 and 0.0 are one value to the host's checks: one in the file too
     broken_rules = record_rules(context, all_constraints, current, rounding)
     if parts is not None:
         context._record_host("verified", strata_statement(roles.strata, parts, checked.merges, outcomes),

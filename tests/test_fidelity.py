@@ -386,3 +386,18 @@ def test_a_named_parquet_index_is_read_as_columns_not_dropped(tmp_path):
     assert _cells((tmp_path / "o.csv").read_text())["pid"][0] == "00037"
     pd.DataFrame({"x": np.arange(6.0)}, index=np.arange(6) * 2).to_parquet(path)  # row labels only: not a column
     assert list(read_frame(path).columns) == ["x"]
+
+
+def test_a_negative_zero_is_written_as_the_zero_the_host_counted(tmp_path):
+    """Red-team audit: -0.0 and 0.0 are one key value to the host's codes, but the file wrote "-0.0" beside "0.0",
+    so a cell the verdict counted as 3 records was a unique record and a cell of 2 in the bytes."""
+    rows = ([f"{v},f" for v in ("0.0", "0.0", "-0.0", "1.0", "1.0", "1.0")]
+            + [f"{v},m" for v in ("0.0",) * 3 + ("1.0",) * 3])
+    recipe = ('[roles]\nkeys = ["delta", "sex"]\n[[steps]]\nuse = "local-suppression"\nk = 3\n'
+              'columns = ["delta", "sex"]\n')
+    assert _run(tmp_path, "delta,sex\n" + "\n".join(rows) + "\n", recipe, "out.csv") == 0
+    written = pd.read_csv(tmp_path / "out.csv", dtype=str, keep_default_na=False)
+    assert written.groupby(["delta", "sex"]).size().min() >= 3
+    assert "-0.0" not in (tmp_path / "out.csv").read_text()
+    assert _run(tmp_path, "delta,sex\n" + "\n".join(rows) + "\n", recipe, "out.parquet") == 0
+    assert not np.signbit(pd.read_parquet(tmp_path / "out.parquet")["delta"].to_numpy()).any()
