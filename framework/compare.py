@@ -62,7 +62,7 @@ from .coverage import dp_claimants, guarantees_dp
 from .engines import DASK, check_engine, dask_client, stop_pool
 from .errors import PrivclustError, PrivclustWarning, Problem, RecipeError
 from .handover import RegistrySpec, handed, handed_data, registry_spec, worker_registry
-from .plots import HIGHER_IS_BETTER, LOSS_HINTS, RISK_HINTS
+from .plots import HIGHER_IS_BETTER, LOSS_HINTS, RISK_HINTS, higher_is_better
 from .preflight import check_frame
 from .recipe import Recipe
 from .registry import get_registry
@@ -504,10 +504,10 @@ def check_plot(recipes: Iterable[Recipe], risk: str | None = None, loss: str | N
     for what, option, given, hints in (("risk", "--risk", risk, RISK_HINTS),
                                        ("information-loss", "--loss", loss, LOSS_HINTS)):
         if given is not None:
-            if given.lower().startswith(HIGHER_IS_BETTER):
+            if higher_is_better(given):
                 raise PrivclustError(f"{option} {given}: a figure where higher is better (agreement with the true "
-                                     f"classes, an l-diversity) is not usable as the {what} figure of the map, which "
-                                     "takes both figures to be better when lower")
+                                     f"classes, an l-diversity, a group or cell size) is not usable as the {what} "
+                                     "figure of the map, which takes both figures to be better when lower")
             if not any(given.startswith(f"{use}.") for use in used):
                 raise PrivclustError(f"{option} {given}: no evaluator of the recipes computes it (a figure is "
                                      f"<evaluator>.<metric>; the recipes' evaluators: {listed})")

@@ -23,7 +23,7 @@ import pandas as pd
 from ._optional import PLOTS, optional
 from .errors import PrivclustError
 
-__all__ = ["before_after", "metric_curve", "pareto_front", "risk_utility_map"]
+__all__ = ["before_after", "higher_is_better", "metric_curve", "pareto_front", "risk_utility_map"]
 
 #: Words that mark a risk figure and a loss figure when none is named.
 RISK_HINTS = ("dbrl", "linkage", "interval", "transparency", "risk")
@@ -32,6 +32,18 @@ LOSS_HINTS = ("sse", "il1", "loss", "moments")
 #: the true classes, the l of an l-diversity): never an axis of the map, whose
 #: Pareto front and "lower left is better" take both figures to be better when lower.
 HIGHER_IS_BETTER = ("ari.", "nmi.", "pair-f.", "l-diversity.min_")
+#: ... and metrics, of any evaluator, whose name says they count group or cell sizes: a larger group is safer (a
+#: red-team audit: ``key-frequencies.min_cell_size`` drew the riskiest release, k = 2, as the lowest risk).
+SIZE_METRICS = ("min_cell_size", "min_cell_size_original", "min_size", "mean_size", "max_size", "min_group_size",
+                "max_group_size", "expected_min_size", "expected_mean_size", "expected_max_size", "expected_size_min",
+                "expected_size_mean", "expected_size_max")
+
+
+def higher_is_better(figure: str) -> bool:
+    """Whether ``figure`` (``<evaluator>.<metric>``) is one where higher is better or safer: never an axis of the
+    risk-utility map (:data:`HIGHER_IS_BETTER`, :data:`SIZE_METRICS`)."""
+    name = figure.lower()
+    return name.startswith(HIGHER_IS_BETTER) or name.rsplit(".", 1)[-1] in SIZE_METRICS
 #: Under a map of a comparison with differentially private runs (the table's note says why).
 SELECTION_CAPTION = ("The figures are computed from the original data: a configuration chosen by this map has no "
                      "differential-privacy guarantee as chosen (see the table's note).")
@@ -67,18 +79,19 @@ def _pick(table: pd.DataFrame, given: str | None, hints: Sequence[str], what: st
             close = difflib.get_close_matches(given, metrics, n=2)
             hint = f"did you mean {' or '.join(repr(c) for c in close)}?" if close else f"figures: {', '.join(metrics)}"
             raise PrivclustError(f"no figure named {given!r} in the table; {hint}")
-        if given.lower().startswith(HIGHER_IS_BETTER):
+        if higher_is_better(given):
             raise PrivclustError(
-                f"{given} is a figure where higher is better (agreement with the true classes, an l-diversity), not "
+                f"{given} is a figure where higher is better (agreement with the true classes, an l-diversity, a group "
+                f"or cell size), not "
                 f"usable as the {what} figure: the map takes both figures to be better when lower (its Pareto front, "
                 f"'lower left is better'); draw one minus it as a column of its own, e.g. "
                 f"table.assign(**{{'1 - {given}': 1 - table['{given}']}})")
         return given
     for hint in hints:
         for m in metrics:
-            if hint in m.lower() and not m.lower().startswith(HIGHER_IS_BETTER):
+            if hint in m.lower() and not higher_is_better(m):
                 return m
-    usable = [m for m in metrics if not m.lower().startswith(HIGHER_IS_BETTER)]
+    usable = [m for m in metrics if not higher_is_better(m)]
     raise PrivclustError(f"name the {what} figure (one of: {', '.join(usable) or 'none: add evaluators'})")
 
 

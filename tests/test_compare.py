@@ -720,6 +720,15 @@ def test_the_risk_utility_map_never_takes_a_higher_is_better_figure_for_a_loss(d
             risk_utility_map(table, risk=given, loss="mean-shift.risk")
     ax = risk_utility_map(table.assign(**{"1 - ari.ari": 1 - table["ari.ari"]}), loss="1 - ari.ari")
     assert ax.get_xlabel() == "information loss: 1 - ari.ari"
+    # a group or cell size is safer when larger (red-team audit: key-frequencies.min_cell_size drew k = 2 as the
+    # lowest risk)
+    sizes = table.rename(columns={"ari.ari": "key-frequencies.min_cell_size"})
+    sizes.attrs["privclust"]["metrics"] = ["key-frequencies.min_cell_size", "mean-shift.risk"]
+    for given in ("key-frequencies.min_cell_size",):
+        with pytest.raises(PrivclustError, match="a group or cell size"):
+            risk_utility_map(sizes, risk=given, loss="mean-shift.risk")
+    from privclust.plots import higher_is_better
+    assert higher_is_better("group-sizes.expected_min_size") and not higher_is_better("key-frequencies.sample_uniques")
 
 
 def test_the_risk_utility_map_names_configurations_without_a_value(data, reg):
