@@ -275,9 +275,22 @@ def _sum_checks(checks: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> 
         "protected_columns": list(first["protected_columns"]),
         "verbatim_records": sum(k["verbatim_records"] for k in checks),
         "missing_values": sum(int(k.get("missing_values", 0)) for k in checks),
+        "values_set_missing": sum(int(k.get("values_set_missing", 0)) for k in checks),
         "steps": [],
         "claims": [],
     }
+    figures = [k["keys"] for k in checks if k.get("keys")]
+    if figures:  # the key cells lie within the strata, so the counts add up and the smallest cell is the smallest
+        keys = {**figures[0], "min_cell_size": min(f["min_cell_size"] for f in figures),
+                "holds": (False if any(f.get("holds") is False for f in figures) else
+                          None if any(f.get("holds") is None for f in figures) else True)}
+        for key in ("records", "cells", "sample_uniques", "records_below_k", "missing_values"):
+            keys[key] = sum(int(f.get(key, 0)) for f in figures)
+        keys["expected_reidentifications"] = float(keys["cells"])
+        if any("records_with_few_matches" in f for f in figures):  # a stratum without: its cells below k
+            keys["records_with_few_matches"] = sum(int(f.get("records_with_few_matches", f["records_below_k"]))
+                                                   for f in figures)
+        out["keys"] = keys
     for i, s in enumerate(first["steps"]):
         each = [k["steps"][i] for k in checks]
         out["steps"].append({**{key: s[key] for key in ("step", "id", "component", "columns")},

@@ -344,3 +344,24 @@ def test_a_non_disclosive_dataset_report_states_no_run_time(dataset, tmp_path):
     assert privclust.report.RUN_TIMES_NOTE in public["left_out"]
     assert not [e.statement for e in release.ledger if re.search(r"\d s\)", e.statement)]
     assert "run times of the steps" in release.to_html(non_disclosive=True)
+
+
+def test_a_dataset_run_counts_suppressed_values_and_states_the_key_figures_of_one_run(tmp_path, monkeypatch):
+    """Red-team audit: summed over the strata, the checks lost the values the steps set missing (so 10 suppressed
+    values were called "released missing as in the original") and the key figures the verdict opens with."""
+    monkeypatch.chdir(tmp_path)
+    rng = np.random.default_rng(3)
+    n = 300
+    frame = pd.DataFrame({"region": rng.choice(["north", "south"], n), "sex": rng.choice(["f", "m"], n),
+                          "age": rng.choice(list("abcde"), n), "job": rng.choice(list("xyzw"), n, p=[.5, .3, .15, .05]),
+                          "inc": rng.gamma(2, 1000, n).round(2)})
+    recipe = {"roles": {"keys": ["sex", "age", "job"], "strata": "region"},
+              "steps": [{"use": "local-suppression", "k": 3, "columns": ["sex", "age", "job"]}]}
+    frame.to_parquet("ds", partition_cols=["region"])
+    whole = privclust.run(recipe, frame, seed=1)
+    parts = privclust.run_dataset(recipe, "ds", "out", seed=1)
+    assert whole.verification["values_set_missing"] == parts.verification["values_set_missing"] > 0
+    assert parts.verification["keys"] == whole.verification["keys"]
+    assert parts.verdict.startswith("Keys: on the declared keys (sex, age, job) within each stratum of region")
+    assert "set missing by the steps (suppressed)" in parts.verdict
+    assert "released missing as in the original" not in parts.verdict
