@@ -494,18 +494,19 @@ def _hyp2f1_11(c: np.ndarray, z: np.ndarray, max_terms: int = 200_000) -> np.nda
     return total
 
 
-def dbrl_among_matches(X: np.ndarray, Y: np.ndarray, keys: np.ndarray, *, workers: int = 1) -> tuple[float, float]:
-    """Distance-based record linkage restricted to the records whose released
-    keys match: ``keys`` are the released key codes (:func:`_key_risk.encode`,
-    ``-1`` for a missing value), row ``i`` those of record ``i``. For each
-    released record ``j``, the candidate originals are the records ``i`` whose
-    released keys match ``j``'s (agree on every key both observe: a missing
-    value matches any category); ``j`` scores ``1/t`` when its own original is
-    among the ``t`` tied nearest candidates (the distance of :func:`dbrl`).
-    Record ``i``'s released keys are what an intruder computes from its true
-    keys under a deterministic key masker (recode, suppression), so these are
-    the intruder's candidates; with unchanged keys they are the records with
-    the same key combination. Vectorised over the blocks of
+def dbrl_among_matches(X: np.ndarray, Y: np.ndarray, keys: np.ndarray, *, known: np.ndarray | None = None,
+                       workers: int = 1) -> tuple[float, float]:
+    """Distance-based record linkage restricted to the records whose keys
+    match: ``keys`` are the released key codes (:func:`_key_risk.encode`,
+    ``-1`` for a missing value), row ``i`` those of record ``i``; ``known``
+    (codes of the same encoding; default ``keys``) the keys the intruder
+    gives each original record ``i``. For each released record ``j``, the
+    candidate originals are the records ``i`` whose known keys match ``j``'s
+    released keys (agree on every key both observe: a missing value matches
+    any category); ``j`` scores ``1/t`` when its own original is among the
+    ``t`` tied nearest candidates (the distance of :func:`dbrl`). With
+    unchanged keys the candidates are the records with the same key
+    combination. Vectorised over the blocks of
     :func:`_key_risk.matching_blocks` (a pair of missingness patterns of the
     keys, keyed on the keys both observe), each cell of a block moved far
     apart along an extra axis; memory O(N)."""
@@ -522,8 +523,15 @@ def dbrl_among_matches(X: np.ndarray, Y: np.ndarray, keys: np.ndarray, *, worker
     diff = np.where(ox & op, np.nan_to_num(Zp) - np.nan_to_num(Z), 0.0)
     own = np.sqrt(np.sum(diff ** 2, axis=1) + (ox ^ op) @ R2[:-1])
 
+    n_rec = keys.shape[0]
+    codes = keys if known is None else np.vstack([keys, known])  # released rows, then the intruder's rows
+    pool = None if known is None else np.arange(n_rec, 2 * n_rec)
+
     def blocks(queries: np.ndarray | None) -> Any:
-        for q_rows, d_rows, q_keys, d_keys in kr.matching_blocks(keys, queries):
+        asked = queries if queries is not None or known is None else np.arange(n_rec)
+        for q_rows, d_rows, q_keys, d_keys in kr.matching_blocks(codes, asked, pool):
+            if known is not None:
+                d_rows = d_rows - n_rec
             # only the rows with a match on the other side: a few suppressed records meet a few cells of the rest
             hit_q, hit_d = np.isin(q_keys, d_keys), np.isin(d_keys, q_keys)
             if not hit_q.any():

@@ -68,7 +68,10 @@ def test_after_recode_the_figure_is_linkage_within_the_released_cells():
     assert got["key_dbrl_linked_records"] == pytest.approx(expected * len(people))
 
 
-def test_after_local_suppression_a_suppressed_key_is_linked_among_every_record_it_matches():
+def test_after_local_suppression_the_intruder_knows_the_keys_a_suppression_hid():
+    """A released record's candidates are the originals whose keys, as an intruder who knows the true keys has
+    them, match its released keys: a suppressed person of another cell is not one (red-team audit: counting every
+    suppressed record as a candidate of its whole stratum understated the risk, 0.179 against 0.291)."""
     people = _people(120, seed=3).assign(age=lambda d: d["age"] // 20)
     release = privclust.run({"steps": [{"use": "local-suppression", "k": 3, "columns": ["age", "sex"]}]},
                             people, seed=1)
@@ -76,10 +79,14 @@ def test_after_local_suppression_a_suppressed_key_is_linked_among_every_record_i
     holed = out[["age", "sex"]].isna().any(axis=1).to_numpy()
     assert holed.any()
     keys = out[["age", "sex"]].to_numpy(dtype=object)
+    true = people[["age", "sex"]].to_numpy(dtype=object)
     got = KeyLinkage(keys=("age", "sex")).evaluate(_inputs(people, out, ("x", "y")))
     expected = _brute(people[["x", "y"]].to_numpy(), out[["x", "y"]].to_numpy(float),
-                      lambda i, j: _match(keys[i], keys[j]))
+                      lambda i, j: _match(true[i], keys[j]))
     assert got["key_dbrl"] == pytest.approx(expected)
+    released_keys_only = _brute(people[["x", "y"]].to_numpy(), out[["x", "y"]].to_numpy(float),
+                                lambda i, j: _match(keys[i], keys[j]))
+    assert got["key_dbrl"] >= released_keys_only  # the old candidates, a superset, understated it
     # a lone record: its keys suppressed, it matches everyone, the nearest of all is another record
     lone = people.iloc[:6].assign(age=[1, 1, 1, 2, 2, 2], sex="f", x=[0.0, 1, 2, 3, 4, 5], y=0.0)
     released = lone.assign(age=[1, 1, 1, 2, 2, np.nan], x=[0.0, 1, 2, 3, 4, 2.1])
@@ -88,6 +95,11 @@ def test_after_local_suppression_a_suppressed_key_is_linked_among_every_record_i
     released = lone.assign(age=[1, 1, 1, 2, 2, np.nan], x=[0.0, 1, 2, 3, 4, 4.5])
     got = KeyLinkage(keys=("age", "sex")).evaluate(_inputs(lone, released, ("x", "y")))
     assert got["key_dbrl_linked_records"] == pytest.approx(5.5)  # a tie with record 4 (x = 4): credit 1/2
+    # record 2's age suppressed: the intruder knows it is 1, so record 2 is no candidate of released record 3 (age
+    # 2, x = 2.1, nearest to record 2's x = 2): record 3 links to itself (the released keys alone read 5 links)
+    released = lone.assign(age=[1, 1, np.nan, 2, 2, 2], x=[0.0, 1, 2, 2.1, 4, 5])
+    got = KeyLinkage(keys=("age", "sex")).evaluate(_inputs(lone, released, ("x", "y")))
+    assert got["key_dbrl_linked_records"] == pytest.approx(6.0)
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
