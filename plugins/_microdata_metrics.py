@@ -399,22 +399,33 @@ def expected_sizes(memberships: object) -> np.ndarray:
     return np.asarray(memberships, dtype=float).sum(axis=0)
 
 
-def transparency_posteriors(labels: np.ndarray, memberships: object | None) -> np.ndarray:
+def transparency_posteriors(labels: np.ndarray, memberships: object | None,
+                            seen: np.ndarray | None = None) -> np.ndarray:
     """Per record ``i`` replaced by centre ``j = labels[i]``: the posterior
     ``u_ij / sum_k u_kj`` an intruder who knows the memberships gives to the
     true original; ``1/|group|`` for a crisp partition (``memberships`` None).
+
+    ``seen`` (one code per record): what a released row shows besides its
+    centre (the columns released as in the original, which values are
+    missing), equal for two records exactly when their rows show the same.
+    The intruder, who knows the original records, gives no weight to an
+    original whose row would show otherwise: the sums run over the records
+    with the same code, ``u_ij / sum_{k: seen_k = seen_i} u_kj`` (a red-team
+    audit: a key released as it is singled out the only woman of a group of
+    3, which read 1/3).
 
     With :class:`privclust.TopMemberships`, ``u_ij`` is 0 where ``j`` is not
     among record ``i``'s kept centres (the truncated mass is reported by the
     masker)."""
     lab = np.asarray(labels, dtype=np.int64)
     valid = lab >= 0
-    out = np.full(lab.shape[0], np.nan)
+    n = lab.shape[0]
+    out = np.full(n, np.nan)
+    code = np.zeros(n, dtype=np.int64) if seen is None else pd.factorize(np.asarray(seen))[0].astype(np.int64)
     if memberships is None:
-        sizes = np.bincount(lab[valid])
-        out[valid] = 1.0 / sizes[lab[valid]]
+        cells = pd.factorize(code[valid] * (int(lab.max(initial=0)) + 1) + lab[valid])[0]
+        out[valid] = 1.0 / np.bincount(cells)[cells]
         return out
-    col = expected_sizes(memberships)
     if hasattr(memberships, "indices"):
         idx = np.asarray(memberships.indices)  # type: ignore[attr-defined]
         val = np.asarray(memberships.values)  # type: ignore[attr-defined]
@@ -422,13 +433,56 @@ def transparency_posteriors(labels: np.ndarray, memberships: object | None) -> n
         own = np.where(hit, val, 0.0).sum(axis=1)
     else:
         U = np.asarray(memberships, dtype=float)
-        own = np.zeros(lab.shape[0])
+        own = np.zeros(n)
         own[valid] = U[np.flatnonzero(valid), lab[valid]]
-    denom = col[np.where(valid, lab, 0)]
+    if seen is None:
+        col = expected_sizes(memberships)
+        denom = col[np.where(valid, lab, 0)]
+    else:  # sum_k u_kj over the records k that show what record i shows: one (code, centre) pair at a time
+        if hasattr(memberships, "indices"):
+            pair_code, pair_centre, pair_value = np.repeat(code, idx.shape[1]), idx.ravel(), val.ravel()
+        else:
+            pair_code, pair_centre = np.repeat(code, U.shape[1]), np.tile(np.arange(U.shape[1]), n)
+            pair_value = U.ravel()
+        width = int(max(pair_centre.max(initial=0), lab.max(initial=0))) + 1
+        keys, sums = np.unique(pair_code * width + pair_centre, return_inverse=True)
+        totals = np.bincount(sums.ravel(), weights=pair_value, minlength=keys.size)
+        wanted = code * width + np.where(valid, lab, 0)
+        if keys.size:
+            at = np.clip(np.searchsorted(keys, wanted), 0, keys.size - 1)
+            denom = np.where(keys[at] == wanted, totals[at], 0.0)
+        else:
+            denom = np.zeros(n)
     with np.errstate(invalid="ignore", divide="ignore"):
         post = np.where(denom > 0, own / np.where(denom > 0, denom, 1.0), 0.0)
     out[valid] = post[valid]
     return out
+
+
+def shown_codes(original: pd.DataFrame, protected: pd.DataFrame, columns: list[str]) -> np.ndarray:
+    """Per record, one code for what its released row shows besides the values of ``columns`` (the masker's): the
+    values of every column released as in the original (equal to the original on every record, a missing value equal
+    to a missing value) and which of ``columns`` are missing in the original (a masker keeps them missing). Computed
+    on the original records: what the intruder who knows them expects each one's row to show."""
+    parts: list[np.ndarray] = []
+    for c in protected.columns:
+        if c in columns or c not in original.columns:
+            continue
+        a, b = original[c], protected[c]
+        if len(a) != len(b):
+            continue
+        try:
+            same = bool(((a.isna().to_numpy() & b.isna().to_numpy())
+                         | np.asarray(a.to_numpy() == b.to_numpy(), dtype=bool)).all())
+        except (TypeError, ValueError):
+            same = False
+        if same:
+            parts.append(pd.factorize(a)[0].astype(np.int64))
+    parts.extend(original[c].isna().to_numpy().astype(np.int64) for c in columns if c in original.columns)
+    code = np.zeros(len(original), dtype=np.int64)
+    for part in parts:
+        code = pd.factorize(code * (int(part.max(initial=0)) + 2) + part + 1)[0].astype(np.int64)
+    return code
 
 
 # ---------------------------------------------------------------------------

@@ -338,18 +338,25 @@ class GroupSizes:
 @attrs.frozen(kw_only=True)
 class TransparencyRisk:
     """The risk under the transparency principle: an intruder who knows the
-    method, its parameters and the published centres gives each original
-    record ``k`` the posterior ``u_kj / sum_l u_lj`` of being behind a
-    protected record equal to centre ``j``; the figure is the mean over
-    records of the posterior of the true record (``1/|group|`` for crisp
-    microaggregation). It is the risk of the step's own output: a later
-    step over the same columns changes what is released, and the figure
-    does not follow it."""
+    method, its parameters, the published centres and the original records
+    gives each original record ``k`` the posterior ``u_kj / sum_l u_lj`` of
+    being behind a protected record equal to centre ``j``, the sums over
+    the records whose rows show the same besides the centre (the columns
+    released as in the original, such as a declared key, and which values
+    are missing: :func:`_microdata_metrics.shown_codes`); the figure is the
+    mean over records of the posterior of the true record (``1/|group|``
+    for crisp microaggregation with nothing else released; before a
+    red-team audit the rest of the row was ignored, and the only woman of a
+    group of 3 read 1/3, not 1). It is the risk of the step's own output: a
+    later step over the same columns changes what is released, and the
+    figure does not follow it."""
 
     name: ClassVar[str] = "transparency-risk"
     metric_descriptions: ClassVar[Mapping[str, tuple[str, str]]] = {
-        "mean_posterior": ("mean probability an intruder who knows the method gives the true record "
-                           "(1/group size for crisp groups), for the step's own output (not after a later step)",
+        "mean_posterior": ("mean probability an intruder who knows the method and the original records gives the "
+                           "true record, among the records of its group whose rows show the same columns released "
+                           "as in the original and the same missing values (1/group size for crisp groups with "
+                           "nothing else released), for the step's own output (not after a later step)",
                            "probability"),
         "max_posterior": ("largest such probability over records", "probability"),
         "share_posterior_above_half": ("share of records the intruder's best guess identifies with "
@@ -364,7 +371,9 @@ class TransparencyRisk:
 
     def evaluate(self, inputs: EvaluationInputs) -> Mapping[str, float]:
         outcome, part = _find_partition(inputs, self.step, self.name)
-        post = mm.transparency_posteriors(part.labels, part.memberships)
+        columns = [str(c) for c in (part.columns or getattr(outcome, "columns", ()))]
+        seen = mm.shown_codes(inputs.original, inputs.protected, columns)
+        post = mm.transparency_posteriors(part.labels, part.memberships, seen)
         post = post[np.isfinite(post)]
         if post.size == 0:
             raise DataError(f"{self.name}: step {_step_name(outcome)!r} assigned no record to a centre")

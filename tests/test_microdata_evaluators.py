@@ -316,6 +316,32 @@ def test_transparency_risk_fuzzy_by_hand_and_with_top_memberships():
     assert np.isfinite(post).all() and post[1] == 0.0
 
 
+def test_transparency_risk_counts_only_the_group_members_whose_row_shows_the_same():
+    """Red-team audit: the intruder who knows the memberships knows the original records, so a key released as it
+    is and which values are missing narrow the group: the only woman of a group of 3 is identified (it read 1/3)."""
+    released = pd.DataFrame({"a": [0.0, 0, 0, 1, 1, 1, 1, 2, 2],
+                             "sex": ["f", "m", "m", "f", "f", "m", "m", "f", "f"]})
+    original = released.assign(a=np.arange(9.0))
+    out = TransparencyRisk().evaluate(inputs(original, released, [outcome(crisp_partition())], columns=["a"]))
+    expected = np.array([1, 1 / 2, 1 / 2, 1 / 2, 1 / 2, 1 / 2, 1 / 2, 1 / 2, 1 / 2])
+    assert out["mean_posterior"] == pytest.approx(expected.mean()) and out["max_posterior"] == 1.0
+    # a missing value, released missing as in the original, singles a record out the same way
+    holed = pd.DataFrame({"a": [0.0, np.nan, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0]})
+    out = TransparencyRisk().evaluate(inputs(holed, holed.fillna({"a": np.nan}), [outcome(crisp_partition())]))
+    assert out["max_posterior"] == 1.0
+    # fuzzy: the sums of the memberships run over the records that show the same; dense and top memberships agree
+    part, U = fuzzy_partition()
+    shown = pd.DataFrame({"a": np.arange(4.0), "k": ["x", "y", "y", "x"]})
+    col_x, col_y = U[[0, 3]].sum(axis=0), U[[1, 2]].sum(axis=0)
+    expected = np.array([0.9 / col_x[0], 0.4 / col_y[1], 0.8 / col_y[1], 0.5 / col_x[1]])
+    out = TransparencyRisk().evaluate(inputs(shown, shown.assign(a=0.0), [outcome(part)], columns=["a"]))
+    assert out["mean_posterior"] == pytest.approx(expected.mean())
+    seen = mm.shown_codes(shown, shown.assign(a=0.0), ["a"])
+    top = TopMemberships(indices=np.argsort(-U, axis=1, kind="stable"), values=-np.sort(-U, axis=1),
+                         dropped=np.zeros(4), n_centres=2)
+    assert mm.transparency_posteriors(part.labels, top, seen) == pytest.approx(expected)
+
+
 def test_partition_lookup_by_columns_and_by_step():
     frame = pd.DataFrame({"a": np.arange(9.0), "b": np.arange(9.0)})
     first = outcome(crisp_partition(), id="first")
