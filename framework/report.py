@@ -388,6 +388,9 @@ class Release:
             if evaluations and self.dp_guarantee:  # no figure of the original data beside a DP release
                 kept = []
                 left_out.append(DP_EVALUATIONS_NOTE)
+            elif evaluations and count_is_private(self.ledger.entries):  # the count is private: so are figures of it
+                kept = []
+                left_out.append(COUNT_EVALUATIONS_NOTE)
             elif len(kept) != len(evaluations):
                 left_out.append("evaluation figures derived from individual original values: " + ", ".join(
                     f"{e['evaluator']}.{e['metric']}" for e in evaluations if e not in kept))
@@ -550,6 +553,10 @@ def spent_text(has_dp: bool, guarantee: bool, epsilon: float, delta: float) -> s
 DP_EVALUATIONS_NOTE = ("the evaluation figures (they are computed from the original data, and are not differentially "
                        "private: published beside a differentially private release they would release what its DP "
                        "statements do not cover)")
+#: Why a non-disclosive report leaves the evaluations out when the number of records is private (under add/remove).
+COUNT_EVALUATIONS_NOTE = ("the evaluation figures (the number of records is private under add/remove, and they are "
+                          "computed from the records: many count them, such as dbrl's linked records or sse-sst's "
+                          "total sum of squares)")
 #: The full report's sentence above them.
 DP_EVALUATIONS_WARNING = ("These figures are computed from the original data as well as the released data: they are "
                           "not differentially private and the verdict's DP statements do not cover them. The "
