@@ -136,6 +136,7 @@ def handle_signals() -> Iterator[None]:
             sys.unraisablehook = unraisable
             for signum, earlier in previous.items():
                 signal.signal(signum, earlier)
+            _STOPPED[0] = 0  # handled: no later code (a comparison run from Python) takes it for a new stop
 
 
 #: prctl(PR_SET_PDEATHSIG) of Linux: a signal the kernel sends a process when its parent dies.

@@ -41,7 +41,7 @@ from tqdm import tqdm
 
 from . import __version__, testing
 from ._reading import STDIO, read_frame, write_csv
-from ._signals import STOP_SIGNALS, Interrupted, handle_signals
+from ._signals import STOP_SIGNALS, Interrupted, handle_signals, raise_if_stopped
 from ._writing import check_outputs, committed, frame_writer, text_writer, write_atomically
 from .assessment import rule_breaks, rule_breaks_lines, summary_table
 from .cli_options import read_numbers, report_paths, run_seed
@@ -689,8 +689,14 @@ def _show_warning(message: Warning | str, category: type[Warning], filename: str
 def _main(args: argparse.Namespace) -> int:
     done = (len(committed()), len(published()))
     try:
-        read_numbers(args)
-        return int(_COMMANDS[args.command](args) or 0)
+        try:
+            read_numbers(args)
+            return int(_COMMANDS[args.command](args) or 0)
+        except Exception:
+            # a stop signal whose exception a library swallowed and replaced by another (matplotlib's renderer
+            # turned it into "Invalid bounding box": a traceback and status 1 for a requested stop, red-team audit)
+            raise_if_stopped()
+            raise
     except Interrupted as err:
         print(f"privclust: interrupted by {signal_name(err.signum)}; {_written(done)}", file=sys.stderr)
         _stopped(err.exit_status)

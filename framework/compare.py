@@ -56,7 +56,7 @@ import pandas as pd
 from tqdm import tqdm
 
 from ._optional import PLOTS, optional
-from ._signals import worker_signals
+from ._signals import raise_if_stopped, worker_signals
 from .compiling import compile
 from .coverage import dp_claimants, guarantees_dp
 from .engines import DASK, check_engine, dask_client, stop_pool
@@ -310,10 +310,11 @@ def _run_one(recipe_dict: dict[str, Any], data: pd.DataFrame | None, seed: np.ra
             recipe = Recipe.from_dict(recipe_dict["recipe"], folder=recipe_dict["folder"]) \
                 if set(recipe_dict) == {"recipe", "folder"} else Recipe.from_dict(recipe_dict)
             release = run(recipe, frame, seed=seed, registry=registry)
-    except PrivclustError as err:
-        return {"error": f"{type(err).__name__}: {' '.join(str(err).split())}",
-                "seconds": time.perf_counter() - start}
     except Exception as err:  # a bug in a plugin must not take the other runs down
+        raise_if_stopped()  # ... but a stop signal some code turned into another error stops the comparison
+        if isinstance(err, PrivclustError):
+            return {"error": f"{type(err).__name__}: {' '.join(str(err).split())}",
+                    "seconds": time.perf_counter() - start}
         return {"error": f"{type(err).__name__} (unexpected): {err}", "seconds": time.perf_counter() - start}
     eps, delta = release.spent
     # The host's verdict decides whether the release is DP (a leak, a step released without spending, a release

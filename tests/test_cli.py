@@ -884,3 +884,35 @@ def test_compare_draws_a_map_whose_figures_it_checked(files, capsys):
                  "-q", "--plot", str(folder / "map.png"), "--processes", "1", "--seed", "1"])
     assert code == 0, capsys.readouterr().err
     assert (folder / "map.png").stat().st_size > 0 and len(pd.read_csv(folder / "t.csv")) == 1
+
+
+SWALLOWING_DRIVER = """
+import os, signal, sys
+from privclust import cli
+from privclust._signals import Interrupted
+
+def swallowing(args):
+    # what matplotlib's renderer did with a SIGTERM that landed in its C++ code: the interruption replaced by
+    # another error (ValueError: Invalid bounding box)
+    try:
+        os.kill(os.getpid(), signal.SIGTERM)
+        for _ in range(10 ** 6):  # the handler runs at the next bytecode
+            pass
+    except Interrupted:
+        raise ValueError("Invalid bounding box") from None
+    return 0
+
+cli._COMMANDS["demo"] = swallowing
+sys.argv = ["privclust", "demo"]
+cli.entry()
+"""
+
+
+def test_a_stop_signal_that_a_library_turned_into_another_error_still_reads_as_interrupted(tmp_path):
+    """Red-team audit: a SIGTERM landing while the HTML report's plot was drawn came out of matplotlib as
+    "ValueError: Invalid bounding box", a traceback with status 1, not 143 and "interrupted"."""
+    (tmp_path / "driver.py").write_text(SWALLOWING_DRIVER)
+    process = subprocess.run([sys.executable, "driver.py"], cwd=tmp_path, capture_output=True, text=True,
+                             timeout=120, preexec_fn=default_stop_signals)
+    assert process.returncode == 143, process.stderr
+    assert "interrupted by SIGTERM" in process.stderr and "Traceback" not in process.stderr
