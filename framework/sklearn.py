@@ -53,7 +53,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .building import renamed_to
 from .errors import DataError, ParameterError, PrivclustWarning
-from .params import param_name
+from .params import check_renamed, param_name
 from .recipe import Budget
 from .registry import get_registry
 from .runner import run
@@ -147,6 +147,15 @@ class _PrivclustEstimator(BaseEstimator):
     _privclust_kind: str = ""
     _privclust_name: str = ""
     _privclust_fields: tuple[str, ...] = ()
+    _privclust_component: type | None = None
+
+    def set_params(self, **params: Any) -> Any:
+        """scikit-learn's ``set_params`` (what ``GridSearchCV`` and ``Pipeline`` call), answering a renamed
+        parameter with the message a recipe and the component's constructor give, not "Invalid parameter"."""
+        if self._privclust_component is not None:
+            own = {key: value for key, value in params.items() if "__" not in key}
+            check_renamed(self._privclust_component, {k: v for k, v in own.items() if k not in self.get_params()})
+        return super().set_params(**params)
 
     def _component_spec(self) -> dict[str, Any]:
         spec: dict[str, Any] = {"use": self._privclust_name}
@@ -291,6 +300,7 @@ def estimator_class(kind: str, name: str) -> type:
 
     def __init__(self: Any, **params: Any) -> None:
         unknown = sorted(set(params) - set(names))
+        check_renamed(cls, {key: params[key] for key in unknown})  # the one "renamed" message, as in a recipe
         if unknown:
             moved = [f"{old!r} was renamed {renamed_to(cls, old)!r}" for old in unknown if renamed_to(cls, old)]
             raise TypeError(f"{name}: unexpected parameter(s) {', '.join(unknown)}; "
@@ -309,6 +319,7 @@ def estimator_class(kind: str, name: str) -> type:
         "_privclust_kind": kind,
         "_privclust_name": name,
         "_privclust_fields": tuple(f.name for f in fields),
+        "_privclust_component": cls,
     })
     _CLASSES[key] = new
     return new

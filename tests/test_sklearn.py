@@ -265,3 +265,18 @@ def test_a_budget_out_of_range_is_refused_naming_budget(X, bad, word):
     # these reached the recipe and came back as 'recipe: privacy.epsilon ...', naming no budget
     with pytest.raises(ParameterError, match=f"budget: the {word}"):
         pcs.masker("microaggregation", budget=bad).fit(X)
+
+
+def test_a_renamed_parameter_gets_the_recipes_message_in_the_constructor_and_in_set_params():
+    """Red-team audit: a recipe, a nested clusterer and FCM(c=3) say "fcm: parameter 'c' was renamed 'n_clusters'";
+    the estimator's constructor gave a third wording and set_params (GridSearchCV's path) scikit-learn's "Invalid
+    parameter" with no hint."""
+    from privclust import sklearn as pcs
+    from privclust.params import RenamedParameterError
+
+    for make in (lambda: pcs.clusterer("fcm", c=3), lambda: pcs.clusterer("fcm").set_params(c=3)):
+        with pytest.raises(RenamedParameterError, match="fcm: parameter 'c' was renamed 'n_clusters'"):
+            make()
+    assert pcs.clusterer("fcm").set_params(n_clusters=4).n_clusters == 4
+    with pytest.raises(ValueError, match="Invalid parameter"):
+        pcs.clusterer("fcm").set_params(nonsense=1)
