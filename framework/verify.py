@@ -406,7 +406,8 @@ def _whole_file_text(whole: Mapping[str, Any], n: int) -> str:
         how = (f" (a missing value counted as matching any value: every record matches at least "
                f"{whole['min_matching_records']})" if "min_matching_records" in whole else "")
         return text + (f". Together these columns are k-anonymous with k = {k}, the largest k a step claims{how} "
-                       "(columns released as in the original without a role, and ids, are not counted).")
+                       "(ids, the sampling weight and the columns released as in the original without a role are "
+                       "not counted: a weight with many distinct values can make records unique).")
     return text + (f". The released file is NOT k-anonymous with k = {k} (the largest k a step claims): "
                    f"{whole['records_in_small_groups']} of {n} records are in groups smaller than {k}"
                    + (f" (with a missing value counted as matching any value, {whole['records_with_few_matches']} "
