@@ -654,3 +654,21 @@ def test_a_step_id_naming_no_step_is_refused_when_compiled(use):
     text = str(err.value)
     assert "evaluate[0].step" in text and "no step has id 'mask2'" in text and "'mask'" in text
     privclust.compile({**recipe, "evaluate": [{"use": use, "step": "mask"}]})
+
+
+def test_dbrl_links_within_the_public_strata():
+    """Red-team audit: dbrl linked each record across every stratum, though the release shows its stratum: 0.130,
+    for 0.305 within them. Two strata whose records lie on top of each other: across them the nearest original is
+    the other stratum's for half the records, within them always the own."""
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=50)
+    original = pd.DataFrame({"region": ["a"] * 50 + ["b"] * 50, "x": np.concatenate([x, x + 3e-4])})
+    protected = original.assign(x=original["x"] + 2e-4)
+    roles = privclust.recipe.Roles(strata=("region",))
+    base = dict(original=original, protected=protected, columns=("x",), labels=pd.DataFrame(index=original.index),
+                roles=roles)
+    within = DBRL().evaluate(EvaluationInputs(**base))
+    across = DBRL(with_strata=False).evaluate(EvaluationInputs(**base))
+    assert within["dbrl"] == pytest.approx(1.0)
+    assert across["dbrl"] < 0.9
+    assert DBRL().evaluate(EvaluationInputs(**{**base, "roles": None})) == across
