@@ -232,14 +232,33 @@ def moments(X: np.ndarray, Y: np.ndarray, w: np.ndarray | None = None) -> dict[s
         if ok.any():
             rx = cx[iu][ok] / (sx[iu[0]][ok] * sx[iu[1]][ok])
             ry = cy[iu][ok] / (sy[iu[0]][ok] * sy[iu[1]][ok])
+            if np.isnan(X).any():  # each correlation over the records observing both, its s.d.s included
+                pairs = list(zip(iu[0][ok].tolist(), iu[1][ok].tolist(), strict=True))
+                rx = np.array([_pair_correlation(X[:, j], X[:, k], w) for j, k in pairs])
+                ry = np.array([_pair_correlation(Y[:, j], Y[:, k], w) for j, k in pairs])
             diff = np.abs(ry - rx)
-            out["corr_abs_change"] = float(diff.mean())
-            out["corr_max_abs_change"] = float(diff.max())
+            diff = diff[np.isfinite(diff)]  # a pair with no spread over the records observing both: no correlation
+            out["corr_abs_change"] = float(diff.mean()) if diff.size else float("nan")
+            out["corr_max_abs_change"] = float(diff.max()) if diff.size else float("nan")
         else:
             out["corr_abs_change"] = out["corr_max_abs_change"] = float("nan")
     else:
         out["cov_rel_change"] = out["corr_abs_change"] = out["corr_max_abs_change"] = float("nan")
     return out
+
+
+def _pair_correlation(a: np.ndarray, b: np.ndarray, w: np.ndarray | None) -> float:
+    """The (weighted) correlation of ``a`` and ``b`` over the records observing both: covariance and both standard
+    deviations over the same records (the covariance over them and the s.d.s over each whole column gave a
+    "correlation" of 1.574 with missing values: a red-team audit)."""
+    both = ~np.isnan(a) & ~np.isnan(b)
+    weights = np.ones(int(both.sum())) if w is None else w[both]
+    a, b = a[both], b[both]
+    if not weights.sum() > 0:
+        return float("nan")
+    da, db = a - np.average(a, weights=weights), b - np.average(b, weights=weights)
+    va, vb = float(np.sum(weights * da * da)), float(np.sum(weights * db * db))
+    return float(np.sum(weights * da * db) / np.sqrt(va * vb)) if va > 0 and vb > 0 else float("nan")
 
 
 def dbrl(X: np.ndarray, Y: np.ndarray, *, workers: int = 1) -> tuple[float, float]:

@@ -672,3 +672,18 @@ def test_dbrl_links_within_the_public_strata():
     assert within["dbrl"] == pytest.approx(1.0)
     assert across["dbrl"] < 0.9
     assert DBRL().evaluate(EvaluationInputs(**{**base, "roles": None})) == across
+
+
+def test_the_change_of_the_correlations_with_missing_values_compares_correlations():
+    """Red-team audit: with missing values the covariance ran over the records observing both variables and the
+    standard deviations over each whole column, so the original's "correlation" was 1.574 and its change wrong."""
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=200)
+    X = np.column_stack([x, 2 * x + rng.normal(0, 0.1, 200)])
+    X[:60, 1] = np.nan
+    X[:60, 0] += 5.0  # records missing b shift a's whole-column s.d., not the pair's
+    Y = X + rng.normal(0, 0.05, X.shape)
+    frame_x, frame_y = (pd.DataFrame(v, columns=["a", "b"]) for v in (X, Y))
+    got = mm.moments(X, Y)["corr_abs_change"]
+    expected = abs(frame_y.corr().iloc[0, 1] - frame_x.corr().iloc[0, 1])  # pandas: pairwise complete
+    assert got == pytest.approx(expected, rel=1e-9)
