@@ -515,14 +515,18 @@ class FuzzyMicroaggregation:
         rounded = (f"; the integer column{'s' if len(ints) > 1 else ''} {', '.join(ints)} compared with the centre "
                    "rounded as the host releases it after the last step, so a centre that rounds onto the record "
                    "counts as the record itself" if ints else "")
+        stuck = int(dg["records_only_themselves"])
+        drew = int(dg["records_on_a_centre"]) - stuck
         self_rule = (
             f"A record was never replaced by a centre equal to itself (every value of these columns within "
-            f"{dg['self_tolerance']}{rounded}): {dg['records_on_a_centre']} records had such a centre and drew "
-            "from their memberships to the other centres, renormalised."
+            f"{dg['self_tolerance']}{rounded})" + (f", except {stuck} record(s) whose every centre was one" if stuck
+                                                  else "") + f": {drew} records had such a centre and drew from "
+            "their memberships to the other centres, renormalised."
         )
-        if dg["records_only_themselves"]:
-            self_rule += (f" {dg['records_only_themselves']} records had no other centre and kept their own "
-                          "values.")
+        if stuck:  # every centre within the tolerance of the record (c = 1, or data smaller than the tolerance)
+            self_rule += (f" The {stuck} record(s) with no other centre drew one of those within the tolerance of "
+                          "themselves (released with their own values only where that centre equals them; the "
+                          "verbatim count below says how many).")
         text = (
             f"Fuzzy microaggregation (Torra, Algorithm 1): the values of {cols} of each of the {n} records were "
             f"replaced by one of c = {c} cluster centres found by {how}{rules}{removed}; each record's centre was "

@@ -867,3 +867,19 @@ def test_crisp_microaggregation_refuses_groups_of_one():
     with pytest.raises(ParameterError, match=r"k = 3 asks for groups of at least 3 records, but the clusterer "
                                              r"'pairs' formed a group of 2 \(12 of the 12 records"):
         mask(Microaggregation(k=3, clusterer=Pairs()), frame)
+
+
+def test_the_self_rule_sentence_is_true_when_every_centre_is_within_the_tolerance():
+    """Red-team audit: on data smaller than the self rule's tolerance (1e-12, scale = "none"), every record's every
+    centre counts as itself; the claim said "never replaced by a centre equal to itself", "30 records ... drew from
+    the other centres" and "kept their own values", while none kept them."""
+    rng = np.random.default_rng(0)
+    data = pd.DataFrame({"x": rng.normal(size=30) * 1e-12, "y": rng.normal(size=30) * 1e-12})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        release = privclust.run({"steps": [{"use": "fuzzy-microaggregation", "k": 3,
+                                            "clusterer": {"use": "fcm", "scale": "none"}}]}, data, seed=1)
+    claim = [e.statement for e in release.ledger.entries if e.kind == "guarantee"][0]
+    assert "except 30 record(s) whose every centre was one: 0 records had such a centre and drew" in claim
+    assert "kept their own values" not in claim
+    assert "0 records were released with the values of these columns the step was given" in claim
