@@ -314,6 +314,18 @@ class PassResult:
     top_values: np.ndarray | None = None  # (N, p) renormalised over the kept
     kept_mass: np.ndarray | None = None  # (N,) the kept share of the full mass (truncated: 1)
 
+    @classmethod
+    def started(cls, n: int, c: int, d: int, *, update: bool, colsum: bool) -> PassResult:
+        """A result for a pass over ``n`` records and ``c`` centres in ``d`` dimensions: the per-record arrays
+        allocated, the centre sums (``update``) and membership column sums (``colsum``) zeroed to add into."""
+        res = cls(dmin=np.empty(n), S=np.empty(n))
+        if update:
+            res.num = np.zeros((c, d))
+            res.den = np.zeros(c)
+        if colsum:
+            res.colsum = np.zeros(c)
+        return res
+
 
 def exact_pass(data: _Data, V: np.ndarray, fz: Fuzzifier, *, budget_bytes: float, update: bool = True,
                dense: bool = False, draw: np.random.Generator | None = None, colsum: bool = False,
@@ -337,12 +349,7 @@ def exact_pass(data: _Data, V: np.ndarray, fz: Fuzzifier, *, budget_bytes: float
     D = np.empty((c, b))
     T = np.empty((c, b))
     U = np.empty((c, b))
-    res = PassResult(dmin=np.empty(n), S=np.empty(n))
-    if update:
-        res.num = np.zeros((c, d))
-        res.den = np.zeros(c)
-    if colsum:
-        res.colsum = np.zeros(c)
+    res = PassResult.started(n, c, d, update=update, colsum=colsum)
     if dense:
         res.dense = np.empty((n, c))
     if draw is not None:
@@ -518,12 +525,8 @@ def truncated_pass(data: _Data, V: np.ndarray, fz: Fuzzifier, p: int, *, budget_
     tree = tree if tree is not None else cKDTree(V)
     # rows per block: the (b, p) work arrays (about 6 of them) within cache/budget
     b = int(max(256, min(65536, budget_bytes // (8 * 8 * p), (1 << 20) // p)))
-    res = PassResult(dmin=np.empty(n), S=np.empty(n), nearest=np.empty(n, dtype=np.int64))
-    if update:
-        res.num = np.zeros((c, d))
-        res.den = np.zeros(c)
-    if colsum:
-        res.colsum = np.zeros(c)
+    res = PassResult.started(n, c, d, update=update, colsum=colsum)
+    res.nearest = np.empty(n, dtype=np.int64)
     if store:
         res.top_indices = np.empty((n, p), dtype=np.int64)
         res.top_values = np.empty((n, p))
