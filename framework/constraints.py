@@ -30,7 +30,7 @@ from .errors import ConstraintError
 __all__ = ["RULE_RTOL", "ConstraintSet", "RuleStatus", "integer_rule_tolerance", "judge"]
 
 #: A record satisfies an edit rule when the rule's violation is at most this
-#: times 1 + the size of the rule's terms in the record
+#: times the size of the rule's terms in the record
 #: (:meth:`ConstraintSet.magnitudes`: for a linear rule ``sum_j |a_j x_j| +
 #: |b|``; for a handler that does not state it, the largest absolute value of
 #: the rule's own columns). Floating-point error, some 10^4 times a double's
@@ -44,7 +44,7 @@ RULE_RTOL = 1e-11
 def integer_rule_tolerance(sizes: Any, n_terms: Any) -> Any:
     """The tolerance of a rule whose columns all hold whole numbers (the
     released integer columns): the error of evaluating it in double
-    precision, ``(n_terms + 1)`` times a double's epsilon (2^-52) times 1 +
+    precision, ``(n_terms + 1)`` times a double's epsilon (2^-52) times
     the size of its terms, and nothing for an iterative projection's
     inaccuracy, which rounded values no longer carry. :data:`RULE_RTOL`
     there passed ``a <= 2*b`` broken by 1 with a and b near 1e12 (its
@@ -52,7 +52,7 @@ def integer_rule_tolerance(sizes: Any, n_terms: Any) -> Any:
     it is 1 or more: double precision cannot tell a violation by 1 there,
     and the rule's check says it is within this tolerance, not that it
     holds exactly."""
-    return (np.asarray(n_terms, dtype=float) + 1.0) * np.finfo(float).eps * (1.0 + np.asarray(sizes, dtype=float))
+    return (np.asarray(n_terms, dtype=float) + 1.0) * np.finfo(float).eps * np.asarray(sizes, dtype=float)
 
 
 @dataclass(frozen=True, eq=False)
@@ -97,7 +97,7 @@ def judge(rules: Any, values: Any, *, rtol: float = RULE_RTOL, integer: Sequence
     ``bind()`` returns; ``values`` is ``(n, len(rules.columns))`` in the
     order of ``rules.columns``, NaN for a missing value. A record violates a
     rule when the rule's residual exceeds ``rtol`` (the host's
-    :data:`RULE_RTOL`) times 1 + the size of the rule's terms
+    :data:`RULE_RTOL`) times the size of the rule's terms
     (:meth:`ConstraintSet.magnitudes`); each rule is evaluated on its own
     columns (:attr:`ConstraintSet.rule_columns`), so a missing or infinite
     value of another column does not touch it. ``integer`` (one flag per
@@ -123,7 +123,7 @@ def judge(rules: Any, values: Any, *, rtol: float = RULE_RTOL, integer: Sequence
             alone[:, used] = filled[np.ix_(rows, used)]
             residuals[rows, r] = np.asarray(rules.violations(alone), dtype=float)[:, r]
             sizes[rows, r] = np.asarray(rules.magnitudes(alone, own), dtype=float)[:, r]
-        bound = rtol * (1.0 + sizes)
+        bound = rtol * sizes  # relative only: a floor in the data's units passed any violation of small terms
         if integer is not None:
             whole = np.asarray(integer, dtype=bool)
             for r, used in enumerate(own):
@@ -134,10 +134,10 @@ def judge(rules: Any, values: Any, *, rtol: float = RULE_RTOL, integer: Sequence
     for r, used in enumerate(own):
         missing[:, r] = nan[:, used].any(axis=1)
         infinite[:, r] = np.isinf(filled[:, used]).any(axis=1)
-    # rtol times an overflowing size would pass any violation: decided only below rtol times the largest double
-    undecided = missing | infinite | ~np.isfinite(residuals) \
-        | (~np.isfinite(bound) & ~(residuals <= rtol * np.finfo(float).max))
-    violated = ~undecided & (residuals > np.where(np.isfinite(bound), bound, np.inf))
+    # terms whose size overflows: the residual itself may have overflowed and been clipped to 0 (an inequality's
+    # max(0, -inf)), so double precision decides nothing there (a red-team audit: 1e299*a <= 1e299*b read held)
+    undecided = missing | infinite | ~np.isfinite(residuals) | ~np.isfinite(sizes)
+    violated = ~undecided & (residuals > bound)
     return RuleStatus(violated=violated, undecided=undecided, residuals=np.where(missing, np.nan, residuals),
                       missing=missing)
 

@@ -62,10 +62,9 @@ def record_rules(context: PrivacyContext, rules: ConstraintSet | None, frame: pd
                 ("it could be evaluated on" if n_unknown else "with all its columns observed")
             used = rules.rule_positions[r]
             tolerance = (f"the error of evaluating it in double precision on its integer columns, "
-                         f"{len(used) + 1} x 2^-52 times 1 + the size of its terms" if used and all(
+                         f"{len(used) + 1} x 2^-52 times the size of its terms" if used and all(
                              whole[j] for j in used) else
-                         f"the host's tolerance for floating-point error: {RULE_RTOL:g} times 1 + the size of its "
-                         "terms")
+                         f"the host's tolerance for floating-point error: {RULE_RTOL:g} times the size of its terms")
             statement = f"edit rule {text!r} holds on {where} (largest deviation {largest:.3g}, within " \
                         f"{tolerance}).{not_evaluable}"
         else:

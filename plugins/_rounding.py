@@ -20,7 +20,7 @@ import privclust
 __all__ = ["RoundingPlan", "controlled_rounding", "integer_infeasible", "rounding_plan"]
 
 #: A rule "held" on a record before rounding when its violation is at most
-#: this, relative to 1 + the size of the rule's terms in the record,
+#: this, relative to the size of the rule's terms in the record,
 #: ``sum_j |a_j x_j| + |b|`` (the tolerance with which the host records
 #: whether a released file satisfies a rule).
 HELD_RTOL = privclust.RULE_RTOL
@@ -297,17 +297,16 @@ def _round_block(X: np.ndarray, M: np.ndarray, rhs: np.ndarray, is_eq: np.ndarra
         return out
 
     tols = np.empty((M.shape[0], n))  # per rule: relative to the size of its own terms, not another rule's
+    after_tols = np.empty((M.shape[0], n))
     for i in range(M.shape[0]):
         magnitude = np.full(n, abs(float(rhs[i])))
         for j in variables[i]:
             magnitude += np.nan_to_num(np.abs(M[i, j] * X[:, j]))  # a missing value adds nothing
-        tols[i] = HELD_RTOL * (1.0 + magnitude)
-    # after rounding, a rule over integer columns only is judged as the host judges whole numbers: to double
-    # precision (HELD_RTOL there passed a <= 2*b broken by 1 near 1e12)
-    after_tols = tols.copy()
-    for i in range(M.shape[0]):
-        if variables[i].size and integer[variables[i]].all():
-            after_tols[i] = privclust.integer_rule_tolerance(tols[i] / HELD_RTOL - 1.0, variables[i].size)
+        tols[i] = HELD_RTOL * magnitude
+        # after rounding, a rule over integer columns only is judged as the host judges whole numbers: to double
+        # precision (HELD_RTOL there passed a <= 2*b broken by 1 near 1e12)
+        whole = bool(variables[i].size and integer[variables[i]].all())
+        after_tols[i] = privclust.integer_rule_tolerance(magnitude, variables[i].size) if whole else tols[i]
     held = np.zeros((M.shape[0], n), dtype=bool)
     with np.errstate(invalid="ignore"):
         for i in range(M.shape[0]):

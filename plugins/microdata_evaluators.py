@@ -400,7 +400,7 @@ class TransparencyRisk:
 @attrs.frozen(kw_only=True)
 class EditViolations:
     """For each edit rule of the recipe, the largest violation and the share
-    of records violating it (beyond ``tol`` times 1 + the size of the rule's
+    of records violating it (beyond ``tol`` times the size of the rule's
     terms, the host's test), in the protected file and in the original. A rule is
     judged on the records that have all its columns and on which double
     precision decides it (no infinite value, no overflow); the count of the
@@ -429,7 +429,7 @@ class EditViolations:
     }
 
     tol: float = param(float, role="plain", default=1e-11, gt=0,
-                       doc="a record violates a rule when the violation exceeds tol * (1 + the size of the rule's "
+                       doc="a record violates a rule when the violation exceeds tol * (the size of the rule's "
                            "terms, sum |a_j x_j| + |b| for a linear rule), the host's own test")
     rules: tuple[str, ...] | None = param(tuple, default=None, doc="linear edit rules to check instead of the "
                                           "recipe's (e.g. to judge a release made without them)")

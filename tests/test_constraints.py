@@ -12,7 +12,7 @@ from scipy.optimize import minimize
 import privclust
 import privclust.datasets
 import privclust.testing
-from privclust import ConstraintError, ParameterError, RecipeError
+from privclust import ConstraintError, ConstraintSet, ParameterError, RecipeError
 from privclust_plugins import _linear
 from privclust_plugins.constraints import LinearConstraints
 
@@ -562,3 +562,34 @@ def test_a_handler_without_magnitudes_is_judged_on_its_own_rules_columns():
     # without the rules' columns: every column (the looser bound, 2e9 for the first rule)
     assert rules.magnitudes(points)[0].tolist() == [2e9, 2e9]
     assert not rules.satisfied(np.array([[-1e-3, 1.0]])).any()  # 1e-3 is no rounding error at this size
+
+
+def test_a_rule_on_small_values_is_kept_and_judged_relative_to_its_terms():
+    """Red-team audit: the tolerance was 1e-11 times 1 + the size of the terms, a floor of 1e-11 in the data's units,
+    so a <= b on values near 1e-15 passed any violation: never projected, reported as holding, while 15 of 30 written
+    records broke it by up to 243%. Judged and projected relative to the terms, it holds."""
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"a": rng.uniform(1, 10, 30) * 1e-15, "b": rng.uniform(1, 10, 30) * 1e-15})
+    rules = ConstraintSet.of([LinearConstraints(rules=["a <= b"])], ("a", "b"))
+    assert privclust.judge(rules, frame.to_numpy()).violated.sum() == (frame.a > frame.b).sum() > 0
+    release = privclust.run({"constraints": [{"use": "linear", "rules": ["a <= b"]}],
+                             "steps": [{"use": "microaggregation", "clusterer": {"use": "mdav", "k": 3}}]}, frame,
+                            seed=1)
+    out = release.data
+    assert ((out.a - out.b) <= 1e-11 * (out.a.abs() + out.b.abs())).all()
+    # the same rule scaled: the same answer (a floor in the data's units made it depend on the scale)
+    scaled = ConstraintSet.of([LinearConstraints(rules=["1e-15*a <= 1e-15*b"])], ("a", "b"))
+    np.testing.assert_array_equal(privclust.judge(scaled, frame.to_numpy() * 1e15).violated,
+                                  privclust.judge(rules, frame.to_numpy()).violated)
+
+
+def test_a_rule_whose_terms_overflow_is_projected_and_never_judged_held():
+    """Red-team audit: 1e299*a <= 1e299*b with values near 1e9: the terms overflow, the rows were skipped by the
+    projection (inf <= inf passed its test) and the judge read the clipped residual 0 as "held"."""
+    bound = LinearConstraints(rules=["1e299*a <= 1e299*b"]).bind(("a", "b"))
+    X = np.array([[5e9, 3e9], [1e9, 2e9]])
+    with np.errstate(over="ignore", invalid="ignore"):
+        out = bound.project(X)
+    assert out[0, 0] <= out[0, 1] and np.array_equal(out[1], X[1])
+    status = privclust.judge(ConstraintSet.of([LinearConstraints(rules=["1e299*a <= 1e299*b"])], ("a", "b")), X)
+    assert status.undecided.all() and not status.satisfied.any()

@@ -24,14 +24,16 @@ COLUMNS = ("x", "y", "t")
 CASES = [
     ((1.0, 2.0, 3.0), "ok", "ok"),                          # ordinary
     ((1.0, 2.0, 4.0), "violated", "ok"),                    # ordinary violation (1)
-    ((1e6, 2e6, 3e6 + 1e-6), "ok", "ok"),                   # within 1e-11 x (1 + 6e6) = 6e-5: rounding error
+    ((1e6, 2e6, 3e6 + 1e-6), "ok", "ok"),                   # within 1e-11 x 6e6 = 6e-5: rounding error
     ((1e6, 2e6, 3e6 + 1e-4), "violated", "ok"),             # just beyond it
     ((np.inf, 1.0, np.inf), "undecided", "undecided"),      # an infinite value of the rule's columns
     ((1.0, np.inf, np.inf), "undecided", "ok"),             # infinite, but not in "x >= 0": decided there
     ((1.0, np.nan, 3.0), "missing", "ok"),                  # missing y: only "t = x + y" cannot be evaluated
     ((1e308, 1e308, 1.7e308), "undecided", "ok"),           # x + y overflows: the residual is inf
     ((-1.0, 1.0, 0.0), "ok", "violated"),
-    ((1.5e308, -1.5e308, 0.0), "ok", "ok"),                 # residual 0 exactly; the size of the terms is finite
+    # residual 0, but the size of the terms overflows: a 0 there may be an overflow clipped (an inequality's
+    # max(0, -inf): 1e299*a <= 1e299*b read "holds", a red-team audit), so double precision decides nothing
+    ((1.5e308, -1.5e308, 0.0), "undecided", "ok"),
 ]
 VALUES = np.array([c[0] for c in CASES])
 EXPECTED = np.array([[c[1], c[2]] for c in CASES])
@@ -149,7 +151,7 @@ def test_host_handler_evaluator_and_cli_agree_with_the_judge():
     frame = _frame()
     status = privclust.judge(_rules(), VALUES)
     assert _answers(frame) == _expected(status)
-    assert list(status.violated.sum(axis=0)) == [2, 1] and list(status.undecided.sum(axis=0)) == [4, 1]
+    assert list(status.violated.sum(axis=0)) == [2, 1] and list(status.undecided.sum(axis=0)) == [5, 1]
 
 
 def test_host_handler_evaluator_and_cli_have_no_arithmetic_of_their_own(monkeypatch):

@@ -241,7 +241,7 @@ def test_a_rules_tolerance_is_its_own_not_another_rules_columns():
         "violation 500)."
     assert rules["c >= 0"].statement.startswith(
         "edit rule 'c >= 0' holds on every released record (largest deviation 0, within the host's tolerance for "
-        "floating-point error: 1e-11 times 1 + the size of its terms)")
+        "floating-point error: 1e-11 times the size of its terms)")
     assert out.evaluation("a >= 0: share violated") == pytest.approx(1 / 30)
 
 
