@@ -29,7 +29,7 @@ import sys
 import textwrap
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any, TextIO
@@ -47,7 +47,7 @@ from .assessment import rule_breaks, rule_breaks_lines, summary_table
 from .cli_options import read_numbers, report_paths, run_seed
 from .cliargs import build_parser
 from .compare import check_plot, compare, parse_sweep, summarize
-from .compiling import spends_privacy
+from .compiling import is_key_masker, spends_privacy
 from .constraints import ConstraintSet, judge
 from .datasets import TABLE1_RULE, table1
 from .defaults import default_reason, default_step_lines
@@ -269,10 +269,30 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 #: What ``privclust check --input`` has checked when it says OK: the checks
 #: ``run`` makes before its first step (:func:`privclust.runner.preflight`).
-CHECKED = ("every column of the steps, the evaluations (those their evaluators say they compute on included), the "
-           "roles and the rules is present; those the steps and evaluations work on are numeric and finite; each "
-           "step's bounds table covers its columns; there are enough records for each step; no edit rule is one that "
-           "no record can satisfy with the data's whole-number (integer dtype) columns")
+def _checked_text(compiled: Any) -> str:
+    """What ``privclust check --input`` checked on the data, said of this recipe only: the parts it has (a
+    fixed sentence said "numeric and finite", a bounds table and edit rules of a recipe of key maskers on text keys,
+    which has none of them: a red-team audit)."""
+    steps, evaluations, rules = compiled.steps, compiled.recipe.evaluate, compiled.constraints
+    keyed = [cs for cs in steps if is_key_masker(cs)]
+    numeric = len(keyed) < len(steps) or bool(evaluations)
+    named = (["the steps"] + (["the evaluations (those their evaluators say they compute on included)"]
+                              if evaluations else []) + ["the roles"] + (["the rules"] if rules else []))
+    present = ", ".join(named[:-1]) + " and " + named[-1]
+    parts = [f"every column of {present} is present"]
+    if numeric:
+        workers = "the steps and evaluations" if evaluations else "the steps"
+        parts.append(f"those {workers} work on are numeric and finite"
+                     + (" (a key masker's columns may hold any categories)" if keyed else ""))
+    elif keyed:
+        parts.append("the key maskers' columns may hold any categories")
+    if any(isinstance(getattr(cs.component, "bounds", None), Mapping) for cs in steps):
+        parts.append("each step's bounds table covers its columns")
+    parts.append("there are enough records for each step")
+    if rules:
+        parts.append("no edit rule is one that no record can satisfy with the data's whole-number (integer dtype) "
+                     "columns")
+    return "; ".join(parts)
 
 
 #: What ``privclust check --input`` cannot check, said after its OK: ``run`` may still refuse the recipe for
@@ -324,7 +344,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
                                  "checks it stratum by stratum as it runs); check the recipe against one file of "
                                  "the data (e.g. one stratum's), or without --input")
         checked = preflight(compiled, read_frame(args.input))  # the checks `run` makes before its first step
-        lines.append(f"  data {args.input}: {checked.frame.shape[0]} records; {CHECKED}")
+        lines.append(f"  data {args.input}: {checked.frame.shape[0]} records; {_checked_text(compiled)}")
         changed: set[str] = set()
         private: set[str] = set()  # written by a differentially private step: not rounded by the host
         for cs, columns in zip(compiled.steps, checked.step_columns, strict=True):

@@ -295,9 +295,11 @@ class PRAM:
                      + ("The matrix was given in the recipe and is public (released in this entry)." if given else
                         f"The matrix is the invariant one (pd = {self.pd}, alpha = {self.alpha}) computed from the "
                         "category frequencies of the data, released in this entry: it discloses those frequencies "
-                        "(approximately, by stratum).")
+                        "exactly (they solve the matrix's invariance; by stratum where the step ran by stratum).")
                      + " PRAM gives no k-anonymity: a record's released key is its original one with the matrix's "
-                       "diagonal probability; what an intruder can infer follows from the matrix.")
+                       "diagonal probability; what an intruder can infer follows from the matrix and from the number "
+                       "of values changed this entry states (when it is 0, that every released key is the "
+                       "original one).")
         if not given:
             context.record_leak("pram-frequencies", "the invariant transition matrix of pram is computed from the "
                                 "category frequencies of the data and is released in the ledger.",
