@@ -33,6 +33,7 @@ __all__ = [
     "guarantees_dp",
     "no_guarantee_reasons",
     "post_processed",
+    "post_processed_steps",
     "qualify_dp_inputs",
     "shown",
 ]
@@ -168,18 +169,23 @@ def _read(outcome: Any) -> tuple[str, ...]:
     return tuple(str(c) for c in outcome.columns) + within
 
 
+def post_processed_steps(entries: Sequence[LedgerEntry], outcomes: Sequence[Any]) -> list[Any]:
+    """The steps whose releases are covered only as post-processing of earlier DP releases (their own DP entries,
+    if any, do not cover them: a DP clusterer's labels on columns a noise step wrote first)."""
+    dp = [e for e in entries if e.kind == "dp"]
+    return [o for o in outcomes if _post_processing(o, dp, outcomes) and not (
+        any(e.step == o.index for e in dp) and _output_kind(o) in dp_outputs(o.component))]
+
+
 def post_processed(entries: Sequence[LedgerEntry], outcomes: Sequence[Any]) -> list[str]:
     """The releases of steps covered only as post-processing of earlier DP
     releases, as the verdict names them (``"the label column 'cluster' of
     step 1 (dpc), computed from those DP values only"``)."""
-    dp = [e for e in entries if e.kind == "dp"]
     out = []
-    for o in outcomes:
-        if _post_processing(o, dp, outcomes) and not (any(e.step == o.index for e in dp)
-                                                       and _output_kind(o) in dp_outputs(o.component)):
-            what = (f"the label column {o.output!r}" if o.kind == "clusterers"
-                    else f"the values of {_cols([str(c) for c in o.columns])}")
-            out.append(f"{what} of step {o.index} ({o.name}), computed from those DP values only (post-processing)")
+    for o in post_processed_steps(entries, outcomes):
+        what = (f"the label column {o.output!r}" if o.kind == "clusterers"
+                else f"the values of {_cols([str(c) for c in o.columns])}")
+        out.append(f"{what} of step {o.index} ({o.name}), computed from those DP values only (post-processing)")
     return out
 
 

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .accountants import ADD_REMOVE, Accountant, BasicAccountant, accountant_name, group_delta, relation_kind
-from .coverage import dp_claimants, no_guarantee_reasons, post_processed
+from .coverage import dp_claimants, no_guarantee_reasons, post_processed, post_processed_steps
 from .kanonymity import UNDECIDED_MATCHING, WHOLE_FILE_SCOPE, key_figures_text
 from .ledger import Ledger, at_least
 from .wording import column_list as _cols
@@ -190,7 +190,12 @@ def verdict(ledger: Ledger, accountant: Accountant, outcomes: Sequence[Any], che
         if strata:
             relation += f" (with the public stratum column(s) {_cols(strata)} fixed)"
         covers = _joined([e.covers or "" for e in dp] + post_processed(entries, outcomes))
-        not_covered = [e.not_covered or "" for e in dp]
+        # a step whose release is covered as post-processing (a DP clusterer on columns a noise step wrote): its own
+        # "not covered" speaks of the records it was given, which were DP values here, not the originals (the
+        # verdict called its labels DP, then not DP: a red-team audit)
+        # (its ledger entries keep the text in full)
+        after = {o.index for o in post_processed_steps(entries, outcomes)}
+        not_covered = [e.not_covered or "" for e in dp if e.step not in after]
         left = [c for c in checks.get("unchanged_columns", ()) if c not in strata]
         if left:
             not_covered.append(f"the columns released as in the original ({_cols(left)})")

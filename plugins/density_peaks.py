@@ -277,7 +277,9 @@ class _DensityPeaks:
         show it)."""
         public: dict[str, Any] = {}
         from_data: dict[str, Any] = {}
-        if self.n_clusters is None:
+        if self.n_clusters is None or int(n_centres) != self.n_clusters:
+            # automatic, or fewer centres than asked for (dp-dpc-grid: fewer grid nodes with support; the report showed
+            # the n_clusters asked for as the value used: a red-team audit)
             (from_data if self.centres_from_records else public)["n_clusters"] = int(n_centres)
         if self.dc is None:
             public["dc_percent"] = 2.0 if self.dc_percent is None else float(self.dc_percent)

@@ -921,7 +921,8 @@ def test_a_stop_signal_that_a_library_turned_into_another_error_still_reads_as_i
 def test_check_says_only_what_it_checked_of_this_recipe(tmp_path, capsys):
     """Red-team audit: for local-suppression on text keys, check said the columns were "numeric and finite", and
     affirmed a bounds table and edit rules the recipe does not have (a fixed sentence)."""
-    (tmp_path / "d.csv").write_text("sex,job\n" + "".join(f"{s},{j}\n" for s, j in zip("fmfmfmfm", "aabbccdd")))
+    rows = "".join(f"{s},{j}\n" for s, j in zip("fmfmfmfm", "aabbccdd", strict=True))
+    (tmp_path / "d.csv").write_text("sex,job\n" + rows)
     (tmp_path / "r.toml").write_text('[[steps]]\nuse = "local-suppression"\nk = 2\ncolumns = ["sex", "job"]\n')
     assert main(["check", str(tmp_path / "r.toml"), "--input", str(tmp_path / "d.csv")]) == 0
     line = next(x for x in capsys.readouterr().out.splitlines() if "8 records;" in x)

@@ -675,3 +675,41 @@ def test_a_seeded_run_names_the_steps_whose_random_choices_the_seed_redraws():
     assert one.verdict.endswith(privclust.verify.seeded_draws("step 0 (fuzzy-microaggregation)"))
     assert "seed" not in fresh.verdict
     assert crisp.random_steps == () and "seed" not in crisp.verdict  # MDAV draws nothing
+
+
+def test_a_dp_clusterer_after_a_noise_step_is_not_called_both_dp_and_not():
+    """Red-team audit: laplace on x, y then a DP clusterer on them: the verdict called the labels post-processing of
+    DP values, then listed the clusterer's own "not covered" (labels from the raw records, no DP guarantee)."""
+    import numpy as np
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame(np.vstack([rng.normal([3, 3], 1, (150, 2)), rng.normal([7, 7], 1, (150, 2))]),
+                         columns=["x", "y"])
+    bounds = {"x": [0, 10], "y": [0, 10]}
+    for clusterer in ({"use": "idp-kmeans", "n_clusters": 2, "epsilon": 1.0, "bounds": bounds},
+                      {"use": "dp-density", "epsilon": 1.0, "bounds": bounds}):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            release = privclust.run({"privacy": {"epsilon": 1e6},
+                                     "steps": [{"use": "laplace", "epsilon": 2.0, "bounds": bounds}, clusterer]},
+                                    frame, seed=1)
+        verdict = release.verdict
+        assert "the label column 'cluster' of step 1" in verdict and "(post-processing)" in verdict
+        rest = verdict.split("not covered", 1)[1]
+        assert "not a differentially private output" not in rest and "own raw values" not in rest, clusterer["use"]
+
+
+def test_dp_dpc_grid_reports_the_number_of_clusters_it_used():
+    """Red-team audit: n_clusters = 30 on a 4 x 4 grid made 16 clusters; the report showed 30 as the value used."""
+    import numpy as np
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame(np.vstack([rng.normal([5, 5], 1, (300, 2)), rng.normal([15, 15], 1, (300, 2))]),
+                         columns=["x", "y"])
+    release = privclust.run({"privacy": {"epsilon": 10.0}, "steps": [
+        {"use": "dp-dpc-grid", "epsilon": 1.0, "dc": 1.0, "points_per_dim": 4, "n_clusters": 30,
+         "bounds": {"x": [-5, 25], "y": [-5, 25]}}]}, frame, seed=1)
+    part = release.step(0).partition
+    assert part.diagnostics[privclust.EFFECTIVE_PARAMS]["n_clusters"] == part.centres.shape[0] < 30
