@@ -249,7 +249,7 @@ class ConstraintSet:
                        else np.full((points.shape[0], len(p.rules)), np.nan))
         size = np.concatenate(out, axis=1) if out else np.zeros((points.shape[0], 0))
         for r in np.flatnonzero(np.isnan(size).any(axis=0)).tolist():
-            used = list(columns_of[r]) if columns_of is not None else list(range(points.shape[1]))
+            used = np.asarray(list(columns_of[r]) if columns_of is not None else range(points.shape[1]), dtype=np.intp)
             rows = np.isnan(size[:, r])  # only where unstated (a row's inf elsewhere gave inf * 0 = NaN in one row,
             # and the whole column took the fallback: whether a record was decided depended on another record)
             size[rows, r] = np.max(np.abs(points[np.ix_(rows, used)]), axis=1, initial=0.0)

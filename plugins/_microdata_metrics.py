@@ -479,26 +479,31 @@ def transparency_posteriors(labels: np.ndarray, memberships: object | None,
 
 
 def shown_codes(original: pd.DataFrame, protected: pd.DataFrame, columns: list[str]) -> np.ndarray:
-    """Per record, one code for what its released row shows besides the values of ``columns`` (the masker's): the
-    values of every column released as in the original (equal to the original on every record, a missing value equal
-    to a missing value) and which of ``columns`` are missing in the original (a masker keeps them missing). Computed
-    on the original records: what the intruder who knows them expects each one's row to show."""
+    """Per record, one code for what its released row shows besides the masker's centre: the released values of
+    every other column of the original (a missing value a value of its own), and of the masker's ``columns`` which
+    values are missing, or their values where the step released them as they are (a clusterer, whose labels sit
+    beside the raw values). Two records share a code exactly when their rows show the same. Taken on the released
+    rows, not on the originals: a key a masker recoded or suppressed still splits the group (comparing with the
+    originals dropped such a key, and the only woman of a group of 3 read 1/3 again: a red-team audit); conservative
+    where a key masker is random or suppresses (an intruder's candidates for a row are at least the records whose
+    own rows show the same)."""
     parts: list[np.ndarray] = []
     for c in protected.columns:
-        if c in columns or c not in original.columns:
+        if c not in original.columns:
             continue
-        a, b = original[c], protected[c]
-        if len(a) != len(b):
-            continue
-        try:
-            same = bool(((a.isna().to_numpy() & b.isna().to_numpy())
-                         | np.asarray(a.to_numpy() == b.to_numpy(), dtype=bool)).all())
-        except (TypeError, ValueError):
-            same = False
-        if same:
-            parts.append(pd.factorize(a)[0].astype(np.int64))
-    parts.extend(original[c].isna().to_numpy().astype(np.int64) for c in columns if c in original.columns)
-    code = np.zeros(len(original), dtype=np.int64)
+        values = protected[c]
+        if c in columns:
+            a = original[c]
+            try:
+                same = np.asarray(a.to_numpy() == values.to_numpy(), dtype=bool)
+                raw = bool(((a.isna().to_numpy() & values.isna().to_numpy()) | same).all())
+            except (TypeError, ValueError):
+                raw = False
+            if not raw:  # the centre: only which values are missing shows
+                parts.append(values.isna().to_numpy().astype(np.int64))
+                continue
+        parts.append(pd.factorize(values, use_na_sentinel=False)[0].astype(np.int64))
+    code = np.zeros(len(protected), dtype=np.int64)
     for part in parts:
         code = pd.factorize(code * (int(part.max(initial=0)) + 2) + part + 1)[0].astype(np.int64)
     return code

@@ -357,9 +357,9 @@ class TransparencyRisk:
     method, its parameters, the published centres and the original records
     gives each original record ``k`` the posterior ``u_kj / sum_l u_lj`` of
     being behind a protected record equal to centre ``j``, the sums over
-    the records whose rows show the same besides the centre (the columns
-    released as in the original, such as a declared key, and which values
-    are missing: :func:`_microdata_metrics.shown_codes`); the figure is the
+    the records whose released rows show the same besides the centre (a
+    declared key, recoded or not, which values are missing; a clusterer's
+    raw columns: :func:`_microdata_metrics.shown_codes`); the figure is the
     mean over records of the posterior of the true record (``1/|group|``
     for crisp microaggregation with nothing else released; before a
     red-team audit the rest of the row was ignored, and the only woman of a
@@ -370,9 +370,9 @@ class TransparencyRisk:
     name: ClassVar[str] = "transparency-risk"
     metric_descriptions: ClassVar[Mapping[str, tuple[str, str]]] = {
         "mean_posterior": ("mean probability an intruder who knows the method and the original records gives the "
-                           "true record, among the records of its group whose rows show the same columns released "
-                           "as in the original and the same missing values (1/group size for crisp groups with "
-                           "nothing else released), for the step's own output (not after a later step)",
+                           "true record, among the records of its group whose released rows show the same besides "
+                           "the centre (other columns, missing values; 1/group size for crisp groups with nothing "
+                           "else released), for the step's own output (not after a later step)",
                            "probability"),
         "max_posterior": ("largest such probability over records", "probability"),
         "share_posterior_above_half": ("share of records the intruder's best guess identifies with "

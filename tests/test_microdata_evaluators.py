@@ -296,7 +296,9 @@ def test_group_sizes_of_a_fuzzy_partition_dense_and_top():
 
 def test_transparency_risk_crisp_is_one_over_the_group_size():
     frame = pd.DataFrame({"a": np.arange(9.0)})
-    out = TransparencyRisk().evaluate(inputs(frame, frame, [outcome(crisp_partition())]))
+    part = crisp_partition()
+    released = pd.DataFrame({"a": part.centres[part.labels, 0]})  # each record replaced by its group's centre
+    out = TransparencyRisk().evaluate(inputs(frame, released, [outcome(part)]))
     assert out["mean_posterior"] == pytest.approx((3 * (1 / 3) + 4 * (1 / 4) + 2 * (1 / 2)) / 9)
     assert out["max_posterior"] == pytest.approx(0.5)
 
@@ -306,7 +308,8 @@ def test_transparency_risk_fuzzy_by_hand_and_with_top_memberships():
     frame = pd.DataFrame({"a": np.arange(4.0)})
     col = U.sum(axis=0)  # 2.2, 1.8
     expected = np.array([0.9 / col[0], 0.4 / col[1], 0.8 / col[1], 0.5 / col[1]])
-    out = TransparencyRisk().evaluate(inputs(frame, frame, [outcome(part)]))
+    released = pd.DataFrame({"a": part.centres[part.labels, 0]})
+    out = TransparencyRisk().evaluate(inputs(frame, released, [outcome(part)]))
     assert out["mean_posterior"] == pytest.approx(expected.mean())
     assert out["max_posterior"] == pytest.approx(expected.max())
     # keeping only the best centre per record drops the other memberships
@@ -327,16 +330,25 @@ def test_transparency_risk_counts_only_the_group_members_whose_row_shows_the_sam
     assert out["mean_posterior"] == pytest.approx(expected.mean()) and out["max_posterior"] == 1.0
     # a missing value, released missing as in the original, singles a record out the same way
     holed = pd.DataFrame({"a": [0.0, np.nan, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0]})
-    out = TransparencyRisk().evaluate(inputs(holed, holed.fillna({"a": np.nan}), [outcome(crisp_partition())]))
+    centres = pd.DataFrame({"a": [0.0, np.nan, 0.0, 1.0, 1.0, 1.0, 1.0, 2.0, 2.0]})
+    out = TransparencyRisk().evaluate(inputs(holed, centres, [outcome(crisp_partition())]))
     assert out["max_posterior"] == 1.0
+    # a key a masker recoded still splits the group (red-team audit: comparing with the originals dropped it)
+    recoded = released.assign(sex=released["sex"].map({"f": "F", "m": "M"}))
+    out = TransparencyRisk().evaluate(inputs(original, recoded, [outcome(crisp_partition())], columns=["a"]))
+    assert out["max_posterior"] == 1.0
+    # a clusterer releases the raw values beside its labels: every record is its own
+    out = TransparencyRisk().evaluate(inputs(original, original, [outcome(crisp_partition())], columns=["a"]))
+    assert out["mean_posterior"] == 1.0
     # fuzzy: the sums of the memberships run over the records that show the same; dense and top memberships agree
     part, U = fuzzy_partition()
     shown = pd.DataFrame({"a": np.arange(4.0), "k": ["x", "y", "y", "x"]})
     col_x, col_y = U[[0, 3]].sum(axis=0), U[[1, 2]].sum(axis=0)
     expected = np.array([0.9 / col_x[0], 0.4 / col_y[1], 0.8 / col_y[1], 0.5 / col_x[1]])
-    out = TransparencyRisk().evaluate(inputs(shown, shown.assign(a=0.0), [outcome(part)], columns=["a"]))
+    out = TransparencyRisk().evaluate(inputs(shown, shown.assign(a=part.centres[part.labels, 0]), [outcome(part)],
+                                             columns=["a"]))
     assert out["mean_posterior"] == pytest.approx(expected.mean())
-    seen = mm.shown_codes(shown, shown.assign(a=0.0), ["a"])
+    seen = mm.shown_codes(shown, shown.assign(a=part.centres[part.labels, 0]), ["a"])
     top = TopMemberships(indices=np.argsort(-U, axis=1, kind="stable"), values=-np.sort(-U, axis=1),
                          dropped=np.zeros(4), n_centres=2)
     assert mm.transparency_posteriors(part.labels, top, seen) == pytest.approx(expected)
