@@ -25,7 +25,7 @@ from .errors import DataError, PrivclustError
 from .plots import RISK_HINTS
 
 __all__ = ["HEADLINE_METRICS", "RISK_EVALUATOR_HINTS", "figure_rows", "headline_rows", "is_risk_evaluator",
-           "measure_before", "rule_breaks", "rule_breaks_lines", "summary_table", "with_before"]
+           "measure_before", "occurrences", "rule_breaks", "rule_breaks_lines", "summary_table", "with_before"]
 
 #: The words in an evaluator's name that make its figures risk figures (the
 #: map's :data:`~privclust.plots.RISK_HINTS`, and the key-variable measures).
@@ -82,18 +82,34 @@ def measure_before(risky: Sequence[tuple[str, Any, EvaluationInputs, str]],
     return rows
 
 
+def occurrences(rows: Iterable[Mapping[str, Any]]) -> list[int]:
+    """Per row, how many rows of the same evaluator and metric came before it: 0 for the first ``[[evaluate]]``
+    entry of an evaluator, 1 for its second... (an evaluator given twice, with k = 3 and k = 20, has two rows of
+    each metric)."""
+    seen: dict[tuple[Any, Any], int] = {}
+    out = []
+    for r in rows:
+        key = (r["evaluator"], r["metric"])
+        out.append(seen.get(key, 0))
+        seen[key] = seen.get(key, 0) + 1
+    return out
+
+
 def with_before(rows: Iterable[dict[str, Any]], before: pd.DataFrame) -> list[dict[str, Any]]:
     """Report rows (evaluator, metric, value, ...) with the figure's value on
-    the original file as ``before`` where one was measured (risk figures)."""
-    measured = {(r["evaluator"], r["metric"]): r["value"] for r in before.to_dict(orient="records")}
-    out = []
-    for row in rows:
-        row = dict(row)
-        if (row["evaluator"], row["metric"]) in measured:
-            value = measured[(row["evaluator"], row["metric"])]
+    the original file as ``before`` where one was measured (risk figures),
+    matched entry by entry (an evaluator given twice got each other's
+    "before": a red-team audit)."""
+    records = before.to_dict(orient="records")
+    measured = {(r["evaluator"], r["metric"], n): r["value"] for r, n in zip(records, occurrences(records),
+                                                                             strict=True)}
+    rows = [dict(row) for row in rows]
+    for row, n in zip(rows, occurrences(rows), strict=True):
+        key = (row["evaluator"], row["metric"], n)
+        if key in measured:
+            value = measured[key]
             row["before"] = None if isinstance(value, float) and np.isnan(value) else value
-        out.append(row)
-    return out
+    return rows
 
 
 def headline_rows(rows: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:

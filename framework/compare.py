@@ -57,6 +57,7 @@ from tqdm import tqdm
 
 from ._optional import PLOTS, optional
 from ._signals import raise_if_stopped, worker_signals
+from .assessment import occurrences
 from .compiling import compile
 from .coverage import dp_claimants, guarantees_dp
 from .engines import DASK, check_engine, dask_client, stop_pool
@@ -329,8 +330,10 @@ def _run_one(recipe_dict: dict[str, Any], data: pd.DataFrame | None, seed: np.ra
                            "epsilon": eps, "delta": delta,
                            "claimed_epsilon": float(release.accountant.total(claimed)[0]),
                            "seconds": time.perf_counter() - start, "error": None}
-    for record in release.evaluations.itertuples(index=False):
-        row[f"{record.evaluator}.{record.metric}"] = record.value
+    records = release.evaluations.to_dict(orient="records")
+    for record, n in zip(records, occurrences(records), strict=True):
+        # an evaluator's second [[evaluate]] entry gets columns of its own (it overwrote the first's: red-team audit)
+        row[f"{record['evaluator']}.{record['metric']}" + (f"#{n + 1}" if n else "")] = record["value"]
     return row
 
 

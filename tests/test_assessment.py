@@ -223,3 +223,24 @@ def test_check_and_run_say_how_many_original_records_break_each_rule_and_by_how_
                      "--non-disclosive", "--report", str(tmp_path / "r.json")]) == 0
     err = capsys.readouterr().err
     assert "'spend <= income': broken by 3 of 60 records judged\n" in err and "largest residual" not in err
+
+
+def test_an_evaluator_given_twice_keeps_its_own_before_and_its_own_comparison_columns():
+    """Red-team audit: before values were matched by evaluator and metric, so key-frequencies with k = 3 and k = 20
+    got each other's ("records_below_k before 200, after 0" for k = 3), and compare's columns <evaluator>.<metric>
+    kept only the last entry."""
+    rng = np.random.default_rng(0)
+    n = 200
+    frame = pd.DataFrame({"sex": rng.integers(0, 2, n), "region": rng.integers(0, 8, n), "x": rng.normal(size=n),
+                          "y": rng.normal(size=n)})
+    recipe = {"roles": {"keys": ["sex", "region"]},
+              "steps": [{"use": "microaggregation", "clusterer": {"use": "mdav", "k": 3}, "columns": ["x", "y"]}],
+              "evaluate": [{"use": "key-frequencies", "k": 3}, {"use": "key-frequencies", "k": 20},
+                           {"use": "dbrl"}, {"use": "dbrl", "columns": ["x"]}]}
+    release = privclust.run(recipe, frame, seed=1)
+    rows = [r for r in release.report()["evaluations"] if r["metric"] == "records_below_k"]
+    assert [r["before"] for r in rows] == [r["value"] for r in rows] == [0, 200]  # the keys are not masked
+    table = privclust.compare(recipe, frame, seed=1, progress=False, processes=1)
+    dbrl = [r["value"] for r in release.report()["evaluations"] if r["metric"] == "dbrl"]
+    assert table["dbrl.dbrl"].iloc[0] == pytest.approx(dbrl[0])
+    assert table["dbrl.dbrl#2"].iloc[0] == pytest.approx(dbrl[1]) and dbrl[0] != dbrl[1]
