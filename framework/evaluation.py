@@ -33,7 +33,11 @@ def evaluate_release(compiled: CompiledRecipe, original: pd.DataFrame, protected
             problems = check_columns(original, columns, f"evaluate[{i}] ({ev.spec.use})", missing="observed")
             if problems:
                 raise DataError("; ".join(problems))
-            inputs = EvaluationInputs(original=original, protected=protected, columns=tuple(columns), labels=labels,
+            # copies: an evaluator that wrote into the frames it was given rewrote the checked release (the file
+            # written was the input, "verified" k beside it) and the caller's data, and skewed the evaluators after it
+            # (a red-team audit)
+            inputs = EvaluationInputs(original=original.copy(deep=True), protected=protected.copy(deep=True),
+                                      columns=tuple(columns), labels=labels.copy(deep=True),
                                       outcomes=tuple(outcomes), constraints=constraints, ledger=ledger,
                                       rng=rng, registry=compiled.registry, roles=compiled.recipe.roles)
             on = _evaluated_on(ev, inputs)

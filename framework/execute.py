@@ -300,6 +300,9 @@ def execute(compiled: CompiledRecipe, frame: pd.DataFrame, step_columns: Sequenc
         raise DataError("; ".join(problems))
     for cs, columns in zip(compiled.steps, step_columns, strict=True):
         view = current.loc[:, list(columns)].copy()
+        # the host's own copy of what the step was given: a step that changed its input in place compared equal to
+        # itself ("unchanged", missing values filled unseen: a red-team audit)
+        given = view.copy(deep=True)
         within = within_columns(cs.step, compiled.recipe.roles)
         groups = within_parts(cs, current, within, parts, len(columns), strata=strata) if within else None
         constraint_set = bind_constraints(cs, compiled.constraints, columns)
@@ -322,7 +325,7 @@ def execute(compiled: CompiledRecipe, frame: pd.DataFrame, step_columns: Sequenc
                             within, len(groups))
             else:
                 result = call(cs, view, context)
-            check_finite(cs, result, view)
+            check_finite(cs, result, given)
             if cs.kind == "clusterers":
                 output = cs.step.output or DEFAULT_LABEL_COLUMN
                 current[output] = np.asarray(result.labels)
@@ -332,15 +335,19 @@ def execute(compiled: CompiledRecipe, frame: pd.DataFrame, step_columns: Sequenc
                     current[c] = result.data[c].to_numpy(copy=True)  # observers cannot reach the release
             elapsed = call.elapsed(cs) if isinstance(call, RemoteSteps) else time.perf_counter() - start
             unchanged = tuple(c for c in columns if cs.kind == "maskers"
-                              and bool(np.all(values_equal(view[c], current[c]))))  # what the step's words may claim
+                              and bool(np.all(values_equal(given[c], current[c]))))  # what the step's words may claim
             outcome = StepOutcome(index=cs.index, id=cs.id, kind=cs.kind, component=cs.component,
                                   columns=tuple(columns), result=result, elapsed=elapsed,
-                                  n_records=len(view), output=output, unchanged=unchanged, within=within,
-                                  within_groups=None if groups is None else _group_numbers(len(view), groups))
+                                  n_records=len(given), output=output, unchanged=unchanged, within=within,
+                                  within_groups=None if groups is None else _group_numbers(len(given), groups))
             if audit:
-                _record_step(context, compiled, cs, outcome, view, strata, parts)
+                _record_step(context, compiled, cs, outcome, given, strata, parts)
         if hooks is not None:  # observers see a frozen outcome and a read-only view of the run
-            hooks.step_finished(step=cs.step, index=cs.index, outcome=outcome, context=context.view())
+            # and a copy of a masker's values: the host checks the step's claims on its own (an observer that
+            # zeroed them turned a refuted k into "verified": a red-team audit)
+            seen = outcome if not isinstance(result, Masked) else attrs.evolve(
+                outcome, result=attrs.evolve(result, data=result.data.copy(deep=True)))
+            hooks.step_finished(step=cs.step, index=cs.index, outcome=seen, context=context.view())
         outcomes.append(outcome)
     return Executed(data=current, labels=labels, outcomes=tuple(outcomes))
 
