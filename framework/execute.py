@@ -233,21 +233,34 @@ def _join_partitions(view: pd.DataFrame, parts: list[tuple[str, np.ndarray]], pa
     present = [c for c in centres if c is not None]
     joined = np.vstack(present) if centres and len(present) == len(centres) \
         and len({c.shape[1] for c in present}) == 1 else None
-    memberships = None  # stacked when every stratum kept the same number of memberships per record
-    if joined is not None and all(isinstance(m, TopMemberships) for _, m, _ in tops) \
-            and len({m.indices.shape[1] for _, m, _ in tops}) == 1:
-        width = tops[0][1].indices.shape[1]
+    memberships = None  # every stratum's memberships, dense or kept, as one kept table (padded with 0 memberships)
+    if joined is not None and tops and all(m is not None for _, m, _ in tops):
+        tables = [_kept(m) for _, m, _ in tops]
+        width = max(t[0].shape[1] for t in tables)
         indices = np.zeros((len(view), width), dtype=np.int64)
         values = np.zeros((len(view), width))
         dropped = np.zeros(len(view))
-        for rows, m, start in tops:
-            indices[rows] = np.asarray(m.indices) + start
-            values[rows] = m.values
-            dropped[rows] = m.dropped
+        for (rows, _, start), (idx, val, drop) in zip(tops, tables, strict=True):
+            indices[rows] = start  # a padding slot: the stratum's first centre, membership 0
+            indices[np.ix_(rows, np.arange(idx.shape[1]))] = idx + start
+            values[np.ix_(rows, np.arange(val.shape[1]))] = val
+            dropped[rows] = drop
         memberships = TopMemberships(indices=indices, values=values, dropped=dropped, n_centres=joined.shape[0])
     columns = tuple(partitions[0].columns) if partitions and partitions[0].columns else tuple(view.columns)
     return Partition(labels=labels, centres=joined, memberships=memberships, columns=columns,
                      diagnostics=diagnostics)
+
+
+def _kept(memberships: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A stratum's memberships as kept-centre arrays ``(indices, values, dropped)``: a
+    :class:`TopMemberships` as it is, a dense ``(n, c)`` table as all its centres (none dropped). Fuzzy
+    microaggregation's dense tables were not joined over the strata, and the joined partition had no memberships:
+    the expected sizes and the fuzzy posterior were lost (a red-team audit)."""
+    if isinstance(memberships, TopMemberships):
+        return np.asarray(memberships.indices), np.asarray(memberships.values), np.asarray(memberships.dropped)
+    dense = np.asarray(memberships, dtype=float)
+    return (np.broadcast_to(np.arange(dense.shape[1]), dense.shape).astype(np.int64), dense,
+            np.zeros(dense.shape[0]))
 
 
 def _missing_statement(cs: CompiledStep, missing: Mapping[str, Any], policy: str) -> str:

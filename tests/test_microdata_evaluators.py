@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import statistics
+import warnings
 from types import SimpleNamespace
 from typing import ClassVar
 
@@ -699,3 +700,24 @@ def test_the_change_of_the_correlations_with_missing_values_compares_correlation
     got = mm.moments(X, Y)["corr_abs_change"]
     expected = abs(frame_y.corr().iloc[0, 1] - frame_x.corr().iloc[0, 1])  # pandas: pairwise complete
     assert got == pytest.approx(expected, rel=1e-9)
+
+
+def test_fuzzy_memberships_are_joined_over_the_strata():
+    """Red-team audit: with [roles] strata the fuzzy masker's dense memberships were not joined, so group-sizes lost
+    its expected sizes and transparency-risk fell back to the crisp 1/group figure."""
+    rng = np.random.default_rng(3)
+    n = 120
+    frame = pd.DataFrame({"x": rng.normal(size=n), "y": rng.normal(size=n), "st": np.r_[np.zeros(60, int),
+                                                                                       np.ones(60, int)]})
+    step = {"use": "fuzzy-microaggregation", "k": 3, "m1": 1.5, "m2": 1.5, "columns": ["x", "y"]}
+    evaluate = [{"use": "transparency-risk"}, {"use": "group-sizes"}]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        both = privclust.run({"roles": {"strata": "st"}, "steps": [step], "evaluate": evaluate}, frame, seed=1)
+    part = both.outcomes[0].partition
+    assert part.memberships is not None
+    assert any(m.startswith("expected") for m in both.evaluations.metric)
+    sums = np.asarray(part.memberships.column_sums())
+    assert sums.shape == (part.centres.shape[0],) and sums.sum() == pytest.approx(n)
+    fuzzy = mm.transparency_posteriors(part.labels, part.memberships)
+    assert not np.allclose(fuzzy, mm.transparency_posteriors(part.labels, None))
