@@ -232,9 +232,17 @@ def no_guarantee_reasons(entries: Sequence[LedgerEntry], outcomes: Sequence[Any]
                        "differential privacy")
     if dp:
         eps, delta = spent
-        if not math.isfinite(eps):
+        if math.isnan(eps) or math.isnan(delta):
+            reasons.append(f"the accountant's composed total is not a number (epsilon {eps!r}, delta {delta!r}), "
+                           "which bounds nothing")
+        elif not math.isfinite(eps):
             reasons.append(f"the composed epsilon is {eps!r} (the steps' epsilons add up beyond the largest "
                            "floating-point number), which bounds nothing")
+        elif eps < 0 or delta < 0:
+            # a plugin accountant's epsilon = -1 was printed as the guarantee (a red-team audit); a total below one
+            # release's own epsilon is left to the accountant (a tighter accounting of the same mechanisms can be)
+            reasons.append(f"the accountant's composed total (epsilon {eps!r}, delta {delta!r}) is negative, which "
+                           "no composition can give: it bounds nothing")
         if not delta < 1:
             reasons.append(f"the composed delta is {at_least(delta)}, not below 1 (the bound holds with probability "
                            "at most 1 - delta), which guarantees nothing")

@@ -440,3 +440,44 @@ def test_the_budget_is_not_overspent_beyond_the_rounding_of_the_sum():
                       covers="y")
     release = privclust.run(recipe(0.3, 0.1, 0.2), frame, seed=1)
     assert release.spent[0] == pytest.approx(0.3)
+
+
+@pytest.mark.parametrize("total", [(float("nan"), 0.0), (-1.0, 0.0), (1.0, -0.5), (1.0, float("nan"))])
+def test_an_accountants_impossible_total_is_no_guarantee(total):
+    """Red-team audit: a plugin accountant's epsilon = -1 (or NaN, or a negative delta) was printed as the
+    guarantee, "epsilon-differentially private (epsilon = -1, delta = 0)"."""
+    import attrs
+
+    stated = total
+
+    @attrs.frozen
+    class Weird:
+        budget: object
+        description: str = "weird"
+
+        def total(self, entries):
+            return stated if any(e.kind == "dp" for e in entries) else (0.0, 0.0)
+
+        def check(self, entries, new):
+            return None
+
+    class Plugin:
+        @privclust.hookimpl
+        def privclust_make_accountant(budget):
+            return Weird(budget)
+
+    frame = pd.DataFrame({"a": np.linspace(0, 100, 50)})
+    release = privclust.run({"privacy": {"epsilon": 2.0},
+                             "steps": [{"use": "laplace", "epsilon": 1.0, "bounds": {"a": [0, 100]}}]},
+                            frame, seed=1, registry=privclust.Registry(plugins=[Plugin]))
+    assert release.verdict.startswith("No differential-privacy guarantee"), release.verdict
+
+
+@pytest.mark.parametrize("sensitivity", [-1.0, float("nan"), float("inf")])
+def test_spend_refuses_a_sensitivity_that_is_not_a_finite_number_at_least_0(sensitivity):
+    """Red-team audit: "by the laplace mechanism with sensitivity nan" stood in the ledger under a DP verdict."""
+    context = privclust.PrivacyContext(privclust.Budget(epsilon=1.0), seed=1)
+    with pytest.raises(privclust.ParameterError, match="sensitivity must be a finite number"):
+        context.spend(epsilon=0.1, mechanism="laplace", sensitivity=sensitivity,
+                      relation=privclust.Relation.REPLACE_ONE, covers="x")
+    assert not context.ledger.entries
