@@ -33,7 +33,10 @@ def kind_of(component: Any) -> str:
     raise AssertionError(f"{cls.__qualname__} has none of the methods of a component kind: {KIND_METHODS}")
 
 
-def execute(component: Any, kind: str, data: pd.DataFrame, context: PrivacyContext) -> Any:
+def execute(component: Any, kind: str, data: pd.DataFrame, context: PrivacyContext,
+            protected: pd.DataFrame | None = None) -> Any:
+    """Run ``component`` of ``kind`` on ``data`` as a step of a run would; an evaluator is given ``data`` as the
+    original and ``protected`` (default :func:`protected_for_evaluation` of it) as the release."""
     with context.step(0, "check", type(component).name):
         if kind == "clusterers":
             return component.fit(data, context)
@@ -42,7 +45,8 @@ def execute(component: Any, kind: str, data: pd.DataFrame, context: PrivacyConte
         if kind == "noise_mechanisms":
             return component.perturb(data, context)
         if kind == "evaluators":
-            inputs = EvaluationInputs(original=data, protected=protected_for_evaluation(data),
+            inputs = EvaluationInputs(original=data,
+                                      protected=protected if protected is not None else protected_for_evaluation(data),
                                       columns=tuple(data.columns), labels=pd.DataFrame(index=data.index),
                                       rng=context.rng, registry=context.registry)
             return dict(component.evaluate(inputs))

@@ -123,7 +123,7 @@ from .context import PrivacyContext
 from .errors import BudgetExceededError, PrivclustError, PrivclustWarning
 from .harness import example_frame, kind_of
 from .harness import execute as _execute
-from .harness import protected_for_evaluation as _protected_for_evaluation  # noqa: F401 (its old name)
+from .harness import protected_for_evaluation as _protected_for_evaluation  # also its old name here
 from .hookspecs import hookimpl
 from .recipe import Budget, ComponentSpec, dumps_toml
 from .registry import Registry, get_registry
@@ -177,8 +177,8 @@ class _TracingContext(PrivacyContext):
 def _same(a: Any, b: Any) -> bool:
     if isinstance(a, Partition) and isinstance(b, Partition):
         return _same(a.labels, b.labels) and _same(a.centres, b.centres)
-    if isinstance(a, Masked) and isinstance(b, Masked):
-        return a.data.equals(b.data)
+    if isinstance(a, Masked) and isinstance(b, Masked):  # its partition too (one drawn outside the context differed)
+        return a.data.equals(b.data) and _same(a.partition, b.partition)
     if isinstance(a, pd.DataFrame):
         return a.equals(b)
     if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
@@ -296,10 +296,16 @@ def check_never_mutates_input(component: Any, data: pd.DataFrame, kind: str, reg
     # made during another check cannot hide one made here.
     reference = pristine if pristine is not None else data.copy(deep=True)
     given = data.copy(deep=True)
-    _execute(component, kind, given, _context(registry, seed=7))
+    # an evaluator's release too: one that wrote into it rewrote the checked file (a red-team audit)
+    released = _protected_for_evaluation(given) if kind == "evaluators" else None
+    released_before = released.copy(deep=True) if released is not None else None
+    _execute(component, kind, given, _context(registry, seed=7), protected=released)
     assert _frames_identical(given, reference), (
         f"{type(component).name}: the data frame was modified; work on copies (e.g. data.to_numpy(dtype=float, "
         "copy=True) or data.copy())")
+    assert released is None or released_before is None or _frames_identical(released, released_before), (
+        f"{type(component).name}: the released frame (inputs.protected) was modified; an evaluator reads it, "
+        "work on copies")
 
 
 def _frames_identical(a: pd.DataFrame, b: pd.DataFrame) -> bool:

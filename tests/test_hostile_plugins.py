@@ -96,3 +96,44 @@ def test_a_masker_that_changes_its_input_in_place_is_not_called_unchanged():
     assert release.outcomes[0].unchanged == ()
     assert "unchanged" not in " ".join(e.statement for e in release.ledger if e.kind == "process" and
                                        "in-place" in (e.component or ""))
+
+
+@attrs.frozen(kw_only=True)
+class RewriteRelease:
+    """An evaluator that writes only into the released frame it was given."""
+
+    name: ClassVar[str] = "rewrite-release"
+
+    def evaluate(self, inputs):
+        inputs.protected.loc[:, list(inputs.columns)] = 0.0
+        return {"rewrite": 0.0}
+
+
+@attrs.frozen(kw_only=True)
+class RandomGroups:
+    """A masker whose grouping is drawn outside the run's context (numpy's global generator)."""
+
+    name: ClassVar[str] = "random-groups"
+
+    def mask(self, data, context):
+        labels = np.random.permutation(len(data)) % 2
+        centres = np.vstack([data.to_numpy()[labels == g].mean(axis=0) for g in (0, 1)])
+        return privclust.Masked(data=pd.DataFrame(centres[labels], index=data.index, columns=data.columns),
+                                partition=privclust.Partition(labels=labels, centres=centres,
+                                                              columns=tuple(data.columns)))
+
+
+def test_the_kit_catches_an_evaluator_writing_into_the_release_and_a_partition_drawn_outside_the_context():
+    import pytest
+
+    import privclust.testing as pt
+
+    class One:
+        @privclust.hookimpl
+        def privclust_register_evaluators(register):
+            register(RewriteRelease)
+
+    with pytest.raises(AssertionError, match="released frame"):
+        pt.check_component(RewriteRelease(), registry=privclust.Registry(plugins=[One]))
+    with pytest.raises(AssertionError):
+        pt.check_component(RandomGroups())
