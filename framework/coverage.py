@@ -148,10 +148,11 @@ def _post_processing(outcome: Any, dp: Sequence[LedgerEntry], outcomes: Sequence
     alone: every column it reads was last written, before it, by a step whose
     release is covered. A step is given only its own columns (the runner's
     view; no weight, the strata public by declaration) and forms its groups
-    within its ``within`` columns (:func:`_read`, which counts them as
-    read), so its output is a function of DP releases and public facts: post-processing, covered by
-    the statements of the steps it read (a clusterer's labels on columns a
-    noise step wrote first, a microaggregation of noisy values)."""
+    within its ``within`` columns (:func:`_read` counts them as read), so
+    its output is a function of DP releases and public facts:
+    post-processing, covered by the statements of the steps it read (a
+    clusterer's labels on columns a noise step wrote first, a
+    microaggregation of noisy values)."""
     if not outcomes or not outcome.columns:
         return False
     for c in _read(outcome):
@@ -189,7 +190,7 @@ def post_processed(entries: Sequence[LedgerEntry], outcomes: Sequence[Any]) -> l
     return out
 
 
-def _uncovered_reason(outcome: Any, dp: Sequence[LedgerEntry], outcomes: Sequence[Any] = ()) -> str:
+def _uncovered_reason(outcome: Any, dp: Sequence[LedgerEntry], outcomes: Sequence[Any]) -> str:
     """Why the columns a step released carry no differential privacy, naming them."""
     o = outcome
     what = (f"the label column {o.output!r}" if o.kind == "clusterers" else f"the values of {_cols(o.columns)}")
@@ -198,10 +199,8 @@ def _uncovered_reason(outcome: Any, dp: Sequence[LedgerEntry], outcomes: Sequenc
     within = [c for c in _read(o) if c not in map(str, o.columns)
               and ((w := _last_writer(outcomes, c, o.index)) is None or not _covered(w, dp, outcomes))]
     if within:  # its groups follow these columns (see _read); name them
-        text += (f" (it formed its groups within {_cols(within)}, a column no step released with differential "
-                 "privacy, so one record's value there can change them)" if len(within) == 1 else
-                 f" (it formed its groups within {_cols(within)}, columns no step released with differential "
-                 "privacy, so one record's values there can change them)")
+        text += (f" (it formed its groups within {_cols(within)}, which no step released with differential "
+                 "privacy, so one record's value there can change them)")
     if not own:
         return text
     covers = _joined([e.covers or "" for e in own])

@@ -191,9 +191,8 @@ def verdict(ledger: Ledger, accountant: Accountant, outcomes: Sequence[Any], che
             relation += f" (with the public stratum column(s) {_cols(strata)} fixed)"
         covers = _joined([e.covers or "" for e in dp] + post_processed(entries, outcomes))
         # a step whose release is covered as post-processing (a DP clusterer on columns a noise step wrote): its own
-        # "not covered" speaks of the records it was given, which were DP values here, not the originals (the
-        # verdict called its labels DP, then not DP: a red-team audit)
-        # (its ledger entries keep the text in full)
+        # "not covered" speaks of the records it was given, DP values here (the verdict called its labels DP, then
+        # not DP: a red-team audit); its ledger entries keep the text in full
         after = {o.index for o in post_processed_steps(entries, outcomes)}
         not_covered = [e.not_covered or "" for e in dp if e.step not in after]
         left = [c for c in checks.get("unchanged_columns", ()) if c not in strata]

@@ -424,8 +424,8 @@ def transparency_posteriors(labels: np.ndarray, memberships: object | None,
     ``u_ij / sum_k u_kj`` an intruder who knows the memberships gives to the
     true original; ``1/|group|`` for a crisp partition (``memberships`` None).
 
-    ``seen`` (one code per record): what a released row shows besides its
-    centre (the columns released as in the original, which values are
+    ``seen`` (one code per record, :func:`shown_codes`): what a released
+    row shows besides its centre (the other columns, which values are
     missing), equal for two records exactly when their rows show the same.
     The intruder, who knows the original records, gives no weight to an
     original whose row would show otherwise: the sums run over the records
@@ -503,10 +503,7 @@ def shown_codes(original: pd.DataFrame, protected: pd.DataFrame, columns: list[s
                 parts.append(values.isna().to_numpy().astype(np.int64))
                 continue
         parts.append(pd.factorize(values, use_na_sentinel=False)[0].astype(np.int64))
-    code = np.zeros(len(protected), dtype=np.int64)
-    for part in parts:
-        code = pd.factorize(code * (int(part.max(initial=0)) + 2) + part + 1)[0].astype(np.int64)
-    return code
+    return kr._combined(np.column_stack(parts)) if parts else np.zeros(len(protected), dtype=np.int64)
 
 
 # ---------------------------------------------------------------------------

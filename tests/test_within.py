@@ -269,7 +269,7 @@ def test_post_processing_within_an_original_column_is_not_differentially_private
         assert "No differential-privacy guarantee" in release.verdict
         what = "the label column 'cluster'" if kind == "clusterers" else "the values of x, y"
         assert f"released {what} without differential privacy" in release.verdict
-        assert "within k, a column no step released with differential privacy" in release.verdict
+        assert "within k, which no step released with differential privacy" in release.verdict
     # without within, the same step is post-processing of the DP values, as before
     plain = dict(recipe, steps=[recipe["steps"][0], {k: v for k, v in step.items() if k != "within"}])
     with warnings.catch_warnings():
