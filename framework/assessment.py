@@ -170,7 +170,8 @@ def rule_breaks(frame: pd.DataFrame, rules: ConstraintSet | None) -> list[dict[s
         residuals = status.residuals[bad, r]
         out.append({"rule": str(text), "broken": int(bad.sum()), "judged": int((~status.undecided[:, r]).sum()),
                     "max_residual": float(residuals.max()) if bad.any() else 0.0,
-                    "total_residual": float(residuals.sum()) if bad.any() else 0.0})
+                    "total_residual": float(residuals.sum()) if bad.any() else 0.0,
+                    "evaluated_by": "" if rules.host_evaluated[r] else (rules.rule_handlers[r] or "its plugin")})
     return out
 
 
@@ -180,11 +181,12 @@ def rule_breaks_lines(breaks: Sequence[Mapping[str, Any]]) -> list[str]:
         return []
     lines = ["edit rules on the original data, before any step enforces them:"]
     for b in breaks:
+        by = f" (as its constraint handler {b['evaluated_by']!r} evaluates it)" if b.get("evaluated_by") else ""
         if b["broken"] and b["max_residual"] is None:  # a non-disclosive run: no residual of a record
-            lines.append(f"  {b['rule']!r}: broken by {b['broken']} of {b['judged']} records judged")
+            lines.append(f"  {b['rule']!r}: broken by {b['broken']} of {b['judged']} records judged{by}")
         elif b["broken"]:
             lines.append(f"  {b['rule']!r}: broken by {b['broken']} of {b['judged']} records judged (largest "
-                         f"residual {b['max_residual']:.6g}, total {b['total_residual']:.6g})")
+                         f"residual {b['max_residual']:.6g}, total {b['total_residual']:.6g}){by}")
         else:
-            lines.append(f"  {b['rule']!r}: holds on all {b['judged']} records judged")
+            lines.append(f"  {b['rule']!r}: holds on all {b['judged']} records judged{by}")
     return lines

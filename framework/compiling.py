@@ -421,12 +421,14 @@ def bind_constraints(cs: CompiledStep, constraints: Sequence[Any], columns: Sequ
     cols = set(columns)
     parts: list[Any] = []
     used: list[Any] = []
+    names: list[str] = []
     for handler in constraints:
         chosen = [r for r, variables in enumerate(handler.variables()) if variables and set(variables) <= cols]
         if chosen:
             parts.append(handler.bind(tuple(columns), rules=chosen))
             used.extend(handler.variables()[r] for r in chosen)
-    return ConstraintSet(columns, parts, variables=used) if parts else None
+            names.append(str(getattr(handler, "name", type(handler).__name__)))
+    return ConstraintSet(columns, parts, variables=used, handlers=names) if parts else None
 
 
 def is_key_masker(cs: CompiledStep) -> bool:

@@ -38,7 +38,7 @@ import numpy as np
 import pandas as pd
 
 from .claims import ADD_REMOVE, REPLACE_ONE, Relation
-from .errors import DataError
+from .errors import ConstraintError, DataError
 from .ledger import Sensitivity as Sensitivity  # defined with the ledger that records it; re-exported
 from .params import DataLeak
 from .specs import component_params, stated_params
@@ -67,6 +67,7 @@ __all__ = [
     "component_params",
     "data_matrix",
     "is_real_column",
+    "linear_form",
     "readonly",
     "stated_params",
 ]
@@ -611,6 +612,62 @@ def _magnitudes_problem(bound: Any, method: Callable[..., Any]) -> str | None:
     return None
 
 
+def linear_form(bound: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """The coefficients of bound rules that state them (the ``linear_form``
+    capability: ``(matrix, rhs, equality)``, rule ``r`` reading ``matrix[r]
+    . x == rhs[r]`` where ``equality[r]``, else ``matrix[r] . x <= rhs[r]``,
+    over the bound columns), checked: finite numbers, one row per rule and
+    one coefficient per column. ``None`` when the rules do not state them.
+    Raises :class:`ConstraintError` naming the rules when the form is
+    malformed (a bug in their plugin)."""
+    method = getattr(bound, "linear_form", None)
+    if not callable(method):
+        return None
+    d, k = len(bound.columns), len(bound.rules)
+    try:
+        matrix, rhs, equality = method()
+        matrix = np.array(matrix, dtype=float).reshape(k, d) if np.size(matrix) == k * d else None
+        rhs = np.array(rhs, dtype=float).reshape(-1)
+        equality = np.array(equality, dtype=bool).reshape(-1)
+    except Exception as err:  # noqa: BLE001 - reported to the plugin author
+        raise ConstraintError(f"bound rules {bound!r}: linear_form() failed ({type(err).__name__}: {err}); it must "
+                              "return (matrix, rhs, equality) (a bug in their plugin)") from err
+    if matrix is None or rhs.shape != (k,) or equality.shape != (k,):
+        raise ConstraintError(f"bound rules {bound!r}: linear_form() must return a ({k}, {d}) matrix, one coefficient "
+                              f"per rule and column, and {k} right-hand sides and equality flags (a bug in their "
+                              "plugin)")
+    if not (np.isfinite(matrix).all() and np.isfinite(rhs).all()):
+        raise ConstraintError(f"bound rules {bound!r}: linear_form() gave a coefficient or right-hand side that is "
+                              "not a finite number (a bug in their plugin)")
+    return matrix, rhs, equality
+
+
+def _linear_form_problem(bound: Any, method: Callable[..., Any]) -> str | None:
+    """``linear_form()``: one finite coefficient per rule and column, one finite right-hand side and one equality
+    flag per rule; and the rules' own ``violations()`` on a few rows agree with the residuals of that form."""
+    try:
+        form = linear_form(bound)
+    except ConstraintError as err:
+        return str(err)
+    d = len(getattr(bound, "columns", ()))
+    if form is None or d == 0:
+        return None
+    matrix, rhs, equality = form
+    points = np.linspace(-3.3, 7.7, 5 * d).reshape(5, d)
+    g = points @ matrix.T - rhs
+    residuals = np.where(equality, np.abs(g), np.maximum(g, 0.0))
+    try:
+        own = np.asarray(bound.violations(points.copy()), dtype=float).reshape(residuals.shape)
+    except Exception as err:  # noqa: BLE001 - reported to the plugin author
+        return f"violations(points) raised {type(err).__name__}: {err}"
+    size = np.abs(points) @ np.abs(matrix.T) + np.abs(rhs)
+    if not np.allclose(own, residuals, rtol=0.0, atol=1e-9 * float(np.max(size, initial=1.0))):
+        return ("violations(points) disagrees with the residuals of linear_form() (|a.x - b| for an equality, "
+                "max(0, a.x - b) for an inequality): the host evaluates the rules from the form, the handler's "
+                "projection and the steps from violations()")
+    return None
+
+
 def _descriptions_problem(value: Any, _: int) -> str | None:
     if value is None:
         return None
@@ -712,8 +769,17 @@ CAPABILITIES: Mapping[str, Capability] = MappingProxyType({c.name: c for c in (
                signature="magnitudes(points) -> array (rows, rules)", kinds=("constraint_handlers",),
                used_for="(a method of the rules bind() returns) the size of the terms each rule sums at each row "
                         "(for a linear rule, sum |a_j x_j| + |b|): the host judges a released record against the "
-                        "rule within 1e-11 times 1 + this size; without it, 1 + the largest value of the rule's "
-                        "columns"),
+                        "rule within 1e-11 times this size; without it (and without linear_form), the largest "
+                        "absolute value of the rule's columns"),
+    Capability(name="linear_form", member="method", bound=True, problem=_linear_form_problem,
+               signature="linear_form() -> (matrix, rhs, equality)", kinds=("constraint_handlers",),
+               used_for="(a method of the rules bind() returns) the rules as coefficients over the bound columns: "
+                        "rule r reads matrix[r] . x == rhs[r] where equality[r], else matrix[r] . x <= rhs[r]. The "
+                        "host then evaluates the rules itself (residuals and the size of their terms) wherever it "
+                        "judges them, and its ledger entry on each rule is its own verification, with the form it "
+                        "evaluated in the entry's details; without it the residuals are the handler's "
+                        "violations(), and the host's entry says the result is the handler's evaluation (status "
+                        "claimed)"),
     Capability(name="disclosive_metrics", member="class attribute",
                signature="disclosive_metrics: ClassVar[tuple[str, ...]]", kinds=("evaluators",),
                problem=_texts_problem("disclosive_metrics"), default=(),

@@ -13,7 +13,11 @@ Dykstra 1986).
 
 Whether a record satisfies a rule has one answer, :func:`judge`, which the
 host's check of the released file, the handlers' ``satisfied``, the
-``edit-violations`` evaluator and the CLI demo all ask.
+``edit-violations`` evaluator and the CLI demo all ask. Where the bound rules
+state their coefficients (the ``linear_form`` capability), the host evaluates
+the rules itself from them; for the rules of a handler that does not, the
+residuals are the handler's own (``violations()``), and what the host says of
+them is the handler's evaluation (:attr:`ConstraintSet.host_evaluated`).
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from .components import BoundConstraints
+from .components import BoundConstraints, linear_form
 from .errors import ConstraintError
 
 __all__ = ["RULE_RTOL", "ConstraintSet", "RuleStatus", "integer_rule_tolerance", "judge"]
@@ -146,7 +150,8 @@ class ConstraintSet:
     """Several bound constraint handlers over the same ordered columns."""
 
     def __init__(self, columns: Sequence[str], parts: Sequence[BoundConstraints], *,
-                 max_iter: int = 500, tol: float = 1e-10, variables: Sequence[Iterable[str]] | None = None):
+                 max_iter: int = 500, tol: float = 1e-10, variables: Sequence[Iterable[str]] | None = None,
+                 handlers: Sequence[str] | None = None):
         self.columns = tuple(columns)
         self.parts = tuple(parts)
         for p in self.parts:
@@ -155,6 +160,17 @@ class ConstraintSet:
                     f"bound constraints over {list(p.columns)} cannot join a set over {list(self.columns)}"
                 )
         self.rules: tuple[str, ...] = tuple(r for p in self.parts for r in p.rules)
+        self._forms = [linear_form(p) for p in self.parts]
+        self._rule_forms: list[tuple[np.ndarray, float, bool] | None] = [
+            None if form is None else (form[0][i], float(form[1][i]), bool(form[2][i]))
+            for p, form in zip(self.parts, self._forms, strict=True) for i in range(len(p.rules))]
+        #: Per rule, whether the host evaluates it itself, from the coefficients its bound rules state
+        #: (:func:`~privclust.components.linear_form`); where not, its residuals and sizes are its handler's own.
+        self.host_evaluated: tuple[bool, ...] = tuple(form is not None for form in self._rule_forms)
+        #: Per rule, the name of the constraint handler it came from ("" when the set was built from bound rules
+        #: alone).
+        self.rule_handlers: tuple[str, ...] = tuple(
+            str(handlers[i]) if handlers is not None else "" for i, p in enumerate(self.parts) for _ in p.rules)
         #: Per rule, the columns it uses, in the order of :attr:`columns`: the
         #: ``rule_columns`` of the bound rules when they state them, else
         #: ``variables`` (one set of names per rule, e.g. the handlers'
@@ -175,7 +191,8 @@ class ConstraintSet:
         variables = [frozenset(v) for h in handlers for v in h.variables()]
         used = set().union(*variables)
         ordered = tuple(str(c) for c in columns if c in used)
-        return cls(ordered, [h.bind(ordered) for h in handlers], variables=variables)
+        return cls(ordered, [h.bind(ordered) for h in handlers], variables=variables,
+                   handlers=[str(getattr(h, "name", type(h).__name__)) for h in handlers])
 
     def _rule_columns(self, variables: Sequence[Iterable[str]] | None) -> tuple[tuple[str, ...], ...]:
         given = [set(map(str, v)) for v in variables] if variables is not None else None
@@ -196,6 +213,11 @@ class ConstraintSet:
                                           f"the bound columns {list(self.columns)}")
                 out.append(tuple(c for c in self.columns if c in names))
         return tuple(out)
+
+    def rule_form(self, r: int) -> tuple[np.ndarray, float, bool] | None:
+        """Rule ``r`` as the host evaluates it: its coefficients over :attr:`columns`, its right-hand side and
+        whether it is an equality (else ``<=``); ``None`` for a rule whose handler states no ``linear_form``."""
+        return self._rule_forms[r]
 
     def __bool__(self) -> bool:
         return bool(self.rules)
@@ -227,26 +249,42 @@ class ConstraintSet:
         return x * s
 
     def violations(self, points: np.ndarray) -> np.ndarray:
-        """``(n, n_rules)`` amounts by which each row violates each rule."""
+        """``(n, n_rules)`` amounts by which each row violates each rule:
+        computed by the host from the coefficients of the rules that state
+        them (:func:`~privclust.components.linear_form`; ``|a.x - b|`` for an equality, ``max(0,
+        a.x - b)`` for an inequality), the handler's ``violations()`` for the
+        others."""
         points = np.asarray(points, dtype=float)
         if not self.parts:
             return np.zeros((points.shape[0], 0))
-        return np.concatenate([p.violations(points) for p in self.parts], axis=1)
+        out = []
+        for p, form in zip(self.parts, self._forms, strict=True):
+            if form is None:
+                out.append(np.asarray(p.violations(points), dtype=float).reshape(points.shape[0], len(p.rules)))
+                continue
+            matrix, rhs, equality = form  # the host's own arithmetic on the rules' coefficients
+            g = points @ matrix.T - rhs
+            out.append(np.where(equality, np.abs(g), np.maximum(g, 0.0)))
+        return np.concatenate(out, axis=1)
 
     def magnitudes(self, points: np.ndarray, columns_of: Sequence[Sequence[int]] | None = None) -> np.ndarray:
         """``(n, n_rules)``: the size of the terms each rule sums at each row
         (for a linear rule ``a . x = b``, ``sum_j |a_j x_j| + |b|``), the
-        scale of its floating-point error, as a handler states it with the
-        ``magnitudes`` capability of its bound rules. For the rules of a
-        handler that does not, the largest absolute value of the rule's own
+        scale of its floating-point error: computed by the host for the rules
+        that state their coefficients (:func:`~privclust.components.linear_form`), else as a handler
+        states it with the ``magnitudes`` capability of its bound rules. For
+        the rules of a handler that states neither, the largest absolute value of the rule's own
         columns (``columns_of[r]``, positions in :attr:`columns`; all of
         them when not given). A missing value (NaN) counts as 0."""
         points = np.where(np.isnan(np.asarray(points, dtype=float)), 0.0, points)
         out = []
-        for p in self.parts:
+        for p, form in zip(self.parts, self._forms, strict=True):
             method = getattr(p, "magnitudes", None)
-            out.append(np.asarray(method(points), dtype=float) if callable(method)
-                       else np.full((points.shape[0], len(p.rules)), np.nan))
+            if form is not None:  # the host's own: sum_j |a_j x_j| + |b|
+                out.append(np.abs(points) @ np.abs(form[0].T) + np.abs(form[1]))
+            else:
+                out.append(np.asarray(method(points), dtype=float) if callable(method)
+                           else np.full((points.shape[0], len(p.rules)), np.nan))
         size = np.concatenate(out, axis=1) if out else np.zeros((points.shape[0], 0))
         for r in np.flatnonzero(np.isnan(size).any(axis=0)).tolist():
             used = np.asarray(list(columns_of[r]) if columns_of is not None else range(points.shape[1]), dtype=np.intp)

@@ -555,9 +555,13 @@ class PrivacyContext:
     def _record_host(self, kind: str, statement: str, *, details: Mapping[str, Any] | None = None,
                      **fields: Any) -> LedgerEntry:
         """Host only (the runner): a ``process`` or ``verified`` entry, or a
-        guarantee the host itself checked on the released data."""
+        guarantee the host itself checked on the released data (or, with
+        ``origin=Origin.COMPONENT``, one it relays in a component's name: an
+        edit rule as the handler that cannot be evaluated by the host says it
+        stands)."""
         fields.setdefault("component", HOST if kind != "process" else None)
-        entry = self._entry(kind, statement, details=details, origin=Origin.HOST, **fields)
+        fields.setdefault("origin", Origin.HOST)
+        entry = self._entry(kind, statement, details=details, **fields)
         self.ledger._append(entry)
         return entry
 

@@ -11,11 +11,33 @@ import pandas as pd
 
 from .accounting import PrivacyContext
 from .constraints import RULE_RTOL, ConstraintSet, judge
+from .ledger import Origin
 
-__all__ = ["record_rules"]
+__all__ = ["linear_text", "record_rules"]
+
+
+def _number(value: float) -> str:
+    """A coefficient as the shortest text that reads back as the same double (whole numbers without ".0")."""
+    return str(int(value)) if value.is_integer() and abs(value) < 2 ** 53 else repr(float(value))
+
+
+def linear_text(coefficients: np.ndarray, rhs: float, equality: bool, columns: tuple[str, ...]) -> str:
+    """The host's own text of a linear rule from its coefficients (what it
+    evaluated): ``"total - 1.16*exp16 - 1.07*exp7 = 0"``."""
+    terms = []
+    for a, name in zip(coefficients.tolist(), columns, strict=True):
+        if a == 0.0:
+            continue
+        sign = "-" if a < 0 else "+"
+        size = "" if abs(a) == 1.0 else f"{_number(abs(a))}*"
+        terms.append(f"{sign} {size}{name}")
+    left = " ".join(terms) if terms else "0"
+    left = left[2:] if left.startswith("+ ") else "-" + left[2:] if left.startswith("- ") else left
+    return f"{left} {'=' if equality else '<='} {_number(float(rhs))}"
+
 
 def record_rules(context: PrivacyContext, rules: ConstraintSet | None, frame: pd.DataFrame,
-                  rounding: Mapping[int, int] | None = None) -> list[tuple[str, frozenset[str], int, int]]:
+                  rounding: Mapping[int, int] | None = None) -> list[tuple[str, frozenset[str], int, int, str]]:
     """Record, for each edit rule, whether the released file satisfies it, as
     :func:`~privclust.constraints.judge` says. A rule cannot be evaluated on a
     record that misses one of its columns or that double precision cannot
@@ -26,10 +48,19 @@ def record_rules(context: PrivacyContext, rules: ConstraintSet | None, frame: pd
     the host rounded, on how many records it held before the rounding and
     not after.
 
+    The host evaluates a rule itself where its bound rules state their
+    coefficients (``linear_form``): its entry is a verified guarantee (or a
+    refutation), with the form it evaluated in the details
+    (``evaluated_as``). For the rules of a handler that does not, the
+    residuals are the handler's own ``violations()``: the entry says so, with
+    status ``claimed``.
+
     Returns the rules the released file violates, as (text, its columns,
-    violating records, records judged), for :func:`~privclust.verify.verify`
-    to say so beside the claims of the steps over those columns."""
-    violated_rules: list[tuple[str, frozenset[str], int, int]] = []
+    violating records, records judged, the name of the handler whose own
+    evaluation it is, "" where the host evaluated it), for
+    :func:`~privclust.verify.verify` to say so beside the claims of the steps
+    over those columns."""
+    violated_rules: list[tuple[str, frozenset[str], int, int, str]] = []
     if rules is None or not rules.rules:
         return violated_rules
     values = frame.loc[:, list(rules.columns)].to_numpy(dtype=float, na_value=np.nan)
@@ -38,6 +69,9 @@ def record_rules(context: PrivacyContext, rules: ConstraintSet | None, frame: pd
              for c in rules.columns]
     status = judge(rules, values, integer=whole)
     for r, text in enumerate(rules.rules):
+        form = rules.rule_form(r)
+        own = "" if form is not None else (rules.rule_handlers[r] or "its plugin")
+        as_by = f" as its constraint handler {own!r} evaluates it" if own else ""
         skipped = status.missing[:, r]
         unknown = status.undecided[:, r] & ~skipped
         counted = ~status.undecided[:, r]
@@ -54,8 +88,8 @@ def record_rules(context: PrivacyContext, rules: ConstraintSet | None, frame: pd
                               "its columns are infinite or so large that evaluating the rule overflows (neither "
                               "satisfied nor violated there).")
         if not counted.any() and len(values):
-            statement = (f"edit rule {text!r} could not be evaluated on any released record, so the host says "
-                         f"neither that it holds nor that it is violated.{not_evaluable}")
+            statement = (f"edit rule {text!r} could not be evaluated on any released record{as_by}, so the host "
+                         f"says neither that it holds nor that it is violated.{not_evaluable}")
         elif not bad.any():
             where = "every released record" if not (n_skip or n_unknown) else \
                 f"every one of the {int(counted.sum())} released records " + \
@@ -65,13 +99,21 @@ def record_rules(context: PrivacyContext, rules: ConstraintSet | None, frame: pd
                          f"{len(used) + 1} x 2^-52 times the size of its terms" if used and all(
                              whole[j] for j in used) else
                          f"the host's tolerance for floating-point error: {RULE_RTOL:g} times the size of its terms")
-            statement = f"edit rule {text!r} holds on {where} (largest deviation {largest:.3g}, within " \
+            statement = f"edit rule {text!r} holds on {where}{as_by} (largest deviation {largest:.3g}, within " \
                         f"{tolerance}).{not_evaluable}"
         else:
             statement = f"edit rule {text!r} is violated by {int(bad.sum())} of {int(counted.sum())} released " \
-                        f"records (largest violation {largest:.6g}).{not_evaluable}"
+                        f"records{as_by} (largest violation {largest:.6g}).{not_evaluable}"
+        if own:
+            statement += (f" The host cannot evaluate the rules of {own!r} itself (its bound rules state no "
+                          "linear_form): the residuals are the handler's own, so this is the handler's evaluation, "
+                          "not the host's check.")
         details = {"rule": text, "violated_records": int(bad.sum()), "not_evaluable_records": n_skip + n_unknown,
                    "max_violation": largest}
+        if form is not None:
+            details["evaluated_as"] = linear_text(*form, rules.columns)
+        else:
+            details["evaluated_by"] = own
         if n_unknown:
             details["not_evaluable_in_double_precision"] = n_unknown
         if rounding is not None and r in rounding:
@@ -81,8 +123,12 @@ def record_rules(context: PrivacyContext, rules: ConstraintSet | None, frame: pd
                           "before." if not broken else
                           f" Of these, {broken} held before the host rounded the integer columns: the rounding "
                           "could not keep the rule on them.")
-        context._record_host("guarantee", statement, mechanism="edit rule", status="verified", details=details)
+        if own:  # the handler's word, in its name
+            context._record_host("guarantee", statement, mechanism="edit rule", status="claimed", details=details,
+                                 origin=Origin.COMPONENT, component=f"{own} (constraint handler)", claim=statement)
+        else:
+            context._record_host("guarantee", statement, mechanism="edit rule", status="verified", details=details)
         if bad.any():
-            violated_rules.append((text, frozenset(rules.rule_columns[r]), int(bad.sum()), int(counted.sum())))
+            violated_rules.append((text, frozenset(rules.rule_columns[r]), int(bad.sum()), int(counted.sum()), own))
     return violated_rules
 

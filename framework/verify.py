@@ -104,13 +104,14 @@ __all__ = [
 
 def verify(context: PrivacyContext, original: pd.DataFrame, released: pd.DataFrame, outcomes: Sequence[Any], *,
            label_columns: Sequence[str] = (), strata: Sequence[str] = (), keys: Sequence[str] = (),
-           broken_rules: Sequence[tuple[str, frozenset[str], int, int]] = ()) -> dict[str, Any]:
+           broken_rules: Sequence[tuple[str, frozenset[str], int, int, str]] = ()) -> dict[str, Any]:
     """Measure the release, write the host's ``verified`` entries, and settle
     the components' claims. Returns the measurements (also kept by the
     Release as ``release.verification``).
 
     ``broken_rules``: the edit rules the released file violates, as (text,
-    columns, violating records, records judged); a claim of a step over all
+    columns, violating records, records judged, the handler whose own
+    evaluation it is or ""); a claim of a step over all
     of a rule's columns is followed by the host's word that the rule does
     not hold on the released file (a claim that the step's values satisfy
     the rules speaks of its output, before a later step or the host's
@@ -266,7 +267,9 @@ def verify(context: PrivacyContext, original: pd.DataFrame, released: pd.DataFra
 
     by_step = {s["step"]: s for s in steps}
     for entry in list(context.ledger):
-        if entry.kind != "guarantee" or entry.status != "claimed":
+        if entry.kind != "guarantee" or entry.status != "claimed" or entry.step is None:
+            # a claim no step made (a constraint handler's own evaluation of its edit rules, which the rule check
+            # relays) protects nothing by itself: it is not settled as a step's protection claim
             continue
         who = entry.component or "a component"
         claim = entry.claim or entry.statement
@@ -374,15 +377,16 @@ def verify(context: PrivacyContext, original: pd.DataFrame, released: pd.DataFra
         else:
             status = "claimed"
             text = f"{who} claims: {claim}"
-        broken = [(rule, bad, judged) for rule, columns, bad, judged in broken_rules
+        broken = [(rule, bad, judged, own) for rule, columns, bad, judged, own in broken_rules
                   if s is not None and columns and columns <= set(s["columns"])]
         if broken and status != "void":
             text += (" Host check of the edit rules over these columns on the released file: "
                      + "; ".join(f"{rule!r} is violated by {bad} of {judged} released records"
-                                 for rule, bad, judged in broken)
+                                 + (f" as its constraint handler {own!r} evaluates it" if own else "")
+                                 for rule, bad, judged, own in broken)
                      + " (see the host's edit-rule entries): whatever this claim says of these rules does not hold "
                        "on the released file.")
-            record["violated_rules"] = [rule for rule, _, _ in broken]
+            record["violated_rules"] = [rule for rule, *_ in broken]
         record["status"] = status
         checks["claims"].append(record)
         context.ledger._replace(attrs.evolve(entry, statement=text, status=status))

@@ -263,6 +263,14 @@ class BoundLinear:
         g = X @ self._matrix.T - self._rhs
         return np.where(self._kinds, np.abs(g), np.maximum(g, 0.0))
 
+    def linear_form(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The ``linear_form`` capability: the rules as the parser read them,
+        ``(matrix, rhs, equality)`` over :attr:`columns` (rule ``r``:
+        ``matrix[r] . x == rhs[r]`` where ``equality[r]``, else ``<=``; a
+        ``>=`` rule is stored negated), from which the host evaluates the
+        rules on the released file itself."""
+        return self._matrix.copy(), self._rhs.copy(), self._kinds.copy()
+
     def _slack_scale(self, X: np.ndarray) -> np.ndarray:
         """Per row and rule, the size of the terms: ``|a| . |x| + |b|``."""
         return np.abs(X) @ np.abs(self._matrix.T) + np.abs(self._rhs)

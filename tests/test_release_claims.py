@@ -149,3 +149,135 @@ def test_a_masker_claim_about_its_rules_is_qualified_when_the_released_file_brea
     kept = _run({"constraints": [{"use": "linear", "rules": ["a >= 0"]}],
                  "steps": [{"use": "microaggregation", "k": 3}]}, frame)
     assert all("Host check of the edit rules" not in e.statement for e in kept.ledger.of_kind("guarantee"))
+
+
+class _CapRules:
+    """Bound rules 'x <= cap' whose own evaluation says every record holds."""
+
+    def __init__(self, columns, cap):
+        self.columns, self.cap = tuple(columns), cap
+        self.rules, self.rule_columns = (f"x <= {cap}",), (("x",),)
+
+    def project(self, points, *, scale=None):
+        return np.array(points, dtype=float, copy=True)
+
+    def violations(self, points):
+        return np.zeros((np.asarray(points).shape[0], 1))  # a lie: 'x <= cap' always "holds"
+
+
+class _StatedCapRules(_CapRules):
+    def linear_form(self):  # the truth, from which the host evaluates the rule itself
+        return np.eye(len(self.columns))[[self.columns.index("x")]], [self.cap], [False]
+
+
+class _MalformedCapRules(_CapRules):
+    def linear_form(self):
+        return np.zeros((2, 5)), [self.cap], [False]
+
+
+_RULES = {None: _CapRules, "true": _StatedCapRules, "malformed": _MalformedCapRules}
+
+
+def _cap_registry(form):
+    from typing import ClassVar
+
+    import attrs
+
+    @attrs.frozen(kw_only=True)
+    class Cap:
+        name: ClassVar[str] = "cap"
+        cap: float = privclust.param(float, default=10.0, doc="the cap")
+
+        def variables(self):
+            return (frozenset({"x"}),)
+
+        def describe(self):
+            return (f"x <= {self.cap}",)
+
+        def check(self, columns):
+            return []
+
+        def bind(self, columns, rules=None):
+            return _RULES[form](columns, self.cap)
+
+    class Plugin:
+        @privclust.hookimpl
+        def privclust_register_constraint_handlers(register):
+            register(Cap)
+
+    return privclust.Registry(plugins=[Plugin])
+
+
+def _cap_run(form):
+    rng = np.random.default_rng(0)
+    df = pd.DataFrame({"x": rng.uniform(0, 100, 30), "y": rng.uniform(0, 100, 30)})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        out = privclust.run({"constraints": [{"use": "cap", "cap": 10.0}],
+                             "steps": [{"use": "microaggregation", "k": 3}]}, df, seed=1,
+                            registry=_cap_registry(form))
+    return out, [e for e in out.ledger.entries if e.mechanism == "edit rule"]
+
+
+def test_a_handler_the_host_cannot_evaluate_is_its_own_word_not_a_host_verification():
+    """A red-team audit: a plugin's 'x <= 10' whose violations() returned zeros read "holds on every released
+    record" as a host-verified guarantee while 24 of 30 released records broke it. Without linear_form the entry
+    is the handler's: claimed, in its name, saying whose evaluation it is; verify() does not settle it as a step's
+    claim."""
+    out, (entry,) = _cap_run(None)
+    assert int((out.data["x"] > 10).sum()) == 24
+    assert entry.status == "claimed" and entry.origin is privclust.ledger.Origin.COMPONENT
+    assert entry.component == "cap (constraint handler)"
+    assert "as its constraint handler 'cap' evaluates it" in entry.statement
+    assert "not the host's check" in entry.statement and "protects nothing" not in entry.statement
+    assert entry.details["evaluated_by"] == "cap" and "evaluated_as" not in entry.details
+    assert not [e for e in out.ledger.entries if e.mechanism == "edit rule" and e.status == "verified"]
+
+
+def test_the_host_evaluates_a_rule_from_its_coefficients_whatever_the_handlers_violations_say():
+    out, (entry,) = _cap_run("true")
+    assert entry.status == "verified" and entry.origin is privclust.ledger.Origin.HOST
+    assert entry.statement.startswith("edit rule 'x <= 10.0' is violated by 24 of 30 released records")
+    assert entry.details["evaluated_as"] == "x <= 10"
+    # the microaggregation's claim over x is told the rule does not hold on the released file
+    claim = next(e for e in out.ledger.entries if e.component == "microaggregation" and e.kind == "guarantee")
+    assert "'x <= 10.0' is violated by 24 of 30 released records" in claim.statement
+
+
+def test_a_malformed_linear_form_is_a_clear_error_and_fails_the_kit():
+    with pytest.raises(privclust.ConstraintError, match=r"linear_form\(\) must return a \(1, 2\) matrix"):
+        _cap_run("malformed")
+    problem = privclust.CAPABILITIES["linear_form"].check(_MalformedCapRules(("x", "y"), 10.0))
+    assert problem is not None and "a bug in their plugin" in problem
+    assert privclust.CAPABILITIES["linear_form"].check(_StatedCapRules(("x", "y"), 10.0)) is None
+
+
+def test_the_host_writes_its_own_text_of_the_form_it_evaluated():
+    from privclust.rule_check import linear_text
+
+    assert linear_text(np.array([1.0, -1.16, -1.07]), 0.0, True, ("total", "exp16", "exp7")) == \
+        "total - 1.16*exp16 - 1.07*exp7 = 0"
+    assert linear_text(np.array([-1.0, 0.0, 2.5]), -3.0, False, ("a", "b", "c")) == "-a + 2.5*c <= -3"
+    assert linear_text(np.array([0.0]), 1.0, False, ("a",)) == "0 <= 1"
+
+
+def test_the_original_data_rule_lines_say_whose_evaluation_they_are():
+    from privclust.assessment import rule_breaks, rule_breaks_lines
+
+    rng = np.random.default_rng(0)
+    df = pd.DataFrame({"x": rng.uniform(0, 100, 30), "y": rng.uniform(0, 100, 30)})
+    reg = _cap_registry(None)
+    compiled = privclust.compile({"constraints": [{"use": "cap", "cap": 10.0}],
+                                         "steps": [{"use": "microaggregation", "k": 3}]}, registry=reg)
+    lines = rule_breaks_lines(rule_breaks(df, privclust.ConstraintSet.of(compiled.constraints, tuple(df.columns))))
+    assert lines[1] == "  'x <= 10.0': holds on all 30 records judged (as its constraint handler 'cap' evaluates it)"
+
+
+def test_the_kit_finds_a_linear_form_that_disagrees_with_the_rules_own_violations():
+    problem = privclust.CAPABILITIES["linear_form"].check(_StatedCapRules(("x", "y"), 1.0))
+    assert problem is not None and "disagrees with the residuals of linear_form()" in problem
+    form_of = privclust.components.linear_form  # the built-in linear rules agree with their form
+    from privclust_plugins.constraints import LinearConstraints
+
+    rules = LinearConstraints(rules=["a <= b", "a + 2*b = 3", "b >= -1"]).bind(("a", "b"))
+    assert form_of(rules) is not None and privclust.CAPABILITIES["linear_form"].check(rules) is None

@@ -220,8 +220,11 @@ def test_violated_rules_are_recorded(reg, data):
               "steps": [{"use": "halves", "columns": ["a"]}]}
     broken = data.assign(total=data["total"] + np.r_[np.zeros(39), 5.0])
     out = privclust.run(recipe, broken, registry=reg)
-    statement = out.ledger.of_kind("guarantee")[0].statement
-    assert "violated by 1 of 40 released records (largest violation 5)" in statement
+    entry = out.ledger.of_kind("guarantee")[0]
+    # the test handler states no linear_form: the residuals are its own, and the entry says so
+    assert "violated by 1 of 40 released records as its constraint handler 'sum' evaluates it (largest violation " \
+        "5)" in entry.statement
+    assert entry.status == "claimed" and entry.details["evaluated_by"] == "sum"
 
 
 def test_a_rules_tolerance_is_its_own_not_another_rules_columns():
