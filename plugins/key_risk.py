@@ -229,7 +229,8 @@ class Suda2:
                 "probability"),
         "mean_dis_score": ("mean DIS-SUDA score", "probability"),
         "max_dis_score": ("largest DIS-SUDA score", "probability"),
-        "records_dis_above_threshold": ("records whose DIS-SUDA score exceeds the threshold", "records"),
+        "records_dis_above_threshold": ("records whose DIS-SUDA score exceeds the evaluator's threshold (its "
+                                        "parameter)", "records"),
     }
 
     keys: tuple[str, ...] = _keys_param()
@@ -294,7 +295,8 @@ class HouseholdRisk:
                                                  "hier_risk_ER)", "records"),
         "household_global_risk": ("household_expected_reidentifications as a share of the records (sdcMicro's "
                                   "hier_risk)", "share (0-1)"),
-        "households_above_threshold": ("households whose risk exceeds the threshold", "households"),
+        "households_above_threshold": ("households whose risk exceeds the evaluator's threshold (its parameter)",
+                                       "households"),
         "households": ("households in the released file", "households"),
     }
 

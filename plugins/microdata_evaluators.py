@@ -108,8 +108,9 @@ class SseSst:
     name: ClassVar[str] = "sse-sst"
     metric_descriptions: ClassVar[Mapping[str, tuple[str, str]]] = {
         "sse_sst": ("share of the total variance lost (100 SSE/SST, columns standardised by the original's mean "
-                    "and population s.d.); 0 = no loss, 100 = every record replaced by the mean; NaN when every "
-                    "column is constant in the original", "%"),
+                    "and population s.d.); 0 = no loss on the columns that vary in the original (a constant one is "
+                    "left out), 100 = every record replaced by the mean; NaN when every column is constant in the "
+                    "original", "%"),
         "sse": ("sum of squared changes of the standardised values (each record counted its weight times, over "
                 "the cells observed in both files)", "standardised units²"),
         "sst": ("sum of squares of the standardised original values over the same cells (records x varying "
@@ -136,7 +137,8 @@ class IL1s:
     name: ClassVar[str] = "il1s"
     metric_descriptions: ClassVar[Mapping[str, tuple[str, str]]] = {
         "il1s": ("mean over values of |x - x'| / (sqrt(2) s), s the original column's sample s.d. (constant "
-                 "columns left out; NaN when all are constant); 0 = no loss", "sd units"),
+                 "columns left out; NaN when all are constant); 0 = no loss on the non-constant columns",
+                 "sd units"),
     }
 
     weight: str | None = _weight_param()
@@ -293,7 +295,9 @@ class GroupSizes:
     name: ClassVar[str] = "group-sizes"
     metric_descriptions: ClassVar[Mapping[str, tuple[str, str]]] = {
         "k": ("the k the groups are judged against", "records"),
-        "groups": ("groups of records replaced by the same centre", "groups"),
+        "groups": ("groups of the step's partition: records replaced by the same centre (a microaggregation "
+                   "masker), or given the same label (a clusterer, whose step releases the records' values "
+                   "unchanged: its groups are no k-anonymity of the file)", "groups"),
         "min_size": ("smallest realised group of the step's partition (the released file's groups can differ "
                      "after a later step: see the host's check in the ledger)", "records"),
         "mean_size": ("mean realised group size", "records"),
@@ -576,8 +580,10 @@ class IndividualRisk:
                       "(population frequencies from the original file's weights)", "probability"),
         "max_risk": ("largest individual risk", "probability"),
         "expected_reidentifications": ("expected number of re-identifications (sum of the risks)", "records"),
-        "records_above_threshold": ("records whose risk exceeds the threshold", "records"),
-        "share_above_threshold": ("share of records whose risk exceeds the threshold", "share (0-1)"),
+        "records_above_threshold": ("records whose risk exceeds the evaluator's threshold (its parameter)",
+                                    "records"),
+        "share_above_threshold": ("share of records whose risk exceeds the evaluator's threshold (its parameter)",
+                                  "share (0-1)"),
     }
 
     keys: tuple[str, ...] = param(tuple, default=(), doc="the categorical key variables (quasi-identifiers; "

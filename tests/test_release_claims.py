@@ -281,3 +281,15 @@ def test_the_kit_finds_a_linear_form_that_disagrees_with_the_rules_own_violation
 
     rules = LinearConstraints(rules=["a <= b", "a + 2*b = 3", "b >= -1"]).bind(("a", "b"))
     assert form_of(rules) is not None and privclust.CAPABILITIES["linear_form"].check(rules) is None
+
+
+def test_group_sizes_does_not_say_a_clusterers_groups_were_replaced_and_headlines_its_smallest_group():
+    """A red-team audit (rt8 F3): on a clusterer step, whose records keep their raw values, group-sizes described
+    its groups as "records replaced by the same centre"; and the CLI headline was the parameter k."""
+    from privclust.assessment import headline_rows
+    from privclust_plugins.microdata_evaluators import GroupSizes
+
+    groups = GroupSizes.metric_descriptions["groups"][0]
+    assert "given the same label (a clusterer" in groups and "no k-anonymity of the file" in groups
+    rows = [{"evaluator": "group-sizes", "metric": m, "value": 1.0} for m in ("k", "groups", "min_size")]
+    assert [r["metric"] for r in headline_rows(rows)] == ["min_size"]
