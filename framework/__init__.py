@@ -88,7 +88,7 @@ if TYPE_CHECKING:  # pragma: no cover
         is_real_column,
         stated_params,
     )
-    from .constraints import RULE_RTOL, ConstraintSet, RuleStatus, integer_rule_tolerance, judge
+    from .constraints import RULE_RTOL, ConstraintSet, RuleStatus, integer_flags, integer_rule_tolerance, judge
     from .errors import (
         BudgetExceededError,
         ConstraintError,
@@ -151,7 +151,7 @@ _LAZY: dict[str, str] = {name: module for module, names in {
         "Evaluator FuzzyClusterer Masked Masker NoiseMechanism Partition Sensitivity TopMemberships "
         "capability component_params data_matrix is_real_column stated_params"
     ),
-    "constraints": "RULE_RTOL ConstraintSet RuleStatus integer_rule_tolerance judge",
+    "constraints": "RULE_RTOL ConstraintSet RuleStatus integer_flags integer_rule_tolerance judge",
     "errors": (
         "BudgetExceededError ConstraintError DataError DatasetUnavailableError DuplicateComponentError "
         "ParameterError PluginError PrivclustError PrivclustWarning Problem RecipeError UnknownComponentError"
@@ -239,6 +239,7 @@ __all__ = [
     "ConstraintSet",
     "RULE_RTOL",
     "RuleStatus",
+    "integer_flags",
     "integer_rule_tolerance",
     "judge",
     "ContextView",

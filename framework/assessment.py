@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from .components import EvaluationInputs
-from .constraints import ConstraintSet, judge
+from .constraints import ConstraintSet, integer_flags, judge
 from .errors import DataError, PrivclustError
 from .plots import RISK_HINTS
 
@@ -163,7 +163,8 @@ def rule_breaks(frame: pd.DataFrame, rules: ConstraintSet | None) -> list[dict[s
     fails, in the units of its columns)."""
     if rules is None or not rules.rules:
         return []
-    status = judge(rules, frame.loc[:, list(rules.columns)].to_numpy(dtype=float, na_value=np.nan))
+    status = judge(rules, frame.loc[:, list(rules.columns)].to_numpy(dtype=float, na_value=np.nan),
+                   integer=integer_flags(frame, rules.columns))
     out = []
     for r, text in enumerate(rules.rules):
         bad = status.violated[:, r]

@@ -48,7 +48,7 @@ from .cli_options import read_numbers, report_paths, run_seed
 from .cliargs import build_parser
 from .compare import check_plot, compare, parse_sweep, summarize
 from .compiling import is_key_masker, spends_privacy
-from .constraints import ConstraintSet, judge
+from .constraints import ConstraintSet, integer_flags, judge
 from .datasets import TABLE1_RULE, table1
 from .defaults import default_reason, default_step_lines
 from .errors import DataError, PrivclustError, RecipeError
@@ -627,7 +627,8 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 def _rules_violated(frame: Any, rules: ConstraintSet) -> np.ndarray:
     """Per rule, how many records of ``frame`` violate it (the host's own test, :func:`judge`)."""
-    return judge(rules, frame.loc[:, list(rules.columns)].to_numpy(dtype=float, na_value=np.nan)).violated.sum(axis=0)
+    return judge(rules, frame.loc[:, list(rules.columns)].to_numpy(dtype=float, na_value=np.nan),
+                 integer=integer_flags(frame, rules.columns)).violated.sum(axis=0)
 
 
 def _with_rule_check(frame: Any, rules: Any = None) -> Any:
@@ -639,7 +640,8 @@ def _with_rule_check(frame: Any, rules: Any = None) -> Any:
         residual = frame["total"] - (1.16 * frame["exp16"] + 1.07 * frame["exp7"])
         shown["residual"] = residual.where(residual.abs() > 1e-9, 0.0)  # no "-0.00" from float rounding
     if rules is not None and set(rules.columns) <= set(map(str, frame.columns)):
-        status = judge(rules, frame.loc[:, list(rules.columns)].to_numpy(dtype=float, na_value=np.nan))
+        status = judge(rules, frame.loc[:, list(rules.columns)].to_numpy(dtype=float, na_value=np.nan),
+                       integer=integer_flags(frame, rules.columns))
         # a record a rule cannot be decided on (a missing or infinite value) neither satisfies nor violates it
         shown["rule"] = np.where(status.violated.any(axis=1), "VIOLATED",
                                  np.where(status.holds(), "ok", "not evaluable"))

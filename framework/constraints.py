@@ -31,7 +31,7 @@ import numpy as np
 from .components import BoundConstraints, linear_form
 from .errors import ConstraintError
 
-__all__ = ["RULE_RTOL", "ConstraintSet", "RuleStatus", "integer_rule_tolerance", "judge"]
+__all__ = ["RULE_RTOL", "ConstraintSet", "RuleStatus", "integer_flags", "integer_rule_tolerance", "judge"]
 
 #: A record satisfies an edit rule when the rule's violation is at most this
 #: times the size of the rule's terms in the record
@@ -43,6 +43,19 @@ __all__ = ["RULE_RTOL", "ConstraintSet", "RuleStatus", "integer_rule_tolerance",
 #: 1e12 and a rule "staff <= 0.00001 turnover" broken by 0.37 with turnover
 #: near 1e9.
 RULE_RTOL = 1e-11
+
+
+def integer_flags(frame: Any, columns: Sequence[str]) -> list[bool]:
+    """Per column of ``columns``, whether ``frame`` holds it as whole numbers
+    (an integer dtype: numpy ``int*`` and ``uint*``, pandas nullable ``Int*``
+    and ``UInt*``, not bool; a column the frame lacks is not): the
+    ``integer`` flags of :func:`judge`, so that every place that judges a
+    file's rules (the host's check, the CLI's lines on the original data,
+    ``edit-violations``) judges a rule over integer columns alike."""
+    import pandas as pd
+
+    return [c in frame.columns and pd.api.types.is_integer_dtype(frame[c]) and not pd.api.types.is_bool_dtype(
+        frame[c]) for c in columns]
 
 
 def integer_rule_tolerance(sizes: Any, n_terms: Any) -> Any:
@@ -147,11 +160,16 @@ def judge(rules: Any, values: Any, *, rtol: float = RULE_RTOL, integer: Sequence
 
 
 class ConstraintSet:
-    """Several bound constraint handlers over the same ordered columns."""
+    """Several bound constraint handlers over the same ordered columns.
+
+    ``handlers``: the name of each part's constraint handler (for the
+    ledger's words). ``forms=False``: ignore the parts' :func:`linear_form`
+    and evaluate every rule by its handler's own ``violations()``
+    (:meth:`handlers_own`)."""
 
     def __init__(self, columns: Sequence[str], parts: Sequence[BoundConstraints], *,
                  max_iter: int = 500, tol: float = 1e-10, variables: Sequence[Iterable[str]] | None = None,
-                 handlers: Sequence[str] | None = None):
+                 handlers: Sequence[str] | None = None, forms: bool = True):
         self.columns = tuple(columns)
         self.parts = tuple(parts)
         for p in self.parts:
@@ -160,7 +178,8 @@ class ConstraintSet:
                     f"bound constraints over {list(p.columns)} cannot join a set over {list(self.columns)}"
                 )
         self.rules: tuple[str, ...] = tuple(r for p in self.parts for r in p.rules)
-        self._forms = [linear_form(p) for p in self.parts]
+        self._handlers = handlers
+        self._forms = [linear_form(p) if forms else None for p in self.parts]
         self._rule_forms: list[tuple[np.ndarray, float, bool] | None] = [
             None if form is None else (form[0][i], float(form[1][i]), bool(form[2][i]))
             for p, form in zip(self.parts, self._forms, strict=True) for i in range(len(p.rules))]
@@ -174,8 +193,12 @@ class ConstraintSet:
         #: Per rule, the columns it uses, in the order of :attr:`columns`: the
         #: ``rule_columns`` of the bound rules when they state them, else
         #: ``variables`` (one set of names per rule, e.g. the handlers'
-        #: ``variables()``), else every column.
-        self.rule_columns: tuple[tuple[str, ...], ...] = self._rule_columns(variables)
+        #: ``variables()``), else every column; with every column of a
+        #: non-zero coefficient of a stated :func:`linear_form` added (the
+        #: host evaluates the rule on these).
+        self.rule_columns: tuple[tuple[str, ...], ...] = tuple(
+            cols if form is None else tuple(c for j, c in enumerate(self.columns) if c in cols or form[0][j] != 0.0)
+            for cols, form in zip(self._rule_columns(variables), self._rule_forms, strict=True))
         index = {c: j for j, c in enumerate(self.columns)}
         #: :attr:`rule_columns` as positions in :attr:`columns`.
         self.rule_positions: list[list[int]] = [[index[c] for c in cols] for cols in self.rule_columns]
@@ -213,6 +236,15 @@ class ConstraintSet:
                                           f"the bound columns {list(self.columns)}")
                 out.append(tuple(c for c in self.columns if c in names))
         return tuple(out)
+
+    def handlers_own(self) -> ConstraintSet:
+        """The same rules evaluated by their handlers alone (each part's
+        ``violations()`` and ``magnitudes``, no :func:`linear_form`): the
+        host's check compares the two, so that a stated form which is not
+        what the handler evaluates is found (a red-team audit: a plugin
+        stated ``x <= 1e6`` for its rule ``x <= 10``)."""
+        return ConstraintSet(self.columns, self.parts, max_iter=self.max_iter, tol=self.tol,
+                             variables=self.rule_columns, handlers=self._handlers, forms=False)
 
     def rule_form(self, r: int) -> tuple[np.ndarray, float, bool] | None:
         """Rule ``r`` as the host evaluates it: its coefficients over :attr:`columns`, its right-hand side and

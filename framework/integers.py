@@ -15,7 +15,7 @@ from .accounting import HOST, PrivacyContext
 from .comparison import exact_codes
 from .compiling import CompiledStep, StepOutcome, spends_privacy
 from .components import capability, is_real_column
-from .constraints import ConstraintSet, judge
+from .constraints import ConstraintSet, integer_flags, judge
 from .errors import DataError, PrivclustError
 
 __all__ = ["EXACT_INTEGERS", "inexact_integer_problems", "integer_columns", "private_columns", "release_integers",
@@ -24,8 +24,7 @@ __all__ = ["EXACT_INTEGERS", "inexact_integer_problems", "integer_columns", "pri
 def integer_columns(frame: pd.DataFrame) -> tuple[str, ...]:
     """The columns of ``frame`` with an integer dtype: numpy ``int*`` and
     ``uint*``, pandas nullable ``Int*`` and ``UInt*`` (not boolean)."""
-    return tuple(c for c in frame.columns
-                 if pd.api.types.is_integer_dtype(frame[c]) and not pd.api.types.is_bool_dtype(frame[c]))
+    return tuple(c for c, whole in zip(frame.columns, integer_flags(frame, frame.columns), strict=True) if whole)
 
 
 def _integer_dtype(dtype: Any, values: np.ndarray) -> tuple[Any, str | None]:

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from .accounting import PrivacyContext
-from .constraints import RULE_RTOL, ConstraintSet, judge
+from .constraints import RULE_RTOL, ConstraintSet, RuleStatus, integer_flags, judge
 from .ledger import Origin
 
 __all__ = ["linear_text", "record_rules"]
@@ -34,6 +34,27 @@ def linear_text(coefficients: np.ndarray, rhs: float, equality: bool, columns: t
     left = " ".join(terms) if terms else "0"
     left = left[2:] if left.startswith("+ ") else "-" + left[2:] if left.startswith("- ") else left
     return f"{left} {'=' if equality else '<='} {_number(float(rhs))}"
+
+
+def _disagreement(context: PrivacyContext, rules: ConstraintSet, r: int, form: tuple[np.ndarray, float, bool],
+                  status: RuleStatus, theirs: RuleStatus, differ: int) -> tuple[str, frozenset[str], int, int, str]:
+    """The entry of a rule whose stated coefficients and whose handler's own
+    ``violations()`` disagree on some records: the host cannot tell which is
+    the rule, so it says both, refutes neither the file nor the rule, and
+    counts the rule as violated wherever either says so."""
+    text, name = rules.rules[r], rules.rule_handlers[r] or "its plugin"
+    judged = int((~status.undecided[:, r]).sum())
+    by_form, by_handler = int(status.violated[:, r].sum()), int(theirs.violated[:, r].sum())
+    evaluated_as = linear_text(*form, rules.columns)
+    statement = (f"edit rule {text!r} cannot be checked by the host: the coefficients its constraint handler "
+                 f"{name!r} states ({evaluated_as}) and the handler's own violations() disagree on {differ} of "
+                 f"{judged} released records. By those coefficients it is violated by {by_form}; by the handler's "
+                 f"violations(), by {by_handler}.")
+    context._record_host("guarantee", statement, mechanism="edit rule", status="refuted",
+                         details={"rule": text, "evaluated_as": evaluated_as, "evaluated_by": name,
+                                  "records_in_disagreement": differ, "violated_records": max(by_form, by_handler)})
+    either = int((status.violated[:, r] | theirs.violated[:, r]).sum())
+    return text, frozenset(rules.rule_columns[r]), either, judged, name
 
 
 def record_rules(context: PrivacyContext, rules: ConstraintSet | None, frame: pd.DataFrame,
@@ -65,13 +86,19 @@ def record_rules(context: PrivacyContext, rules: ConstraintSet | None, frame: pd
         return violated_rules
     values = frame.loc[:, list(rules.columns)].to_numpy(dtype=float, na_value=np.nan)
     # a rule over integer columns only is judged as whole numbers are: to double precision, not RULE_RTOL
-    whole = [pd.api.types.is_integer_dtype(frame[c]) and not pd.api.types.is_bool_dtype(frame[c])
-             for c in rules.columns]
+    whole = integer_flags(frame, rules.columns)
     status = judge(rules, values, integer=whole)
+    # where the host evaluates a stated form, the handler's own evaluation must agree with it on every record
+    theirs = judge(rules.handlers_own(), values, integer=whole) if any(rules.host_evaluated) else status
     for r, text in enumerate(rules.rules):
         form = rules.rule_form(r)
         own = "" if form is not None else (rules.rule_handlers[r] or "its plugin")
         as_by = f" as its constraint handler {own!r} evaluates it" if own else ""
+        if form is not None:
+            differ = theirs.violated[:, r] != status.violated[:, r]
+            if differ.any():
+                violated_rules.append(_disagreement(context, rules, r, form, status, theirs, int(differ.sum())))
+                continue
         skipped = status.missing[:, r]
         unknown = status.undecided[:, r] & ~skipped
         counted = ~status.undecided[:, r]

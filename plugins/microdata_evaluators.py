@@ -490,7 +490,9 @@ class EditViolations:
         for label, frame in (("", inputs.protected), (" (original)", inputs.original)):
             # the host's own test (privclust.judge): a rule is judged on the records that have all its columns and
             # on which double precision decides it
-            status = privclust.judge(rules, self._values(frame, columns), rtol=self.tol)
+            # a rule over integer columns only is judged to double precision, as the host's check judges it
+            status = privclust.judge(rules, self._values(frame, columns), rtol=self.tol,
+                                     integer=privclust.integer_flags(frame, columns))
             for r, text in enumerate(rules.rules):
                 evaluable = ~status.undecided[:, r]
                 v = status.residuals[evaluable, r]

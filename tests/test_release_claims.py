@@ -175,7 +175,15 @@ class _MalformedCapRules(_CapRules):
         return np.zeros((2, 5)), [self.cap], [False]
 
 
-_RULES = {None: _CapRules, "true": _StatedCapRules, "malformed": _MalformedCapRules}
+class _LooseFormCapRules(_CapRules):
+    def violations(self, points):  # the truth ...
+        return np.maximum(np.asarray(points, dtype=float)[:, [self.columns.index("x")]] - self.cap, 0.0)
+
+    def linear_form(self):  # ... but a form that says x <= 1e6
+        return np.eye(len(self.columns))[[self.columns.index("x")]], [1e6], [False]
+
+
+_RULES = {None: _CapRules, "true": _StatedCapRules, "malformed": _MalformedCapRules, "loose": _LooseFormCapRules}
 
 
 def _cap_registry(form):
@@ -235,10 +243,9 @@ def test_a_handler_the_host_cannot_evaluate_is_its_own_word_not_a_host_verificat
 
 
 def test_the_host_evaluates_a_rule_from_its_coefficients_whatever_the_handlers_violations_say():
-    out, (entry,) = _cap_run("true")
-    assert entry.status == "verified" and entry.origin is privclust.ledger.Origin.HOST
-    assert entry.statement.startswith("edit rule 'x <= 10.0' is violated by 24 of 30 released records")
-    assert entry.details["evaluated_as"] == "x <= 10"
+    out, (entry,) = _cap_run("true")  # a true form, and violations() that say every record holds
+    assert entry.status == "refuted" and entry.details["evaluated_as"] == "x <= 10"
+    assert "By those coefficients it is violated by 24; by the handler's violations(), by 0." in entry.statement
     # the microaggregation's claim over x is told the rule does not hold on the released file
     claim = next(e for e in out.ledger.entries if e.component == "microaggregation" and e.kind == "guarantee")
     assert "'x <= 10.0' is violated by 24 of 30 released records" in claim.statement
@@ -293,3 +300,37 @@ def test_group_sizes_does_not_say_a_clusterers_groups_were_replaced_and_headline
     assert "given the same label (a clusterer" in groups and "no k-anonymity of the file" in groups
     rows = [{"evaluator": "group-sizes", "metric": m, "value": 1.0} for m in ("k", "groups", "min_size")]
     assert [r["metric"] for r in headline_rows(rows)] == ["min_size"]
+
+
+def test_a_stated_form_that_disagrees_with_the_handlers_own_violations_is_not_verified():
+    """A red-team audit (rt11 F1): a handler labelled its rule 'x <= 10.0' and stated the form x <= 1e6; the host
+    wrote "holds on every released record", verified, while 24 of 30 released records broke it."""
+    out, (entry,) = _cap_run("loose")
+    assert entry.status == "refuted" and "cannot be checked by the host" in entry.statement
+    assert "(x <= 1000000)" in entry.statement and "disagree on 24 of 30 released records" in entry.statement
+    assert "By those coefficients it is violated by 0; by the handler's violations(), by 24." in entry.statement
+    claim = next(e for e in out.ledger.entries if e.component == "microaggregation" and e.kind == "guarantee")
+    assert "'x <= 10.0' is violated by 24 of 30 released records as its constraint handler 'cap' evaluates it" \
+        in claim.statement
+
+
+def test_every_place_that_judges_a_rule_over_integer_columns_judges_it_to_double_precision():
+    """A red-team audit (rt11 F2): with a = 2b + 1 and b near 5e11, the ledger said 'a <= 2*b' is violated, but
+    the CLI's lines on the original data said "holds on all 30 records judged" and edit-violations "share violated
+    0.0" beside "max violation 1.0"."""
+    from privclust.assessment import rule_breaks
+
+    b = np.random.default_rng(0).integers(5 * 10**11, 6 * 10**11, 30)
+    df = pd.DataFrame({"a": 2 * b + 1, "b": b})
+    recipe = {"constraints": [{"use": "linear", "rules": ["a <= 2*b"]}], "steps": [{"use": "microaggregation", "k": 3}],
+              "evaluate": ["edit-violations"]}
+    compiled = privclust.compile(recipe)
+    (breaks,) = rule_breaks(df, privclust.ConstraintSet.of(compiled.constraints, tuple(df.columns)))
+    assert breaks["broken"] == 30 and breaks["max_residual"] == 1.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        out = privclust.run(recipe, df, seed=1)
+    assert out.evaluation("a <= 2*b: share violated (original)") == 1.0
+    entry = next(e for e in out.ledger.entries if e.mechanism == "edit rule")
+    share = out.evaluation("a <= 2*b: share violated")
+    assert share * 30 == entry.details["violated_records"]
