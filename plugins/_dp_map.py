@@ -377,6 +377,59 @@ def kmeans_refine(labels: np.ndarray, centres: np.ndarray, w: np.ndarray, f: np.
     return new
 
 
+#: With ``n_clusters = k``: a cluster of less than this share of ``1/k`` of the mass is weighed against a
+#: k-means split elsewhere (:func:`absorb_small`) ...
+SMALL_SHARE = 0.5
+#: ... which replaces it when its weighted sum of squares is at most this share of the partition's.
+SWAP_SSE = 0.75
+
+
+def _sse(labels: np.ndarray, centres: np.ndarray, w: np.ndarray) -> float:
+    """The weighted sum of squares of the leaves' centres about their clusters' weighted means."""
+    K = int(labels.max()) + 1
+    mass = np.bincount(labels, weights=w, minlength=K)
+    sums = np.zeros((K, centres.shape[1]))
+    np.add.at(sums, labels, centres * w[:, None])
+    means = sums / np.maximum(mass, 1e-300)[:, None]
+    return float(np.sum(w * ((centres - means[labels]) ** 2).sum(axis=1)))
+
+
+def absorb_small(labels: np.ndarray, stability: list, k: int, f: np.ndarray, pairs: tuple[np.ndarray, np.ndarray],
+                 centres: np.ndarray, w: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, list, int]:
+    """With ``n_clusters = k`` (post-processing of the map only): while the
+    lightest of the ``k`` clusters holds less than :data:`SMALL_SHARE` of
+    the mean share ``1/k`` of the noisy mass, the partition that merges
+    clusters to ``k - 1`` (:func:`_merge_to`, where that light cluster
+    joins its Ward neighbour) and splits the widest by 2-means
+    (:func:`split_to`, then :func:`kmeans_refine`) replaces it when its
+    weighted sum of squares is at most :data:`SWAP_SSE` of the current
+    one's. Told k, a small dense bump with a real valley had kept one of
+    the k clusters while two large overlapping classes stayed one (iris
+    drawn up with jitter to 100,000 records, 4 columns: bumps of 0.7-2.7%
+    of the records, the swap's sum of squares 0.64-0.67 of theirs; ARI
+    0.628 to 0.707 over 3 draws x 3 seeds, diffprivlib told k 0.694). A
+    small cluster apart from the rest stays: the 1:100 imbalance's 1%
+    cluster, whose swap keeps 0.87-0.90 of the sum of squares. Nothing
+    changed on the shape sets, the 2-D mixture family, 50 clusters or the
+    other real sets. Returns the labels, the stabilities and the number of
+    swaps."""
+    swaps = 0
+    for _ in range(k):
+        K = int(labels.max()) + 1
+        mass = np.bincount(labels, weights=w, minlength=K)
+        if K != k or k < 2 or mass.min() >= SMALL_SHARE / k * mass.sum():
+            break
+        merged, kept = _merge_to(labels, stability, f, pairs, k - 1, centres, w)
+        split = split_to(merged, centres, w, k)
+        if int(split.max()) + 1 < k or _sse(split, centres, w) > SWAP_SSE * _sse(labels, centres, w):
+            break
+        refined = kmeans_refine(split, centres, w, f, lo, hi, pairs)
+        labels = split if refined is None else refined
+        stability = list(kept) + [0.0] * (k - len(kept))
+        swaps += 1
+    return labels, stability, swaps
+
+
 #: The reference cluster of the power test of the automatic mode (:func:`map_underpowered`): a compact cluster
 #: holding this share of ``N~`` ...
 POWER_CLUSTER_SHARE = 0.1
@@ -555,11 +608,16 @@ def cluster_map(lo: np.ndarray, hi: np.ndarray, depth: np.ndarray, noisy: np.nda
         stability = [0.0] * K if one_mode else list(stability) + [0.0] * (K - len(stability))
         refined = 0
     if n_clusters is not None and leaf_labels.max() >= 1:
-        refined_k = kmeans_refine(leaf_labels, centres_leaf, np.maximum(noisy - KMEANS_NOISE_FLOOR * b, 0.0), f,
-                                  lo, hi, pairs)
+        floor = np.maximum(noisy - KMEANS_NOISE_FLOOR * b, 0.0)
+        refined_k = kmeans_refine(leaf_labels, centres_leaf, floor, f, lo, hi, pairs)
         if refined_k is not None:
             leaf_labels = refined_k
             rule += ", then refined by k-means (its boundaries cut through no more density)"
+        leaf_labels, stability, swaps = absorb_small(leaf_labels, list(stability), n_clusters, f, pairs,
+                                                     centres_leaf, floor, lo, hi)
+        if swaps:
+            rule += (f"; {swaps} light cluster(s) merged into a neighbour and the widest split by 2-means instead "
+                     f"(a sum of squares at most {SWAP_SSE:g} of theirs)")
     # cluster ids: by decreasing noisy mass, ties by the peak leaf (a function of the map alone)
     K = int(leaf_labels.max()) + 1
     mass = np.bincount(leaf_labels, weights=w, minlength=K)

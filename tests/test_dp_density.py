@@ -1128,3 +1128,31 @@ def test_kmeans_refine_moves_a_boundary_into_a_valley_but_not_across_a_shape():
     by_density = (x > 0.6).astype(np.int64)
     assert _dp_map.boundary_density(by_density, bars, lo, hi, pairs) == 0.0
     assert _dp_map.kmeans_refine(by_density, x[:, None], bars, bars, lo, hi, pairs) is None
+
+
+def test_told_k_a_light_bump_gives_way_to_a_split_of_two_overlapping_classes_but_a_far_small_cluster_stays():
+    """absorb_small (issue 26, iris drawn up with jitter told k = 3: a dense bump of 0.7-2.7% of the records kept
+    one of the 3 clusters while versicolor and virginica stayed one; ARI 0.628 -> 0.707). On a line of 200
+    leaves: a class apart at 0.1, two overlapping classes at 0.5 and 0.62, and a narrow bump of 2% at 0.8 touching
+    them; told k = 3 with the bump as a cluster, the bump joins its neighbour and the overlapping pair is split.
+    A 1% cluster across empty space (a 1:100 imbalance, k = 2) stays: the swap keeps most of the sum of squares."""
+    edges = np.linspace(0.0, 1.0, 201)
+    lo, hi = edges[:-1, None], edges[1:, None]
+    x = 0.5 * (lo[:, 0] + hi[:, 0])
+    pairs = (np.arange(199), np.arange(1, 200))
+
+    def bump(at, sd, mass):
+        g = np.exp(-0.5 * ((x - at) / sd) ** 2)
+        return mass * g / g.sum()
+
+    w = bump(0.1, 0.03, 0.33) + bump(0.5, 0.05, 0.33) + bump(0.62, 0.05, 0.32) + bump(0.8, 0.008, 0.02)
+    labels = np.where(x < 0.25, 0, np.where(x < 0.76, 1, 2)).astype(np.int64)
+    out, stability, swaps = _dp_map.absorb_small(labels, [1.0, 1.0, 1.0], 3, w, pairs, x[:, None], w, lo, hi)
+    assert swaps == 1 and len(stability) == 3 and int(out.max()) + 1 == 3
+    assert np.unique(out[x < 0.25]).size == 1 and out[np.argmin(abs(x - 0.8))] == out[np.argmin(abs(x - 0.62))]
+    assert out[np.argmin(abs(x - 0.45))] != out[np.argmin(abs(x - 0.67))]
+    far = bump(0.3, 0.05, 0.99) + bump(0.9, 0.01, 0.01)
+    apart = (x > 0.7).astype(np.int64)
+    kept, _, none = _dp_map.absorb_small(apart, [1.0, 1.0], 2, far, pairs, x[:, None], far, lo, hi)
+    assert none == 0
+    np.testing.assert_array_equal(kept, apart)
