@@ -584,10 +584,14 @@ def _active_set_solution(W: np.ndarray, A: np.ndarray, c: np.ndarray, S: tuple[i
     return W - step, lam
 
 
-def _kkt_ok(Wp: np.ndarray, lam: np.ndarray, A: np.ndarray, c: np.ndarray, tol: np.ndarray) -> np.ndarray:
-    feas = np.all(Wp @ A.T - c <= tol[:, None], axis=1)
+def _kkt_ok(Wp: np.ndarray, lam: np.ndarray, A: np.ndarray, c: np.ndarray, tol: np.ndarray,
+            S: tuple[int, ...]) -> np.ndarray:
+    """Per row, whether ``Wp`` satisfies every inequality within ``tol``
+    (``(n, m)``, per row and inequality) and the multipliers of the active
+    set ``S`` are non-negative within the same tolerance."""
+    feas = np.all(Wp @ A.T - c <= tol, axis=1)
     if lam.shape[1]:
-        feas &= np.all(lam >= -tol[:, None] * 1e-3 - 1e-15, axis=1)
+        feas &= np.all(lam >= -tol[:, list(S)], axis=1)
     return feas
 
 
@@ -607,7 +611,7 @@ def _solve_enumerate(W: np.ndarray, A: np.ndarray, c: np.ndarray, tol: np.ndarra
             if sol is None:
                 continue
             Wp, lam = sol
-            ok = _kkt_ok(Wp, lam, A, c, tol[todo])
+            ok = _kkt_ok(Wp, lam, A, c, tol[todo], S)
             out[todo[ok]] = Wp[ok]
             todo = todo[~ok]
     if todo.size:
@@ -659,7 +663,7 @@ def _solve_dual(W: np.ndarray, A: np.ndarray, c: np.ndarray, tol: np.ndarray, ma
             if sol is None:
                 continue
             Wp, lm = sol
-            ok = _kkt_ok(Wp, lm, A, c, tol[todo[rows]])
+            ok = _kkt_ok(Wp, lm, A, c, tol[todo[rows]], S)
             out[todo[rows[ok]]] = Wp[ok]
             done[rows[ok]] = True
         keep = ~done
@@ -670,15 +674,17 @@ def _solve_dual(W: np.ndarray, A: np.ndarray, c: np.ndarray, tol: np.ndarray, ma
 
 
 def project_polyhedron(Z: np.ndarray, E: np.ndarray, f: np.ndarray, A: np.ndarray, c: np.ndarray, *,
-                       rtol: float = 1e-10, max_iter: int = 10_000, max_active_sets: int = 256
+                       rtol: float = 1e-13, max_iter: int = 10_000, max_active_sets: int = 256
                        ) -> tuple[np.ndarray, ProjectionStats]:
     """Euclidean projection of every row of ``Z`` onto ``{E z = f, A z <= c}``.
 
     :param Z: ``(n, d)`` points (not modified).
     :param E, f: ``(p, d)`` and ``(p,)`` equalities (``p`` may be 0).
     :param A, c: ``(q, d)`` and ``(q,)`` inequalities (``q`` may be 0).
-    :param rtol: feasibility and multiplier tolerance, relative to
-        ``1 + max |z|`` of the row.
+    :param rtol: feasibility and multiplier tolerance of each inequality,
+        relative to the size of its terms at the row,
+        ``sum_j |a_j z_j| + |c|`` (a small multiple of the double-precision
+        error of evaluating it).
     :param max_iter: iteration cap of the dual method.
     :param max_active_sets: enumerate active sets exactly when there are at
         most this many candidates; otherwise use the dual method.
@@ -697,7 +703,11 @@ def project_polyhedron(Z: np.ndarray, E: np.ndarray, f: np.ndarray, A: np.ndarra
         Aw, cw = Aw[~flat], cw[~flat]
     Aw = Aw / row_norm[~flat, None]
     cw = cw / row_norm[~flat]
-    tol = rtol * (1.0 + np.max(np.abs(Z), axis=1))
+    # per row and inequality, rtol times the size of the rule's own terms at the row, sum_j |a_j z_j| + |c| (with
+    # the equalities' point z0 counted in; in the units of the normalised rule), the scale of the floating-point
+    # error of evaluating it. Not rtol * (1 + max |z|): that accepted a break of 50 at values near 1e12 as
+    # "already feasible" (a red-team audit)
+    tol = rtol * ((np.abs(Z) + np.abs(z0)) @ np.abs(A[~flat]).T + np.abs(c[~flat])) / row_norm[~flat]
     q, r = Aw.shape
     candidates = sum(math.comb(q, s) for s in range(0, min(q, r) + 1))
     if q == 0:

@@ -96,8 +96,9 @@ class LinearConstraints:
 
     rules: tuple[str, ...] = param(tuple, converter=_as_rules, check=_check_rules,
                                    doc='edit rules over column names, e.g. ["total = a + b", "tax <= 0.5*gross"]')
-    tol: float = param(float, role="plain", default=1e-10, gt=0, lt=1e-3,
-                       doc="feasibility tolerance of the projection, relative to 1 + the largest |value| of a row")
+    tol: float = param(float, role="plain", default=1e-13, ge=1e-15, lt=privclust.RULE_RTOL,
+                       doc="feasibility and multiplier tolerance of the projection, relative to the size of each "
+                           "rule's terms at the row, sum_j |a_j x_j| + |b| (below the host's RULE_RTOL)")
     max_iter: int = param(int, default=10_000, ge=25,
                           doc="iteration cap of the dual method used when there are many inequalities")
     max_active_sets: int = param(int, default=256, ge=1,
@@ -208,6 +209,12 @@ class LinearConstraints:
         return BoundLinear(self, columns, chosen)
 
 
+#: How many times :meth:`BoundLinear.project` projects again the rows that
+#: the host's check (:func:`privclust.judge`) would still call violated after
+#: a projection.
+REPROJECTIONS = 2
+
+
 class BoundLinear:
     """Linear edit rules bound to an ordered list of columns.
 
@@ -287,7 +294,11 @@ class BoundLinear:
         ``sum_j ((x_j - y_j) / scale_j)^2``; never modifies ``points``.
 
         Columns no rule involves are returned unchanged, and so are rows
-        that already satisfy every rule to float rounding (``1e-13`` relative).
+        that already satisfy every rule to float rounding (``1e-13`` of the
+        size of the rule's terms, ``sum_j |a_j x_j| + |b|``). A projected
+        row that the host's check would still call violated (beyond
+        :data:`privclust.RULE_RTOL` of the size of the rule's terms) is
+        projected again from where it is, up to :data:`REPROJECTIONS` times.
         """
         X = self._points(points)
         out = np.array(X, dtype=float, copy=True)
@@ -300,26 +311,40 @@ class BoundLinear:
             slack = self._slack_scale(X)
             ok = np.all(np.isfinite(slack) & (self.violations(X) <= 1e-13 * slack), axis=1)
         rows = np.flatnonzero(~ok)
-        if rows.size:
-            J = self.involved
-            sj = s[J]
-            Z = X[np.ix_(rows, J)] / sj
-            M = self._matrix[:, J] * sj  # the rules in z-space
-            # each rule divided by its largest coefficient: the same rule, and 1e299*a <= 1e299*b no longer
-            # overflows (its rows were skipped and released broken: a red-team audit)
-            norm = np.abs(M).max(axis=1, initial=0.0)
-            norm = np.where(norm > 0, norm, 1.0)
-            M, rhs = M / norm[:, None], self._rhs / norm
-            eq = self._kinds
-            proj, stats = _linear.project_polyhedron(
-                Z, M[eq], rhs[eq], M[~eq], rhs[~eq], rtol=self.handler.tol,
-                max_iter=self.handler.max_iter, max_active_sets=self.handler.max_active_sets)
-            self.last_stats = stats
-            out[np.ix_(rows, J)] = proj * sj
-            for j, limit, upper in self._bounds:
-                col = out[rows, j]
-                out[rows, j] = np.minimum(col, limit) if upper else np.maximum(col, limit)
+        for _ in range(1 + REPROJECTIONS):
+            if not rows.size:
+                break
+            out[rows] = self._project_rows(out[rows], s)
+            # rows the host's check (privclust.judge, RULE_RTOL of the rule's terms) would still call violated are
+            # projected again from where they are (float error of a far-away start point, or a bound's snap)
+            with np.errstate(over="ignore", invalid="ignore"):
+                Y = out[rows]
+                still = np.any(self.violations(Y) > privclust.RULE_RTOL * self._slack_scale(Y), axis=1)
+            rows = rows[still]
         return out if np.ndim(points) == 2 else out[0]
+
+    def _project_rows(self, X: np.ndarray, s: np.ndarray) -> np.ndarray:
+        """``X`` (rows to project, in the order of :attr:`columns`)
+        projected in the metric of ``s``, then snapped onto the bounds."""
+        out = X.copy()
+        J = self.involved
+        sj = s[J]
+        Z = X[:, J] / sj
+        M = self._matrix[:, J] * sj  # the rules in z-space
+        # each rule divided by its largest coefficient: the same rule, and 1e299*a <= 1e299*b no longer
+        # overflows (its rows were skipped and released broken: a red-team audit)
+        norm = np.abs(M).max(axis=1, initial=0.0)
+        norm = np.where(norm > 0, norm, 1.0)
+        M, rhs = M / norm[:, None], self._rhs / norm
+        eq = self._kinds
+        proj, stats = _linear.project_polyhedron(
+            Z, M[eq], rhs[eq], M[~eq], rhs[~eq], rtol=self.handler.tol,
+            max_iter=self.handler.max_iter, max_active_sets=self.handler.max_active_sets)
+        self.last_stats = stats
+        out[:, J] = proj * sj
+        for j, limit, upper in self._bounds:
+            out[:, j] = np.minimum(out[:, j], limit) if upper else np.maximum(out[:, j], limit)
+        return out
 
     def round_integers(self, values: Any, integer: Any, fixed: Any = None) -> np.ndarray:
         """Controlled rounding (the ``round_integers`` capability): each row

@@ -1,0 +1,66 @@
+"""The ``linear`` edit-rule handler against the red-team audit rt11: the
+projection's feasibility tolerance (F3), the integer check of equalities with
+non-integer coefficients (F4) and the rules of several ``[[constraints]]``
+tables checked together (F5)."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import privclust
+from privclust_plugins.constraints import LinearConstraints
+
+# -- F3: the projection repairs breaks far below 1e-10 of the values' size -----------------------------------------
+
+
+def _run(recipe: dict, data: pd.DataFrame) -> privclust.Release:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return privclust.run(recipe, data, seed=1)
+
+
+def test_projection_repairs_a_small_break_of_large_values():
+    bound = LinearConstraints(rules=["a <= 2*b"]).bind(["a", "b"])
+    for gap in (1.0, 50.0):
+        point = np.array([[2 * 5.5e11 + gap, 5.5e11]])
+        out = bound.project(point)
+        assert bound.satisfied(out)[0]
+        # the exact projection moves a - 2b from gap to 0: what is left is float error at 1e12 (an ulp is 1.2e-4)
+        assert out[0, 0] - 2 * out[0, 1] <= 1e-3
+        assert np.abs(out - point).max() == pytest.approx(2 * gap / 5, rel=1e-3)  # the move is gap/5 * (-1, 2)
+
+
+def test_projection_from_far_away_meets_the_hosts_check():
+    bound = LinearConstraints(rules=["a <= 0", "b >= a"]).bind(["a", "b"])
+    out = bound.project(np.array([[1e12, -3e11], [7.0, 1e-3], [0.0, 0.0]]))
+    assert bound.satisfied(out).all()
+
+
+def test_tol_is_relative_to_the_rules_terms_and_below_the_hosts_tolerance():
+    with pytest.raises(privclust.PrivclustError, match="tol"):
+        LinearConstraints(rules=["a <= b"], tol=1e-10)  # the old default: looser than the host's RULE_RTOL
+    assert LinearConstraints(rules=["a <= b"]).tol < privclust.RULE_RTOL
+
+
+def test_a_run_releases_the_rule_the_original_breaks_by_50_at_1e12_repaired():
+    b = np.random.default_rng(0).uniform(5e11, 6e11, 30)
+    recipe = {"constraints": [{"use": "linear", "rules": ["a <= 2*b"]}],
+              "steps": [{"use": "microaggregation", "k": 3}]}
+    for gap in (1.0, 50.0):
+        release = _run(recipe, pd.DataFrame({"a": 2 * b + gap, "b": b}))
+        d = release.data
+        assert (d.a - 2 * d.b).max() <= 1e-3  # was 1 and 50: the original's break, released unchanged
+        claim = next(e.statement for e in release.ledger.entries if "Group means" in e.statement)
+        assert "so every released record satisfies them" in claim and "met together" not in claim
+        host = next(e.statement for e in release.ledger.entries if e.mechanism == "edit rule")
+        assert "holds on every released record" in host
+    # integer columns: the same break of 1 is repaired, not blamed on the host's rounding
+    ints = pd.DataFrame({"a": (2 * b.round() + 1).astype("int64"), "b": b.round().astype("int64")})
+    release = _run(recipe, ints)
+    host = next(e.statement for e in release.ledger.entries if e.mechanism == "edit rule")
+    assert "holds on every released record" in host and "could not keep" not in host
+    assert (release.data.a - 2 * release.data.b).max() <= 0
