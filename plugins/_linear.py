@@ -137,6 +137,11 @@ class ParsedRule:
     coefs: tuple[tuple[str, float], ...]
     rhs: float
     names: tuple[str, ...]
+    #: ``coefs`` and ``rhs`` exactly, as the decimals of the text give them
+    #: (``0.1`` is 1/10), for the integer checks of
+    #: :mod:`privclust_plugins._rounding`.
+    exact_coefs: tuple[tuple[str, Fraction], ...]
+    exact_rhs: Fraction
 
     @property
     def variables(self) -> frozenset[str]:
@@ -147,6 +152,13 @@ class ParsedRule:
         for name, a in self.coefs:
             out[columns[name]] += a
         return out
+
+    def exact_row(self, columns: dict[str, int], d: int) -> tuple[tuple[Fraction, ...], Fraction]:
+        """:meth:`row` and the right-hand side as exact fractions."""
+        out = [Fraction(0)] * d
+        for name, a in self.exact_coefs:
+            out[columns[name]] += a
+        return tuple(out), self.exact_rhs
 
 
 # ---------------------------------------------------------------------------
@@ -307,7 +319,8 @@ class _Parser:
                                                 f"({sys.float_info.min:.3g}), where arithmetic on it loses its "
                                                 "precision; multiply both sides of the rule by a power of ten")
         kind = "eq" if rel_tok.value == "=" else "le"
-        return ParsedRule(self.rule, kind, coefs, -const, tuple(dict.fromkeys(self.names)))
+        return ParsedRule(self.rule, kind, coefs, -const, tuple(dict.fromkeys(self.names)), tuple(exact),
+                          -form.const)
 
     def _show(self) -> str:
         t = self.tok

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 
 import numpy as np
 
@@ -80,32 +82,69 @@ def _number(value: float) -> str:
     return str(int(value)) if value == int(value) else repr(value)
 
 
-def integer_infeasible(M: np.ndarray, rhs: np.ndarray, is_eq: np.ndarray,
-                       integer: np.ndarray) -> list[tuple[int, str]]:
+def integer_infeasible(M: np.ndarray, rhs: np.ndarray, is_eq: np.ndarray, integer: np.ndarray,
+                       exact: Sequence[tuple[Sequence[Fraction], Fraction]] | None = None) -> list[tuple[int, str]]:
     """The equalities no integer record satisfies, decided from the rules
     alone, with the reason: every column of the rule is an ``integer``
-    column and every coefficient a whole number, so the left side is a
-    multiple of their gcd, and the constant is not (``2*x == 1``,
-    ``x + y == 1.5``)."""
+    column; multiplied by the lowest common multiple of the denominators of
+    its coefficients, the rule has whole coefficients, so its left side is a
+    multiple of their gcd, and the constant is not
+    (``2*x == 1``, ``x + y == 1.5``, ``0.5*t == 0.5*a + 0.25``).
+
+    :param exact: per rule, its coefficients (one per column) and constant
+        as exact fractions (the decimals of the rule's text; ``0.1`` is
+        1/10). Without it the doubles of ``M`` and ``rhs`` are used, and only
+        rules whose coefficients are whole numbers are tested.
+    """
     out = []
     for i in np.flatnonzero(is_eq).tolist():
         row = M[i]
         cols = np.flatnonzero(row != 0.0)
-        if not cols.size or not integer[cols].all() or not _integral(row[cols]):
+        if not cols.size or not integer[cols].all():
+            continue
+        if exact is not None:
+            why = _exact_integer_infeasible([exact[i][0][j] for j in cols.tolist()], exact[i][1])
+            if why:
+                out.append((i, why))
+            continue
+        if not _integral(row[cols]):
             continue
         b = float(rhs[i])
         if not (math.isfinite(b) and abs(b) < 2.0**53):
             continue
         g = float(np.gcd.reduce(np.abs(row[cols]).astype(np.int64)))
         if b % g != 0.0:
-            out.append((i, f"no integer record satisfies it: its columns hold whole numbers and its coefficients are "
-                           f"whole numbers, so its left side is a multiple of {g:g} (their gcd), and the constant "
-                           f"{_number(b)} is not"))
+            out.append((i, _infeasible_reason(int(g), _number(b))))
     return out
 
 
+def _infeasible_reason(g: int, constant: str, scaled_by: int = 1) -> str:
+    if scaled_by == 1:
+        return (f"no integer record satisfies it: its columns hold whole numbers and its coefficients are whole "
+                f"numbers, so its left side is a multiple of {g} (their gcd), and the constant {constant} is not")
+    return (f"no integer record satisfies it: its columns hold whole numbers; multiplied by {scaled_by} (the lowest "
+            f"common multiple of the denominators of its coefficients) its coefficients are whole numbers, so its "
+            f"left side is a multiple of {g} (their gcd), and the constant, {constant} once multiplied, is not")
+
+
+def _exact_integer_infeasible(coefs: Sequence[Fraction], b: Fraction) -> str | None:
+    """The reason no integers satisfy ``sum_j coefs[j] x_j == b`` (exact
+    fractions), or ``None`` when some do: multiplied by the lowest common
+    multiple ``L`` of the coefficients' denominators, the coefficients are
+    integers with gcd ``g``; integers satisfy the rule exactly when ``L*b``
+    is a multiple of ``g`` (Bezout)."""
+    scale = math.lcm(*(a.denominator for a in coefs))
+    g = math.gcd(*(int(a * scale) for a in coefs))
+    constant = b * scale
+    if (constant / g).denominator == 1:
+        return None
+    shown = str(constant.numerator) if constant.denominator == 1 else _number(float(constant))
+    return _infeasible_reason(g, shown, scale)
+
+
 def rounding_plan(M: np.ndarray, rhs: np.ndarray, is_eq: np.ndarray, integer: np.ndarray,
-                  fixed: np.ndarray) -> RoundingPlan:
+                  fixed: np.ndarray, exact: Sequence[tuple[Sequence[Fraction], Fraction]] | None = None
+                  ) -> RoundingPlan:
     """Choose which columns each equality is solved for.
 
     * An equality over integer columns only, with integer coefficients and
@@ -135,7 +174,7 @@ def rounding_plan(M: np.ndarray, rhs: np.ndarray, is_eq: np.ndarray, integer: np
     unsolved: list[tuple[int, str]] = []
     ints: dict[int, np.ndarray] = {}  # integer equalities, each divided by its gcd
     floats: dict[int, tuple[int, ...]] = {}
-    impossible = dict(integer_infeasible(M, rhs, is_eq, integer))
+    impossible = dict(integer_infeasible(M, rhs, is_eq, integer, exact))
     for i in np.flatnonzero(is_eq).tolist():
         row = M[i]
         cols = np.flatnonzero(row != 0.0)

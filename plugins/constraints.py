@@ -238,6 +238,7 @@ class BoundLinear:
         self._kinds = np.array([p.kind == "eq" for p in parsed], dtype=bool)
         self._matrix = np.array([p.row(index, d) for p in parsed]).reshape(len(parsed), d)
         self._rhs = np.array([p.rhs for p in parsed], dtype=float)
+        self._exact = [p.exact_row(index, d) for p in parsed]  # for the integer checks, exactly as written
         involved = np.flatnonzero(np.any(self._matrix != 0.0, axis=0))
         self.involved = involved
         # bounds (one column, inequality): after a projection, values within rounding of a bound are set
@@ -395,14 +396,17 @@ class BoundLinear:
     def integer_problems(self, integer: Any) -> list[str]:
         """The rules no record of whole numbers satisfies when the
         ``integer`` columns (``(d,)`` booleans in the order of
-        :attr:`columns`) hold whole numbers, decided from the rules alone:
-        an equality over integer columns with whole coefficients whose
-        constant is not a multiple of their gcd (``2*x == 1``,
-        ``x + y == 1.5``). The host asks before any step runs, where the
-        data say which columns are integers."""
+        :attr:`columns`) hold whole numbers, decided from the rules alone,
+        exactly as written (``0.1`` is 1/10, not its double): an equality
+        over integer columns that, multiplied by the lowest common multiple
+        of its coefficients' denominators, has whole coefficients whose gcd
+        does not divide its constant (``2*x == 1``, ``x + y == 1.5``,
+        ``0.5*t == 0.5*a + 0.25``). The host asks before any step runs,
+        where the data say which columns are integers."""
         integer = np.asarray(integer, dtype=bool).reshape(-1)
         return [f"edit rule {self.rules[i]!r}: {why}"
-                for i, why in _rounding.integer_infeasible(self._matrix, self._rhs, self._kinds, integer)]
+                for i, why in _rounding.integer_infeasible(self._matrix, self._rhs, self._kinds, integer,
+                                                            self._exact)]
 
     def rounding_plan(self, integer: Any, fixed: Any = None) -> _rounding.RoundingPlan:
         """Which equality is solved for which columns, and which equalities
@@ -411,7 +415,7 @@ class BoundLinear:
         d = len(self.columns)
         integer = np.asarray(integer, dtype=bool).reshape(-1)
         fixed = np.zeros(d, dtype=bool) if fixed is None else np.asarray(fixed, dtype=bool).reshape(-1)
-        return _rounding.rounding_plan(self._matrix, self._rhs, self._kinds, integer, fixed)
+        return _rounding.rounding_plan(self._matrix, self._rhs, self._kinds, integer, fixed, self._exact)
 
     def satisfied(self, points: Any, *, tol: float = privclust.RULE_RTOL) -> np.ndarray:
         """Per row, whether every rule holds, as :func:`privclust.judge` says

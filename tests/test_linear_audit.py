@@ -64,3 +64,30 @@ def test_a_run_releases_the_rule_the_original_breaks_by_50_at_1e12_repaired():
     host = next(e.statement for e in release.ledger.entries if e.mechanism == "edit rule")
     assert "holds on every released record" in host and "could not keep" not in host
     assert (release.data.a - 2 * release.data.b).max() <= 0
+
+
+# -- F4: equalities with non-integer coefficients that no whole numbers satisfy --------------------------------------
+
+
+@pytest.mark.parametrize("rule, scale", [("0.5*t = 0.5*a + 0.25", 2), ("t = a + b/2 + 0.25", 2),
+                                         ("0.1*t = 0.1*a + 0.05", 10), ("t = a/3 + 1/6", 3)])
+def test_an_equality_no_integers_satisfy_is_refused_whatever_its_coefficients(rule, scale):
+    bound = LinearConstraints(rules=[rule]).bind(["a", "b", "t"])
+    (problem,) = bound.integer_problems(np.ones(3, dtype=bool))
+    assert f"multiplied by {scale} (the lowest common multiple of the denominators" in problem
+    a = np.random.default_rng(1).integers(0, 100, 30)
+    data = pd.DataFrame({"a": a, "b": a % 7, "t": a + 1})
+    with pytest.raises(privclust.DataError, match="no integer record satisfies it"):
+        _run({"constraints": [{"use": "linear", "rules": [rule]}],
+              "steps": [{"use": "microaggregation", "k": 3}]}, data)
+
+
+@pytest.mark.parametrize("rule", ["0.5*t = 0.5*a + 0.5", "t = a/3 + 1/3", "0.1*a + 0.2*b = 0.3", "2*t = 2*a + 4"])
+def test_an_equality_some_integers_satisfy_is_not_refused(rule):
+    assert LinearConstraints(rules=[rule]).bind(["a", "b", "t"]).integer_problems(np.ones(3, dtype=bool)) == []
+
+
+def test_the_integer_check_reads_the_rule_exactly_not_its_doubles():
+    # 0.1*t = 0.1*a + 0.3 is t = a + 3 exactly; in doubles 0.3/0.1 is 2.9999999999999996
+    assert LinearConstraints(rules=["0.1*t = 0.1*a + 0.3"]).bind(["a", "t"]).integer_problems(
+        np.ones(2, dtype=bool)) == []
