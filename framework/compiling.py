@@ -23,15 +23,15 @@ from .accounting import Budget, at_least, exact, group_delta
 from .claims import relation_kind
 from .components import Partition, capability, component_params
 from .constraints import ConstraintSet
-from .errors import Problem, RecipeError
+from .errors import ConstraintError, PrivclustError, Problem, RecipeError
 from .params import leak_problems, recipe_folder
 from .recipe import EvaluateSpec, Recipe, Step, step_role_problems
 from .registry import Registry, get_registry, unknown_leak_problems
 from .specs import nested_components, step_id_params, thaw
 
 __all__ = ["STEP_KINDS", "STEP_ROLES", "CompiledEvaluation", "CompiledRecipe", "CompiledStep", "StepOutcome",
-           "bind_constraints", "changes_values_under_rules", "compile", "is_key_masker", "planned_cost",
-           "planned_costs", "spanning_problems", "spends_privacy"]
+           "bind_constraints", "changes_values_under_rules", "compile", "is_key_masker", "joined_rule_problems",
+           "planned_cost", "planned_costs", "spanning_problems", "spends_privacy"]
 
 #: The kinds a step may use, in the order a name is looked up.
 STEP_KINDS = ("maskers", "clusterers", "noise_mechanisms")
@@ -310,6 +310,7 @@ def _compiled(recipe: Recipe, registry: Registry | None) -> CompiledRecipe:
         steps.append(CompiledStep(i, step_id, step, kind, component))
 
     constraints = []
+    checked: list[bool] = []  # per handler, whether its own rules passed its check
     for i, spec in enumerate(recipe.constraints):
         where = f"constraints[{i}]"
         try:
@@ -317,9 +318,11 @@ def _compiled(recipe: Recipe, registry: Registry | None) -> CompiledRecipe:
         except RecipeError as err:
             problems.extend(err.problems)
             continue
-        for p in handler.check(None) or ():
-            problems.append(p if isinstance(p, Problem) else Problem(where, str(p)))
+        own = [p if isinstance(p, Problem) else Problem(where, str(p)) for p in handler.check(None) or ()]
+        problems.extend(own)
         constraints.append(handler)
+        checked.append(not own)
+    problems.extend(joined_rule_problems(constraints, checked))
 
     evaluations = []
     for i, evaluate_spec in enumerate(recipe.evaluate):
@@ -380,6 +383,50 @@ def _step_id_problems(component: Any, where: str, step_ids: Sequence[str]) -> li
                                 (f"did you mean {close[0]!r}? " if close else "")
                                 + "give the id of a step (its 'id', or else its 'use', numbered 'use-2', ... when "
                                   "repeated)"))
+    return problems
+
+
+def joined_rule_problems(constraints: Sequence[Any], checked: Sequence[bool] | None = None) -> list[Problem]:
+    """Rules of several ``[[constraints]]`` tables that cannot hold together.
+
+    Each handler's rules are bound to every column the tables' rules use and
+    joined with those of the earlier tables that can be joined (the
+    ``joined_with`` capability of the bound rules, e.g. ``linear`` with
+    ``linear``, as the host joins them to round integer columns); a join
+    that raises a :class:`~privclust.ConstraintError` (its rules contradict
+    each other, or no point satisfies them together) is a problem of the
+    later table. Tables whose own check found problems (``checked`` false)
+    are left out, and so are tables whose bound rules cannot be joined with
+    any other: their rules are checked only on their own."""
+    if len(constraints) < 2:
+        return []
+    used = [c for h in constraints for v in h.variables() for c in sorted(v)]
+    columns = tuple(dict.fromkeys(used))
+    groups: list[tuple[list[int], Any]] = []  # (tables joined, their joined bound rules)
+    problems = []
+    for h, handler in enumerate(constraints):
+        if checked is not None and not checked[h]:
+            continue
+        try:
+            bound = handler.bind(columns)
+        except PrivclustError:
+            continue  # its own rules do not bind: its check speaks for it
+        for g, (tables, joined) in enumerate(groups):
+            join = capability(joined, "joined_with")
+            if join is None:
+                continue
+            try:
+                merged = join(bound)
+            except ConstraintError as err:
+                others = ", ".join(f"constraints[{t}]" for t in tables)
+                problems.append(Problem(f"constraints[{h}]", f"its rules and those of {others} cannot all hold "
+                                        f"together: {err}"))
+                break
+            if merged is not None:
+                groups[g] = ([*tables, h], merged)
+                break
+        else:
+            groups.append(([h], bound))
     return problems
 
 

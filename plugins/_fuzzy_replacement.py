@@ -295,9 +295,8 @@ def _rules_kept(constraints: Any, values: np.ndarray) -> str:
     columns: its rounding entry speaks for that) stand against its edit
     rules, for its statement: "so every released record satisfies them" only when that
     is so (the host's own test: ``ConstraintSet.satisfied``), else how many
-    records with all the rules' columns observed still break them (rules
-    given in separate ``[[constraints]]`` tables that cannot all be met, or
-    a projection that stopped short)."""
+    records with all the rules' columns observed still break them, and why
+    as far as the rules tell (:func:`_why_broken`)."""
     observed = ~np.isnan(values).any(axis=1)
     broken = int(np.count_nonzero(observed & ~constraints.satisfied(np.where(np.isnan(values), 0.0, values))))
     if not broken and observed.all():
@@ -306,7 +305,27 @@ def _rules_kept(constraints: Any, values: np.ndarray) -> str:
         return (f"so every released record with all these columns observed satisfies them ({int((~observed).sum())} "
                 "with a missing value cannot be checked against them)")
     return (f"yet {broken} of the {int(observed.sum())} released records with all these columns observed still "
-            "break them (the rules could not all be met together; the host's check of each rule says which)")
+            f"break them ({_why_broken(constraints)}the host's check of each rule says which)")
+
+
+def _why_broken(constraints: Any) -> str:
+    """Why projected points may still break the rules, as far as the rules
+    say: "could not all be met together" only when joining the tables'
+    bound rules (``joined_with``) finds them contradictory; "the projection
+    stopped short" when every table joined into one set, checked for
+    consistency as it joined (a single table's rules were checked when
+    bound); else nothing."""
+    parts = list(getattr(constraints, "parts", ()))
+    joined = parts[:1]
+    for part in parts[1:]:
+        join = privclust.capability(joined[0], "joined_with") if len(joined) == 1 else None
+        try:
+            merged = join(part) if join is not None else None
+        except privclust.ConstraintError:
+            return "the rules cannot all be met together; "
+        joined = [merged] if merged is not None else [*joined, part]
+    consistent = len(joined) == 1 and privclust.capability(joined[0], "joined_with") is not None
+    return "the projection stopped short of them; " if consistent else ""
 
 
 def _integer_columns(data: pd.DataFrame, context: Any = None) -> np.ndarray:

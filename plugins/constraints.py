@@ -155,26 +155,34 @@ class LinearConstraints:
         c = np.array([self._parsed[i].rhs for i in le], dtype=float)
         return names, E, f, A, c, eq, le
 
-    def _system_problems(self, chosen: Sequence[int]) -> list[str]:
+    def _system_problems(self, chosen: Sequence[int], *, labels: Sequence[str] | None = None,
+                         redundant: bool = True) -> list[str]:
+        """Redundant (unless ``redundant`` is false) and contradictory
+        equalities among the ``chosen`` rules, and rules no point satisfies
+        together; each rule named ``labels[i]`` (default ``rule i+1 'text'``)."""
         chosen = list(chosen)
         if not chosen:
             return []
         _, E, f, A, c, eq, le = self._system(chosen)
         problems = []
 
+        def label(i: int) -> str:
+            return labels[i] if labels is not None else f"rule {i + 1} {self.rules[i]!r}"
+
         def show(ids: Sequence[int]) -> str:
-            return ", ".join(f"rule {i + 1} {self.rules[i]!r}" for i in ids)
+            return ", ".join(label(i) for i in ids)
 
         contradictory = False
         for what, row, deps in _linear.equality_problems(E, f):
             i, others = eq[row], [eq[j] for j in deps]
             if what == "redundant":
-                problems.append(f"rule {i + 1} {self.rules[i]!r} follows from {show(others)}: the equalities are "
-                                "rank-deficient (remove the redundant rule)")
+                if redundant:
+                    problems.append(f"{label(i)} follows from {show(others)}: the equalities are rank-deficient "
+                                    "(remove the redundant rule)")
             else:
                 contradictory = True
-                problems.append(f"rule {i + 1} {self.rules[i]!r} contradicts {show(others)}: no record can satisfy "
-                                "them all (fix a coefficient or a constant, or drop one of them)")
+                problems.append(f"{label(i)} contradicts {show(others)}: no record can satisfy them all (fix a "
+                                "coefficient or a constant, or drop one of them)")
         if not contradictory:
             iis = _linear.infeasible_subset(E, f, A, c)
             if iis is not None:
@@ -385,13 +393,24 @@ class BoundLinear:
         set over the same columns (``None`` unless ``other`` is linear rules
         bound to the same columns), so that controlled rounding solves the
         equalities of two ``[[constraints]]`` tables together and repairs
-        every table's inequalities. Not checked for consistency: each table
-        was checked on its own, and the host checks every rule on the
-        released file."""
+        every table's inequalities, and the host checks that the tables'
+        rules can hold together when it compiles a recipe.
+
+        :raises ConstraintError: when the joined rules contradict each other
+            (an equality of one contradicts those of the other) or no point
+            satisfies them together, naming the rules by their text. An
+            equality that merely repeats one of the other set is allowed:
+            each table was checked on its own.
+        """
         if not isinstance(other, BoundLinear) or tuple(other.columns) != tuple(self.columns):
             return None
         handler = attrs.evolve(self.handler, rules=(*self.rules, *other.rules))
-        return BoundLinear(handler, self.columns, range(len(handler.rules)))
+        everything = range(len(handler.rules))
+        problems = handler._system_problems(everything, labels=[f"edit rule {t!r}" for t in handler.rules],
+                                            redundant=False)
+        if problems:
+            raise ConstraintError("; ".join(problems))
+        return BoundLinear(handler, self.columns, everything)
 
     def integer_problems(self, integer: Any) -> list[str]:
         """The rules no record of whole numbers satisfies when the

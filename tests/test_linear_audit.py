@@ -12,6 +12,8 @@ import pandas as pd
 import pytest
 
 import privclust
+from privclust import ConstraintSet
+from privclust_plugins._fuzzy_replacement import _rules_kept
 from privclust_plugins.constraints import LinearConstraints
 
 # -- F3: the projection repairs breaks far below 1e-10 of the values' size -----------------------------------------
@@ -66,6 +68,17 @@ def test_a_run_releases_the_rule_the_original_breaks_by_50_at_1e12_repaired():
     assert (release.data.a - 2 * release.data.b).max() <= 0
 
 
+def test_the_masker_says_why_records_still_break_the_rules():
+    values = np.array([[0.5, 1.0], [2.0, 1.0]])
+    parts = [LinearConstraints(rules=["a <= 0"]).bind(["a", "b"]), LinearConstraints(rules=["a >= 1"]).bind(["a", "b"])]
+    contradictory = ConstraintSet(["a", "b"], parts)
+    assert "(the rules cannot all be met together; the host's check" in _rules_kept(contradictory, values)
+    consistent = ConstraintSet(["a", "b"], [parts[0], LinearConstraints(rules=["b >= 0"]).bind(["a", "b"])])
+    said = _rules_kept(consistent, values)
+    assert "yet 2 of the 2 released records" in said and "(the projection stopped short of them; " in said
+    assert "met together" not in said
+
+
 # -- F4: equalities with non-integer coefficients that no whole numbers satisfy --------------------------------------
 
 
@@ -91,3 +104,34 @@ def test_the_integer_check_reads_the_rule_exactly_not_its_doubles():
     # 0.1*t = 0.1*a + 0.3 is t = a + 3 exactly; in doubles 0.3/0.1 is 2.9999999999999996
     assert LinearConstraints(rules=["0.1*t = 0.1*a + 0.3"]).bind(["a", "t"]).integer_problems(
         np.ones(2, dtype=bool)) == []
+
+
+# -- F5: the rules of several tables are checked together when the recipe is compiled ---------------------------------
+
+
+@pytest.mark.parametrize("second", ["income >= wages + benefits + 1", "income = wages + benefits + 1"])
+def test_contradictory_rules_split_over_two_tables_are_refused_when_compiling(second):
+    recipe = {"constraints": [{"use": "linear", "rules": ["income = wages + benefits"]},
+                              {"use": "linear", "rules": [second]}],
+              "steps": [{"use": "microaggregation", "k": 3}]}
+    with pytest.raises(privclust.RecipeError) as err:
+        privclust.compile(recipe)
+    text = str(err.value)
+    assert "constraints[1]: its rules and those of constraints[0] cannot all hold together" in text
+    assert "'income = wages + benefits'" in text and repr(second) in text
+
+
+def test_consistent_or_repeated_rules_over_several_tables_compile():
+    recipe = {"constraints": [{"use": "linear", "rules": ["t = a + b"]},
+                              {"use": "linear", "rules": ["t = a + b", "a >= 0"]},  # a repeated rule is fine
+                              {"use": "linear", "rules": ["c <= 5"]}],
+              "steps": [{"use": "microaggregation", "k": 3}]}
+    privclust.compile(recipe)
+
+
+def test_joined_with_refuses_rules_that_cannot_hold_together():
+    first = LinearConstraints(rules=["t = a + b"]).bind(["a", "b", "t"])
+    with pytest.raises(privclust.ConstraintError, match="contradicts"):
+        first.joined_with(LinearConstraints(rules=["t = a + b + 1"]).bind(["a", "b", "t"]))
+    with pytest.raises(privclust.ConstraintError, match="cannot all hold at once"):
+        first.joined_with(LinearConstraints(rules=["a >= 1", "b >= 1", "t <= 1"]).bind(["a", "b", "t"]))
