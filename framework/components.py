@@ -764,7 +764,9 @@ CAPABILITIES: Mapping[str, Capability] = MappingProxyType({c.name: c for c in (
                         "(both bound to the same columns; None when it cannot join them): the host rounds the "
                         "integer columns for the joined rules at once, so a rule of a later table is kept like one "
                         "of the first; without it each table's rules are rounded after the earlier ones, which "
-                        "cannot move the columns those rounded"),
+                        "cannot move the columns those rounded. When the recipe is compiled, the host joins the "
+                        "rules of all the tables: a ConstraintError raised by joined_with (rules that contradict "
+                        "each other or cannot hold together) refuses the recipe"),
     Capability(name="magnitudes", member="method", bound=True, problem=_magnitudes_problem,
                signature="magnitudes(points) -> array (rows, rules)", kinds=("constraint_handlers",),
                used_for="(a method of the rules bind() returns) the size of the terms each rule sums at each row "
