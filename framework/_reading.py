@@ -312,9 +312,13 @@ def _one_spelling(values: pd.Series, text: Any) -> bool:
     return bool(np.unique(pairs).size == np.unique(codes).size)
 
 
-def write_csv(frame: pd.DataFrame, target: Any, *, sep: str = ",", compression: str | None = None) -> None:
+def write_csv(frame: pd.DataFrame, target: Any, *, sep: str = ",", compression: str | None = None,
+              order: Any = None) -> None:
     """Write ``frame`` as CSV to a path or an open text handle: integer
     columns without decimals, a missing value as an empty field, and a
     column with its cells' original text (see :func:`keep_text`) in that
-    text."""
-    _with_text(frame).to_csv(target, index=False, sep=sep, compression=compression)
+    text; the rows in ``order`` (positions) when given."""
+    shown = _with_text(frame)
+    if order is not None:
+        shown = shown.iloc[np.asarray(order, dtype=np.intp)]
+    shown.to_csv(target, index=False, sep=sep, compression=compression)

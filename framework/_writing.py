@@ -32,7 +32,9 @@ import stat
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from ._reading import STDIO, write_csv
@@ -208,12 +210,13 @@ def check_outputs(outputs: Mapping[str, Path | str | None], inputs: Mapping[str,
 # ---------------------------------------------------------------------------
 
 
-def frame_writer(frame: pd.DataFrame, path: Path) -> Callable[[Path], None]:
-    """A function writing ``frame`` in the format ``path``'s suffix names.
-    CSV writes integer columns (``int64``, ``Int64``...) without decimals,
-    a missing value as an empty field, and a column released as in the
-    original with its cells' original text (:func:`keep_text`); Parquet
-    keeps every dtype.
+def frame_writer(frame: pd.DataFrame, path: Path, order: Any = None) -> Callable[[Path], None]:
+    """A function writing ``frame`` in the format ``path``'s suffix names,
+    its rows in ``order`` (positions; ``None``: as they are). CSV writes
+    integer columns (``int64``, ``Int64``...) without decimals, a missing
+    value as an empty field, and a column released as in the original with
+    its cells' original text (:func:`keep_text`); Parquet keeps every dtype
+    (and writes no index).
 
     :raises PrivclustError: (when writing) for a column Parquet cannot
         hold (values of mixed types, complex numbers), naming it."""
@@ -222,10 +225,10 @@ def frame_writer(frame: pd.DataFrame, path: Path) -> Callable[[Path], None]:
     def write(tmp: Path) -> None:
         if kind == "csv":
             write_csv(frame, tmp, sep="\t" if path.name.lower().endswith(".tsv") else ",",
-                      compression="gzip" if path.name.lower().endswith(".gz") else None)
+                      compression="gzip" if path.name.lower().endswith(".gz") else None, order=order)
         else:
             try:
-                frame.to_parquet(tmp, index=False)
+                (frame if order is None else frame.iloc[np.asarray(order, dtype=np.intp)]).to_parquet(tmp, index=False)
             except ImportError as err:
                 raise PrivclustError(f"writing {path} needs pyarrow: pip install 'privclust[parquet]'") from err
             except (ValueError, TypeError, NotImplementedError) as err:  # pyarrow's ArrowInvalid, ArrowNotImplemented

@@ -246,12 +246,13 @@ def _cmd_run(args: argparse.Namespace) -> int:
                       processes=args.processes, timeout=args.timeout)
     finally:
         registry.unregister(ProgressDisplay.plugin_name)
-    targets = [] if to_stdout else [(output, frame_writer(release.data, output))]
+    order = None if args.keep_order else release.publication_order
+    targets = [] if to_stdout else [(output, frame_writer(release.data, output, order))]
     if report is not None:
         targets += _report_targets(release, report, args.non_disclosive)
     write_atomically(targets)  # the files first: a failure there leaves standard output empty
     if to_stdout:
-        write_csv(release.data, sys.stdout)  # columns released as in the original: their original text
+        write_csv(release.data, sys.stdout, order=order)  # columns released as in the original: their original text
         sys.stdout.flush()
     if not args.quiet:
         files = [str(t[0]) for t in targets[0 if to_stdout else 1:]]
@@ -262,7 +263,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
               + figures_text(release, args.non_disclosive)
               + "".join(line + "\n" for line in _original_rule_lines(compiled, release.original,
                                                                        args.non_disclosive))
-              + f"wrote {where} ({release.data.shape[0]} records)"
+              + f"wrote {where} ({release.data.shape[0]} records, "
+              + ("in the input's order (--keep-order)" if args.keep_order else "in a random order") + ")"
               + (f" and {' and '.join(files)}" if files else ""), file=sys.stderr)
     return 0
 

@@ -50,6 +50,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed-file", metavar="PATH",
                    help="read the seed from this file (keeps it out of the process list); the PRIVCLUST_SEED "
                         "environment variable does the same")
+    p.add_argument("--keep-order", action="store_true",
+                   help="write the released rows in the input's order (default: a random order drawn from the run's "
+                        "randomness; in the input's order, whoever knows that order, or a file sorted by a column, "
+                        "links every row to its record)")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress output")
     p.add_argument("--scheduler", help='run the strata as independent tasks on a Dask cluster: "local" for a '
                                        "LocalCluster, or an address such as tcp://host:8786")

@@ -22,6 +22,7 @@ import pickle
 import platform
 from collections.abc import Mapping, Sequence
 from fnmatch import fnmatchcase
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -30,6 +31,7 @@ import numpy as np
 import pandas as pd
 from markupsafe import Markup
 
+from ._writing import frame_writer, write_atomically
 from .accounting import (
     Accountant,
     Budget,
@@ -171,8 +173,12 @@ def parameter_rows(stated: Mapping[str, Any], effective: Mapping[str, Any],
 class Release:
     """The outcome of :func:`privclust.run`.
 
-    :ivar data: the protected DataFrame: same index and column order as the
-        input, untouched columns identical, clusterer labels appended.
+    :ivar data: the protected DataFrame: same index, row order and column
+        order as the input (aligned with it for evaluation), untouched
+        columns identical, clusterer labels appended. Publish it with
+        :meth:`write`, which writes the rows in a random order: in the
+        input's order, whoever knows that order (or a file sorted by a
+        column) links every released row to its record.
     :ivar original: the input frame (kept for evaluation and plots; it is
         never modified and never written by :meth:`report`).
     :ivar labels: the label columns released by clusterer steps.
@@ -195,6 +201,9 @@ class Release:
         the live registry.
     :ivar random_steps: the indices of the steps that drew from the run's
         randomness (under a seed, their random choices can be redrawn).
+    :ivar publication_order: the order :meth:`write` and ``privclust run``
+        write the rows in: a random permutation drawn from the run's
+        randomness when the run ends (positions in :attr:`data`).
 
     A Release pickles (``pickle.dumps(release)``) without its registry; note
     that it holds the **original** data (``original``) as well as the
@@ -220,6 +229,8 @@ class Release:
     random_steps: tuple[int, ...] = ()
     #: the risk figures on the original file (:mod:`privclust.assessment`)
     before: pd.DataFrame = attrs.field(factory=lambda: pd.DataFrame(columns=EVALUATION_COLUMNS), repr=False)
+    #: the order the released rows are written in (see the class docstring)
+    publication_order: np.ndarray | None = attrs.field(default=None, repr=False, eq=False)
 
     def __reduce__(self):
         """Pickle without the registry (a live plugin manager); every part of
@@ -248,6 +259,16 @@ class Release:
     def guarantee(self) -> str:
         """The same as :attr:`verdict`."""
         return self.verdict
+
+    def write(self, path: Any, *, keep_order: bool = False) -> None:
+        """Write the protected data to ``path`` (CSV, TSV, ``.gz`` or
+        Parquet, by its suffix; atomically: a failure leaves nothing), as
+        ``privclust run`` writes it: the rows in :attr:`publication_order`,
+        a random order, with no index. ``keep_order=True`` writes them in the
+        input's order, which links each row to its record for whoever knows
+        that order."""
+        target = Path(path)
+        write_atomically([(target, frame_writer(self.data, target, None if keep_order else self.publication_order))])
 
     # -- access ---------------------------------------------------------------------
 

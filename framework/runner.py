@@ -149,4 +149,7 @@ def run_checked(compiled: CompiledRecipe, checked: Preflight, seed: int | np.ran
         random_steps=context.random_steps,
         verification=checks,
         snapshot=snapshot(registry, outcomes, compiled.constraints, evaluations),
+        # the rows' written order, from a stream of its own spawned last: nothing the steps or evaluators drew
+        # depends on it
+        publication_order=np.random.default_rng(context.spawn_seeds(1)[0]).permutation(current.shape[0]),
     )

@@ -15,6 +15,7 @@ import pandas as pd
 import pytest
 from conftest import default_stop_signals
 
+import privclust
 from privclust.cli import main
 
 RECIPE = """
@@ -49,12 +50,36 @@ def test_run_writes_output_and_report(files, capsys):
                  str(folder / "out.csv"), "--report", str(folder / "report.json"), "--seed", "3"])
     assert code == 0
     out = pd.read_csv(folder / "out.csv")
-    assert list(out.columns) == ["id", "a", "b"] and out["id"].equals(data["id"])
+    # the rows in a random order: each record's row once, not where it stood in the input
+    assert list(out.columns) == ["id", "a", "b"] and sorted(out["id"]) == list(data["id"])
+    assert not out["id"].equals(data["id"])
     report = json.loads((folder / "report.json").read_text())
     assert report["seeded"] is True and report["privacy"]["spent"]["epsilon"] == 1.0
     err = capsys.readouterr().err
     assert "[1/1] laplace" in err and "ε-differentially private (ε = 1, δ = 0)" in err and "privacy spent" not in err
+    assert "(30 records, in a random order)" in err
     assert listing(folder) == {"in.csv", "recipe.toml", "out.csv", "report.json"}
+
+
+def test_run_writes_the_rows_in_an_order_drawn_from_the_run_and_keep_order_keeps_the_inputs(files, capsys):
+    """The released rows in the input's order link each row to its record for whoever knows that order (or a file
+    sorted by a column): run writes them in a random order, the same under the same seed (Release.write too);
+    --keep-order keeps the input's order and says so."""
+    folder, data = files
+    args = ["run", str(folder / "recipe.toml"), "--input", str(folder / "in.csv"), "--seed", "3", "-q"]
+    assert main([*args, "--output", str(folder / "one.csv")]) == 0
+    assert main([*args, "--output", str(folder / "two.csv")]) == 0
+    one, two = pd.read_csv(folder / "one.csv"), pd.read_csv(folder / "two.csv")
+    assert one.equals(two) and not one["id"].equals(data["id"])
+    release = privclust.run(privclust.Recipe.from_toml((folder / "recipe.toml").read_text()), data, seed=3)
+    release.write(folder / "api.csv")
+    assert pd.read_csv(folder / "api.csv").equals(one)
+    release.write(folder / "kept.parquet", keep_order=True)
+    assert pd.read_parquet(folder / "kept.parquet")["id"].equals(data["id"])
+    assert main([*args, "--output", str(folder / "kept.csv"), "--keep-order"]) == 0
+    kept = pd.read_csv(folder / "kept.csv")
+    assert kept["id"].equals(data["id"]) and kept.sort_values("id").reset_index(drop=True).equals(
+        one.sort_values("id").reset_index(drop=True))
 
 
 @pytest.mark.parametrize("flag, name", [("--report", "seed.json"), ("--output", "seed.csv"),
@@ -395,8 +420,8 @@ import privclust.cli as cli
 
 real = cli.frame_writer
 
-def slow(frame, path):
-    write = real(frame, path)
+def slow(frame, path, order=None):
+    write = real(frame, path, order)
 
     def slow_write(tmp):
         write(tmp)
@@ -505,7 +530,8 @@ def test_run_reads_standard_input_and_writes_standard_output(tmp_path, monkeypat
     captured = capsys.readouterr()
     released = pd.read_csv(io.StringIO(captured.out))
     assert list(released.columns) == ["a", "b"] and len(released) == 30
-    assert "wrote standard output (30 records) and" in captured.err and (tmp_path / "r.json").is_file()
+    assert "wrote standard output (30 records, in a random order) and" in captured.err \
+        and (tmp_path / "r.json").is_file()
     assert not list(tmp_path.glob("-*"))  # no file named '-'
 
 

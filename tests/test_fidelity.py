@@ -52,7 +52,7 @@ def _run(tmp_path, source: str, recipe: str = RECIPE, output: str = "out.csv", *
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return main(["run", str(tmp_path / "recipe.toml"), "-i", str(tmp_path / "in.csv"), "-o",
-                     str(tmp_path / output), "--seed", "1", "-q", *extra])
+                     str(tmp_path / output), "--seed", "1", "-q", "--keep-order", *extra])
 
 
 # ---------------------------------------------------------------------------
@@ -101,7 +101,8 @@ def test_standard_input_to_standard_output_keeps_the_text(tmp_path, monkeypatch,
     monkeypatch.setattr(sys, "stdin", types.SimpleNamespace(buffer=io.BytesIO(SOURCE.encode())))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        assert main(["run", str(tmp_path / "recipe.toml"), "-i", "-", "-o", "-", "--seed", "1", "-q"]) == 0
+        assert main(["run", str(tmp_path / "recipe.toml"), "-i", "-", "-o", "-", "--seed", "1", "-q",
+                     "--keep-order"]) == 0
     after = _cells(capsys.readouterr().out)
     assert after["id"][0] == "00037" and after["e"][1] == "2E3" and after["f"][0] == "1."
 
@@ -382,7 +383,8 @@ def test_a_named_parquet_index_is_read_as_columns_not_dropped(tmp_path):
     (tmp_path / "recipe.toml").write_text(RECIPE)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        assert main(["run", str(tmp_path / "recipe.toml"), "-i", str(path), "-o", str(tmp_path / "o.csv"), "-q"]) == 0
+        assert main(["run", str(tmp_path / "recipe.toml"), "-i", str(path), "-o", str(tmp_path / "o.csv"), "-q",
+                     "--keep-order"]) == 0
     assert _cells((tmp_path / "o.csv").read_text())["pid"][0] == "00037"
     pd.DataFrame({"x": np.arange(6.0)}, index=np.arange(6) * 2).to_parquet(path)  # row labels only: not a column
     assert list(read_frame(path).columns) == ["x"]

@@ -192,7 +192,7 @@ def test_a_killed_run_leaves_temporaries_that_the_next_run_removes(files):
     driver = files / "driver.py"
     driver.write_text(
         "import sys, time\nfrom pathlib import Path\nimport privclust.cli as cli\nreal = cli.frame_writer\n"
-        "def slow(frame, path):\n    write = real(frame, path)\n"
+        "def slow(frame, path, order=None):\n    write = real(frame, path, order)\n"
         "    def go(tmp):\n        write(tmp)\n        Path('writing').write_text('1')\n        time.sleep(120)\n"
         "    return go\ncli.frame_writer = slow\ncli.entry()\n")
     process = subprocess.Popen([sys.executable, str(driver), "run", "recipe.toml", "-i", "in.csv", "-o", "out.csv",

@@ -179,7 +179,7 @@ def test_cli_flags_mirror_the_roles_table(tmp_path, capsys):
     _survey().to_csv(data, index=False)
     target = tmp_path / "out.csv"
     assert main(["run", str(recipe), "-i", str(data), "-o", str(target), "-q", "--seed", "1", "--strata", "region",
-                 "--ids", "hid", "--weight", "w", "--keys", "sex"]) == 0
+                 "--ids", "hid", "--weight", "w", "--keys", "sex", "--keep-order"]) == 0
     out = pd.read_csv(target)
     assert out["hid"].equals(_survey()["hid"]) and out["w"].round(6).equals(_survey()["w"].round(6))
     assert main(["run", str(recipe), "-i", str(data), "-o", str(tmp_path / "o2.csv"), "-q", "--strata", " , "]) == 1
