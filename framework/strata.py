@@ -50,6 +50,7 @@ from .defaults import default_step_columns
 from .engines import map_tasks
 from .errors import DataError, ParameterError, PrivclustError
 from .handover import Handover, handed, received, worker_registry
+from .kanonymity import DEFAULT_KEY_K, k_check, key_figures
 from .preflight import preflight, strata_parts, strata_statement
 from .recipe import Recipe
 from .registry import Registry
@@ -226,6 +227,13 @@ def _open(source: str) -> Any:
     return ds.dataset(source, format="parquet", partitioning="hive")
 
 
+def _partitioning(strata: Sequence[str]) -> Any:
+    """The Hive partitioning of an output dataset: its directories' values as text."""
+    pa = optional("pyarrow", PARQUET)
+    ds = optional("pyarrow.dataset", PARQUET)
+    return ds.partitioning(pa.schema([(c, pa.string()) for c in strata]), flavor="hive")
+
+
 def _plain(frame: pd.DataFrame) -> pd.DataFrame:
     """Hive partition columns come back as categoricals: give them their values' dtype."""
     for c in frame.columns:
@@ -252,6 +260,28 @@ def _protect_stratum(handover: Handover, source: str, combos: list[tuple[Any, ..
     return attrs.evolve(release, data=release.data.iloc[:0], original=release.original.iloc[:0],
                         labels=release.labels.iloc[:0],
                         outcomes=tuple(attrs.evolve(o, result=None) for o in release.outcomes)), steps
+
+
+def _recount_stratum(folder: str, index: int, strata: Sequence[str], whole_columns: Sequence[str],
+                     keys: Sequence[str], k: int | None) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """The whole-file check and the key figures of one stratum's written
+    records again, at the run's ``k`` (the largest k a step claims in any
+    stratum): a stratum whose own steps claimed a smaller k (or none) was
+    checked at that k, and counts taken at different k do not add up."""
+    ds = optional("pyarrow.dataset", PARQUET)
+    files = sorted(str(p) for p in Path(folder).rglob(f"part-{index}-*.parquet"))
+    table = ds.dataset(files, format="parquet", partitioning=_partitioning(strata),
+                       partition_base_dir=folder).to_table()
+    released = _plain(table.to_pandas())
+    n = len(released)
+    whole = {"columns": list(whole_columns), "k": k,
+             **(k_check(released, list(whole_columns), (), k) if whole_columns and n else
+                {"groups": 0, "min_group_size": 0, "unique_records": 0, "records_in_small_groups": 0,
+                 "holds": False})}
+    whole.pop("_sizes", None)
+    whole.pop("_holes", None)
+    figures = key_figures(released, keys, strata, k or DEFAULT_KEY_K) if keys and n else None
+    return whole, figures
 
 
 # ---------------------------------------------------------------------------
@@ -298,27 +328,7 @@ def _sum_checks(checks: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> 
                                                                           "groups", "unique_records")},
                              "min_group_size": min(e["min_group_size"] for e in each)})
     for i, c in enumerate(first["claims"]):
-        each = [k["claims"][i] for k in checks]
-        statuses = {e["status"] for e in each}
-        status = ("refuted" if "refuted" in statuses else "verified" if statuses == {"verified"}
-                  else "void" if statuses == {"void"} else "claimed")
-        merged = {**c, "status": status}
-        for key in ("records_in_small_groups", "verbatim_records"):
-            if key in c:
-                merged[key] = sum(e[key] for e in each)
-        if "min_group_size" in c:
-            merged["min_group_size"] = min(e["min_group_size"] for e in each)
-        if any("min_matching_records" in e for e in each):
-            # some stratum was checked with a missing value matching any value (sdcMicro's convention): the
-            # whole release states both counts, each the smallest of any stratum under its own convention (a
-            # stratum without missing values has its identical rows as its matches)
-            merged["min_matching_records"] = min(e.get("min_matching_records", e["min_group_size"]) for e in each)
-            merged["identical_min_group_size"] = min(e.get("identical_min_group_size", e["min_group_size"])
-                                                     for e in each)
-            merged["records_with_few_matches"] = sum(e.get("records_with_few_matches", e.get(
-                "records_in_small_groups", 0)) for e in each)
-            merged["missing_values"] = sum(int(e.get("missing_values", 0)) for e in each)
-        out["claims"].append(merged)
+        out["claims"].append(_merged_claim(c, [k["claims"][i] for k in checks]))
     wholes = [k["whole_file"] for k in checks if "whole_file" in k]
     if wholes:  # the stratum columns are among its columns: a group never crosses a stratum
         whole = {**wholes[0], "k": max((w["k"] for w in wholes if w.get("k") is not None), default=None),
@@ -333,6 +343,98 @@ def _sum_checks(checks: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> 
                                                     for w in wholes)
         out["whole_file"] = whole
     return out
+
+
+def _merged_claim(first: Mapping[str, Any], each: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """One step's claim over every stratum from each stratum's settling of
+    it. A claim whose k is taken from the data (a clusterer's smallest group)
+    can differ between strata: the whole release's claim is then settled at
+    the smallest k any stratum claims (the k every stratum's claim covers),
+    ``k_by_stratum`` beside it, and whether it holds is decided again against
+    that k from each stratum's smallest group; its counts are those below
+    that k (a stratum's small groups by size), never counts taken at
+    different k added up."""
+    statuses = {e["status"] for e in each}
+    merged: dict[str, Any] = dict(first)
+    ks = [e.get("k") for e in each]
+    same_k = all(k == ks[0] for k in ks)
+    if same_k:
+        status = ("refuted" if "refuted" in statuses else "verified" if statuses == {"verified"}
+                  else "void" if statuses == {"void"} else "claimed")
+        for key in ("records_in_small_groups", "verbatim_records"):
+            if key in first:
+                merged[key] = sum(e[key] for e in each)
+    else:
+        k = min(int(x) for x in ks if x is not None) if all(x is not None for x in ks) else None
+        merged["k"] = k
+        merged["k_by_stratum"] = list(ks)
+        if "verbatim_records" in first:
+            merged["verbatim_records"] = sum(e["verbatim_records"] for e in each)
+        if k is not None:
+            # the records below the stated k, stratum by stratum (identical rows; a stratum verified at its own,
+            # larger k has none)
+            small = {}
+            for e in each:
+                for size, records in (e.get("small_groups") or {}).items():
+                    if int(size) < k:
+                        small[int(size)] = small.get(int(size), 0) + int(records)
+            merged["small_groups"] = dict(sorted(small.items()))
+            merged["records_in_small_groups"] = sum(small.values())
+        status = _status_at(merged, each, k, statuses)
+    merged["status"] = status
+    if "min_group_size" in first:
+        merged["min_group_size"] = min(e["min_group_size"] for e in each)
+    if any("holds_on_released_file" in e for e in each):  # a later step changed some stratum's values
+        later = [e for e in each if "holds_on_released_file" in e]
+        merged["checked_on"] = later[0]["checked_on"]
+        merged["released_min_group_size"] = min(e.get("released_min_group_size", e.get("min_group_size", 0))
+                                                for e in each)
+        if same_k:
+            merged["released_records_in_small_groups"] = sum(
+                e.get("released_records_in_small_groups", e.get("records_in_small_groups", 0)) for e in each)
+            merged["holds_on_released_file"] = (
+                False if any(e.get("holds_on_released_file") is False for e in later) else
+                None if any(e.get("holds_on_released_file") is None for e in later) else True)
+        else:
+            merged.pop("released_records_in_small_groups", None)
+            merged["holds_on_released_file"] = (None if merged.get("k") is None
+                                                else merged["released_min_group_size"] >= merged["k"])
+    if any("min_matching_records" in e for e in each):
+        # some stratum was checked with a missing value matching any value (sdcMicro's convention): the
+        # whole release states both counts, each the smallest of any stratum under its own convention (a
+        # stratum without missing values has its identical rows as its matches)
+        merged["min_matching_records"] = min(e.get("min_matching_records", e["min_group_size"]) for e in each)
+        merged["identical_min_group_size"] = min(e.get("identical_min_group_size", e["min_group_size"])
+                                                 for e in each)
+        merged["missing_values"] = sum(int(e.get("missing_values", 0)) for e in each)
+        if same_k:
+            merged["records_with_few_matches"] = sum(e.get("records_with_few_matches", e.get(
+                "records_in_small_groups", 0)) for e in each)
+        else:  # counted at each stratum's own k: not a count at the stated k
+            merged.pop("records_with_few_matches", None)
+    return merged
+
+
+def _status_at(merged: Mapping[str, Any], each: Sequence[Mapping[str, Any]], k: int | None,
+               statuses: set[str]) -> str:
+    """A claim's status over every stratum at one stated ``k`` (the smallest
+    any stratum claims): verified where every stratum's smallest group (its
+    matching count, under sdcMicro's convention) reaches ``k``."""
+    if statuses == {"void"}:
+        return "void"
+    if merged.get("guarantee") != "k-anonymity":
+        return "refuted" if "refuted" in statuses else "claimed"
+    if k is None:
+        return "refuted"  # some stratum's claim names no k the host can check
+    held = []
+    for e in each:
+        if e["status"] == "verified":
+            held.append(True)  # verified at its own k, at least the stated one
+        elif e["status"] == "claimed":  # undecided (missing values, the matching count not computed)
+            held.append(None if e.get("min_group_size", 0) < k else True)
+        else:
+            held.append(e.get("min_matching_records", e.get("min_group_size", 0)) >= k)
+    return "refuted" if False in held else "claimed" if None in held else "verified"
 
 
 def run_dataset(
@@ -407,6 +509,8 @@ def run_dataset(
         try:
             folder.mkdir(parents=True)
             results = map_tasks(_protect_stratum, tasks, scheduler=scheduler, processes=processes, timeout=timeout)
+            results = _at_run_k(results, str(folder.resolve()), strata, compiled.recipe.roles.keys, scheduler,
+                                processes, timeout)
             # The whole release (one ledger, the budget check, the verdict) before the folder is published:
             # a failure or a stop there leaves nothing behind.
             release = _combined(compiled, context, results, sizes, tuple(merges), names, out)
@@ -423,6 +527,31 @@ def run_dataset(
                 _PUBLISHED.remove(out)
             raise
     return release
+
+
+def _at_run_k(results: list[Any], folder: str, strata: Sequence[str], keys: Sequence[str], scheduler: Any,
+              processes: int | None, timeout: float) -> list[Any]:
+    """Each stratum's whole-file check and key figures at the run's k, the
+    largest k a step claims in any stratum (as :func:`privclust.run` checks
+    the whole file): the strata checked at another k (their own steps'
+    largest, or none) are counted again on the records they wrote."""
+    wholes = [r.verification.get("whole_file") or {} for r, _ in results]
+    k = max((w["k"] for w in wholes if w.get("k") is not None), default=None)
+    key_k = k if k is not None else DEFAULT_KEY_K
+    again = [i for i, (r, _) in enumerate(results)
+             if wholes[i].get("k") != k or (r.verification.get("keys") or {}).get("k", key_k) != key_k]
+    if not again:
+        return results
+    tasks = [(folder, i, list(strata), list(wholes[i].get("columns", ())), list(keys), k) for i in again]
+    counted = map_tasks(_recount_stratum, tasks, scheduler=scheduler, processes=processes, timeout=timeout)
+    results = list(results)
+    for i, (whole, figures) in zip(again, counted, strict=True):
+        release, steps = results[i]
+        checks = {**release.verification, "whole_file": whole}
+        if figures is not None:
+            checks["keys"] = figures
+        results[i] = (attrs.evolve(release, verification=checks), steps)
+    return results
 
 
 #: The output datasets :func:`run_dataset` has published in this process (see :func:`published`).

@@ -43,6 +43,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
+import numpy as np
 import pandas as pd
 
 from .accounting import NothingProtectedWarning, PrivacyContext
@@ -300,6 +301,10 @@ def verify(context: PrivacyContext, original: pd.DataFrame, released: pd.DataFra
             rows = f"identical rows of the values step {entry.step} released" if later else "identical released rows"
             record.update(k=k, columns=list(columns), min_group_size=smallest, records_in_small_groups=small,
                           checked_on=on)
+            if k is not None and small:  # the records below k by the size of their group: the count at any k' <= k
+                below = own["_sizes"][own["_sizes"] < k]
+                sizes, counts = np.unique(below, return_counts=True)
+                record["small_groups"] = {int(a): int(b) for a, b in zip(sizes, counts, strict=True)}
             if later:  # a later step or the host's rounding changed them: what the released file holds
                 record.update(released_min_group_size=on_file["min_group_size"],
                               released_records_in_small_groups=on_file["records_in_small_groups"],

@@ -365,3 +365,71 @@ def test_a_dataset_run_counts_suppressed_values_and_states_the_key_figures_of_on
     assert parts.verdict.startswith("Keys: on the declared keys (sex, age, job) within each stratum of region")
     assert "set missing by the steps (suppressed)" in parts.verdict
     assert "released missing as in the original" not in parts.verdict
+
+
+def _two_k_frame() -> pd.DataFrame:
+    """Two strata whose microaggregation (dpc, two clusters, no k) claims a k of its own: 10 in a (two blobs of 10),
+    7 in b (blobs of 17 and 3, clustered as 7 + 13); the key sex has cells 10/10 in a and 8/12 in b."""
+    rng = np.random.default_rng(5)
+    a = np.r_[rng.normal(0, 1, 10), rng.normal(50, 1, 10)]
+    b = np.r_[rng.normal(0, 1, 17), rng.normal(50, 1, 3)]
+    return pd.DataFrame({"region": ["a"] * 20 + ["b"] * 20, "income": np.r_[a, b].round(3),
+                         "sex": ["f"] * 10 + ["m"] * 10 + ["f"] * 8 + ["m"] * 12})
+
+
+TWO_K = {"roles": {"strata": "region", "keys": ["sex"]},
+         "steps": [{"use": "microaggregation", "clusterer": {"use": "dpc", "n_clusters": 2}}]}
+
+
+def test_strata_claiming_different_k_are_settled_at_one_k(tmp_path):
+    """rt10 F2: the claims, the key figures and the whole-file check were combined at the first stratum's k (k = 10
+    of income "verified" with groups of 7; key cells "k = 10 holds" with a cell of 8; 12 records below 10 where 20
+    are). Each is now stated at one k and its counts are taken at that k, as privclust.run states them."""
+    frame = _two_k_frame()
+    frame.to_parquet(tmp_path / "in", partition_cols=["region"])
+    release = privclust.run_dataset(TWO_K, tmp_path / "in", tmp_path / "out", seed=1, processes=1)
+    back = pd.read_parquet(tmp_path / "out")
+    income = back.groupby(["region", "income"], observed=True).size()
+    cells = back.groupby(["region", "sex"], observed=True).size()
+    rows = back.groupby(["region", "income", "sex"], observed=True).size()
+    assert income.min() == 7 and cells.min() == 8 and int(rows[rows < 10].sum()) == 20
+    whole, keys = release.verification["whole_file"], release.verification["keys"]
+    assert whole["k"] == keys["k"] == 10
+    assert whole["records_in_small_groups"] == 20 and whole["holds"] is False
+    assert keys["records_below_k"] == int(cells[cells < 10].sum()) == 8 and keys["holds"] is False
+    claim = release.verification["claims"][0]
+    assert claim["k"] == 7 and claim["k_by_stratum"] == [10, 7] and claim["min_group_size"] == 7
+    assert claim["status"] == "verified" and claim["records_in_small_groups"] == 0
+    assert "k-anonymity with k = 10 of income" not in release.verdict
+    assert "Verified by the host for these columns only: k-anonymity with k = 7 of income" in release.verdict
+    assert "20 of 40 records are in groups of identical rows smaller than 10" in release.verdict
+    assert "8 of 40 in key cells smaller than k = 10" in release.verdict
+    assert "k = 10 holds" not in release.verdict
+    pandas_run = privclust.run(TWO_K, frame, seed=1)
+    assert pandas_run.verification["whole_file"]["records_in_small_groups"] == 20
+    assert pandas_run.verification["keys"]["records_below_k"] == 8
+
+
+def test_a_claim_refuted_in_strata_of_different_k_counts_at_the_stated_k():
+    """rt10 F2: counts taken at each stratum's own k were added up under the first stratum's k."""
+    from privclust.strata import _sum_checks
+
+    def checks(claim):
+        return {"records": 20, "changed_columns": ["x"], "label_columns": [], "protected_columns": ["x"],
+                "verbatim_records": 0, "steps": [], "claims": [claim]}
+
+    base = {"component": "m", "guarantee": "k-anonymity", "columns": ["x"], "checked_on": "the released data"}
+    each = [{**base, "status": "verified", "k": 10, "min_group_size": 10, "records_in_small_groups": 0},
+            {**base, "status": "refuted", "k": 7, "min_group_size": 5, "records_in_small_groups": 5,
+             "small_groups": {5: 5}},
+            {**base, "status": "refuted", "k": 12, "min_group_size": 6, "records_in_small_groups": 18,
+             "small_groups": {6: 6, 11: 12}}]
+    claim = _sum_checks([checks(c) for c in each], ["x"])["claims"][0]
+    assert claim["k"] == 7 and claim["status"] == "refuted" and claim["min_group_size"] == 5
+    assert claim["records_in_small_groups"] == 11 and claim["small_groups"] == {5: 5, 6: 6}
+    # a stratum refuted at its own k = 12 whose groups all reach the stated k = 7 leaves the claim verified at 7
+    each[1] = {**base, "status": "verified", "k": 7, "min_group_size": 7, "records_in_small_groups": 0}
+    each[2] = {**base, "status": "refuted", "k": 12, "min_group_size": 8, "records_in_small_groups": 8,
+               "small_groups": {8: 8}}
+    claim = _sum_checks([checks(c) for c in each], ["x"])["claims"][0]
+    assert claim["k"] == 7 and claim["status"] == "verified" and claim["records_in_small_groups"] == 0
