@@ -173,11 +173,14 @@ def missing_counts(view: pd.DataFrame) -> dict[str, Any]:
     return {"records": int(nan.any(axis=1).sum()), "values": int(nan.sum()), "columns": per_column}
 
 
-def check_data(compiled: CompiledRecipe, frame: pd.DataFrame) -> list[tuple[str, ...]]:
+def check_data(compiled: CompiledRecipe, frame: pd.DataFrame,
+               decided: Sequence[Sequence[str]] | None = None) -> list[tuple[str, ...]]:
     """Check a frame against a compiled recipe before anything runs: every
     column a step, rule or label uses, the records each step needs, the label
     columns, and rules that straddle a masker's default columns. Returns each
-    step's columns.
+    step's columns: ``decided`` when given (decided for the whole data
+    set by :func:`privclust.run_dataset`, of which ``frame`` is one stratum:
+    a stratum's values do not choose them again), else chosen here.
 
     :raises DataError: with every data problem found.
     :raises RecipeError: for a rule straddling a masker's default columns.
@@ -185,9 +188,12 @@ def check_data(compiled: CompiledRecipe, frame: pd.DataFrame) -> list[tuple[str,
     roles = compiled.recipe.roles
     default_columns = default_step_columns(frame, roles)
     problems = _role_problems(roles, frame)
+    given = None if decided is None else [tuple(c) for c in decided]
     step_columns: list[tuple[str, ...]] = []
     for cs in compiled.steps:
-        if cs.step.columns is not None:
+        if given is not None:
+            columns = given[cs.index]
+        elif cs.step.columns is not None:
             columns = cs.step.columns
         else:  # a differentially private step's default columns are not chosen from the values
             columns = (default_step_columns(frame, roles, private=True) if spends_privacy(cs.component)
@@ -454,7 +460,8 @@ class Preflight:
     merges: tuple[str, ...] = ()
 
 
-def preflight(compiled: CompiledRecipe, data: Any, *, stratum: str | None = None) -> Preflight:
+def preflight(compiled: CompiledRecipe, data: Any, *, stratum: str | None = None,
+              step_columns: Sequence[Sequence[str]] | None = None) -> Preflight:
     """Every check :func:`run` makes on the data before its first step, and
     nothing else: the frame itself, :func:`check_data` (roles, columns,
     records, label columns, rules) and the strata of ``[roles] strata``.
@@ -463,13 +470,15 @@ def preflight(compiled: CompiledRecipe, data: Any, *, stratum: str | None = None
 
     With ``stratum`` (for :func:`privclust.run_dataset`, which made the strata
     itself), the data are the records of that one stratum, named so, and are
-    not split again.
+    not split again; ``step_columns`` are then each step's columns, decided
+    once for the whole data set (a stratum's values would choose other
+    default columns than the whole file's).
 
     :raises DataError: for a problem of the data.
     :raises RecipeError: for a rule straddling a masker's default columns.
     """
     frame = check_frame(data)
-    step_columns = check_data(compiled, frame)
+    step_columns = check_data(compiled, frame, step_columns)
     if stratum is not None and compiled.recipe.roles.strata:
         return Preflight(frame=frame, step_columns=tuple(step_columns),
                          parts=[(stratum, np.arange(len(frame)))], merges=())

@@ -44,9 +44,9 @@ from markupsafe import Markup
 from ._optional import optional
 from ._signals import raise_if_stopped, signals_held
 from .accounting import Budget, Ledger, PrivacyContext, accountant_description, exact, jsonable
-from .compiling import CompiledRecipe, compile
+from .compiling import CompiledRecipe, compile, spends_privacy
 from .coverage import COMPARED, guarantees_dp
-from .defaults import default_step_columns
+from .defaults import CODE_MAX_DISTINCT, CODE_RECORDS_PER_VALUE, default_step_columns
 from .engines import map_tasks
 from .errors import DataError, ParameterError, PrivclustError
 from .handover import Handover, handed, received, worker_registry
@@ -243,15 +243,16 @@ def _plain(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def _protect_stratum(handover: Handover, source: str, combos: list[tuple[Any, ...]], text: str, seed: Any,
-                     folder: str, index: int) -> Any:
+                     folder: str, index: int, step_columns: Sequence[tuple[str, ...]]) -> Any:
     """Read one stratum, run the recipe on it, write its records; return the
     release without its data (ledger, checks, figures, steps). The compiled
-    recipe comes with the task (or from the run, in a forked worker)."""
+    recipe comes with the task (or from the run, in a forked worker), and so
+    do each step's columns, decided by the driver for the whole data set."""
     registry = worker_registry(handover.spec, handover.token)
     compiled = received(handover, registry)
     strata = list(compiled.recipe.roles.strata)
     frame = _plain(_open(source).to_table(filter=_filter(combos, strata)).to_pandas())
-    release = run_checked(compiled, preflight(compiled, frame, stratum=text), seed)
+    release = run_checked(compiled, preflight(compiled, frame, stratum=text, step_columns=step_columns), seed)
     pa = optional("pyarrow", PARQUET)
     pq = optional("pyarrow.parquet", PARQUET)
     table = pa.Table.from_pandas(release.data, preserve_index=False)
@@ -301,8 +302,9 @@ def _sum_checks(checks: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> 
         "dp_release": all(k.get("dp_release", False) for k in checks),
         "changed_columns": changed,
         "unchanged_columns": [c for c in columns if c not in changed],
-        "label_columns": list(first["label_columns"]),
-        "protected_columns": list(first["protected_columns"]),
+        # every stratum's steps worked on the columns the driver decided; a label column is released by each
+        "label_columns": list(dict.fromkeys(c for k in checks for c in k["label_columns"])),
+        "protected_columns": [c for c in columns if any(c in k["protected_columns"] for k in checks)],
         "verbatim_records": sum(k["verbatim_records"] for k in checks),
         "missing_values": sum(int(k.get("missing_values", 0)) for k in checks),
         "values_set_missing": sum(int(k.get("values_set_missing", 0)) for k in checks),
@@ -323,6 +325,10 @@ def _sum_checks(checks: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> 
         out["keys"] = keys
     for i, s in enumerate(first["steps"]):
         each = [k["steps"][i] for k in checks]
+        if any(e["columns"] != s["columns"] for e in each):  # the driver hands every task the same columns
+            raise PrivclustError(f"step {s['step']} ({s['id']}) worked on other columns in some strata "
+                                 f"({', '.join(sorted({', '.join(e['columns']) for e in each}))}); the release "
+                                 "cannot state one set of protected columns: name the step's columns")
         out["steps"].append({**{key: s[key] for key in ("step", "id", "component", "columns")},
                              **{key: sum(e[key] for e in each) for key in ("verbatim_by_step", "verbatim_released",
                                                                           "groups", "unique_records")},
@@ -437,6 +443,45 @@ def _status_at(merged: Mapping[str, Any], each: Sequence[Mapping[str, Any]], k: 
     return "refuted" if False in held else "claimed" if None in held else "verified"
 
 
+def _step_columns(compiled: CompiledRecipe, dataset: Any) -> list[tuple[str, ...]]:
+    """Each step's columns, decided once for the whole data set as
+    :func:`privclust.run` decides them for the whole file: a step's own
+    ``columns``, else ``[roles] numeric``, else the numeric columns without
+    a role, less (for a step that is not differentially private) the integer
+    columns that look like codes over every record of the data set
+    (:func:`~privclust.defaults.code_like`, read a column at a time). Every
+    stratum's task gets these: a stratum's values would choose others (a
+    count of 0 to 3 is a code in 200 records, a count in 40)."""
+    roles = compiled.recipe.roles
+    empty = _plain(dataset.schema.empty_table().to_pandas())
+    every = default_step_columns(empty, roles, private=True)  # no column left out as a code
+    codes = set() if roles.numeric else {c for c in every if _code_like(dataset, c)}
+    defaults = tuple(c for c in every if c not in codes)
+    return [tuple(cs.step.columns) if cs.step.columns is not None
+            else every if spends_privacy(cs.component) else defaults for cs in compiled.steps]
+
+
+def _code_like(dataset: Any, column: str) -> bool:
+    """:func:`~privclust.defaults.code_like` of a column of the whole data set,
+    read batch by batch: an integer type with at least one and at most
+    :data:`~privclust.defaults.CODE_MAX_DISTINCT` distinct values, and at least
+    :data:`~privclust.defaults.CODE_RECORDS_PER_VALUE` records (not missing)
+    per distinct value."""
+    pa = optional("pyarrow", PARQUET)
+    pc = optional("pyarrow.compute", PARQUET)
+    if not pa.types.is_integer(dataset.schema.field(column).type):
+        return False
+    seen: set[Any] = set()
+    observed = 0
+    for batch in dataset.to_batches(columns=[column]):
+        values = batch.column(0)
+        observed += len(values) - values.null_count
+        seen.update(pc.unique(values.drop_null()).to_pylist())
+        if len(seen) > CODE_MAX_DISTINCT:
+            return False
+    return bool(0 < len(seen) <= CODE_MAX_DISTINCT and len(seen) * CODE_RECORDS_PER_VALUE <= observed)
+
+
 def run_dataset(
     recipe: Recipe | Mapping[str, Any] | str | CompiledRecipe,
     source: str | os.PathLike[str],
@@ -485,9 +530,7 @@ def run_dataset(
     keys = dataset.to_table(columns=strata).to_pandas()  # Hive keys stay categorical: small codes
     if keys.empty:
         raise DataError(f"{source_path}: the dataset has no records")
-    empty = _plain(dataset.schema.empty_table().to_pandas())
-    defaults = default_step_columns(empty, roles)
-    step_columns = [cs.step.columns if cs.step.columns is not None else defaults for cs in compiled.steps]
+    step_columns = _step_columns(compiled, dataset)
     for column in strata:
         if keys[column].isna().any():
             raise DataError(f"[roles] strata: the stratum column {column!r} has {int(keys[column].isna().sum())} "
@@ -503,7 +546,7 @@ def run_dataset(
     seeds = context.spawn_seeds(len(combos))
     folder = out.parent / f".{out.name}.tmp-{uuid.uuid4().hex[:12]}"
     with handed(compiled.registry, scheduler, compiled=compiled) as handover:
-        tasks = [(handover, str(source_path.resolve()), combo, text, s, str(folder.resolve()), i)
+        tasks = [(handover, str(source_path.resolve()), combo, text, s, str(folder.resolve()), i, step_columns)
                  for i, (combo, text, s) in enumerate(zip(combos, sizes, seeds, strict=True))]
         moved = False
         try:

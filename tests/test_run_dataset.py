@@ -433,3 +433,34 @@ def test_a_claim_refuted_in_strata_of_different_k_counts_at_the_stated_k():
                "small_groups": {8: 8}}
     claim = _sum_checks([checks(c) for c in each], ["x"])["claims"][0]
     assert claim["k"] == 7 and claim["status"] == "verified" and claim["records_in_small_groups"] == 0
+
+
+def test_default_columns_are_decided_once_for_the_whole_dataset(tmp_path):
+    """rt10 F1: each stratum chose its default columns from its own values: children (0 to 3) was a code in the
+    200-record stratum and a count in the 40-record one, so it was changed in b alone while the verdict said
+    "Released as in the original: region" and the report's step columns were income. The driver now decides them
+    for the whole dataset, as privclust.run does, and every stratum works on them."""
+    rng = np.random.default_rng(1)
+    frame = pd.DataFrame({"region": ["a"] * 200 + ["b"] * 40, "income": rng.gamma(2, 1500, 240).round(2),
+                          "children": rng.integers(0, 4, 240)})
+    recipe = {"roles": {"strata": "region"}, "steps": [MDAV]}
+    frame.to_parquet(tmp_path / "in", partition_cols=["region"])
+    release = privclust.run_dataset(recipe, tmp_path / "in", tmp_path / "out", seed=1, processes=1)
+    pandas_run = privclust.run(recipe, frame, seed=1)
+    back = pd.read_parquet(tmp_path / "out")
+    original = pd.read_parquet(tmp_path / "in")
+    assert (back["children"].to_numpy() == original["children"].to_numpy()).all()  # a code in the whole file
+    assert release.report()["steps"][0]["columns"] == pandas_run.report()["steps"][0]["columns"] == ["income"]
+    assert release.verification["protected_columns"] == ["income"]
+    assert release.verification["changed_columns"] == ["income"]
+    assert "children" in release.verification["unchanged_columns"]
+    assert "children" in release.verdict.split("Released as in the original: ")[1].split(".")[0]
+    replaced = [e.statement for e in release.ledger.of_kind("process")]
+    assert len(replaced) == 2 and all("replaced columns income of" in t for t in replaced)
+    # 50 records of the same column (10 in a, 40 in b): a count there, changed in every stratum
+    small = frame.iloc[190:].reset_index(drop=True)
+    small.to_parquet(tmp_path / "small", partition_cols=["region"])
+    counted = privclust.run_dataset(recipe, tmp_path / "small", tmp_path / "out2", seed=1, processes=1)
+    assert counted.verification["protected_columns"] == ["income", "children"]
+    whole_file = privclust.run(recipe, small, seed=1)
+    assert counted.report()["steps"][0]["columns"] == whole_file.report()["steps"][0]["columns"]
