@@ -513,8 +513,10 @@ class PrivacyContext:
         fact, details = _guarantee_claim(claim, guarantee, details, statement)
         statement = component_text("record(): statement", statement or fact.describe())
         name = component_text("record(): guarantee", guarantee if claim is None else fact.name)
+        # inside a stratum's run the claim is about that stratum's records: tagged with it, as a DP release is, so
+        # that the host checks it on them alone
         entry = self._entry("guarantee", statement, mechanism=name, details=details, component=component,
-                            claim=statement, status="claimed", fact=fact)
+                            claim=statement, status="claimed", fact=fact, partition=self._part)
         self.ledger._append(entry)
         return entry
 

@@ -490,7 +490,10 @@ def _call_within(cs: CompiledStep, view: pd.DataFrame, context: PrivacyContext, 
 def _fold_since(context: PrivacyContext, start: int, tagged: Sequence[tuple[Any, LedgerEntry]],
                 within: Sequence[str], n_groups: int) -> None:
     """Replace the ledger's entries from ``start`` on by their fold."""
-    untagged = [(tag, attrs.evolve(e, details={k: v for k, v in e.details.items() if k != _GROUP_TAG}))
+    # a claim a worker's stratum recorded in a group folds with the other strata's groups into one claim about
+    # every group (as in one process, where the groups are run without the stratum's tag): not one stratum's
+    untagged = [(tag, attrs.evolve(e, details={k: v for k, v in e.details.items() if k != _GROUP_TAG},
+                                   partition=e.partition if e.kind == "dp" else None))
                 for tag, e in tagged]
     folded = fold_group_entries(untagged, within, n_groups)
     del context.ledger._entries[start:]  # the host's own ledger: the groups' entries replaced by their fold

@@ -73,6 +73,7 @@ from .report import (
 )
 from .runner import run_checked
 from .verdict import random_step_names, verdict
+from .verify import merged_claim
 
 __all__ = ["DatasetRelease", "run_dataset"]
 
@@ -290,11 +291,14 @@ def _recount_stratum(folder: str, index: int, strata: Sequence[str], whole_colum
 # ---------------------------------------------------------------------------
 
 
-def _sum_checks(checks: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> dict[str, Any]:
+def _sum_checks(checks: Sequence[Mapping[str, Any]], columns: Sequence[str],
+                strata: Sequence[str] | None = None) -> dict[str, Any]:
     """The host's checks of the whole release from those of each stratum:
     counts add up, the smallest group is the smallest of any stratum (a
-    group never crosses a stratum), a claim holds only where it holds in
-    every stratum."""
+    group never crosses a stratum), and each step's claim is settled over
+    every stratum at one k (:func:`~privclust.verify.merged_claim`;
+    ``strata``: each stratum as text, in the order of ``checks``)."""
+    strata = list(strata) if strata is not None else [str(i) for i in range(len(checks))]
     changed = [c for c in columns if any(c in k["changed_columns"] for k in checks)]
     first = checks[0]
     out: dict[str, Any] = {
@@ -334,7 +338,7 @@ def _sum_checks(checks: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> 
                                                                           "groups", "unique_records")},
                              "min_group_size": min(e["min_group_size"] for e in each)})
     for i, c in enumerate(first["claims"]):
-        out["claims"].append(_merged_claim(c, [k["claims"][i] for k in checks]))
+        out["claims"].append(merged_claim(c, [k["claims"][i] for k in checks], strata))
     wholes = [k["whole_file"] for k in checks if "whole_file" in k]
     if wholes:  # the stratum columns are among its columns: a group never crosses a stratum
         whole = {**wholes[0], "k": max((w["k"] for w in wholes if w.get("k") is not None), default=None),
@@ -349,98 +353,6 @@ def _sum_checks(checks: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> 
                                                     for w in wholes)
         out["whole_file"] = whole
     return out
-
-
-def _merged_claim(first: Mapping[str, Any], each: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """One step's claim over every stratum from each stratum's settling of
-    it. A claim whose k is taken from the data (a clusterer's smallest group)
-    can differ between strata: the whole release's claim is then settled at
-    the smallest k any stratum claims (the k every stratum's claim covers),
-    ``k_by_stratum`` beside it, and whether it holds is decided again against
-    that k from each stratum's smallest group; its counts are those below
-    that k (a stratum's small groups by size), never counts taken at
-    different k added up."""
-    statuses = {e["status"] for e in each}
-    merged: dict[str, Any] = dict(first)
-    ks = [e.get("k") for e in each]
-    same_k = all(k == ks[0] for k in ks)
-    if same_k:
-        status = ("refuted" if "refuted" in statuses else "verified" if statuses == {"verified"}
-                  else "void" if statuses == {"void"} else "claimed")
-        for key in ("records_in_small_groups", "verbatim_records"):
-            if key in first:
-                merged[key] = sum(e[key] for e in each)
-    else:
-        k = min(int(x) for x in ks if x is not None) if all(x is not None for x in ks) else None
-        merged["k"] = k
-        merged["k_by_stratum"] = list(ks)
-        if "verbatim_records" in first:
-            merged["verbatim_records"] = sum(e["verbatim_records"] for e in each)
-        if k is not None:
-            # the records below the stated k, stratum by stratum (identical rows; a stratum verified at its own,
-            # larger k has none)
-            small = {}
-            for e in each:
-                for size, records in (e.get("small_groups") or {}).items():
-                    if int(size) < k:
-                        small[int(size)] = small.get(int(size), 0) + int(records)
-            merged["small_groups"] = dict(sorted(small.items()))
-            merged["records_in_small_groups"] = sum(small.values())
-        status = _status_at(merged, each, k, statuses)
-    merged["status"] = status
-    if "min_group_size" in first:
-        merged["min_group_size"] = min(e["min_group_size"] for e in each)
-    if any("holds_on_released_file" in e for e in each):  # a later step changed some stratum's values
-        later = [e for e in each if "holds_on_released_file" in e]
-        merged["checked_on"] = later[0]["checked_on"]
-        merged["released_min_group_size"] = min(e.get("released_min_group_size", e.get("min_group_size", 0))
-                                                for e in each)
-        if same_k:
-            merged["released_records_in_small_groups"] = sum(
-                e.get("released_records_in_small_groups", e.get("records_in_small_groups", 0)) for e in each)
-            merged["holds_on_released_file"] = (
-                False if any(e.get("holds_on_released_file") is False for e in later) else
-                None if any(e.get("holds_on_released_file") is None for e in later) else True)
-        else:
-            merged.pop("released_records_in_small_groups", None)
-            merged["holds_on_released_file"] = (None if merged.get("k") is None
-                                                else merged["released_min_group_size"] >= merged["k"])
-    if any("min_matching_records" in e for e in each):
-        # some stratum was checked with a missing value matching any value (sdcMicro's convention): the
-        # whole release states both counts, each the smallest of any stratum under its own convention (a
-        # stratum without missing values has its identical rows as its matches)
-        merged["min_matching_records"] = min(e.get("min_matching_records", e["min_group_size"]) for e in each)
-        merged["identical_min_group_size"] = min(e.get("identical_min_group_size", e["min_group_size"])
-                                                 for e in each)
-        merged["missing_values"] = sum(int(e.get("missing_values", 0)) for e in each)
-        if same_k:
-            merged["records_with_few_matches"] = sum(e.get("records_with_few_matches", e.get(
-                "records_in_small_groups", 0)) for e in each)
-        else:  # counted at each stratum's own k: not a count at the stated k
-            merged.pop("records_with_few_matches", None)
-    return merged
-
-
-def _status_at(merged: Mapping[str, Any], each: Sequence[Mapping[str, Any]], k: int | None,
-               statuses: set[str]) -> str:
-    """A claim's status over every stratum at one stated ``k`` (the smallest
-    any stratum claims): verified where every stratum's smallest group (its
-    matching count, under sdcMicro's convention) reaches ``k``."""
-    if statuses == {"void"}:
-        return "void"
-    if merged.get("guarantee") != "k-anonymity":
-        return "refuted" if "refuted" in statuses else "claimed"
-    if k is None:
-        return "refuted"  # some stratum's claim names no k the host can check
-    held = []
-    for e in each:
-        if e["status"] == "verified":
-            held.append(True)  # verified at its own k, at least the stated one
-        elif e["status"] == "claimed":  # undecided (missing values, the matching count not computed)
-            held.append(None if e.get("min_group_size", 0) < k else True)
-        else:
-            held.append(e.get("min_matching_records", e.get("min_group_size", 0)) >= k)
-    return "refuted" if False in held else "claimed" if None in held else "verified"
 
 
 def _step_columns(compiled: CompiledRecipe, dataset: Any) -> list[tuple[str, ...]]:
@@ -629,7 +541,7 @@ def _combined(compiled: CompiledRecipe, context: PrivacyContext, results: Sequen
                                                        outcomes),
                          details={"strata": list(compiled.recipe.roles.strata), "merged": list(merges),
                                   "parts": dict(sizes)}, mechanism="strata")
-    checks = _sum_checks([r.verification for r in releases], columns)
+    checks = _sum_checks([r.verification for r in releases], columns, list(sizes))
     dp_release = checks["dp_release"]  # then nothing written compares released with original values (verify)
     context._record_host(
         "verified",

@@ -105,7 +105,8 @@ __all__ = [
 
 def verify(context: PrivacyContext, original: pd.DataFrame, released: pd.DataFrame, outcomes: Sequence[Any], *,
            label_columns: Sequence[str] = (), strata: Sequence[str] = (), keys: Sequence[str] = (),
-           broken_rules: Sequence[tuple[str, frozenset[str], int, int, str]] = ()) -> dict[str, Any]:
+           broken_rules: Sequence[tuple[str, frozenset[str], int, int, str]] = (),
+           parts: Sequence[tuple[str, np.ndarray]] | None = None) -> dict[str, Any]:
     """Measure the release, write the host's ``verified`` entries, and settle
     the components' claims. Returns the measurements (also kept by the
     Release as ``release.verification``).
@@ -121,6 +122,11 @@ def verify(context: PrivacyContext, original: pd.DataFrame, released: pd.DataFra
     With ``strata``, the public stratum columns are released beside every
     step's columns, so groups of identical rows are counted over the step's
     columns *and* them (a combination is shared only within a stratum).
+    ``parts`` (the strata, as text and record positions): a claim a step
+    made in one stratum (its entry tagged with that stratum) is checked on
+    that stratum's records alone and its words name the stratum; the
+    release's ``claims`` state each step's claim over every stratum
+    (:func:`merged_claim`).
 
     A step's k-anonymity claim is checked on the values that step released
     (:func:`_step_values`), never on a later step's; the whole released file
@@ -267,6 +273,9 @@ def verify(context: PrivacyContext, original: pd.DataFrame, released: pd.DataFra
     _qualify_dp_inputs(context, outcomes)
 
     by_step = {s["step"]: s for s in steps}
+    every_part, label = original, released
+    n_all = n
+    stratum_rows = {text: rows for text, rows in parts} if parts is not None and len(parts) > 1 else {}
     for entry in list(context.ledger):
         if entry.kind != "guarantee" or entry.status != "claimed" or entry.step is None:
             # a claim no step made (a constraint handler's own evaluation of its edit rules, which the rule check
@@ -277,6 +286,14 @@ def verify(context: PrivacyContext, original: pd.DataFrame, released: pd.DataFra
         s = by_step.get(entry.step) if entry.step is not None else None  # type: ignore[assignment]
         record: dict[str, Any] = {"seq": entry.seq, "component": who,
                                   "guarantee": _kind_of_claim(entry) or entry.mechanism}
+        # a claim made in one stratum is about its records: checked on them alone (a red-team audit: stratum a's
+        # k = 10 was refuted by stratum b's groups of 7, which b's own claim of k = 7 covered)
+        in_stratum = stratum_rows.get(entry.partition[1]) if entry.partition is not None else None
+        if in_stratum is not None:
+            record["stratum"] = entry.partition[1]  # type: ignore[index]
+            original, released, n = every_part.iloc[in_stratum], label.iloc[in_stratum], int(len(in_stratum))
+        else:
+            original, released, n = every_part, label, n_all
         if nothing:
             status = "void"
             text = (f"{who} claims: {claim} Host check: the release changes no column, so every original value is "
@@ -290,8 +307,12 @@ def verify(context: PrivacyContext, original: pd.DataFrame, released: pd.DataFra
             groups = getattr(own_outcome, "within_groups", None)  # type: ignore[assignment]
             grouped = {} if groups is None else {"\0within": groups}
             at = (*extra, *grouped)
-            own = _k_check(_step_values(outcomes, own_outcome, original, released, extra).assign(**grouped),
-                           columns, at, k)
+            if in_stratum is not None:
+                grouped = {key: np.asarray(value)[in_stratum] for key, value in grouped.items()}
+                values = _step_values(outcomes, own_outcome, every_part, label, extra).iloc[in_stratum]
+            else:
+                values = _step_values(outcomes, own_outcome, original, released, extra)
+            own = _k_check(values.assign(**grouped), columns, at, k)
             on_file = _k_check(released.assign(**grouped), columns, at, k)
             smallest, small = own["min_group_size"], own["records_in_small_groups"]
             verbatim = int(_verbatim(original, released, columns).sum())
@@ -312,6 +333,10 @@ def verify(context: PrivacyContext, original: pd.DataFrame, released: pd.DataFra
             if not dp_release:
                 record["verbatim_records"] = verbatim
             holes = own["_holes"]
+            # the claim is checked on its stratum's records alone, or on the whole file's
+            across = ("in the stratum's released records" if in_stratum is not None
+                      else "across the released file, every stratum included" if strata
+                      else "across the released file")
             matching = own.get("min_matching_records") if _kind_of_claim(entry) == "k-anonymity" else None
             if matching is not None:
                 record.update({key: own[key] for key in ("identical_min_group_size", "min_matching_records",
@@ -333,8 +358,8 @@ def verify(context: PrivacyContext, original: pd.DataFrame, released: pd.DataFra
                     text = (f"{who} claims: {claim} Verified by the host"
                             + (f" on the values step {entry.step} released" if later else "")
                             + f" with a missing value counted as matching any value (sdcMicro's convention; {holes} "
-                            f"values of {_cols(columns)} are missing across the released file, every stratum "
-                            f"included): every released record agrees, on the columns both observe, with at least "
+                            f"values of {_cols(columns)} are missing {across}): every released record agrees, "
+                            "on the columns both observe, with at least "
                             f"{matching} released records (k = {k}). Counting identical rows only (the "
                             f"missingness pattern as part of the row), the smallest group has {smallest} record(s): "
                             "which values are missing is released and is not protected." + after)
@@ -344,8 +369,8 @@ def verify(context: PrivacyContext, original: pd.DataFrame, released: pd.DataFra
                             + (f" on the values step {entry.step} released: every combination" if later else
                                ": every released combination")
                             + f" of {_cols(columns)} is shared by at least {smallest} records (k = {k})"
-                            + (f", a missing value counted as a value of its own ({holes} are missing across "
-                               "the released file)" if holes else "") + "." + after)
+                            + (f", a missing value counted as a value of its own ({holes} are missing "
+                               f"{across})" if holes else "") + "." + after)
                 elif own["holds"] is None:
                     status = "claimed"
                     text = (f"Claimed by {who}, not verified: k-anonymity with k = {k} of {_cols(columns)}. On {on}, "
@@ -394,9 +419,139 @@ def verify(context: PrivacyContext, original: pd.DataFrame, released: pd.DataFra
             record["violated_rules"] = [rule for rule, *_ in broken]
         record["status"] = status
         checks["claims"].append(record)
+        if in_stratum is not None:
+            text = f"Stratum {_cols(strata)} = {entry.partition[1]!r}: {text}"  # type: ignore[index]
         context.ledger._replace(attrs.evolve(entry, statement=text, status=status))
+    original, released, n = every_part, label, n_all
 
+    if stratum_rows:  # each step's claims of every stratum, stated once for the release
+        checks["claims"] = _claims_over_strata(checks["claims"], context)
     return checks
+
+
+def _claims_over_strata(records: Sequence[dict[str, Any]], context: PrivacyContext) -> list[dict[str, Any]]:
+    """The claims a step made in each stratum, the j-th of every stratum
+    merged into one (:func:`merged_claim`); a claim made outside the strata
+    stays as it is."""
+    entries = {e.seq: e for e in context.ledger.entries}
+    groups: dict[Any, list[dict[str, Any]]] = {}
+    seen: dict[Any, int] = {}
+    for r in records:
+        if "stratum" not in r:
+            groups[("own", r["seq"])] = [r]
+            continue
+        step = entries[r["seq"]].step
+        j = seen.get((step, r["stratum"]), 0)
+        seen[(step, r["stratum"])] = j + 1
+        groups.setdefault(("strata", step, j), []).append(r)
+    out = []
+    for key, each in groups.items():
+        if key[0] == "own":
+            out.append(each[0])
+            continue
+        merged = merged_claim(each[0], each, [r["stratum"] for r in each])
+        merged.pop("stratum", None)
+        out.append(merged)
+    return out
+
+
+def merged_claim(first: Mapping[str, Any], each: Sequence[Mapping[str, Any]],
+                 strata: Sequence[str]) -> dict[str, Any]:
+    """One step's claim over every stratum from each stratum's settling of
+    it (``strata``: the stratum of each, as text). A claim whose k is taken
+    from the data (a clusterer's smallest group) can differ between strata:
+    the release's claim is then settled at the smallest k any stratum claims
+    (the k every stratum's claim covers), ``k_by_stratum`` beside it, and
+    whether it holds is decided again against that k from each stratum's
+    smallest group; its counts are those below that k (a stratum's small
+    groups by size), never counts taken at different k added up (a red-team
+    audit)."""
+    statuses = {e["status"] for e in each}
+    merged: dict[str, Any] = dict(first)
+    ks = [e.get("k") for e in each]
+    same_k = all(k == ks[0] for k in ks)
+    if same_k:
+        status = ("refuted" if "refuted" in statuses else "verified" if statuses == {"verified"}
+                  else "void" if statuses == {"void"} else "claimed")
+        for key in ("records_in_small_groups", "verbatim_records"):
+            if key in first:
+                merged[key] = sum(e.get(key, 0) for e in each)
+        if any("small_groups" in e for e in each):
+            merged["small_groups"] = _added([e.get("small_groups") or {} for e in each], None)
+    else:
+        k = min(int(x) for x in ks if x is not None) if all(x is not None for x in ks) else None
+        merged["k"] = k
+        merged["k_by_stratum"] = dict(zip(strata, ks, strict=True))
+        if "verbatim_records" in first:
+            merged["verbatim_records"] = sum(e.get("verbatim_records", 0) for e in each)
+        if k is not None:  # the records below the stated k, stratum by stratum (identical rows)
+            merged["small_groups"] = _added([e.get("small_groups") or {} for e in each], k)
+            merged["records_in_small_groups"] = sum(merged["small_groups"].values())
+        status = _status_at(merged, each, k, statuses)
+    merged["status"] = status
+    if "min_group_size" in first:
+        merged["min_group_size"] = min(e["min_group_size"] for e in each)
+    if any("holds_on_released_file" in e for e in each):  # a later step changed some stratum's values
+        later = [e for e in each if "holds_on_released_file" in e]
+        merged["checked_on"] = later[0]["checked_on"]
+        merged["released_min_group_size"] = min(e.get("released_min_group_size", e.get("min_group_size", 0))
+                                                for e in each)
+        if same_k:
+            merged["released_records_in_small_groups"] = sum(
+                e.get("released_records_in_small_groups", e.get("records_in_small_groups", 0)) for e in each)
+            merged["holds_on_released_file"] = (
+                False if any(e.get("holds_on_released_file") is False for e in later) else
+                None if any(e.get("holds_on_released_file") is None for e in later) else True)
+        else:  # counted at each stratum's own k: not a count at the stated k
+            merged.pop("released_records_in_small_groups", None)
+            merged["holds_on_released_file"] = (None if merged.get("k") is None
+                                                else merged["released_min_group_size"] >= merged["k"])
+    if any("min_matching_records" in e for e in each):
+        # some stratum was checked with a missing value matching any value (sdcMicro's convention): the
+        # whole release states both counts, each the smallest of any stratum under its own convention (a
+        # stratum without missing values has its identical rows as its matches)
+        merged["min_matching_records"] = min(e.get("min_matching_records", e["min_group_size"]) for e in each)
+        merged["identical_min_group_size"] = min(e.get("identical_min_group_size", e["min_group_size"])
+                                                 for e in each)
+        merged["missing_values"] = sum(int(e.get("missing_values", 0)) for e in each)
+        if same_k:
+            merged["records_with_few_matches"] = sum(e.get("records_with_few_matches", e.get(
+                "records_in_small_groups", 0)) for e in each)
+        else:  # counted at each stratum's own k: not a count at the stated k
+            merged.pop("records_with_few_matches", None)
+    return merged
+
+
+def _added(histograms: Sequence[Mapping[Any, int]], below: int | None) -> dict[int, int]:
+    """Records by the size of their group, added over the strata (sizes below ``below`` only, when given)."""
+    out: dict[int, int] = {}
+    for h in histograms:
+        for size, records in h.items():
+            if below is None or int(size) < below:
+                out[int(size)] = out.get(int(size), 0) + int(records)
+    return dict(sorted(out.items()))
+
+
+def _status_at(merged: Mapping[str, Any], each: Sequence[Mapping[str, Any]], k: int | None,
+               statuses: set[str]) -> str:
+    """A claim's status over every stratum at one stated ``k`` (the smallest
+    any stratum claims): verified where every stratum's smallest group (its
+    matching count, under sdcMicro's convention) reaches ``k``."""
+    if statuses == {"void"}:
+        return "void"
+    if merged.get("guarantee") != "k-anonymity":
+        return "refuted" if "refuted" in statuses else "claimed"
+    if k is None:
+        return "refuted"  # some stratum's claim names no k the host can check
+    held: list[bool | None] = []
+    for e in each:
+        if e["status"] == "verified":
+            held.append(True)  # verified at its own k, at least the stated one
+        elif e["status"] == "claimed":  # undecided (missing values, the matching count not computed)
+            held.append(None if e.get("min_group_size", 0) < k else True)
+        else:
+            held.append(e.get("min_matching_records", e.get("min_group_size", 0)) >= k)
+    return "refuted" if False in held else "claimed" if None in held else "verified"
 
 
 def _whole_file_text(whole: Mapping[str, Any], n: int) -> str:

@@ -398,7 +398,7 @@ def test_strata_claiming_different_k_are_settled_at_one_k(tmp_path):
     assert whole["records_in_small_groups"] == 20 and whole["holds"] is False
     assert keys["records_below_k"] == int(cells[cells < 10].sum()) == 8 and keys["holds"] is False
     claim = release.verification["claims"][0]
-    assert claim["k"] == 7 and claim["k_by_stratum"] == [10, 7] and claim["min_group_size"] == 7
+    assert claim["k"] == 7 and claim["k_by_stratum"] == {"a": 10, "b": 7} and claim["min_group_size"] == 7
     assert claim["status"] == "verified" and claim["records_in_small_groups"] == 0
     assert "k-anonymity with k = 10 of income" not in release.verdict
     assert "Verified by the host for these columns only: k-anonymity with k = 7 of income" in release.verdict
