@@ -243,6 +243,48 @@ def _plain(frame: pd.DataFrame) -> pd.DataFrame:
     return frame
 
 
+def _integers_kept(table: Any) -> pd.DataFrame:
+    """A stratum's records as a frame, an integer column with missing values
+    read as pandas' nullable integers (``Int64``), as :func:`privclust.run`
+    reads such a CSV column: ``to_pandas`` makes it ``float64``, but only in
+    the strata that have a missing value, so the host released it as
+    integers in some strata and with decimals in others (a red-team audit)."""
+    pa = optional("pyarrow", PARQUET)
+    frame = table.to_pandas()
+    for name, column in zip(table.schema.names, table.columns, strict=True):
+        if pa.types.is_integer(column.type) and column.null_count and not pd.api.types.is_integer_dtype(frame[name]):
+            unsigned = "U" if pa.types.is_unsigned_integer(column.type) else ""
+            frame[name] = pd.array(column.to_pylist(), dtype=f"{unsigned}Int{column.type.bit_width}")
+    return frame
+
+
+def _as_input(data: pd.DataFrame, schema: Any, strata: Sequence[str], text: str) -> Any:
+    """A stratum's released records as a Parquet table, each column of the
+    input in the input's type where its values were: an integer column the
+    host released as whole numbers stays an integer column, and a column all
+    missing in this stratum is typed as in every other stratum, so that the
+    strata's files make one dataset (:func:`_one_schema` checks it)."""
+    pa = optional("pyarrow", PARQUET)
+    table = pa.Table.from_pandas(data, preserve_index=False)
+    for i, field in enumerate(table.schema):
+        if field.name in strata or field.name not in schema.names:
+            continue
+        wanted = schema.field(field.name).type
+        if field.type == wanted:
+            continue
+        numeric = pa.types.is_integer(wanted) and (pa.types.is_floating(field.type) or pa.types.is_integer(field.type))
+        if not (pa.types.is_null(field.type) or numeric):
+            continue  # a column a step released as another kind of value (a recode's intervals as text)
+        try:
+            column = table.column(i).cast(wanted, safe=True)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as err:
+            raise DataError(f"the stratum {text!r}: column {field.name!r} is {wanted} in the input dataset, but its "
+                            f"released values are not ({' '.join(str(err).split())}); the strata's files would not "
+                            "make one dataset") from err
+        table = table.set_column(i, pa.field(field.name, wanted), column)
+    return table
+
+
 def _protect_stratum(handover: Handover, source: str, combos: list[tuple[Any, ...]], text: str, seed: Any,
                      folder: str, index: int, step_columns: Sequence[tuple[str, ...]]) -> Any:
     """Read one stratum, run the recipe on it, write its records; return the
@@ -252,11 +294,12 @@ def _protect_stratum(handover: Handover, source: str, combos: list[tuple[Any, ..
     registry = worker_registry(handover.spec, handover.token)
     compiled = received(handover, registry)
     strata = list(compiled.recipe.roles.strata)
-    frame = _plain(_open(source).to_table(filter=_filter(combos, strata)).to_pandas())
+    dataset = _open(source)
+    read = dataset.to_table(filter=_filter(combos, strata))
+    frame = _plain(_integers_kept(read))
     release = run_checked(compiled, preflight(compiled, frame, stratum=text, step_columns=step_columns), seed)
-    pa = optional("pyarrow", PARQUET)
+    table = _as_input(release.data, dataset.schema, strata, text)
     pq = optional("pyarrow.parquet", PARQUET)
-    table = pa.Table.from_pandas(release.data, preserve_index=False)
     pq.write_to_dataset(table, folder, partition_cols=strata, basename_template=f"part-{index}-{{i}}.parquet")
     steps = (tuple(release.components()), tuple(release.components(non_disclosive=True)))
     return attrs.evolve(release, data=release.data.iloc[:0], original=release.original.iloc[:0],
@@ -464,6 +507,7 @@ def run_dataset(
         try:
             folder.mkdir(parents=True)
             results = map_tasks(_protect_stratum, tasks, scheduler=scheduler, processes=processes, timeout=timeout)
+            _one_schema(folder, list(sizes))
             results = _at_run_k(results, str(folder.resolve()), strata, compiled.recipe.roles.keys, scheduler,
                                 processes, timeout)
             # The whole release (one ledger, the budget check, the verdict) before the folder is published:
@@ -482,6 +526,30 @@ def run_dataset(
                 _PUBLISHED.remove(out)
             raise
     return release
+
+
+def _one_schema(folder: Path, texts: Sequence[str]) -> None:
+    """Refuse to publish strata whose files give a column different types
+    (read from the files' footers): the output would not read back as one
+    dataset (``pd.read_parquet`` fails), and the columns' values would not
+    be the same kind of value in every stratum."""
+    pq = optional("pyarrow.parquet", PARQUET)
+    types: dict[str, dict[str, list[str]]] = {}
+    for path in sorted(folder.rglob("part-*.parquet")):
+        index = int(path.name.split("-")[1])
+        for field in pq.read_schema(path):
+            types.setdefault(field.name, {}).setdefault(str(field.type), []).append(texts[index])
+    mixed = {name: kinds for name, kinds in types.items() if len(kinds) > 1}
+    if mixed:
+        def where(of: list[str]) -> str:
+            named = sorted(set(of))
+            return f"{_strata_count(len(named))} ({', '.join(repr(t) for t in named[:3])})"
+
+        said = "; ".join(f"{name!r}: " + ", ".join(f"{kind} in {where(of)}" for kind, of in kinds.items())
+                         for name, kinds in mixed.items())
+        raise DataError(f"the strata released columns of different types ({said}); the output would not read back "
+                        "as one dataset, and nothing was written: give such a column one type in the input (e.g. "
+                        "write the column with decimals in every stratum, or as text)")
 
 
 def _at_run_k(results: list[Any], folder: str, strata: Sequence[str], keys: Sequence[str], scheduler: Any,

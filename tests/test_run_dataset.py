@@ -464,3 +464,38 @@ def test_default_columns_are_decided_once_for_the_whole_dataset(tmp_path):
     assert counted.verification["protected_columns"] == ["income", "children"]
     whole_file = privclust.run(recipe, small, seed=1)
     assert counted.report()["steps"][0]["columns"] == whole_file.report()["steps"][0]["columns"]
+
+
+def test_an_integer_column_with_a_missing_value_in_one_stratum_stays_integer_in_every_stratum(tmp_path):
+    """rt10 F3: a dataset written by pyarrow (no pandas metadata) with an int64 column missing once in stratum b:
+    b read it as float64, released it with decimals (33.5, 61.67, ...) and wrote it as double beside a's int64, and
+    the output did not read back (ArrowInvalid). Every stratum now reads it as integers and writes it as int64."""
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    rng = np.random.default_rng(2)
+    age = rng.integers(18, 90, 60).astype(float)
+    age[35] = np.nan  # one missing age, in stratum b
+    table = pa.table({"region": np.array(["a"] * 30 + ["b"] * 30), "income": rng.gamma(2, 1500, 60).round(2),
+                      "age": pa.array(age, mask=np.isnan(age)).cast(pa.int64())})
+    pq.write_to_dataset(table, str(tmp_path / "in"), partition_cols=["region"])
+    recipe = {"roles": {"strata": "region"}, "steps": [MDAV]}
+    privclust.run_dataset(recipe, tmp_path / "in", tmp_path / "out", seed=1, processes=1)
+    files = sorted((tmp_path / "out").rglob("*.parquet"))
+    assert [str(pq.read_schema(f).field("age").type) for f in files] == ["int64", "int64"]
+    back = pd.read_parquet(tmp_path / "out")  # one dataset
+    assert len(back) == 60 and back["age"].isna().sum() == 1
+    observed = back["age"].dropna().to_numpy(dtype=float)
+    assert (observed == observed.round()).all()
+
+
+def test_strata_released_with_different_column_types_are_not_published(tmp_path):
+    """The driver reads the types of every stratum's files and refuses a mixed dataset, naming the column."""
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    from privclust.strata import _one_schema
+
+    for i, (region, values) in enumerate([("a", pa.array([1, 2], pa.int64())), ("b", pa.array([1.5, 2.0]))]):
+        (tmp_path / f"region={region}").mkdir()
+        pq.write_table(pa.table({"age": values}), tmp_path / f"region={region}" / f"part-{i}-0.parquet")
+    with pytest.raises(DataError, match=r"'age': int64 in 1 stratum \('a'\), double in 1 stratum \('b'\)"):
+        _one_schema(tmp_path, ["a", "b"])
