@@ -224,8 +224,19 @@ def _scalar(value: Any) -> Any:
 
 
 def _open(source: str) -> Any:
+    """The input dataset, its Hive directories' values read as text (the
+    driver's and every worker's alike): pyarrow's inference read
+    ``region=01`` and ``region=1`` as the one integer 1, merging two strata
+    under another name, and compared the integer with a stratum read as text
+    (a red-team audit)."""
     ds = optional("pyarrow.dataset", PARQUET)
-    return ds.dataset(source, format="parquet", partitioning="hive")
+    found = ds.dataset(source, format="parquet", partitioning="hive")
+    keys = getattr(found, "partitioning", None)
+    # one file has no directories (pyarrow then gives its whole schema as the partitioning's)
+    names = list(keys.schema.names) if keys is not None and not Path(source).is_file() else []
+    if not names:
+        return found
+    return ds.dataset(source, format="parquet", partitioning=_partitioning(names))
 
 
 def _partitioning(strata: Sequence[str]) -> Any:

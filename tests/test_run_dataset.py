@@ -499,3 +499,27 @@ def test_strata_released_with_different_column_types_are_not_published(tmp_path)
         pq.write_table(pa.table({"age": values}), tmp_path / f"region={region}" / f"part-{i}-0.parquet")
     with pytest.raises(DataError, match=r"'age': int64 in 1 stratum \('a'\), double in 1 stratum \('b'\)"):
         _one_schema(tmp_path, ["a", "b"])
+
+
+@pytest.mark.parametrize("writer", ["pyarrow", "pandas"])
+def test_hive_directory_values_are_read_as_text(tmp_path, writer):
+    """rt10 F4: pyarrow's partition inference read region=01 and region=1 as the one integer 1 (two strata merged
+    and renamed, no word said) or, for a dataset pandas wrote, crashed comparing int32 with text. The values of the
+    Hive directories are now text in the driver and the workers: three strata, as privclust.run finds."""
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    rng = np.random.default_rng(3)
+    region = np.array(["01"] * 20 + ["1"] * 20 + ["007"] * 20)
+    income = rng.gamma(2, 1500, 60).round(2)
+    if writer == "pyarrow":
+        pq.write_to_dataset(pa.table({"region": region, "income": income}), str(tmp_path / "in"),
+                            partition_cols=["region"])
+    else:
+        pd.DataFrame({"region": region, "income": income}).to_parquet(tmp_path / "in", partition_cols=["region"])
+    recipe = {"roles": {"strata": "region"}, "steps": [MDAV]}
+    release = privclust.run_dataset(recipe, tmp_path / "in", tmp_path / "out", seed=1, processes=1)
+    whole = privclust.run(recipe, pd.DataFrame({"region": region, "income": income}), seed=1)
+    assert dict(release.strata) == {"007": 20, "01": 20, "1": 20} == \
+        next(e for e in whole.ledger.of_kind("verified") if e.mechanism == "strata").details["parts"]
+    assert release.merged == ()
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["region=007", "region=01", "region=1"]
