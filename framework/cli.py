@@ -161,6 +161,9 @@ def _cmd_run_dataset(args: argparse.Namespace, recipe: Recipe) -> int:
     report = Path(args.report) if args.report else None
     if args.output == STDIO:
         raise PrivclustError("a dataset (a folder) is written to a folder: give --output a new folder, not -")
+    if args.keep_order:
+        raise PrivclustError("--keep-order: a dataset (a folder) is written stratum by stratum, each stratum's rows in "
+                             "a random order drawn from its run; leave out --keep-order, or protect a single file")
     check_outputs(report_paths(report), _inputs(args))
     if report is not None and not report.name.lower().endswith((".json", ".html", ".htm")):
         raise PrivclustError(f"{report}: a report is written as .json or .html")
@@ -184,7 +187,8 @@ def _cmd_run_dataset(args: argparse.Namespace, recipe: Recipe) -> int:
                 shutil.rmtree(path, ignore_errors=True)
         raise
     if not args.quiet:
-        print(f"{release.verdict}\nwrote {output} ({release.records} records in {len(release.strata)} strata)"
+        print(f"{release.verdict}\nwrote {output} ({release.records} records in {len(release.strata)} strata, each "
+              "in a random order)"
               + "".join(f" and {path}" for path, _ in targets), file=sys.stderr)
     return 0
 

@@ -309,7 +309,8 @@ def _protect_stratum(handover: Handover, source: str, combos: list[tuple[Any, ..
     read = dataset.to_table(filter=_filter(combos, strata))
     frame = _plain(_integers_kept(read))
     release = run_checked(compiled, preflight(compiled, frame, stratum=text, step_columns=step_columns), seed)
-    table = _as_input(release.data, dataset.schema, strata, text)
+    # the stratum's rows in the order drawn from its run (Release.publication_order), as privclust run writes a file
+    table = _as_input(release.data.iloc[release.publication_order], dataset.schema, strata, text)
     pq = optional("pyarrow.parquet", PARQUET)
     pq.write_to_dataset(table, folder, partition_cols=strata, basename_template=f"part-{index}-{{i}}.parquet")
     steps = (tuple(release.components()), tuple(release.components(non_disclosive=True)))

@@ -523,3 +523,23 @@ def test_hive_directory_values_are_read_as_text(tmp_path, writer):
         next(e for e in whole.ledger.of_kind("verified") if e.mechanism == "strata").details["parts"]
     assert release.merged == ()
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["region=007", "region=01", "region=1"]
+
+
+def test_each_stratum_is_written_in_a_random_order_and_keep_order_is_refused_for_a_folder(dataset, tmp_path, capsys):
+    """A stratum's rows in the input's order link each to its record (the weight w is released as it is): every
+    stratum's file holds its records in the order drawn from its run, the same under the same seed."""
+    frame, source = dataset
+    recipe = {"roles": {"strata": "region"}, "steps": [MDAV]}
+    privclust.run_dataset(recipe, source, tmp_path / "one", seed=1, processes=1)
+    privclust.run_dataset(recipe, source, tmp_path / "two", seed=1, processes=1)
+    one, two = pd.read_parquet(tmp_path / "one"), pd.read_parquet(tmp_path / "two")
+    assert one.equals(two)
+    for region, part in one.groupby("region", observed=True):
+        original = frame.loc[frame["region"] == region, "w"].to_numpy()
+        assert sorted(part["w"]) == sorted(original) and not np.array_equal(part["w"].to_numpy(), original)
+    toml = tmp_path / "r.toml"
+    toml.write_text('[roles]\nstrata = "region"\n[[steps]]\nuse = "microaggregation"\n'
+                    'clusterer = { use = "mdav", k = 3 }\n')
+    assert main(["run", str(toml), "-i", str(source), "-o", str(tmp_path / "three"), "--keep-order"]) == 1
+    assert "--keep-order: a dataset (a folder) is written stratum by stratum" in capsys.readouterr().err
+    assert not (tmp_path / "three").exists()
