@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from .components import BoundConstraints, linear_form
 from .errors import ConstraintError
@@ -52,8 +53,6 @@ def integer_flags(frame: Any, columns: Sequence[str]) -> list[bool]:
     ``integer`` flags of :func:`judge`, so that every place that judges a
     file's rules (the host's check, the CLI's lines on the original data,
     ``edit-violations``) judges a rule over integer columns alike."""
-    import pandas as pd
-
     return [c in frame.columns and pd.api.types.is_integer_dtype(frame[c]) and not pd.api.types.is_bool_dtype(
         frame[c]) for c in columns]
 
