@@ -76,9 +76,10 @@ def record_rules(context: PrivacyContext, rules: ConstraintSet | None, frame: pd
     residuals are the handler's own ``violations()``: the entry says so, with
     status ``claimed``.
 
-    Returns the rules the released file violates, as (text, its columns,
-    violating records, records judged, the name of the handler whose own
-    evaluation it is, "" where the host evaluated it), for
+    Returns the rules the released file violates and those the host could
+    not check (violated or not), as (text, its columns, violating records,
+    records judged, the name of the handler whose own evaluation it is, ""
+    where the host evaluated it), for
     :func:`~privclust.verify.verify` to say so beside the claims of the steps
     over those columns."""
     violated_rules: list[tuple[str, frozenset[str], int, int, str]] = []
@@ -155,7 +156,7 @@ def record_rules(context: PrivacyContext, rules: ConstraintSet | None, frame: pd
                                  origin=Origin.COMPONENT, component=f"{own} (constraint handler)", claim=statement)
         else:
             context._record_host("guarantee", statement, mechanism="edit rule", status="verified", details=details)
-        if bad.any():
+        if bad.any() or own:  # violated, or a rule the host could not check (its handler's word either way)
             violated_rules.append((text, frozenset(rules.rule_columns[r]), int(bad.sum()), int(counted.sum()), own))
     return violated_rules
 

@@ -111,9 +111,9 @@ def verify(context: PrivacyContext, original: pd.DataFrame, released: pd.DataFra
     the components' claims. Returns the measurements (also kept by the
     Release as ``release.verification``).
 
-    ``broken_rules``: the edit rules the released file violates, as (text,
-    columns, violating records, records judged, the handler whose own
-    evaluation it is or ""); a claim of a step over all
+    ``broken_rules``: the edit rules the released file violates, and those
+    the host could not check, as (text, columns, violating records, records
+    judged, the handler whose own evaluation it is or ""); a claim of a step over all
     of a rule's columns is followed by the host's word that the rule does
     not hold on the released file (a claim that the step's values satisfy
     the rules speaks of its output, before a later step or the host's
@@ -407,8 +407,15 @@ def verify(context: PrivacyContext, original: pd.DataFrame, released: pd.DataFra
         else:
             status = "claimed"
             text = f"{who} claims: {claim}"
-        broken = [(rule, bad, judged, own) for rule, columns, bad, judged, own in broken_rules
-                  if s is not None and columns and columns <= set(s["columns"])]
+        over = [(rule, bad, judged, own) for rule, columns, bad, judged, own in broken_rules
+                if s is not None and columns and columns <= set(s["columns"])]
+        broken = [b for b in over if b[1]]
+        unchecked = [rule for rule, bad, _, own in over if own and not bad]
+        if unchecked and status != "void":
+            text += (" The host could not check the edit rule(s) " + ", ".join(map(repr, unchecked)) + " over these "
+                     "columns (their constraint handler states no coefficients; see its own entries): whatever this "
+                     "claim says of them is not verified.")
+            record["unchecked_rules"] = unchecked
         if broken and status != "void":
             text += (" Host check of the edit rules over these columns on the released file: "
                      + "; ".join(f"{rule!r} is violated by {bad} of {judged} released records"

@@ -334,3 +334,14 @@ def test_every_place_that_judges_a_rule_over_integer_columns_judges_it_to_double
     entry = next(e for e in out.ledger.entries if e.mechanism == "edit rule")
     share = out.evaluation("a <= 2*b: share violated")
     assert share * 30 == entry.details["violated_records"]
+
+
+def test_a_claim_over_rules_the_host_cannot_check_says_that_part_is_not_verified():
+    """rt11 F1: with a handler that states no linear_form, microaggregation's claim "so every released record
+    satisfies them" stood in a verified entry; the host now says it could not check that part."""
+    out, _ = _cap_run(None)
+    claim = next(e for e in out.ledger.entries if e.component == "microaggregation" and e.kind == "guarantee")
+    assert "The host could not check the edit rule(s) 'x <= 10.0' over these columns" in claim.statement
+    assert "whatever this claim says of them is not verified" in claim.statement
+    record = next(c for c in out.verification["claims"] if c["component"] == "microaggregation")
+    assert record["unchecked_rules"] == ["x <= 10.0"]
