@@ -68,6 +68,7 @@ __all__ = [
     "data_matrix",
     "is_real_column",
     "linear_form",
+    "linear_residuals",
     "readonly",
     "stated_params",
 ]
@@ -642,6 +643,14 @@ def linear_form(bound: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     return matrix, rhs, equality
 
 
+def linear_residuals(form: tuple[np.ndarray, np.ndarray, np.ndarray], points: np.ndarray) -> np.ndarray:
+    """``(n, n_rules)``: by how much each row of ``points`` violates each rule of a :func:`linear_form`, the host's
+    own arithmetic: ``|a.x - b|`` for an equality, ``max(0, a.x - b)`` for an inequality."""
+    matrix, rhs, equality = form
+    g = np.asarray(points, dtype=float) @ matrix.T - rhs
+    return np.where(equality, np.abs(g), np.maximum(g, 0.0))
+
+
 def _linear_form_problem(bound: Any, method: Callable[..., Any]) -> str | None:
     """``linear_form()``: one finite coefficient per rule and column, one finite right-hand side and one equality
     flag per rule; and the rules' own ``violations()`` on a few rows agree with the residuals of that form."""
@@ -652,10 +661,9 @@ def _linear_form_problem(bound: Any, method: Callable[..., Any]) -> str | None:
     d = len(getattr(bound, "columns", ()))
     if form is None or d == 0:
         return None
-    matrix, rhs, equality = form
+    matrix, rhs, _ = form
     points = np.linspace(-3.3, 7.7, 5 * d).reshape(5, d)
-    g = points @ matrix.T - rhs
-    residuals = np.where(equality, np.abs(g), np.maximum(g, 0.0))
+    residuals = linear_residuals(form, points)
     try:
         own = np.asarray(bound.violations(points.copy()), dtype=float).reshape(residuals.shape)
     except Exception as err:  # noqa: BLE001 - reported to the plugin author
@@ -779,9 +787,10 @@ CAPABILITIES: Mapping[str, Capability] = MappingProxyType({c.name: c for c in (
                         "rule r reads matrix[r] . x == rhs[r] where equality[r], else matrix[r] . x <= rhs[r]. The "
                         "host then evaluates the rules itself (residuals and the size of their terms) wherever it "
                         "judges them, and its ledger entry on each rule is its own verification, with the form it "
-                        "evaluated in the entry's details; without it the residuals are the handler's "
-                        "violations(), and the host's entry says the result is the handler's evaluation (status "
-                        "claimed)"),
+                        "evaluated in the entry's details; where the rules' own violations() disagree with the form "
+                        "on a released record, the entry says the host cannot check the rule (status refuted); "
+                        "without it the residuals are the handler's violations(), and the rule's entry is the "
+                        "handler's evaluation, in its name (status claimed)"),
     Capability(name="disclosive_metrics", member="class attribute",
                signature="disclosive_metrics: ClassVar[tuple[str, ...]]", kinds=("evaluators",),
                problem=_texts_problem("disclosive_metrics"), default=(),

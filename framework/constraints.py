@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .components import BoundConstraints, linear_form
+from .components import BoundConstraints, linear_form, linear_residuals
 from .errors import ConstraintError
 
 __all__ = ["RULE_RTOL", "ConstraintSet", "RuleStatus", "integer_flags", "integer_rule_tolerance", "judge"]
@@ -293,9 +293,7 @@ class ConstraintSet:
             if form is None:
                 out.append(np.asarray(p.violations(points), dtype=float).reshape(points.shape[0], len(p.rules)))
                 continue
-            matrix, rhs, equality = form  # the host's own arithmetic on the rules' coefficients
-            g = points @ matrix.T - rhs
-            out.append(np.where(equality, np.abs(g), np.maximum(g, 0.0)))
+            out.append(linear_residuals(form, points))  # the host's own arithmetic on the rules' coefficients
         return np.concatenate(out, axis=1)
 
     def magnitudes(self, points: np.ndarray, columns_of: Sequence[Sequence[int]] | None = None) -> np.ndarray:
