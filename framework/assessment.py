@@ -3,7 +3,7 @@ their values on the original file ("before"), and the short table of
 headline figures the CLI summary prints.
 
 A recipe without steps is an *assessment*: the evaluators run on the
-original file, the release is the original unchanged and the verdict says
+original file, the release holds every original record unchanged and the verdict says
 that nothing was protected. After a run with steps, every figure of a risk
 evaluator is also computed with the original file in place of the released
 one (its value before protection) and shown beside its value after.

@@ -626,6 +626,13 @@ def report_head(release: Any, non_disclosive: bool) -> dict[str, Any]:
             "non_disclosive": non_disclosive, "recipe": release.recipe.to_dict()}
 
 
+def _preview(release: Any) -> pd.DataFrame:
+    """The report's ten rows of the released data, in the order the file is written in (its first ten rows unless
+    it was written with ``keep_order``)."""
+    order = getattr(release, "publication_order", None)
+    return release.data.head(10) if order is None else release.data.iloc[np.asarray(order[:10], dtype=np.intp)]
+
+
 def _restore_release(values: dict[str, Any]) -> Release:
     values = dict(values)
     values["recipe"] = Recipe.from_dict(values["recipe"])
@@ -765,8 +772,10 @@ def render_html(release: Release, *, non_disclosive: bool = False, plots: bool =
                                and all(g["columns"] == groups[0]["columns"] for g in groups) else ""),
         "plots": _plots(release) if plots and not non_disclosive else None,
         # pandas escapes the labels and values it writes; the frame's markup is kept as is
-        "preview": (None if non_disclosive
-                    else Markup(release.data.head(10).to_html(float_format=lambda v: f"{v:.6g}"))),
+        # ten rows as the file is written (publication_order), without the input's index: numbered by their input
+        # positions, they gave back the link the random order removes (a red-team audit)
+        "preview": (None if non_disclosive else Markup(_preview(release).to_html(
+            index=False, float_format=lambda v: f"{v:.6g}"))),
         "versions": ", ".join(f"{k} {v}" for k, v in report["environment"].items()),
         "plugins": [{"plugin": p["name"], "distribution": p["distribution"], "version": p["version"]}
                     for p in report["plugins"]],

@@ -4,7 +4,9 @@ file and records what it found in the ledger."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -23,17 +25,45 @@ def _number(value: float) -> str:
 
 def linear_text(coefficients: np.ndarray, rhs: float, equality: bool, columns: tuple[str, ...]) -> str:
     """The host's own text of a linear rule from its coefficients (what it
-    evaluated): ``"total - 1.16*exp16 - 1.07*exp7 = 0"``."""
-    terms = []
-    for a, name in zip(coefficients.tolist(), columns, strict=True):
-        if a == 0.0:
-            continue
-        sign = "-" if a < 0 else "+"
-        size = "" if abs(a) == 1.0 else f"{_number(abs(a))}*"
-        terms.append(f"{sign} {size}{name}")
-    left = " ".join(terms) if terms else "0"
-    left = left[2:] if left.startswith("+ ") else "-" + left[2:] if left.startswith("- ") else left
-    return f"{left} {'=' if equality else '<='} {_number(float(rhs))}"
+    evaluated), the positive terms on the left and the others on the right:
+    ``"total = 1.16*exp16 + 1.07*exp7"``, ``"a <= total"``, ``"x >= 0"``."""
+    def terms(pairs: list[tuple[float, str]]) -> list[str]:
+        return [f"{'' if a == 1.0 else _number(a) + '*'}{name}" for a, name in pairs]
+
+    plus = [(a, n) for a, n in zip(coefficients.tolist(), columns, strict=True) if a > 0]
+    minus = [(-a, n) for a, n in zip(coefficients.tolist(), columns, strict=True) if a < 0]
+    sign = "=" if equality else "<="
+    if not plus and minus:  # -x <= -c reads x >= c
+        return f"{' + '.join(terms(minus))} {'=' if equality else '>='} {_number(-rhs)}"
+    left, right = terms(plus) or ["0"], terms(minus)
+    if rhs > 0 or not right:
+        right.append(_number(rhs))
+    elif rhs < 0:
+        left.append(_number(-rhs))
+    return f"{' + '.join(left)} {sign} {' + '.join(right)}"
+
+
+#: A number in a rule's text (not part of a column's name).
+_NUMBER = re.compile(r"(?<![A-Za-z_0-9.])\d+(?:\.\d*)?(?:[eE][-+]?\d+)?")
+
+
+def _same_text(text: str, evaluated: str) -> bool:
+    """Whether a rule's text reads as the host's text of the form it evaluated, up to spaces, ``==`` for ``=``,
+    the writing of its numbers (``10.0`` for ``10``) and the order of the terms on each side: then the statement
+    need not repeat the form. Text only, compared, never evaluated."""
+    def sides(t: str) -> tuple[Any, ...]:
+        t = _NUMBER.sub(lambda m: _number(float(m.group(0))), "".join(t.split()).replace("==", "="))
+        parts = re.split(r"(<=|>=|=)", t)
+        if len(parts) != 3:
+            return (t,)
+        if parts[1] == ">=":  # b >= a reads a <= b
+            parts = [parts[2], "<=", parts[0]]
+        return (sorted(re.findall(r"[+-]?[^+-]+", parts[0])), parts[1], sorted(re.findall(r"[+-]?[^+-]+", parts[2])))
+
+    def plain(side: Any) -> Any:
+        return sorted(term.lstrip("+") for term in side) if isinstance(side, list) else side
+
+    return [plain(x) for x in sides(text)] == [plain(x) for x in sides(evaluated)]
 
 
 def _disagreement(context: PrivacyContext, rules: ConstraintSet, r: int, form: tuple[np.ndarray, float, bool],
@@ -95,6 +125,9 @@ def record_rules(context: PrivacyContext, rules: ConstraintSet | None, frame: pd
         form = rules.rule_form(r)
         own = "" if form is not None else (rules.rule_handlers[r] or "its plugin")
         as_by = f" as its constraint handler {own!r} evaluates it" if own else ""
+        if form is not None and not _same_text(text, evaluated := linear_text(*form, rules.columns)):
+            # the host checked the form, and says which: that it is the text's meaning is the handler's reading
+            as_by = f", read by its constraint handler {rules.rule_handlers[r] or 'its plugin'!r} as {evaluated},"
         if form is not None:
             differ = theirs.violated[:, r] != status.violated[:, r]
             if differ.any():

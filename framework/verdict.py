@@ -31,8 +31,8 @@ __all__ = [
 ]
 
 #: The verdict of a recipe without steps (an assessment of the original file).
-ASSESSMENT = ("ASSESSMENT ONLY, NOTHING PROTECTED: the recipe has no steps, so the release is the original file "
-              "unchanged and no guarantee of any kind is claimed; the figures measure the original's risk.")
+ASSESSMENT = ("ASSESSMENT ONLY, NOTHING PROTECTED: the recipe has no steps, so the release holds every original "
+              "record unchanged and no guarantee of any kind is claimed; the figures measure the original's risk.")
 
 #: In a DP verdict's "not covered": the host decides which columns changed by content (a release equal to its
 #: input is never called private), one fact about the original values that no DP statement covers.

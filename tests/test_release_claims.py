@@ -183,7 +183,16 @@ class _LooseFormCapRules(_CapRules):
         return np.eye(len(self.columns))[[self.columns.index("x")]], [1e6], [False]
 
 
-_RULES = {None: _CapRules, "true": _StatedCapRules, "malformed": _MalformedCapRules, "loose": _LooseFormCapRules}
+class _ConsistentLiarRules(_CapRules):
+    def violations(self, points):  # x <= 1e6, in violations() as in the form
+        return np.maximum(np.asarray(points, dtype=float)[:, [self.columns.index("x")]] - 1e6, 0.0)
+
+    def linear_form(self):
+        return np.eye(len(self.columns))[[self.columns.index("x")]], [1e6], [False]
+
+
+_RULES = {None: _CapRules, "true": _StatedCapRules, "malformed": _MalformedCapRules, "loose": _LooseFormCapRules,
+          "consistent liar": _ConsistentLiarRules}
 
 
 def _cap_registry(form):
@@ -263,9 +272,26 @@ def test_the_host_writes_its_own_text_of_the_form_it_evaluated():
     from privclust.rule_check import linear_text
 
     assert linear_text(np.array([1.0, -1.16, -1.07]), 0.0, True, ("total", "exp16", "exp7")) == \
-        "total - 1.16*exp16 - 1.07*exp7 = 0"
-    assert linear_text(np.array([-1.0, 0.0, 2.5]), -3.0, False, ("a", "b", "c")) == "-a + 2.5*c <= -3"
+        "total = 1.16*exp16 + 1.07*exp7"
+    assert linear_text(np.array([-1.0, 0.0, 2.5]), -3.0, False, ("a", "b", "c")) == "2.5*c + 3 <= a"
+    assert linear_text(np.array([-1.0]), 0.0, False, ("x",)) == "x >= 0"
     assert linear_text(np.array([0.0]), 1.0, False, ("a",)) == "0 <= 1"
+
+
+def test_a_rule_whose_evaluated_form_is_not_its_text_says_what_the_host_evaluated():
+    """rt12 F2: a handler labelled its rule 'x <= 10.0', stated x <= 1e6 and evaluated that in violations() too;
+    the host wrote "holds on every released record", verified. The statement now names the form it checked
+    wherever it does not read as the rule's text (spaces, '==', the writing of numbers, the order of terms and
+    the side of '>=' aside)."""
+    from privclust.rule_check import _same_text
+
+    out, (entry,) = _cap_run("consistent liar")
+    assert entry.status == "verified"
+    assert entry.statement.startswith("edit rule 'x <= 10.0' holds on every released record, read by its constraint "
+                                      "handler 'cap' as x <= 1000000,")
+    assert _same_text("1.16*a + 2 >= 0.5*total", "0.5*total <= 1.16*a + 2")
+    assert _same_text("income == wages + benefits", "income = benefits + wages")
+    assert not _same_text("a - b <= 0", "a <= b") and not _same_text("x <= 10.0", "x <= 1000000")
 
 
 def test_the_original_data_rule_lines_say_whose_evaluation_they_are():
