@@ -19,7 +19,8 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium is not installed (apt install chromium)")
 
 SECTIONS = ["Processes applied", "Edit rules", "What is protected, and what is not", "Evaluations",
-            "Distributions before and after", "Released data (ten rows, in the written file's random order)", "Versions"]
+            "Distributions before and after", "Released data (ten rows, in the written file's random order)",
+            "Versions"]
 
 
 def _chromium(*args: str) -> subprocess.CompletedProcess:
