@@ -163,8 +163,8 @@ class ConstraintSet:
 
     ``handlers``: the name of each part's constraint handler (for the
     ledger's words). ``forms=False``: ignore the parts' :func:`linear_form`
-    and evaluate every rule by its handler's own ``violations()``
-    (:meth:`handlers_own`)."""
+    and evaluate every rule's residuals by its handler's own
+    ``violations()`` (:meth:`handlers_own`)."""
 
     def __init__(self, columns: Sequence[str], parts: Sequence[BoundConstraints], *,
                  max_iter: int = 500, tol: float = 1e-10, variables: Sequence[Iterable[str]] | None = None,
@@ -178,7 +178,11 @@ class ConstraintSet:
                 )
         self.rules: tuple[str, ...] = tuple(r for p in self.parts for r in p.rules)
         self._handlers = handlers
-        self._forms = [linear_form(p) if forms else None for p in self.parts]
+        stated = [linear_form(p) for p in self.parts]
+        # the sizes of the terms come from a stated form either way: the handlers' own residuals are judged against
+        # the same tolerance as the host's (handlers_own)
+        self._size_forms = stated
+        self._forms = stated if forms else [None] * len(self.parts)
         self._rule_forms: list[tuple[np.ndarray, float, bool] | None] = [
             None if form is None else (form[0][i], float(form[1][i]), bool(form[2][i]))
             for p, form in zip(self.parts, self._forms, strict=True) for i in range(len(p.rules))]
@@ -238,7 +242,8 @@ class ConstraintSet:
 
     def handlers_own(self) -> ConstraintSet:
         """The same rules evaluated by their handlers alone (each part's
-        ``violations()`` and ``magnitudes``, no :func:`linear_form`): the
+        ``violations()``; the sizes of their terms still from a stated
+        :func:`linear_form`, so both are judged with one tolerance): the
         host's check compares the two, so that a stated form which is not
         what the handler evaluates is found (a red-team audit: a plugin
         stated ``x <= 1e6`` for its rule ``x <= 10``)."""
@@ -307,7 +312,7 @@ class ConstraintSet:
         them when not given). A missing value (NaN) counts as 0."""
         points = np.where(np.isnan(np.asarray(points, dtype=float)), 0.0, points)
         out = []
-        for p, form in zip(self.parts, self._forms, strict=True):
+        for p, form in zip(self.parts, self._size_forms, strict=True):
             method = getattr(p, "magnitudes", None)
             if form is not None:  # the host's own: sum_j |a_j x_j| + |b|
                 out.append(np.abs(points) @ np.abs(form[0].T) + np.abs(form[1]))
