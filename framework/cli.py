@@ -626,8 +626,8 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         wrapped(entry.statement, indent="      ", first=f"  [{entry.kind}] ")
     if args.output:
         path = Path(args.output)
-        write_atomically([(path, frame_writer(release.data, path))])
-        print(f"\nwrote {path}", file=out)
+        release.write(path)  # as privclust run writes a file: the rows in the order drawn from the run
+        print(f"\nwrote {path} ({release.data.shape[0]} records, in a random order)", file=out)
     return 0
 
 

@@ -209,7 +209,8 @@ def test_demo_runs_on_built_in_data(capsys, tmp_path):
     assert main(["demo", "--seed", "1", "--output", str(tmp_path / "demo.csv")]) == 0
     out = capsys.readouterr().out
     assert "Original data (Torra, Table 1)" in out and "Protected data" in out and "Ledger" in out
-    assert pd.read_csv(tmp_path / "demo.csv").shape[0] == 12
+    # written as privclust run writes (Release.write, tested for its order), and saying so
+    assert pd.read_csv(tmp_path / "demo.csv").shape[0] == 12 and "(12 records, in a random order)" in out
     # each evaluation says what its figures are computed on (the lines named no column)
     evaluations = " ".join(out.split("Evaluations:")[1].split("Ledger:")[0].split())
     assert re.search(r"il1s il1s = [0-9.e+-]+ \(on exp16, exp7, total\)", evaluations)
