@@ -174,19 +174,23 @@ def missing_counts(view: pd.DataFrame) -> dict[str, Any]:
 
 
 def check_data(compiled: CompiledRecipe, frame: pd.DataFrame,
-               decided: Sequence[Sequence[str]] | None = None) -> list[tuple[str, ...]]:
+               decided: Sequence[Sequence[str]] | None = None,
+               defaults: Sequence[str] | None = None) -> list[tuple[str, ...]]:
     """Check a frame against a compiled recipe before anything runs: every
     column a step, rule or label uses, the records each step needs, the label
     columns, and rules that straddle a masker's default columns. Returns each
     step's columns: ``decided`` when given (decided for the whole data
     set by :func:`privclust.run_dataset`, of which ``frame`` is one stratum:
     a stratum's values do not choose them again), else chosen here.
+    ``defaults``: the default columns (of a step that names none, and of an
+    evaluation when no step changes a column), decided likewise for the
+    whole data set; else :func:`default_step_columns` of ``frame``.
 
     :raises DataError: with every data problem found.
     :raises RecipeError: for a rule straddling a masker's default columns.
     """
     roles = compiled.recipe.roles
-    default_columns = default_step_columns(frame, roles)
+    default_columns = tuple(defaults) if defaults is not None else default_step_columns(frame, roles)
     problems = _role_problems(roles, frame)
     given = None if decided is None else [tuple(c) for c in decided]
     step_columns: list[tuple[str, ...]] = []
@@ -458,10 +462,14 @@ class Preflight:
     step_columns: tuple[tuple[str, ...], ...]
     parts: list[tuple[str, np.ndarray]] | None
     merges: tuple[str, ...] = ()
+    #: the default columns (:func:`default_step_columns`, or those decided for a whole data set): an evaluation's
+    #: columns when no step changes a column
+    default_columns: tuple[str, ...] = ()
 
 
 def preflight(compiled: CompiledRecipe, data: Any, *, stratum: str | None = None,
-              step_columns: Sequence[Sequence[str]] | None = None) -> Preflight:
+              step_columns: Sequence[Sequence[str]] | None = None,
+              default_columns: Sequence[str] | None = None) -> Preflight:
     """Every check :func:`run` makes on the data before its first step, and
     nothing else: the frame itself, :func:`check_data` (roles, columns,
     records, label columns, rules) and the strata of ``[roles] strata``.
@@ -470,20 +478,24 @@ def preflight(compiled: CompiledRecipe, data: Any, *, stratum: str | None = None
 
     With ``stratum`` (for :func:`privclust.run_dataset`, which made the strata
     itself), the data are the records of that one stratum, named so, and are
-    not split again; ``step_columns`` are then each step's columns, decided
-    once for the whole data set (a stratum's values would choose other
-    default columns than the whole file's).
+    not split again; ``step_columns`` are then each step's columns, and
+    ``default_columns`` the evaluations' fallback, decided once for the whole
+    data set (a stratum's values would choose other default columns than the
+    whole file's).
 
     :raises DataError: for a problem of the data.
     :raises RecipeError: for a rule straddling a masker's default columns.
     """
     frame = check_frame(data)
-    step_columns = check_data(compiled, frame, step_columns)
+    step_columns = check_data(compiled, frame, step_columns, default_columns)
+    defaults = tuple(default_columns) if default_columns is not None else tuple(
+        default_step_columns(frame, compiled.recipe.roles))
     if stratum is not None and compiled.recipe.roles.strata:
         return Preflight(frame=frame, step_columns=tuple(step_columns),
-                         parts=[(stratum, np.arange(len(frame)))], merges=())
+                         parts=[(stratum, np.arange(len(frame)))], merges=(), default_columns=defaults)
     parts, merges = strata_parts(compiled, frame, step_columns)
-    return Preflight(frame=frame, step_columns=tuple(step_columns), parts=parts, merges=tuple(merges))
+    return Preflight(frame=frame, step_columns=tuple(step_columns), parts=parts, merges=tuple(merges),
+                     default_columns=defaults)
 
 
 def strata_statement(strata: Sequence[str], parts: Sequence[tuple[str, Sized]], merges: Sequence[str],

@@ -96,7 +96,7 @@ def run_checked(compiled: CompiledRecipe, checked: Preflight, seed: int | np.ran
     registry = compiled.registry
     frame, step_columns, parts = checked.frame, checked.step_columns, checked.parts
     roles = compiled.recipe.roles
-    default_columns = default_step_columns(frame, roles)
+    default_columns = checked.default_columns or default_step_columns(frame, roles)
     part_column = ", ".join(roles.strata)
 
     context = PrivacyContext(compiled.budget, seed=seed, registry=registry)

@@ -297,18 +297,21 @@ def _as_input(data: pd.DataFrame, schema: Any, strata: Sequence[str], text: str)
 
 
 def _protect_stratum(handover: Handover, source: str, combos: list[tuple[Any, ...]], text: str, seed: Any,
-                     folder: str, index: int, step_columns: Sequence[tuple[str, ...]]) -> Any:
+                     folder: str, index: int, step_columns: Sequence[tuple[str, ...]],
+                     defaults: Sequence[str]) -> Any:
     """Read one stratum, run the recipe on it, write its records; return the
     release without its data (ledger, checks, figures, steps). The compiled
     recipe comes with the task (or from the run, in a forked worker), and so
-    do each step's columns, decided by the driver for the whole data set."""
+    do each step's columns and the default columns, decided by the driver
+    for the whole data set."""
     registry = worker_registry(handover.spec, handover.token)
     compiled = received(handover, registry)
     strata = list(compiled.recipe.roles.strata)
     dataset = _open(source)
     read = dataset.to_table(filter=_filter(combos, strata))
     frame = _plain(_integers_kept(read))
-    release = run_checked(compiled, preflight(compiled, frame, stratum=text, step_columns=step_columns), seed)
+    release = run_checked(compiled, preflight(compiled, frame, stratum=text, step_columns=step_columns,
+                                              default_columns=defaults), seed)
     # the stratum's rows in the order drawn from its run (Release.publication_order), as privclust run writes a file
     table = _as_input(release.data.iloc[release.publication_order], dataset.schema, strata, text)
     pq = optional("pyarrow.parquet", PARQUET)
@@ -410,7 +413,7 @@ def _sum_checks(checks: Sequence[Mapping[str, Any]], columns: Sequence[str],
     return out
 
 
-def _step_columns(compiled: CompiledRecipe, dataset: Any) -> list[tuple[str, ...]]:
+def _step_columns(compiled: CompiledRecipe, dataset: Any) -> tuple[list[tuple[str, ...]], tuple[str, ...]]:
     """Each step's columns, decided once for the whole data set as
     :func:`privclust.run` decides them for the whole file: a step's own
     ``columns``, else ``[roles] numeric``, else the numeric columns without
@@ -418,14 +421,16 @@ def _step_columns(compiled: CompiledRecipe, dataset: Any) -> list[tuple[str, ...
     columns that look like codes over every record of the data set
     (:func:`~privclust.defaults.code_like`, read a column at a time). Every
     stratum's task gets these: a stratum's values would choose others (a
-    count of 0 to 3 is a code in 200 records, a count in 40)."""
+    count of 0 to 3 is a code in 200 records, a count in 40). Returns them
+    and the default columns (an evaluation's columns when no step changes
+    one), decided the same way."""
     roles = compiled.recipe.roles
     empty = _plain(dataset.schema.empty_table().to_pandas())
     every = default_step_columns(empty, roles, private=True)  # no column left out as a code
     codes = set() if roles.numeric else {c for c in every if _code_like(dataset, c)}
     defaults = tuple(c for c in every if c not in codes)
     return [tuple(cs.step.columns) if cs.step.columns is not None
-            else every if spends_privacy(cs.component) else defaults for cs in compiled.steps]
+            else every if spends_privacy(cs.component) else defaults for cs in compiled.steps], defaults
 
 
 def _code_like(dataset: Any, column: str) -> bool:
@@ -497,7 +502,7 @@ def run_dataset(
     keys = dataset.to_table(columns=strata).to_pandas()  # Hive keys stay categorical: small codes
     if keys.empty:
         raise DataError(f"{source_path}: the dataset has no records")
-    step_columns = _step_columns(compiled, dataset)
+    step_columns, defaults = _step_columns(compiled, dataset)
     for column in strata:
         if keys[column].isna().any():
             raise DataError(f"[roles] strata: the stratum column {column!r} has {int(keys[column].isna().sum())} "
@@ -513,7 +518,8 @@ def run_dataset(
     seeds = context.spawn_seeds(len(combos))
     folder = out.parent / f".{out.name}.tmp-{uuid.uuid4().hex[:12]}"
     with handed(compiled.registry, scheduler, compiled=compiled) as handover:
-        tasks = [(handover, str(source_path.resolve()), combo, text, s, str(folder.resolve()), i, step_columns)
+        tasks = [(handover, str(source_path.resolve()), combo, text, s, str(folder.resolve()), i, step_columns,
+                  defaults)
                  for i, (combo, text, s) in enumerate(zip(combos, sizes, seeds, strict=True))]
         moved = False
         try:

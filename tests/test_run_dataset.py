@@ -546,3 +546,18 @@ def test_each_stratum_is_written_in_a_random_order_and_keep_order_is_refused_for
     assert main(["run", str(toml), "-i", str(source), "-o", str(tmp_path / "three"), "--keep-order"]) == 1
     assert "--keep-order: a dataset (a folder) is written stratum by stratum" in capsys.readouterr().err
     assert not (tmp_path / "three").exists()
+
+
+def test_the_evaluations_default_columns_are_decided_once_for_the_whole_dataset(tmp_path):
+    """fixstrata's note: with only a clusterer (no step changes a column), an evaluation's columns were each
+    stratum's default columns: children (0 to 3) a code in the 200-record stratum, a count in the 40-record one,
+    so the two strata's figures were on different columns. They are now the whole dataset's, as privclust.run's."""
+    rng = np.random.default_rng(1)
+    frame = pd.DataFrame({"region": ["a"] * 200 + ["b"] * 40, "income": rng.gamma(2, 1500, 240).round(2),
+                          "children": rng.integers(0, 4, 240)})
+    recipe = {"roles": {"strata": "region"}, "steps": [{"use": "mdav", "k": 3}], "evaluate": ["il1s"]}
+    frame.to_parquet(tmp_path / "in", partition_cols=["region"])
+    release = privclust.run_dataset(recipe, tmp_path / "in", tmp_path / "out", seed=1, processes=1)
+    shown = release.evaluations.groupby("stratum")["columns"].agg(lambda c: sorted(set(map(str, c))))
+    whole = privclust.run(recipe, frame, seed=1).evaluations["columns"].map(str).unique().tolist()
+    assert shown["a"] == shown["b"] == sorted(whole)
