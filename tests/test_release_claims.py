@@ -371,3 +371,14 @@ def test_a_claim_over_rules_the_host_cannot_check_says_that_part_is_not_verified
     assert "whatever this claim says of them is not verified" in claim.statement
     record = next(c for c in out.verification["claims"] if c["component"] == "microaggregation")
     assert record["unchecked_rules"] == ["x <= 10.0"]
+
+
+def test_a_rules_columns_include_every_column_of_its_stated_form():
+    """rt11 F1: a rule is evaluated on the columns of its form's non-zero coefficients, whatever the handler's
+    rule_columns name (a missing value there leaves the rule undecided, not judged with a 0 in its place)."""
+    rules = _StatedCapRules(("x", "y"), 10.0)
+    rules.rule_columns = (("y",),)  # a handler that names the wrong column
+    bound = privclust.ConstraintSet(("x", "y"), [rules])
+    assert bound.rule_columns == (("x", "y"),)
+    status = privclust.judge(bound, np.array([[np.nan, 1.0], [20.0, 1.0]]))
+    assert status.undecided[0, 0] and status.violated[1, 0]

@@ -513,3 +513,19 @@ def test_a_page_without_figures_does_not_say_the_recipe_has_no_evaluators():
     assert "No evaluators in the recipe" not in release.to_html()
     bare = privclust.run({"steps": recipe["steps"]}, table1(), seed=1)
     assert "No evaluators in the recipe." in bare.to_html(non_disclosive=True)
+
+
+def test_the_html_preview_shows_the_written_files_first_rows_without_their_input_positions(tmp_path):
+    """rt12 F1: the preview showed the input's first ten rows numbered by input position, which beside the file
+    written in a random order gave the link back. Its rows are the written file's first ten, with no index."""
+    from privclust.datasets import table1
+    from privclust.report import _preview
+
+    recipe = {"steps": [{"use": "laplace", "epsilon": 1.0, "columns": ["exp16"], "bounds": {"exp16": [0, 100]}}]}
+    release = privclust.run(recipe, table1(), seed=1)
+    release.write(tmp_path / "out.csv")
+    written = pd.read_csv(tmp_path / "out.csv").head(10)
+    shown = _preview(release).reset_index(drop=True)
+    assert np.allclose(shown.to_numpy(dtype=float), written.to_numpy(dtype=float))
+    assert not shown.equals(release.data.head(10).reset_index(drop=True))
+    assert "Released data (ten rows, in a random order)" in release.to_html(plots=False)

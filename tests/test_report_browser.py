@@ -19,7 +19,7 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium is not installed (apt install chromium)")
 
 SECTIONS = ["Processes applied", "Edit rules", "What is protected, and what is not", "Evaluations",
-            "Distributions before and after", "Released data (ten rows, in the written file's random order)",
+            "Distributions before and after", "Released data (ten rows, in a random order)",
             "Versions"]
 
 
