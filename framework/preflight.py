@@ -69,6 +69,46 @@ def check_frame(data: Any) -> pd.DataFrame:
     return data
 
 
+def _written_apart_problems(frame: pd.DataFrame) -> list[str]:
+    """Columns of Python objects (or categories) whose values the host and a
+    reader of the written file would count differently: values equal to
+    pandas but written apart (``1``, ``1.0`` and ``True``: one value to
+    :func:`privclust.comparison.exact_codes`, three in the file), values
+    written alike that pandas keeps apart (``1`` and ``"1"``), or an empty
+    text beside a missing value (both an empty field). Every column is
+    released, so every such column is checked: the host's counts (key cells,
+    groups, the whole-file check) must be those of the file (a red-team
+    audit: "k = 3 holds" on a key written as cells of 2)."""
+    problems = []
+    for c in frame.columns:
+        values = frame[c]
+        if values.dtype != object and not isinstance(values.dtype, pd.CategoricalDtype):
+            continue
+        codes = pd.factorize(values)[0]
+        present = codes >= 0
+        if not present.any():
+            continue
+        texts = values[present].astype(str).to_numpy(dtype=object)
+        pairs = pd.DataFrame({"code": codes[present], "text": texts}).drop_duplicates()
+        apart = pairs[pairs["code"].duplicated(keep=False)]
+        alike = pairs[pairs["text"].duplicated(keep=False)]
+        fix = f"recode the column first, e.g. frame[{c!r}] = frame[{c!r}].astype(str)"
+        if len(apart):
+            shown = ", ".join(sorted(apart.loc[apart["code"] == apart["code"].iloc[0], "text"])[:4])
+            problems.append(f"column {c!r} holds values that are equal as values but written differently ({shown}): "
+                            "the host would count them as one value, the released file shows them apart; " + fix)
+        elif len(alike):
+            first = alike.loc[alike["text"] == alike["text"].iloc[0]].index
+            shown = " and ".join(repr(values[present].iloc[int(i)]) for i in first[:2])
+            problems.append(f"column {c!r} holds different values written alike ({shown}): the host would count "
+                            "them apart, the released file shows one value; " + fix)
+        elif (~present).any() and (texts == "").any():
+            problems.append(f"column {c!r} holds both empty texts and missing values, both an empty field in a "
+                            "CSV file: the host would count them apart, the released file shows one value; recode "
+                            f"the empty texts first, e.g. frame[{c!r}] = frame[{c!r}].replace('', None)")
+    return problems
+
+
 #: What ``pandas.api.types.infer_dtype`` calls a column that may hold lists or arrays.
 _MIXED = ("mixed", "mixed-integer", "unknown-array")
 
@@ -191,7 +231,7 @@ def check_data(compiled: CompiledRecipe, frame: pd.DataFrame,
     """
     roles = compiled.recipe.roles
     default_columns = tuple(defaults) if defaults is not None else default_step_columns(frame, roles)
-    problems = _role_problems(roles, frame)
+    problems = _role_problems(roles, frame) + _written_apart_problems(frame)
     given = None if decided is None else [tuple(c) for c in decided]
     step_columns: list[tuple[str, ...]] = []
     for cs in compiled.steps:
