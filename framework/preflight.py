@@ -82,6 +82,11 @@ def _written_apart_problems(frame: pd.DataFrame) -> list[str]:
     problems = []
     for c in frame.columns:
         values = frame[c]
+        if pd.api.types.is_string_dtype(values.dtype) and values.dtype != object:  # text only: no two spellings
+            missing = values.isna().to_numpy()
+            if missing.any() and (values[~missing] == "").any():
+                problems.append(_empty_beside_missing(c))
+            continue
         if values.dtype != object and not isinstance(values.dtype, pd.CategoricalDtype):
             continue
         codes = pd.factorize(values)[0]
@@ -103,10 +108,14 @@ def _written_apart_problems(frame: pd.DataFrame) -> list[str]:
             problems.append(f"column {c!r} holds different values written alike ({shown}): the host would count "
                             "them apart, the released file shows one value; " + fix)
         elif (~present).any() and (texts == "").any():
-            problems.append(f"column {c!r} holds both empty texts and missing values, both an empty field in a "
-                            "CSV file: the host would count them apart, the released file shows one value; recode "
-                            f"the empty texts first, e.g. frame[{c!r}] = frame[{c!r}].replace('', None)")
+            problems.append(_empty_beside_missing(c))
     return problems
+
+
+def _empty_beside_missing(column: str) -> str:
+    return (f"column {column!r} holds both empty texts and missing values, both an empty field in a CSV file: the "
+            "host would count them apart, the released file shows one value; recode the empty texts first, e.g. "
+            f"frame[{column!r}] = frame[{column!r}].replace('', None)")
 
 
 #: What ``pandas.api.types.infer_dtype`` calls a column that may hold lists or arrays.

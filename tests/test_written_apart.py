@@ -64,3 +64,11 @@ def test_plain_object_columns_still_run():
     data = _frame(["a", "b", None, "a", "b", "a"] * 2)
     release = privclust.run(RECIPE, data, seed=1)
     assert release.data.shape == data.shape
+
+
+def test_an_empty_text_beside_a_missing_value_in_a_text_column_is_refused():
+    data = _frame(["a", "", None, "a", "a", "a"])
+    data["sex"] = data["sex"].astype("str")  # pandas' text dtype, not objects
+    assert data["sex"].dtype != object
+    with pytest.raises(DataError, match="column 'sex' holds both empty texts and missing values"):
+        privclust.run(RECIPE, data, seed=1)
