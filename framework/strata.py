@@ -50,7 +50,7 @@ from .defaults import CODE_MAX_DISTINCT, CODE_RECORDS_PER_VALUE, default_step_co
 from .engines import map_tasks
 from .errors import DataError, ParameterError, PrivclustError
 from .handover import Handover, handed, received, worker_registry
-from .kanonymity import DEFAULT_KEY_K, k_check, key_figures
+from .kanonymity import DEFAULT_KEY_K, UNDECIDED_MATCHING, k_check, key_figures
 from .preflight import preflight, strata_parts, strata_statement
 from .recipe import Recipe
 from .registry import Registry
@@ -395,8 +395,23 @@ def _sum_checks(checks: Sequence[Mapping[str, Any]], columns: Sequence[str],
                              **{key: sum(e[key] for e in each) for key in ("verbatim_by_step", "verbatim_released",
                                                                           "groups", "unique_records")},
                              "min_group_size": min(e["min_group_size"] for e in each)})
-    for i, c in enumerate(first["claims"]):
-        out["claims"].append(merged_claim(c, [k["claims"][i] for k in checks], strata))
+    # each step's claims grouped by the step and their order within it, as privclust.run groups them
+    # (verify._claims_over_strata): a claim made in some strata only is merged over those that made it, and
+    # claims are never paired by position across strata (a red-team audit)
+    groups: dict[tuple[Any, int], list[tuple[str, dict[str, Any]]]] = {}
+    for text, k in zip(strata, checks, strict=True):
+        seen: dict[Any, int] = {}
+        for c in k["claims"]:
+            step = c.get("step")
+            j = seen.get(step, 0)
+            seen[step] = j + 1
+            groups.setdefault((step, j), []).append((text, {key: v for key, v in c.items() if key != "step"}))
+    for each in groups.values():
+        merged = merged_claim(each[0][1], [c for _, c in each], [t for t, _ in each])
+        if len(each) < len(strata):  # the strata that made no such claim
+            made = {t for t, _ in each}
+            merged["not_claimed_in"] = [t for t in strata if t not in made]
+        out["claims"].append(merged)
     wholes = [k["whole_file"] for k in checks if "whole_file" in k]
     if wholes:  # the stratum columns are among its columns: a group never crosses a stratum
         whole = {**wholes[0], "k": max((w["k"] for w in wholes if w.get("k") is not None), default=None),
@@ -406,6 +421,12 @@ def _sum_checks(checks: Sequence[Mapping[str, Any]], columns: Sequence[str],
                  "min_group_size": min(w["min_group_size"] for w in wholes)}
         for key in ("groups", "unique_records", "records_in_small_groups", "missing_values"):
             whole[key] = sum(int(w.get(key, 0)) for w in wholes)
+        if any("min_matching_records" in w for w in wholes):
+            # some stratum was checked with a missing value matching any value: the smallest of every stratum under
+            # its own convention (a stratum without missing values: its identical rows), not the first stratum's
+            whole["min_matching_records"] = min(w.get("min_matching_records", w["min_group_size"]) for w in wholes)
+            whole["identical_min_group_size"] = min(w.get("identical_min_group_size", w["min_group_size"])
+                                                    for w in wholes)
         if any("records_with_few_matches" in w for w in wholes):  # a stratum without: its identical-row count
             whole["records_with_few_matches"] = sum(int(w.get("records_with_few_matches", w["records_in_small_groups"]))
                                                     for w in wholes)
@@ -612,22 +633,34 @@ def _combined(compiled: CompiledRecipe, context: PrivacyContext, results: Sequen
     """One ledger, one set of checks and one verdict from the strata's releases."""
     label = ", ".join(compiled.recipe.roles.strata)
     evaluations = []
+    # a stratum whose release changes no column settled its claims void; beside strata that change something,
+    # they are settled from its own released groups, as privclust.run settles them on the same data
+    changes = any(r.verification["changed_columns"] for r, _ in results)
     for (release, _), text in zip(results, sizes, strict=True):
+        settled = {c["seq"]: c for c in release.verification["claims"]
+                   if changes and c["status"] == "void" and "status_if_changed" in c}
         for entry in release.ledger:
             if entry.kind == "verified" and entry.mechanism == "strata":
                 continue  # each task saw one stratum; the host states the split once, below
+            if entry.seq in settled:
+                record = settled[entry.seq]
+                entry = attrs.evolve(entry, status=record["status_if_changed"],
+                                     statement=_unchanged_text(entry, record, sizes[text]))
             if entry.kind != "dp":  # a DP entry names its stratum already (the host tagged the release)
                 entry = attrs.evolve(entry, statement=f"Stratum {label} = {text!r}: {entry.statement}")
             context._adopt(entry)
         evaluations.append(release.evaluations.assign(stratum=text))
     releases = [r for r, _ in results]
+    claim_steps = [{e.seq: e.step for e in r.ledger} for r in releases]
     outcomes = releases[0].outcomes
     context._record_host("verified", strata_statement(compiled.recipe.roles.strata,
                                                        [(t, range(n)) for t, n in sizes.items()], merges,
                                                        outcomes),
                          details={"strata": list(compiled.recipe.roles.strata), "merged": list(merges),
                                   "parts": dict(sizes)}, mechanism="strata")
-    checks = _sum_checks([r.verification for r in releases], columns, list(sizes))
+    checks = _sum_checks([{**r.verification, "claims": [{**c, "step": steps.get(c["seq"])}
+                                                         for c in r.verification["claims"]]}
+                          for r, steps in zip(releases, claim_steps, strict=True)], columns, list(sizes))
     dp_release = checks["dp_release"]  # then nothing written compares released with original values (verify)
     context._record_host(
         "verified",
@@ -658,6 +691,35 @@ def _combined(compiled: CompiledRecipe, context: PrivacyContext, results: Sequen
         evaluations=table, steps=_merged_steps([r[1][0] for r in results], list(sizes)),
         public_steps=_merged_steps([r[1][1] for r in results], list(sizes)), seeded=context.seeded,
         dp_guarantee=guarantees_dp(context.ledger.entries, context.accountant, outcomes, checks))
+
+
+def _unchanged_text(entry: Any, record: Mapping[str, Any], n: int) -> str:
+    """The host's words on a claim of a stratum whose release changes no
+    column, settled from the stratum's own released groups (``record``,
+    :func:`privclust.verify.verify`'s figures) beside strata that change
+    something."""
+    who = entry.component or "a component"
+    head = (f"{who} claims: {entry.claim or entry.statement} Host check: the steps changed no value of this "
+            f"stratum (its {n} records are released as they were); ")
+    status, k, cols = record["status_if_changed"], record.get("k"), ", ".join(record.get("columns", ()))
+    smallest = record.get("min_group_size")
+    if record.get("guarantee") != "k-anonymity" or smallest is None:
+        return head + "the host does not settle this claim further."
+    if status == "verified" and "min_matching_records" in record:
+        return head + (f"with a missing value counted as matching any value (sdcMicro's convention), every record "
+                       f"agrees, on the columns both observe, with at least {record['min_matching_records']} records "
+                       f"on {cols} (k = {k}): verified on its records.")
+    if status == "verified":
+        return head + f"every combination of {cols} is shared by at least {smallest} records (k = {k}): verified."
+    if k is None:
+        return head + (f"the claim names no k the host can check; the smallest group of identical rows of {cols} has "
+                       f"{smallest} record(s): not verified.")
+    small = record.get("records_in_small_groups", 0)
+    if status == "claimed":
+        return head + (f"counting identical rows of {cols}, {small} of {n} records are in groups smaller than "
+                       f"k = {k}; but {UNDECIDED_MATCHING}: not verified.")
+    return head + (f"{small} of {n} records share their combination of {cols} with fewer than {k - 1} other "
+                   f"record(s) (the smallest group has {smallest}): the claim does NOT hold.")
 
 
 def _merged_steps(per_stratum: Sequence[Sequence[Mapping[str, Any]]], texts: Sequence[str]) -> tuple[dict, ...]:

@@ -294,11 +294,7 @@ def verify(context: PrivacyContext, original: pd.DataFrame, released: pd.DataFra
             original, released, n = every_part.iloc[in_stratum], label.iloc[in_stratum], int(len(in_stratum))
         else:
             original, released, n = every_part, label, n_all
-        if nothing:
-            status = "void"
-            text = (f"{who} claims: {claim} Host check: the release changes no column, so every original value is "
-                    "released; this claim protects nothing.")
-        elif _kind_of_claim(entry) is not None and s is not None:
+        if _kind_of_claim(entry) is not None and s is not None:
             k = _claimed_k(entry)
             columns = _claim_columns(entry, s["columns"], original)
             own_outcome = next(o for o in outcomes if o.index == entry.step)
@@ -407,6 +403,14 @@ def verify(context: PrivacyContext, original: pd.DataFrame, released: pd.DataFra
         else:
             status = "claimed"
             text = f"{who} claims: {claim}"
+        if nothing:
+            # settled on the released values all the same (``status_if_changed``, with the figures): a stratum
+            # of run_dataset that changes nothing is released beside strata that do, and the release then states
+            # the claim over every stratum as privclust.run does (merged_claim; a red-team audit)
+            record["status_if_changed"] = status
+            status = "void"
+            text = (f"{who} claims: {claim} Host check: the release changes no column, so every original value is "
+                    "released; this claim protects nothing.")
         over = [(rule, bad, judged, own) for rule, columns, bad, judged, own in broken_rules
                 if s is not None and columns and columns <= set(s["columns"])]
         broken = [b for b in over if b[1]]
@@ -472,16 +476,27 @@ def merged_claim(first: Mapping[str, Any], each: Sequence[Mapping[str, Any]],
     whether it holds is decided again against that k from each stratum's
     smallest group; its counts are those below that k (a stratum's small
     groups by size), never counts taken at different k added up (a red-team
-    audit)."""
+    audit).
+
+    A stratum whose release changes no column settles its claim ``void``
+    by itself; beside strata that change something, its claim is settled as
+    :func:`privclust.run` settles it on the same data, from the stratum's
+    own released groups (``status_if_changed``, with the figures beside it)."""
+    if any(e["status"] != "void" for e in each):
+        each = [{**e, "status": e.get("status_if_changed", "claimed")} if e["status"] == "void" else e
+                for e in each]
+        first = each[0] if first["status"] == "void" else first
     statuses = {e["status"] for e in each}
     merged: dict[str, Any] = dict(first)
+    if statuses != {"void"}:
+        merged.pop("status_if_changed", None)
     ks = [e.get("k") for e in each]
     same_k = all(k == ks[0] for k in ks)
     if same_k:
         status = ("refuted" if "refuted" in statuses else "verified" if statuses == {"verified"}
                   else "void" if statuses == {"void"} else "claimed")
         for key in ("records_in_small_groups", "verbatim_records"):
-            if key in first:
+            if any(key in e for e in each):
                 merged[key] = sum(e.get(key, 0) for e in each)
         if any("small_groups" in e for e in each):
             merged["small_groups"] = _added([e.get("small_groups") or {} for e in each], None)
@@ -496,8 +511,8 @@ def merged_claim(first: Mapping[str, Any], each: Sequence[Mapping[str, Any]],
             merged["records_in_small_groups"] = sum(merged["small_groups"].values())
         status = _status_at(merged, each, k, statuses)
     merged["status"] = status
-    if "min_group_size" in first:
-        merged["min_group_size"] = min(e["min_group_size"] for e in each)
+    if any("min_group_size" in e for e in each):
+        merged["min_group_size"] = min(e["min_group_size"] for e in each if "min_group_size" in e)
     if any("holds_on_released_file" in e for e in each):  # a later step changed some stratum's values
         later = [e for e in each if "holds_on_released_file" in e]
         merged["checked_on"] = later[0]["checked_on"]
@@ -517,8 +532,9 @@ def merged_claim(first: Mapping[str, Any], each: Sequence[Mapping[str, Any]],
         # some stratum was checked with a missing value matching any value (sdcMicro's convention): the
         # whole release states both counts, each the smallest of any stratum under its own convention (a
         # stratum without missing values has its identical rows as its matches)
-        merged["min_matching_records"] = min(e.get("min_matching_records", e["min_group_size"]) for e in each)
-        merged["identical_min_group_size"] = min(e.get("identical_min_group_size", e["min_group_size"])
+        merged["min_matching_records"] = min(e.get("min_matching_records", e.get("min_group_size", 0))
+                                             for e in each)
+        merged["identical_min_group_size"] = min(e.get("identical_min_group_size", e.get("min_group_size", 0))
                                                  for e in each)
         merged["missing_values"] = sum(int(e.get("missing_values", 0)) for e in each)
         if same_k:

@@ -1,0 +1,112 @@
+"""run_dataset against privclust.run on the same data (red-team audit rt13): a stratum released unchanged, a claim
+made in some strata only, the whole-file matching figures, the label numbering and the stratum columns' types."""
+
+from __future__ import annotations
+
+import warnings
+from typing import ClassVar
+
+import attrs
+import numpy as np
+import pandas as pd
+import pytest
+
+import privclust
+from privclust.strata import _sum_checks
+
+pytest.importorskip("pyarrow")
+
+MDAV3 = {"use": "microaggregation", "k": 3, "columns": ["x", "y"]}
+
+
+def _both(recipe, frame, tmp_path, **kwargs):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        run = privclust.run(recipe, frame, seed=1, **kwargs)
+        frame.to_parquet(tmp_path / "in", partition_cols=["region"])
+        dataset = privclust.run_dataset(recipe, tmp_path / "in", tmp_path / "out", seed=1, processes=1, **kwargs)
+    return run, dataset
+
+
+@pytest.mark.parametrize("unchanged", ["a", "c"])
+def test_a_stratum_released_unchanged_is_settled_from_its_own_groups(tmp_path, unchanged):
+    """F1: MDAV leaves a stratum of two groups of 3 identical records as it is, so its claim was void in its task;
+    sorting first it made the dataset's k claim 'without a k the host can check', sorting last a KeyError. It is now
+    settled from the stratum's own groups, as privclust.run settles it: verified at k = 3."""
+    rng = np.random.default_rng(5)
+    other = "b"
+    frame = pd.DataFrame({"region": [unchanged] * 6 + [other] * 40, "x": rng.uniform(0, 10, 46).round(2),
+                          "y": rng.uniform(0, 10, 46).round(2)})
+    frame.loc[:5, ["x", "y"]] = [[1.0, 1.0]] * 3 + [[7.0, 2.0]] * 3
+    run, dataset = _both({"roles": {"strata": "region"}, "steps": [MDAV3]}, frame, tmp_path)
+    said = "Verified by the host: k-anonymity with k = 3 of x, y (every released combination is shared by at least 3"
+    assert said in run.verdict and said in dataset.verdict
+    assert [(c["status"], c["k"]) for c in dataset.verification["claims"]] == [("verified", 3)] * 2
+    assert not any("status_if_changed" in c for c in dataset.verification["claims"])
+    entries = [e for e in dataset.ledger if e.kind == "guarantee" and f"region = '{unchanged}'" in e.statement]
+    assert entries and all(e.status == "verified" for e in entries)
+    assert all("the steps changed no value of this stratum (its 6 records are released as they were); every "
+               "combination of x, y is shared by at least 3 records (k = 3): verified." in e.statement for e in entries)
+
+
+def test_a_release_that_changes_nothing_stays_void():
+    """The figures a void claim now carries do not settle it in privclust.run: a release that changes no column
+    protects nothing, whatever its groups."""
+    frame = pd.DataFrame({"region": ["a"] * 6 + ["b"] * 6, "x": [1.0] * 3 + [2.0] * 3 + [3.0] * 6,
+                          "y": [1.0] * 12})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        run = privclust.run({"roles": {"strata": "region"}, "steps": [MDAV3]}, frame, seed=1)
+    assert {c["status"] for c in run.verification["claims"]} == {"void"}
+    assert "Verified by the host" not in run.verdict
+
+
+@attrs.frozen(kw_only=True)
+class RoundClaim:
+    """Rounds to integers; claims 5-anonymity when given more than 20 records (false)."""
+
+    name: ClassVar[str] = "round-claim"
+
+    def mask(self, data, context):
+        if len(data) > 20:
+            context.record("round-claim: k-anonymity with k = 5.", claim=privclust.KAnonymity(5, list(data.columns)))
+        return privclust.Masked(data=data.round(), diagnostics={})
+
+
+class _RoundPlugin:
+    @privclust.hookimpl
+    def privclust_register_maskers(register):  # noqa: N805 (a hook takes no self)
+        register(RoundClaim)
+
+
+@pytest.mark.parametrize("claiming", ["a", "b"])
+def test_a_claim_made_in_some_strata_is_stated(tmp_path, claiming):
+    """F3: the strata's claims were paired by position: a claim made only in a later stratum was left out of the
+    verdict, and one made only in the first raised IndexError. They are grouped by step and order, as privclust.run
+    groups them, and the strata that made none are named."""
+    registry = privclust.Registry(plugins=[_RoundPlugin])
+    rng = np.random.default_rng(1)
+    quiet = "b" if claiming == "a" else "a"
+    frame = pd.DataFrame({"region": [quiet] * 10 + [claiming] * 30, "x": rng.uniform(0, 100, 40)})
+    recipe = {"roles": {"strata": "region"}, "steps": [{"use": "round-claim", "columns": ["x"]}]}
+    run, dataset = _both(recipe, frame, tmp_path, registry=registry)
+    said = "round-claim claims k-anonymity with k = 5, which does NOT hold on the released data (30 records"
+    assert said in run.verdict and said in dataset.verdict
+    [claim] = dataset.verification["claims"]
+    assert claim["status"] == "refuted" and claim["not_claimed_in"] == [quiet] and "step" not in claim
+
+
+def test_the_whole_file_matching_figures_are_the_smallest_of_any_stratum():
+    """F5: min_matching_records and identical_min_group_size were the first stratum's (9 where stratum b's records
+    match 3 others); they are the smallest over the strata, a stratum without missing values giving its identical
+    rows."""
+    base = {"records": 10, "changed_columns": ["x"], "label_columns": [], "protected_columns": ["x"],
+            "verbatim_records": 0, "steps": [], "claims": []}
+    whole = {"columns": ["x", "region"], "k": 3, "holds": True}
+    a = dict(base, whole_file=dict(whole, groups=2, min_group_size=1, unique_records=1, records_in_small_groups=1,
+                                   identical_min_group_size=1, min_matching_records=9, records_with_few_matches=0,
+                                   missing_values=1))
+    b = dict(base, whole_file=dict(whole, groups=3, min_group_size=3, unique_records=0, records_in_small_groups=0))
+    for order in ([a, b], [b, a]):
+        merged = _sum_checks(order, ["x", "region"], ["a", "b"])["whole_file"]
+        assert merged["min_matching_records"] == 3 and merged["identical_min_group_size"] == 1
