@@ -735,6 +735,14 @@ def _merged_steps(per_stratum: Sequence[Sequence[Mapping[str, Any]]], texts: Seq
             step["elapsed_seconds"] = round(sum(float(e["elapsed_seconds"]) for e in entries), 6)
         if all("clusters" in e for e in entries):
             step["clusters"] = int(sum(int(e["clusters"]) for e in entries))
+            if "output" in step:
+                # each stratum's task numbers its labels from 0 (numbering them after the strata before it, as
+                # privclust.run does, would need a second pass over the written files): the report says so, and
+                # how many clusters each stratum has (a red-team audit: "clusters: 11" beside 6 distinct labels)
+                step["clusters_by_stratum"] = dict(zip(texts, (int(e["clusters"]) for e in entries), strict=True))
+                step["label_numbering"] = (f"the labels in column {step['output']!r} are numbered from 0 within "
+                                           "each stratum: a cluster is its stratum and its label (group the output "
+                                           "by the stratum columns and the label together)")
         effective: dict[str, Any] = {}
         for key in dict.fromkeys(k for e in entries for k in e.get("effective_parameters", {})):
             values = [e.get("effective_parameters", {}).get(key) for e in entries]

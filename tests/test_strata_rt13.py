@@ -110,3 +110,22 @@ def test_the_whole_file_matching_figures_are_the_smallest_of_any_stratum():
     for order in ([a, b], [b, a]):
         merged = _sum_checks(order, ["x", "region"], ["a", "b"])["whole_file"]
         assert merged["min_matching_records"] == 3 and merged["identical_min_group_size"] == 1
+
+
+def test_the_report_says_the_labels_are_numbered_within_each_stratum(tmp_path):
+    """F6: the dataset report said 'clusters: 11' of a label column with 6 distinct values (each stratum's task
+    numbers its clusters from 0). The report now gives the clusters of each stratum and how the labels are
+    numbered, which the written file bears out."""
+    rng = np.random.default_rng(3)
+    frame = pd.DataFrame({"region": rng.choice(["a", "b"], 60), "x": rng.uniform(0, 10, 60).round(2),
+                          "y": rng.uniform(0, 10, 60).round(2)})
+    recipe = {"roles": {"strata": "region"}, "steps": [MDAV3, {"use": "mdav", "k": 5, "columns": ["x", "y"]}]}
+    _, dataset = _both(recipe, frame, tmp_path)
+    step = dataset.report()["steps"][1]
+    back = pd.read_parquet(tmp_path / "out")
+    distinct = back.groupby("region", observed=True)["cluster"].nunique().to_dict()
+    assert step["clusters_by_stratum"] == {str(k): v for k, v in distinct.items()}
+    assert step["clusters"] == sum(distinct.values()) == len(back.groupby(["region", "cluster"], observed=True))
+    assert "numbered from 0 within each stratum" in step["label_numbering"]
+    assert back["cluster"].min() == 0 and all(g["cluster"].min() == 0 for _, g in back.groupby("region",
+                                                                                              observed=True))
