@@ -508,24 +508,33 @@ def test_strata_released_with_different_column_types_are_not_published(tmp_path)
 def test_hive_directory_values_are_read_as_text(tmp_path, writer):
     """rt10 F4: pyarrow's partition inference read region=01 and region=1 as the one integer 1 (two strata merged
     and renamed, no word said) or, for a dataset pandas wrote, crashed comparing int32 with text. The values of the
-    Hive directories are now text in the driver and the workers: three strata, as privclust.run finds."""
+    Hive directories are now text in the driver and the workers: four strata, as privclust.run finds, and the
+    output reads back with them (rt13 F4). Without the stratum "x7", pd.read_parquet would read the output's
+    directories as integers (01 and 1 as the one 1, or fail): the run is refused before anything is computed."""
     pa = pytest.importorskip("pyarrow")
     pq = pytest.importorskip("pyarrow.parquet")
     rng = np.random.default_rng(3)
-    region = np.array(["01"] * 20 + ["1"] * 20 + ["007"] * 20)
-    income = rng.gamma(2, 1500, 60).round(2)
-    if writer == "pyarrow":
-        pq.write_to_dataset(pa.table({"region": region, "income": income}), str(tmp_path / "in"),
-                            partition_cols=["region"])
-    else:
-        pd.DataFrame({"region": region, "income": income}).to_parquet(tmp_path / "in", partition_cols=["region"])
+    region = np.array(["01"] * 20 + ["1"] * 20 + ["007"] * 20 + ["x7"] * 20)
+    income = rng.gamma(2, 1500, 80).round(2)
+    for name, rows in (("in", slice(None)), ("numbers", slice(0, 60))):
+        if writer == "pyarrow":
+            pq.write_to_dataset(pa.table({"region": region[rows], "income": income[rows]}), str(tmp_path / name),
+                                partition_cols=["region"])
+        else:
+            pd.DataFrame({"region": region[rows], "income": income[rows]}).to_parquet(tmp_path / name,
+                                                                                       partition_cols=["region"])
     recipe = {"roles": {"strata": "region"}, "steps": [MDAV]}
     release = privclust.run_dataset(recipe, tmp_path / "in", tmp_path / "out", seed=1, processes=1)
     whole = privclust.run(recipe, pd.DataFrame({"region": region, "income": income}), seed=1)
-    assert dict(release.strata) == {"007": 20, "01": 20, "1": 20} == \
+    assert dict(release.strata) == {"007": 20, "01": 20, "1": 20, "x7": 20} == \
         next(e for e in whole.ledger.of_kind("verified") if e.mechanism == "strata").details["parts"]
     assert release.merged == ()
-    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["region=007", "region=01", "region=1"]
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["region=007", "region=01", "region=1",
+                                                                     "region=x7"]
+    assert pd.read_parquet(tmp_path / "out")["region"].astype(str).value_counts().to_dict() == dict(release.strata)
+    with pytest.raises(privclust.DataError, match="'region' reads as an integer.*'007' would come back as 7"):
+        privclust.run_dataset(recipe, tmp_path / "numbers", tmp_path / "refused", seed=1, processes=1)
+    assert not (tmp_path / "refused").exists()
 
 
 def test_each_stratum_is_written_in_a_random_order_and_keep_order_is_refused_for_a_folder(dataset, tmp_path, capsys):

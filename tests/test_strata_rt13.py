@@ -129,3 +129,40 @@ def test_the_report_says_the_labels_are_numbered_within_each_stratum(tmp_path):
     assert "numbered from 0 within each stratum" in step["label_numbering"]
     assert back["cluster"].min() == 0 and all(g["cluster"].min() == 0 for _, g in back.groupby("region",
                                                                                               observed=True))
+
+
+@pytest.mark.parametrize(("values", "message"), [
+    (np.array([0.5, 1.0, 2.25]), "'region' is of type double"),
+    (np.array([True, False]), "'region' is of type bool"),
+    (pd.to_datetime(["2020-01-01", "2021-06-30"]).to_numpy(), "'region' is of type timestamp"),
+    (np.array(["01", "1", "007"], dtype=object), "'01' would come back as 1"),
+    (np.array(["1", "2"], dtype=object), "'1' would come back as 1.*or store the column as integers"),
+    (np.array(["__HIVE_DEFAULT_PARTITION__", "a"], dtype=object), "holds the value '__HIVE_DEFAULT_PARTITION__'"),
+    (np.array([2**40, 1]), "holds the integer 1099511627776, beyond 32 bits"),
+])
+def test_a_stratum_column_the_output_would_not_give_back_is_refused(tmp_path, values, message):
+    """F4: the output keeps the stratum columns in its Hive directory names only: floats, booleans and dates came
+    back as text, text 01 and 1 made pd.read_parquet fail, __HIVE_DEFAULT_PARTITION__ came back missing. Such a
+    column is refused before anything is computed, naming the column and the value."""
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"region": np.repeat(values, 12), "x": rng.uniform(0, 10, 12 * len(values)).round(2)})
+    frame.to_parquet(tmp_path / "in.parquet")
+    recipe = {"roles": {"strata": "region"}, "steps": [{"use": "microaggregation", "k": 3, "columns": ["x"]}]}
+    with pytest.raises(privclust.DataError, match=message):
+        privclust.run_dataset(recipe, tmp_path / "in.parquet", tmp_path / "out", seed=1, processes=1)
+    assert not (tmp_path / "out").exists() and list(tmp_path.iterdir()) == [tmp_path / "in.parquet"]
+
+
+@pytest.mark.parametrize("values", [np.array([3, -1, 7]), np.array(["north", "1", ""], dtype=object)])
+def test_a_stratum_column_the_output_gives_back_is_released(tmp_path, values):
+    """F4: integers (within 32 bits) and text that is not all integers come back from pd.read_parquet(output) with
+    the values they had."""
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"region": np.repeat(values, 12), "x": rng.uniform(0, 10, 12 * len(values)).round(2)})
+    frame.to_parquet(tmp_path / "in.parquet")
+    recipe = {"roles": {"strata": "region"}, "steps": [{"use": "microaggregation", "k": 3, "columns": ["x"]}]}
+    privclust.run_dataset(recipe, tmp_path / "in.parquet", tmp_path / "out", seed=1, processes=1)
+    back = pd.read_parquet(tmp_path / "out")["region"]
+    assert sorted(back.astype(object).tolist(), key=str) == sorted(frame["region"].tolist(), key=str)
+    if values.dtype == object:  # text comes back as text
+        assert {type(v) for v in back.astype(object)} == {str}
