@@ -73,7 +73,7 @@ from .report import (
 )
 from .runner import run_checked
 from .verdict import random_step_names, verdict
-from .verify import merged_claim
+from .verify import claimed_in, merged_claim
 
 __all__ = ["DatasetRelease", "run_dataset"]
 
@@ -368,6 +368,8 @@ def _sum_checks(checks: Sequence[Mapping[str, Any]], columns: Sequence[str],
         "label_columns": list(dict.fromkeys(c for k in checks for c in k["label_columns"])),
         "protected_columns": [c for c in columns if any(c in k["protected_columns"] for k in checks)],
         "verbatim_records": sum(k["verbatim_records"] for k in checks),
+        # each task compares its stratum's released records with that stratum's originals only
+        "verbatim_scope": "of their stratum",
         "missing_values": sum(int(k.get("missing_values", 0)) for k in checks),
         "values_set_missing": sum(int(k.get("values_set_missing", 0)) for k in checks),
         "steps": [],
@@ -406,11 +408,10 @@ def _sum_checks(checks: Sequence[Mapping[str, Any]], columns: Sequence[str],
             j = seen.get(step, 0)
             seen[step] = j + 1
             groups.setdefault((step, j), []).append((text, {key: v for key, v in c.items() if key != "step"}))
+    changed_any = bool(changed)  # a stratum's void claim is settled from its groups when the release changes a column
     for each in groups.values():
-        merged = merged_claim(each[0][1], [c for _, c in each], [t for t, _ in each])
-        if len(each) < len(strata):  # the strata that made no such claim
-            made = {t for t, _ in each}
-            merged["not_claimed_in"] = [t for t in strata if t not in made]
+        merged = merged_claim(each[0][1], [c for _, c in each], [t for t, _ in each], settle_void=changed_any)
+        claimed_in(merged, [t for t, _ in each], strata)
         out["claims"].append(merged)
     wholes = [k["whole_file"] for k in checks if "whole_file" in k]
     if wholes:  # the stratum columns are among its columns: a group never crosses a stratum

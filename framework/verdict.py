@@ -87,15 +87,42 @@ def _whole_file_extras(checks: Mapping[str, Any]) -> list[str]:
                f"fewer than {k}" if "records_with_few_matches" in whole else "") + "."]
 
 
-def _claim_scope(claim: Mapping[str, Any], broken_file: bool) -> str:
+def _claim_scope(claim: Mapping[str, Any], broken_file: bool, strata: Sequence[str] = ()) -> str:
     """Where a verified claim holds, as the verdict says it: on the values its
-    step released when a later step changed them, and for its columns only
-    when the whole file is not k-anonymous."""
+    step released when a later step changed them, for its columns only when
+    the whole file is not k-anonymous, and in the strata whose step made it
+    when some stratum's made none."""
     if claim.get("holds_on_released_file") is False:
         return (f" on {claim.get('checked_on')} only (a later step or the host's rounding changed them: NOT on the "
                 "released file)")
     where = f" on {claim.get('checked_on')}" if "holds_on_released_file" in claim else ""
-    return where + (" for these columns only" if broken_file else "")
+    return where + (" for these columns only" if broken_file else "") + _strata_scope(claim, strata)
+
+
+def _strata_scope(claim: Mapping[str, Any], strata: Sequence[str], *, holds: bool = True) -> str:
+    """``", in the stratum region = 'b' only (...)"`` (``holds``) or ``" of the stratum region = 'b' (...)"``: a
+    claim some strata's step did not make is about the records of those that made it
+    (:func:`privclust.verify.claimed_in`)."""
+    made = claim.get("claimed_in")
+    if not made:
+        return ""
+    label = ", ".join(strata) or "the strata"
+    which = " or ".join(repr(t) for t in made)
+    noun = "stratum" if len(made) == 1 else "strata"
+    others = ", ".join(repr(t) for t in claim.get("not_claimed_in", ()))
+    return (f", in the {noun} {label} = {which} only (the step made no such claim in {others})" if holds else
+            f" of the {noun} {label} = {which} (the step made no such claim in {others})")
+
+
+def _there(claim: Mapping[str, Any]) -> str:
+    return " there" if claim.get("claimed_in") else ""
+
+
+def _verbatim_scope(checks: Mapping[str, Any]) -> str:
+    """Which original records a released record is compared with to count it verbatim: any (``privclust.run``),
+    or those of its stratum (:func:`privclust.run_dataset`, whose tasks each see one stratum)."""
+    scope = checks.get("verbatim_scope")
+    return f" {scope}" if scope else ""
 
 
 
@@ -131,31 +158,35 @@ def verdict(ledger: Ledger, accountant: Accountant, outcomes: Sequence[Any], che
     extras = _whole_file_extras(checks)
     broken_file = bool(extras)
     for claim in checks.get("claims", ()):
-        where = _claim_scope(claim, broken_file)
+        where = _claim_scope(claim, broken_file, strata)
         if claim.get("guarantee") == "k-anonymity" and claim.get("status") == "verified" \
                 and "min_matching_records" in claim:
             extras.append(f"Verified by the host{where}: k-anonymity with k = {claim['k']} of "
                           f"{_cols(claim['columns'])} with a missing value counted as matching any value (sdcMicro's "
-                          f"convention: every released record matches at least {claim['min_matching_records']} "
+                          f"convention: every released record{_there(claim)} matches at least "
+                          f"{claim['min_matching_records']} "
                           "records; "
                           f"identical rows, the missingness pattern included, form groups of "
                           f"{claim['identical_min_group_size']} or more).")
         elif claim.get("guarantee") == "k-anonymity" and claim.get("status") == "verified":
             extras.append(f"Verified by the host{where}: k-anonymity with k = {claim['k']} of "
                           f"{_cols(claim['columns'])} (every "
-                          + ("" if "holds_on_released_file" in claim else "released ") + "combination is "
-                          "shared by at least "
+                          + ("" if "holds_on_released_file" in claim else "released ") + "combination"
+                          + _there(claim) + " is shared by at least "
                           f"{claim['min_group_size']} records).")
         elif claim.get("guarantee") == "k-anonymity" and claim.get("status") == "refuted" and claim.get("k") is None:
             extras.append(f"{claim['component']} claims k-anonymity without a k the host can check: not verified.")
         elif claim.get("guarantee") == "k-anonymity" and claim.get("status") == "refuted":
+            scope = _strata_scope(claim, strata, holds=False)
             extras.append(f"{claim['component']} claims k-anonymity with k = {claim.get('k')}, which does NOT hold "
-                          f"on {claim.get('checked_on', 'the released data')} ({claim['records_in_small_groups']} "
-                          "records in smaller groups).")
+                          f"on {claim.get('checked_on', 'the released data')}{scope} "
+                          f"({claim['records_in_small_groups']} records in smaller groups).")
         elif claim.get("guarantee") == "probabilistic k-anonymity" and claim.get("status") == "claimed":
             extras.append(f"{claim['component']} claims probabilistic k-anonymity"
                           + (f" (k = {claim['k']})" if claim.get("k") is not None else " without a k")
-                          + (f"; {claim['verbatim_records']} of {checks['records']} records are released verbatim."
+                          + (f"; {claim['verbatim_records']} of {checks['records']} records are released verbatim"
+                             + (f" (identical to an original record{_verbatim_scope(checks)})"
+                                if _verbatim_scope(checks) else "") + "."
                              if "verbatim_records" in claim else "."))
     stated = {c.get("verbatim_records") for c in checks.get("claims", ())
               if c.get("guarantee") == "probabilistic k-anonymity" and c.get("status") == "claimed"}
@@ -163,7 +194,8 @@ def verdict(ledger: Ledger, accountant: Accountant, outcomes: Sequence[Any], che
     if not checks.get("dp_release") and checks.get("changed_columns") and checks.get("verbatim_records") \
             and checks.get("verbatim_records") not in stated:
         extras.append(f"{checks['verbatim_records']} of {checks['records']} records are released verbatim (identical "
-                      f"on the columns the steps worked on to an original record, its own or another's).")
+                      f"on the columns the steps worked on to an original record{_verbatim_scope(checks)}, its own "
+                      "or another's).")
     kept_missing = checks.get("missing_values", 0) - checks.get("values_set_missing", 0)
     if kept_missing:
         extras.append(f"{kept_missing} values are released missing as in the original: the missingness "

@@ -436,14 +436,27 @@ def verify(context: PrivacyContext, original: pd.DataFrame, released: pd.DataFra
     original, released, n = every_part, label, n_all
 
     if stratum_rows:  # each step's claims of every stratum, stated once for the release
-        checks["claims"] = _claims_over_strata(checks["claims"], context)
+        checks["claims"] = _claims_over_strata(checks["claims"], context, list(stratum_rows))
     return checks
 
 
-def _claims_over_strata(records: Sequence[dict[str, Any]], context: PrivacyContext) -> list[dict[str, Any]]:
-    """The claims a step made in each stratum, the j-th of every stratum
-    merged into one (:func:`merged_claim`); a claim made outside the strata
-    stays as it is."""
+def claimed_in(merged: dict[str, Any], made: Sequence[str], strata: Sequence[str]) -> None:
+    """In place: a claim merged over the strata ``made`` (those whose step
+    made it) of all ``strata`` names them when some stratum made none: the
+    claim is about those strata's records only, and the verdict says so (a
+    red-team audit: "every released combination is shared by at least 6
+    records" of a claim one stratum made, beside a stratum of unique
+    records)."""
+    if len(set(made)) < len(strata):
+        merged["claimed_in"] = [t for t in strata if t in set(made)]
+        merged["not_claimed_in"] = [t for t in strata if t not in set(made)]
+
+
+def _claims_over_strata(records: Sequence[dict[str, Any]], context: PrivacyContext,
+                        strata: Sequence[str]) -> list[dict[str, Any]]:
+    """The claims a step made in each stratum (``strata``: every stratum, as
+    text), the j-th of every stratum merged into one (:func:`merged_claim`);
+    a claim made outside the strata stays as it is."""
     entries = {e.seq: e for e in context.ledger.entries}
     groups: dict[Any, list[dict[str, Any]]] = {}
     seen: dict[Any, int] = {}
@@ -462,12 +475,13 @@ def _claims_over_strata(records: Sequence[dict[str, Any]], context: PrivacyConte
             continue
         merged = merged_claim(each[0], each, [r["stratum"] for r in each])
         merged.pop("stratum", None)
+        claimed_in(merged, [r["stratum"] for r in each], strata)
         out.append(merged)
     return out
 
 
 def merged_claim(first: Mapping[str, Any], each: Sequence[Mapping[str, Any]],
-                 strata: Sequence[str]) -> dict[str, Any]:
+                 strata: Sequence[str], *, settle_void: bool = False) -> dict[str, Any]:
     """One step's claim over every stratum from each stratum's settling of
     it (``strata``: the stratum of each, as text). A claim whose k is taken
     from the data (a clusterer's smallest group) can differ between strata:
@@ -481,8 +495,10 @@ def merged_claim(first: Mapping[str, Any], each: Sequence[Mapping[str, Any]],
     A stratum whose release changes no column settles its claim ``void``
     by itself; beside strata that change something, its claim is settled as
     :func:`privclust.run` settles it on the same data, from the stratum's
-    own released groups (``status_if_changed``, with the figures beside it)."""
-    if any(e["status"] != "void" for e in each):
+    own released groups (``status_if_changed``, with the figures beside it);
+    ``settle_void``: the release changes some column in a stratum that made no
+    such claim (every stratum that made it changed nothing)."""
+    if settle_void or any(e["status"] != "void" for e in each):
         each = [{**e, "status": e.get("status_if_changed", "claimed")} if e["status"] == "void" else e
                 for e in each]
         first = each[0] if first["status"] == "void" else first

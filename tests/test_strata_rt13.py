@@ -90,10 +90,47 @@ def test_a_claim_made_in_some_strata_is_stated(tmp_path, claiming):
     frame = pd.DataFrame({"region": [quiet] * 10 + [claiming] * 30, "x": rng.uniform(0, 100, 40)})
     recipe = {"roles": {"strata": "region"}, "steps": [{"use": "round-claim", "columns": ["x"]}]}
     run, dataset = _both(recipe, frame, tmp_path, registry=registry)
-    said = "round-claim claims k-anonymity with k = 5, which does NOT hold on the released data (30 records"
+    said = (f"round-claim claims k-anonymity with k = 5, which does NOT hold on the released data of the stratum "
+            f"region = '{claiming}' (the step made no such claim in '{quiet}') (30 records")
     assert said in run.verdict and said in dataset.verdict
-    [claim] = dataset.verification["claims"]
-    assert claim["status"] == "refuted" and claim["not_claimed_in"] == [quiet] and "step" not in claim
+    for release in (run, dataset):
+        [claim] = release.verification["claims"]
+        assert claim["status"] == "refuted" and claim["not_claimed_in"] == [quiet] and "step" not in claim
+        assert claim["claimed_in"] == [claiming]
+
+
+def test_a_verified_claim_made_in_one_stratum_is_stated_for_that_stratum_only(tmp_path):
+    """A claim one stratum's step made and the host verified there read "every released combination is shared by
+    at least 6 records" beside a stratum of 10 unique records; in run_dataset, where the claiming stratum's release
+    changed nothing, the claim stayed void and was left out of the verdict. Both now state it for its stratum."""
+    registry = privclust.Registry(plugins=[_RoundPlugin])
+    x = np.r_[np.arange(10) * 7.3 + 0.1, np.repeat(np.arange(5) * 10.0, 6)]  # b: groups of 6, already integers
+    frame = pd.DataFrame({"region": ["a"] * 10 + ["b"] * 30, "x": x})
+    recipe = {"roles": {"strata": "region"}, "steps": [{"use": "round-claim", "columns": ["x"]}]}
+    run, dataset = _both(recipe, frame, tmp_path, registry=registry)
+    said = ("Verified by the host for these columns only, in the stratum region = 'b' only (the step made no such "
+            "claim in 'a'): k-anonymity with k = 5 of x (every released combination there is shared by at least 6 "
+            "records).")
+    assert said in run.verdict and said in dataset.verdict
+    assert [c["status"] for c in dataset.verification["claims"]] == ["verified"]
+    released = pd.read_parquet(tmp_path / "out")
+    sizes = released.groupby(["region", "x"], observed=True).size()
+    assert sizes.loc["b"].min() == 6 and sizes.loc["a"].min() == 1  # true of b, false of the whole file
+
+
+def test_the_dataset_verdict_counts_verbatim_records_within_their_stratum(tmp_path):
+    """Each run_dataset task compares its stratum's released records with that stratum's originals only: the
+    verdict said "to an original record, its own or another's" (31 of 40) where privclust.run, matching across
+    strata, counts 32."""
+    registry = privclust.Registry(plugins=[_RoundPlugin])
+    x = np.r_[np.arange(10) * 7.3 + 0.1, np.repeat(np.arange(5) * 10.0, 6)]
+    frame = pd.DataFrame({"region": ["a"] * 10 + ["b"] * 30, "x": x})
+    recipe = {"roles": {"strata": "region"}, "steps": [{"use": "round-claim", "columns": ["x"]}]}
+    run, dataset = _both(recipe, frame, tmp_path, registry=registry)
+    assert ("32 of 40 records are released verbatim (identical on the columns the steps worked on to an original "
+            "record, its own or another's)") in run.verdict
+    assert ("31 of 40 records are released verbatim (identical on the columns the steps worked on to an original "
+            "record of their stratum, its own or another's)") in dataset.verdict
 
 
 def test_the_whole_file_matching_figures_are_the_smallest_of_any_stratum():
