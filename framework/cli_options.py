@@ -34,11 +34,13 @@ def parse_seed(text: str, where: str) -> int:
     """A seed written as a whole number from 0 to :data:`MAX_SEED`."""
     text = text.strip()
     if not re.fullmatch(r"[+-]?[0-9]{1,60}", text):
+        # the text is not echoed: a seed with a typo is still most of a seed, and error messages end up in logs
         raise PrivclustError(f"{where}: a seed is a non-negative whole number, at most 2^128 - 1 (digits 0-9 only); "
-                             f"got {text[:20]!r}{'...' if len(text) > 20 else ''}")
+                             f"got {len(text)} character(s) that are not one (not shown: it may be a seed)")
     value = int(text, 10)
     if not 0 <= value <= MAX_SEED:
-        raise PrivclustError(f"{where}: a seed is a non-negative whole number, at most 2^128 - 1; got {value}")
+        raise PrivclustError(f"{where}: a seed is a non-negative whole number, at most 2^128 - 1; got a "
+                             f"{'negative number' if value < 0 else 'larger number'} (not shown: it may be a seed)")
     return value
 
 

@@ -39,8 +39,10 @@ component registered in the session must also be registered in the worker.
 
 from __future__ import annotations
 
+import hashlib
 import inspect
 import math
+import os
 import warnings
 from collections.abc import Mapping
 from typing import Any
@@ -178,20 +180,38 @@ class _PrivclustEstimator(BaseEstimator):
                                  "accepted; leave random_state=None for a release to publish)")
         release = run(recipe, frame, seed=None if seed is None else int(seed))
         if seed is not None and release.random_steps:
-            if getattr(self, "_privclust_seed_drawn", None) == int(seed):
+            drawn = self.__dict__.setdefault("_privclust_seeds_drawn", set())
+            mark = self._seed_mark(int(seed))
+            if mark in drawn:
                 warnings.warn(PrivclustWarning(
                     f"{type(self).__name__}: this run drew its randomness (noise included) from the same stream as "
-                    "an earlier run of this estimator, since random_state is the same fixed seed; on different data, "
-                    "two such releases can cancel each other's noise, so their privacy statements do not hold "
-                    "together. Publish at most one release per seed; leave random_state=None for releases."),
-                stacklevel=3)
-            self._privclust_seed_drawn = int(seed)
+                    "an earlier run of this estimator, since random_state is a fixed seed it used before; on "
+                    "different data, two such releases can cancel each other's noise, so their privacy statements "
+                    "do not hold together. Publish at most one release per seed; leave random_state=None for "
+                    "releases."),
+                    stacklevel=3)
+            drawn.add(mark)
         return release
 
+    def _seed_mark(self, seed: int) -> bytes:
+        """A keyed hash of a seed this estimator drew from: every seed a run
+        used is remembered this way (not the seed itself, which the object
+        would otherwise keep after ``random_state`` changes), so a seed used
+        again after others still warns (a red-team audit: seeds 0, 1, 0 gave
+        no warning). The key is drawn once per estimator."""
+        key = self.__dict__.setdefault("_privclust_seed_key", os.urandom(16))
+        return hashlib.blake2b(str(seed).encode(), key=key, digest_size=16).digest()
+
     def __reduce__(self) -> tuple[Any, ...]:
-        # The release holds the original data: it stays out of the pickle. So does the seed of the last seeded
-        # run (kept to warn when it is used again), which random_state may no longer show.
-        state = {k: v for k, v in self.__dict__.items() if k not in ("release_", "ledger_", "_privclust_seed_drawn")}
+        # The release holds the original data: it stays out of the pickle. So do the marks of the seeds earlier
+        # runs drew from (kept to warn when one is used again): a copy keeps only whether its current random_state
+        # was among them, which the pickle shows anyway.
+        hidden = ("release_", "ledger_", "_privclust_seeds_drawn", "_privclust_seed_key")
+        state = {k: v for k, v in self.__dict__.items() if k not in hidden}
+        seed = self.random_state
+        if seed is not None and isinstance(seed, int | np.integer) and not isinstance(seed, bool) and seed >= 0:
+            state["_privclust_state_drawn"] = self._seed_mark(int(seed)) in self.__dict__.get(
+                "_privclust_seeds_drawn", set())
         return (_rebuild, (self._privclust_kind, self._privclust_name, self.get_params(deep=False), state))
 
     def __sklearn_tags__(self) -> Any:
@@ -327,6 +347,10 @@ def estimator_class(kind: str, name: str) -> type:
 
 def _rebuild(kind: str, name: str, params: dict[str, Any], state: dict[str, Any]) -> Any:
     estimator = estimator_class(kind, name)(**params)
+    state = dict(state)
+    if state.pop("_privclust_state_drawn", False):  # its random_state was drawn from before it was copied
+        estimator.__dict__.setdefault("_privclust_seeds_drawn", set()).add(
+            estimator._seed_mark(int(params["random_state"])))
     estimator.__dict__.update(state)
     return estimator
 

@@ -867,17 +867,19 @@ def test_a_seed_file_is_a_small_regular_file(files, capsys):
     (folder / "long").write_text("1" * 300)
     (folder / "binary").write_bytes(b"\xff\xfe1")
     (folder / "negative").write_text("-5\n")
+    (folder / "typo").write_text("98765432l0\n")  # a seed with a typo is still most of a seed: never echoed
     (folder / "link").symlink_to("/dev/zero")
     for path, message in (("/dev/zero", "it is not a regular file"), (folder / "link", "it is not a regular file"),
                           (folder / "fifo", "it is not a regular file"), (folder / "dir", "it is a folder"),
                           (folder / "long", "longer than 256 bytes"), (folder / "binary", "the file is not text"),
-                          (folder / "negative", "a seed is a non-negative whole number, at most 2^128 - 1; got -5"),
+                          (folder / "negative", "at most 2^128 - 1; got a negative number"),
+                          (folder / "typo", "got 10 character(s) that are not one (not shown: it may be a seed)"),
                           (folder / "missing", "cannot read it")):
         code = main(["run", str(folder / "recipe.toml"), "-i", str(folder / "in.csv"), "-o", str(folder / "o.csv"),
                      "-q", "--seed-file", str(path)])
         err = capsys.readouterr().err
         assert code == 1 and f"--seed-file {path}: " in err and message in err, err
-        assert err.count("\n") == 1 and "Traceback" not in err
+        assert err.count("\n") == 1 and "Traceback" not in err and "98765" not in err
     (folder / "seed").write_text("  42\n")
     assert main(["run", str(folder / "recipe.toml"), "-i", str(folder / "in.csv"), "-o", str(folder / "o.csv"),
                  "-q", "--seed-file", str(folder / "seed")]) == 0

@@ -228,6 +228,32 @@ def test_a_second_seeded_run_with_the_same_seed_is_warned_about(X):
         km.fit(X)  # no seed: fresh randomness each time
 
 
+def test_a_seed_used_again_after_others_or_in_a_copy_is_warned_about(X):
+    """A red-team audit: the estimator remembered only the last seed, and a copy or a pickle forgot even that, so
+    seeds 0, 1, 0, or a deepcopy refitted with seed 0, drew the same noise twice without a word."""
+    import copy
+
+    bounds = {"x0": [-3.0, 10.0], "x1": [-3.0, 10.0]}
+    km = pcs.clusterer("idp-kmeans", n_clusters=3, epsilon=1.0, bounds=bounds, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", privclust.PrivclustWarning)
+        warnings.simplefilter("ignore", privclust.NothingProtectedWarning)
+        km.fit(X)
+        km.set_params(random_state=1).fit(X)
+    with pytest.warns(privclust.PrivclustWarning, match="a fixed seed it used before"):
+        km.set_params(random_state=0).fit(X[1:])
+    for twin in (copy.deepcopy(km), pickle.loads(pickle.dumps(km))):
+        with pytest.warns(privclust.PrivclustWarning, match="a fixed seed it used before"):
+            twin.fit(X[1:])
+    fresh = copy.deepcopy(km.set_params(random_state=7))  # a seed it never drew from: the copy has nothing to say
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", privclust.PrivclustWarning)
+        warnings.simplefilter("ignore", privclust.NothingProtectedWarning)
+        fresh.fit(X)
+    blob = pickle.dumps(km.set_params(random_state=None))
+    assert b"_privclust_seeds_drawn" not in blob and b"_privclust_seed_key" not in blob
+
+
 def test_random_state_must_be_an_integer_seed(X):
     for bad in (np.random.RandomState(0), np.random.default_rng(0), -1, 1.5, True):
         with pytest.raises(ParameterError, match="random_state"):
