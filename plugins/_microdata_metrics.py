@@ -423,6 +423,10 @@ def transparency_posteriors(labels: np.ndarray, memberships: object | None,
     """Per record ``i`` replaced by centre ``j = labels[i]``: the posterior
     ``u_ij / sum_k u_kj`` an intruder who knows the memberships gives to the
     true original; ``1/|group|`` for a crisp partition (``memberships`` None).
+    This reads one released row on its own; with ``memberships`` None it is,
+    for a fuzzy partition's labels, the upper bound ``1/N`` of the posterior
+    given the whole released file (``N`` records drew the centre and show
+    the same rest of the row; the exact posterior is ``P(L_i = j | N) / N``).
 
     ``seen`` (one code per record, :func:`shown_codes`): what a released
     row shows besides its centre (the other columns, which values are

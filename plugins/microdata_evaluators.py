@@ -11,8 +11,9 @@ name                     figures
 ``interval-disclosure``  ``drisk`` (sdcMicro's dRisk), ``drisk_all_inside``
                          and ``values_inside``
 ``group-sizes``          realised (and, for fuzzy maskers, expected) group sizes
-``transparency-risk``    mean posterior of the true record for a transparent
-                         intruder
+``transparency-risk``    posterior of the true record for a transparent
+                         intruder, from one released row, and its upper bound
+                         given the whole released file
 ``edit-violations``      per edit rule, max violation and share of records
                          violating it (protected and original)
 ``key-frequencies``      key combinations, sample uniques, records in cells
@@ -363,24 +364,44 @@ class TransparencyRisk:
     being behind a protected record equal to centre ``j``, the sums over
     the records whose released rows show the same besides the centre (a
     declared key, recoded or not, which values are missing; a clusterer's
-    raw columns: :func:`_microdata_metrics.shown_codes`); the figure is the
-    mean over records of the posterior of the true record (``1/|group|``
-    for crisp microaggregation with nothing else released; before a
-    red-team audit the rest of the row was ignored, and the only woman of a
-    group of 3 read 1/3, not 1). It is the risk of the step's own output: a
-    later step over the same columns changes what is released, and the
-    figure does not follow it."""
+    raw columns: :func:`_microdata_metrics.shown_codes`); ``mean_posterior``
+    is the mean over records of this posterior of the true record
+    (``1/|group|`` for crisp microaggregation with nothing else released;
+    before a red-team audit the rest of the row was ignored, and the only
+    woman of a group of 3 read 1/3, not 1).
+
+    That posterior reads one released row on its own (Torra's figure). The
+    released file also tells how many rows show each centre (with the same
+    rest of the row), ``N``; the posterior given those counts,
+    ``P(L_i = j | N) / N_j``, is a ratio of permanents of the memberships
+    (#P-hard) and is not computed. It can be higher than the one-row figure
+    (a red-team audit: 0.329 against 0.205 on 18 records) or lower. It is
+    never above ``1 / N_j`` (``P(L_i = j | N) <= 1``): ``mean_posterior_bound``
+    and ``max_posterior_bound`` are that proven upper bound, equal to the
+    posterior for crisp groups. Both are the risk of the step's own output:
+    a later step over the same columns changes what is released, and the
+    figures do not follow it."""
 
     name: ClassVar[str] = "transparency-risk"
     metric_descriptions: ClassVar[Mapping[str, tuple[str, str]]] = {
-        "mean_posterior": ("mean probability an intruder who knows the method and the original records gives the "
-                           "true record, among the records of its group whose released rows show the same besides "
-                           "the centre (other columns, missing values; 1/group size for crisp groups with nothing "
-                           "else released), for the step's own output (not after a later step)",
-                           "probability"),
-        "max_posterior": ("largest such probability over records", "probability"),
-        "share_posterior_above_half": ("share of records the intruder's best guess identifies with "
-                                       "probability above 1/2", "share (0-1)"),
+        "mean_posterior": ("mean posterior of the true record from its released row alone: the probability an "
+                           "intruder who knows the method and the original records gives it among the records of "
+                           "its group whose released rows show the same besides the centre (other columns, missing "
+                           "values; 1/group size for crisp groups with nothing else released); it does not use how "
+                           "many released rows show each centre, which the file tells, and an intruder who does "
+                           "can give more (up to mean_posterior_bound) or less; for the step's own output (not "
+                           "after a later step)", "probability"),
+        "max_posterior": ("largest such one-row posterior over records (not an upper bound of the intruder's "
+                          "posterior given the whole file: see max_posterior_bound)", "probability"),
+        "share_posterior_above_half": ("share of records whose one-row posterior is above 1/2", "share (0-1)"),
+        "mean_posterior_bound": ("mean over records of a proven upper bound of the posterior of the true record "
+                                 "given the whole released file (an intruder who also counts the released rows that "
+                                 "show its centre and the same rest of the row): 1 over the number of records that "
+                                 "drew its centre and show the same rest of the row; equal to the posterior for "
+                                 "crisp groups, at least the posterior for fuzzy ones (the exact posterior, a ratio "
+                                 "of permanents of the memberships, is not computed)", "probability"),
+        "max_posterior_bound": ("largest such upper bound over records: no record's posterior given the released "
+                                "file is above it", "probability"),
     }
 
     step: str | None = param(str, default=None, step_id=True,
@@ -394,11 +415,14 @@ class TransparencyRisk:
         columns = [str(c) for c in (part.columns or getattr(outcome, "columns", ()))]
         seen = mm.shown_codes(inputs.original, inputs.protected, columns)
         post = mm.transparency_posteriors(part.labels, part.memberships, seen)
-        post = post[np.isfinite(post)]
+        bound = mm.transparency_posteriors(part.labels, None, seen)  # 1 / (rows showing the same centre and rest)
+        kept = np.isfinite(post)
+        post, bound = post[kept], bound[kept]
         if post.size == 0:
             raise DataError(f"{self.name}: step {_step_name(outcome)!r} assigned no record to a centre")
         return {"mean_posterior": float(post.mean()), "max_posterior": float(post.max()),
-                "share_posterior_above_half": float(np.mean(post > 0.5))}
+                "share_posterior_above_half": float(np.mean(post > 0.5)),
+                "mean_posterior_bound": float(bound.mean()), "max_posterior_bound": float(bound.max())}
 
 
 @attrs.frozen(kw_only=True)
