@@ -48,6 +48,7 @@ from .cli_options import read_numbers, report_paths, run_seed
 from .cliargs import build_parser
 from .compare import check_plot, compare, parse_sweep, summarize
 from .compiling import is_key_masker, spends_privacy
+from .components import EvaluationInputs, capability
 from .constraints import ConstraintSet, integer_flags, judge
 from .datasets import TABLE1_RULE, table1
 from .defaults import default_reason, default_step_lines
@@ -273,23 +274,64 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _numeric_and_named(compiled: Any, checked: Any,
+                       numeric_steps: Sequence[Sequence[str]]) -> tuple[list[str], list[str]]:
+    """The columns :func:`preflight` checked as numbers (the steps' but a key masker's, and each evaluation's own
+    columns), and the other columns the evaluators say they compute on (``evaluated_on``: key variables, a weight),
+    which it checked only to be present, as preflight asks the evaluators."""
+    frame = checked.frame
+    changed = tuple(c for c in frame.columns
+                    if any(c in cols for cs, cols in zip(compiled.steps, checked.step_columns, strict=True)
+                           if cs.kind != "clusterers" and not is_key_masker(cs)))
+    default = changed or tuple(checked.default_columns)
+    numbers = [c for cols in numeric_steps for c in cols]
+    labels = pd.DataFrame({cs.step.output or DEFAULT_LABEL_COLUMN: np.zeros(len(frame), dtype=np.int64)
+                           for cs in compiled.steps if cs.kind == "clusterers"}, index=frame.index)
+    named: list[str] = []
+    for ev in compiled.evaluations:
+        columns = tuple(ev.spec.columns) if ev.spec.columns is not None else default
+        numbers += columns
+        method = capability(ev.evaluator, "evaluated_on")
+        if method is None:
+            continue
+        said = method(EvaluationInputs(original=frame, protected=frame, columns=columns, labels=labels,
+                                       registry=compiled.registry, roles=compiled.recipe.roles))
+        given = said.get("columns") if isinstance(said, Mapping) else None
+        if isinstance(given, Sequence) and not isinstance(given, str):
+            named += [c for c in given if isinstance(c, str) and c in frame.columns]
+    numbers = list(dict.fromkeys(numbers))
+    return numbers, [c for c in dict.fromkeys(named) if c not in numbers]
+
+
 #: What ``privclust check --input`` has checked when it says OK: the checks
 #: ``run`` makes before its first step (:func:`privclust.runner.preflight`).
-def _checked_text(compiled: Any) -> str:
+def _checked_text(compiled: Any, checked: Any) -> str:
     """What ``privclust check --input`` checked on the data, said of this recipe only: the parts it has (a
     fixed sentence said "numeric and finite", a bounds table and edit rules of a recipe of key maskers on text keys,
-    which has none of them: a red-team audit)."""
+    which has none of them: a red-team audit; and it said so of the text keys an evaluator names and of a step's
+    column whose missing values the step accepts: rt14). ``checked``: what :func:`preflight` returned."""
     steps, evaluations, rules = compiled.steps, compiled.recipe.evaluate, compiled.constraints
+    frame = checked.frame
     keyed = [cs for cs in steps if is_key_masker(cs)]
+    numeric_steps = [cols for cs, cols in zip(steps, checked.step_columns, strict=True) if not is_key_masker(cs)]
     numeric = len(keyed) < len(steps) or bool(evaluations)
     named = (["the steps"] + (["the evaluations (those their evaluators say they compute on included)"]
                               if evaluations else []) + ["the roles"] + (["the rules"] if rules else []))
     present = ", ".join(named[:-1]) + " and " + named[-1]
     parts = [f"every column of {present} is present"]
     if numeric:
+        checked_numeric, extras = _numeric_and_named(compiled, checked, numeric_steps)
         workers = "the steps and evaluations" if evaluations else "the steps"
-        parts.append(f"those {workers} work on are numeric and finite"
-                     + (" (a key masker's columns may hold any categories)" if keyed else ""))
+        holed = [(c, int(frame[c].isna().sum())) for c in checked_numeric if frame[c].isna().any()]
+        aside = ([f"except {', '.join(extras)}, which an evaluator names beside its columns: not checked as "
+                  "numbers"] if extras else []) + \
+            (["a key masker's columns may hold any categories"] if keyed else [])
+        tail = f" ({'; '.join(aside)})" if aside else ""
+        parts.append(f"those {workers} work on are numeric" + (" with no infinite value" if holed else " and finite")
+                     + tail)
+        if holed:
+            parts.append("missing values, which every step and evaluation on their column accepts: "
+                         + ", ".join(f"{n} in {c}" for c, n in holed))
     elif keyed:
         parts.append("the key maskers' columns may hold any categories")
     if any(isinstance(getattr(cs.component, "bounds", None), Mapping) for cs in steps):
@@ -350,7 +392,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
                                  "checks it stratum by stratum as it runs); check the recipe against one file of "
                                  "the data (e.g. one stratum's), or without --input")
         checked = preflight(compiled, read_frame(args.input))  # the checks `run` makes before its first step
-        lines.append(f"  data {args.input}: {checked.frame.shape[0]} records; {_checked_text(compiled)}")
+        lines.append(f"  data {args.input}: {checked.frame.shape[0]} records; {_checked_text(compiled, checked)}")
         changed: set[str] = set()
         private: set[str] = set()  # written by a differentially private step: not rounded by the host
         for cs, columns in zip(compiled.steps, checked.step_columns, strict=True):

@@ -52,3 +52,22 @@ def test_transparency_risk_bound_is_above_the_exact_posterior_given_the_counts()
     assert "from its released row alone" in words["mean_posterior"][0]
     assert "not an upper bound" in words["max_posterior"][0] and "proven upper bound" in \
         words["mean_posterior_bound"][0]
+
+
+def test_check_does_not_call_text_keys_or_accepted_missing_values_numeric_and_finite(tmp_path, capsys):
+    """rt14 F2: with key-frequencies on text keys and a fuzzy step on a column with missing values it accepts, check
+    said "those the steps and evaluations work on are numeric and finite"."""
+    from privclust.cli import main
+
+    rows = "".join(f"{20 + i},{'' if i % 5 == 0 else 1000 + 10 * i},{'fm'[i % 2]},{'NESW'[i % 4]}\n"
+                   for i in range(30))
+    (tmp_path / "d.csv").write_text("age,income,sex,region\n" + rows)
+    (tmp_path / "r.toml").write_text('[roles]\nkeys = ["sex", "region"]\n[[steps]]\nuse = "fuzzy-microaggregation"\n'
+                                     'columns = ["age", "income"]\n[[evaluate]]\nuse = "key-frequencies"\n')
+    assert main(["check", str(tmp_path / "r.toml"), "--input", str(tmp_path / "d.csv")]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if "30 records;" in x)
+    assert "numeric and finite" not in line
+    assert "numeric with no infinite value (except sex, region, which an evaluator names beside its columns: not " \
+        "checked as numbers)" in line
+    assert "missing values, which every step and evaluation on their column accepts: 6 in income" in line
+
