@@ -289,18 +289,25 @@ class GroupSizes:
     """Realised group sizes of the masking step's partition (each record's
     replacement centre) and, for a fuzzy masker, the expected cluster sizes
     (column sums of the replacement memberships). They describe the groups
-    the step formed, not the released file: a later step over the same
-    columns, or the host's rounding, can split them there (the host's check
-    in the ledger counts the released file's groups of identical rows)."""
+    the step formed, not the released file: a record keeps its missing
+    values, the host rounds integer columns, and a later step over the same
+    columns changes them, and each can split a group into different released
+    rows there (the host's check in the ledger counts the released file's
+    groups of identical rows; before a red-team audit the description named
+    only a later step)."""
 
     name: ClassVar[str] = "group-sizes"
     metric_descriptions: ClassVar[Mapping[str, tuple[str, str]]] = {
         "k": ("the k the groups are judged against", "records"),
         "groups": ("groups of the step's partition: records replaced by the same centre (a microaggregation "
                    "masker), or given the same label (a clusterer, whose step releases the records' values "
-                   "unchanged: its groups are no k-anonymity of the file)", "groups"),
-        "min_size": ("smallest realised group of the step's partition (the released file's groups can differ "
-                     "after a later step: see the host's check in the ledger)", "records"),
+                   "unchanged: its groups are no k-anonymity of the file); not groups of identical released rows "
+                   "(see min_size)", "groups"),
+        "min_size": ("smallest realised group of the step's partition: records replaced by the same centre, not "
+                     "records whose released rows are identical; the released rows of one group differ where a "
+                     "record keeps its missing values, where the host rounds an integer column, or after a later "
+                     "step, and can then be unique: the host's check in the ledger counts the released file's "
+                     "groups of identical rows", "records"),
         "mean_size": ("mean realised group size", "records"),
         "max_size": ("largest realised group", "records"),
         "share_records_in_groups_below_k": ("share of records in a group smaller than k", "share (0-1)"),

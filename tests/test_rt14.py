@@ -71,3 +71,13 @@ def test_check_does_not_call_text_keys_or_accepted_missing_values_numeric_and_fi
         "checked as numbers)" in line
     assert "missing values, which every step and evaluation on their column accepts: 6 in income" in line
 
+
+def test_group_sizes_min_size_names_every_cause_of_released_rows_that_differ():
+    """rt14 F3: min_size read 3 in the risk headline while the ledger counted unique released rows, and its
+    description blamed only "a later step" (there was none: the records kept their missing values)."""
+    from privclust_plugins.microdata_evaluators import GroupSizes
+
+    words = GroupSizes.metric_descriptions["min_size"][0]
+    assert "missing values" in words and "rounds an integer column" in words and "later step" in words
+    assert "not records whose released rows are identical" in words and "can then be unique" in words
+
