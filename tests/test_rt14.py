@@ -81,3 +81,45 @@ def test_group_sizes_min_size_names_every_cause_of_released_rows_that_differ():
     assert "missing values" in words and "rounds an integer column" in words and "later step" in words
     assert "not records whose released rows are identical" in words and "can then be unique" in words
 
+
+def _rt14_data() -> pd.DataFrame:
+    rng = np.random.default_rng(7)
+    n = 60
+    df = pd.DataFrame({"age": rng.integers(18, 80, n), "income": rng.gamma(2, 1000, n).round(2),
+                       "rooms": rng.integers(1, 6, n), "sex": rng.choice(["m", "f"], n),
+                       "region": rng.choice(["N", "S", "E"], n)})
+    df.loc[rng.choice(n, 8, replace=False), "income"] = np.nan
+    df["rooms"] = df["rooms"].astype("Int64")
+    df.loc[rng.choice(n, 5, replace=False), "rooms"] = pd.NA
+    return df
+
+
+def test_a_step_s_verbatim_count_names_the_host_s_rounding_when_the_file_s_differs():
+    """rt14 F4: "step 0 released 0 of 60 records verbatim ...; in the released file 1 of 60 records are", with no
+    later step: the step's count is of its output before the host rounds the integer columns, which went unnamed."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        release = privclust.run({"roles": {"keys": ["sex", "region"]},
+                                 "steps": [{"use": "fuzzy-microaggregation", "columns": ["age", "income", "rooms"],
+                                            "k": 3}]}, _rt14_data(), seed=3)
+    step = release.verification["steps"][0]
+    assert (step["verbatim_by_step"], step["verbatim_released"]) == (0, 1)
+    text = next(e.statement for e in release.ledger.entries
+                if e.statement.startswith("Host check on the released data"))
+    assert ("in the released file 1 of 60 records are (the step's own count is of its values, before the host's "
+            "rounding of the integer column(s) age, rooms after the steps)") in text
+
+
+def test_the_verbatim_counts_name_a_later_step_and_say_nothing_when_they_agree():
+    frame = pd.DataFrame({"a": np.arange(30.0), "b": np.arange(30.0) % 7})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        release = privclust.run({"steps": [{"use": "mdav", "k": 3},
+                                           {"use": "laplace", "epsilon": 1.0, "bounds": {"a": [0, 30], "b": [0, 7]}}]},
+                                frame, seed=1)
+    first, second = (e.statement for e in release.ledger.entries
+                     if e.statement.startswith("Host check on the released data"))
+    assert ("left 30 of 30 records verbatim (identical on a, b to an original record, its own or another's); in the "
+            "released file 0 of 30 records are (the step's own count is of its values, before the later step(s) 1 "
+            "(laplace)), and") in first
+    assert "released 0 of 30 records verbatim" in second and "own count" not in second
