@@ -33,7 +33,7 @@ RISK_EVALUATOR_HINTS = (*RISK_HINTS, "key-frequencies", "group-sizes", "suda", "
 #: The figures the CLI summary shows of an evaluator that has them; an
 #: evaluator with none of them shows its first figure.
 HEADLINE_METRICS = ("sample_uniques", "records_below_k", "expected_reidentifications", "max_risk", "dbrl",
-                    "key_dbrl", "sse_sst", "il1s", "min_size")
+                    "key_dbrl", "sse_sst", "il1s", "min_size", "max_posterior_bound")
 #: The columns of an evaluations table.
 EVALUATION_COLUMNS = ["evaluator", "metric", "value", "columns"]
 
