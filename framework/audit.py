@@ -586,7 +586,7 @@ def audit_component(component: Any, data: pd.DataFrame | None = None, *, pairs: 
         raise ParameterError(f"{name} records no differentially private release on these data: nothing to audit")
     # the relation the charge is composed under (a mix of add/remove and replace-one releases is charged under
     # replace-one, each add/remove release counting twice): the neighbours the claim speaks of
-    relation = probe.accountant.relation(dp) or dp[0].relation or "replace-one"  # type: ignore[union-attr]
+    relation = probe.accountant.relation(dp) or dp[0].relation or "replace-one"  # type: ignore[attr-defined]
     notes = []
     if probe.ledger.of_kind("leak"):
         notes.append("the component recorded leak entries (parameters taken from the data): its ledger makes no "

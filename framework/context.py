@@ -144,6 +144,12 @@ class _StepInfo:
     integer_columns: tuple[str, ...] | None = None
 
 
+def _where(info: _StepInfo) -> str:
+    """The step ``info`` is, in a message: "step 1 'rewriter' (rewriter)"."""
+    return (f"step {info.index} {info.step_id!r} ({info.component})" if info.index >= 0 else
+            f"{info.step_id!r} ({info.component})")
+
+
 @runtime_checkable
 class Resolver(Protocol):
     """What a context resolves nested components through: ``create(kind,
@@ -198,17 +204,20 @@ class PrivacyContext:
         if resolver is not None and registry is not None and resolver is not registry:
             raise PrivclustError("PrivacyContext: resolver= and registry= are the same parameter; give one")
         resolver = resolver if resolver is not None else registry
-        self.budget = budget if budget is not None else Budget()
+        # The run's budget, accountant, ledger, stash, resolver and whether it is seeded are read-only to the
+        # components the context is handed: a masker that assigned context.ledger a ledger of its own (or
+        # context.accountant one without a budget) made the verdict state epsilon 0.01 for a laplace step of 5 and
+        # drop the host's process entry (a red-team audit). Only the host's underscored names write them.
+        self._budget = budget if budget is not None else Budget()
         if accountant is None:
             make = getattr(resolver, "make_accountant", None)
-            accountant = make(self.budget) if make is not None else BasicAccountant(self.budget)
-        self.accountant = accountant
+            accountant = make(self._budget) if make is not None else BasicAccountant(self._budget)
+        self._accountant = accountant
         accountant_description(accountant)  # a plugin accountant's words are a component's: refused before the run
-        #: What components are resolved through (``None``: the session registry, on first use).
-        self.resolver = resolver
-        self.ledger = Ledger()
-        self.stash = Stash()
-        self.seeded = seed is not None
+        self._resolver = resolver
+        self._ledger = Ledger()
+        self._stash = Stash()
+        self._seeded = seed is not None
         self._root: SeedStream
         if isinstance(seed, np.random.SeedSequence):
             root = seed
@@ -230,18 +239,85 @@ class PrivacyContext:
         self._rng_seq: SeedStream | None = None
         self._part: tuple[str, str] | None = None
         self._random_steps: set[int] = set()
+        self._step_drew = False  # the current step took seeds of the run (spawn_seeds)
 
     def __repr__(self) -> str:  # never shows the seed
-        eps = "none" if self.budget.epsilon is None else exact(self.budget.epsilon)
+        eps = "none" if self._budget.epsilon is None else exact(self._budget.epsilon)
         spent, _ = self.spent
-        return (f"<PrivacyContext budget epsilon={eps} spent={at_least(spent)} entries={len(self.ledger)} "
-                f"seeded={self.seeded}>")
+        return (f"<PrivacyContext budget epsilon={eps} spent={at_least(spent)} entries={len(self._ledger)} "
+                f"seeded={self._seeded}>")
+
+    # -- the run's state: read-only to components ----------------------------------
+
+    def _read_only(self, name: str, how: str) -> PrivclustError:
+        info = self._step
+        where = "" if info is None else f"{_where(info)}: "
+        return PrivclustError(f"{where}context.{name} is the run's own and cannot be replaced; {how}")
+
+    @property
+    def budget(self) -> Budget:
+        """The run's budget (read-only)."""
+        return self._budget
+
+    @budget.setter
+    def budget(self, value: Any) -> None:
+        raise self._read_only("budget", "the recipe's [privacy] table sets it")
+
+    @property
+    def accountant(self) -> Accountant:
+        """The run's accountant (read-only; a plugin replaces it for every
+        run through ``privclust_make_accountant``)."""
+        return self._accountant
+
+    @accountant.setter
+    def accountant(self, value: Any) -> None:
+        raise self._read_only("accountant", "a plugin chooses the accountant of every run through the "
+                                            "privclust_make_accountant hook")
+
+    @property
+    def ledger(self) -> Ledger:
+        """The run's ledger (read-only: entries are added through
+        :meth:`spend`, :meth:`record` and :meth:`record_leak`)."""
+        return self._ledger
+
+    @ledger.setter
+    def ledger(self, value: Any) -> None:
+        raise self._read_only("ledger", "record through context.spend, context.record or context.record_leak")
+
+    @property
+    def stash(self) -> Stash:
+        """Plugin-private state for this run (the stash itself is read-only;
+        its keys are written through ``context.stash[key] = value``)."""
+        return self._stash
+
+    @stash.setter
+    def stash(self, value: Any) -> None:
+        raise self._read_only("stash", "write a StashKey of your own into it: context.stash[key] = value")
+
+    @property
+    def seeded(self) -> bool:
+        """Whether the run was given a seed (read-only)."""
+        return self._seeded
+
+    @seeded.setter
+    def seeded(self, value: Any) -> None:
+        raise self._read_only("seeded", "the run's seed= sets it")
+
+    @property
+    def resolver(self) -> Resolver | None:
+        """What components are resolved through (read-only; ``None``: the
+        session registry, looked up when a component is first resolved)."""
+        return self._resolver
+
+    @resolver.setter
+    def resolver(self, value: Any) -> None:
+        raise self._read_only("resolver", "give resolver= (or registry=) when the context is made")
 
     @property
     def registry(self) -> Any:
         """The context's resolver (its older name; ``None`` until a component
         is resolved through the session registry)."""
-        return self.resolver
+        return self._resolver
 
     def __reduce__(self):  # a context is per-run state; it must not be pickled with its seed
         raise TypeError("a PrivacyContext cannot be pickled; create one per run")
@@ -271,7 +347,12 @@ class PrivacyContext:
         """``n`` child seed sequences of the run (for runs of their own, e.g. the
         configurations of a comparison). Each is a numpy seed sequence
         (``generate_state``, ``spawn``) that holds no copy of the seed; pass it
-        as the ``seed`` of another context or to ``numpy.random.default_rng``."""
+        as the ``seed`` of another context or to ``numpy.random.default_rng``.
+        Like :attr:`rng` and :meth:`spawn`, taking them inside a step counts
+        as drawing from the run's randomness: the step is one of
+        :attr:`random_steps`, which a seeded run's verdict names."""
+        if self._step is not None:  # drawn inside a step: its output is a function of the run's seed
+            self._step_drew = True
         return self._root.spawn(n)
 
     # -- steps ---------------------------------------------------------------------
@@ -290,16 +371,37 @@ class PrivacyContext:
         """Enter a step: a fresh random stream, its constraints, its progress
         sink, and the step's columns the host releases as integers."""
         not_the_host(component)
-        previous = (self._step, self._rng, self._rng_seq)
+        previous = (self._step, self._rng, self._rng_seq, self._step_drew)
         self._step = _StepInfo(index, step_id, component, constraints, on_progress,
                                None if integer_columns is None else tuple(map(str, integer_columns)))
         self._rng = self._rng_seq = None
+        self._step_drew = False
+        held = self._held()
         try:
             yield self
+            self._check_held(held, _where(self._step))
         finally:
-            if self._rng_seq is not None and index >= 0:  # the step drew from the run's randomness
+            # the step drew from the run's randomness: its generator was made, or it took seeds (spawn_seeds)
+            if (self._rng_seq is not None or self._step_drew) and index >= 0:
                 self._random_steps.add(index)
-            self._step, self._rng, self._rng_seq = previous
+            self._step, self._rng, self._rng_seq, self._step_drew = previous
+
+    def _held(self) -> tuple[Any, ...]:
+        """Host only: the run's state objects, to check later that none was replaced."""
+        return (self._ledger, self._accountant, self._budget, self._stash, self._seeded)
+
+    def _check_held(self, held: tuple[Any, ...], where: str) -> None:
+        """Host only: refuse the run when one of the run's state objects is not
+        the one ``held`` (replaced through a private name: the public ones are
+        read-only)."""
+        names = ("ledger", "accountant", "budget", "stash", "seeded")
+        swapped = [name for name, before, now in zip(names, held, self._held(), strict=True) if before is not now]
+        if swapped:
+            raise PrivclustError(
+                f"{where} replaced the run's {' and '.join(swapped)} (context.{swapped[0]} is the run's own); the "
+                "run is refused and nothing is released. A component records through context.spend, "
+                "context.record and context.record_leak, and a plugin chooses the accountant through "
+                "privclust_make_accountant.")
 
     @property
     def random_steps(self) -> tuple[int, ...]:
@@ -354,9 +456,9 @@ class PrivacyContext:
         into an instance, through the resolver so that swaps are honoured."""
         if value is None or not isinstance(value, ComponentSpec | str | Mapping):
             return value
-        if self.resolver is None:
-            self.resolver = session_resolver()
-        return self.resolver.create(kind, value)
+        if self._resolver is None:
+            self._resolver = session_resolver()
+        return self._resolver.create(kind, value)
 
     def mechanism(self, value: Any = "laplace") -> Any:
         """A noise mechanism by name (``"laplace"``, ``"geometric"``,
@@ -371,7 +473,7 @@ class PrivacyContext:
         if fields.get("origin", Origin.COMPONENT) is not Origin.HOST:
             not_the_host(component)
         return LedgerEntry(
-            seq=len(self.ledger),
+            seq=len(self._ledger),
             kind=kind,
             step=None if info is None else info.index,
             step_id=None if info is None else info.step_id,
@@ -484,8 +586,8 @@ class PrivacyContext:
             component=component,
             fact=fact,
         )
-        self.accountant.check(self.ledger.entries, entry)
-        self.ledger._append(entry)
+        self._accountant.check(self._ledger.entries, entry)
+        self._ledger._append(entry)
         return entry
 
     def can_spend(self, epsilon: float, delta: float = 0.0) -> bool:
@@ -493,7 +595,7 @@ class PrivacyContext:
         probe = self._entry("dp", "probe", epsilon=float(epsilon), delta=float(delta), mechanism="probe",
                             covers="probe", partition=self._part)
         try:
-            self.accountant.check(self.ledger.entries, probe)
+            self._accountant.check(self._ledger.entries, probe)
         except BudgetExceededError:
             return False
         return True
@@ -517,7 +619,7 @@ class PrivacyContext:
         # that the host checks it on them alone
         entry = self._entry("guarantee", statement, mechanism=name, details=details, component=component,
                             claim=statement, status="claimed", fact=fact, partition=self._part)
-        self.ledger._append(entry)
+        self._ledger._append(entry)
         return entry
 
     def record_leak(self, parameter: str, explanation: str, *, alternative: str = "",
@@ -535,7 +637,7 @@ class PrivacyContext:
         parameter, explanation, alternative = (component_text(f"record_leak(): {label}", value) for label, value in
                                                (("parameter", parameter), ("explanation", explanation),
                                                 ("alternative", alternative)))
-        if not self.budget.allows(parameter):
+        if not self._budget.allows(parameter):
             info = self._step
             where = "" if info is None else f"step {info.step_id!r} ({info.component}): "
             declared = parameter in KNOWN_LEAKS
@@ -550,7 +652,7 @@ class PrivacyContext:
         if alternative:
             statement += f" Alternative: {alternative}"
         entry = self._entry("leak", statement, mechanism=parameter, details=details)
-        self.ledger._append(entry)
+        self._ledger._append(entry)
         warnings.warn(PrivacyLeakWarning(statement), stacklevel=2)
         return entry
 
@@ -564,7 +666,7 @@ class PrivacyContext:
         fields.setdefault("component", HOST if kind != "process" else None)
         fields.setdefault("origin", Origin.HOST)
         entry = self._entry(kind, statement, details=details, **fields)
-        self.ledger._append(entry)
+        self._ledger._append(entry)
         return entry
 
     def _adopt(self, entry: LedgerEntry) -> LedgerEntry:
@@ -572,29 +674,29 @@ class PrivacyContext:
         recorded in a worker, numbered in this ledger. A DP entry keeps the
         stratum its context tagged it with, and is checked against the
         budget like any spend."""
-        adopted = attrs.evolve(entry, seq=len(self.ledger))
+        adopted = attrs.evolve(entry, seq=len(self._ledger))
         if adopted.kind == "dp":
-            self.accountant.check(self.ledger.entries, adopted)
-        self.ledger._append(adopted)
+            self._accountant.check(self._ledger.entries, adopted)
+        self._ledger._append(adopted)
         return adopted
 
     def view(self) -> ContextView:
         """A read-only view of the run so far (for observers)."""
         # Copies: an entry is frozen, but its details are a dict an observer could change in place.
-        return ContextView(budget=self.budget, entries=copy.deepcopy(self.ledger.entries), spent=self.spent,
-                           seeded=self.seeded, step_index=self.step_index)
+        return ContextView(budget=self._budget, entries=copy.deepcopy(self._ledger.entries), spent=self.spent,
+                           seeded=self._seeded, step_index=self.step_index)
 
     @property
     def spent(self) -> tuple[float, float]:
         """The (epsilon, delta) spent so far, as the accountant composes it."""
-        return self.accountant.total(self.ledger.entries)
+        return self._accountant.total(self._ledger.entries)
 
     @property
     def remaining(self) -> float | None:
         """The epsilon left, or ``None`` without a declared budget."""
-        if self.budget.epsilon is None:
+        if self._budget.epsilon is None:
             return None
-        return max(0.0, self.budget.epsilon - self.spent[0])
+        return max(0.0, self._budget.epsilon - self.spent[0])
 
 
 

@@ -167,6 +167,10 @@ class _TracingContext(PrivacyContext):
         self.events.append("rng")
         return super().spawn(n)
 
+    def spawn_seeds(self, n: int) -> list[Any]:  # seeds a generator is made from: a draw too
+        self.events.append("rng")
+        return super().spawn_seeds(n)
+
     def spend(self, **kwargs: Any) -> Any:
         self.events.append("spend")
         return super().spend(**kwargs)
