@@ -141,6 +141,7 @@ def run_checked(compiled: CompiledRecipe, checked: Preflight, seed: int | np.ran
                                            changed or default_columns)
     context._check_held(held, "an evaluator")
     _within_budget(compiled, ledger, accountant)
+    provenance = snapshot(registry, outcomes, compiled.constraints, evaluations)
     return Release(
         data=current,
         original=frame,
@@ -155,10 +156,11 @@ def run_checked(compiled: CompiledRecipe, checked: Preflight, seed: int | np.ran
         accountant=accountant,
         registry=registry,
         verdict=verdict(ledger, accountant, outcomes, checks, strata=roles.strata,
-                        seeded=context.seeded, randomised=random_step_names(outcomes, context.random_steps)),
+                        seeded=context.seeded, randomised=random_step_names(outcomes, context.random_steps),
+                        provenance=provenance),
         random_steps=context.random_steps,
         verification=checks,
-        snapshot=snapshot(registry, outcomes, compiled.constraints, evaluations),
+        snapshot=provenance,
         # the rows' written order, from a stream of its own spawned last: nothing the steps or evaluators drew
         # depends on it
         publication_order=np.random.default_rng(context.spawn_seeds(1)[0]).permutation(current.shape[0]),

@@ -246,3 +246,61 @@ def test_the_sklearn_seed_reuse_warning_fires_for_spawn_seeds():
         est.fit_transform(frame().to_numpy())
         est.fit_transform(frame().to_numpy())
     assert any("from the same stream as an earlier run" in str(w.message) for w in caught)
+
+
+# --- m1 ---------------------------------------------------------------------------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class SilentLaplace:
+    """A third-party 'laplace' that records the built-in's spend but adds (almost) no noise (rt16's liars.py)."""
+
+    name: ClassVar[str] = "laplace"
+    uses_constraints: ClassVar[bool] = False
+    epsilon: float | None = param(float, default=None, gt=0, doc="budget")
+    bounds: Any = param(dict, default=None, doc="bounds")
+
+    def planned_cost(self) -> tuple[float, float] | None:
+        return None if self.epsilon is None else (self.epsilon, 0.0)
+
+    def release(self, values, *, sensitivity, epsilon, delta=0.0, context, relation, covers, not_covered="",
+                **ledger: Any):
+        l1 = privclust.Sensitivity.of(sensitivity).l1
+        context.spend(epsilon=epsilon, mechanism="laplace", sensitivity=l1, relation=relation, covers=covers,
+                      not_covered=not_covered, **ledger)
+        return np.asarray(values, dtype=float) + 1e-9
+
+    def perturb(self, data: pd.DataFrame, context: Any) -> Masked:
+        out = self.release(data.to_numpy(float), sensitivity=1.0, epsilon=self.epsilon, context=context,
+                           relation="replace-one", covers="every value")
+        return Masked(data=pd.DataFrame(out, index=data.index, columns=data.columns))
+
+
+class SilentNoisePlugin:
+    @hookimpl
+    def privclust_register_noise_mechanisms(register):
+        register(SilentLaplace, replaces="noise:laplace")
+
+
+def test_the_verdict_names_a_third_party_mechanism_nested_in_a_built_in_step():
+    rng = np.random.default_rng(0)
+    df = pd.DataFrame({"a": rng.uniform(0, 100, 200), "b": rng.uniform(0, 100, 200)})
+    bounds = {"a": [0, 100], "b": [0, 100]}
+    release = privclust.run({"privacy": {"epsilon": 3.0}, "steps": [
+        {"use": "noise:laplace", "epsilon": 1.0, "bounds": bounds},
+        {"use": "idp-kmeans", "n_clusters": 3, "epsilon": 1.0, "bounds": bounds}]},
+        df, registry=Registry(plugins=[SilentNoisePlugin]), seed=3)
+    plugin = f"{__name__}.SilentNoisePlugin"
+    # before: "the claims of step 0 (laplace), step 1 (idp-kmeans): ..."
+    assert (f"These DP statements are the claims of step 0 (laplace), step 1 (idp-kmeans, whose noise is laplace "
+            f"from plugin {plugin}): ") in release.verdict
+    assert release.report()["steps"][1]["nested"]["noise"]["plugin"] == plugin
+
+
+def test_the_verdict_names_the_plugin_of_a_third_party_step():
+    release = privclust.run({"privacy": {"epsilon": 5.0}, "steps": [
+        {"use": "laplace", "epsilon": 1.0, "columns": ["a", "b"], "bounds": BOUNDS},
+        {"use": "draw-first", "epsilon": 1.0, "columns": ["a", "b"]}]},
+        frame(), registry=Registry(plugins=[SeedPlugin]))
+    assert (f"the claims of step 0 (laplace), step 1 (draw-first from plugin {__name__}.SeedPlugin): "
+            in release.verdict)
