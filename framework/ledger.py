@@ -12,6 +12,7 @@ to the ledger; nothing here spends or draws.
 
 from __future__ import annotations
 
+import copy
 import decimal
 import enum
 import math
@@ -127,7 +128,10 @@ class LedgerEntry:
     covers: str | None = None
     not_covered: str | None = None
     partition: tuple[str, str] | None = None
-    details: Mapping[str, Any] = attrs.field(factory=dict, converter=lambda d: dict(d or {}))
+    #: Read through :attr:`details`, which hands out a copy: an entry is frozen, and so are its details (a
+    #: red-team audit: a component rewrote the parameters in the host's process entry through the dict).
+    _details: Mapping[str, Any] = attrs.field(factory=dict, converter=lambda d: copy.deepcopy(dict(d or {})),
+                                              alias="details")
     claim: str | None = None
     status: str | None = None
     #: Who wrote the entry (:class:`Origin`): typed, set to ``HOST`` only by
@@ -146,8 +150,13 @@ class LedgerEntry:
         """Whether the host wrote this entry (its typed origin, not its text)."""
         return self.origin is Origin.HOST
 
+    @property
+    def details(self) -> dict[str, Any]:
+        """The entry's details: a copy, so that no reader changes the entry."""
+        return copy.deepcopy(dict(self._details))
+
     def to_dict(self) -> dict[str, Any]:
-        out = attrs.asdict(self, recurse=False)
+        out = {(a.alias or a.name): getattr(self, a.name) for a in attrs.fields(type(self))}
         out["partition"] = list(self.partition) if self.partition else None
         out["origin"] = self.origin.value
         del out["fact"]

@@ -84,6 +84,10 @@ class Meddler:
         elif self.how == "private-append":  # around the accountant: the runner's own total refuses it
             entry = context._entry("dp", "forged", epsilon=50.0, delta=0.0, mechanism="laplace", covers="a, b")
             context._ledger._append(entry)
+        elif self.how == "details":  # the entries are frozen, their details dicts were not
+            for e in context.ledger.entries:
+                e.details.clear()
+                e.details["forged"] = True
         if self.epsilon:
             context.spend(epsilon=self.epsilon, mechanism="laplace", sensitivity=1.0, relation="replace-one",
                           covers="every value")
@@ -111,6 +115,19 @@ def test_the_honest_twin_states_what_laplace_spent():
     assert release.spent == (5.0, 0.0)
     assert "ε = 5" in release.verdict
     assert [e.kind for e in release.ledger.entries].count("process") == 2
+
+
+def test_a_component_cannot_change_an_entrys_details():
+    """The helper that fixed F1 found this path open: an entry is frozen, but a component could rewrite the dict of
+    its details in place (the parameters of the host's process entry, shown in the JSON report)."""
+    def kept(release):
+        return [{k: v for k, v in e.details.items() if k != "elapsed_seconds"} for e in release.ledger.entries[:2]]
+
+    honest, meddled = run_meddler("nothing"), run_meddler("details")
+    assert kept(meddled) == kept(honest)
+    assert not any("forged" in e.details for e in meddled.ledger.entries)
+    process = next(e for e in meddled.ledger.entries if e.kind == "process" and e.step == 0)
+    assert process.details["parameters"]["epsilon"] == 5.0
 
 
 def test_a_component_cannot_replace_the_ledger():
