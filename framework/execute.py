@@ -58,7 +58,38 @@ def _as_masked(result: Any, cs: CompiledStep, view: pd.DataFrame) -> Masked:
             or not out.index.equals(view.index):
         raise PrivclustError(f"{cs.role} {name!r} returned data of another shape, order or index than it was given "
                              "(a bug in its plugin)")
-    return result
+    widened = _widened_floats(out, view, cs)
+    return attrs.evolve(result, data=out.astype(widened)) if widened else result
+
+
+def _widened_floats(out: pd.DataFrame, view: pd.DataFrame, cs: CompiledStep) -> dict[str, Any]:
+    """The dtype each narrow float column of a step's output is released in:
+    float16 and float32 (numpy or pandas nullable) become float64 (exactly: the
+    same numbers), or the input column's own float dtype when that is no wider.
+    The host compares released values as float64, while a float32 column is
+    written in its own shortest text, which reads back as the input's value
+    (``float32(63.7)`` prints ``63.7``): every record counted changed, the file
+    identical to the input (a red-team audit). Complex values are refused,
+    naming the column: the file would print ``(63.7+0j)``, and the imaginary
+    parts would carry any number into it."""
+    where = f"step {cs.index} ({cs.id!r}, {type(cs.component).name})"
+    widened: dict[str, Any] = {}
+    for c in out.columns:
+        dtype = out[c].dtype
+        if dtype.kind == "c":
+            raise PrivclustError(f"{where} returned complex values ({dtype}) in column {c!r}; a step must return real "
+                                 "numbers: nothing was returned or written (a bug in its plugin: return the real "
+                                 "part, e.g. numpy.real(values), if the imaginary part is 0)")
+        if dtype.kind != "f" or np.dtype(getattr(dtype, "numpy_dtype", dtype)) == np.float64:
+            continue
+        nullable = isinstance(dtype, pd.api.extensions.ExtensionDtype)
+        given = view[c].dtype
+        given_np = np.dtype(getattr(given, "numpy_dtype", given)) if given.kind in "iufb" else np.dtype(np.float64)
+        wide = np.promote_types(np.dtype(getattr(dtype, "numpy_dtype", dtype)), given_np)
+        wide = wide if wide.kind == "f" else np.dtype(np.float64)
+        if wide != np.dtype(getattr(dtype, "numpy_dtype", dtype)):
+            widened[c] = pd.api.types.pandas_dtype(wide.name.capitalize()) if nullable else wide
+    return widened
 
 
 def _check_partition(result: Any, cs: CompiledStep, n: int) -> Partition:
@@ -129,6 +160,12 @@ def check_finite(cs: CompiledStep, result: Any, view: pd.DataFrame | None = None
         labels = np.asarray(partition.labels, dtype=float)
         if np.any(labels != np.round(labels)):
             raise PrivclustError(f"{where} released labels that are not whole numbers; {fix}")
+        outside = (labels < -1) | (labels > MAX_LABEL)
+        if outside.any():
+            raise PrivclustError(f"{where} released {int(outside.sum())} label(s) outside -1 (unassigned) to "
+                                 f"{MAX_LABEL} (e.g. {_shown_label(labels[outside][0], partition.labels)}); a "
+                                 "clusterer's labels are integers numbering its clusters from 0, -1 for a record it "
+                                 f"leaves unassigned; {fix}")
     if partition is not None and partition.centres is not None:
         centres = np.asarray(partition.centres)
         if given is not None and given.any() and centres.ndim == 2 and centres.shape[1] == given.shape[1]:
@@ -140,6 +177,17 @@ def check_finite(cs: CompiledStep, result: Any, view: pd.DataFrame | None = None
             bad = np.where(~np.isfinite(np.asarray(centres, dtype=float)).all(axis=0))[0] if found[0] > 0 else []  # type: ignore[var-annotated]
             named = ", ".join(repr(cols[j]) for j in bad if j < len(cols)) or "its centres"
             raise PrivclustError(f"{where} released {found[1]} centre values (column(s) {named}); {fix}")
+
+
+#: The largest cluster label the host releases: labels are integers from -1
+#: (unassigned) to this, released in an integer column (a label of 1e300 was
+#: written as ``1e+300``: a red-team audit).
+MAX_LABEL = 2**31 - 1
+
+
+def _shown_label(value: float, labels: Any) -> str:
+    given = np.asarray(labels)
+    return str(int(value)) if given.dtype.kind in "iu" else f"{value:g}"
 
 
 def call_step(cs: CompiledStep, view: pd.DataFrame, context: PrivacyContext) -> Any:
@@ -341,8 +389,9 @@ def execute(compiled: CompiledRecipe, frame: pd.DataFrame, step_columns: Sequenc
             check_finite(cs, result, given)
             if cs.kind == "clusterers":
                 output = cs.step.output or DEFAULT_LABEL_COLUMN
-                current[output] = np.asarray(result.labels)
-                labels[output] = np.asarray(result.labels)
+                released = np.asarray(result.labels).astype(np.int64)  # whole numbers in range (check_finite)
+                current[output] = released
+                labels[output] = released
             else:
                 for c in columns:
                     current[c] = result.data[c].to_numpy(copy=True)  # observers cannot reach the release

@@ -68,8 +68,9 @@ def restore_nullable_floats(frame: pd.DataFrame, current: pd.DataFrame) -> None:
     """A nullable ``Float64`` column of the input that a step released as
     numpy doubles is released as ``Float64`` again (exactly: the doubles it
     holds, a missing value as ``<NA>``), so that Parquet keeps the file's own
-    type; ``Float32`` and ``float32`` stay as the step released them (casting
-    would round the released values)."""
+    type; a ``Float32`` or ``float32`` column of the input that a step
+    released as float32 stays so (a step's narrower float output is widened
+    when the host takes it, :mod:`privclust.execute`)."""
     for c in frame.columns:
         dtype = frame[c].dtype
         if isinstance(dtype, pd.Float64Dtype) and current[c].dtype == np.float64:
