@@ -14,9 +14,10 @@ import pandas as pd
 from .accounting import HOST, PrivacyContext
 from .comparison import exact_codes
 from .compiling import CompiledStep, StepOutcome, spends_privacy
-from .components import capability, is_real_column
+from .components import capability, is_real_column, linear_form
 from .constraints import ConstraintSet, integer_flags, judge
 from .errors import DataError, PrivclustError
+from .registry import BUILTIN_DISTRIBUTION, get_registry
 
 __all__ = ["EXACT_INTEGERS", "inexact_integer_problems", "integer_columns", "private_columns", "release_integers",
            "restore_nullable_floats"]
@@ -153,6 +154,7 @@ def release_integers(context: PrivacyContext, frame: pd.DataFrame, current: pd.D
     after: dict[str, np.ndarray] = {}
     adjusted: dict[str, np.ndarray] = {}
     kept_by: list[str] = []
+    own_rounding: list[tuple[str, dict[str, float]]] = []  # a plugin handler's round_integers: largest change
     plain_rules: list[str] = []
     followed = split = 0
     skipped = False
@@ -173,7 +175,7 @@ def release_integers(context: PrivacyContext, frame: pd.DataFrame, current: pd.D
         done = np.zeros(len(columns), dtype=bool)  # columns an earlier handler's rules already settled
         grouped = _rounding_groups(handlers, rules.parts, columns)
         separate = len(grouped) > 1
-        for name, part, involved, tables in grouped:
+        for name, part, involved, tables, classes in grouped:
             if tables > 1:
                 jointly.append(tables)
             method = capability(part, "round_integers")
@@ -191,8 +193,11 @@ def release_integers(context: PrivacyContext, frame: pd.DataFrame, current: pd.D
                     out = out.copy()
                 for j in np.flatnonzero(fixed | done).tolist():  # the host's own guarantee: these do not change
                     out[:, j] = Y[:, j]
+                largest = _checked_rounding(name, part, columns, Y, out, integer, fixed | done)
                 Y = out
                 kept_by.append(name)
+                if not all(_builtin(context, cls) for cls in classes):
+                    own_rounding.append((name, largest))
                 plan = getattr(part, "rounding_plan", None)
                 if callable(plan):
                     for i, why in plan(integer, fixed | done).unsolved:
@@ -242,12 +247,20 @@ def release_integers(context: PrivacyContext, frame: pd.DataFrame, current: pd.D
     if whole:
         parts.append("Already whole numbers (values unchanged, dtype restored): " + ", ".join(c for c, _ in whole)
                      + ".")
-    if kept_by:
-        parts.append(f"Columns in edit rules were rounded by controlled rounding ({', '.join(kept_by)}: "
+    builtin_by = [n for n in kept_by if n not in dict(own_rounding)]
+    for name, largest in own_rounding:
+        moved = ", ".join(f"{c} {v:.6g}" for c, v in largest.items()) or "none"
+        parts.append(f"Columns in edit rules were rounded by constraint handler {name!r}'s own round_integers (its "
+                     "method, not the host's; the host checked that each integer value moved by less than 1 and each "
+                     "non-integer value not at all, except in the columns of the handler's equality rules; largest "
+                     f"change per column: {moved}).")
+    if builtin_by:
+        parts.append(f"Columns in edit rules were rounded by controlled rounding ({', '.join(builtin_by)}: "
                      "equalities over integer columns with integer coefficients are solved exactly on the integers "
                      "for some of their columns, chosen per record; inequalities and bounds broken by rounding to "
                      "the nearest integer are repaired by rounding down or up), which aims to keep each rule on the "
                      "records where it held before.")
+    if kept_by:
         if jointly:
             parts.append(" ".join(f"The rules of {n} [[constraints]] tables were rounded together, as one set." for n in
                                   jointly))
@@ -256,7 +269,10 @@ def release_integers(context: PrivacyContext, frame: pd.DataFrame, current: pd.D
                      f"It did not keep {', '.join(repr(t) for t in lost)} everywhere (each rule's check below says on "
                      "how many records)" + ("; a handler's rounding does not move the columns an earlier handler's "
                                             "rules have rounded." if separate else "."))
-    if adjusted:
+    if adjusted and own_rounding:
+        parts.append(f"Non-integer column(s) {', '.join(adjusted)} changed by the handlers' rounding (each in an "
+                     "equality rule of the handler that changed it; each rule's check below says where it holds).")
+    elif adjusted:
         parts.append(f"Non-integer column(s) {', '.join(adjusted)} adjusted to keep an equality with rounded "
                      "integers.")
     if unsolved:
@@ -293,6 +309,7 @@ def release_integers(context: PrivacyContext, frame: pd.DataFrame, current: pd.D
         "process", " ".join(parts), component=HOST, mechanism="integer rounding",
         details={"columns": list(targets), "rounded": dict(rounded), "already_whole": [c for c, _ in whole],
                  "controlled_rounding": kept_by, "adjusted_columns": list(adjusted),
+                 **({"handlers_own_rounding": {n: largest for n, largest in own_rounding}} if own_rounding else {}),
                  "rules_not_kept_exactly": [t for t, _ in unsolved] + list(plain_rules),
                  "records_rounded_with_their_matches": followed, "records_split_from_matches": split,
                  "dtypes": {c: str(current[c].dtype) for c in targets}})
@@ -368,15 +385,58 @@ def _round_with_matches(codes: np.ndarray, Y: np.ndarray, fixed: np.ndarray) -> 
     return followed, split, False
 
 
+def _builtin(context: PrivacyContext, cls: type) -> bool:
+    """Whether the constraint handler class ``cls`` is the built-in one (registered by the host's distribution):
+    only its controlled rounding is described in the host's words."""
+    resolver = context.resolver if context.resolver is not None else get_registry()
+    provider = getattr(resolver, "provider", None)
+    info = provider("constraint_handlers", cls) if callable(provider) else None
+    return info is not None and info.distribution.lower().replace("_", "-") == BUILTIN_DISTRIBUTION
+
+
+def _checked_rounding(name: str, part: Any, columns: Sequence[str], before: np.ndarray, after: np.ndarray,
+                      integer: np.ndarray, fixed: np.ndarray) -> dict[str, float]:
+    """What a handler's ``round_integers`` did, checked by the host: outside the columns of the handler's equality
+    rules (its ``linear_form``; none when it states none), each integer value moved by less than 1 (a rounding down
+    or up) and no non-integer value moved. Returns the largest change of each column it moved; raises
+    :class:`PrivclustError` naming the handler otherwise (a handler that moved integers by 1000 and flattened a
+    non-integer column was described as the host's controlled rounding keeping an equality: a red-team audit)."""
+    form = linear_form(part)
+    in_equality = (np.abs(form[0][form[2]]) > 0).any(axis=0) if form is not None else np.zeros(len(columns), bool)
+    moved = np.abs(after - before)
+    moved[np.isnan(before) & np.isnan(after)] = 0.0
+    moved = np.where(np.isnan(moved), np.inf, moved)  # a value made missing, or filled, moved without bound
+    largest = moved.max(axis=0, initial=0.0)
+    limit = np.where(integer, 1.0, 0.0)
+    bad = ~fixed & ~in_equality & ((largest >= limit) & (largest > 0))
+    if bad.any():
+        j = int(np.flatnonzero(bad)[0])
+        c = columns[j]
+        if integer[j]:
+            rows = int(np.count_nonzero(moved[:, j] >= 1.0))
+            what = (f"moved {rows} value(s) of the integer column {c!r} by 1 or more (up to {largest[j]:.6g}), which "
+                    "is no rounding (a value rounded down or up moves by less than 1)")
+        else:
+            rows = int(np.count_nonzero(moved[:, j] > 0))
+            what = (f"changed {rows} value(s) of column {c!r} (by up to {largest[j]:.6g}), which is not an integer "
+                    "column")
+        raise PrivclustError(f"constraint handler {name!r}: round_integers {what}, and {c!r} is in no equality rule "
+                             "of its rules (only an equality may need other columns moved to keep it); nothing was "
+                             "released: a bug in its plugin, which must round each integer value down or up and "
+                             "leave the other columns as they are (or state its equalities with linear_form)")
+    return {c: float(largest[j]) for j, c in enumerate(columns) if not fixed[j] and largest[j] > 0}
+
+
 def _rounding_groups(handlers: Sequence[Any], parts: Sequence[Any], columns: Sequence[str]
-                     ) -> list[tuple[str, Any, np.ndarray, int]]:
+                     ) -> list[tuple[str, Any, np.ndarray, int, tuple[type, ...]]]:
     """The handlers' bound rules as the host rounds them: the rules of
     several ``[[constraints]]`` tables that can be joined (the
     ``joined_with`` capability, e.g. two ``linear`` tables) as one set,
     rounded at once; each with its handlers' names and the columns its rules
-    involve, and how many tables it joins."""
+    involve, how many tables it joins and the handlers' classes."""
     out: list[tuple[str, Any, np.ndarray]] = []
     joined: list[int] = []  # how many tables each entry of out holds
+    classes: list[tuple[type, ...]] = []
     for handler, part in zip(handlers, parts, strict=True):
         name = type(handler).name
         involved = np.array([any(c in v for v in handler.variables()) for c in columns])
@@ -386,9 +446,12 @@ def _rounding_groups(handlers: Sequence[Any], parts: Sequence[Any], columns: Seq
             if merged is not None:
                 out[g] = (names if name in names.split(" + ") else f"{names} + {name}", merged, used | involved)
                 joined[g] += 1
+                classes[g] = (*classes[g], type(handler))
                 break
         else:
             out.append((name, part, involved))
             joined.append(1)
-    return [(name, part, involved, n) for (name, part, involved), n in zip(out, joined, strict=True)]
+            classes.append((type(handler),))
+    return [(name, part, involved, n, kinds)
+            for (name, part, involved), n, kinds in zip(out, joined, classes, strict=True)]
 

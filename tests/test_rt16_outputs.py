@@ -114,3 +114,111 @@ def test_whole_float_labels_are_written_as_integers(tmp_path):
     path = tmp_path / "out.csv"
     release.write(path, keep_order=True)
     assert path.read_text().splitlines()[1].endswith(",7")
+
+
+@attrs.frozen
+class _NonNegative:
+    """Bound rules ``c >= 0`` for some columns, stating their linear form; ``round_integers`` as the test asks."""
+
+    columns: tuple[str, ...]
+    rules: tuple[str, ...]
+    index: np.ndarray
+    how: str
+
+    def project(self, points: Any, *, scale: Any = None) -> np.ndarray:
+        out = np.array(points, dtype=float, copy=True)
+        out[:, self.index] = np.maximum(out[:, self.index], 0.0)
+        return out
+
+    def violations(self, points: Any) -> np.ndarray:
+        return np.maximum(-np.asarray(points, dtype=float)[:, self.index], 0.0)
+
+    def linear_form(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        m = np.zeros((len(self.rules), len(self.columns)))
+        m[np.arange(len(self.rules)), self.index] = -1.0
+        return m, np.zeros(len(self.rules)), np.zeros(len(self.rules), dtype=bool)
+
+    def round_integers(self, values: Any, integer: Any, fixed: Any) -> np.ndarray:
+        out = np.array(values, dtype=float, copy=True)
+        rows = np.arange(len(out))
+        for j in range(out.shape[1]):
+            if fixed[j]:
+                continue
+            if integer[j]:
+                out[:, j] = np.floor(out[:, j]) + (1000 * (rows % 2) if self.how == "far" else 0)
+            elif self.how == "flatten":
+                out[:, j] = np.where(np.isnan(out[:, j]), np.nan, 7.0)
+        return out
+
+
+@attrs.frozen(kw_only=True)
+class NonNegative:
+    name: ClassVar[str] = "nonneg"
+    names: tuple = privclust.param(tuple, doc="the columns")
+    how: str = privclust.param(str, default="floor", doc="floor, far or flatten")
+
+    def variables(self) -> tuple[frozenset[str], ...]:
+        return tuple(frozenset([c]) for c in self.names)
+
+    def describe(self) -> tuple[str, ...]:
+        return tuple(f"{c} >= 0" for c in self.names)
+
+    def check(self, columns: Any) -> list[str]:
+        return []
+
+    def bind(self, columns: Any, rules: Any = None) -> _NonNegative:
+        chosen = [self.names[r] for r in (range(len(self.names)) if rules is None else rules)]
+        index = np.array([list(columns).index(c) for c in chosen], dtype=np.intp)
+        return _NonNegative(tuple(columns), tuple(f"{c} >= 0" for c in chosen), index, self.how)
+
+
+class _HandlerPlugin:
+    @staticmethod
+    @privclust.hookimpl
+    def privclust_register_constraint_handlers(register: Any) -> None:
+        register(NonNegative)
+
+
+def _rounded(how: str) -> privclust.Release:
+    rng = np.random.default_rng(1)
+    frame = pd.DataFrame({"n": rng.integers(0, 50, 24), "x": np.round(rng.uniform(0, 10, 24), 2)})
+    recipe = {"constraints": [{"use": "nonneg", "names": ["n", "x"], "how": how}],
+              "steps": [{"use": "microaggregation", "clusterer": {"use": "mdav", "k": 3}, "columns": ["n", "x"]}]}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return privclust.run(recipe, frame, registry=privclust.Registry(plugins=[_HandlerPlugin]), seed=1)
+
+
+@pytest.mark.parametrize(("how", "message"), [
+    ("far", r"constraint handler 'nonneg': round_integers moved 12 value\(s\) of the integer column 'n' by 1 or "
+            r"more \(up to 1000\)"),
+    ("flatten", r"constraint handler 'nonneg': round_integers changed 24 value\(s\) of column 'x' \(by up to "),
+])
+def test_a_handlers_rounding_that_is_no_rounding_is_refused(how, message):
+    """rt16 F3: a handler whose round_integers moved integers by 1000 and set a non-integer column to 7 was described
+    as the host's controlled rounding ("x adjusted to keep an equality with rounded integers", no equality rule)."""
+    with pytest.raises(privclust.PrivclustError, match=message):
+        _rounded(how)
+
+
+def test_a_plugin_handlers_rounding_is_stated_as_its_own_with_the_change_the_host_measured():
+    """rt16 F3: the built-in linear handler's method text was stated for a plugin's round_integers."""
+    release = _rounded("floor")
+    entry = next(e for e in release.ledger.entries if e.mechanism == "integer rounding")
+    assert "rounded by constraint handler 'nonneg''s own round_integers (its method, not the host's" in entry.statement
+    assert "inequalities and bounds broken by rounding" not in entry.statement
+    assert "adjusted to keep an equality" not in entry.statement
+    largest = entry.details["handlers_own_rounding"]["nonneg"]
+    assert set(largest) == {"n"} and 0 < largest["n"] < 1
+    assert f"largest change per column: n {largest['n']:.6g})" in entry.statement
+
+
+def test_the_builtin_linear_handlers_rounding_keeps_its_method_wording():
+    frame = pd.DataFrame({"a": np.arange(12), "b": np.arange(12) * 2, "total": np.arange(12) * 3})
+    release = privclust.run({"constraints": [{"use": "linear", "rules": ["total == a + b", "a >= 0"]}],
+                             "steps": [{"use": "microaggregation", "clusterer": {"use": "mdav", "k": 3}}]},
+                            frame, seed=1)
+    entry = next(e for e in release.ledger.entries if e.mechanism == "integer rounding")
+    assert "Columns in edit rules were rounded by controlled rounding (linear: equalities over integer" \
+        in entry.statement
+    assert "own round_integers" not in entry.statement and "handlers_own_rounding" not in entry.details
