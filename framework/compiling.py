@@ -132,9 +132,12 @@ class StepOutcome:
             what = f"replaced columns {changed} of {self.n_records} records" + (
                 f" and released {kept} unchanged (every value identical to the step's input)" if kept else "")
         else:
-            # true whatever the draw: noise that happened to change no value was still added (saying whether
-            # values changed would tell, in a public report, that released values equal the original ones)
-            what = f"added noise to columns {cols} of {self.n_records} records"
+            # true whatever the draw, and whatever the mechanism does: saying whether values changed would tell, in
+            # a public report, that released values equal the original ones; and the host does not know that a
+            # plugin's mechanism added noise ("added noise" stood beside the host's own check that it changed
+            # nothing: a red-team audit)
+            what = (f"was run on columns {cols} of {self.n_records} records (what noise it adds is the mechanism's "
+                    "own statement; the host checks the released values in entries of its own)")
         if self.within:
             n_groups = int(self.within_groups.max()) + 1 if self.within_groups is not None and self.n_records else 0
             what += (f", running once on each of {n_groups} groups of records with identical values of "

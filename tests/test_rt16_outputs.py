@@ -222,3 +222,38 @@ def test_the_builtin_linear_handlers_rounding_keeps_its_method_wording():
     assert "Columns in edit rules were rounded by controlled rounding (linear: equalities over integer" \
         in entry.statement
     assert "own round_integers" not in entry.statement and "handlers_own_rounding" not in entry.details
+
+
+@attrs.frozen(kw_only=True)
+class NoNoise:
+    """A noise mechanism that returns its input (spends nothing)."""
+
+    name: ClassVar[str] = "no-noise"
+    uses_constraints: ClassVar[bool] = False
+
+    def release(self, values: Any, **kw: Any) -> Any:
+        return values
+
+    def perturb(self, data: pd.DataFrame, context: Any) -> privclust.Masked:
+        return privclust.Masked(data=data.copy())
+
+
+class _NoNoisePlugin:
+    @staticmethod
+    @privclust.hookimpl
+    def privclust_register_noise_mechanisms(register: Any) -> None:
+        register(NoNoise)
+
+
+def test_a_noise_steps_process_entry_does_not_say_noise_was_added():
+    """rt16 F5: the host's process entry said "noise mechanism 'no-noise' added noise to columns a, b of 20 records"
+    beside its own check that the release changes no column."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        release = privclust.run({"steps": [{"use": "no-noise"}]}, _data(),
+                                registry=privclust.Registry(plugins=[_NoNoisePlugin]))
+    said = next(e.statement for e in release.ledger.entries if e.kind == "process" and e.step == 0)
+    assert "added noise" not in said
+    assert said.startswith("noise mechanism 'no-noise' was run on columns a, b of 20 records (what noise it adds "
+                           "is the mechanism's own statement")
+    assert release.verification["verbatim_records"] == 20
