@@ -242,20 +242,27 @@ def _cmd_run(args: argparse.Namespace) -> int:
     # Strata on a Dask cluster: the workers rebuild the registry, so the progress display (which writes
     # to this terminal) is not registered; local processes and one process show it as the steps finish.
     registry, _ = _registry_with_progress(args.quiet or args.scheduler is not None, timed=not args.non_disclosive)
-    try:
-        compiled = compile(recipe, registry)
-        for line in _default_lines(compiled, data):
-            if not args.quiet or line.startswith("warning"):
-                print(line, file=sys.stderr)
-        release = run(compiled, data, seed=run_seed(args), scheduler=args.scheduler,
-                      processes=args.processes, timeout=args.timeout)
-    finally:
-        registry.unregister(ProgressDisplay.plugin_name)
-    order = None if args.keep_order else release.publication_order
-    targets = [] if to_stdout else [(output, frame_writer(release.data, output, order))]
-    if report is not None:
-        targets += _report_targets(release, report, args.non_disclosive)
-    write_atomically(targets)  # the files first: a failure there leaves standard output empty
+    # with the release on standard output, what a component prints while the steps and evaluators run goes to
+    # standard error: a plugin's debug print went into the released CSV (original records, a red-team audit)
+    with _stdout_to_stderr() if to_stdout else contextlib.nullcontext() as diverted:
+        try:
+            compiled = compile(recipe, registry)
+            for line in _default_lines(compiled, data):
+                if not args.quiet or line.startswith("warning"):
+                    print(line, file=sys.stderr)
+            release = run(compiled, data, seed=run_seed(args), scheduler=args.scheduler,
+                          processes=args.processes, timeout=args.timeout)
+        finally:
+            registry.unregister(ProgressDisplay.plugin_name)
+        order = None if args.keep_order else release.publication_order
+        targets = [] if to_stdout else [(output, frame_writer(release.data, output, order))]
+        if report is not None:
+            targets += _report_targets(release, report, args.non_disclosive)
+        write_atomically(targets)  # the files first: a failure there leaves standard output empty
+    if diverted is not None and diverted.written:
+        print(f"warning: a component wrote {diverted.written} character(s) to standard output while the recipe ran; "
+              "they were sent to standard error (above), so that standard output holds only the released CSV",
+              file=sys.stderr)
     if to_stdout:
         write_csv(release.data, sys.stdout, order=order)  # columns released as in the original: their original text
         sys.stdout.flush()
@@ -272,6 +279,51 @@ def _cmd_run(args: argparse.Namespace) -> int:
               + ("in the input's order (--keep-order)" if args.keep_order else "in a random order") + ")"
               + (f" and {' and '.join(files)}" if files else ""), file=sys.stderr)
     return 0
+
+
+class _Diverted:
+    """Standard output while the recipe runs with the release on standard
+    output: what is written goes to standard error, counted."""
+
+    def __init__(self, target: TextIO):
+        self.target = target
+        self.written = 0
+
+    def write(self, text: str) -> int:
+        self.written += len(text)
+        return self.target.write(text)
+
+    def flush(self) -> None:
+        self.target.flush()
+
+    def isatty(self) -> bool:
+        return False
+
+    @property
+    def encoding(self) -> str:
+        return getattr(self.target, "encoding", "utf-8")
+
+
+@contextlib.contextmanager
+def _stdout_to_stderr() -> Any:
+    """Send standard output to standard error: ``sys.stdout`` (counted, see
+    :class:`_Diverted`) and descriptor 1 (to descriptor 2), so that a C
+    extension's or a worker process's output stays off it too."""
+    sys.stdout.flush()
+    saved = None
+    with contextlib.suppress(OSError):  # descriptors 1 and 2, whatever object sys.stdout is now
+        saved = os.dup(1)
+        os.dup2(2, 1)
+    diverted = _Diverted(sys.stderr)
+    try:
+        with contextlib.redirect_stdout(diverted):  # type: ignore[type-var]
+            yield diverted
+    finally:
+        sys.stderr.flush()
+        if saved is not None:
+            sys.stdout.flush()
+            os.dup2(saved, 1)
+            os.close(saved)
 
 
 def _numeric_and_named(compiled: Any, checked: Any,

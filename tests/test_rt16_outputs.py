@@ -4,6 +4,7 @@ nested sklearn parameters and renamed keys)."""
 
 from __future__ import annotations
 
+import io
 import warnings
 from typing import Any, ClassVar
 
@@ -257,3 +258,43 @@ def test_a_noise_steps_process_entry_does_not_say_noise_was_added():
     assert said.startswith("noise mechanism 'no-noise' was run on columns a, b of 20 records (what noise it adds "
                            "is the mechanism's own statement")
     assert release.verification["verbatim_records"] == 20
+
+
+@attrs.frozen(kw_only=True)
+class Chatty:
+    """Rounds, and prints the records it got (debug output left in), through print and through descriptor 1."""
+
+    name: ClassVar[str] = "chatty"
+
+    def mask(self, data: pd.DataFrame, context: Any) -> privclust.Masked:
+        print(data.head(3).to_csv(index=False), end="")
+        import os
+        os.write(1, b"fd-level chatter\n")
+        return privclust.Masked(data=data.round(-1))
+
+
+class _ChattyPlugin:
+    @staticmethod
+    @privclust.hookimpl
+    def privclust_register_maskers(register: Any) -> None:
+        register(Chatty)
+
+
+def test_a_plugins_print_does_not_go_into_the_release_on_standard_output(tmp_path, capfd):
+    """rt16 F6: with ``-o -`` a masker's print() went into the released CSV: 25 lines for 20 records, a header and
+    3 original rows first."""
+    from privclust.cli import main
+
+    privclust.get_registry().register(_ChattyPlugin, "rt16-chatty")
+    source = tmp_path / "in.csv"
+    _data().to_csv(source, index=False)
+    recipe = tmp_path / "chatty.toml"
+    recipe.write_text('[[steps]]\nuse = "chatty"\n', encoding="utf-8")
+    assert main(["run", str(recipe), "-i", str(source), "-o", "-", "--seed", "1", "--keep-order"]) == 0
+    captured = capfd.readouterr()
+    lines = captured.out.splitlines()
+    assert len(lines) == 21 and lines[0] == "a,b"
+    assert (pd.read_csv(io.StringIO(captured.out)) % 10 == 0).all().all()
+    assert "63.7,0.28" in captured.err and "fd-level chatter" in captured.err
+    assert "warning: a component wrote" in captured.err and "standard output holds only the released CSV" \
+        in captured.err
