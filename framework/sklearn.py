@@ -157,7 +157,33 @@ class _PrivclustEstimator(BaseEstimator):
         if self._privclust_component is not None:
             own = {key: value for key, value in params.items() if "__" not in key}
             check_renamed(self._privclust_component, {k: v for k, v in own.items() if k not in self.get_params()})
+            params = self._nested_specs(params)
         return super().set_params(**params)
+
+    def _nested_specs(self, params: dict[str, Any]) -> dict[str, Any]:
+        """scikit-learn's nested keys (``clusterer__k=5``, as ``GridSearchCV`` grids write them) for a nested
+        component, which these estimators hold as its name or spec (``"mdav"``, ``{"use": "mdav", "k": 3}``), not
+        as an estimator: set in a copy of the spec (``{"use": "mdav", "k": 5}``). scikit-learn's own handling called
+        ``set_params`` on the string: a bare AttributeError (a red-team audit)."""
+        current = self.get_params(deep=False)
+        out = {key: value for key, value in params.items() if "__" not in key}
+        for key, value in params.items():
+            if "__" not in key:
+                continue
+            outer, inner = key.split("__", 1)
+            spec = out.get(outer, current.get(outer))
+            if outer not in current or hasattr(spec, "set_params"):
+                out[key] = value  # scikit-learn's own answer (an unknown parameter, a nested estimator)
+                continue
+            if "__" in inner:
+                raise ParameterError(f"{type(self).__name__}.set_params: {key}: one level of nesting is set this way; "
+                                     f"give {outer} as a whole spec instead, with its own nested spec inside")
+            if not (isinstance(spec, str) or isinstance(spec, Mapping) and "use" in spec):
+                raise ParameterError(f"{type(self).__name__}.set_params: {key}: {outer} is {spec!r}, not a nested "
+                                     f"component's name or spec; give the whole spec instead, e.g. "
+                                     f"{outer}={{'use': <name>, {inner!r}: {value!r}}}")
+            out[outer] = {**({"use": spec} if isinstance(spec, str) else dict(spec)), inner: value}
+        return out
 
     def _component_spec(self) -> dict[str, Any]:
         spec: dict[str, Any] = {"use": self._privclust_name}

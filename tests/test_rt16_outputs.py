@@ -298,3 +298,21 @@ def test_a_plugins_print_does_not_go_into_the_release_on_standard_output(tmp_pat
     assert "63.7,0.28" in captured.err and "fd-level chatter" in captured.err
     assert "warning: a component wrote" in captured.err and "standard output holds only the released CSV" \
         in captured.err
+
+
+def test_sklearn_nested_parameters_set_the_nested_components_spec():
+    """rt16 m2: ``set_params(clusterer__k=5)`` (scikit-learn's nested syntax, as GridSearchCV grids write it) raised a
+    bare ``AttributeError: 'str' object has no attribute 'set_params'``."""
+    from privclust import sklearn as pcs
+
+    masker = pcs.masker("microaggregation").set_params(clusterer__k=5)
+    assert masker.get_params()["clusterer"] == {"use": "mdav", "k": 5}
+    X = np.random.default_rng(0).normal(size=(30, 2))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        released = masker.fit_transform(X)
+    assert np.unique(released, axis=0).shape[0] == 6  # groups of 5
+    with pytest.raises(privclust.PrivclustError, match="parameter 'c' was renamed 'n_clusters'"):
+        pcs.masker("microaggregation", clusterer="fcm").set_params(clusterer__c=3).fit_transform(X)
+    with pytest.raises(privclust.ParameterError, match=r"clusterer__k__m: one level of nesting"):
+        pcs.masker("microaggregation").set_params(clusterer__k__m=3)
