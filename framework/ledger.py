@@ -429,7 +429,7 @@ _COMPONENT_KINDS = ("dp", "guarantee", "leak")
 def _entry_from_record(cls: type[LedgerEntry], record: Mapping[str, Any]) -> LedgerEntry:
     if not isinstance(record, Mapping):
         raise PrivclustError(f"a saved ledger entry is a table of fields; got {type(record).__name__}")
-    names = {f.name for f in attrs.fields(cls)}
+    names = {f.alias or f.name for f in attrs.fields(cls)}  # the names the constructor takes
     unknown = sorted(str(k) for k in record if k not in names)
     if unknown:
         raise PrivclustError(f"a saved ledger entry has unknown field(s) {', '.join(unknown)}")
