@@ -30,6 +30,7 @@ __all__ = [
     "accountant_description",
     "accountant_name",
     "entry_relation",
+    "delta_within_budget",
     "group_delta",
     "relation_kind",
     "within_budget",
@@ -44,6 +45,16 @@ _ULPS_PER_TERM = 4.0
 def within_budget(total: float, limit: float, terms: int) -> bool:
     """Whether ``total``, a float sum of ``terms`` costs, stays within ``limit`` up to the rounding of that sum."""
     return total <= limit * (1.0 + _ULPS_PER_TERM * (terms + 1) * sys.float_info.epsilon)
+
+
+def delta_within_budget(total: float, limit: float, terms: int) -> bool:
+    """Whether a total delta stays within the budget's ``limit``: any delta
+    above 0 exceeds a budget of delta 0 (pure epsilon-DP), however small (a
+    gaussian step of delta 1e-301 passed one: a red-team audit); a positive
+    limit is compared as :func:`within_budget` compares."""
+    if limit == 0:
+        return not total > 0
+    return within_budget(total, limit, terms)
 
 
 @runtime_checkable
@@ -176,7 +187,7 @@ class BasicAccountant:
                 f"the total to {at_least(eps)} > the budget epsilon={exact(limit_eps)}; raise [privacy] epsilon "
                 "or lower the step's epsilon. Nothing was recorded and no noise was drawn."
             )
-        if not within_budget(delta, self.budget.delta, terms) and delta > 1e-300:
+        if not delta_within_budget(delta, self.budget.delta, terms):
             raise BudgetExceededError(
                 f"{where} would spend delta={at_least(new.delta, 3)}, bringing the total to {at_least(delta, 3)} > the "
                 f"budget delta={exact(self.budget.delta)}; raise [privacy] delta or use a pure-epsilon mechanism. "

@@ -18,7 +18,7 @@ from typing import Any
 
 import attrs
 
-from .accountants import within_budget
+from .accountants import delta_within_budget, within_budget
 from .accounting import Budget, at_least, exact, group_delta
 from .claims import relation_kind
 from .components import Partition, capability, component_params
@@ -359,8 +359,7 @@ def _compiled(recipe: Recipe, registry: Registry | None) -> CompiledRecipe:
                                     f"the steps need at least epsilon = {at_least(planned)} ({parts}) "
                                     f"but the budget is {exact(recipe.privacy.epsilon)}",
                                     "raise [privacy] epsilon or lower the steps' epsilon"))
-        if math.isfinite(planned_delta) and not within_budget(planned_delta, recipe.privacy.delta, len(costs)) \
-                and planned_delta > 1e-300:
+        if math.isfinite(planned_delta) and not delta_within_budget(planned_delta, recipe.privacy.delta, len(costs)):
             problems.append(Problem("privacy.delta",
                                     f"the steps need at least delta = {at_least(planned_delta)} but the "
                                     f"budget is {exact(recipe.privacy.delta)}", "raise [privacy] delta"))

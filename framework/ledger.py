@@ -17,6 +17,7 @@ import decimal
 import enum
 import math
 import re
+import sys
 import unicodedata
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
@@ -215,11 +216,11 @@ def at_least(value: float, digits: int = 6) -> str:
     ('0.333334', '0.124', '0.5', '0')
     """
     text = f"{value:.{digits}g}"
-    if not (math.isfinite(value) and value > 0) or float(text) >= value:
+    if not (math.isfinite(value) and value > 0) or _names(text, value, 1):
         return text
     exact = decimal.Decimal(value)
     step = decimal.Decimal(1).scaleb(exact.adjusted() - digits + 1)
-    return f"{float(exact.quantize(step, rounding=decimal.ROUND_CEILING)):.{digits}g}"
+    return _shown(exact.quantize(step, rounding=decimal.ROUND_CEILING), digits, exact)
 
 
 def at_most(value: float, digits: int = 6) -> str:
@@ -235,11 +236,42 @@ def at_most(value: float, digits: int = 6) -> str:
     ('0.666666', '0.123', '4', '0')
     """
     text = f"{value:.{digits}g}"
-    if not math.isfinite(value) or value == 0 or float(text) <= value:
+    if not math.isfinite(value) or value == 0 or _names(text, value, -1):
         return text
     exact = decimal.Decimal(value)
     step = decimal.Decimal(1).scaleb(exact.adjusted() - digits + 1)
-    return f"{float(exact.quantize(step, rounding=decimal.ROUND_FLOOR)):.{digits}g}"
+    return _shown(exact.quantize(step, rounding=decimal.ROUND_FLOOR), digits, exact)
+
+
+def _names(text: str, value: float, side: int) -> bool:
+    """Whether ``text`` may stand for ``value`` in the direction ``side``
+    (1: at least it, -1: at most it). A normal double is named by any text
+    that reads back as it or beyond (``"0.1"`` is the epsilon 0.1 a recipe
+    gives, though the double is 0.1000000000000000055...: the two differ by
+    under 2^-53 of the value). A subnormal one is compared exactly, in
+    decimal: ``"4.94e-324"`` reads back as 5e-324 but is 1% below it (a
+    red-team audit)."""
+    back = float(text)
+    if (back - value) * side < 0:
+        return False
+    if abs(value) >= sys.float_info.min:
+        return True
+    return (decimal.Decimal(text) - decimal.Decimal(value)) * side >= 0
+
+
+def _shown(rounded: decimal.Decimal, digits: int, value: decimal.Decimal) -> str:
+    """``rounded`` written as a float is written (``f"{x:.6g}"``), from the
+    decimal digits themselves when the nearest double would cross ``value``
+    (a subnormal: 4.95e-324 reads back as 5e-324, shown ``4.94e-324``, below
+    the delta spent)."""
+    text = f"{float(rounded):.{digits}g}"
+    if (decimal.Decimal(text) >= value) == (rounded >= value):
+        return text
+    mantissa, _, exponent = f"{rounded:.{digits}g}".lower().partition("e")
+    if not exponent:
+        return mantissa
+    sign = "-" if exponent.startswith("-") else "+"
+    return f"{mantissa}e{sign}{int(exponent.lstrip('+-')):02d}"
 
 
 def exact(value: Any) -> str:

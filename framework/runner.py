@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from ._reading import keep_text
-from .accountants import Accountant, within_budget
+from .accountants import Accountant, delta_within_budget, within_budget
 from .accounting import PrivacyContext
 from .comparison import positive_zeros
 from .compiling import STEP_KINDS, CompiledRecipe, CompiledStep, StepOutcome, compile, planned_costs
@@ -181,7 +181,7 @@ def _within_budget(compiled: CompiledRecipe, ledger: Ledger, accountant: Account
     over = []  # a NaN or negative total is not over: the verdict voids the DP guarantee of an impossible total
     if math.isfinite(eps) and not within_budget(eps, budget.epsilon, terms):
         over.append(f"epsilon {at_least(eps)} > the budget epsilon={exact(budget.epsilon)}")
-    if math.isfinite(delta) and delta > 1e-300 and not within_budget(delta, budget.delta, terms):
+    if math.isfinite(delta) and not delta_within_budget(delta, budget.delta, terms):
         over.append(f"delta {at_least(delta, 3)} > the budget delta={exact(budget.delta)}")
     if over:
         steps = sorted({f"step {e.step} ({e.step_id})" for e in ledger.entries
