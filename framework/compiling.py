@@ -18,9 +18,9 @@ from typing import Any
 
 import attrs
 
-from .accountants import delta_within_budget, within_budget
+from .accountants import delta_within_budget, file_cost, within_budget
 from .accounting import Budget, at_least, exact, group_delta
-from .claims import relation_kind
+from .claims import ADD_REMOVE, relation_kind
 from .components import Partition, capability, component_params
 from .constraints import ConstraintSet
 from .errors import ConstraintError, PrivclustError, Problem, RecipeError
@@ -348,13 +348,19 @@ def _compiled(recipe: Recipe, registry: Registry | None) -> CompiledRecipe:
 
     if recipe.privacy.limited:
         costs = planned_costs(steps)
-        planned = sum(c[0] for c in costs)
-        planned_delta = sum(c[1] for c in costs)
+        relations = {r for (eps, _, r) in (_plan(cs.component) for cs in steps) if eps > 0}
+        # every costed step under add/remove: the file, which shows n, holds under replace-one, counted twice
+        twice = relations == {ADD_REMOVE}
+        planned, planned_delta = file_cost(sum(c[0] for c in costs), sum(c[1] for c in costs),
+                                           ADD_REMOVE if twice else None)
         assert recipe.privacy.epsilon is not None
         if math.isfinite(planned) and not within_budget(planned, recipe.privacy.epsilon, len(costs)):
             parts = ", ".join(f"steps[{cs.index}] {at_least(c[0])}" + (" (add/remove, counted twice under replace-one)"
                                                                if c[2] else "")
                               for cs, c in zip(steps, costs, strict=True) if c[0])
+            if twice:
+                parts += ("; all under add/remove, counted twice: the released file shows its number of records, so "
+                          "it holds under replace-one")
             problems.append(Problem("privacy.epsilon",
                                     f"the steps need at least epsilon = {at_least(planned)} ({parts}) "
                                     f"but the budget is {exact(recipe.privacy.epsilon)}",

@@ -32,6 +32,7 @@ import pandas as pd
 from markupsafe import Markup
 
 from ._writing import frame_writer, write_atomically
+from .accountants import file_cost
 from .accounting import (
     Accountant,
     Budget,
@@ -43,6 +44,7 @@ from .accounting import (
     jsonable,
 )
 from .assessment import EVALUATION_COLUMNS, with_before
+from .claims import ADD_REMOVE, REPLACE_ONE, relation_kind
 from .coverage import COMPARED, guarantees_dp
 from .errors import PrivclustError
 from .params import parameter_roles, role_rounding
@@ -291,6 +293,14 @@ class Release:
         """The (epsilon, delta) the run spent, as the accountant composes it."""
         return self.accountant.total(self.ledger.entries)
 
+    @property
+    def file_spent(self) -> tuple[float, float]:
+        """The (epsilon, delta) :attr:`spent` as it holds for the released
+        file, the figure the verdict states and the budget bounds: an
+        add/remove total counts twice under replace-one, since the file
+        shows its number of records (:func:`privclust.accountants.file_cost`)."""
+        return file_cost(*self.spent, self._relation())
+
     def evaluation(self, metric: str, evaluator: str | None = None) -> float:
         """One figure of the evaluations table."""
         rows = self.evaluations[self.evaluations["metric"] == metric]
@@ -389,7 +399,7 @@ class Release:
             derived from the data, and the steps' run times. What was left
             out is listed under ``left_out``.
         """
-        eps, delta = self.spent
+        eps, delta = self.file_spent
         ledger = self.ledger.to_records()
         evaluations = [
             {k: (None if isinstance(v, float) and np.isnan(v) else v) for k, v in row.items()}
@@ -430,7 +440,7 @@ class Release:
                 "budget": {"epsilon": self.budget.epsilon, "delta": self.budget.delta},
                 "spent": {"epsilon": eps, "delta": delta},
                 "accountant": accountant_description(self.accountant),
-                "relation": self._relation(),
+                "relation": self._file_relation(),
             },
             "verification": reported_checks(self.verification),
             "ledger": ledger,
@@ -443,6 +453,12 @@ class Release:
             rep["left_out"] = left_out
             hide_private_count(rep, self)
         return jsonable(rep)
+
+    def _file_relation(self) -> str | None:
+        """The relation :attr:`file_spent` holds under: replace-one for an
+        add/remove total (counted twice), else the accountant's."""
+        relation = self._relation()
+        return REPLACE_ONE if relation is not None and relation_kind(relation) == ADD_REMOVE else relation
 
     def _relation(self) -> str | None:
         """The neighbouring relation the spent total holds under, if the
@@ -720,7 +736,8 @@ def render_html(release: Release, *, non_disclosive: bool = False, plots: bool =
     withheld = public_statements(release.ledger.entries) if non_disclosive else {}
     if non_disclosive and count_is_private(release.ledger.entries):  # the host's counts out (decision 24)
         withheld = {**count_free_statements(release.ledger.entries), **withheld}
-    eps, delta = release.spent
+    eps, delta = release.file_spent
+    twice = release.file_spent != release.spent
     budget = release.budget
     has_dp = any(e.kind == "dp" for e in release.ledger)
     groups = by_evaluator(report["evaluations"])
@@ -731,7 +748,9 @@ def render_html(release: Release, *, non_disclosive: bool = False, plots: bool =
         "description": release.recipe.description.strip() if release.recipe.description else None,
         "records_text": records_text(release, non_disclosive),
         "columns_text": counted(release.data.shape[1], "column"),
-        "dp_text": spent_text(has_dp, release.dp_guarantee, eps, delta),
+        "dp_text": spent_text(has_dp, release.dp_guarantee, eps, delta) + (
+            " (the steps' add/remove releases counted twice: the released file shows its number of records, so they "
+            "hold for it under replace-one)" if twice else ""),
         "evaluations_warning": DP_EVALUATIONS_WARNING if release.dp_guarantee and report["evaluations"] else None,
         "budget_text": ("none declared" if budget.epsilon is None
                         else f"epsilon {exact(budget.epsilon)}, delta {exact(budget.delta)}"),

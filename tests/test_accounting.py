@@ -95,7 +95,7 @@ def test_no_budget_records_but_never_refuses():
 
 
 def test_ledger_entries_say_what_is_protected():
-    context = PrivacyContext(Budget(epsilon=5.0))
+    context = PrivacyContext(Budget(epsilon=6.0))  # add/remove only: the file's 2 x 3 must fit (rt17 F1)
     with context.step(2, "dens", "dp-dpcl"):
         entry = context.spend(epsilon=3.0, mechanism="laplace", sensitivity=Sensitivity(l1=3.0, l2=2.0),
                               relation="add/remove one record", covers="the density vector",
@@ -325,7 +325,12 @@ def test_the_compile_time_budget_check_converts_mixed_relations_as_the_accountan
     recipe["steps"][1] = {"use": "dp-density", "epsilon": 1.0, "bounds": {"a": [0, 10], "b": [0, 10]},
                           "columns": ["a", "b"]}
     recipe["privacy"]["epsilon"] = 2.0
-    privclust.compile(recipe)  # add/remove alone: nothing to convert
+    # add/remove alone: the released file shows n, so its total counts twice under replace-one (rt17 F1)
+    with pytest.raises(privclust.RecipeError, match=r"epsilon = 4 \(steps\[0\] 1, steps\[1\] 1; all under add/remove, "
+                                                    r"counted twice"):
+        privclust.compile(recipe)
+    recipe["privacy"]["epsilon"] = 4.0
+    privclust.compile(recipe)
 
 
 def test_privacy_relation_is_typed_and_the_words_of_older_plugins_still_read_the_same():

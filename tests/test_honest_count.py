@@ -25,7 +25,7 @@ from privclust import Registry, hookimpl
 from privclust.private_count import NOISY_RECORDS, count_is_private, uncounted
 
 BOUNDS = {"x": [-5, 25], "y": [-5, 25]}
-DENSITY = {"privacy": {"epsilon": 1.0}, "steps": [{"use": "dp-density", "epsilon": 1.0, "bounds": BOUNDS}]}
+DENSITY = {"privacy": {"epsilon": 2.0}, "steps": [{"use": "dp-density", "epsilon": 1.0, "bounds": BOUNDS}]}
 N = 1237  # a count no other figure of these reports is likely to print
 
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
+import attrs
 import numpy as np
 import pandas as pd
 import pytest
@@ -45,3 +48,70 @@ def test_at_least_never_shows_less_than_a_subnormal_value():
     assert Decimal(at_least(5e-324, 3)) >= Decimal(5e-324)
     assert Decimal(at_most(5e-324, 3)) <= Decimal(5e-324)
     assert (at_least(1 / 3), at_least(1.2349e-6, 3), at_most(2 / 3)) == ("0.333334", "1.24e-06", "0.666666")
+
+
+# F1: an add/remove-only run: the budget and the report count the file's figure, as the verdict does --------------
+
+@attrs.frozen(kw_only=True)
+class AddRemoveNoise:
+    """A plugin masker whose noisy values are covered, stated under add/remove (the repro s7.py)."""
+
+    name: ClassVar[str] = "ar-noise"
+    privacy_relation: ClassVar[privclust.Relation] = privclust.Relation.ADD_REMOVE
+    epsilon: float = privclust.param(default=1.0, doc="the epsilon of the step", gt=0, role="privacy")
+    declared: bool = privclust.param(default=True, doc="whether the step declares its planned cost")
+
+    def planned_cost(self):
+        return (self.epsilon, 0.0) if self.declared else None
+
+    def mask(self, data, context):
+        mech = context.mechanism("laplace")
+        out = data.copy()
+        for c in data.columns:
+            out[c] = mech.release(np.clip(data[c].to_numpy(float), 0, 10), sensitivity=10.0,
+                                  epsilon=self.epsilon / len(data.columns), context=context,
+                                  relation=privclust.Relation.ADD_REMOVE, covers=f"every value of {c}", changed=1)
+        return privclust.Masked(data=out)
+
+
+class _AddRemovePlugin:
+    @privclust.hookimpl
+    def privclust_register_maskers(self, register):
+        register(AddRemoveNoise)
+
+
+def _ar_registry() -> privclust.Registry:
+    return privclust.Registry(plugins=[_AddRemovePlugin()], use_env=False).load()
+
+
+def test_an_add_remove_only_recipe_is_refused_at_compile_time_when_its_file_needs_twice_the_budget():
+    recipe = {"privacy": {"epsilon": 1.0}, "steps": [{"use": "ar-noise", "epsilon": 1.0, "columns": ["a", "b"]}]}
+    # before: accepted, and the verdict stated epsilon 2 under a budget of epsilon 1
+    with pytest.raises(RecipeError, match=r"epsilon = 2 .*counted twice"):
+        privclust.compile(recipe, _ar_registry())
+
+
+def test_an_add_remove_only_run_is_refused_at_spend_time_when_its_file_needs_twice_the_budget():
+    recipe = {"privacy": {"epsilon": 1.0},
+              "steps": [{"use": "ar-noise", "epsilon": 1.0, "declared": False, "columns": ["a", "b"]}]}
+    with pytest.raises(BudgetExceededError, match=r"total to 2 \(the add/remove total counted twice"):
+        privclust.run(recipe, _frame(), registry=_ar_registry(), seed=1)
+    context = PrivacyContext(Budget(epsilon=1.0))
+    context.spend(epsilon=0.5, mechanism="laplace", sensitivity=1.0, relation="add/remove", covers="a")
+    with pytest.raises(BudgetExceededError, match="counted twice"):
+        context.spend(epsilon=0.01, mechanism="laplace", sensitivity=1.0, relation="add/remove", covers="b")
+
+
+def test_an_add_remove_only_report_states_the_files_figure_the_verdict_states():
+    recipe = {"privacy": {"epsilon": 2.0}, "steps": [{"use": "ar-noise", "epsilon": 1.0, "columns": ["a", "b"]}]}
+    release = privclust.run(recipe, _frame(), registry=_ar_registry(), seed=1)
+    assert "ε = 2," in release.verdict and "under replace-one" in release.verdict
+    assert release.spent == (1.0, 0.0)  # the accountant's add/remove total, as the ledger composes it
+    assert release.file_spent == (2.0, 0.0)
+    privacy = release.report()["privacy"]
+    # before: spent epsilon 1 under "add/remove" beside a verdict of epsilon 2
+    assert privacy["spent"] == {"epsilon": 2.0, "delta": 0.0} and privacy["relation"] == "replace-one"
+    html = release.to_html()
+    assert "Differentially private releases cost epsilon 2, delta 0 together (the steps&#39; add/remove releases " \
+           "counted twice" in html or "Differentially private releases cost epsilon 2, delta 0 together (the " \
+           "steps' add/remove releases counted twice" in html
