@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import math
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from fractions import Fraction
 from typing import Any, Protocol, runtime_checkable
 
 import attrs
@@ -34,6 +35,7 @@ __all__ = [
     "file_cost",
     "group_delta",
     "relation_kind",
+    "sum_up",
     "within_budget",
 ]
 
@@ -46,6 +48,22 @@ _ULPS_PER_TERM = 4.0
 def within_budget(total: float, limit: float, terms: int) -> bool:
     """Whether ``total``, a float sum of ``terms`` costs, stays within ``limit`` up to the rounding of that sum."""
     return total <= limit * (1.0 + _ULPS_PER_TERM * (terms + 1) * sys.float_info.epsilon)
+
+
+def sum_up(costs: Iterable[float]) -> float:
+    """The sum of ``costs`` computed exactly (as fractions of the doubles)
+    and rounded **up** to a double: a plain float sum rounds each addition to
+    the nearest, so 1024 + 20 x 1e-13 read 1024, below the costs composed (a
+    red-team audit). A non-finite cost (infinite, NaN) gives the plain sum."""
+    values = [float(c) for c in costs]
+    if not all(math.isfinite(v) for v in values):
+        return sum(values, 0.0)
+    total = sum((Fraction(v) for v in values), Fraction(0))
+    try:
+        rounded = float(total)
+    except OverflowError:
+        return math.inf
+    return math.nextafter(rounded, math.inf) if Fraction(rounded) < total else rounded
 
 
 def delta_within_budget(total: float, limit: float, terms: int) -> bool:
@@ -169,8 +187,9 @@ class BasicAccountant:
 
     def total(self, entries: Sequence[LedgerEntry]) -> tuple[float, float]:
         target = self.relation(entries)
-        eps = delta = 0.0
-        groups: dict[str, dict[str, list[float]]] = {}
+        epsilons: list[float] = []
+        deltas: list[float] = []
+        groups: dict[str, dict[str, tuple[list[float], list[float]]]] = {}
         for e in entries:
             if e.kind != "dp":
                 continue
@@ -178,17 +197,17 @@ class BasicAccountant:
             if target == REPLACE_ONE and entry_relation(e) == ADD_REMOVE:
                 e_eps, e_delta = 2.0 * e.epsilon, group_delta(e.epsilon, e.delta)
             if e.partition is None:
-                eps += e_eps
-                delta += e_delta
+                epsilons.append(e_eps)
+                deltas.append(e_delta)
             else:
                 group, part = e.partition
-                acc = groups.setdefault(group, {}).setdefault(part, [0.0, 0.0])
-                acc[0] += e_eps
-                acc[1] += e_delta
-        for parts in groups.values():
-            eps += max(v[0] for v in parts.values())
-            delta += max(v[1] for v in parts.values())
-        return eps, delta
+                acc = groups.setdefault(group, {}).setdefault(part, ([], []))
+                acc[0].append(e_eps)
+                acc[1].append(e_delta)
+        for parts in groups.values():  # each part summed exactly, rounded up; the largest counts
+            epsilons.append(max(sum_up(v[0]) for v in parts.values()))
+            deltas.append(max(sum_up(v[1]) for v in parts.values()))
+        return sum_up(epsilons), sum_up(deltas)
 
     def check(self, entries: Sequence[LedgerEntry], new: LedgerEntry) -> None:
         self.relation([*entries, new])  # refuses relations that cannot be composed, budget or not

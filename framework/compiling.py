@@ -18,7 +18,7 @@ from typing import Any
 
 import attrs
 
-from .accountants import delta_within_budget, file_cost, within_budget
+from .accountants import delta_within_budget, file_cost, sum_up, within_budget
 from .accounting import Budget, at_least, exact, group_delta
 from .claims import ADD_REMOVE, relation_kind
 from .components import Partition, capability, component_params
@@ -351,7 +351,7 @@ def _compiled(recipe: Recipe, registry: Registry | None) -> CompiledRecipe:
         relations = {r for (eps, _, r) in (_plan(cs.component) for cs in steps) if eps > 0}
         # every costed step under add/remove: the file, which shows n, holds under replace-one, counted twice
         twice = relations == {ADD_REMOVE}
-        planned, planned_delta = file_cost(sum(c[0] for c in costs), sum(c[1] for c in costs),
+        planned, planned_delta = file_cost(sum_up(c[0] for c in costs), sum_up(c[1] for c in costs),
                                            ADD_REMOVE if twice else None)
         assert recipe.privacy.epsilon is not None
         if math.isfinite(planned) and not within_budget(planned, recipe.privacy.epsilon, len(costs)):

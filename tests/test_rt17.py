@@ -115,3 +115,29 @@ def test_an_add_remove_only_report_states_the_files_figure_the_verdict_states():
     assert "Differentially private releases cost epsilon 2, delta 0 together (the steps&#39; add/remove releases " \
            "counted twice" in html or "Differentially private releases cost epsilon 2, delta 0 together (the " \
            "steps' add/remove releases counted twice" in html
+
+
+# F3: the accountant sums exactly and rounds up ---------------------------------------------------------------------
+
+def test_the_composed_epsilon_is_the_exact_sum_rounded_up():
+    from fractions import Fraction
+
+    from privclust.accountants import sum_up
+
+    context = PrivacyContext(Budget(epsilon=1024.0))
+    costs = [1024.0] + [1e-13] * 20
+    for eps in costs:
+        context.spend(epsilon=eps, mechanism="laplace", sensitivity=1.0, relation="replace-one", covers="a")
+    # before: (1024.0, 0.0), every 1e-13 lost below half an ulp of 1024
+    assert Fraction(context.spent[0]) >= sum(Fraction(c) for c in costs) > 1024
+    assert at_least(context.spent[0]) == "1024.01"
+    assert sum_up([0.1, 0.2]) == 0.1 + 0.2 and sum_up([0.5, 0.25]) == 0.75 and sum_up([]) == 0.0
+    assert sum_up([1.0, float("inf")]) == float("inf")
+
+
+def test_the_verdict_states_the_exact_sum_rounded_up():
+    steps = [{"use": "laplace", "epsilon": 1024.0, "columns": ["a"], "bounds": {"a": [0, 10]}}] + \
+            [{"use": "laplace", "epsilon": 1e-13, "columns": ["b"], "bounds": {"b": [0, 10]}}] * 20
+    release = privclust.run({"privacy": {"epsilon": 1024.0}, "steps": steps}, _frame(20), seed=1)
+    # before: "ε = 1024," for a composition of 1024 + 2e-12
+    assert "(ε = 1024.01, δ = 0)" in release.verdict
