@@ -88,6 +88,7 @@ from .audit_events import (
 from .audit_pairs import candidate_pairs, empty_region_pairs, neighbour_pairs
 from .components import Masked, Partition, Sensitivity, capability
 from .context import PrivacyContext
+from .coverage import no_guarantee_reasons
 from .errors import ParameterError
 from .harness import example_frame, kind_of
 from .harness import execute as _execute
@@ -96,6 +97,7 @@ from .preflight import check_frame
 from .recipe import Budget, ComponentSpec
 from .registry import Registry, get_registry, known_leak_names
 from .runner import check_data, compile
+from .runner import run as run_recipe
 
 __all__ = [
     "AUDIT_VALUES",
@@ -108,6 +110,7 @@ __all__ = [
     "AuditResult",
     "Event",
     "NeighbourPair",
+    "RecipeAudit",
     "StepAudit",
     "assert_audit_passes",
     "audit_component",
@@ -716,28 +719,58 @@ class StepAudit:
     result: AuditResult
 
 
+class RecipeAudit(list[StepAudit]):
+    """The audits of a recipe's DP steps (a list of :class:`StepAudit`), with
+    what they leave out: ``skipped``, the ``(index, step id, component)`` of
+    each step that records no DP release and was not audited, and
+    ``no_guarantee``, why one run of the whole recipe on the same data is
+    not differentially private (its verdict's reasons; ``None`` when it is,
+    or when no step was audited). Each audit checks one step's own claim;
+    it says nothing of the release as a whole."""
+
+    def __init__(self, audits: Sequence[StepAudit] = (), skipped: Sequence[tuple[int, str, str]] = (),
+                 no_guarantee: str | None = None) -> None:
+        super().__init__(audits)
+        self.skipped = tuple(skipped)
+        self.no_guarantee = no_guarantee
+
+
 def audit_recipe(recipe: Any, data: pd.DataFrame | None = None, *, trials: int = COMPONENT_TRIALS, seed: int = 0,
-                 alpha: float = 0.05, registry: Registry | None = None) -> list[StepAudit]:
+                 alpha: float = 0.05, registry: Registry | None = None) -> RecipeAudit:
     """Audit every DP step of a recipe (the steps whose run records a DP
     release), each on its own columns of ``data`` (the input as given, not
     the output of earlier steps: each step's claim is about its own input)
     or of :func:`example_frame` when no data are given. The steps get
-    independent seeds spawned from ``seed``."""
+    independent seeds spawned from ``seed``. The result also names the steps
+    it skipped and, when some step was audited, runs the whole recipe once on
+    the data to say whether the release is DP (:class:`RecipeAudit`): a
+    recipe whose DP steps all pass may still release values without DP."""
     compiled = recipe if hasattr(recipe, "steps") and hasattr(recipe, "registry") else compile(recipe, registry)
     reg = compiled.registry
     frame = check_frame(example_frame() if data is None else data)
     step_columns = check_data(compiled, frame)
     out = []
+    skipped = []
     seeds = np.random.SeedSequence(seed).spawn(len(compiled.steps))
     for cs, columns, child in zip(compiled.steps, step_columns, seeds, strict=True):
         view = frame.loc[:, list(columns)].copy()
         _, probe = _run_component(cs.component, cs.kind, view, reg, child.spawn(1)[0])
         if not probe.ledger.of_kind("dp"):
+            skipped.append((cs.index, cs.id, type(cs.component).name))
             continue
         result = audit_component(cs.component, view, trials=trials, seed=int(child.generate_state(1)[0]),
                                  alpha=alpha, kind=cs.kind, registry=reg)
         out.append(StepAudit(index=cs.index, step_id=cs.id, component=type(cs.component).name, result=result))
-    return out
+    no_guarantee = None
+    if out:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            release = run_recipe(compiled, frame, seed=seed)
+        if not release.dp_guarantee:  # the verdict's reasons, without the seeded run's caveats
+            reasons = no_guarantee_reasons(release.ledger.entries, release.outcomes, release.verification,
+                                           spent=release.spent)
+            no_guarantee = "No differential-privacy guarantee: " + "; ".join(reasons) if reasons else release.verdict
+    return RecipeAudit(out, skipped, no_guarantee)
 
 
 def assert_audit_passes(result: AuditResult, *, allow_inconclusive: bool = False) -> None:

@@ -620,6 +620,12 @@ def _cmd_audit(args: argparse.Namespace) -> int:
             print(f"      note: {note}")
         if not r.passed:
             failed.append(f"step {a.index} ({a.component})")
+    for index, step_id, component in getattr(audits, "skipped", ()):
+        print(f"  step {index} {step_id!r} ({component}): records no DP release, not audited")
+    no_guarantee = getattr(audits, "no_guarantee", None)
+    if no_guarantee:
+        print("the release as a whole has no differential-privacy guarantee (privclust run on the same data: "
+              f"{no_guarantee}); the audit checks each DP step's own claim only")
     if failed:
         print(f"privclust: audit failed: the lower bound exceeds the epsilon charged for {', '.join(failed)}",
               file=sys.stderr)

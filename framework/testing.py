@@ -99,6 +99,7 @@ from .audit import (
     AuditResult,
     Event,
     NeighbourPair,
+    RecipeAudit,
     StepAudit,
     assert_audit_passes,
     audit_component,
@@ -148,6 +149,7 @@ __all__ = [
     "kind_of",
     "parametrize_components",
     "StepAudit",
+    "RecipeAudit",
 ]
 
 

@@ -141,3 +141,27 @@ def test_the_verdict_states_the_exact_sum_rounded_up():
     release = privclust.run({"privacy": {"epsilon": 1024.0}, "steps": steps}, _frame(20), seed=1)
     # before: "ε = 1024," for a composition of 1024 + 2e-12
     assert "(ε = 1024.01, δ = 0)" in release.verdict
+
+
+# F4: the audit names the steps it skipped and says when the release is not DP ----------------------------------
+
+def test_the_audit_names_skipped_steps_and_a_release_without_dp(tmp_path, capsys):
+    from privclust import cli
+
+    recipe = tmp_path / "r1.toml"
+    recipe.write_text('[privacy]\nepsilon = 2.0\n[[steps]]\nuse = "laplace"\nepsilon = 1.0\ncolumns = ["a"]\n'
+                      'bounds = { a = [0, 10] }\n[[steps]]\nuse = "microaggregation"\ncolumns = ["a", "b"]\n'
+                      'clusterer = { use = "mdav", k = 3 }\n', encoding="utf-8")
+    data = tmp_path / "d1.csv"
+    rng = np.random.default_rng(0)
+    pd.DataFrame(rng.uniform(0, 10, (40, 3)), columns=["a", "b", "c"]).to_csv(data, index=False)
+    code = cli.main(["audit", str(recipe), "--input", str(data), "--trials", "20", "--seed", "1"])
+    out = capsys.readouterr().out
+    assert code == 0  # each step's own claim passed
+    assert "step 0 'laplace' (laplace): epsilon lower bound" in out
+    # before: step 1 was never named, and nothing said that the release is not DP
+    assert "step 1 'microaggregation' (microaggregation): records no DP release, not audited" in out
+    assert "the release as a whole has no differential-privacy guarantee (privclust run on the same data: No " \
+           "differential-privacy guarantee: step 1 (microaggregation, microaggregation) released the values of a, b " \
+           "without differential privacy);" in out
+    assert "the audit checks each DP step's own claim only" in out
