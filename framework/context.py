@@ -41,12 +41,14 @@ import numpy as np
 from ._optional import deferred
 from .accountants import Accountant, BasicAccountant, accountant_description
 from .claims import (
+    ADD_REMOVE,
     DifferentialPrivacy,
     Guarantee,
     KAnonymity,
     ProbabilisticKAnonymity,
     Relation,
     guarantee_claim,
+    relation_kind,
     stated_ks,
 )
 from .errors import BudgetExceededError, ParameterError, PrivclustError
@@ -693,9 +695,17 @@ class PrivacyContext:
 
     @property
     def remaining(self) -> float | None:
-        """The epsilon left, or ``None`` without a declared budget."""
+        """The epsilon left, or ``None`` without a declared budget. When every
+        release so far is stated under add/remove, the budget bounds their
+        total counted twice (:func:`~privclust.accountants.file_cost`), so
+        what is left for another add/remove release is half the budget less
+        the total."""
         if self._budget.epsilon is None:
             return None
+        relation_of = getattr(self._accountant, "relation", None)
+        relation = relation_of(self._ledger.entries) if callable(relation_of) else None
+        if relation is not None and relation_kind(relation) == ADD_REMOVE:
+            return max(0.0, self._budget.epsilon / 2.0 - self.spent[0])
         return max(0.0, self._budget.epsilon - self.spent[0])
 
 

@@ -268,7 +268,7 @@ def test_dp_alternatives_need_their_public_inputs(kwargs, match):
 def test_idp_kmeans_with_dp_bounds():
     data, truth = blobs()
     part, ctx = fit(IDPKMeans(n_clusters=3, epsilon=2.0, bounds="dp", bounds_range={"x": [-50, 50], "y": [-50, 50]},
-                              bounds_epsilon=0.5), data, budget=Budget(epsilon=2.5))
+                              bounds_epsilon=0.5), data, budget=Budget(epsilon=5.0))  # add/remove: twice
     dp = ctx.ledger.of_kind("dp")
     assert dp[0].epsilon == 0.5 and "quantile" in dp[0].covers and "add/remove" in dp[0].relation
     assert ctx.spent[0] <= 2.5 and not ctx.ledger.of_kind("leak")

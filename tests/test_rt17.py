@@ -165,3 +165,11 @@ def test_the_audit_names_skipped_steps_and_a_release_without_dp(tmp_path, capsys
            "differential-privacy guarantee: step 1 (microaggregation, microaggregation) released the values of a, b " \
            "without differential privacy);" in out
     assert "the audit checks each DP step's own claim only" in out
+
+
+def test_the_epsilon_left_after_add_remove_releases_is_what_another_may_spend():
+    context = PrivacyContext(Budget(epsilon=2.0))
+    context.spend(epsilon=0.5, mechanism="laplace", sensitivity=1.0, relation="add/remove", covers="a")
+    # before: 1.5 left, though a release of 0.6 under add/remove was refused (the file's 2 x 1.1 > 2)
+    assert context.remaining == 0.5
+    assert context.can_spend(0.5) and not context.can_spend(0.5000001)

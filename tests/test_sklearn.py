@@ -116,7 +116,8 @@ def test_clusterer_gives_labels_centres_and_fit_predict(X):
 
 def test_a_dp_clusterer_spends_within_its_budget_and_refuses_more(X):
     bounds = {"x0": [-3.0, 10.0], "x1": [-3.0, 10.0]}
-    km = pcs.clusterer("idp-kmeans", n_clusters=3, epsilon=1.0, bounds=bounds, budget=1.0, random_state=0)
+    # add/remove: the labels show n, so the cap counts the epsilon twice (rt17 F1)
+    km = pcs.clusterer("idp-kmeans", n_clusters=3, epsilon=1.0, bounds=bounds, budget=2.0, random_state=0)
     km.fit(X)
     assert 0 < km.release_.spent[0] <= 1.0
     assert set(np.unique(km.labels_)) <= {0, 1, 2}
