@@ -57,6 +57,7 @@ from .execute import within_parts, within_problems
 from .hookspecs import hookimpl
 from .ledger import at_least, exact
 from .plots import risk_utility_map
+from .preflight import evaluation_default_columns
 from .recipe import DEFAULT_LABEL_COLUMN, WITHIN_KEYS, Recipe, within_columns
 from .registry import ENV_DISABLE, Registry, get_registry
 from .runner import compile, integer_columns, planned_costs, preflight, run
@@ -332,10 +333,7 @@ def _numeric_and_named(compiled: Any, checked: Any,
     columns), and the other columns the evaluators say they compute on (``evaluated_on``: key variables, a weight),
     which it checked only to be present, as preflight asks the evaluators."""
     frame = checked.frame
-    changed = tuple(c for c in frame.columns
-                    if any(c in cols for cs, cols in zip(compiled.steps, checked.step_columns, strict=True)
-                           if cs.kind != "clusterers" and not is_key_masker(cs)))
-    default = changed or tuple(checked.default_columns)
+    default = evaluation_default_columns(compiled, frame, checked.step_columns, checked.default_columns)
     numbers = [c for cols in numeric_steps for c in cols]
     labels = pd.DataFrame({cs.step.output or DEFAULT_LABEL_COLUMN: np.zeros(len(frame), dtype=np.int64)
                            for cs in compiled.steps if cs.kind == "clusterers"}, index=frame.index)

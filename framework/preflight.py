@@ -222,6 +222,17 @@ def missing_counts(view: pd.DataFrame) -> dict[str, Any]:
     return {"records": int(nan.any(axis=1).sum()), "values": int(nan.sum()), "columns": per_column}
 
 
+def evaluation_default_columns(compiled: CompiledRecipe, frame: pd.DataFrame, step_columns: Sequence[Sequence[str]],
+                               default_columns: Sequence[str]) -> tuple[str, ...]:
+    """The columns an evaluation without ``columns`` works on: those the
+    numeric steps change (key maskers' keys go to the keys role's
+    evaluators), else the default columns."""
+    changed = tuple(c for c in frame.columns
+                    if any(c in cols for cs, cols in zip(compiled.steps, step_columns, strict=True)
+                           if cs.kind != "clusterers" and not is_key_masker(cs)))
+    return changed or tuple(default_columns)
+
+
 def check_data(compiled: CompiledRecipe, frame: pd.DataFrame,
                decided: Sequence[Sequence[str]] | None = None,
                defaults: Sequence[str] | None = None) -> list[tuple[str, ...]]:
@@ -268,10 +279,8 @@ def check_data(compiled: CompiledRecipe, frame: pd.DataFrame,
             problems.extend(_bounds_problems(cs, columns))
             problems.extend(inexact_integer_problems(cs, frame, columns))
     # an evaluation's default columns: those the numeric steps change (key maskers' keys: the keys role's evaluators)
-    changed = tuple(c for c in frame.columns
-                    if any(c in cols for cs, cols in zip(compiled.steps, step_columns, strict=True)
-                           if cs.kind != "clusterers" and not is_key_masker(cs)))
-    problems.extend(_evaluation_problems(compiled, frame, changed or default_columns))
+    problems.extend(_evaluation_problems(compiled, frame,
+                                         evaluation_default_columns(compiled, frame, step_columns, default_columns)))
     for h, handler in enumerate(compiled.constraints):
         found = [str(p) if isinstance(p, Problem) else f"constraints[{h}]: {p}"
                  for p in handler.check(tuple(map(str, frame.columns))) or ()]
