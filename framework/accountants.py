@@ -20,7 +20,7 @@ import attrs
 
 from .claims import ADD_REMOVE, REPLACE_ONE, DifferentialPrivacy, relation_kind
 from .errors import BudgetExceededError, PrivclustError
-from .ledger import LedgerEntry, at_least, component_text, exact
+from .ledger import LedgerEntry, at_least, at_most, component_text, exact
 from .recipe import Budget
 
 __all__ = [
@@ -171,11 +171,15 @@ class BasicAccountant:
 
     def relation(self, entries: Sequence[LedgerEntry]) -> str | None:
         """The relation the total holds under (``None`` without DP releases)."""
-        kinds = {k for e in entries if e.kind == "dp" and (k := entry_relation(e)) is not None}
+        return self._target({k for e in entries if e.kind == "dp" and (k := entry_relation(e)) is not None})
+
+    @staticmethod
+    def _target(kinds: set[str]) -> str | None:
+        """The relation releases stated under ``kinds`` compose under."""
         if not kinds:
             return None
         if len(kinds) == 1:
-            return kinds.pop()
+            return next(iter(kinds))
         if kinds == {REPLACE_ONE, ADD_REMOVE}:
             return REPLACE_ONE
         raise PrivclustError(
@@ -186,7 +190,11 @@ class BasicAccountant:
         )
 
     def total(self, entries: Sequence[LedgerEntry]) -> tuple[float, float]:
-        target = self.relation(entries)
+        return self._total(entries, self.relation(entries))
+
+    @staticmethod
+    def _total(entries: Sequence[LedgerEntry], target: str | None) -> tuple[float, float]:
+        """The DP entries' total stated under ``target``."""
         epsilons: list[float] = []
         deltas: list[float] = []
         groups: dict[str, dict[str, tuple[list[float], list[float]]]] = {}
@@ -209,6 +217,26 @@ class BasicAccountant:
             deltas.append(max(sum_up(v[1]) for v in parts.values()))
         return sum_up(epsilons), sum_up(deltas)
 
+    def epsilon_room(self, entries: Sequence[LedgerEntry], relation: str | None) -> tuple[float, float]:
+        """How the budget counts a further release stated under ``relation``
+        (its kind, or words; ``None``: a release that states none, counted
+        under the relation of ``entries``): ``(base, weight)`` such that,
+        after a release of epsilon ``x``, the epsilon the budget bounds
+        (:func:`file_cost` of the total) is ``base + weight * x``.
+        ``weight`` is 2 for an add/remove release (counted twice: as the
+        file's figure when every release is add/remove, as group privacy
+        under replace-one when the run mixes the two), else 1. The release is
+        taken to compose sequentially: inside a stratum it may cost less.
+        :raises PrivclustError: when ``relation`` cannot be composed with the
+            releases in ``entries``."""
+        kinds = {k for e in entries if e.kind == "dp" and (k := entry_relation(e)) is not None}
+        own = None if relation is None else relation_kind(relation)
+        target = self._target(kinds | ({own} if own is not None else set()))
+        spent, _ = self._total(entries, target)
+        if target == ADD_REMOVE:  # the file's figure: the whole add/remove total counts twice
+            return 2.0 * spent, 2.0
+        return spent, 2.0 if own == ADD_REMOVE else 1.0  # group privacy: an add/remove release under replace-one
+
     def check(self, entries: Sequence[LedgerEntry], new: LedgerEntry) -> None:
         self.relation([*entries, new])  # refuses relations that cannot be composed, budget or not
         if not self.budget.limited:
@@ -216,24 +244,49 @@ class BasicAccountant:
         composed = [*entries, new]
         relation = self.relation(composed)
         eps, delta = file_cost(*self.total(composed), relation)
-        twice = (" (the add/remove total counted twice: the released file shows its number of records, so it holds "
-                 "under replace-one)") if relation == ADD_REMOVE else ""
+        own = entry_relation(new)
+        if relation == ADD_REMOVE:
+            twice = (" (the add/remove total counted twice: the released file shows its number of records, so it "
+                     "holds under replace-one)")
+        elif relation == REPLACE_ONE and ADD_REMOVE in {entry_relation(e) for e in composed if e.kind == "dp"}:
+            twice = (" (with releases under both relations the total holds under replace-one, each add/remove "
+                     "release counted twice)")
+        else:
+            twice = ""
+        under = f" under {own}" if own is not None else ""
         limit_eps = self.budget.epsilon
         assert limit_eps is not None
         where = f"step {new.step} ({new.step_id})" if new.step is not None else "this release"
         terms = len(entries) + 1
         if not within_budget(eps, limit_eps, terms):
+            base, weight = self.epsilon_room(entries, own)
+            room = max(0.0, (limit_eps - base) / weight)
+            needed = base + weight * new.epsilon
+            lower = (f" or lower its epsilon to at most {at_most(room)}" if room > 0 else
+                     f" (no epsilon is left for a release{under or ' of this kind'})")
             raise BudgetExceededError(
-                f"{where} would spend epsilon={at_least(new.epsilon)} ({new.mechanism} on {new.covers}), bringing "
-                f"the total to {at_least(eps)}{twice} > the budget epsilon={exact(limit_eps)}; raise [privacy] epsilon "
-                "or lower the step's epsilon. Nothing was recorded and no noise was drawn."
+                f"{where} would spend epsilon={at_least(new.epsilon)}{under} ({new.mechanism} on {new.covers}), "
+                f"bringing the total to {at_least(eps)}{twice} > the budget epsilon={exact(limit_eps)}; raise "
+                f"[privacy] epsilon to at least {at_least(needed)}{lower}. {_nothing_drawn(entries, new)}"
             )
         if not delta_within_budget(delta, self.budget.delta, terms):
             raise BudgetExceededError(
-                f"{where} would spend delta={at_least(new.delta, 3)}, bringing the total to "
+                f"{where} would spend delta={at_least(new.delta, 3)}{under}, bringing the total to "
                 f"{at_least(delta, 3)}{twice} > the budget delta={exact(self.budget.delta)}; raise [privacy] delta or "
-                "use a pure-epsilon mechanism. Nothing was recorded and no noise was drawn."
+                f"use a pure-epsilon mechanism. {_nothing_drawn(entries, new)}"
             )
+
+
+def _nothing_drawn(entries: Sequence[LedgerEntry], new: LedgerEntry) -> str:
+    """What a refusal left behind: nothing, unless releases of the same step
+    were recorded (their noise drawn) before this one was refused."""
+    earlier = [e for e in entries if e.kind == "dp" and new.step is not None and e.step == new.step
+               and e.step_id == new.step_id]
+    if not earlier:
+        return "Nothing was recorded and no noise was drawn."
+    return (f"This release was not recorded and no noise was drawn for it, but {len(earlier)} earlier release(s) of "
+            f"the same step were (they stay in the ledger); a component that releases several times asks "
+            "context.can_spend(its total, relation=...) before its first release.")
 
 
 def accountant_name(accountant: Any) -> str:

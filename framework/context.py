@@ -41,14 +41,12 @@ import numpy as np
 from ._optional import deferred
 from .accountants import Accountant, BasicAccountant, accountant_description
 from .claims import (
-    ADD_REMOVE,
     DifferentialPrivacy,
     Guarantee,
     KAnonymity,
     ProbabilisticKAnonymity,
     Relation,
     guarantee_claim,
-    relation_kind,
     stated_ks,
 )
 from .errors import BudgetExceededError, ParameterError, PrivclustError
@@ -592,15 +590,64 @@ class PrivacyContext:
         self._ledger._append(entry)
         return entry
 
-    def can_spend(self, epsilon: float, delta: float = 0.0) -> bool:
-        """Whether a release of this cost would fit in the budget now."""
-        probe = self._entry("dp", "probe", epsilon=float(epsilon), delta=float(delta), mechanism="probe",
-                            covers="probe", partition=self._part)
+    def _probe(self, epsilon: float, delta: float, relation: Relation | str | None, *, mechanism: str = "probe",
+               covers: str = "probe") -> LedgerEntry | None:
+        """A release of this cost that is never recorded, to ask the
+        accountant about; ``None`` for one that costs nothing."""
+        epsilon, delta = float(epsilon), float(delta)
+        fields: dict[str, Any] = {}
+        if relation is not None:
+            if epsilon == 0 and delta == 0:
+                return None
+            fact = DifferentialPrivacy(epsilon=epsilon, delta=delta, relation=Relation.parse(relation), covers=covers)
+            fields = {"relation": fact.relation.text, "fact": fact}
+        return self._entry("dp", "probe", epsilon=epsilon, delta=delta, mechanism=mechanism, covers=covers,
+                           partition=self._part, **fields)
+
+    def can_spend(self, epsilon: float, delta: float = 0.0, *, relation: Relation | str | None = None) -> bool:
+        """Whether a release of this cost would fit in the budget now.
+
+        :param relation: the neighbouring relation the release will be
+            stated under (:attr:`Relation.REPLACE_ONE`,
+            :attr:`Relation.ADD_REMOVE` or words, as ``spend`` takes it); the
+            answer counts it as the accountant will: an add/remove release
+            counts twice when every release would be add/remove (the released
+            file shows its number of records:
+            :func:`~privclust.accountants.file_cost`) and twice under
+            replace-one after a replace-one release. Without it the release is
+            counted under the relation of the releases so far: replace-one on
+            an empty ledger or after a replace-one release, add/remove after
+            add/remove releases only; a component that knows its relation
+            passes it.
+        :raises PrivclustError: when a release under ``relation`` cannot be
+            composed with the releases so far (the accountant refuses to mix
+            them, budget or not).
+        """
+        probe = self._probe(epsilon, delta, relation)
+        if probe is None:
+            return True
         try:
             self._accountant.check(self._ledger.entries, probe)
         except BudgetExceededError:
             return False
         return True
+
+    def check_spend(self, epsilon: float, delta: float = 0.0, *, relation: Relation | str, mechanism: str,
+                    covers: str) -> None:
+        """Refuse a release, or a component's releases together, before any
+        of them is recorded or drawn: raise the accountant's
+        :class:`~privclust.BudgetExceededError` when a release of this total
+        cost under ``relation`` would not fit (:meth:`can_spend`). Its
+        message names the step, ``mechanism`` and ``covers`` (e.g.
+        ``"dp-density's three laplace releases"`` on ``"the cluster map"``),
+        the total it would bring (with the add/remove doubling where it
+        applies) and, under the host's accountant, the budget that would hold
+        it and the epsilon that would fit. Call it before the first release:
+        a refusal of a later one leaves the earlier ones in the ledger."""
+        probe = self._probe(epsilon, delta, relation, mechanism=component_text("check_spend(): mechanism", mechanism),
+                            covers=component_text("check_spend(): covers", covers))
+        if probe is not None:
+            self._accountant.check(self._ledger.entries, probe)
 
     def record(self, statement: str = "", *, claim: KAnonymity | ProbabilisticKAnonymity | Guarantee | None = None,
                guarantee: str | None = None, details: Mapping[str, Any] | None = None,
@@ -678,7 +725,13 @@ class PrivacyContext:
         budget like any spend."""
         adopted = attrs.evolve(entry, seq=len(self._ledger))
         if adopted.kind == "dp":
-            self._accountant.check(self._ledger.entries, adopted)
+            try:
+                self._accountant.check(self._ledger.entries, adopted)
+            except BudgetExceededError as err:  # the stratum's task drew its noise: "no noise was drawn" is not so
+                text = str(err).replace(" Nothing was recorded and no noise was drawn.", "")
+                raise BudgetExceededError(
+                    f"{text} (a stratum's release, made and noised in the stratum's own task: it is not adopted "
+                    "into the run's ledger and the run releases nothing)") from None
         self._ledger._append(adopted)
         return adopted
 
@@ -695,20 +748,68 @@ class PrivacyContext:
 
     @property
     def remaining(self) -> float | None:
-        """The epsilon left, or ``None`` without a declared budget. When every
-        release so far is stated under add/remove, the budget bounds their
-        total counted twice (:func:`~privclust.accountants.file_cost`), so
-        what is left for another add/remove release is half the budget less
-        the total."""
-        if self._budget.epsilon is None:
+        """The epsilon a further pure-epsilon release that states no relation
+        may still spend (``remaining_for(None)``), or ``None`` without a
+        declared budget: such a release is counted under the relation of the
+        releases so far. On an empty ledger, or after a replace-one release,
+        that is the figure for a replace-one release (the whole budget on an
+        empty ledger); after add/remove releases only, the figure for another
+        add/remove release (half the budget less their total: the budget
+        bounds the file's figure, the add/remove total counted twice). A
+        release under the other relation may spend less, as little as half:
+        ask :meth:`remaining_for` with its relation (a first add/remove
+        release may spend half the budget)."""
+        return self.remaining_for(None)
+
+    def remaining_for(self, relation: Relation | str | None) -> float | None:
+        """The largest epsilon a further pure-epsilon (delta 0) release stated
+        under ``relation`` may spend now, as the accountant counts it
+        (:meth:`can_spend` accepts it, and nothing above it by more than the
+        accountant's rounding slack), or ``None`` without a declared budget.
+        Under the host's accountant, with ``B`` the budget's epsilon and ``s``
+        the total so far: ``B / 2 - s`` for an add/remove release when every
+        release so far is add/remove (so ``B / 2`` on an empty ledger);
+        ``(B - s') / 2`` for an add/remove release after a replace-one one
+        (``s'`` the total under replace-one, each add/remove release counted
+        twice); ``B - s'`` for a replace-one release. Inside a stratum a
+        release may spend more (parallel composition); ``None`` as
+        ``relation`` is a release that states none (see :attr:`remaining`).
+
+        :raises PrivclustError: when a release under ``relation`` cannot be
+            composed with the releases so far."""
+        limit = self._budget.epsilon
+        if limit is None:
             return None
-        relation_of = getattr(self._accountant, "relation", None)
-        relation = relation_of(self._ledger.entries) if callable(relation_of) else None
-        if relation is not None and relation_kind(relation) == ADD_REMOVE:
-            return max(0.0, self._budget.epsilon / 2.0 - self.spent[0])
-        return max(0.0, self._budget.epsilon - self.spent[0])
+        kind = None if relation is None else Relation.parse(relation).kind
 
+        def fits(epsilon: float) -> bool:
+            return epsilon <= 0 or self.can_spend(epsilon, relation=kind)
 
+        candidate = 0.0
+        if isinstance(self._accountant, BasicAccountant):
+            base, weight = self._accountant.epsilon_room(self._ledger.entries, kind)
+            candidate = max(0.0, (limit - base) / weight)
+            if self._part is None and fits(candidate):
+                return candidate
+        # Otherwise (a plugin accountant, a stratum, a delta that leaves no room): the largest epsilon the accountant
+        # accepts, found by bisection (its refusal grows with the epsilon). The figure is one it accepts.
+        low = candidate if fits(candidate) else 0.0
+        high = max(limit, low, 1.0) * 2.0
+        for _ in range(64):
+            if not fits(high):
+                break
+            low, high = high, high * 2.0
+        else:
+            return low
+        for _ in range(200):
+            middle = low + (high - low) / 2.0
+            if middle <= low or middle >= high:
+                break
+            if fits(middle):
+                low = middle
+            else:
+                high = middle
+        return low
 
 
 def _dp_claim(claim: DifferentialPrivacy | None, **stated: Any) -> DifferentialPrivacy:
