@@ -192,11 +192,9 @@ def fit_projected(component: Any, data: pd.DataFrame, context: PrivacyContext) -
     problems = inner.step_problems()
     if problems:
         raise ParameterError(problems[0])
-    if not context.can_spend(component.epsilon):
-        raise privclust.BudgetExceededError(
-            f"dp-density would spend epsilon = {at_least(component.epsilon)} but only "
-            f"{privclust.at_most(context.remaining)} of the budget is left; lower 'epsilon' or raise the "  # type: ignore[arg-type]
-            "budget. Nothing was recorded and no noise was drawn.")
+    # the four releases asked about together, under their relation, before the first
+    context.check_spend(component.epsilon, relation=host.RELATION, mechanism="dp-density's four releases",
+                        covers="the private basis and the cluster map")
     mech = context.mechanism(component.noise)
     if mech.name not in host.PURE_MECHANISMS:
         raise ParameterError(host._noise_refused(mech.name) + " Nothing was recorded and no noise was drawn.")

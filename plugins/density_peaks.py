@@ -298,16 +298,18 @@ class _DensityPeaks:
                          diagnostics=diagnostics)
 
 
-def _charge_check(context: PrivacyContext, name: str, epsilon: float) -> None:
-    """Refuse before any computation or random draw when the charge cannot fit."""
-    if not context.can_spend(epsilon):
-        spent, _ = context.spent
-        assert context.budget.epsilon is not None  # a refusal means a limited budget
-        raise BudgetExceededError(
-            f"{name} would spend epsilon={at_least(epsilon)} (Laplace noise on the density vector), bringing the total "
-            f"to {at_least(spent + epsilon)} > the budget epsilon={at_most(context.budget.epsilon)}; raise [privacy] "
-            "epsilon, lower the step's epsilon or use calibration = \"vector\". Nothing was recorded and no noise was "
-            "drawn.")
+def _charge_check(context: PrivacyContext, name: str, epsilon: float, *, covers: str = "its DP releases",
+                  hint: str = "") -> None:
+    """Refuse before any computation or random draw when the step's whole
+    charge (its releases together, under :data:`RELATION`, replace-one like
+    every release of the density-peak clusterers) cannot fit; ``hint`` adds
+    another way out."""
+    try:
+        context.check_spend(epsilon, relation=RELATION, mechanism=name, covers=covers)
+    except BudgetExceededError as err:
+        if not hint:
+            raise
+        raise BudgetExceededError(f"{err} {hint}") from None
 
 
 # ---------------------------------------------------------------------------
@@ -544,7 +546,9 @@ class _NoisyDensityPeaks(_DensityPeaks):
 
     def fit(self, data: pd.DataFrame, context: PrivacyContext) -> Partition:
         X = _matrix(data, self.name, self.n_clusters)
-        _charge_check(context, self.name, self._charge(X.shape[0])[1])
+        _charge_check(context, self.name, self._charge(X.shape[0])[1], covers="the noisy density vector",
+                      hint=('With calibration = "vector" the step is charged its epsilon alone.'
+                            if self.calibration == "paper" else ""))
         X, Xs, info = self._prepare(data, context, X)
         e_percent = self._radius_percent() if self.merges != "none" else None
         dc, e_value, dc_info = self._dc(Xs, context, e_percent)

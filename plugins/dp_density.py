@@ -147,7 +147,6 @@ import pandas as pd
 
 import privclust
 from privclust import (
-    BudgetExceededError,
     DataError,
     ParameterError,
     Partition,
@@ -349,10 +348,10 @@ class DPDensity:
         n, d = unit.shape
         if n == 0:
             raise DataError("dp-density: the data have no records")
-        if not context.can_spend(self.epsilon):
-            raise BudgetExceededError(
-                f"dp-density would spend epsilon = {at_least(self.epsilon)} but only {at_most(context.remaining)} of "  # type: ignore[arg-type]
-                "the budget is left; lower 'epsilon' or raise the budget. Nothing was recorded and no noise was drawn.")
+        # the step's three releases asked about together, under their relation, before the first (a refusal of a
+        # later one would leave the earlier ones in the ledger)
+        context.check_spend(self.epsilon, relation=RELATION, mechanism="dp-density's three releases",
+                            covers="the cluster map")
         mech = context.mechanism(self.noise)
         if mech.name not in PURE_MECHANISMS:
             raise ParameterError(_noise_refused(mech.name) + " Nothing was recorded and no noise was drawn.")

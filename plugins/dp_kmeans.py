@@ -69,7 +69,6 @@ import pandas as pd
 
 import privclust
 from privclust import (
-    BudgetExceededError,
     DataError,
     ParameterError,
     Partition,
@@ -262,13 +261,9 @@ class IDPKMeans:
         # private, and empty blocks or clusters simply get noisy zero sums.
         epsilons = self.epsilons()
         total = _kmeans.total_epsilon(epsilons) + (self.bounds_epsilon or 0.0)
-        if not context.can_spend(total):
-            assert context.remaining is not None  # a refusal means a limited budget
-            raise BudgetExceededError(
-                f"idp-kmeans: its schedule may spend epsilon = {at_least(total)} but only {at_most(context.remaining)} "
-                "of the budget is left; lower 'epsilon' or raise the budget. Nothing was recorded and no noise was "
-                "drawn."
-            )
+        # every release of the schedule (and the DP bounds) asked about together, under their relation, first
+        context.check_spend(total, relation=RELATION, mechanism="idp-kmeans's schedule" + (
+            " and DP bounds" if self.bounds_epsilon else ""), covers="the centres")
         unit, low, high, _ = self._unit(data, context)  # how many values were clipped: a raw count, not reported
 
         k, m, d = self.n_clusters, self.blocks, n_cols
