@@ -34,7 +34,8 @@ The checks (each raises ``AssertionError`` with a message saying what to fix):
     above what the ledger charges: for a noise mechanism, its ``release``
     on 0 against 1 (300 runs each, float-support events included), and for
     any DP component, its run on one neighbouring pair of frames (200 runs
-    each; its released labels and its own ``laplace`` draws included). When a
+    each; its released labels and its own ``laplace`` draws included, those
+    from generators made of ``context.spawn_seeds`` seeds too). When a
     run released more values than the audit keeps, the check warns
     (:class:`~privclust.PrivclustWarning`, INCONCLUSIVE) naming the values it
     did not see. Its result is remembered for the same component (pickled
@@ -64,8 +65,9 @@ stated confidence (Clopper-Pearson bounds on an event, and for a component
 a neighbouring pair, chosen on separate runs); ``passed`` is false when it
 exceeds the epsilon charged. A component's audit covers its mechanisms'
 releases, its released table, its released labels (:data:`LABEL_STATISTICS`
-of the records the two inputs share) and its own ``rng.laplace`` draws
-(float-support and lattice events).
+of the records the two inputs share) and its own ``laplace`` draws
+(float-support and lattice events), from ``context.rng`` or from
+generators made of ``context.spawn_seeds`` seeds.
 A component's audit samples the first values of *every* release of a run
 (:data:`AUDIT_VALUES` in all); when some released values could not be kept,
 ``unseen`` names them and ``verdict`` is ``"INCONCLUSIVE"`` instead of
