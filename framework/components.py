@@ -569,8 +569,11 @@ def _renamed_problem(value: Any, _: int) -> str | None:
 def _rounding_problem(bound: Any, method: Callable[..., Any]) -> str | None:
     """``round_integers`` on a few non-integer rows (one value missing):
     the same shape back, whole numbers in the integer columns, the missing
-    value still missing, the fixed column unchanged."""
-    d = len(getattr(bound, "columns", ()))
+    value still missing, the fixed column unchanged, and what the host checks
+    at run time (:func:`rounding_moves`): outside the columns of equality
+    rules, integers moved by less than 1 and nothing else moved."""
+    columns = tuple(getattr(bound, "columns", ()))
+    d = len(columns)
     if d == 0:
         return None
     values = np.linspace(0.3, 7.7, 5 * d).reshape(5, d)
@@ -593,7 +596,47 @@ def _rounding_problem(bound: Any, method: Callable[..., Any]) -> str | None:
         return "round_integers left non-integer values in a column marked integer"
     if not np.array_equal(out[:, fixed], values[:, fixed], equal_nan=True):
         return "round_integers changed a column marked fixed"
-    return None
+    try:
+        return rounding_moves(bound, columns, values, out, integer, fixed)[1]
+    except ConstraintError:  # a malformed linear_form: reported by that capability's own check
+        return None
+
+
+def rounding_moves(bound: Any, columns: Sequence[str], before: np.ndarray, after: np.ndarray, integer: np.ndarray,
+                   fixed: np.ndarray) -> tuple[dict[str, float], str | None]:
+    """What a constraint handler's ``round_integers`` did to ``before``
+    (rows by ``columns``, the columns of its bound rules ``bound``), giving
+    ``after``: the largest change of each column not ``fixed`` that it moved,
+    and the problem, if any, in the words the host refuses a run with and the
+    conformance kit reports (the host adds that nothing was released).
+    Outside the columns of the rules' equalities
+    (their ``linear_form``; none when they state none), each ``integer``
+    value may move by less than 1 (a rounding down or up) and no other value
+    may move. Raises :class:`ConstraintError` when the rules' ``linear_form``
+    is malformed."""
+    form = linear_form(bound)
+    in_equality = (np.abs(form[0][form[2]]) > 0).any(axis=0) if form is not None else np.zeros(len(columns), bool)
+    moved = np.abs(after - before)
+    moved[np.isnan(before) & np.isnan(after)] = 0.0
+    moved = np.where(np.isnan(moved), np.inf, moved)  # a value made missing, or filled, moved without bound
+    largest = moved.max(axis=0, initial=0.0)
+    limit = np.where(integer, 1.0, 0.0)
+    bad = ~fixed & ~in_equality & ((largest >= limit) & (largest > 0))
+    changes = {c: float(largest[j]) for j, c in enumerate(columns) if not fixed[j] and largest[j] > 0}
+    if not bad.any():
+        return changes, None
+    j = int(np.flatnonzero(bad)[0])
+    c = columns[j]
+    if integer[j]:
+        rows = int(np.count_nonzero(moved[:, j] >= 1.0))
+        what = (f"moved {rows} value(s) of the integer column {c!r} by 1 or more (up to {largest[j]:.6g}), which "
+                "is no rounding (a value rounded down or up moves by less than 1)")
+    else:
+        rows = int(np.count_nonzero(moved[:, j] > 0))
+        what = f"changed {rows} value(s) of column {c!r} (by up to {largest[j]:.6g}), which is not an integer column"
+    return changes, (f"round_integers {what}, and {c!r} is in no equality rule of its rules (only an equality may "
+                     "need other columns moved to keep it): a bug in its plugin, which must round each integer value "
+                     "down or up and leave the other columns as they are (or state its equalities with linear_form)")
 
 
 def _magnitudes_problem(bound: Any, method: Callable[..., Any]) -> str | None:
@@ -765,7 +808,9 @@ CAPABILITIES: Mapping[str, Capability] = MappingProxyType({c.name: c for c in (
                signature="round_integers(values, integer, fixed) -> values", kinds=("constraint_handlers",),
                used_for="(a method of the rules bind() returns) controlled rounding of the integer columns after "
                         "the steps, keeping the rules that held; without it the host rounds each value to the "
-                        "nearest integer and reports the rules the rounding broke"),
+                        "nearest integer and reports the rules the rounding broke. Outside the columns of the rules' "
+                        "equalities, integers may move by less than 1 and nothing else may move: the host refuses "
+                        "the run otherwise, and the conformance kit checks the same on a few rows"),
     Capability(name="joined_with", member="method", bound=True,
                signature="joined_with(other_bound_rules) -> bound rules or None", kinds=("constraint_handlers",),
                used_for="(a method of the rules bind() returns) the rules of two [[constraints]] tables as one set "

@@ -14,7 +14,7 @@ import pandas as pd
 from .accounting import HOST, PrivacyContext
 from .comparison import exact_codes
 from .compiling import CompiledStep, StepOutcome, spends_privacy
-from .components import capability, is_real_column, linear_form
+from .components import capability, is_real_column, rounding_moves
 from .constraints import ConstraintSet, integer_flags, judge
 from .errors import DataError, PrivclustError
 from .registry import BUILTIN_DISTRIBUTION, get_registry
@@ -396,35 +396,15 @@ def _builtin(context: PrivacyContext, cls: type) -> bool:
 
 def _checked_rounding(name: str, part: Any, columns: Sequence[str], before: np.ndarray, after: np.ndarray,
                       integer: np.ndarray, fixed: np.ndarray) -> dict[str, float]:
-    """What a handler's ``round_integers`` did, checked by the host: outside the columns of the handler's equality
-    rules (its ``linear_form``; none when it states none), each integer value moved by less than 1 (a rounding down
-    or up) and no non-integer value moved. Returns the largest change of each column it moved; raises
-    :class:`PrivclustError` naming the handler otherwise (a handler that moved integers by 1000 and flattened a
-    non-integer column was described as the host's controlled rounding keeping an equality: a red-team audit)."""
-    form = linear_form(part)
-    in_equality = (np.abs(form[0][form[2]]) > 0).any(axis=0) if form is not None else np.zeros(len(columns), bool)
-    moved = np.abs(after - before)
-    moved[np.isnan(before) & np.isnan(after)] = 0.0
-    moved = np.where(np.isnan(moved), np.inf, moved)  # a value made missing, or filled, moved without bound
-    largest = moved.max(axis=0, initial=0.0)
-    limit = np.where(integer, 1.0, 0.0)
-    bad = ~fixed & ~in_equality & ((largest >= limit) & (largest > 0))
-    if bad.any():
-        j = int(np.flatnonzero(bad)[0])
-        c = columns[j]
-        if integer[j]:
-            rows = int(np.count_nonzero(moved[:, j] >= 1.0))
-            what = (f"moved {rows} value(s) of the integer column {c!r} by 1 or more (up to {largest[j]:.6g}), which "
-                    "is no rounding (a value rounded down or up moves by less than 1)")
-        else:
-            rows = int(np.count_nonzero(moved[:, j] > 0))
-            what = (f"changed {rows} value(s) of column {c!r} (by up to {largest[j]:.6g}), which is not an integer "
-                    "column")
-        raise PrivclustError(f"constraint handler {name!r}: round_integers {what}, and {c!r} is in no equality rule "
-                             "of its rules (only an equality may need other columns moved to keep it); nothing was "
-                             "released: a bug in its plugin, which must round each integer value down or up and "
-                             "leave the other columns as they are (or state its equalities with linear_form)")
-    return {c: float(largest[j]) for j, c in enumerate(columns) if not fixed[j] and largest[j] > 0}
+    """What a handler's ``round_integers`` did, checked by the host (:func:`~privclust.components.rounding_moves`,
+    which the conformance kit runs too): returns the largest change of each column it moved; raises
+    :class:`PrivclustError` naming the handler when it did more than round (a handler that moved integers by 1000
+    and flattened a non-integer column was described as the host's controlled rounding keeping an equality: a
+    red-team audit)."""
+    largest, problem = rounding_moves(part, columns, before, after, integer, fixed)
+    if problem is not None:
+        raise PrivclustError(f"constraint handler {name!r}: {problem}. Nothing was released.")
+    return largest
 
 
 def _rounding_groups(handlers: Sequence[Any], parts: Sequence[Any], columns: Sequence[str]

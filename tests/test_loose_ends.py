@@ -1,0 +1,100 @@
+"""Loose ends of stop 25's red-team rounds: the conformance kit checks a handler's rounding as the host does, a
+renamed key in a nested scikit-learn spec is refused when set, and the messages of ``Registry.create``."""
+
+from __future__ import annotations
+
+import re
+import warnings
+from typing import Any, ClassVar
+
+import attrs
+import numpy as np
+import pandas as pd
+import pytest
+
+import privclust
+import privclust.testing as pt
+
+# -- the kit's rounding check is the host's -------------------------------------------------------------------------
+
+
+@attrs.frozen
+class _AtLeastZero:
+    """Bound rules ``c >= 0`` for every column (no equality), rounding down, or by 1000 more on every other row."""
+
+    columns: tuple[str, ...]
+    rules: tuple[str, ...]
+    far: bool
+
+    def project(self, points: Any, *, scale: Any = None) -> np.ndarray:
+        return np.maximum(np.array(points, dtype=float), 0.0)
+
+    def violations(self, points: Any) -> np.ndarray:
+        return np.maximum(-np.asarray(points, dtype=float), 0.0)
+
+    def round_integers(self, values: Any, integer: Any, fixed: Any) -> np.ndarray:
+        out = np.array(values, dtype=float, copy=True)
+        shift = 1000.0 * (np.arange(len(out)) % 2) if self.far else 0.0
+        for j in np.flatnonzero(np.asarray(integer) & ~np.asarray(fixed)).tolist():
+            out[:, j] = np.floor(out[:, j]) + shift
+        return out
+
+
+@attrs.frozen(kw_only=True)
+class AtLeastZero:
+    name: ClassVar[str] = "at-least-zero"
+    names: tuple = privclust.param(tuple, default=("n",), doc="the columns")
+    far: bool = privclust.param(bool, default=False, doc="move the integers by 1000 on every other row")
+
+    def variables(self) -> tuple[frozenset[str], ...]:
+        return tuple(frozenset([c]) for c in self.names)
+
+    def describe(self) -> tuple[str, ...]:
+        return tuple(f"{c} >= 0" for c in self.names)
+
+    def check(self, columns: Any) -> list[str]:
+        return []
+
+    def bind(self, columns: Any, rules: Any = None) -> _AtLeastZero:
+        return _AtLeastZero(tuple(columns), tuple(f"{c} >= 0" for c in columns), self.far)
+
+
+class _Handlers:
+    @staticmethod
+    @privclust.hookimpl
+    def privclust_register_constraint_handlers(register: Any) -> None:
+        register(AtLeastZero)
+
+
+def _kit_rounding(handler: AtLeastZero) -> None:
+    frame = pd.DataFrame({"n": np.arange(12.0), "x": np.linspace(0.5, 6.0, 12)})
+    checks = dict(pt.component_checks(handler, frame, kind="constraint_handlers"))
+    checks["optional_capabilities"](handler)
+
+
+def test_the_kit_refuses_a_rounding_that_moves_integers_by_1000_in_the_hosts_words():
+    """Stop 25: the host refused such a handler's rounding when a user ran it, but the kit only checked that the
+    integers came back whole, so the handler passed the kit."""
+    with pytest.raises(AssertionError) as kit:
+        _kit_rounding(AtLeastZero(far=True))
+    kit_text = str(kit.value)
+    assert kit_text.startswith("at-least-zero: round_integers moved 1 value(s) of the integer column 'n' by 1 or "
+                               "more (up to 999.")
+
+    recipe = {"constraints": [{"use": "at-least-zero", "far": True}],
+              "steps": [{"use": "microaggregation", "clusterer": {"use": "mdav", "k": 3}, "columns": ["n"]}]}
+    frame = pd.DataFrame({"n": np.arange(24)})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(privclust.PrivclustError) as run:
+            privclust.run(recipe, frame, registry=privclust.Registry(plugins=[_Handlers]), seed=1)
+    host = str(run.value)
+    assert host.startswith("constraint handler 'at-least-zero': round_integers moved ")
+    # one wording: what follows the figures is the same sentence in both
+    tail = re.split(r"\(up to [0-9.]+\)", host, maxsplit=1)[1].removesuffix(". Nothing was released.")
+    assert "which is no rounding" in tail and "is in no equality rule of its rules" in tail
+    assert tail.endswith("linear_form)") and re.split(r"\(up to [0-9.]+\)", kit_text, maxsplit=1)[1] == tail
+
+
+def test_the_kit_passes_an_honest_rounding():
+    _kit_rounding(AtLeastZero())
