@@ -54,11 +54,12 @@ from sklearn.base import BaseEstimator, ClusterMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .building import renamed_to
-from .errors import DataError, ParameterError, PrivclustWarning
+from .errors import DataError, ParameterError, PrivclustError, PrivclustWarning
 from .params import check_renamed, param_name
 from .recipe import Budget
 from .registry import get_registry
 from .runner import run
+from .specs import ComponentSpec, field_kind
 
 __all__ = ["clusterer", "estimator_class", "masker"]
 
@@ -158,6 +159,7 @@ class _PrivclustEstimator(BaseEstimator):
             own = {key: value for key, value in params.items() if "__" not in key}
             check_renamed(self._privclust_component, {k: v for k, v in own.items() if k not in self.get_params()})
             params = self._nested_specs(params)
+            _check_nested_renames(self._privclust_component, params)
         return super().set_params(**params)
 
     def _nested_specs(self, params: dict[str, Any]) -> dict[str, Any]:
@@ -295,6 +297,39 @@ class _ClustererEstimator(ClusterMixin, _PrivclustEstimator):
         return self
 
 
+def _check_nested_renames(cls: type, params: Mapping[str, Any]) -> None:
+    """Raise :class:`~privclust.params.RenamedParameterError` when a nested component's spec among ``params`` (the
+    estimator's parameters for component class ``cls``: ``clusterer={"use": "fcm", "c": 3}``, or what
+    ``set_params(clusterer__c=3)`` makes of it) gives a parameter under its old name, at any depth: the message
+    and the moment of a renamed top-level parameter, where the run refused it only at ``fit``. Anything else wrong
+    with a nested spec (an unknown name or parameter, a bad value) is still the run's to report, at ``fit``."""
+    fields = {f.name: f for f in attrs.fields(cls) if f.init} if attrs.has(cls) else {}
+    for key, value in params.items():
+        field = fields.get(key)
+        kind = field_kind(field) if field is not None else None
+        if kind is not None:
+            _renamed_in_spec(kind, value)
+
+
+def _renamed_in_spec(kind: str, value: Any) -> None:
+    if isinstance(value, ComponentSpec):
+        use, params = value.use, dict(value.params)
+    elif isinstance(value, Mapping) and isinstance(value.get("use"), str):
+        use, params = value["use"], {k: v for k, v in value.items() if k != "use"}
+    else:
+        return  # a name alone, an instance (built, so checked by its constructor) or None
+    try:
+        cls = get_registry().get(kind, use)
+    except PrivclustError:
+        return  # an unknown component: the run names it with the close names
+    fields = {param_name(f.name): f for f in attrs.fields(cls) if f.init} if attrs.has(cls) else {}
+    check_renamed(cls, {k: v for k, v in params.items() if k not in fields})
+    for key, nested in params.items():
+        kind_of_field = field_kind(fields[key]) if key in fields else None
+        if kind_of_field is not None:
+            _renamed_in_spec(kind_of_field, nested)
+
+
 def _signature(base: type, fields: list[attrs.Attribute]) -> inspect.Signature:
     params = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
     for field in fields:
@@ -347,6 +382,7 @@ def estimator_class(kind: str, name: str) -> type:
     def __init__(self: Any, **params: Any) -> None:
         unknown = sorted(set(params) - set(names))
         check_renamed(cls, {key: params[key] for key in unknown})  # the one "renamed" message, as in a recipe
+        _check_nested_renames(cls, params)  # and in a nested component's spec (clusterer={"use": "fcm", "c": 3})
         if unknown:
             moved = [f"{old!r} was renamed {renamed_to(cls, old)!r}" for old in unknown if renamed_to(cls, old)]
             raise TypeError(f"{name}: unexpected parameter(s) {', '.join(unknown)}; "

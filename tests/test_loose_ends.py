@@ -98,3 +98,36 @@ def test_the_kit_refuses_a_rounding_that_moves_integers_by_1000_in_the_hosts_wor
 
 def test_the_kit_passes_an_honest_rounding():
     _kit_rounding(AtLeastZero())
+
+
+# -- scikit-learn: a renamed key in a nested component's spec -------------------------------------------------------
+
+
+def test_a_renamed_key_in_a_nested_spec_is_refused_by_the_constructor_and_set_params_as_a_top_level_one():
+    """Stop 25: ``masker(..., clusterer={"use": "fcm", "c": 3})`` was stored and refused only at ``fit`` (by the
+    recipe), while ``clusterer("fcm", c=3)`` is refused by the constructor."""
+    from privclust import sklearn as pcs
+    from privclust.params import RenamedParameterError
+
+    with pytest.raises(RenamedParameterError) as top:
+        pcs.clusterer("fcm", c=3)
+    makers = [
+        lambda: pcs.masker("microaggregation", clusterer={"use": "fcm", "c": 3}),
+        lambda: pcs.masker("microaggregation", clusterer="fcm").set_params(clusterer__c=3),
+        lambda: pcs.masker("microaggregation").set_params(clusterer={"use": "fcm", "c": 3}),
+    ]
+    for make in makers:
+        with pytest.raises(RenamedParameterError) as nested:
+            make()
+        assert str(nested.value) == str(top.value)  # the one "renamed" message, when the value is given
+        assert str(nested.value).startswith("fcm: parameter 'c' was renamed 'n_clusters'")
+    with pytest.raises(RenamedParameterError, match="idp-kmeans: parameter 'k' was renamed 'n_clusters'"):
+        pcs.masker("microaggregation").set_params(clusterer={"use": "idp-kmeans", "k": 3, "epsilon": 1.0})
+    masker = pcs.masker("microaggregation", clusterer="fcm")
+    with pytest.raises(RenamedParameterError):
+        masker.set_params(clusterer__c=3)
+    assert masker.get_params()["clusterer"] == "fcm"  # a refused set_params leaves the estimator as it was
+    # a nested spec under the new names is stored as given; other mistakes are still the run's (at fit)
+    good = {"use": "idp-kmeans", "n_clusters": 3, "epsilon": 1.0, "noise": {"use": "laplace"}}
+    assert pcs.masker("microaggregation", clusterer=good).get_params()["clusterer"] == good
+    assert pcs.masker("microaggregation", clusterer={"use": "no-such", "c": 3}).get_params()["clusterer"]["c"] == 3
