@@ -93,7 +93,10 @@ def _create(registry: ComponentTables, kind: str, value: Any, extra: Mapping[str
         kwargs[field.name] = val
     bad_values = _probe_fields(cls, kwargs, where)
     problems.extend(bad_values)
-    missing = [(key, f) for key, f in fields.items() if f.default is attrs.NOTHING and f.name not in kwargs]
+    # a required parameter given under its old name was named in the "renamed" problem: not missing too
+    given_as_old = {renamed_to(cls, key) for key in spec.params if key not in fields}
+    missing = [(key, f) for key, f in fields.items()
+               if f.default is attrs.NOTHING and f.name not in kwargs and key not in given_as_old]
     for key, f in missing:
         doc = field_doc(f)
         problems.append(Problem(f"{prefix}{key}", f"{spec.use} needs the parameter {key!r}, which has no default"

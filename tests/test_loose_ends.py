@@ -131,3 +131,21 @@ def test_a_renamed_key_in_a_nested_spec_is_refused_by_the_constructor_and_set_pa
     good = {"use": "idp-kmeans", "n_clusters": 3, "epsilon": 1.0, "noise": {"use": "laplace"}}
     assert pcs.masker("microaggregation", clusterer=good).get_params()["clusterer"] == good
     assert pcs.masker("microaggregation", clusterer={"use": "no-such", "c": 3}).get_params()["clusterer"]["c"] == 3
+
+
+# -- rt16 m3: Registry.create's messages -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("where", ["recipe", "create"])
+def test_a_renamed_required_parameter_gives_only_the_renamed_problem(where):
+    """rt16 m3 (a): ``idp-kmeans`` with ``k`` (renamed ``n_clusters``, which has no default) also said "idp-kmeans
+    needs the parameter 'n_clusters', which has no default" after the renamed message."""
+    spec = {"use": "idp-kmeans", "k": 3, "epsilon": 1.0, "bounds": {"a": [0, 1]}}
+    with pytest.raises(privclust.RecipeError) as err:
+        if where == "recipe":
+            privclust.run({"steps": [spec]}, pd.DataFrame({"a": [0.5] * 20}))
+        else:
+            privclust.get_registry().create("clusterers", spec)
+    assert len(err.value.problems) == 1
+    assert err.value.problems[0].message == "idp-kmeans: parameter 'k' was renamed 'n_clusters'"
+    assert "no default" not in str(err.value)
