@@ -37,17 +37,18 @@ class ComponentTables(Protocol):
 
 
 def create(registry: ComponentTables, kind: str, value: Any, params: Mapping[str, Any] | None = None,
-           where: str = "") -> Any:
+           where: str = "", head: str | None = None) -> Any:
     """Instantiate a component of ``kind`` from ``value`` (a name, a spec, a
     ``{"use": ...}`` table or an instance) with ``params`` on top, resolving
     nested components through ``registry``.
 
-    :raises RecipeError: with every problem found (``where`` prefixes the locations).
+    :raises RecipeError: with every problem found (``where`` prefixes the
+        locations; ``head`` starts the message, ``recipe`` when ``None``).
     """
     problems: list[Problem] = []
     instance = _create(registry, kind, value, params or {}, where, problems)
     if problems:
-        raise RecipeError(problems)
+        raise RecipeError(problems, head=head)
     return instance
 
 

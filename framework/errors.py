@@ -102,14 +102,18 @@ class RecipeError(PrivclustError):
     """A recipe is malformed or does not fit the installed plugins or the data.
 
     All problems found are reported together; ``problems`` holds them.
+    The message starts with ``recipe`` (``recipe <source>`` with a
+    ``source``), or with ``head`` when no recipe is involved (the call that
+    raised it, such as ``Registry.create('clusterers', 'fcm')``).
     """
 
-    def __init__(self, problems: Iterable[Problem | str], *, source: str | None = None):
+    def __init__(self, problems: Iterable[Problem | str], *, source: str | None = None, head: str | None = None):
         self.problems: tuple[Problem, ...] = tuple(
             p if isinstance(p, Problem) else Problem("", str(p)) for p in problems
         )
         self.source = source
-        head = f"recipe {source}" if source else "recipe"
+        if head is None:
+            head = f"recipe {source}" if source else "recipe"
         if len(self.problems) == 1:
             message = f"{head}: {self.problems[0]}"
         else:

@@ -34,7 +34,7 @@ import os
 import re
 import threading
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -633,8 +633,11 @@ class Registry:
         """Instantiate a component from a name, a spec, a ``{"use": ...}``
         table or an instance, resolving nested components through this
         registry. Every problem is raised together in one
-        :class:`RecipeError` (``where`` prefixes the locations)."""
-        return building.create(self, kind, value, params, where)
+        :class:`RecipeError` (``where`` prefixes the locations), whose
+        message starts with the call (``Registry.create('clusterers',
+        'fcm'): ...``), not with ``recipe``: no recipe need be involved (a
+        recipe's compilation reports the problems under the recipe's name)."""
+        return building.create(self, kind, value, params, where, head=_create_call(kind, value))
 
     # -- hooks ---------------------------------------------------------------------
 
@@ -643,6 +646,19 @@ class Registry:
         if accountant is None:  # pragma: no cover - the host's default always answers
             accountant = BasicAccountant(budget)
         return accountant
+
+
+def _create_call(kind: str, value: Any) -> str:
+    """How :meth:`Registry.create`'s errors name the call: ``Registry.create('clusterers', 'fcm')``, with the
+    component's name whatever form ``value`` took (a name, a table, a spec or an instance)."""
+    if isinstance(value, str):
+        name: Any = value
+    elif isinstance(value, Mapping):
+        name = value.get("use")
+    else:  # a ComponentSpec, or an instance
+        name = getattr(value, "use", None) or getattr(type(value), "name", None)
+    shown = repr(name) if isinstance(name, str) else "..."
+    return f"Registry.create({kind!r}, {shown})"
 
 
 def _session_name(plugin: Any) -> str:

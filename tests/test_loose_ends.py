@@ -149,3 +149,21 @@ def test_a_renamed_required_parameter_gives_only_the_renamed_problem(where):
     assert len(err.value.problems) == 1
     assert err.value.problems[0].message == "idp-kmeans: parameter 'k' was renamed 'n_clusters'"
     assert "no default" not in str(err.value)
+
+
+def test_registry_create_names_the_call_not_a_recipe():
+    """rt16 m3 (b): ``get_registry().create("clusterers", ...)`` from Python said "recipe: ..." with no recipe
+    involved; a recipe's own errors still say "recipe"."""
+    registry = privclust.get_registry()
+    with pytest.raises(privclust.RecipeError) as one:
+        registry.create("noise_mechanisms", "laplace", epsilon=-1.0)
+    assert str(one.value) == ("Registry.create('noise_mechanisms', 'laplace'): The 'epsilon' parameter of laplace "
+                              "must be > 0; got -1.0.")
+    with pytest.raises(privclust.RecipeError) as two:
+        registry.create("clusterers", {"use": "idp-kmeans", "k": 3})
+    assert str(two.value).startswith("Registry.create('clusterers', 'idp-kmeans') has 2 problems: [1] k: idp-kmeans: "
+                                     "parameter 'k' was renamed 'n_clusters'")
+    with pytest.raises(privclust.RecipeError, match=r"^Registry\.create\('clusterers', 'fcm'\): c: fcm: parameter"):
+        registry.create("clusterers", privclust.ComponentSpec("fcm", {"c": 3}))
+    with pytest.raises(privclust.RecipeError, match=r"^recipe: steps\[0\]\.epsilon: The 'epsilon' parameter"):
+        privclust.compile({"steps": [{"use": "laplace", "epsilon": -1.0}]})
