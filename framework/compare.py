@@ -5,7 +5,8 @@ configuration several times for randomised methods, and returns one tidy
 DataFrame with a row per run: the recipe, the swept parameters, the repeat,
 every evaluator's figure, whether the run's verdict is differentially private
 (``dp``) and, only then, the components whose own DP statements it rests on
-(``dp_claimed_by``: statements the host cannot check), the
+(``dp_claimed_by``: statements the host cannot check; a component that is
+not a built-in is named with its plugin, as the verdict names it), the
 guarantee's epsilon and delta (``dp_epsilon``, ``dp_delta``) and the
 neighbouring relation they hold under (``dp_relation``; NaN or <NA> for a run
 without a DP guarantee), the epsilon and delta
@@ -325,7 +326,9 @@ def _run_one(recipe_dict: dict[str, Any], data: pd.DataFrame | None, seed: np.ra
     # relations), not summed: each DP entry with its epsilon replaced by its claim.
     claimed = [attrs.evolve(e, epsilon=e.claimed_epsilon) if e.claimed_epsilon is not None else e
                for e in release.ledger.of_kind("dp")]
-    row: dict[str, Any] = {"dp": dp, "dp_claimed_by": dp_claimants(release.ledger.entries) if dp else None,
+    # named as the run's verdict names them, with the plugin of every component that is not a built-in
+    claimants = dp_claimants(release.ledger.entries, release.outcomes, release.snapshot) if dp else None
+    row: dict[str, Any] = {"dp": dp, "dp_claimed_by": claimants,
                            **_file_guarantee(release, eps, delta, dp),
                            "epsilon": eps, "delta": delta,
                            "claimed_epsilon": float(release.accountant.total(claimed)[0]),

@@ -6,9 +6,9 @@ declared to cover that output (``dp_output``,
 DP-released values alone (post-processing). From these the host decides
 whether a release is differentially private (:func:`no_guarantee_reasons`,
 :func:`guarantees_dp`: the one place it is decided), whose statements a
-guarantee rests on (:func:`dp_claimants`), and qualifies the DP statements
-of a step whose input or output another step touched without differential
-privacy (:func:`qualify_dp_inputs`).
+guarantee rests on and the plugins they come from (:func:`dp_claimants`),
+and qualifies the DP statements of a step whose input or output another
+step touched without differential privacy (:func:`qualify_dp_inputs`).
 """
 
 from __future__ import annotations
@@ -257,10 +257,38 @@ def guarantees_dp(entries: Sequence[LedgerEntry], accountant: Accountant, outcom
     return not no_guarantee_reasons(entries, outcomes, checks, spent=accountant.total(entries))
 
 
-def dp_claimants(entries: Sequence[LedgerEntry]) -> str:
+def dp_claimants(entries: Sequence[LedgerEntry], outcomes: Sequence[Any] = (),
+                 provenance: Mapping[str, Any] | None = None) -> str:
     """Whose DP statements a guarantee rests on, as the verdict names them:
     ``"step 0 (laplace), step 2 (gaussian)"`` (the host composes them but
-    cannot check a sensitivity). ``privclust compare``'s ``dp_claimed_by``
-    column reads it too."""
-    return _joined([f"step {e.step} ({e.component})" if e.step is not None else (e.component or "a component")
-                    for e in entries if e.kind == "dp"]).replace("; ", ", ")
+    cannot check a sensitivity). The verdict of :func:`privclust.run` and of
+    :func:`privclust.run_dataset`, and ``privclust compare``'s
+    ``dp_claimed_by`` column, all read it.
+
+    ``provenance``: the run's :func:`~privclust.provenance.snapshot` (its
+    ``steps`` in the order of ``outcomes``); with it, the plugin of each
+    component that is not a built-in among those that wrote a step's DP
+    statements is named: "step 1 (idp-kmeans, whose noise is laplace from
+    plugin x.Noise)", "step 2 (dp-x from plugin acme.Plugin)". The entries
+    carry the step's name whichever of its components spent (a third-party
+    ``laplace`` nested in the built-in ``idp-kmeans`` wrote its DP statements
+    under "step 1 (idp-kmeans)": a red-team audit), so the step's own
+    component and every one nested in it are named. A built-in's text is
+    the same with or without ``provenance``."""
+    dp = [e for e in entries if e.kind == "dp"]
+    if provenance is None:
+        return _joined([f"step {e.step} ({e.component})" if e.step is not None else (e.component or "a component")
+                        for e in dp]).replace("; ", ", ")
+    builtin = {p.get("name") for p in provenance.get("plugins", ()) if p.get("builtin")}
+    steps = {o.index: info for o, info in zip(outcomes, provenance.get("steps", ()), strict=False)}
+
+    def named(e: LedgerEntry) -> str:
+        info = steps.get(e.step) if e.step is not None else None
+        if info is None:
+            return dp_claimants([e])
+        own = "" if info.get("plugin") in builtin else f" from plugin {info.get('plugin')}"
+        nested = [f"whose {location.replace('.', ' ')} is {n.get('component')} from plugin {n.get('plugin')}"
+                  for location, n in (info.get("nested") or {}).items() if n.get("plugin") not in builtin]
+        return f"step {e.step} ({', '.join([f'{e.component}{own}', *nested])})"
+
+    return ", ".join(dict.fromkeys(named(e) for e in dp))

@@ -749,7 +749,8 @@ def _combined(compiled: CompiledRecipe, context: PrivacyContext, results: Sequen
         accountant=context.accountant, ledger=context.ledger, verification=checks,
         verdict=verdict(context.ledger, context.accountant, outcomes, checks, strata=compiled.recipe.roles.strata,
                         seeded=context.seeded,
-                        randomised=random_step_names(outcomes, sorted({i for r in releases for i in r.random_steps}))),
+                        randomised=random_step_names(outcomes, sorted({i for r in releases for i in r.random_steps})),
+                        provenance=releases[0].snapshot),
         evaluations=table, steps=_merged_steps([r[1][0] for r in results], list(sizes)),
         public_steps=_merged_steps([r[1][1] for r in results], list(sizes)), seeded=context.seeded,
         dp_guarantee=guarantees_dp(context.ledger.entries, context.accountant, outcomes, checks))

@@ -62,28 +62,6 @@ def random_step_names(outcomes: Sequence[Any], indices: Sequence[int]) -> tuple[
     return tuple(f"step {o.index} ({o.name})" for o in outcomes if o.index in chosen)
 
 
-def _claimants(dp: Sequence[Any], outcomes: Sequence[Any], provenance: Mapping[str, Any]) -> str:
-    """:func:`dp_claimants`, naming the plugin of each component that is not
-    a built-in among those that wrote a step's DP statements: "step 1
-    (idp-kmeans, whose noise is laplace from plugin x.Noise)". The entries
-    carry the step's name whichever of its components spent (a third-party
-    ``laplace`` nested in the built-in ``idp-kmeans`` wrote its DP statements
-    under "step 1 (idp-kmeans)": a red-team audit)."""
-    builtin = {p.get("name") for p in provenance.get("plugins", ()) if p.get("builtin")}
-    steps = {o.index: info for o, info in zip(outcomes, provenance.get("steps", ()), strict=False)}
-
-    def named(e: Any) -> str:
-        info = steps.get(e.step)
-        if info is None:
-            return dp_claimants([e])
-        own = "" if info.get("plugin") in builtin else f" from plugin {info.get('plugin')}"
-        nested = [f"whose {location.replace('.', ' ')} is {n.get('component')} from plugin {n.get('plugin')}"
-                  for location, n in (info.get("nested") or {}).items() if n.get("plugin") not in builtin]
-        return f"step {e.step} ({', '.join([f'{e.component}{own}', *nested])})"
-
-    return ", ".join(dict.fromkeys(named(e) for e in dp))
-
-
 def _whole_file_extras(checks: Mapping[str, Any]) -> list[str]:
     """The verdict's first words after its DP sentence when the whole released
     file is not k-anonymous at the largest k a step claims: no k-anonymity of
@@ -173,7 +151,8 @@ def verdict(ledger: Ledger, accountant: Accountant, outcomes: Sequence[Any], che
     ``provenance``: the run's :func:`~privclust.provenance.snapshot`; with
     it, a DP verdict names the plugin of every component that is not a
     built-in among those that may have written its DP statements (the step's
-    own and the ones nested in it, such as its noise mechanism).
+    own and the ones nested in it, such as its noise mechanism:
+    :func:`~privclust.coverage.dp_claimants`).
 
     ``seeded``: the run drew its randomness from a given seed; a DP verdict
     then says that it holds only while the seed stays secret
@@ -263,7 +242,7 @@ def verdict(ledger: Ledger, accountant: Accountant, outcomes: Sequence[Any], che
                                "stratum")
         not_covered += [UNCHANGED_CHECK, OTHER_RELEASES]
         # the host composes the entries; what each states (sensitivity, relation, coverage) is its component's
-        who = dp_claimants(dp) if provenance is None else _claimants(dp, outcomes, provenance)
+        who = dp_claimants(dp, outcomes, provenance)
         composer = ("the host composes them but" if type(accountant) is BasicAccountant else
                     f"the plugin accountant {accountant_name(accountant)} composes them (the total is its claim too), "
                     "and the host")
