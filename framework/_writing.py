@@ -251,9 +251,16 @@ def committed() -> tuple[Path, ...]:
     return tuple(_COMMITTED)
 
 
-def write_atomically(targets: Sequence[tuple[Path, Callable[[Path], None]]]) -> None:
+def write_atomically(targets: Sequence[tuple[Path, Callable[[Path], None]]],
+                     before_commit: Callable[[], None] | None = None) -> None:
     """Write every target to a temporary file, then move them all into place,
     all or none.
+
+    ``before_commit`` (if given) runs once every temporary file is complete
+    and before anything is moved into place: if it raises (or the process is
+    interrupted meanwhile), nothing is committed, as when a writer fails. The
+    command writing its release to standard output streams it there, so that
+    a report is committed only for a release written whole.
 
     If any writer fails or the process is interrupted while writing, every
     temporary file is removed and no target is touched. The renames happen
@@ -292,6 +299,8 @@ def write_atomically(targets: Sequence[tuple[Path, Callable[[Path], None]]]) -> 
             except OSError:
                 kept = mode
             os.chmod(tmp, kept)
+        if before_commit is not None:
+            before_commit()
         with signals_held():
             raise_if_stopped()  # a stop whose exception a finalizer swallowed still stops the renames
             for _, target in temps:

@@ -259,14 +259,18 @@ def _cmd_run(args: argparse.Namespace) -> int:
         targets = [] if to_stdout else [(output, frame_writer(release.data, output, order))]
         if report is not None:
             targets += _report_targets(release, report, args.non_disclosive)
-        write_atomically(targets)  # the files first: a failure there leaves standard output empty
+        if not to_stdout:
+            write_atomically(targets)
     if diverted is not None and diverted.written:
         print(f"warning: a component wrote {diverted.written} character(s) to standard output while the recipe ran; "
               "they were sent to standard error (above), so that standard output holds only the released CSV",
               file=sys.stderr)
     if to_stdout:
-        write_csv(release.data, sys.stdout, order=order)  # columns released as in the original: their original text
-        sys.stdout.flush()
+        # The report(s) to temporary files first (a failure there leaves standard output empty), then the whole
+        # release to standard output, and only then the report(s) moved into place: a report committed before the
+        # release was streamed described a release that a full disk, a reader gone away or a signal then cut off.
+        write_atomically(targets, before_commit=lambda: _stream_release(release.data, order,
+                                                                        [t[0] for t in targets]))
     if not args.quiet:
         files = [str(t[0]) for t in targets[0 if to_stdout else 1:]]
         where = "standard output" if to_stdout else str(output)
@@ -280,6 +284,50 @@ def _cmd_run(args: argparse.Namespace) -> int:
               + ("in the input's order (--keep-order)" if args.keep_order else "in a random order") + ")"
               + (f" and {' and '.join(files)}" if files else ""), file=sys.stderr)
     return 0
+
+
+#: Whether the release is being written to standard output (an interruption then says it was cut off).
+_STREAMING = [False]
+
+
+def _stream_release(frame: pd.DataFrame, order: Any, reports: Sequence[Path]) -> None:
+    """Write the release to standard output, whole, and flush it (``privclust
+    run -o -``), before any report is committed.
+
+    :raises BrokenPipeError: the reader went away and no report was asked
+        for (the command then exits 0, as ``... | head`` expects).
+    :raises PrivclustError: standard output could not take the whole release
+        (a full disk, a reader gone away when a report was asked for: the
+        report would describe a release that was not delivered)."""
+    _STREAMING[0] = True
+    try:
+        write_csv(frame, sys.stdout, order=order)  # columns released as in the original: their original text
+        sys.stdout.flush()
+    except OSError as err:
+        _stdout_to_null()  # what is left in its buffer goes nowhere, and the exit raises nothing more
+        if isinstance(err, BrokenPipeError) and not reports:
+            raise
+        gone = isinstance(err, BrokenPipeError)
+        reason = "the reader went away (broken pipe)" if gone else err.strerror or str(err)
+        fix = ("let the reader read it to the end (head, for one, stops early)" if gone else
+               "make room where standard output goes")
+        raise PrivclustError(
+            f"cannot write the release to standard output ({reason}): it got only part of the CSV"
+            + (f", and {' and '.join(map(str, reports))} {'was' if len(reports) == 1 else 'were'} not written (a "
+               "report is written only for a release written whole; an existing one is left as it was)"
+               if reports else "") + f"; {fix}, or write the release to a file with --output"
+        ) from err
+    _STREAMING[0] = False
+
+
+def _stdout_to_null() -> None:
+    """Point descriptor 1 at the null device (standard output can no longer be written)."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        null = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(null, sys.stdout.fileno())
+        finally:
+            os.close(null)
 
 
 class _Diverted:
@@ -814,6 +862,7 @@ def _show_warning(message: Warning | str, category: type[Warning], filename: str
 
 def _main(args: argparse.Namespace) -> int:
     done = (len(committed()), len(published()))
+    _STREAMING[0] = False
     try:
         try:
             read_numbers(args)
@@ -840,8 +889,8 @@ def _main(args: argparse.Namespace) -> int:
         print(f"privclust: interrupted; {_written(done)}", file=sys.stderr)
         _stopped(130)
         return 130
-    except BrokenPipeError:  # the reader went away (e.g. `privclust demo | head`)
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except BrokenPipeError:  # the reader went away (e.g. `privclust demo | head`; `run -o -` without --report)
+        _stdout_to_null()
         return 0
 
 
@@ -853,8 +902,9 @@ def _stopped(status: int) -> None:
     after "nothing was written", in 4 of 7 signalled runs of a large fuzzy
     step) instead of returning the documented status."""
     if _exit_when_stopped:
-        sys.stdout.flush()
-        sys.stderr.flush()
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(OSError, ValueError):  # a reader gone away: nothing more to say there
+                stream.flush()
         os._exit(status)
 
 
@@ -866,9 +916,10 @@ def _written(before: tuple[int, int]) -> str:
     """What the command had already put in place when it stopped: the files
     it committed and the output datasets it published and did not remove."""
     paths = [*committed()[before[0]:], *[p for p in published()[before[1]:] if os.path.lexists(p)]]
+    cut = " (standard output holds only part of the released CSV)" if _STREAMING[0] else ""
     if not paths:
-        return "nothing was written"
-    return "the outputs had already been written: " + ", ".join(map(str, paths))
+        return "nothing was written" + cut
+    return "the outputs had already been written: " + ", ".join(map(str, paths)) + cut
 
 
 if __name__ == "__main__":  # pragma: no cover

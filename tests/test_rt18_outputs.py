@@ -1,0 +1,153 @@
+"""Red-team round rt18: a release on standard output with a report (a full disk, a reader gone away, a signal while
+it streams), a gzip header naming the temporary file, the signal handlers of the command's first lines, an output
+linked to a pipe, and the categories a key masker leaves in a categorical column."""
+
+from __future__ import annotations
+
+import errno
+import gzip
+import json
+import os
+import pty
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import default_stop_signals
+
+import privclust
+from privclust.cli import main
+from privclust.errors import PrivclustError
+
+RECIPE = """
+[privacy]
+epsilon = 1.0
+
+[[steps]]
+use = "laplace"
+columns = ["a", "b"]
+epsilon = 1.0
+bounds = { a = [0, 10], b = [0, 10] }
+"""
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> Path:
+    rng = np.random.default_rng(0)
+    n = 2000
+    pd.DataFrame({"id": range(n), "a": rng.uniform(0, 10, n), "b": rng.uniform(0, 10, n)}).to_csv(
+        tmp_path / "in.csv", index=False)
+    (tmp_path / "recipe.toml").write_text(RECIPE, encoding="utf-8")
+    return tmp_path
+
+
+class _Stdout:
+    """A standard output that takes ``limit`` characters, then fails as ``fail`` says: an ``OSError`` to raise, or
+    a signal sent to this process (which the command's handlers turn into an exception here)."""
+
+    encoding = "utf-8"
+
+    def __init__(self, limit: int, fail: OSError | int):
+        self.limit, self.fail, self.text = limit, fail, ""
+
+    def write(self, text: str) -> int:
+        if len(self.text) + len(text) > self.limit:
+            if isinstance(self.fail, OSError):
+                raise self.fail
+            signal.raise_signal(self.fail)
+        self.text += text
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+    def isatty(self) -> bool:
+        return False
+
+
+def _run_to_stdout(folder: Path, stdout: _Stdout, monkeypatch: pytest.MonkeyPatch, *extra: str) -> int:
+    monkeypatch.setattr("sys.stdout", stdout)
+    return main(["run", str(folder / "recipe.toml"), "-i", str(folder / "in.csv"), "-o", "-", "--seed", "1", "-q",
+                 *extra])
+
+
+@pytest.mark.parametrize("fail", [OSError(errno.ENOSPC, "No space left on device"),
+                                  BrokenPipeError(errno.EPIPE, "Broken pipe")], ids=["ENOSPC", "EPIPE"])
+@pytest.mark.parametrize("existing", [False, True], ids=["new", "existing"])
+def test_a_report_is_not_committed_when_standard_output_fails(files, monkeypatch, capsys, fail, existing):
+    """rt18 F1: the report was renamed into place first and the release streamed after it; a full disk or a reader
+    gone away then left a report describing 2,000 records next to a cut CSV (an existing report lost), with a
+    traceback (ENOSPC) or exit status 0 (EPIPE). Now nothing is committed and the one error line says why."""
+    report, html = files / "r.json", files / "r.html"
+    if existing:
+        report.write_text("OLD\n")
+    args = ["--report", str(html)]  # the HTML report and the JSON beside it
+    assert _run_to_stdout(files, _Stdout(20_000, fail), monkeypatch, *args) == 1
+    err = capsys.readouterr().err
+    assert err.count("privclust: error:") == 1 and "Traceback" not in err, err
+    assert "cannot write the release to standard output" in err and "it got only part of the CSV" in err
+    assert f"{html} and {report} were not written" in err
+    assert not html.exists()
+    assert (report.read_text() == "OLD\n") if existing else not report.exists()
+    assert not [p for p in files.iterdir() if p.name.startswith(".")]  # no temporary file left
+
+
+def test_a_reader_gone_away_without_a_report_is_still_status_0(files, monkeypatch, capsys):
+    """Without --report, `privclust run ... -o - | head` keeps its documented status 0 and prints nothing."""
+    assert _run_to_stdout(files, _Stdout(20_000, BrokenPipeError(errno.EPIPE, "Broken pipe")), monkeypatch) == 0
+    assert "error" not in capsys.readouterr().err
+
+
+def test_a_full_disk_without_a_report_is_one_error_line(files, monkeypatch, capsys):
+    """ENOSPC on standard output used to end with a Python traceback (status 1 by accident)."""
+    assert _run_to_stdout(files, _Stdout(20_000, OSError(errno.ENOSPC, "No space left on device")), monkeypatch) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("privclust: error: cannot write the release to standard output (No space left on device)")
+    assert "not written" not in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_while_the_release_streams_commits_no_report(files, monkeypatch, capsys, signum):
+    """rt18 F1, SIGTERM 3 s into a 1,000,000-record release on standard output: exit 143 and "the outputs had already
+    been written: r2.json", the old report replaced by one stating the whole release. Now the report is committed only
+    after the release was written whole."""
+    report = files / "r.json"
+    report.write_text("OLD\n")
+    status = _run_to_stdout(files, _Stdout(20_000, int(signum)), monkeypatch, "--report", str(report))
+    assert status == 128 + signum
+    err = capsys.readouterr().err
+    assert "nothing was written (standard output holds only part of the released CSV)" in err, err
+    assert report.read_text() == "OLD\n"
+    assert not [p for p in files.iterdir() if p.name.startswith(".")]
+
+
+def test_the_release_then_the_report_when_standard_output_takes_it_all(files, monkeypatch, capsys):
+    report = files / "r.json"
+    report.write_text("OLD\n")
+    stdout = _Stdout(10**9, OSError(errno.EIO, "unused"))
+    assert _run_to_stdout(files, stdout, monkeypatch, "--report", str(report)) == 0
+    assert len(stdout.text.splitlines()) == 2001
+    assert json.loads(report.read_text())["data"]["records"] == 2000
+
+
+def test_a_reader_that_stops_early_gets_no_report_and_status_1(files):
+    """The real pipe: `privclust run ... -o - --report r.json | head -2` exited 0 with r.json committed."""
+    exe = Path(sys.executable).with_name("privclust")
+    report = files / "r.json"
+    process = subprocess.Popen([str(exe), "run", "recipe.toml", "-i", "in.csv", "-o", "-", "--report", "r.json", "-q"],
+                               cwd=files, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               preexec_fn=default_stop_signals)
+    assert process.stdout is not None and process.stderr is not None
+    head = [process.stdout.readline() for _ in range(2)]
+    process.stdout.close()  # as head does after its lines
+    err = process.stderr.read().decode()
+    assert process.wait() == 1, err
+    assert head[0] == b"id,a,b\n"
+    assert "the reader went away (broken pipe)" in err and "r.json was not written" in err
+    assert "Traceback" not in err and "Exception ignored" not in err
+    assert not report.exists()
