@@ -25,6 +25,8 @@ locked.
 from __future__ import annotations
 
 import errno
+import gzip
+import io
 import os
 import secrets
 import shutil
@@ -223,9 +225,15 @@ def frame_writer(frame: pd.DataFrame, path: Path, order: Any = None) -> Callable
     kind = _kind(path)
 
     def write(tmp: Path) -> None:
-        if kind == "csv":
-            write_csv(frame, tmp, sep="\t" if path.name.lower().endswith(".tsv") else ",",
-                      compression="gzip" if path.name.lower().endswith(".gz") else None, order=order)
+        sep = "\t" if path.name.lower().endswith(".tsv") else ","
+        if kind == "csv" and path.name.lower().endswith(".gz"):
+            # gzip with no file name and no time in its header: given the path, gzip stored the temporary file's
+            # name (with the process id), which gunzip -N restored and the next run removed as a stale temporary
+            with open(tmp, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as packed, \
+                    io.TextIOWrapper(packed, encoding="utf-8", newline="") as text:
+                write_csv(frame, text, sep=sep, order=order)
+        elif kind == "csv":
+            write_csv(frame, tmp, sep=sep, order=order)
         else:
             try:
                 (frame if order is None else frame.iloc[np.asarray(order, dtype=np.intp)]).to_parquet(tmp, index=False)

@@ -151,3 +151,24 @@ def test_a_reader_that_stops_early_gets_no_report_and_status_1(files):
     assert "the reader went away (broken pipe)" in err and "r.json was not written" in err
     assert "Traceback" not in err and "Exception ignored" not in err
     assert not report.exists()
+
+
+@pytest.mark.parametrize("where", ["cli", "api"])
+def test_a_gzip_release_names_no_temporary_file_and_no_time(files, where):
+    """rt18 F2: `gzip -lN rel.csv.gz` gave `.rel.csv.gz.privclust-3726.9awiklub.tmp`, which gunzip -N restored as a
+    file the next run removed as a stale temporary; the header also held the process id and the write time."""
+    target = files / "rel.csv.gz"
+    if where == "cli":
+        assert main(["run", str(files / "recipe.toml"), "-i", str(files / "in.csv"), "-o", str(target), "-q",
+                     "--seed", "1"]) == 0
+    else:
+        privclust.run(RECIPE, pd.read_csv(files / "in.csv"), seed=1).write(target)
+    raw = target.read_bytes()
+    assert raw[:3] == b"\x1f\x8b\x08"
+    flags, mtime = raw[3], int.from_bytes(raw[4:8], "little")
+    assert not flags & 0x08 and not flags & 0x10, "a file name or a comment in the gzip header"
+    assert mtime == 0
+    assert b"privclust" not in raw and b".tmp" not in raw
+    written = pd.read_csv(target)
+    assert list(written.columns) == ["id", "a", "b"] and len(written) == 2000
+    assert gzip.decompress(raw).startswith(b"id,a,b\n") and b"\r\n" not in gzip.decompress(raw)
