@@ -9,30 +9,36 @@ The public API. Everything else is private and may change.
 
 from __future__ import annotations
 
-import os as _os
-import signal as _signal
+# First of all, and only in the privclust command (the console script, python -m privclust or -m privclust.cli):
+# importing the command's modules takes about a second, and a stop signal then ended the process by the signal or
+# with a traceback. The handlers come before any other import: _signal is the interpreter's builtin module, loaded
+# before any Python code runs (signal wraps it in enums: importing it took a few milliseconds, a window in which a
+# Ctrl-C still gave a traceback), and os and sys are loaded when the interpreter starts.
 import sys as _sys
+
+_signal = _sys.modules.get("_signal") or __import__("signal")
+import os as _os
+
+#: The stop signals' names, by number.
+_STOP_NAMES = {getattr(_signal, _name): _name for _name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(_signal, _name)}
 
 
 def _stop_while_starting(signum: int, frame: object) -> None:
     """The ``privclust`` command stopped by a signal while its modules are
     imported, before it has begun: 128 + the signal's number, no traceback
     (``privclust.cli.entry`` installs the handlers of the command itself)."""
-    _os.write(2, f"privclust: interrupted by {_signal.Signals(signum).name}; nothing was written\n".encode())
+    _os.write(2, f"privclust: interrupted by {_STOP_NAMES.get(signum, signum)}; nothing was written\n".encode())
     _os._exit(128 + signum)
 
 
-# First of all, and only in the privclust command (the console script, python -m privclust or -m privclust.cli):
-# importing the command's modules takes about a second, and a stop signal then ended the process by the signal or
-# with a traceback.
 _argv = getattr(_sys, "orig_argv", None) or _sys.argv
 if (_os.path.basename(_sys.argv[0] if _sys.argv else "") in ("privclust", "privclust.exe")
         or any(a == "-m" and b in ("privclust", "privclust.cli") for a, b in zip(_argv, _argv[1:], strict=False))):
-    for _name in ("SIGINT", "SIGTERM", "SIGHUP"):
+    for _number in _STOP_NAMES:
         try:
-            if _signal.getsignal(getattr(_signal, _name)) is not _signal.SIG_IGN:  # nohup's SIGHUP stays ignored
-                _signal.signal(getattr(_signal, _name), _stop_while_starting)
-        except (AttributeError, OSError, ValueError):  # no such signal here, or not the main thread
+            if _signal.getsignal(_number) is not _signal.SIG_IGN:  # nohup's SIGHUP stays ignored
+                _signal.signal(_number, _stop_while_starting)
+        except (OSError, ValueError):  # not the main thread
             pass
 
 from importlib import import_module as _import_module

@@ -172,3 +172,29 @@ def test_a_gzip_release_names_no_temporary_file_and_no_time(files, where):
     written = pd.read_csv(target)
     assert list(written.columns) == ["id", "a", "b"] and len(written) == 2000
     assert gzip.decompress(raw).startswith(b"id,a,b\n") and b"\r\n" not in gzip.decompress(raw)
+
+
+def test_the_handlers_come_before_any_import(tmp_path):
+    """rt18 F3: a Ctrl-C in privclust's first lines (importing signal, a few milliseconds) gave a traceback. Every
+    module privclust imports finds the command's handlers already installed."""
+    probe = textwrap.dedent("""
+        import _signal, sys
+        sys.argv[0] = "privclust"
+        seen = []
+
+        class Finder:
+            @staticmethod
+            def find_spec(name, path=None, target=None):
+                if name != "privclust":
+                    seen.append((name, getattr(_signal.getsignal(_signal.SIGTERM), "__name__", "default")))
+                return None
+
+        sys.meta_path.insert(0, Finder)
+        import privclust
+        sys.meta_path.remove(Finder)
+        print(seen[:3])
+        assert seen and all(handler == "_stop_while_starting" for _, handler in seen), seen
+    """)
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=tmp_path,
+                            preexec_fn=default_stop_signals)
+    assert result.returncode == 0, result.stdout + result.stderr
