@@ -63,19 +63,31 @@ def _same(a: Path, b: Path) -> bool:
         return False
 
 
-def _destination(path: Path) -> Path:
+def _destination(path: Path, what: str | None = None) -> Path:
     """Where writing ``path`` puts the bytes: ``path`` itself, or for a
     symbolic link the file it points to (followed to the end; a link to a
     file that does not exist yet creates that file). The output is written
     through the link, as a shell's ``>`` would, and the link stays a link.
 
-    :raises PrivclustError: for a link that cannot be followed (a loop)."""
+    :raises PrivclustError: for a link that cannot be followed (a loop), or
+        that leads to something with no name in the file system (a pipe: a
+        link to ``/dev/stdout`` when standard output is piped)."""
     if not path.is_symlink():
         return path
     try:
         return Path(os.path.realpath(path, strict=True))
     except FileNotFoundError:
-        return Path(os.path.realpath(path))  # a dangling link: its target is created
+        try:  # the kernel follows a /proc/<pid>/fd link to what it names even when that has no path
+            mode = os.stat(path).st_mode
+        except OSError:
+            return Path(os.path.realpath(path))  # a dangling link: its target is created
+        kind = "a pipe" if stat.S_ISFIFO(mode) else (next((name for test, name in _KINDS if test(mode)), None)
+                                                      or "a file that has no name (a deleted file)")
+        raise PrivclustError(f"cannot write {path}{f' ({what})' if what else ''}: it is a symbolic link to {kind} "
+                             "(as /dev/stdout is when standard output goes to a pipe), not to a file; privclust "
+                             "writes its outputs only to regular files: "
+                             + ("give - to write the release to standard output, or the name of a file"
+                                if what == "--output" else "give the name of a file")) from None
     except OSError as err:
         raise PrivclustError(f"cannot write {path}: it is a symbolic link that cannot be followed "
                              f"({err.strerror or err}); give the name of a file") from err
@@ -145,7 +157,16 @@ def _not_regular(path: Path) -> str | None:
         return None
     if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
         return None
+    if stat.S_ISCHR(mode) and _terminal(path):
+        return "a terminal (a character device)"
     return next((name for test, name in _KINDS if test(mode)), "not a regular file")
+
+
+def _terminal(path: Path) -> bool:
+    """Whether the character device at ``path`` is a terminal (judged by its
+    name: opening a terminal to ask could make it the process's own)."""
+    name = os.path.realpath(path)
+    return name.startswith(("/dev/pts/", "/dev/tty")) or name == "/dev/console"
 
 
 def check_outputs(outputs: Mapping[str, Path | str | None], inputs: Mapping[str, Path | str | None] = {}) -> None:  # noqa: B006
@@ -170,7 +191,7 @@ def check_outputs(outputs: Mapping[str, Path | str | None], inputs: Mapping[str,
             raise PrivclustError(f"cannot write {path} ({what}): {problem}")
         if path.is_dir():
             raise PrivclustError(f"cannot write {path} ({what}): it is a folder; give the name of a file")
-        given, path = path, _destination(path)  # a symbolic link is written through, to its target
+        given, path = path, _destination(path, what)  # a symbolic link is written through, to its target
         kind = _not_regular(path)
         if kind:
             via = f"{given} is a symbolic link to {path}, which is {kind}" if path != given else f"it is {kind}"

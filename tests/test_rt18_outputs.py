@@ -198,3 +198,40 @@ def test_the_handlers_come_before_any_import(tmp_path):
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=tmp_path,
                             preexec_fn=default_stop_signals)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_an_output_linked_to_a_pipe_says_so_and_points_at_dash(tmp_path):
+    """rt18 F4: `-o so.csv` with so.csv -> /dev/stdout and standard output a pipe said "the folder /proc/2839/fd is not
+    writable", naming a "pipe:[41150]" path that does not exist."""
+    read, write = os.pipe()
+    try:
+        link = tmp_path / "so.csv"
+        link.symlink_to(f"/proc/{os.getpid()}/fd/{write}")
+        if not os.path.exists(link):
+            pytest.skip("no /proc/<pid>/fd here")
+        with pytest.raises(PrivclustError) as caught:
+            privclust._writing.check_outputs({"--output": link})
+        message = str(caught.value)
+        assert "symbolic link to a pipe" in message and "give - to write the release to standard output" in message
+        assert "not writable" not in message and "pipe:[" not in message
+        with pytest.raises(PrivclustError, match="symbolic link to a pipe.*give the name of a file"):
+            privclust._writing.check_outputs({"--report": tmp_path / "other.json", "--output": tmp_path / "o.csv",
+                                              "the report": link})
+    finally:
+        os.close(read)
+        os.close(write)
+
+
+def test_an_output_linked_to_a_terminal_says_so(tmp_path):
+    try:
+        leader, follower = pty.openpty()
+    except OSError:
+        pytest.skip("no pseudo-terminal here")
+    try:
+        link = tmp_path / "tty.csv"
+        link.symlink_to(os.ttyname(follower))
+        with pytest.raises(PrivclustError, match=r"which is a terminal \(a character device\).*- for standard output"):
+            privclust._writing.check_outputs({"--output": link})
+    finally:
+        os.close(leader)
+        os.close(follower)
