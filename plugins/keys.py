@@ -82,11 +82,13 @@ def _categories(series: pd.Series, who: str) -> tuple[np.ndarray, Any]:
 def _with_missing(data: pd.DataFrame, suppressed: np.ndarray) -> pd.DataFrame:
     """A copy of ``data`` with the cells marked in ``suppressed`` missing (an
     integer column becomes float with NaN; a text column holds NaN; a
-    categorical one keeps its categories)."""
+    categorical one stays categorical, listing only the categories it still
+    holds: see :func:`_pruned`)."""
     out = data.copy()
     for j, c in enumerate(data.columns):
         rows = suppressed[:, j]
         if not rows.any():
+            out[c] = _pruned(out[c])
             continue
         series = out[c]
         if privclust.is_real_column(series) and series.dtype.kind in "iu":
@@ -96,8 +98,18 @@ def _with_missing(data: pd.DataFrame, suppressed: np.ndarray) -> pd.DataFrame:
             series = series.astype(object)
         series = series.copy()
         series.iloc[np.flatnonzero(rows)] = np.nan if privclust.is_real_column(series) else None
-        out[c] = series
+        out[c] = _pruned(series)
     return out
+
+
+def _pruned(series: pd.Series) -> pd.Series:
+    """A categorical column listing only the categories it holds: a category
+    every record of which was suppressed or redrawn (or one the column listed
+    without holding it: another stratum's) would still be published by the
+    column's dtype, in a Parquet file's dictionary for one."""
+    if isinstance(series.dtype, pd.CategoricalDtype):
+        return series.cat.remove_unused_categories()
+    return series
 
 
 @attrs.frozen(kw_only=True)
@@ -408,9 +420,9 @@ def _released(like: pd.Series, missing: np.ndarray, back: np.ndarray, drawn: np.
 def _typed(values: np.ndarray, like: pd.Series) -> pd.Series:
     """Released values in the original column's dtype where it can hold them."""
     series = pd.Series(values, index=like.index, name=like.name)
-    if isinstance(like.dtype, pd.CategoricalDtype):
-        return series.astype(pd.CategoricalDtype(sorted(set(like.cat.categories) | set(series.dropna()),
-                                                        key=str)))
+    if isinstance(like.dtype, pd.CategoricalDtype):  # the categories it holds, none that was drawn away
+        return _pruned(series.astype(pd.CategoricalDtype(sorted(set(like.cat.categories) | set(series.dropna()),
+                                                                key=str))))
     try:
         return series.astype(like.dtype)
     except (TypeError, ValueError):

@@ -235,3 +235,48 @@ def test_an_output_linked_to_a_terminal_says_so(tmp_path):
     finally:
         os.close(leader)
         os.close(follower)
+
+
+def _people() -> pd.DataFrame:
+    jobs = ["clerk"] * 8 + ["nurse"] * 7 + ["astronaut"]
+    return pd.DataFrame({"sex": pd.Categorical(["f", "m"] * 8),
+                         "job": pd.Categorical(jobs, categories=["astronaut", "clerk", "judge", "nurse"]),
+                         "income": np.arange(16.0)})
+
+
+def test_local_suppression_lists_no_category_it_no_longer_holds():
+    """rt18 F5: a categorical key column kept every original category, the suppressed unique 'astronaut' and one
+    the column never held ('judge') among them; written as is, a Parquet dictionary would publish them."""
+    from privclust_plugins.keys import LocalSuppression
+
+    out = LocalSuppression(k=3).mask(_people()[["sex", "job"]], privclust.PrivacyContext(seed=0)).data
+    assert isinstance(out["job"].dtype, pd.CategoricalDtype) and out["job"].isna().sum() == 1
+    assert list(out["job"].cat.categories) == ["clerk", "nurse"]
+    assert list(out["sex"].cat.categories) == ["f", "m"]
+
+
+def test_pram_lists_no_category_it_drew_away():
+    from privclust_plugins.keys import PRAM
+
+    matrix = {"astronaut": {"clerk": 1.0}, "clerk": {"clerk": 1.0}, "judge": {"judge": 1.0},
+              "nurse": {"nurse": 1.0}}
+    out = PRAM(matrix=matrix).mask(_people()[["job"]], privclust.PrivacyContext(seed=0)).data
+    assert isinstance(out["job"].dtype, pd.CategoricalDtype)
+    assert sorted(out["job"].cat.categories) == ["clerk", "nurse"]
+
+
+def test_a_parquet_release_publishes_no_category_absent_from_its_column(tmp_path):
+    pq = pytest.importorskip("pyarrow.parquet")
+    frame = _people()
+    recipe = {"roles": {"keys": ["sex", "job"]},
+              "steps": [{"use": "local-suppression", "k": 3, "columns": ["sex", "job"]}]}
+    target = tmp_path / "out.parquet"
+    privclust.run(recipe, frame, seed=1).write(target)
+    table = pq.read_table(target)
+    for name in ("sex", "job"):
+        column = table.column(name).combine_chunks()
+        listed = column.dictionary.to_pylist() if hasattr(column, "dictionary") else column.to_pylist()
+        held = {v for v in column.to_pylist() if v is not None}
+        assert set(listed) - {None} <= held, (name, listed, held)
+    assert "astronaut" not in str(pq.read_metadata(target).metadata) and "judge" not in target.read_bytes().decode(
+        "latin-1")
