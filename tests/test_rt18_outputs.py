@@ -280,3 +280,31 @@ def test_a_parquet_release_publishes_no_category_absent_from_its_column(tmp_path
         assert set(listed) - {None} <= held, (name, listed, held)
     assert "astronaut" not in str(pq.read_metadata(target).metadata) and "judge" not in target.read_bytes().decode(
         "latin-1")
+
+
+def test_a_plugin_bug_keeps_its_traceback_and_writes_nothing(files, monkeypatch):
+    """As docs/cli.md says: an exception other than privclust's errors raised by a step's component is a bug (the
+    plugin's); it propagates with its traceback (status 1 in the command) and nothing is written."""
+    import attrs
+
+    @attrs.frozen(kw_only=True)
+    class Broken:
+        name = "broken"
+
+        def mask(self, data, context):
+            raise RuntimeError("a bug in the plugin")
+
+    class Plugin:
+        @staticmethod
+        @privclust.hookimpl
+        def privclust_register_maskers(register):
+            register(Broken)
+
+    monkeypatch.setattr("privclust.cli.get_registry", lambda: privclust.Registry(plugins=[Plugin]))
+    (files / "broken.toml").write_text('[[steps]]\nuse = "broken"\ncolumns = ["a"]\n', encoding="utf-8")
+    (files / "r.json").write_text("OLD\n")
+    with pytest.raises(RuntimeError, match="a bug in the plugin"):
+        main(["run", str(files / "broken.toml"), "-i", str(files / "in.csv"), "-o", str(files / "out.csv"),
+              "--report", str(files / "r.json"), "-q"])
+    assert not (files / "out.csv").exists() and (files / "r.json").read_text() == "OLD\n"
+    assert not [p for p in files.iterdir() if p.name.startswith(".")]
