@@ -14,6 +14,7 @@ step touched without differential privacy (:func:`qualify_dp_inputs`).
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -31,12 +32,28 @@ __all__ = [
     "dp_claimants",
     "dp_structured",
     "guarantees_dp",
+    "name_text",
     "no_guarantee_reasons",
     "post_processed",
     "post_processed_steps",
     "qualify_dp_inputs",
     "shown",
 ]
+
+
+#: A name the verdict shows as it is: letters, digits and ``_ . : -``.
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_.:-]+")
+
+
+def name_text(name: Any) -> str:
+    """A plugin's or component's name as the verdict and the reports show it:
+    as it is when it is a plain identifier-like token (ASCII letters, digits,
+    ``_ . : -``), else quoted (Python ``repr``), so that nothing in a name
+    (a parenthesis, a comma, a newline: ``"x), step 7 (gaussian"``) can
+    read as the host's words or break a line. Plugin names are not checked
+    when a plugin registers (a red-team audit)."""
+    text = str(name)
+    return text if _PLAIN_NAME.fullmatch(text) else repr(text)
 
 
 def _written(outcome: Any) -> set[str]:
@@ -277,7 +294,8 @@ def dp_claimants(entries: Sequence[LedgerEntry], outcomes: Sequence[Any] = (),
     the same with or without ``provenance``."""
     dp = [e for e in entries if e.kind == "dp"]
     if provenance is None:
-        return _joined([f"step {e.step} ({e.component})" if e.step is not None else (e.component or "a component")
+        return _joined([f"step {e.step} ({name_text(e.component)})" if e.step is not None
+                        else (name_text(e.component) if e.component else "a component")
                         for e in dp]).replace("; ", ", ")
     builtin = {p.get("name") for p in provenance.get("plugins", ()) if p.get("builtin")}
     steps = {o.index: info for o, info in zip(outcomes, provenance.get("steps", ()), strict=False)}
@@ -286,9 +304,10 @@ def dp_claimants(entries: Sequence[LedgerEntry], outcomes: Sequence[Any] = (),
         info = steps.get(e.step) if e.step is not None else None
         if info is None:
             return dp_claimants([e])
-        own = "" if info.get("plugin") in builtin else f" from plugin {info.get('plugin')}"
-        nested = [f"whose {location.replace('.', ' ')} is {n.get('component')} from plugin {n.get('plugin')}"
+        own = "" if info.get("plugin") in builtin else f" from plugin {name_text(info.get('plugin'))}"
+        nested = [f"whose {name_text(location).replace('.', ' ')} is {name_text(n.get('component'))} from plugin "
+                  f"{name_text(n.get('plugin'))}"
                   for location, n in (info.get("nested") or {}).items() if n.get("plugin") not in builtin]
-        return f"step {e.step} ({', '.join([f'{e.component}{own}', *nested])})"
+        return f"step {e.step} ({', '.join([f'{name_text(e.component)}{own}', *nested])})"
 
     return ", ".join(dict.fromkeys(named(e) for e in dp))

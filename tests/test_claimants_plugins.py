@@ -155,3 +155,31 @@ def test_run_dataset_verdict_names_the_plugin(recipe, tmp_path):
     # and, per stratum, the same claimants as privclust.run on that stratum alone
     part = frame().query("region == 'n'").drop(columns="region")
     assert claims(privclust.run(recipe, part, seed=1, registry=registry()).verdict) == CLAIMANTS[recipe["name"]]
+
+
+#: a plugin name that, shown raw, named a step 7 that does not exist and broke the verdict's line (rt19 F7)
+FORGING = "evil\n# Heading), step 7 (gaussian"
+
+
+@pytest.mark.parametrize("recipe", [NOISE_STEP, NESTED], ids=lambda r: r["name"])
+def test_a_plugin_name_cannot_forge_claimants(recipe):
+    class Forging(VettedNoise):
+        plugin_name = FORGING
+
+    release = privclust.run(recipe, frame().drop(columns="region"), seed=1, registry=Registry(plugins=[Forging]))
+    # before: "step 0 (laplace from plugin evil\n# Heading), step 7 (gaussian)"
+    expected = {"noise step": f"step 0 (laplace from plugin {FORGING!r})",
+                "nested": f"step 0 (laplace), step 1 (idp-kmeans, whose noise is laplace from plugin {FORGING!r})"}
+    assert claims(release.verdict) == expected[recipe["name"]]
+    assert "\n" not in release.verdict.split("These DP statements")[1].split(": the host composes")[0]
+    assert "step 7" not in claims(release.verdict).replace(repr(FORGING), "")
+    assert json.loads(release.to_json())["verdict"] == release.verdict
+
+
+def test_plain_names_are_shown_as_they_are():
+    from privclust.coverage import name_text
+
+    for plain in ("laplace", "noise:laplace", "acme.plugins.Noise", "dp-x_2"):
+        assert name_text(plain) == plain
+    for odd in ("x), step 7 (gaussian", "a\nb", "tests.<locals>.Noise", "plugin x", "é"):
+        assert name_text(odd) == repr(odd)
