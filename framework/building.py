@@ -21,7 +21,7 @@ from typing import Any, Protocol
 import attrs
 
 from .errors import ParameterError, PrivclustError, Problem, RecipeError, UnknownComponentError
-from .params import renamed_message, renamed_to
+from .params import renamed_problem, renamed_to
 from .specs import ComponentSpec, field_doc, field_kind, param_name
 
 __all__ = ["ComponentTables", "create", "renamed_to", "unknown_parameter"]
@@ -121,10 +121,7 @@ def unknown_parameter(cls: type, use: str, key: str, fields: Mapping[str, attrs.
     :func:`privclust.params.check_renamed`); otherwise the close names, or the list."""
     new = renamed_to(cls, key)
     if new is not None and new in fields:
-        doc = field_doc(fields[new])
-        new_where = where[: len(where) - len(key)] + new if where.endswith(key) else new
-        return Problem(where, renamed_message(use, key, new),
-                       f"write {new} instead ({new_where})" + (f"; {new}: {doc}" if doc else ""))
+        return renamed_problem(use, key, new, fields[new], where)
     close = difflib.get_close_matches(key, list(fields), n=2, cutoff=0.6)
     fix = ("did you mean " + " or ".join(repr(c) for c in close) + "?") if close else (
         f"{use} takes: {', '.join(fields) or 'no parameters'}")

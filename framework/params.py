@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import inspect
 import math
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
@@ -41,7 +41,8 @@ from .specs import (
 
 __all__ = ["NOTHING", "DataLeak", "RenamedParameterError", "answer_renames", "check_renamed", "column_bounds",
            "declared_leaks", "leak_problems", "nested", "param", "param_name", "public_bounds", "renamed_message",
-           "renamed_to", "ROLES", "parameter_roles", "role_rounding", "RecipePath", "recipe_folder", "resolve_path"]
+           "renamed_problem", "renamed_problems", "renamed_to", "ROLES", "parameter_roles", "role_rounding",
+           "RecipePath", "recipe_folder", "resolve_path"]
 
 _META_ROLE = "privclust_role"
 
@@ -519,7 +520,7 @@ def nested(kind: str, *, default: Any = None, doc: str = "") -> Any:
 #
 # One mechanism for recipes and Python: a component lists the parameters it renamed in its ``renamed_params``
 # class attribute ({old recipe key: new recipe key}, a capability declared in privclust.components). A recipe that
-# writes an old key gets a Problem with :func:`renamed_message` (privclust.building); a Python constructor given an
+# writes an old key gets a Problem with :func:`renamed_problem` (privclust.building); a Python constructor given an
 # old keyword (the component's class, or any subclass of it, a third party's included) raises
 # :class:`RenamedParameterError` with the same message, once the registry has loaded the class
 # (:func:`answer_renames`).
@@ -570,27 +571,59 @@ def _keywords(cls: type) -> frozenset[str] | None:
 _KEYWORDS: dict[type, tuple[Any, frozenset[str] | None]] = {}
 
 
-def check_renamed(cls: type, params: Mapping[str, Any]) -> None:
-    """Raise :class:`RenamedParameterError` when ``params`` (keyword
-    arguments for ``cls``) give a parameter under its old name and ``cls``
-    does not take that name (a subclass may take it again)."""
+def renamed_problem(use: str, key: str, new: str, field: attrs.Attribute | None, where: str = "", *,
+                    keyword: bool = False) -> Problem:
+    """The one "renamed" message, whatever was given the old name: a
+    recipe, :meth:`~privclust.Registry.create`, the CLI, a scikit-learn
+    estimator (its constructor and ``set_params``, for its own parameter or
+    one in a nested component's spec) and a Python constructor.
+    ``Problem("clusterer.c", "fcm: parameter 'c' was renamed 'n_clusters'",
+    "write n_clusters instead (clusterer.n_clusters); n_clusters: <doc>")``.
+
+    ``where``: the old key's place as the caller wrote it, ending with
+    ``key`` (``steps[0].clusterer.c`` in a recipe, ``clusterer.c`` in a table
+    given to Registry.create or to an estimator, ``clusterer__c`` in
+    ``set_params``, ``c`` for a component's own parameter); the new key's
+    place is ``where`` with ``key`` replaced, named after the new key when it
+    is more than the key. Only that location differs from one surface to the
+    other. ``keyword``: a Python constructor's own keyword (no place; write
+    ``n_clusters=...``)."""
+    doc = field_doc(field) if field is not None else ""
+    if keyword:
+        fix = f"write {(field.alias or field.name) if field is not None else new}=... instead"
+    else:
+        new_where = where[: len(where) - len(key)] + new if where.endswith(key) else new
+        fix = f"write {new} instead" + ("" if new_where == new else f" ({new_where})")
+    return Problem(where, renamed_message(use, key, new), fix + (f"; {new}: {doc}" if doc else ""))
+
+
+def renamed_problems(cls: type, keys: Iterable[str], prefix: str = "", *, keyword: bool = False) -> list[Problem]:
+    """:func:`renamed_problem` for each of ``keys`` (given to ``cls``, at
+    ``prefix + key``) that is an old name ``cls`` does not take (a subclass
+    may take it again); with ``keyword``, a Python constructor's keywords
+    (no place named)."""
     taken = _keywords(cls)
-    old = [] if taken is None else [key for key in params if key not in taken and renamed_to(cls, key)]
-    if not old:
-        return
+    old = [] if taken is None else [key for key in keys if key not in taken and renamed_to(cls, key)]
     use = getattr(cls, "name", None) or cls.__name__
     fields = {param_name(f.name): f for f in getattr(cls, "__attrs_attrs__", ()) if f.init}
-    parts = []
+    problems = []
     for key in old:
         new = renamed_to(cls, key)
         assert new is not None
-        field = fields.get(new)
-        keyword = (field.alias or field.name) if field is not None else new
-        doc = field_doc(field) if field is not None else ""
-        parts.append(f"{renamed_message(use, key, new)} (write {keyword}=... instead" + (f"; {new}: {doc})" if doc
-                                                                                          else ")"))
-    raise RenamedParameterError("; ".join(parts) + ". Renamed parameters give this message for at least one minor "
-                                "version (CHANGELOG.md).")
+        problems.append(renamed_problem(use, key, new, fields.get(new), "" if keyword else f"{prefix}{key}",
+                                        keyword=keyword))
+    return problems
+
+
+def check_renamed(cls: type, params: Mapping[str, Any]) -> None:
+    """Raise :class:`RenamedParameterError` when ``params`` (keyword
+    arguments for ``cls``) give a parameter under its old name and ``cls``
+    does not take that name (a subclass may take it again): the Python
+    constructor's message (:func:`renamed_problem` with ``keyword``)."""
+    problems = renamed_problems(cls, params, keyword=True)
+    if problems:
+        raise RenamedParameterError("; ".join(map(str, problems)) + ". Renamed parameters give this message for at "
+                                    "least one minor version (CHANGELOG.md).")
 
 
 def answer_renames(cls: type) -> None:

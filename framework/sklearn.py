@@ -44,7 +44,7 @@ import inspect
 import math
 import os
 import warnings
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 import attrs
@@ -54,8 +54,8 @@ from sklearn.base import BaseEstimator, ClusterMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .building import renamed_to
-from .errors import DataError, ParameterError, PrivclustError, PrivclustWarning
-from .params import check_renamed, param_name
+from .errors import DataError, ParameterError, PrivclustError, PrivclustWarning, Problem
+from .params import RenamedParameterError, param_name, renamed_problems
 from .recipe import Budget
 from .registry import get_registry
 from .runner import run
@@ -157,9 +157,10 @@ class _PrivclustEstimator(BaseEstimator):
         parameter with the message a recipe and the component's constructor give, not "Invalid parameter"."""
         if self._privclust_component is not None:
             own = {key: value for key, value in params.items() if "__" not in key}
-            check_renamed(self._privclust_component, {k: v for k, v in own.items() if k not in self.get_params()})
+            given = {key for key in params if "__" in key}
+            top = renamed_problems(self._privclust_component, [k for k in own if k not in self.get_params()])
             params = self._nested_specs(params)
-            _check_nested_renames(self._privclust_component, params)
+            _raise_renamed(top + _nested_renames(self._privclust_component, params, given))
         return super().set_params(**params)
 
     def _nested_specs(self, params: dict[str, Any]) -> dict[str, Any]:
@@ -297,37 +298,52 @@ class _ClustererEstimator(ClusterMixin, _PrivclustEstimator):
         return self
 
 
-def _check_nested_renames(cls: type, params: Mapping[str, Any]) -> None:
-    """Raise :class:`~privclust.params.RenamedParameterError` when a nested component's spec among ``params`` (the
-    estimator's parameters for component class ``cls``: ``clusterer={"use": "fcm", "c": 3}``, or what
-    ``set_params(clusterer__c=3)`` makes of it) gives a parameter under its old name, at any depth: the message
-    and the moment of a renamed top-level parameter, where the run refused it only at ``fit``. Anything else wrong
-    with a nested spec (an unknown name or parameter, a bad value) is still the run's to report, at ``fit``."""
+def _raise_renamed(problems: list[Problem]) -> None:
+    """Raise :class:`~privclust.params.RenamedParameterError` with the one "renamed" message
+    (:func:`~privclust.params.renamed_problem`: a recipe's, Registry.create's, the CLI's), each named by its place:
+    ``c`` (the component's own parameter), ``clusterer.c`` (in a nested spec), ``clusterer__c`` (as ``set_params``
+    was given it)."""
+    if problems:
+        raise RenamedParameterError("; ".join(map(str, problems)))
+
+
+def _nested_renames(cls: type, params: Mapping[str, Any], given: Collection[str] = ()) -> list[Problem]:
+    """The renamed-parameter problems of the nested components' specs among ``params`` (the estimator's parameters
+    for component class ``cls``: ``clusterer={"use": "fcm", "c": 3}``, or what ``set_params(clusterer__c=3)`` makes
+    of it; ``given``: the nested keys ``set_params`` was given, named as given), at any depth: the message and the
+    moment of a renamed top-level parameter, where the run refused it only at ``fit``. Anything else wrong with a
+    nested spec (an unknown name or parameter, a bad value) is still the run's to report, at ``fit``."""
     fields = {f.name: f for f in attrs.fields(cls) if f.init} if attrs.has(cls) else {}
+    problems: list[Problem] = []
     for key, value in params.items():
         field = fields.get(key)
         kind = field_kind(field) if field is not None else None
         if kind is not None:
-            _renamed_in_spec(kind, value)
+            problems += _renamed_in_spec(kind, value, key, given)
+    return problems
 
 
-def _renamed_in_spec(kind: str, value: Any) -> None:
+def _renamed_in_spec(kind: str, value: Any, where: str, given: Collection[str] = ()) -> list[Problem]:
     if isinstance(value, ComponentSpec):
         use, params = value.use, dict(value.params)
     elif isinstance(value, Mapping) and isinstance(value.get("use"), str):
         use, params = value["use"], {k: v for k, v in value.items() if k != "use"}
     else:
-        return  # a name alone, an instance (built, so checked by its constructor) or None
+        return []  # a name alone, an instance (built, so checked by its constructor) or None
     try:
         cls = get_registry().get(kind, use)
     except PrivclustError:
-        return  # an unknown component: the run names it with the close names
+        return []  # an unknown component: the run names it with the close names
     fields = {param_name(f.name): f for f in attrs.fields(cls) if f.init} if attrs.has(cls) else {}
-    check_renamed(cls, {k: v for k, v in params.items() if k not in fields})
+    problems: list[Problem] = []
+    for key in params:
+        if key not in fields:
+            problems += renamed_problems(cls, [key], f"{where}__" if f"{where}__{key}" in given else f"{where}.")
     for key, nested in params.items():
         kind_of_field = field_kind(fields[key]) if key in fields else None
         if kind_of_field is not None:
-            _renamed_in_spec(kind_of_field, nested)
+            problems += _renamed_in_spec(kind_of_field, nested, f"{where}.{key}")
+    return problems
 
 
 def _signature(base: type, fields: list[attrs.Attribute]) -> inspect.Signature:
@@ -381,8 +397,9 @@ def estimator_class(kind: str, name: str) -> type:
 
     def __init__(self: Any, **params: Any) -> None:
         unknown = sorted(set(params) - set(names))
-        check_renamed(cls, {key: params[key] for key in unknown})  # the one "renamed" message, as in a recipe
-        _check_nested_renames(cls, params)  # and in a nested component's spec (clusterer={"use": "fcm", "c": 3})
+        # the one "renamed" message, as in a recipe: for the component's own parameter (c=3) and in a nested
+        # component's spec (clusterer={"use": "fcm", "c": 3})
+        _raise_renamed(renamed_problems(cls, unknown) + _nested_renames(cls, params))
         if unknown:
             moved = [f"{old!r} was renamed {renamed_to(cls, old)!r}" for old in unknown if renamed_to(cls, old)]
             raise TypeError(f"{name}: unexpected parameter(s) {', '.join(unknown)}; "

@@ -119,8 +119,10 @@ def test_a_renamed_key_in_a_nested_spec_is_refused_by_the_constructor_and_set_pa
     for make in makers:
         with pytest.raises(RenamedParameterError) as nested:
             make()
-        assert str(nested.value) == str(top.value)  # the one "renamed" message, when the value is given
-        assert str(nested.value).startswith("fcm: parameter 'c' was renamed 'n_clusters'")
+        # the one "renamed" message, when the value is given, named where the key is (rt19 F9: test_one_renamed_...)
+        assert str(nested.value).split(": ", 1)[1] == str(top.value).split(": ", 1)[1].replace(
+            "write n_clusters instead", f"write n_clusters instead ({nested_place(str(nested.value))})")
+        assert re.match(r"clusterer(\.|__)c: fcm: parameter 'c' was renamed 'n_clusters'", str(nested.value))
     with pytest.raises(RenamedParameterError, match="idp-kmeans: parameter 'k' was renamed 'n_clusters'"):
         pcs.masker("microaggregation").set_params(clusterer={"use": "idp-kmeans", "k": 3, "epsilon": 1.0})
     masker = pcs.masker("microaggregation", clusterer="fcm")
@@ -131,6 +133,82 @@ def test_a_renamed_key_in_a_nested_spec_is_refused_by_the_constructor_and_set_pa
     good = {"use": "idp-kmeans", "n_clusters": 3, "epsilon": 1.0, "noise": {"use": "laplace"}}
     assert pcs.masker("microaggregation", clusterer=good).get_params()["clusterer"] == good
     assert pcs.masker("microaggregation", clusterer={"use": "no-such", "c": 3}).get_params()["clusterer"]["c"] == 3
+
+
+def nested_place(message: str) -> str:
+    """Where a "renamed" message says to write the new key: ``clusterer.n_clusters`` for ``clusterer.c``."""
+    return message.split(": ", 1)[0][: -len("c")] + "n_clusters"
+
+
+#: The one "renamed" sentence (rt19 F9), after the place of the old key; ``{new}`` the place of the new one.
+FCM_DOC = "number of clusters (the papers' c; set by the fuzzy-microaggregation masker when nested)"
+RENAMED = "fcm: parameter 'c' was renamed 'n_clusters' (write n_clusters instead{new}; n_clusters: " + FCM_DOC + ")"
+
+
+def _message(make: Any, error: type[Exception] = privclust.PrivclustError) -> str:
+    with pytest.raises(error) as err:
+        make()
+    return str(err.value)
+
+
+def test_one_renamed_message_on_every_surface_naming_where_the_key_is(tmp_path, capsys):
+    """rt19 F9: in scikit-learn a nested renamed key said "write n_clusters=... instead" (a TypeError on the masker,
+    which has no n_clusters) without saying where the key was, and added a sentence the recipe, Registry.create and
+    the CLI did not; Registry.create's top-level fix said "(n_clusters)" after "n_clusters". One function writes the
+    sentence; only the place differs by surface."""
+    from privclust import sklearn as pcs
+    from privclust.cli import main
+    from privclust.params import RenamedParameterError
+
+    registry = privclust.get_registry()
+    nested = {"use": "microaggregation", "clusterer": {"use": "fcm", "c": 3}}
+    masker = pcs.masker("microaggregation", clusterer="fcm")
+    expected = {
+        "recipe": ("recipe: steps[0].clusterer.c", "steps[0].clusterer.n_clusters"),
+        "Registry.create nested": ("Registry.create('maskers', 'microaggregation'): clusterer.c",
+                                   "clusterer.n_clusters"),
+        "Registry.create top": ("Registry.create('clusterers', 'fcm'): c", None),
+        "sklearn constructor nested": ("clusterer.c", "clusterer.n_clusters"),
+        "sklearn constructor top": ("c", None),
+        "sklearn set_params nested": ("clusterer__c", "clusterer__n_clusters"),
+        "sklearn set_params nested spec": ("clusterer.c", "clusterer.n_clusters"),
+        "sklearn set_params top": ("c", None),
+    }
+    got = {
+        "recipe": _message(lambda: privclust.compile({"steps": [nested]})),
+        "Registry.create nested": _message(lambda: registry.create("maskers", nested)),
+        "Registry.create top": _message(lambda: registry.create("clusterers", {"use": "fcm", "c": 3})),
+        "sklearn constructor nested": _message(lambda: pcs.masker("microaggregation", clusterer=nested["clusterer"]),
+                                               RenamedParameterError),
+        "sklearn constructor top": _message(lambda: pcs.clusterer("fcm", c=3), RenamedParameterError),
+        "sklearn set_params nested": _message(lambda: masker.set_params(clusterer__c=3), RenamedParameterError),
+        "sklearn set_params nested spec": _message(lambda: masker.set_params(clusterer=nested["clusterer"]),
+                                                   RenamedParameterError),
+        "sklearn set_params top": _message(lambda: pcs.clusterer("fcm").set_params(c=3), RenamedParameterError),
+    }
+    for surface, (old, new) in expected.items():
+        assert got[surface] == f"{old}: " + RENAMED.format(new=f" ({new})" if new else ""), surface
+    # the CLI's check of a recipe file says what the recipe says, under the file's recipe head
+    recipe = tmp_path / "recipe.toml"
+    recipe.write_text('[[steps]]\nuse = "microaggregation"\nclusterer = { use = "fcm", c = 3 }\n')
+    assert main(["check", str(recipe)]) == 1
+    err = capsys.readouterr().err
+    assert "steps[0].clusterer.c: " + RENAMED.format(new=" (steps[0].clusterer.n_clusters)") in err
+    # and the advice works where it is given
+    assert pcs.masker("microaggregation", clusterer={"use": "fcm", "n_clusters": 3}).clusterer["n_clusters"] == 3
+    assert masker.set_params(clusterer__n_clusters=3).clusterer == {"use": "fcm", "n_clusters": 3}
+    assert pcs.clusterer("fcm", n_clusters=3).n_clusters == 3
+
+
+def test_a_python_constructor_keeps_its_keyword_message():
+    """A component class called from Python with an old keyword: the same sentence, its fix the keyword to write."""
+    from privclust.params import RenamedParameterError
+    from privclust_plugins.fuzzy import FCM
+
+    privclust.get_registry().components()
+    assert _message(lambda: FCM(c=3), RenamedParameterError) == (
+        RENAMED.replace("write n_clusters instead{new}", "write n_clusters=... instead")
+        + ". Renamed parameters give this message for at least one minor version (CHANGELOG.md).")
 
 
 # -- rt16 m3: Registry.create's messages -----------------------------------------------------------------------------
@@ -167,3 +245,4 @@ def test_registry_create_names_the_call_not_a_recipe():
         registry.create("clusterers", privclust.ComponentSpec("fcm", {"c": 3}))
     with pytest.raises(privclust.RecipeError, match=r"^recipe: steps\[0\]\.epsilon: The 'epsilon' parameter"):
         privclust.compile({"steps": [{"use": "laplace", "epsilon": -1.0}]})
+
