@@ -59,7 +59,11 @@ def _create(registry: ComponentTables, kind: str, value: Any, extra: Mapping[str
     elif isinstance(value, ComponentSpec):
         spec = ComponentSpec(value.use, {**value.params, **extra}) if extra else value
     elif isinstance(value, Mapping):
-        spec = ComponentSpec.from_mapping({**value, **extra})
+        try:
+            spec = ComponentSpec.from_mapping({**value, **extra})
+        except RecipeError as err:  # a table without 'use': named where it is, under the caller's head (rt19 F10)
+            problems.extend(Problem(where or p.where, p.message, p.fix) for p in err.problems)
+            return None
     elif attrs.has(type(value)) and isinstance(getattr(type(value), "name", None), str):
         if extra:
             value = attrs.evolve(value, **_field_kwargs(type(value), extra))

@@ -246,3 +246,17 @@ def test_registry_create_names_the_call_not_a_recipe():
     with pytest.raises(privclust.RecipeError, match=r"^recipe: steps\[0\]\.epsilon: The 'epsilon' parameter"):
         privclust.compile({"steps": [{"use": "laplace", "epsilon": -1.0}]})
 
+
+def test_registry_create_names_the_call_for_a_table_without_use():
+    """rt19 F10: a table keyed "name" instead of "use" (given to Registry.create, or nested in one) started its
+    error with "recipe:", naming no place; in a recipe, the nested table's place was not named either."""
+    registry = privclust.get_registry()
+    need = 'a component table needs \'use\' = "<name>"; got '
+    assert _message(lambda: registry.create("maskers", {"name": "microaggregation"})) == (
+        "Registry.create('maskers', ...): " + need + "{'name': 'microaggregation'}")
+    assert _message(lambda: registry.create("maskers", {"use": "microaggregation",
+                                                        "clusterer": {"name": "fcm", "c": 3}})) == (
+        "Registry.create('maskers', 'microaggregation'): clusterer: " + need + "{'name': 'fcm', 'c': 3}")
+    assert _message(lambda: privclust.compile({"steps": [{"use": "microaggregation",
+                                                           "clusterer": {"name": "fcm", "c": 3}}]})) == (
+        "recipe: steps[0].clusterer: " + need + "{'name': 'fcm', 'c': 3}")
