@@ -45,7 +45,7 @@ from .accounting import (
 )
 from .assessment import EVALUATION_COLUMNS, with_before
 from .claims import ADD_REMOVE, REPLACE_ONE, relation_kind
-from .coverage import COMPARED, guarantees_dp
+from .coverage import COMPARED, guarantees_dp, name_text
 from .errors import PrivclustError
 from .params import parameter_roles, role_rounding
 from .plots import before_after
@@ -764,8 +764,11 @@ def render_html(release: Release, *, non_disclosive: bool = False, plots: bool =
                    "parameters": parameter_rows(c["parameters"], c["effective_parameters"],
                                                 roles.get(c["step"])),
                    "clusters": c.get("clusters"),
-                   "plugin": f"plugin {c['plugin']} ({c['distribution']} {c['version']})" + "".join(
-                       f"; its {where} {n['component']} by plugin {n['plugin']} ({n['distribution']} {n['version']})"
+                   # names quoted unless plain tokens (coverage.name_text): nothing in a plugin's name reads as ours
+                   "plugin": f"plugin {name_text(c['plugin'])} ({name_text(c['distribution'])} "
+                             f"{name_text(c['version'])})" + "".join(
+                       f"; its {name_text(where)} {name_text(n['component'])} by plugin {name_text(n['plugin'])} "
+                       f"({name_text(n['distribution'])} {name_text(n['version'])})"
                        for where, n in (c.get("nested") or {}).items()),
                    "seconds": (f"{c['elapsed_seconds']:.3g}" if "elapsed_seconds" in c else None)}
                   for c in report["steps"]],

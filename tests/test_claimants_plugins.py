@@ -174,6 +174,9 @@ def test_a_plugin_name_cannot_forge_claimants(recipe):
     assert "\n" not in release.verdict.split("These DP statements")[1].split(": the host composes")[0]
     assert "step 7" not in claims(release.verdict).replace(repr(FORGING), "")
     assert json.loads(release.to_json())["verdict"] == release.verdict
+    # the HTML report's per-step provenance line quotes the name too (escaped as HTML: \n and the quotes)
+    page = release.to_html()
+    assert "by plugin evil" not in page and "plugin evil" not in page.replace("plugin &#x27;evil", "")
 
 
 def test_plain_names_are_shown_as_they_are():
