@@ -8,14 +8,18 @@ component a neighbouring pair, chosen on separate runs); ``passed`` is false
 when it exceeds the epsilon charged. A component's audit covers its
 mechanisms' releases, its released table, its released labels
 (:data:`LABEL_STATISTICS` of the records the two inputs share) and its own
-``rng.laplace`` draws (float-support and lattice events), those of the
-generators it makes from ``context.spawn_seeds`` seeds with
-``numpy.random.default_rng`` included (when such draws escape the auditor,
-the seeds pickled for another process or their state read, ``unseen`` says
-so). A component's audit samples the first values of *every* release of a
-run (:data:`AUDIT_VALUES` in all); when some released values could not be
-kept, ``unseen`` names them and ``verdict`` is ``"INCONCLUSIVE"`` instead
-of ``"PASSED"``.
+``laplace`` draws (float-support and lattice events). Those events are
+tried only on draws made with ``Generator.laplace`` from ``context.rng``
+or ``context.spawn``; noise built any other way (from exponentials or
+uniforms, with another library, or from generators made of
+``context.spawn_seeds`` seeds) is audited only through the released
+values. The auditor runs the program the user runs: ``spawn_seeds`` hands
+out the seeds an unaudited run would, and nothing made from them is
+recorded, so a masker whose audit rests on its own draws and that took
+such seeds is never PASSED (``unseen`` says so). A component's audit
+samples the first values of *every* release of a run (:data:`AUDIT_VALUES`
+in all); when some released values could not be kept, ``unseen`` names
+them and ``verdict`` is ``"INCONCLUSIVE"`` instead of ``"PASSED"``.
 
 The statistics (bounds, events, projections, the audit of one pair) are in
 :mod:`privclust.audit_events`; the conformance kit (:mod:`privclust.testing`)
@@ -102,7 +106,6 @@ from .recipe import Budget, ComponentSpec
 from .registry import Registry, get_registry, known_leak_names
 from .runner import check_data, compile
 from .runner import run as run_recipe
-from .seeds import SeedStream
 
 __all__ = [
     "AUDIT_VALUES",
@@ -248,63 +251,23 @@ class _RecordingGenerator(np.random.Generator):
         return out
 
 
-class _RecordingSeed(_RecordingGenerator, SeedStream):
-    """A seed the auditor's context hands out through ``spawn_seeds``.
-
-    It is the seed sequence the unaudited run would hand out (the same
-    ``generate_state`` and ``spawn``; a context's ``seed``), and also the
-    generator ``numpy.random.default_rng`` makes from it: numpy hands a
-    ``Generator`` back unchanged, so ``default_rng(seed)`` returns this very
-    object, a generator on the bit stream ``default_rng`` would build from
-    the seed (the run draws what it would draw unaudited) that records its
-    ``laplace`` draws like the context's own generators. Its children
-    (``spawn``, or a context seeded with it) are such seeds too. Draws the
-    auditor cannot see are noted in ``lost`` (shared by the run's seeds):
-    the seed's state read (``generate_state``: a bit generator of the step's
-    own made from it) or the seed pickled or copied (a plain seed sequence
-    leaves: for another process, say)."""
-
-    def __init__(self, stream: SeedStream, sink: list[tuple[np.ndarray, np.ndarray, np.ndarray]],
-                 lost: set[str]):
-        SeedStream.__init__(self, stream._mixer, stream._const, stream.spawn_key, stream.n_children_spawned)
-        self._lost = lost
-        self._building = True
-        try:
-            bit_generator = np.random.PCG64(self)  # type: ignore[arg-type]  # as default_rng(seed) would
-        finally:
-            self._building = False
-        _RecordingGenerator.__init__(self, bit_generator, sink)
-
-    def generate_state(self, n_words: int, dtype: Any = np.uint32) -> np.ndarray:
-        if not self._building:
-            self._lost.add("read their state (generate_state: a bit generator or seed of its own)")
-        return SeedStream.generate_state(self, n_words, dtype)
-
-    def spawn(self, n_children: int) -> list[_RecordingSeed]:  # type: ignore[override]  # seeds and generators
-        return [_RecordingSeed(child, self._sink, self._lost)  # type: ignore[arg-type]
-                for child in SeedStream.spawn(self, n_children)]
-
-    def __reduce__(self) -> Any:
-        self._lost.add("pickled or copied them (for another process, say)")
-        return (SeedStream, (self._mixer, self._const, self.spawn_key, self.n_children_spawned))
-
-
-#: What an audit says when a step's draws from its ``spawn_seeds`` seeds went where the auditor cannot record them.
-SPAWNED_UNSEEN = ("the step's own random draws from the seeds it took with context.spawn_seeds: it {how}, so the "
-                  "auditor could not record those draws and the float-support and lattice events on a step's own "
-                  "laplace draws were not tried on them; this audit is not a verification of that noise (draw "
-                  "from numpy.random.default_rng(seed) in the step's process, or from context.rng or "
-                  "context.spawn, to have the draws recorded)")
+#: What an audit says of a step that took seeds with ``spawn_seeds`` where the audit rests on the step's own draws.
+SPAWNED_UNSEEN = ("the step's own random draws from the seeds it took with context.spawn_seeds: the auditor cannot "
+                  "record draws made from those seeds (it hands out the seeds an unaudited run would, so that it "
+                  "audits the program the user runs), so the float-support and lattice events on a step's own "
+                  "laplace draws were not tried on them (the released table was audited); this audit is not a "
+                  "verification of that noise (draw it with Generator.laplace from context.rng or context.spawn "
+                  "to have those events tried on it)")
 
 
 class _AuditContext(PrivacyContext):
     """A context whose noise mechanisms record every value they release
     (and the values and Laplace scale they were given), and whose
-    generators record the step's own ``laplace`` draws: those of
-    ``context.rng`` and ``context.spawn``, and those of the generators
-    ``numpy.random.default_rng`` makes from its ``spawn_seeds`` seeds
-    (:class:`_RecordingSeed`; ``unrecorded`` says how a step's draws from
-    them escaped)."""
+    generators (``context.rng`` and ``context.spawn``, on the bit streams
+    of an unaudited run's) record the step's own ``Generator.laplace``
+    draws. Its ``spawn_seeds`` hands out the very seeds an unaudited run
+    would (the run draws what it would draw unaudited); what is made from
+    them is not recorded, and ``took_seeds`` says the step took some."""
 
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
@@ -313,7 +276,7 @@ class _AuditContext(PrivacyContext):
         self.inputs: list[tuple[np.ndarray, float]] = []
         self.covers: list[str] = []
         self.draws: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-        self.unrecorded: set[str] = set()
+        self.took_seeds = False
         self._wrapped: tuple[Any, np.random.Generator] | None = None
 
     def mechanism(self, value: Any = "laplace") -> Any:
@@ -333,7 +296,8 @@ class _AuditContext(PrivacyContext):
         return [_RecordingGenerator(g.bit_generator, self.draws) for g in super().spawn(n)]
 
     def spawn_seeds(self, n: int) -> list[Any]:
-        return [_RecordingSeed(s, self.draws, self.unrecorded) for s in super().spawn_seeds(n)]
+        self.took_seeds = True
+        return super().spawn_seeds(n)
 
 
 def _public_bounds(component: Any) -> dict[str, Any] | None:
@@ -566,7 +530,7 @@ class _Run:
     table: np.ndarray | None  # the released table (records x columns) of a step that drew laplace itself
     draws: tuple[np.ndarray, np.ndarray, np.ndarray] | None
     spent: tuple[float, float]
-    unrecorded: tuple[str, ...] = ()  # how the step's draws from its spawn_seeds seeds escaped the recorder
+    took_seeds: bool = False  # the audit rests on the step's own draws and it took seeds its draws escape through
 
 
 def _runs(component: Any, kind: str, frame: pd.DataFrame, reg: Registry, seeds: Sequence[Any],
@@ -584,10 +548,9 @@ def _runs(component: Any, kind: str, frame: pd.DataFrame, reg: Registry, seeds: 
         labels = _labels_of(result) if statistic is None and rows is not None else None
         stats = None if labels is None else _label_statistics(labels, rows, near)  # type: ignore[arg-type]
         table = draws = None
-        # where the step's own draws are audited (a masker's table, no mechanism release), draws from its
-        # spawn_seeds seeds the recorder could not follow leave the audit short of them
+        # where the step's own draws are audited (a masker's table, no mechanism release), draws from seeds it
+        # took with spawn_seeds, which the auditor cannot record, leave the audit short of them
         own = statistic is None and isinstance(result, Masked) and not context.releases
-        unrecorded = tuple(sorted(context.unrecorded)) if own else ()
         if own and context.draws:
             try:
                 matrix = result.data.to_numpy(dtype=float)
@@ -597,7 +560,7 @@ def _runs(component: Any, kind: str, frame: pd.DataFrame, reg: Registry, seeds: 
                 table = matrix
                 draws = tuple(np.concatenate([d[i] for d in context.draws]) for i in range(3))
         out.append(_Run(values=run_values, labels=stats, table=table, draws=draws,  # type: ignore[arg-type]
-                        spent=context.spent, unrecorded=unrecorded))
+                        spent=context.spent, took_seeds=own and context.took_seeds))
     return out
 
 
@@ -622,12 +585,17 @@ def audit_component(component: Any, data: pd.DataFrame | None = None, *, pairs: 
     PASSED. Besides these, every run's released **labels** (a clusterer's,
     or a masker's partition's) are audited through
     :data:`LABEL_STATISTICS` of the records the two inputs share, and a
-    step that draws ``laplace`` from its own generator (``context.rng``,
-    ``context.spawn``, or ``numpy.random.default_rng`` of a
-    ``context.spawn_seeds`` seed) is audited with float-support and lattice
-    events on those draws; when a masker's draws from its seeds escape the
-    auditor (the seeds pickled or their state read), ``unseen`` says so and
-    the verdict is INCONCLUSIVE.
+    step that draws ``Generator.laplace`` from ``context.rng`` or
+    ``context.spawn`` is audited with float-support and lattice events on
+    those draws. Those events are tried on no other draws: noise built any
+    other way (exponentials, uniforms, another library) is audited only
+    through the released values. Draws from generators made of
+    ``context.spawn_seeds`` seeds are not recorded (the seeds are those an
+    unaudited run gets, so the audited run draws what it draws unaudited):
+    a masker whose audit rests on its own draws (its table, no mechanism
+    release, no ``statistic``) and that took such seeds gets an ``unseen``
+    note saying so, and its verdict is INCONCLUSIVE, or FAILED when the
+    bound exceeds the charge, never PASSED.
 
     The pairs: ``pairs`` may give ``(frame, frame)`` tuples or
     :class:`NeighbourPair` objects; by default (``search``) the candidates
@@ -709,9 +677,8 @@ def audit_component(component: Any, data: pd.DataFrame | None = None, *, pairs: 
     charged = (max(charged[0], *(r.spent[0] for runs in est for r in runs)),
                max(charged[1], *(r.spent[1] for runs in est for r in runs)))
     A, B, events, audited, unseen = _samples([sel[0] + est[0], sel[1] + est[1]], statistic, float_support, half)
-    escaped = sorted({how for runs in (sel[0], sel[1], *est) for r in runs for how in r.unrecorded})
-    if escaped:
-        unseen = [*unseen, SPAWNED_UNSEEN.format(how=" and ".join(escaped))]
+    if any(r.took_seeds for runs in (sel[0], sel[1], *est) for r in runs):
+        unseen = [*unseen, SPAWNED_UNSEEN]
     outcome = _audit_pair(A, B, charged[1], share, events, selection=half)
     if len(chosen) > 1:
         pair = attrs.evolve(pair, description=pair.description + f" (chosen among {len(chosen)} pairs on the "

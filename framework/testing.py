@@ -34,11 +34,12 @@ The checks (each raises ``AssertionError`` with a message saying what to fix):
     above what the ledger charges: for a noise mechanism, its ``release``
     on 0 against 1 (300 runs each, float-support events included), and for
     any DP component, its run on one neighbouring pair of frames (200 runs
-    each; its released labels and its own ``laplace`` draws included, those
-    from generators made of ``context.spawn_seeds`` seeds too). When a
-    run released more values than the audit keeps, the check warns
-    (:class:`~privclust.PrivclustWarning`, INCONCLUSIVE) naming the values it
-    did not see. Its result is remembered for the same component (pickled
+    each; its released labels and its own ``Generator.laplace`` draws from
+    ``context.rng`` or ``context.spawn`` included). When a run released more
+    values than the audit keeps, or a masker audited through its own draws
+    took seeds with ``context.spawn_seeds`` (draws from them are not
+    recorded), the check warns (:class:`~privclust.PrivclustWarning`,
+    INCONCLUSIVE) naming what it did not see. Its result is remembered for the same component (pickled
     state), data and component tables in a process: a suite that checks one
     DP component in several tests audits it once.
 
@@ -66,8 +67,10 @@ a neighbouring pair, chosen on separate runs); ``passed`` is false when it
 exceeds the epsilon charged. A component's audit covers its mechanisms'
 releases, its released table, its released labels (:data:`LABEL_STATISTICS`
 of the records the two inputs share) and its own ``laplace`` draws
-(float-support and lattice events), from ``context.rng`` or from
-generators made of ``context.spawn_seeds`` seeds.
+(float-support and lattice events), those made with ``Generator.laplace``
+from ``context.rng`` or ``context.spawn`` only: noise built any other way
+(exponentials, uniforms, another library, generators made of
+``context.spawn_seeds`` seeds) is audited only through the released values.
 A component's audit samples the first values of *every* release of a run
 (:data:`AUDIT_VALUES` in all); when some released values could not be kept,
 ``unseen`` names them and ``verdict`` is ``"INCONCLUSIVE"`` instead of
