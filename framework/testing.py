@@ -101,6 +101,7 @@ from .audit import (
 from .audit import (
     KIT_MECHANISM_TRIALS,
     KIT_TRIALS,
+    SPAWNED_UNSEEN,
     AuditResult,
     Event,
     NeighbourPair,
@@ -419,7 +420,9 @@ def check_privacy_audit(component: Any, data: pd.DataFrame, kind: str, registry:
     if result.unseen:  # not a failure of the component, but not a pass for the values the audit could not keep
         warnings.warn(PrivclustWarning(
             f"{name}: the privacy_audit check is INCONCLUSIVE for released values it did not see: "
-            + "; ".join(result.unseen) + ". Audit them with pt.audit_component(..., statistic=...)."), stacklevel=2)
+            + "; ".join(result.unseen) + "." + ("" if set(result.unseen) <= {SPAWNED_UNSEEN} else
+                                                " Audit them with pt.audit_component(..., statistic=...).")),
+            stacklevel=2)
 
 
 def _audit_release(component: Any, registry: Registry) -> AuditResult:
