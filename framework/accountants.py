@@ -11,8 +11,9 @@ neighbouring relations converted); a plugin may supply its own through the
 from __future__ import annotations
 
 import math
+import struct
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from fractions import Fraction
 from typing import Any, Protocol, runtime_checkable
 
@@ -226,7 +227,8 @@ class BasicAccountant:
         ``weight`` is 2 for an add/remove release (counted twice: as the
         file's figure when every release is add/remove, as group privacy
         under replace-one when the run mixes the two), else 1. The release is
-        taken to compose sequentially: inside a stratum it may cost less.
+        taken to compose sequentially: inside a stratum it may cost less
+        (:meth:`largest_epsilon` counts the stratum).
         :raises PrivclustError: when ``relation`` cannot be composed with the
             releases in ``entries``."""
         kinds = {k for e in entries if e.kind == "dp" and (k := entry_relation(e)) is not None}
@@ -237,6 +239,36 @@ class BasicAccountant:
             return 2.0 * spent, 2.0
         return spent, 2.0 if own == ADD_REMOVE else 1.0  # group privacy: an add/remove release under replace-one
 
+    def fits_exactly(self, entries: Sequence[LedgerEntry], new: LedgerEntry) -> bool:
+        """Whether ``new`` fits the budget with no rounding slack: the file's
+        total (:func:`file_cost`, strata composed in parallel) at most the
+        budget's epsilon and delta. A figure the host states as what may
+        still be spent passes this test, so that spending it gives a total
+        whose stated (rounded-up) figure is not above the budget."""
+        if not self.budget.limited:
+            return True
+        composed = [*entries, new]
+        eps, delta = file_cost(*self.total(composed), self.relation(composed))
+        limit = self.budget.epsilon
+        assert limit is not None
+        return eps <= limit and delta <= self.budget.delta
+
+    def largest_epsilon(self, entries: Sequence[LedgerEntry], new: LedgerEntry, *, high: float | None = None,
+                        delta: float | None = None) -> float | None:
+        """The largest epsilon (a double in ``[0, high]``, ``high`` the
+        release's own epsilon unless given) at which ``new``, with its delta
+        (or ``delta``) and its relation and stratum, passes
+        :meth:`fits_exactly`; ``None`` when even epsilon 0 does not (its
+        delta alone goes past the budget, or no room is left)."""
+        at_delta = new.delta if delta is None else delta
+        return _largest(lambda x: self.fits_exactly(entries, attrs.evolve(new, epsilon=x, delta=at_delta)),
+                        new.epsilon if high is None else high)
+
+    def largest_delta(self, entries: Sequence[LedgerEntry], new: LedgerEntry, epsilon: float) -> float | None:
+        """The largest delta in ``[0, new.delta]`` at which ``new``, at
+        ``epsilon``, passes :meth:`fits_exactly` (``None``: none does)."""
+        return _largest(lambda d: self.fits_exactly(entries, attrs.evolve(new, epsilon=epsilon, delta=d)), new.delta)
+
     def check(self, entries: Sequence[LedgerEntry], new: LedgerEntry) -> None:
         self.relation([*entries, new])  # refuses relations that cannot be composed, budget or not
         if not self.budget.limited:
@@ -244,6 +276,13 @@ class BasicAccountant:
         composed = [*entries, new]
         relation = self.relation(composed)
         eps, delta = file_cost(*self.total(composed), relation)
+        limit_eps, limit_delta = self.budget.epsilon, self.budget.delta
+        assert limit_eps is not None
+        terms = len(entries) + 1
+        eps_over = not within_budget(eps, limit_eps, terms)
+        delta_over = not delta_within_budget(delta, limit_delta, terms)
+        if not (eps_over or delta_over):
+            return
         own = entry_relation(new)
         if relation == ADD_REMOVE:
             twice = (" (the add/remove total counted twice: the released file shows its number of records, so it "
@@ -254,39 +293,118 @@ class BasicAccountant:
         else:
             twice = ""
         under = f" under {own}" if own is not None else ""
-        limit_eps = self.budget.epsilon
-        assert limit_eps is not None
         where = f"step {new.step} ({new.step_id})" if new.step is not None else "this release"
-        terms = len(entries) + 1
-        if not within_budget(eps, limit_eps, terms):
-            base, weight = self.epsilon_room(entries, own)
-            room = max(0.0, (limit_eps - base) / weight)
-            needed = base + weight * new.epsilon
-            lower = (f" or lower its epsilon to at most {at_most(room)}" if room > 0 else
-                     f" (no epsilon is left for a release{under or ' of this kind'})")
-            raise BudgetExceededError(
-                f"{where} would spend epsilon={at_least(new.epsilon)}{under} ({new.mechanism} on {new.covers}), "
-                f"bringing the total to {at_least(eps)}{twice} > the budget epsilon={exact(limit_eps)}; raise "
-                f"[privacy] epsilon to at least {at_least(needed)}{lower}. {_nothing_drawn(entries, new)}"
-            )
-        if not delta_within_budget(delta, self.budget.delta, terms):
-            raise BudgetExceededError(
-                f"{where} would spend delta={at_least(new.delta, 3)}{under}, bringing the total to "
-                f"{at_least(delta, 3)}{twice} > the budget delta={exact(self.budget.delta)}; raise [privacy] delta or "
-                f"use a pure-epsilon mechanism. {_nothing_drawn(entries, new)}"
-            )
+        pure = " (a pure-epsilon budget: it takes no release with a delta)" if limit_delta == 0 else ""
+        if eps_over and delta_over:
+            spends = f"epsilon={at_least(new.epsilon)} and delta={at_least(new.delta, 3)}"
+            totals = (f"the total to {at_least(eps)}{twice} > the budget epsilon={exact(limit_eps)} and the total "
+                      f"delta to {at_least(delta, 3)} > the budget delta={exact(limit_delta)}{pure}")
+        elif eps_over:
+            spends = f"epsilon={at_least(new.epsilon)}"
+            totals = f"the total to {at_least(eps)}{twice} > the budget epsilon={exact(limit_eps)}"
+        else:
+            spends = f"delta={at_least(new.delta, 3)}"
+            totals = f"the total to {at_least(delta, 3)}{twice} > the budget delta={exact(limit_delta)}{pure}"
+        raise BudgetExceededError(
+            f"{where} would spend {spends}{under} ({new.mechanism} on {new.covers}), bringing {totals}; "
+            f"{self._fixes(entries, new, eps if eps_over else None, delta if delta_over else None, under)}. "
+            f"{_nothing_drawn(entries, new)}"
+        )
+
+    def _fixes(self, entries: Sequence[LedgerEntry], new: LedgerEntry, eps: float | None, delta: float | None,
+               under: str) -> str:
+        """What would let a refused release through: the budget that holds
+        it (``eps`` / ``delta``: the totals over the budget, ``None`` for one
+        within it), and the largest release that fits this budget. Every
+        figure is one the accountant accepts: a budget of at least the
+        figures holds the release as it is, and the lowered release fits this
+        budget exactly (strata composed in parallel, the delta that an
+        add/remove release's epsilon brings under replace-one counted)."""
+        raised: list[str] = []
+        cannot = ""
+        if eps is not None:
+            text = at_least(eps)
+            if math.isfinite(float(text)):
+                raised.append(f"epsilon to at least {text}")
+            else:
+                cannot = "no finite [privacy] epsilon holds it"
+        if delta is not None:
+            text = at_least(delta, 3)
+            if float(text) < 1:
+                raised.append(f"delta to at least {text}")
+            else:
+                cannot = cannot or "no [privacy] delta holds it (a budget's delta is below 1)"
+        raise_text = "raise [privacy] " + " and ".join(raised) if not cannot else cannot
+        room = self.largest_epsilon(entries, new)
+        if room:  # a positive epsilon at the release's own delta fits
+            return f"{raise_text}{': lower' if cannot else ' or lower'} its epsilon to at most {at_most(room)}"
+        none_left = f"no epsilon is left for a release{under or ' of this kind'}"
+        if new.delta > 0:  # its delta goes past the budget at any epsilon: the delta must come down too
+            pure_room = self.largest_epsilon(entries, new, delta=0.0)
+            if pure_room:
+                keep = "" if pure_room >= new.epsilon else f" with epsilon at most {at_most(pure_room)}"
+                lowered = self.largest_delta(entries, new, pure_room)
+                joint = ": " if cannot else " or "
+                if not lowered or self.budget.delta == 0:
+                    return f"{raise_text}{joint}use a pure-epsilon mechanism (delta 0){keep}"
+                keep = "" if pure_room >= new.epsilon else f" and its epsilon to at most {at_most(pure_room)}"
+                return f"{raise_text}{joint}lower its delta to at most {at_most(lowered, 3)}{keep}"
+        return f"{raise_text} ({none_left})" if not cannot else f"{raise_text}, and {none_left}"
+
+
+def _largest(fits: Callable[[float], bool], high: float) -> float | None:
+    """The largest double ``x`` in ``[0, high]`` with ``fits(x)``, for a
+    ``fits`` that turns false as ``x`` grows (found by bisection on the
+    doubles' bit patterns, which order the non-negative doubles); ``None``
+    when ``fits(0)`` is false."""
+    if not fits(0.0):
+        return None
+    if fits(high):
+        return high
+    low, top = 0, _bits(high)  # fits at low, not at top
+    while top - low > 1:
+        middle = (low + top) // 2
+        if fits(_double(middle)):
+            low = middle
+        else:
+            top = middle
+    return _double(low)
+
+
+def _bits(value: float) -> int:
+    return int(struct.unpack("<q", struct.pack("<d", value))[0])
+
+
+def _double(bits: int) -> float:
+    return float(struct.unpack("<d", struct.pack("<q", bits))[0])
 
 
 def _nothing_drawn(entries: Sequence[LedgerEntry], new: LedgerEntry) -> str:
-    """What a refusal left behind: nothing, unless releases of the same step
-    were recorded (their noise drawn) before this one was refused."""
-    earlier = [e for e in entries if e.kind == "dp" and new.step is not None and e.step == new.step
-               and e.step_id == new.step_id]
+    """What a refusal left behind: nothing, unless the ledger already holds
+    entries of the same step (releases, whose noise was drawn, or claims),
+    or, for a release made outside a step, any entry."""
+    if new.step is None:
+        if not entries:
+            return "Nothing was recorded and no noise was drawn."
+        return (f"This release was not recorded and no noise was drawn for it; the ledger keeps the "
+                f"{_count(len(entries), 'earlier entry', 'earlier entries')} recorded before it.")
+    earlier = [e for e in entries if e.step == new.step and e.step_id == new.step_id]
     if not earlier:
         return "Nothing was recorded and no noise was drawn."
-    return (f"This release was not recorded and no noise was drawn for it, but {len(earlier)} earlier release(s) of "
-            f"the same step were (they stay in the ledger); a component that releases several times asks "
-            "context.can_spend(its total, relation=...) before its first release.")
+    kinds = ", ".join(_count(sum(e.kind == kind for e in earlier), *_KINDS.get(kind, (kind, kind)))
+                      for kind in dict.fromkeys(e.kind for e in earlier))
+    return (f"This release was not recorded and no noise was drawn for it, but the ledger keeps "
+            f"{_count(len(earlier), 'earlier entry', 'earlier entries')} of the same step ({kinds}); a component "
+            "asks context.check_spend(its total, relation=...) before it records anything.")
+
+
+#: How a refusal names the entries a step left in the ledger, by kind.
+_KINDS = {"dp": ("release", "releases"), "guarantee": ("guarantee claim", "guarantee claims"),
+          "leak": ("leak", "leaks"), "process": ("host note", "host notes"), "verified": ("host check", "host checks")}
+
+
+def _count(n: int, one: str, many: str) -> str:
+    return f"{n} {one if n == 1 else many}"
 
 
 def accountant_name(accountant: Any) -> str:

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import copy
 import math
+import sys
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -728,7 +729,9 @@ class PrivacyContext:
             try:
                 self._accountant.check(self._ledger.entries, adopted)
             except BudgetExceededError as err:  # the stratum's task drew its noise: "no noise was drawn" is not so
-                text = str(err).replace(" Nothing was recorded and no noise was drawn.", "")
+                text = str(err)
+                for said in (" Nothing was recorded and no noise was drawn.", " This release was not recorded"):
+                    text = text.split(said)[0]
                 raise BudgetExceededError(
                     f"{text} (a stratum's release, made and noised in the stratum's own task: it is not adopted "
                     "into the run's ledger and the run releases nothing)") from None
@@ -756,23 +759,30 @@ class PrivacyContext:
         empty ledger); after add/remove releases only, the figure for another
         add/remove release (half the budget less their total: the budget
         bounds the file's figure, the add/remove total counted twice). A
-        release under the other relation may spend less, as little as half:
-        ask :meth:`remaining_for` with its relation (a first add/remove
-        release may spend half the budget)."""
+        release under the other relation may spend another figure: half of
+        it for an add/remove release on an empty ledger or after a
+        replace-one release, twice it for a replace-one release after
+        add/remove releases only (``B - 2 s`` against ``B / 2 - s``); ask
+        :meth:`remaining_for` with its relation."""
         return self.remaining_for(None)
 
     def remaining_for(self, relation: Relation | str | None) -> float | None:
         """The largest epsilon a further pure-epsilon (delta 0) release stated
-        under ``relation`` may spend now, as the accountant counts it
-        (:meth:`can_spend` accepts it, and nothing above it by more than the
-        accountant's rounding slack), or ``None`` without a declared budget.
+        under ``relation`` may spend now, as the accountant counts it, or
+        ``None`` without a declared budget. The figure fits without the
+        accountant's rounding slack (the total it brings is at most the
+        budget, so its stated, rounded-up figure is not above it either;
+        :meth:`can_spend` accepts it), and the next double above it does
+        not (under a plugin accountant: the largest it accepts whose total,
+        as the plugin composes it, is at most the budget).
         Under the host's accountant, with ``B`` the budget's epsilon and ``s``
         the total so far: ``B / 2 - s`` for an add/remove release when every
         release so far is add/remove (so ``B / 2`` on an empty ledger);
         ``(B - s') / 2`` for an add/remove release after a replace-one one
         (``s'`` the total under replace-one, each add/remove release counted
         twice); ``B - s'`` for a replace-one release. Inside a stratum a
-        release may spend more (parallel composition); ``None`` as
+        release may spend more (parallel composition: the figure is the
+        stratum's); ``None`` as
         ``relation`` is a release that states none (see :attr:`remaining`).
 
         :raises PrivclustError: when a release under ``relation`` cannot be
@@ -781,20 +791,35 @@ class PrivacyContext:
         if limit is None:
             return None
         kind = None if relation is None else Relation.parse(relation).kind
-
-        def fits(epsilon: float) -> bool:
-            return epsilon <= 0 or self.can_spend(epsilon, relation=kind)
-
-        candidate = 0.0
-        if isinstance(self._accountant, BasicAccountant):
-            base, weight = self._accountant.epsilon_room(self._ledger.entries, kind)
+        accountant = self._accountant
+        if isinstance(accountant, BasicAccountant):
+            # the largest epsilon at which the total is within the budget exactly, without the accountant's rounding
+            # slack: spent, a figure stated here gives a total whose stated (rounded-up) figure is not above the
+            # budget (inside a stratum the bisection below answered the slack's edge: 0.6000000000000035, spending
+            # it gave "1.00001" against a budget of 1)
+            probe = self._probe(1.0, 0.0, kind)
+            assert probe is not None
+            entries = self._ledger.entries
+            accountant.relation([*entries, probe])  # refuses a relation that cannot be composed, budget or not
+            base, weight = accountant.epsilon_room(entries, kind)
             candidate = max(0.0, (limit - base) / weight)
-            if self._part is None and fits(candidate):
+            if (self._part is None and accountant.fits_exactly(entries, attrs.evolve(probe, epsilon=candidate))
+                    and not accountant.fits_exactly(entries, attrs.evolve(probe, epsilon=math.nextafter(
+                        candidate, math.inf)))):
                 return candidate
-        # Otherwise (a plugin accountant, a stratum, a delta that leaves no room): the largest epsilon the accountant
-        # accepts, found by bisection (its refusal grows with the epsilon). The figure is one it accepts.
-        low = candidate if fits(candidate) else 0.0
-        high = max(limit, low, 1.0) * 2.0
+            return accountant.largest_epsilon(entries, probe, high=sys.float_info.max) or 0.0
+
+        # A plugin accountant: the largest epsilon it accepts whose total, as it composes it, is within the budget
+        # exactly, found by bisection (its refusal grows with the epsilon).
+        def fits(epsilon: float) -> bool:
+            if epsilon <= 0:
+                return True
+            if not self.can_spend(epsilon, relation=kind):
+                return False
+            probe = self._probe(epsilon, 0.0, kind)
+            return probe is None or accountant.total([*self._ledger.entries, probe])[0] <= limit
+
+        low, high = 0.0, max(limit, 1.0) * 2.0
         for _ in range(64):
             if not fits(high):
                 break

@@ -209,8 +209,8 @@ def test_a_refusal_after_earlier_releases_of_the_step_does_not_say_nothing_was_r
             spend(context, 0.6, "add/remove")
     text = str(err.value)
     assert "Nothing was recorded" not in text  # before: said so, with the first release in the ledger
-    assert "This release was not recorded and no noise was drawn for it, but 1 earlier release(s) of the same " \
-           "step were (they stay in the ledger)" in text
+    assert "This release was not recorded and no noise was drawn for it, but the ledger keeps 1 earlier entry of " \
+           "the same step (1 release)" in text
     assert len(context.ledger) == 1
 
 
