@@ -165,3 +165,18 @@ def test_a_release_no_finite_budget_holds_is_not_told_to_raise_the_budget_to_inf
     assert "inf" not in text.split(";")[1]  # before: "raise [privacy] epsilon to at least inf"
     assert "no finite [privacy] epsilon holds it: lower its epsilon to at most " in text
     spend(context, figure(text, r"lower its epsilon to at most ([0-9.e+-]+)\."))
+
+
+def test_an_adopted_stratum_release_refused_after_earlier_entries_of_its_step_is_not_said_to_be_undrawn():
+    """A stratum's release is noised in its own task: the refusal to adopt it never says "no noise was drawn"
+    (before: only the "Nothing was recorded" sentence was taken out, not the one for a step with entries)."""
+    worker = PrivacyContext(Budget(epsilon=1.0))
+    with worker.step(0, "s", "x"), worker._in_part("g", "a"):
+        spend(worker, 0.6)
+    run = PrivacyContext(Budget(epsilon=1.0))
+    with run.step(0, "s", "x"):
+        spend(run, 0.6)
+    with pytest.raises(BudgetExceededError) as err:
+        run._adopt(worker.ledger.entries[0])
+    text = str(err.value)
+    assert "no noise was drawn" not in text and "made and noised in the stratum's own task" in text
