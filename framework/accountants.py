@@ -253,6 +253,22 @@ class BasicAccountant:
         assert limit is not None
         return eps <= limit and delta <= self.budget.delta
 
+    def admits(self, entries: Sequence[LedgerEntry], new: LedgerEntry) -> bool:
+        """Whether :meth:`check` accepts ``new`` (without composing its
+        refusal's figures: ``context.can_spend`` asks this).
+
+        :raises PrivclustError: when ``new``'s relation cannot be composed
+            with the releases in ``entries``."""
+        composed = [*entries, new]
+        relation = self.relation(composed)  # refuses relations that cannot be composed, budget or not
+        if not self.budget.limited:
+            return True
+        eps, delta = file_cost(*self.total(composed), relation)
+        limit = self.budget.epsilon
+        assert limit is not None
+        terms = len(entries) + 1
+        return within_budget(eps, limit, terms) and delta_within_budget(delta, self.budget.delta, terms)
+
     def largest_epsilon(self, entries: Sequence[LedgerEntry], new: LedgerEntry, *, high: float | None = None,
                         delta: float | None = None) -> float | None:
         """The largest epsilon (a double in ``[0, high]``, ``high`` the
@@ -261,8 +277,13 @@ class BasicAccountant:
         :meth:`fits_exactly`; ``None`` when even epsilon 0 does not (its
         delta alone goes past the budget, or no room is left)."""
         at_delta = new.delta if delta is None else delta
+        limit = self.budget.epsilon
+        guess = None
+        if limit is not None:  # the sequential room: within a few doubles of the answer outside strata
+            base, weight = self.epsilon_room(entries, entry_relation(new))
+            guess = (limit - base) / weight
         return _largest(lambda x: self.fits_exactly(entries, attrs.evolve(new, epsilon=x, delta=at_delta)),
-                        new.epsilon if high is None else high)
+                        new.epsilon if high is None else high, guess)
 
     def largest_delta(self, entries: Sequence[LedgerEntry], new: LedgerEntry, epsilon: float) -> float | None:
         """The largest delta in ``[0, new.delta]`` at which ``new``, at
@@ -270,8 +291,7 @@ class BasicAccountant:
         return _largest(lambda d: self.fits_exactly(entries, attrs.evolve(new, epsilon=epsilon, delta=d)), new.delta)
 
     def check(self, entries: Sequence[LedgerEntry], new: LedgerEntry) -> None:
-        self.relation([*entries, new])  # refuses relations that cannot be composed, budget or not
-        if not self.budget.limited:
+        if self.admits(entries, new):
             return
         composed = [*entries, new]
         relation = self.relation(composed)
@@ -352,16 +372,35 @@ class BasicAccountant:
         return f"{raise_text} ({none_left})" if not cannot else f"{raise_text}, and {none_left}"
 
 
-def _largest(fits: Callable[[float], bool], high: float) -> float | None:
+def _largest(fits: Callable[[float], bool], high: float, guess: float | None = None) -> float | None:
     """The largest double ``x`` in ``[0, high]`` with ``fits(x)``, for a
     ``fits`` that turns false as ``x`` grows (found by bisection on the
-    doubles' bit patterns, which order the non-negative doubles); ``None``
-    when ``fits(0)`` is false."""
+    doubles' bit patterns, which order the non-negative doubles, starting
+    with a few steps out from ``guess`` when it is inside); ``None`` when
+    ``fits(0)`` is false."""
     if not fits(0.0):
         return None
     if fits(high):
         return high
     low, top = 0, _bits(high)  # fits at low, not at top
+    if guess is not None and 0.0 < guess < high:
+        at = _bits(guess)
+        up = fits(guess)
+        low, top = (at, top) if up else (low, at)
+        step = 1
+        for _ in range(8):  # widening steps from the guess, then bisection in what is left
+            probe = at + step if up else at - step
+            if not low < probe < top:
+                break
+            if fits(_double(probe)):
+                low = probe
+                if not up:
+                    break
+            else:
+                top = probe
+                if up:
+                    break
+            step *= 2
     while top - low > 1:
         middle = (low + top) // 2
         if fits(_double(middle)):

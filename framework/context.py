@@ -627,6 +627,8 @@ class PrivacyContext:
         probe = self._probe(epsilon, delta, relation)
         if probe is None:
             return True
+        if isinstance(self._accountant, BasicAccountant):  # without composing a refusal's figures
+            return self._accountant.admits(self._ledger.entries, probe)
         try:
             self._accountant.check(self._ledger.entries, probe)
         except BudgetExceededError:
@@ -801,12 +803,6 @@ class PrivacyContext:
             assert probe is not None
             entries = self._ledger.entries
             accountant.relation([*entries, probe])  # refuses a relation that cannot be composed, budget or not
-            base, weight = accountant.epsilon_room(entries, kind)
-            candidate = max(0.0, (limit - base) / weight)
-            if (self._part is None and accountant.fits_exactly(entries, attrs.evolve(probe, epsilon=candidate))
-                    and not accountant.fits_exactly(entries, attrs.evolve(probe, epsilon=math.nextafter(
-                        candidate, math.inf)))):
-                return candidate
             return accountant.largest_epsilon(entries, probe, high=sys.float_info.max) or 0.0
 
         # A plugin accountant: the largest epsilon it accepts whose total, as it composes it, is within the budget
