@@ -281,7 +281,8 @@ def committed() -> tuple[Path, ...]:
 
 
 def write_atomically(targets: Sequence[tuple[Path, Callable[[Path], None]]],
-                     before_commit: Callable[[], None] | None = None) -> None:
+                     before_commit: Callable[[], None] | None = None, *,
+                     unwritten: str = "nothing was written") -> None:
     """Write every target to a temporary file, then move them all into place,
     all or none.
 
@@ -297,7 +298,9 @@ def write_atomically(targets: Sequence[tuple[Path, Callable[[Path], None]]],
     become a folder, a device, a FIFO or a socket meanwhile; each existing
     target is first hard-linked to a backup, and if a rename fails the
     targets already replaced are put back (a new one removed), so every
-    target holds what it held before. A target that is a symbolic link is
+    target holds what it held before, and the error ends with ``unwritten``
+    (what was and was not written: ``before_commit`` may already have
+    delivered the release elsewhere). A target that is a symbolic link is
     written through it: the file it points to is replaced atomically (its
     temporary file in that file's folder, its permissions kept) and the link
     stays.
@@ -334,7 +337,7 @@ def write_atomically(targets: Sequence[tuple[Path, Callable[[Path], None]]],
             raise_if_stopped()  # a stop whose exception a finalizer swallowed still stops the renames
             for _, target in temps:
                 _refuse_not_regular(target, meanwhile=True)
-            _commit(temps)
+            _commit(temps, unwritten)
     except BaseException:
         for tmp, _ in temps:
             _discard(tmp)
@@ -380,7 +383,7 @@ def _backup(target: Path) -> Path | None:
     raise PrivclustError(f"cannot write {target}: no free name for its backup")  # pragma: no cover
 
 
-def _commit(temps: Sequence[tuple[Path, Path]]) -> None:
+def _commit(temps: Sequence[tuple[Path, Path]], unwritten: str = "nothing was written") -> None:
     """Move every temporary file onto its target, all or none (called with
     the stop signals held)."""
     backups: list[Path | None] = []
@@ -395,7 +398,7 @@ def _commit(temps: Sequence[tuple[Path, Path]]) -> None:
                 done += 1
         except OSError as err:
             kept = _undo(temps[:done], backups)
-            raise PrivclustError(f"cannot write {failed}: {err.strerror or err}; nothing was written" if not kept else
+            raise PrivclustError(f"cannot write {failed}: {err.strerror or err}; {unwritten}" if not kept else
                                  f"cannot write {failed}: {err.strerror or err}; and could not put back "
                                  f"{', '.join(kept)}, which hold the new output") from err
         for tmp, target in temps:

@@ -270,7 +270,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
         # release to standard output, and only then the report(s) moved into place: a report committed before the
         # release was streamed described a release that a full disk, a reader gone away or a signal then cut off.
         write_atomically(targets, before_commit=lambda: _stream_release(release.data, order,
-                                                                        [t[0] for t in targets]))
+                                                                        [t[0] for t in targets]),
+                         unwritten=f"{_WHOLE_STREAM}, but no report was written (an existing one is left as it was)")
     if not args.quiet:
         files = [str(t[0]) for t in targets[0 if to_stdout else 1:]]
         where = "standard output" if to_stdout else str(output)
@@ -286,8 +287,14 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
-#: Whether the release is being written to standard output (an interruption then says it was cut off).
-_STREAMING = [False]
+#: Where the release stands on standard output: "" (not written there), "part" (being written: an interruption
+#: then says it was cut off) or "whole" (written and flushed: an interruption or a report that cannot be put in
+#: place then says that the release went out without its report).
+_STREAMING = [""]
+
+_WHOLE_STREAM = "the whole released CSV went to standard output"
+#: The reports asked for beside a release written to standard output.
+_STREAM_REPORTS: list[Path] = []
 
 
 def _stream_release(frame: pd.DataFrame, order: Any, reports: Sequence[Path]) -> None:
@@ -299,7 +306,8 @@ def _stream_release(frame: pd.DataFrame, order: Any, reports: Sequence[Path]) ->
     :raises PrivclustError: standard output could not take the whole release
         (a full disk, a reader gone away when a report was asked for: the
         report would describe a release that was not delivered)."""
-    _STREAMING[0] = True
+    _STREAMING[0] = "part"
+    _STREAM_REPORTS[:] = reports
     try:
         write_csv(frame, sys.stdout, order=order)  # columns released as in the original: their original text
         sys.stdout.flush()
@@ -317,7 +325,7 @@ def _stream_release(frame: pd.DataFrame, order: Any, reports: Sequence[Path]) ->
                "report is written only for a release written whole; an existing one is left as it was)"
                if reports else "") + f"; {fix}, or write the release to a file with --output"
         ) from err
-    _STREAMING[0] = False
+    _STREAMING[0] = "whole"
 
 
 def _stdout_to_null() -> None:
@@ -862,7 +870,8 @@ def _show_warning(message: Warning | str, category: type[Warning], filename: str
 
 def _main(args: argparse.Namespace) -> int:
     done = (len(committed()), len(published()))
-    _STREAMING[0] = False
+    _STREAMING[0] = ""
+    _STREAM_REPORTS.clear()
     try:
         try:
             read_numbers(args)
@@ -916,6 +925,12 @@ def _written(before: tuple[int, int]) -> str:
     """What the command had already put in place when it stopped: the files
     it committed and the output datasets it published and did not remove."""
     paths = [*committed()[before[0]:], *[p for p in published()[before[1]:] if os.path.lexists(p)]]
+    if _STREAMING[0] == "whole":  # the report(s) are moved into place after the release was streamed whole
+        if not _STREAM_REPORTS:
+            return _WHOLE_STREAM
+        if not paths:
+            return f"{_WHOLE_STREAM}, but no report was written"
+        return f"{_WHOLE_STREAM}, and {', '.join(map(str, paths))} {'was' if len(paths) == 1 else 'were'} written"
     cut = " (standard output holds only part of the released CSV)" if _STREAMING[0] else ""
     if not paths:
         return "nothing was written" + cut

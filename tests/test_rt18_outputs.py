@@ -308,3 +308,56 @@ def test_a_plugin_bug_keeps_its_traceback_and_writes_nothing(files, monkeypatch)
               "--report", str(files / "r.json"), "-q"])
     assert not (files / "out.csv").exists() and (files / "r.json").read_text() == "OLD\n"
     assert not [p for p in files.iterdir() if p.name.startswith(".")]
+
+
+def test_a_report_that_cannot_be_put_in_place_after_a_whole_stream_says_the_release_went_out(files, monkeypatch,
+                                                                                            capsys):
+    """The report's rename failing after the whole release went to standard output said "nothing was written"
+    beside a standard output holding all 2,000 records (stop 26's open item)."""
+    report = files / "r.json"
+    report.write_text("OLD\n")
+    real = os.replace
+
+    def replace(src, dst, *args, **kwargs):
+        if Path(dst).name == "r.json" and str(src).endswith(".tmp"):
+            raise OSError(errno.EROFS, "Read-only file system")
+        return real(src, dst, *args, **kwargs)
+
+    monkeypatch.setattr(os, "replace", replace)
+    stdout = _Stdout(10**9, OSError(errno.EIO, "unused"))
+    assert _run_to_stdout(files, stdout, monkeypatch, "--report", str(report)) == 1
+    err = capsys.readouterr().err
+    assert len(stdout.text.splitlines()) == 2001
+    assert "nothing was written" not in err, err
+    assert (f"cannot write {report}: Read-only file system; the whole released CSV went to standard output, but no "
+            "report was written (an existing one is left as it was)") in err
+    assert report.read_text() == "OLD\n"
+    assert not [p for p in files.iterdir() if p.name.startswith(".")]
+
+
+@pytest.mark.parametrize("with_report", [True, False], ids=["report", "no-report"])
+def test_a_signal_after_a_whole_stream_says_the_release_went_out(files, monkeypatch, capsys, with_report):
+    """A stop arriving once the release was written whole to standard output, before the report was put in place,
+    said "nothing was written"."""
+    import privclust.cli as cli
+
+    real = cli._stream_release
+
+    def stream_then_stop(*args, **kwargs):
+        real(*args, **kwargs)
+        signal.raise_signal(signal.SIGTERM)
+
+    monkeypatch.setattr(cli, "_stream_release", stream_then_stop)
+    report = files / "r.json"
+    stdout = _Stdout(10**9, OSError(errno.EIO, "unused"))
+    extra = ["--report", str(report)] if with_report else []
+    assert _run_to_stdout(files, stdout, monkeypatch, *extra) == 128 + signal.SIGTERM
+    err = capsys.readouterr().err
+    assert len(stdout.text.splitlines()) == 2001
+    assert "nothing was written" not in err, err
+    if with_report:
+        assert ("interrupted by SIGTERM; the whole released CSV went to standard output, but no report was "
+                "written") in err
+        assert not report.exists()
+    else:
+        assert err.rstrip().endswith("interrupted by SIGTERM; the whole released CSV went to standard output"), err
