@@ -182,7 +182,8 @@ class FuzzyMicroaggregation:
                           doc=f"minimum group size, in expectation (probabilistic k-anonymity): floor(N / k) "
                               f"clusters (default {DEFAULT_K} unless n_clusters is given)")
     n_clusters: int | None = param(int, default=None, ge=1,
-                                   doc="the number of clusters directly (the paper's c), instead of k")
+                                   doc="the number of clusters directly (the paper's c), instead of k; at most N / 2 "
+                                       "(floor(N / n_clusters) >= 2 records per cluster, else a DataError)")
     m1: float | None = param(float, role="plain", default=None, gt=1, check=finite_fuzzifier("fcm"),
                              doc="FCM fuzzifier of Step 1 = the clusterer's m (unset: the clusterer's m, else "
                                  "1 + 1/(4d) for d columns)")
@@ -295,7 +296,14 @@ class FuzzyMicroaggregation:
             stated.get("n_clusters") if self.k is None else None)
         if direct is not None:
             c = int(direct)
-            k_report = max(1, n // c)
+            if n // c < 2:  # a "probabilistic k-anonymity" of k = 1 says nothing; k = 1 is refused the same way
+                whose = "n_clusters" if self.n_clusters is not None else "the clusterer's n_clusters"
+                largest = (f"give n_clusters = {n // 2} or fewer (floor(N / 2) for N = {n})" if n >= 2 else
+                           "no n_clusters works: fuzzy microaggregation needs at least 2 records")
+                raise DataError(f"{who}: {whose} = {c} leaves fewer than 2 records per cluster for the {n} records "
+                                f"(floor(N / n_clusters) = {n // c}, a probabilistic k-anonymity of k = {n // c}, "
+                                f"which protects nothing); {largest}, or give k (>= 2) instead")
+            k_report = n // c
         else:
             k = self._k()
             if k > n:
@@ -306,8 +314,6 @@ class FuzzyMicroaggregation:
                                 "record by the mean)")
             c = n // k
             k_report = k
-        if c > n:
-            raise DataError(f"{who}: n_clusters = {c} clusters but only {n} records; lower n_clusters")
         changes: dict[str, Any] = {}
         if "n_clusters" in {f.name for f in attrs.fields(type(clusterer))}:
             changes["n_clusters"] = c
@@ -542,10 +548,6 @@ class FuzzyMicroaggregation:
             f"smallest has {dg['identical_group_size_min']}). This is not k-anonymity: a released record may be "
             "unique. It covers these columns only, and it is not differential privacy."
         )
-        if k < 2:
-            text += (f" With k = {k} (c = {c} centres for {n} records) a centre need carry no more than one record "
-                     "in expectation, so this gives no anonymity: the centres can sit on the records, and each "
-                     "released record may carry another record's original values.")
         if dg.get("missing_values"):
             text += (f" {dg['records_with_missing_values']} records have {dg['missing_values']} missing values, "
                      "released missing: their memberships were computed exactly on the variables they have "

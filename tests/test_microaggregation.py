@@ -245,7 +245,8 @@ def test_k_and_c():
 @pytest.mark.parametrize(("masker", "message"), [
     (FuzzyMicroaggregation(k=13), "only 12 records"),
     (FuzzyMicroaggregation(k=7), "at least 2k = 14 records"),
-    (FuzzyMicroaggregation(n_clusters=13), "n_clusters = 13 clusters but only 12 records"),
+    (FuzzyMicroaggregation(n_clusters=13), "n_clusters = 13 leaves fewer than 2 records per cluster for the 12 "
+                                           "records"),
 ])
 def test_bad_sizes(masker, message):
     with pytest.raises(DataError, match=message):
@@ -346,16 +347,19 @@ def test_information_loss_grows_with_m2_and_with_k():
 
 def test_extremes_c_equals_n_and_c_equals_one():
     frame = ds.table1()
-    # c = N: the centres end on the records, so each record draws another centre (the self rule)
-    same, context = mask(FuzzyMicroaggregation(n_clusters=12, m1=1.01), frame)
-    X, released = frame.to_numpy(), same.data.to_numpy()
+    # c = N (or any c > N / 2) leaves a cluster of one record: k = floor(N / c) = 1 is refused, as k = 1 is
+    with pytest.raises(DataError, match=r"n_clusters = 12 leaves fewer than 2 records per cluster for the 12 records"
+                                        r".*n_clusters = 6 or fewer"):
+        mask(FuzzyMicroaggregation(n_clusters=12, m1=1.01), frame)
+    # the centres end on the records (each record twice, c = N / 2), so each record draws another centre (the self
+    # rule)
+    twice = pd.concat([frame.iloc[:6], frame.iloc[:6]], ignore_index=True)
+    same, context = mask(FuzzyMicroaggregation(n_clusters=6, m1=1.01), twice)
+    X, released = twice.to_numpy(), same.data.to_numpy()
     assert not (released == X).all(axis=1).any()
     on = same.diagnostics["records_on_a_centre"]
     assert on >= 1 and same.diagnostics["verbatim_records"] == 0
     assert f"{on} records had such a centre" in context.ledger.entries[-1].statement
-    # k = floor(N / c) = 1 is said to give no anonymity (it read as a probabilistic k-anonymity like any other)
-    claim = next(e for e in context.ledger.entries if "Probabilistic k-anonymity for k = 1" in e.statement)
-    assert "this gives no anonymity" in claim.statement
     one, _ = mask(FuzzyMicroaggregation(n_clusters=1), frame, [RULE])
     mean = frame.to_numpy().mean(0)
     assert np.unique(one.data.to_numpy(), axis=0).shape[0] == 1
@@ -562,10 +566,10 @@ def test_removing_a_centre_never_lowers_another_centres_mass():
 def test_self_rule_on_the_truncated_path(monkeypatch):
     monkeypatch.setattr(fuzzy, "EXACT_MAX_CENTRES", 16)
     rng = np.random.default_rng(2)
-    X = rng.gamma(2.0, 10.0, size=(1500, 2))
+    X = np.repeat(rng.gamma(2.0, 10.0, size=(750, 2)), 2, axis=0)  # each record twice: c = N / 2 (k = 2)
     frame = pd.DataFrame(X, columns=["a", "b"])
-    masker = FuzzyMicroaggregation(n_clusters=1500, m1=1.05, clusterer=FCM(memory_budget=0.2))
-    out, context = mask(masker, frame)  # every centre ends on its record
+    masker = FuzzyMicroaggregation(n_clusters=750, m1=1.05, clusterer=FCM(memory_budget=0.2))
+    out, context = mask(masker, frame)  # the centres end on the records
     dg = out.diagnostics
     assert dg["membership_path"] == "truncated" and dg["records_on_a_centre"] > 0
     assert dg["verbatim_records"] == 0 and not (out.data.to_numpy() == X).all(axis=1).any()

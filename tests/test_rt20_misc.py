@@ -1,0 +1,50 @@
+"""Red-team audit rt20 (findings F2, F4, F6): a vacuous k from fuzzy-microaggregation's n_clusters, a budget at the
+largest double, and seeded stratified releases that depended on processes=."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import privclust
+from privclust import DataError
+
+
+def _sixty() -> pd.DataFrame:
+    rng = np.random.default_rng(20)
+    return pd.DataFrame({"a": rng.uniform(1, 10, 60).round(3), "b": rng.uniform(1, 10, 60).round(3)})
+
+
+def _stratified() -> pd.DataFrame:
+    rng = np.random.default_rng(0)
+    n = 40
+    return pd.DataFrame({"region": ["n"] * 20 + ["s"] * 20, "g": (["x"] * 10 + ["y"] * 10) * 2,
+                         "a": rng.normal(50, 10, n).round(2), "b": rng.normal(20, 5, n).round(2)})
+
+
+# -- F2: n_clusters above N / 2 gave "probabilistic k-anonymity (k = 1)" ------------------------------------------
+
+
+@pytest.mark.parametrize("step", [{"n_clusters": 60}, {"n_clusters": 31},
+                                  {"clusterer": {"use": "fcm", "n_clusters": 40}}])
+def test_n_clusters_leaving_clusters_of_one_record_is_refused(step):
+    """rt20 F2: floor(N / n_clusters) = 1 was claimed as probabilistic k-anonymity with k = 1 (and the host stated
+    "k-anonymous with k = 1"); k = 1 itself is refused. Now a DataError names n_clusters, the number of records and
+    the largest n_clusters that works."""
+    recipe = {"steps": [{"use": "fuzzy-microaggregation", **step}]}
+    with pytest.raises(DataError, match=r"n_clusters = \d+ leaves fewer than 2 records per cluster for the 60 "
+                                        r"records.*give n_clusters = 30 or fewer"):
+        privclust.run(recipe, _sixty(), seed=1)
+    with pytest.raises(DataError, match="needs at least 61 records; the data have 60"):  # refused before the run
+        privclust.run({"steps": [{"use": "fuzzy-microaggregation", "n_clusters": 61}]}, _sixty(), seed=1)
+
+
+def test_n_clusters_at_half_the_records_is_k_2():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        release = privclust.run({"steps": [{"use": "fuzzy-microaggregation", "n_clusters": 30}]}, _sixty(), seed=1)
+    assert "probabilistic k-anonymity (k = 2)" in release.verdict
+    assert "k = 1" not in release.verdict
