@@ -47,8 +47,18 @@ _ULPS_PER_TERM = 4.0
 
 
 def within_budget(total: float, limit: float, terms: int) -> bool:
-    """Whether ``total``, a float sum of ``terms`` costs, stays within ``limit`` up to the rounding of that sum."""
-    return total <= limit * (1.0 + _ULPS_PER_TERM * (terms + 1) * sys.float_info.epsilon)
+    """Whether ``total``, a float sum of ``terms`` costs, stays within ``limit`` up to the rounding of that sum.
+
+    Overflow-safe: only the excess over ``limit`` is compared with the slack, so a ``limit`` near the largest double
+    never widens to infinity (``limit * (1 + slack)`` did, and a budget of 1.7976931348623157e308 admitted a total of
+    inf: a red-team audit). An infinite or NaN total is within only an infinite ``limit``."""
+    if total <= limit:
+        return True
+    if not math.isfinite(total):  # inf above a finite limit, or NaN
+        return False
+    slack = _ULPS_PER_TERM * (terms + 1) * sys.float_info.epsilon
+    # both finite and total > limit >= 0: their difference is finite, and the slack is a small fraction of limit
+    return total - limit <= limit * slack
 
 
 def sum_up(costs: Iterable[float]) -> float:

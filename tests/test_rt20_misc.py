@@ -10,7 +10,8 @@ import pandas as pd
 import pytest
 
 import privclust
-from privclust import DataError
+from privclust import BudgetExceededError, DataError
+from privclust.accountants import within_budget
 
 
 def _sixty() -> pd.DataFrame:
@@ -48,3 +49,29 @@ def test_n_clusters_at_half_the_records_is_k_2():
         release = privclust.run({"steps": [{"use": "fuzzy-microaggregation", "n_clusters": 30}]}, _sixty(), seed=1)
     assert "probabilistic k-anonymity (k = 2)" in release.verdict
     assert "k = 1" not in release.verdict
+
+
+# -- F4: a budget at the largest double admitted a total of inf -------------------------------------------------
+
+
+def test_budget_at_the_largest_double_refuses_an_infinite_total():
+    """rt20 F4: ``limit * (1 + slack)`` overflowed to inf at the largest double, so ``inf <= inf`` admitted any
+    spend; two laplace steps of 1e308 under that budget ran and reported spent epsilon inf."""
+    bounds = {"a": [0, 10], "b": [0, 10]}
+    steps = [{"use": "laplace", "epsilon": 1e308, "bounds": bounds, "columns": [c]} for c in ("a", "b")]
+    recipe = {"privacy": {"epsilon": 1.7976931348623157e308}, "steps": steps}
+    with pytest.raises(BudgetExceededError, match=r"step 1 .*the budget epsilon=1\.7976931348623157e\+308"):
+        privclust.run(recipe, _sixty(), seed=1)
+
+
+def test_within_budget_is_overflow_safe():
+    big = np.finfo(float).max
+    assert not within_budget(np.inf, big, 2)
+    assert within_budget(big, big, 2)
+    assert not within_budget(np.nan, big, 2)
+    assert within_budget(np.inf, np.inf, 2)
+    assert within_budget(0.1 + 0.2, 0.3, 2)  # the documented rounding slack
+    assert not within_budget(1.0 + 1e-9, 1.0, 2)
+    # near the top the slack is the same relative few ulps, never more
+    assert within_budget(np.nextafter(big / 2, np.inf), big / 2, 2)
+    assert not within_budget(big, big / 2, 2)
