@@ -151,6 +151,19 @@ def _where(info: _StepInfo) -> str:
             f"{info.step_id!r} ({info.component})")
 
 
+@attrs.define
+class PartStream:
+    """Host only: the randomness of one stratum of a run that runs its strata
+    in its own process, step after step: the stratum's own seed (one spawned
+    from the run's per stratum, as for a stratum run in a worker) and the
+    current step's generator drawn from it (:meth:`PrivacyContext._drawing_from`)."""
+
+    root: SeedStream
+    step: int | None = None
+    rng: np.random.Generator | None = None
+    seq: SeedStream | None = None
+
+
 @runtime_checkable
 class Resolver(Protocol):
     """What a context resolves nested components through: ``create(kind,
@@ -424,6 +437,26 @@ class PrivacyContext:
             yield
         finally:
             self._part = previous
+
+    @contextmanager
+    def _drawing_from(self, stream: PartStream) -> Iterator[None]:
+        """Host only: inside, the current step draws from one stratum's seed
+        (``stream``) exactly as a context seeded with it would (a worker's
+        that runs the stratum): a fresh generator of its own for each step,
+        kept across the step's calls on the stratum (its ``within`` groups).
+        A draw there marks the step as one of :attr:`random_steps`."""
+        index = self.step_index
+        if stream.step != index:  # a new step: a fresh stream, as step() gives
+            stream.step, stream.rng, stream.seq = index, None, None
+        outer = (self._root, self._rng, self._rng_seq, self._step_drew)
+        self._root, self._rng, self._rng_seq, self._step_drew = stream.root, stream.rng, stream.seq, False
+        try:
+            yield
+        finally:
+            stream.rng, stream.seq = self._rng, self._rng_seq
+            drew = self._rng_seq is not None or self._step_drew
+            self._root, self._rng, self._rng_seq = outer[0], outer[1], outer[2]
+            self._step_drew = outer[3] or drew
 
     @property
     def step_index(self) -> int | None:

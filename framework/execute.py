@@ -28,6 +28,7 @@ from .accounting import PrivacyContext
 from .comparison import values_equal
 from .compiling import CompiledRecipe, CompiledStep, StepOutcome, bind_constraints, is_key_masker
 from .components import Masked, Partition, TopMemberships, capability, is_real_column
+from .context import PartStream
 from .engines import map_tasks
 from .errors import DataError, PrivclustError
 from .handover import Handover, forks, handed, handed_data, received, worker_registry
@@ -37,8 +38,8 @@ from .preflight import missing_counts, missing_policy
 from .recipe import DEFAULT_LABEL_COLUMN, within_columns
 from .report import EFFECTIVE_PARAMS, EFFECTIVE_PARAMS_FROM_DATA
 
-__all__ = ["Executed", "RemoteSteps", "StepCall", "StratumSteps", "by_parts", "call_step", "check_finite", "execute",
-           "fold_group_entries", "strata_remotely", "within_parts", "within_problems"]
+__all__ = ["Executed", "InProcessStrata", "RemoteSteps", "StepCall", "StratumSteps", "by_parts", "call_step",
+           "check_finite", "execute", "fold_group_entries", "strata_remotely", "within_parts", "within_problems"]
 
 #: How a step is called on its view of the data: once, once per stratum, or
 #: by adopting what the workers did for each stratum.
@@ -198,12 +199,13 @@ def call_step(cs: CompiledStep, view: pd.DataFrame, context: PrivacyContext) -> 
 
 
 def _call_by_part(cs: CompiledStep, view: pd.DataFrame, context: PrivacyContext, column: str,
-                  parts: list[tuple[str, np.ndarray]]) -> Any:
+                  parts: list[tuple[str, np.ndarray]], streams: Sequence[PartStream]) -> Any:
     """Run the step once per part of the public column, each time on that
-    part's records only; combine the results in the records' order."""
+    part's records only and drawing from that part's seed (``streams``);
+    combine the results in the records' order."""
     results = []
-    for text, rows in parts:
-        with context._in_part(column, text):
+    for (text, rows), stream in zip(parts, streams, strict=True):
+        with context._in_part(column, text), context._drawing_from(stream):
             results.append(call_step(cs, view.iloc[rows], context))
     return _combine_parts(cs, view, column, parts, results)
 
@@ -378,7 +380,8 @@ def execute(compiled: CompiledRecipe, frame: pd.DataFrame, step_columns: Sequenc
                           on_progress=on_progress, integer_columns=[c for c in columns if c in integers]):
             output = None
             if groups is not None and not isinstance(call, RemoteSteps):
-                result = _call_within(cs, view, context, within, groups, fold=audit)
+                result = _call_within(cs, view, context, within, groups, fold=audit,
+                                      strata=call if isinstance(call, InProcessStrata) else None)
             elif groups is not None:  # the workers ran the groups themselves and tagged their entries
                 start = len(context.ledger)
                 result = call(cs, view, context)
@@ -510,17 +513,23 @@ _GROUP_TAG = "\0within group"
 
 
 def _call_within(cs: CompiledStep, view: pd.DataFrame, context: PrivacyContext, within: Sequence[str],
-                 groups: list[tuple[str, np.ndarray]], *, fold: bool = True) -> Any:
-    """Run the step once per group, on its records only; combine the results
-    in the records' order; fold the ledger entries the step recorded in its
-    groups (:func:`fold_group_entries`), or, in a worker (not ``fold``), tag
-    them with their group for the run to fold."""
+                 groups: list[tuple[str, np.ndarray]], *, fold: bool = True,
+                 strata: InProcessStrata | None = None) -> Any:
+    """Run the step once per group, on its records only (each group drawing
+    from its stratum's seed, with ``strata``); combine the results in the
+    records' order; fold the ledger entries the step recorded in its groups
+    (:func:`fold_group_entries`), or, in a worker (not ``fold``), tag them
+    with their group for the run to fold."""
     start = len(context.ledger)
     results: list[Any] = []
     tagged: list[Any] = []
     for g, (_, rows) in enumerate(groups):
         before = len(context.ledger)
-        results.append(call_step(cs, view.iloc[rows], context))
+        if strata is None:
+            results.append(call_step(cs, view.iloc[rows], context))
+        else:
+            with context._drawing_from(strata.stream_of(rows)):
+                results.append(call_step(cs, view.iloc[rows], context))
         tagged.extend(((context._part, g), e) for e in context.ledger.entries[before:])
     spent = [e for _, e in tagged if e.kind == "dp"]
     if spent:  # a component that spends without declaring it: refused as compile refuses a declared one
@@ -619,11 +628,40 @@ def fold_group_entries(tagged: Sequence[tuple[Any, LedgerEntry]], within: Sequen
     return out
 
 
-def by_parts(column: str, parts: list[tuple[str, np.ndarray]]) -> StepCall:
-    """Call each step once per stratum, on that stratum's records only."""
-    def call(cs: CompiledStep, view: pd.DataFrame, context: PrivacyContext) -> Any:
-        return _call_by_part(cs, view, context, column, parts)
-    return call
+@attrs.frozen
+class InProcessStrata:
+    """A step call that runs the step once per stratum, on that stratum's
+    records only, in the run's own process (:func:`by_parts`). Each stratum
+    draws from a seed of its own, kept from step to step (``streams``, in
+    the strata's order), exactly as a worker running the stratum draws
+    (:func:`strata_remotely`): the same seed gives the same release in one
+    process as with ``processes=`` or a scheduler."""
+
+    column: str
+    parts: list[tuple[str, np.ndarray]]
+    streams: tuple[PartStream, ...]
+    #: each record's stratum (its position in ``parts``)
+    part_of: np.ndarray
+
+    def __call__(self, cs: CompiledStep, view: pd.DataFrame, context: PrivacyContext) -> Any:
+        return _call_by_part(cs, view, context, self.column, self.parts, self.streams)
+
+    def stream_of(self, rows: np.ndarray) -> PartStream:
+        """The stream of the stratum that holds ``rows`` (a ``within`` group of one stratum)."""
+        return self.streams[int(self.part_of[rows[0]])] if len(rows) else self.streams[0]
+
+
+def by_parts(column: str, parts: list[tuple[str, np.ndarray]], context: PrivacyContext) -> InProcessStrata:
+    """Call each step once per stratum, on that stratum's records only, each
+    stratum drawing from one of ``len(parts)`` seeds spawned from the run's
+    here, in the strata's order: the seeds :func:`strata_remotely` spawns at
+    the same point of the run, so the draws depend on the seed and the
+    strata, not on where the strata run."""
+    seeds = context.spawn_seeds(len(parts))
+    part_of = np.zeros(max((int(rows.max()) + 1 for _, rows in parts if len(rows)), default=0), dtype=np.int64)
+    for i, (_, rows) in enumerate(parts):
+        part_of[rows] = i
+    return InProcessStrata(column, parts, tuple(PartStream(seed) for seed in seeds), part_of)
 
 
 # ---------------------------------------------------------------------------

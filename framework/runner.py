@@ -82,7 +82,10 @@ def run(
         strata on this many local processes. Either way each stratum runs
         every step in a context of its own, seeded from the run, and the host
         combines the results, the ledger entries and the checks exactly as in
-        a single process (the random draws differ from a single-process run).
+        a single process. The random draws depend on the seed and the strata
+        only: each stratum draws from a seed of its own, spawned from the
+        run's, wherever it runs, so a seeded run gives the same release with
+        or without ``processes`` or ``scheduler``.
     :param timeout: seconds to wait for a Dask scheduler.
     :raises PrivclustError: among others when a step releases a value that is
         not finite (nothing is returned).
@@ -115,7 +118,7 @@ def run_checked(compiled: CompiledRecipe, checked: Preflight, seed: int | np.ran
                                  "declare strata (e.g. [roles] strata = \"region\") or leave them out")
         call = strata_remotely(compiled, frame, step_columns, parts, context, scheduler, processes, timeout)
     elif parts is not None:
-        call = by_parts(part_column, parts)
+        call = by_parts(part_column, parts, context)
     done = execute(compiled, frame, step_columns, context, call=call, parts=parts)
     context._check_held(held, "a step")
     _within_budget(compiled, ledger, accountant)
