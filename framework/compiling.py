@@ -354,7 +354,7 @@ def _compiled(recipe: Recipe, registry: Registry | None) -> CompiledRecipe:
         planned, planned_delta = file_cost(sum_up(c[0] for c in costs), sum_up(c[1] for c in costs),
                                            ADD_REMOVE if twice else None)
         assert recipe.privacy.epsilon is not None
-        if math.isfinite(planned) and not within_budget(planned, recipe.privacy.epsilon, len(costs)):
+        if not math.isnan(planned) and not within_budget(planned, recipe.privacy.epsilon, len(costs)):
             parts = ", ".join(f"steps[{cs.index}] {at_least(c[0])}" + (" (add/remove, counted twice under replace-one)"
                                                                if c[2] else "")
                               for cs, c in zip(steps, costs, strict=True) if c[0])
@@ -365,7 +365,7 @@ def _compiled(recipe: Recipe, registry: Registry | None) -> CompiledRecipe:
                                     f"the steps need at least epsilon = {at_least(planned)} ({parts}) "
                                     f"but the budget is {exact(recipe.privacy.epsilon)}",
                                     "raise [privacy] epsilon or lower the steps' epsilon"))
-        if math.isfinite(planned_delta) and not delta_within_budget(planned_delta, recipe.privacy.delta, len(costs)):
+        if not math.isnan(planned_delta) and not delta_within_budget(planned_delta, recipe.privacy.delta, len(costs)):
             problems.append(Problem("privacy.delta",
                                     f"the steps need at least delta = {at_least(planned_delta)} but the "
                                     f"budget is {exact(recipe.privacy.delta)}", "raise [privacy] delta"))

@@ -181,10 +181,10 @@ def _within_budget(compiled: CompiledRecipe, ledger: Ledger, accountant: Account
     assert budget.epsilon is not None
     eps, delta = accountant.total(ledger.entries)
     terms = sum(1 for e in ledger.entries if e.kind == "dp")
-    over = []  # a NaN or negative total is not over: the verdict voids the DP guarantee of an impossible total
-    if math.isfinite(eps) and not within_budget(eps, budget.epsilon, terms):
+    over = []  # a NaN or negative total is not over (the verdict voids the DP guarantee of an impossible total); inf is
+    if not math.isnan(eps) and not within_budget(eps, budget.epsilon, terms):
         over.append(f"epsilon {at_least(eps)} > the budget epsilon={exact(budget.epsilon)}")
-    if math.isfinite(delta) and not delta_within_budget(delta, budget.delta, terms):
+    if not math.isnan(delta) and not delta_within_budget(delta, budget.delta, terms):
         over.append(f"delta {at_least(delta, 3)} > the budget delta={exact(budget.delta)}")
     if over:
         steps = sorted({f"step {e.step} ({e.step_id})" for e in ledger.entries
