@@ -1,8 +1,11 @@
 """Protecting a partitioned Parquet dataset stratum by stratum.
 
 :func:`run_dataset` protects a file too large for one process: a Parquet
-dataset (a folder, ideally partitioned by the stratum columns in the Hive
-layout ``region=north/part-0.parquet``) is read one stratum at a time by
+dataset (one file, or a folder of Parquet files, either directly in the
+folder with the stratum columns inside them or, for the least memory,
+partitioned by the stratum columns in the Hive layout
+``region=north/part-0.parquet``; the files' footers must make one schema,
+:func:`_found`) is read one stratum at a time by
 independent tasks on local processes or a Dask cluster (the engines of
 :mod:`privclust.engines`). Each task runs the whole recipe on its stratum, as
 :func:`privclust.run` would on that stratum alone, and writes its released
@@ -223,20 +226,138 @@ def _scalar(value: Any) -> Any:
     return value.item() if isinstance(value, np.generic) else value
 
 
-def _open(source: str) -> Any:
+@attrs.frozen
+class _Source:
+    """The input dataset as the driver found it, handed to every task: its
+    path, its Hive directories' keys (none for one file or a plain folder)
+    and its schema (the files' columns, then the keys, as text), so that a
+    task lists the files but reads no footer to learn the schema."""
+
+    path: str
+    hive: tuple[str, ...]
+    schema: Any = attrs.field(repr=False)
+
+
+def _open(source: _Source) -> Any:
     """The input dataset, its Hive directories' values read as text (the
     driver's and every worker's alike): pyarrow's inference read
     ``region=01`` and ``region=1`` as the one integer 1, merging two strata
     under another name, and compared the integer with a stratum read as text
-    (a red-team audit)."""
+    (a red-team audit). Its schema is the driver's (:func:`_found`)."""
     ds = optional("pyarrow.dataset", PARQUET)
-    found = ds.dataset(source, format="parquet", partitioning="hive")
-    keys = getattr(found, "partitioning", None)
-    # one file has no directories (pyarrow then gives its whole schema as the partitioning's)
-    names = list(keys.schema.names) if keys is not None and not Path(source).is_file() else []
-    if not names:
-        return found
-    return ds.dataset(source, format="parquet", partitioning=_partitioning(names))
+    return ds.dataset(source.path, format="parquet", schema=source.schema,
+                      partitioning=_partitioning(source.hive) if source.hive else None)
+
+
+def _found(path: Path) -> _Source:
+    """The input dataset at ``path``: one Parquet file, a folder of Parquet
+    files (the stratum columns inside them), or a folder partitioned in the
+    Hive layout (``region=north/part-0.parquet``). Every file's footer is
+    read (the schemas only, no data): a file that is not Parquet, files in
+    directories of different keys, or files whose columns differ are refused
+    here, naming the file and the column, rather than as pyarrow's error in
+    some task (a red-team audit: a plain folder of files written by pandas
+    failed with "Unable to merge: ... large_string vs string")."""
+    pa = optional("pyarrow", PARQUET)
+    ds = optional("pyarrow.dataset", PARQUET)
+    if path.is_file():
+        return _Source(str(path.resolve()), (), _footer(path, path))
+    # the files pyarrow reads (names beginning with "." or "_" are skipped), without opening one
+    files = sorted(ds.dataset(str(path), format="parquet", schema=pa.schema([])).files)
+    if not files:
+        raise DataError(f"{path}: the folder holds no Parquet files; give a folder of Parquet files (written e.g. by "
+                        "df.to_parquet) or a .parquet file")
+    layouts: dict[tuple[str, ...], str] = {}
+    for file in files:
+        parents = Path(file).relative_to(path).parts[:-1]
+        layouts.setdefault(tuple(p.split("=", 1)[0] for p in parents if "=" in p), file)
+    if len(layouts) > 1:
+        (a, first), (b, second) = list(layouts.items())[:2]
+
+        def under(keys: tuple[str, ...]) -> str:
+            return f"Hive directories of {', '.join(map(repr, keys))}" if keys else "no Hive directory"
+
+        raise DataError(f"{path}: the files are not all in the same directories ({_relative(first, path)} is in "
+                        f"{under(a)}, {_relative(second, path)} in {under(b)}), so they do not make one dataset; put "
+                        "every file directly in the folder (the stratum columns inside the files), or every file in "
+                        "directories of the same stratum columns (region=north/part-0.parquet)")
+    hive = next(iter(layouts))
+    schemas = {file: _footer(Path(file), path) for file in files}
+    first = files[0]
+    names = list(schemas[first].names)
+    for file, schema in schemas.items():
+        lacking = ([(n, file, first) for n in names if n not in schema.names]
+                   + [(n, first, file) for n in schema.names if n not in names])
+        if lacking:
+            missing, without, having = lacking[0]
+            raise DataError(f"{path}: the file {_relative(without, path)} has no column {missing!r}, which "
+                            f"{_relative(having, path)} has; the folder's files do not make one dataset: write "
+                            "every file with the same columns")
+    both = [n for n in hive if n in names]
+    if both:
+        raise DataError(f"{path}: the column {both[0]!r} is both in the files (e.g. {_relative(first, path)}) and in "
+                        f"the Hive directory names ({both[0]}=...); write the files without it (e.g. "
+                        f"df.drop(columns={both[0]!r}).to_parquet(...)), or the files directly in the folder")
+    fields = [pa.field(n, _one_type(n, {f: s.field(n).type for f, s in schemas.items()}, path)) for n in names]
+    schema = pa.schema(fields + [pa.field(n, pa.string()) for n in hive], metadata=schemas[first].metadata)
+    return _Source(str(path.resolve()), hive, schema)
+
+
+def _relative(file: str, folder: Path) -> str:
+    return str(Path(file).relative_to(folder)) if Path(file).is_relative_to(folder) else str(file)
+
+
+def _footer(file: Path, source: Path) -> Any:
+    """The schema of one Parquet file of ``source``, read from its footer."""
+    pa = optional("pyarrow", PARQUET)
+    pq = optional("pyarrow.parquet", PARQUET)
+    try:
+        return pq.read_schema(file)
+    except (pa.ArrowException, OSError) as err:
+        where = (f"{file}" if file == source else f"{source}: the file {_relative(str(file), source)}")
+        fix = ("give a Parquet file (written e.g. by df.to_parquet)" if file == source else
+               "remove it from the folder (pyarrow skips names beginning with '_' or '.') or write it as Parquet")
+        raise DataError(f"{where} is not a Parquet file pyarrow can read ({' '.join(str(err).split())}); {fix}") \
+            from err
+
+
+def _kind(kind: Any) -> str:
+    """The kind of values of an Arrow type: the types of one kind make one column (pyarrow reads each file's as
+    the widest)."""
+    pa = optional("pyarrow", PARQUET)
+    for test, name in ((pa.types.is_dictionary, None), (pa.types.is_signed_integer, "integer"),
+                       (pa.types.is_unsigned_integer, "unsigned integer"), (pa.types.is_floating, "floating"),
+                       (lambda t: pa.types.is_string(t) or pa.types.is_large_string(t), "text"),
+                       (lambda t: pa.types.is_binary(t) or pa.types.is_large_binary(t), "binary")):
+        if test(kind):
+            return f"categorical {_kind(kind.value_type)}" if name is None else name
+    return str(kind)
+
+
+def _one_type(name: str, types: Mapping[str, Any], source: Path) -> Any:
+    """The type of column ``name`` in the dataset from its type in each file:
+    the one type, or the widest of one kind (text written by pandas as
+    ``large_string`` beside ``string``, ``int32`` beside ``int64``); a file
+    where the column is all missing (type ``null``) takes any. Types of
+    different kinds are refused, naming the files."""
+    pa = optional("pyarrow", PARQUET)
+    kinds = {f: t for f, t in types.items() if not pa.types.is_null(t)}
+    distinct = list(dict.fromkeys(kinds.values()))
+    if len(distinct) <= 1:
+        return distinct[0] if distinct else next(iter(types.values()))
+    by_kind: dict[str, str] = {}
+    for file, kind in kinds.items():
+        by_kind.setdefault(_kind(kind), file)
+    if len(by_kind) > 1:
+        (k1, f1), (k2, f2) = list(by_kind.items())[:2]
+        raise DataError(f"{source}: the column {name!r} is {kinds[f1]} in {_relative(f1, source)} but {kinds[f2]} in "
+                        f"{_relative(f2, source)}; the folder's files do not make one dataset: write the column with "
+                        f"one type in every file (e.g. df[{name!r}] = df[{name!r}].astype(\"float64\") before "
+                        "df.to_parquet, or astype(str) for text)")
+    if pa.types.is_dictionary(distinct[0]):
+        return pa.dictionary(pa.int32(), _one_type(name, {f: t.value_type for f, t in kinds.items()}, source))
+    widest = pa.unify_schemas([pa.schema([(name, t)]) for t in distinct], promote_options="permissive")
+    return widest.field(name).type
 
 
 def _partitioning(strata: Sequence[str]) -> Any:
@@ -296,7 +417,7 @@ def _as_input(data: pd.DataFrame, schema: Any, strata: Sequence[str], text: str)
     return table
 
 
-def _protect_stratum(handover: Handover, source: str, combos: list[tuple[Any, ...]], text: str, seed: Any,
+def _protect_stratum(handover: Handover, source: _Source, combos: list[tuple[Any, ...]], text: str, seed: Any,
                      folder: str, index: int, step_columns: Sequence[tuple[str, ...]],
                      defaults: Sequence[str]) -> Any:
     """Read one stratum, run the recipe on it, write its records; return the
@@ -490,8 +611,9 @@ def run_dataset(
     """Protect a Parquet dataset stratum by stratum (see the module docstring).
 
     :param recipe: a recipe with ``[roles] strata``.
-    :param source: the input Parquet dataset: a folder (Hive-partitioned by
-        the stratum columns for the least memory) or one Parquet file.
+    :param source: the input Parquet dataset: a folder of Parquet files
+        (directly in it, or Hive-partitioned by the stratum columns for the
+        least memory) or one Parquet file.
     :param output: the output dataset, a folder that must not exist yet.
     :param seed: for reproducible experiments (never recorded); each stratum
         gets a child stream, whichever engine runs it.
@@ -499,7 +621,8 @@ def run_dataset(
         LocalCluster, a scheduler address, or a ``distributed.Client``.
     :param processes: local worker processes (default: one per core).
     :raises ParameterError: without strata, or for a bad engine setting.
-    :raises DataError: for a problem of the data (a stratum column absent...).
+    :raises DataError: for a problem of the data (a stratum column absent, a
+        folder whose files do not make one dataset...).
     """
     compiled = recipe if isinstance(recipe, CompiledRecipe) else compile(recipe, registry)
     roles = compiled.recipe.roles
@@ -515,13 +638,20 @@ def run_dataset(
                              "name another)")
     if out.resolve() == source_path.resolve() or source_path.resolve() in out.resolve().parents:
         raise PrivclustError(f"{out}: the output dataset cannot be inside the input {source_path}")
-    dataset = _open(str(source_path))
+    pa = optional("pyarrow", PARQUET)
+    found = _found(source_path)
+    dataset = _open(found)
     names = list(dataset.schema.names)
     absent = [c for c in strata if c not in names]
     if absent:
         raise DataError(f"[roles] strata: column(s) {', '.join(map(repr, absent))} are not in the dataset "
                         f"{source_path} (its columns: {', '.join(names)})")
-    keys = dataset.to_table(columns=strata).to_pandas()  # Hive keys stay categorical: small codes
+    try:
+        keys = dataset.to_table(columns=strata).to_pandas()  # Hive keys stay categorical: small codes
+    except pa.ArrowException as err:  # a file whose footer reads but whose stratum column does not
+        raise DataError(f"{source_path}: pyarrow cannot read the stratum column(s) {', '.join(map(repr, strata))} of "
+                        f"the dataset ({' '.join(str(err).split())}); rewrite the file at fault (e.g. with "
+                        "df.to_parquet)") from err
     if keys.empty:
         raise DataError(f"{source_path}: the dataset has no records")
     step_columns, defaults = _step_columns(compiled, dataset)
@@ -529,7 +659,7 @@ def run_dataset(
         if keys[column].isna().any():
             raise DataError(f"[roles] strata: the stratum column {column!r} has {int(keys[column].isna().sum())} "
                             "missing value(s); every record needs a stratum")
-    _kept_by_hive(dataset, keys, strata, source_path)
+    _kept_by_hive(dataset, keys, strata, found.hive)
     parts, merges = strata_parts(compiled, keys, step_columns)
     assert parts is not None
     combos = [list(keys.iloc[rows].drop_duplicates().itertuples(index=False, name=None)) for _, rows in parts]
@@ -541,7 +671,7 @@ def run_dataset(
     seeds = context.spawn_seeds(len(combos))
     folder = out.parent / f".{out.name}.tmp-{uuid.uuid4().hex[:12]}"
     with handed(compiled.registry, scheduler, compiled=compiled) as handover:
-        tasks = [(handover, str(source_path.resolve()), combo, text, s, str(folder.resolve()), i, step_columns,
+        tasks = [(handover, found, combo, text, s, str(folder.resolve()), i, step_columns,
                   defaults)
                  for i, (combo, text, s) in enumerate(zip(combos, sizes, seeds, strict=True))]
         moved = False
@@ -573,7 +703,7 @@ def run_dataset(
 HIVE_MISSING = "__HIVE_DEFAULT_PARTITION__"
 
 
-def _kept_by_hive(dataset: Any, keys: pd.DataFrame, strata: Sequence[str], source: Path) -> None:
+def _kept_by_hive(dataset: Any, keys: pd.DataFrame, strata: Sequence[str], hive: Sequence[str]) -> None:
     """Refuse, before anything is computed, a stratum column whose values the
     output would not give back: the output keeps the stratum columns only in
     its Hive directory names (``region=north``), as text, and
@@ -587,8 +717,6 @@ def _kept_by_hive(dataset: Any, keys: pd.DataFrame, strata: Sequence[str], sourc
     red-team audit: the verdict says the stratum columns are released as in
     the original)."""
     pa = optional("pyarrow", PARQUET)
-    partitioning = getattr(dataset, "partitioning", None)
-    hive = set() if source.is_file() or partitioning is None else set(partitioning.schema.names)
     for column in strata:
         kind = dataset.schema.field(column).type
         if pa.types.is_dictionary(kind):
