@@ -8,23 +8,29 @@ column (:mod:`~privclust.coverage`).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .accountants import ADD_REMOVE, Accountant, BasicAccountant, accountant_name, group_delta, relation_kind
 from .coverage import dp_claimants, no_guarantee_reasons, post_processed, post_processed_steps
 from .kanonymity import UNDECIDED_MATCHING, WHOLE_FILE_SCOPE, key_figures_text
-from .ledger import Ledger, at_least
+from .ledger import Ledger, LedgerEntry, Origin, at_least
 from .wording import column_list as _cols
 from .wording import joined as _joined
 from .wording import records_are as _records
 
 __all__ = [
     "ASSESSMENT",
+    "DERIVED",
+    "DERIVED_R2",
     "OTHER_RELEASES",
     "SEEDED_CAVEAT",
     "whole_file_relation",
     "UNCHANGED_CHECK",
+    "derived_found",
+    "derived_text",
+    "given_back",
     "random_step_names",
     "seeded_draws",
     "verdict",
@@ -46,6 +52,66 @@ OTHER_RELEASES = "any other release made from the same records (the epsilons of 
 SEEDED_CAVEAT = ("The run was seeded: these statements hold only while the seed stays secret and cannot be guessed, "
                  "since anyone who has it can draw the same noise again and subtract it (a small seed is found by "
                  "trying seeds in turn); publish only a release made without a seed, or with a secret random one.")
+
+
+#: The mechanism of the host's ``verified`` entry on columns released as in the original that give back the original
+#: values of a changed column (:func:`privclust.verify.derived_columns`); the verdict reads its details.
+DERIVED = "derived columns"
+
+#: The R^2 (cross-fitted nearest-neighbour regression) at or above which columns released as in the original are
+#: said to give back a changed column's original values.
+DERIVED_R2 = 0.99
+
+
+def _r2(value: float) -> str:
+    """An R^2 to three decimals, rounded down (0.9996 reads 0.999, never 1)."""
+    return f"{math.floor(value * 1000) / 1000:.3f}"
+
+
+def derived_found(entries: Sequence[LedgerEntry]) -> list[dict[str, Any]]:
+    """The changed columns whose original values columns released as in the original give back, from the host's
+    :data:`DERIVED` entries (one of :func:`privclust.run`; one a stratum of :func:`privclust.run_dataset`): per
+    column, the columns that give it back and the lowest and highest R^2 measured, in the order first found."""
+    merged: dict[str, dict[str, Any]] = {}
+    for entry in entries:
+        if entry.kind != "verified" or entry.mechanism != DERIVED or entry.origin is not Origin.HOST:
+            continue
+        for found in entry.details.get("derived", ()):
+            item = merged.setdefault(found["column"], {"column": found["column"], "given_back_by": [],
+                                                       "r2": [], "parts": 0})
+            item["given_back_by"] += [c for c in found["given_back_by"] if c not in item["given_back_by"]]
+            item["r2"].append(float(found["r2"]))
+            item["parts"] += 1
+    return [{**item, "r2_low": min(item["r2"]), "r2_high": max(item["r2"])} for item in merged.values()]
+
+
+def given_back(found: Sequence[Mapping[str, Any]]) -> str:
+    """``"a (R^2 0.999 by nearest neighbours) and b (R^2 0.998)"``."""
+    parts = []
+    for i, item in enumerate(found):
+        low, high = item.get("r2_low", item["r2"]), item.get("r2_high", item["r2"])
+        figure = _r2(low) if _r2(low) == _r2(high) else f"{_r2(low)} to {_r2(high)}"
+        where = f" in {item['parts']} strata" if item.get("parts", 1) > 1 else ""
+        parts.append(f"{item['column']} (R^2 {figure}{' by nearest neighbours' if i == 0 else ''}{where})")
+    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+
+
+def _sources(found: Sequence[Mapping[str, Any]], order: Sequence[str] = ()) -> list[str]:
+    """The columns that give back any of ``found``, in the order of ``order`` (the file's) where they are in it."""
+    named = list(dict.fromkeys(c for item in found for c in item["given_back_by"]))
+    return [c for c in order if c in named] + [c for c in named if c not in order]
+
+
+def derived_text(found: Sequence[Mapping[str, Any]], order: Sequence[str] = ()) -> str:
+    """The host's words (its ledger entry, the verdict's first sentence) on columns released as in the original
+    that give back the original values of changed columns (``order``: the columns in the file's order)."""
+    targets = [item["column"] for item in found]
+    sources = _sources(found, order)
+    return (f"THE FILE GIVES BACK ORIGINAL VALUES: the column{'s' if len(sources) > 1 else ''} released as in the "
+            f"original ({_cols(sources)}) give{'' if len(sources) > 1 else 's'} back the original "
+            f"{given_back(found)}; whatever this release states of {_cols(targets)} holds for the released values "
+            f"only, not for the original values {'these columns disclose' if len(sources) > 1 else 'it discloses'}: "
+            f"remove or protect {'those columns' if len(sources) > 1 else 'it'}.")
 
 
 def seeded_draws(steps: str) -> str:
@@ -143,6 +209,19 @@ def whole_file_relation(epsilon: float, delta: float, relation: str) -> tuple[fl
             "together, hold for it under replace-one, counted twice)")
 
 
+def _undone(derived: Sequence[Mapping[str, Any]], left: Sequence[str]) -> str:
+    """What the verdict adds to the columns released as in the original
+    (``left``) when some give back the original values of changed columns:
+    ``", which give back the original a (R^2 ...): remove or protect them"``
+    (or ``", of which rank_a, ratio give back ..."``); empty when none do."""
+    sources = [c for c in _sources(derived, left) if c in left]
+    if not sources:
+        return ""
+    which = ", which" if set(sources) == set(left) else f", of which {_cols(sources)}"
+    verb = "give" if len(sources) > 1 or which == ", which" else "gives"
+    return f"{which} {verb} back the original {given_back(derived)}: remove or protect them"
+
+
 def verdict(ledger: Ledger, accountant: Accountant, outcomes: Sequence[Any], checks: Mapping[str, Any], *,
             strata: Sequence[str] = (), seeded: bool = False, randomised: Sequence[str] = (),
             provenance: Mapping[str, Any] | None = None) -> str:
@@ -161,6 +240,7 @@ def verdict(ledger: Ledger, accountant: Accountant, outcomes: Sequence[Any], che
     ``"step i (component)"``, :func:`seeded_draws`)."""
     entries = ledger.entries
     dp = [e for e in entries if e.kind == "dp"]
+    derived = derived_found(entries) if checks.get("changed_columns") else []
     reasons = no_guarantee_reasons(entries, outcomes, checks, spent=accountant.total(entries))
     extras = _whole_file_extras(checks)
     broken_file = bool(extras)
@@ -217,7 +297,7 @@ def verdict(ledger: Ledger, accountant: Accountant, outcomes: Sequence[Any], che
         left = [c if c not in strata else f"{c} (a public stratum column)"
                 for c in checks.get("unchanged_columns", ())]
         if left and checks.get("changed_columns"):
-            text += f" Released as in the original: {_cols(left)}."
+            text += f" Released as in the original: {_cols(left)}{_undone(derived, left)}."
         if seeded and randomised:
             extras.append(seeded_draws(_joined(list(randomised)).replace("; ", ", ")))
     else:
@@ -236,7 +316,7 @@ def verdict(ledger: Ledger, accountant: Accountant, outcomes: Sequence[Any], che
         not_covered = [e.not_covered or "" for e in dp if e.step not in after]
         left = [c for c in checks.get("unchanged_columns", ()) if c not in strata]
         if left:
-            not_covered.append(f"the columns released as in the original ({_cols(left)})")
+            not_covered.append(f"the columns released as in the original ({_cols(left)})" + _undone(derived, left))
         if strata:
             not_covered.append(f"the public stratum column(s) {_cols(strata)}, their values and the size of each "
                                "stratum")
@@ -252,6 +332,9 @@ def verdict(ledger: Ledger, accountant: Accountant, outcomes: Sequence[Any], che
                 f"claims of {who}: {composer} cannot check a sensitivity (privclust audit tests one empirically).")
         if seeded:
             text += " " + SEEDED_CAVEAT
-    # the declared keys first (how people are re-identified in a survey file), except before a DP guarantee
+    # the declared keys first (how people are re-identified in a survey file), except before a DP guarantee; first of
+    # all, that columns released as in the original give back what the rest of the verdict calls protected
     opening = [text, *keys] if not reasons else [*keys, text]
+    if derived:
+        opening.insert(0, derived_text(derived, checks.get("unchanged_columns", ())))
     return " ".join(dict.fromkeys([*opening, *extras]))

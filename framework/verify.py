@@ -46,6 +46,7 @@ import attrs
 import numpy as np
 import pandas as pd
 
+from ._optional import deferred
 from .accounting import NothingProtectedWarning, PrivacyContext
 from .comparison import exact_codes, values_equal
 from .comparison import same_values as _same
@@ -64,9 +65,12 @@ from .kanonymity import step_values as _step_values
 from .provenance import snapshot
 from .verdict import (
     ASSESSMENT,
+    DERIVED,
+    DERIVED_R2,
     OTHER_RELEASES,
     SEEDED_CAVEAT,
     UNCHANGED_CHECK,
+    derived_text,
     random_step_names,
     seeded_draws,
     verdict,
@@ -81,11 +85,15 @@ __all__ = [
     "ASSESSMENT",
     "COMPARED",
     "DEFAULT_KEY_K",
+    "DERIVED",
+    "DERIVED_R2",
+    "DERIVED_RECORDS",
     "OTHER_RELEASES",
     "SEEDED_CAVEAT",
     "UNCHANGED_CHECK",
     "UNDECIDED_MATCHING",
     "WHOLE_FILE_SCOPE",
+    "derived_columns",
     "dp_claimants",
     "exact_codes",
     "guarantees_dp",
@@ -101,6 +109,172 @@ __all__ = [
     "verify",
     "whole_file_relation",
 ]
+
+
+#: At most this many records enter the check of derived columns (:func:`derived_columns`), taken at evenly spaced
+#: positions of the file (no random draw): memory and time stay bounded whatever the file's size.
+DERIVED_RECORDS = 20_000
+#: The most columns released as in the original that :func:`derived_columns` combines to predict one changed column.
+DERIVED_MAX_COLUMNS = 3
+#: The R^2 one column must reach alone before :func:`derived_columns` tries it with others.
+DERIVED_INFORMATIVE = 0.1
+#: The fewest records (with no missing value among the columns compared) the check of derived columns judges on.
+DERIVED_MIN_RECORDS = 20
+
+
+def _numeric(frame: pd.DataFrame, column: str) -> bool:
+    dtype = frame[column].dtype
+    return bool(pd.api.types.is_numeric_dtype(dtype) and not pd.api.types.is_bool_dtype(dtype))
+
+
+def _local_linear(fit_x: np.ndarray, fit_y: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """Nearest-neighbour regression of ``fit_y`` on ``fit_x`` at the points ``at``: a linear fit to the 2 d + 2
+    nearest training records of each point (scipy's ``cKDTree``), clipped to the training range (a rounding, a rank
+    or a sum is predicted exactly between neighbours, not only as their mean)."""
+    d = fit_x.shape[1]
+    k = min(2 * d + 2, len(fit_y))
+    if d == 1 and len(fit_y) >= 2 * k:  # on a line: the k nearest among the 2 k around each point's place in order
+        order = np.argsort(fit_x[:, 0], kind="stable")
+        line = fit_x[order, 0]
+        start = np.clip(np.searchsorted(line, at[:, 0]) - k, 0, len(line) - 2 * k)
+        window = start[:, None] + np.arange(2 * k)
+        pick = np.argpartition(np.abs(line[window] - at[:, :1]), k - 1, axis=1)[:, :k]
+        near = order[np.take_along_axis(window, pick, axis=1)]
+    else:
+        _, near = deferred("scipy.spatial").cKDTree(fit_x).query(at, k=k)
+        near = near.reshape(len(at), k)
+    ys = fit_y[near]
+    if d == 1:  # the least-squares line through the neighbours, in closed form, taken at the point
+        offsets = fit_x[near, 0] - at[:, :1]
+        mean_o, mean_y = offsets.mean(axis=1), ys.mean(axis=1)
+        spread = (offsets * offsets).mean(axis=1) - mean_o * mean_o
+        slope = np.divide((offsets * ys).mean(axis=1) - mean_o * mean_y, spread,
+                          out=np.zeros(len(at)), where=spread > 1e-12)
+        value = mean_y - slope * mean_o
+    else:
+        offsets = fit_x[near] - at[:, None, :]
+        design = np.concatenate([np.ones((len(at), k, 1)), offsets], axis=2)
+        gram = design.transpose(0, 2, 1) @ design + 1e-9 * np.eye(d + 1)
+        value = np.linalg.solve(gram, (design.transpose(0, 2, 1) @ ys[..., None]))[:, 0, 0]
+    return np.clip(value, fit_y.min(), fit_y.max())
+
+
+def _cross_fitted_r2(x: np.ndarray, y: np.ndarray) -> float:
+    """R^2 of predicting ``y`` from ``x`` (standardised) by :func:`_local_linear`, cross-fitted: the records at even
+    positions predict those at odd ones and the other way round; when every value is positive, also on the
+    logarithms (a ratio or a product is then a sum) and the better of the two."""
+    total = float(((y - y.mean()) ** 2).sum())
+    if total == 0.0:
+        return float("nan")
+    halves = (np.arange(0, len(y), 2), np.arange(1, len(y), 2))
+    best = -np.inf
+    spaces = [(x, y, False)]
+    if (x > 0).all() and (y > 0).all():
+        spaces.append((np.log(x), np.log(y), True))
+    for xs, ys, logged in spaces:
+        spread = xs.std(axis=0)
+        xs = (xs - xs.mean(axis=0)) / np.where(spread > 0, spread, 1.0)
+        predicted = np.empty(len(y))
+        for fit, score in (halves, halves[::-1]):
+            predicted[score] = _local_linear(xs[fit], ys[fit], xs[score])
+        if logged:
+            predicted = np.exp(predicted)
+        best = max(best, 1.0 - float(((y - predicted) ** 2).sum()) / total)
+        if best >= DERIVED_R2:
+            break
+    return best
+
+
+def derived_columns(original: pd.DataFrame, changed: Sequence[str], unchanged: Sequence[str]) -> list[dict[str, Any]]:
+    """Whether the columns released as in the original (``unchanged``: the
+    numeric ones are used) give back the original values of a changed column
+    (``changed``: the numeric ones are judged).
+
+    For each changed column, a cross-fitted nearest-neighbour regression
+    (:func:`_cross_fitted_r2`) on at most :data:`DERIVED_RECORDS` records at
+    evenly spaced positions: the unchanged column that predicts its original
+    values best, then the one that adds most while it takes a fifth of the
+    error left away, up to :data:`DERIVED_MAX_COLUMNS` columns (only when the
+    best predicts some of it alone, :data:`DERIVED_INFORMATIVE`). R^2 of at
+    least :data:`DERIVED_R2` flags the changed column, named with the columns
+    of that set and every one that does as well in place of one of them (a
+    rank and a rounding of the same column). A flagged column counts as known
+    for the others (a ratio b = a / r gives b back once a rank gives a back),
+    named by the columns that gave it back.
+
+    Returns one record per flagged column, in the order of ``changed``:
+    ``{"column", "given_back_by", "r2", "records"}``, ``given_back_by`` in
+    the order of ``unchanged``. No random draw; ``original`` is not
+    changed."""
+    targets = [c for c in changed if c in original.columns and _numeric(original, c)]
+    sources = [c for c in unchanged if c in original.columns and _numeric(original, c)]
+    n = len(original)
+    if not targets or not sources or n < DERIVED_MIN_RECORDS:
+        return []
+    m = min(n, DERIVED_RECORDS)
+    rows = np.unique(np.arange(m) * n // m)
+    values = {c: original[c].iloc[rows].to_numpy(dtype=float, na_value=np.nan) for c in {*targets, *sources}}
+    sources = [c for c in sources if np.nanstd(values[c]) > 0]  # a constant column predicts nothing
+    known: dict[str, list[str]] = {c: [c] for c in sources}  # a usable column -> the released columns it stands for
+
+    measured: dict[tuple[str, tuple[str, ...]], float] = {}
+
+    def r2(target: str, columns: Sequence[str]) -> float:
+        key = (target, tuple(sorted(columns)))
+        if key not in measured:
+            measured[key] = fitted(target, key[1])
+        return measured[key]
+
+    def fitted(target: str, columns: Sequence[str]) -> float:
+        x = np.column_stack([values[c] for c in columns])
+        y = values[target]
+        ok = ~np.isnan(y) & ~np.isnan(x).any(axis=1)
+        if ok.sum() < DERIVED_MIN_RECORDS:
+            return -np.inf
+        got = _cross_fitted_r2(x[ok], y[ok])
+        return -np.inf if np.isnan(got) else got
+
+    def given_back(target: str) -> tuple[float, list[str]]:
+        usable = list(known)
+        single = {c: r2(target, [c]) for c in usable}
+        ranked = sorted(usable, key=lambda c: -single[c])
+        chosen, best = [ranked[0]], single[ranked[0]]
+        pool = ranked[:8]
+        # columns that together give back a value each predict part of it (R^2 about 1/2 each for a sum or a ratio
+        # of two): when none predicts any of it, no combination is tried (unrelated columns cost a fit each); a
+        # column is added while it takes a fifth of the error left away, past R^2 0.99 too up to 0.999 (a rounding
+        # beside a rank)
+        while DERIVED_INFORMATIVE < best < 0.999 and len(chosen) < DERIVED_MAX_COLUMNS:
+            tried = {c: r2(target, [*chosen, c]) for c in pool if c not in chosen}
+            column = max(tried, key=lambda c: tried[c], default=None)
+            if column is None or not 1.0 - tried[column] < 0.8 * (1.0 - best):
+                break
+            chosen.append(column)
+            best = tried[column]
+        if best < DERIVED_R2:
+            return best, []
+        # every column that gives it back in place of one of the set found, alone or with the others (a rank and
+        # a rounding of the same column), among the best predictors alone
+        taking_part = [c for c in usable if c in chosen or single[c] >= DERIVED_R2 or (c in pool and len(chosen) > 1
+                       and any(r2(target, [*(k for k in chosen if k != member), c]) >= DERIVED_R2
+                               for member in chosen))]
+        return best, list(dict.fromkeys(s for c in taking_part for s in known[c]))
+
+    found: dict[str, dict[str, Any]] = {}
+    left = list(targets) if sources else []
+    while left:
+        new: dict[str, dict[str, Any]] = {}
+        for target in left:
+            best, columns = given_back(target)
+            if columns:
+                new[target] = {"column": target, "given_back_by": [c for c in sources if c in columns],
+                               "r2": float(best), "records": int(len(rows))}
+        if not new:
+            break
+        found.update(new)
+        known.update({t: item["given_back_by"] for t, item in new.items()})
+        left = [t for t in left if t not in new]
+    return [found[t] for t in targets if t in found]
 
 
 def _after_step(s: Mapping[str, Any], after: Mapping[int, tuple[list[Any], list[str]]],
@@ -125,7 +299,7 @@ def _after_step(s: Mapping[str, Any], after: Mapping[int, tuple[list[Any], list[
 def verify(context: PrivacyContext, original: pd.DataFrame, released: pd.DataFrame, outcomes: Sequence[Any], *,
            label_columns: Sequence[str] = (), strata: Sequence[str] = (), keys: Sequence[str] = (),
            broken_rules: Sequence[tuple[str, frozenset[str], int, int, str]] = (),
-           parts: Sequence[tuple[str, np.ndarray]] | None = None) -> dict[str, Any]:
+           parts: Sequence[tuple[str, np.ndarray]] | None = None, role_columns: Sequence[str] = ()) -> dict[str, Any]:
     """Measure the release, write the host's ``verified`` entries, and settle
     the components' claims. Returns the measurements (also kept by the
     Release as ``release.verification``).
@@ -152,7 +326,14 @@ def verify(context: PrivacyContext, original: pd.DataFrame, released: pd.DataFra
     is checked too (``whole_file``): groups of identical rows over every
     released column that depends on the original values (the columns the
     steps worked on, the label columns, the declared ``keys`` and
-    ``strata``), at the largest k a step claims."""
+    ``strata``), at the largest k a step claims.
+
+    The numeric columns released as in the original that have no role (not
+    the ``strata``, ``keys`` or ``role_columns``: the ids and the weight)
+    are asked whether they give back the original values of a changed
+    column (:func:`derived_columns`); those that do are written in a host
+    entry (:data:`~privclust.verdict.DERIVED`) and the verdict opens with
+    them."""
     extra = tuple(strata)
     n = int(len(original))
     # A release the verdict can call differentially private: nothing the host writes about it (verdict, ledger,
@@ -215,6 +396,12 @@ def verify(context: PrivacyContext, original: pd.DataFrame, released: pd.DataFra
     }
     if not outcomes:  # a recipe without steps: an assessment of the original file
         checks["assessment"] = True
+    # Columns released as in the original that give back a changed column's original values (a rank, a rounding, a
+    # ratio beside its numerator): the rule that such columns are not counted as quasi-identifiers stays, but the
+    # release says when they undo the protection (a red-team audit, rt20 F1)
+    roles = {*map(str, strata), *map(str, keys), *map(str, role_columns)}
+    checks["derived"] = derived_columns(original, [c for c in changed if c in protected],
+                                        [c for c in unchanged if c not in roles])
     # The whole released file: every released column that identifies records by original values (its
     # quasi-identifiers): the steps' columns, the labels computed from them, the declared keys and strata.
     depends = {*protected, *map(str, label_columns), *map(str, keys), *map(str, strata)}
@@ -278,6 +465,10 @@ def verify(context: PrivacyContext, original: pd.DataFrame, released: pd.DataFra
     context._record_host("verified", text, mechanism="release check",
                          details=_shown({k: v for k, v in checks.items() if k not in ("steps", "claims", "keys")},
                                         dp_release))
+    if checks["derived"]:
+        context._record_host("verified", "Host check of the columns released as in the original: "
+                             + derived_text(checks["derived"], unchanged), mechanism=DERIVED,
+                             details={"derived": checks["derived"]})
     if "keys" in checks:
         context._record_host("verified", "Host check of the declared keys on the released file. "
                              + key_figures_text(checks["keys"]), mechanism="key risk", details=dict(checks["keys"]))
