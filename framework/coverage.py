@@ -23,7 +23,7 @@ import attrs
 from .accountants import Accountant
 from .components import dp_outputs
 from .context import PrivacyContext
-from .ledger import LedgerEntry, at_least
+from .ledger import LedgerEntry, at_least, exact
 from .wording import column_list as _cols
 from .wording import joined as _joined
 
@@ -37,7 +37,9 @@ __all__ = [
     "post_processed",
     "post_processed_steps",
     "qualify_dp_inputs",
+    "qualify_vacuous_delta",
     "shown",
+    "vacuous_delta",
 ]
 
 
@@ -228,6 +230,42 @@ def _uncovered_reason(outcome: Any, dp: Sequence[LedgerEntry], outcomes: Sequenc
                                                               if outside else "") + ")")
 
 
+def _deltas(dp: Sequence[LedgerEntry]) -> str:
+    """``"step 0 (gaussian): delta 0.9999999"``, each step's delta once, exactly as spent."""
+    return ", ".join(dict.fromkeys(f"step {e.step} ({name_text(e.component)}): delta {exact(e.delta)}"
+                                   if e.step is not None else f"{name_text(e.component)}: delta {exact(e.delta)}"
+                                   for e in dp if e.delta > 0))
+
+
+def vacuous_delta(delta: float, n: int, dp: Sequence[LedgerEntry]) -> str:
+    """Why a composed ``delta`` of at least 1/``n`` (``n`` records) guarantees nothing, naming each step's delta:
+    the verdict's reason (:func:`no_guarantee_reasons`) and the host's note on the DP entries
+    (:func:`qualify_vacuous_delta`)."""
+    steps = _deltas(dp)
+    return (f"the composed delta is {exact(delta)}" + (f" ({steps})" if steps else "")
+            + f", at least 1/n = 1/{n} for the {n} records: an (epsilon, delta) guarantee with delta of 1/n or more "
+            "allows publishing records in the clear (releasing one record chosen at random satisfies it), so it "
+            "protects no record in particular")
+
+
+def qualify_vacuous_delta(context: PrivacyContext, n: int) -> None:
+    """The host's note on every DP entry that spent a delta when the run's composed delta is at least 1/``n``
+    (``n`` records): the verdict then gives no DP guarantee (:func:`vacuous_delta`), and the ledger says why
+    beside the statement (a red-team audit: "(1, 1)-DP" read as a guarantee). The entries' parameters are kept:
+    a recipe that ran keeps running."""
+    dp = [e for e in context.ledger.entries if e.kind == "dp"]
+    if not dp or n <= 0:
+        return
+    _, delta = context.accountant.total(context.ledger.entries)
+    if not 1 / n <= delta < 1:
+        return
+    why = vacuous_delta(delta, n, dp)
+    note = f" Host note: {why[0].upper()}{why[1:]}; the release is not called differentially private."
+    for entry in dp:
+        if entry.delta > 0:
+            context.ledger._replace(attrs.evolve(entry, statement=(entry.statement or "") + note))
+
+
 def no_guarantee_reasons(entries: Sequence[LedgerEntry], outcomes: Sequence[Any],
                          checks: Mapping[str, Any], *, spent: tuple[float, float]) -> list[str]:
     """Why the release is not differentially private, one reason a clause
@@ -262,6 +300,8 @@ def no_guarantee_reasons(entries: Sequence[LedgerEntry], outcomes: Sequence[Any]
         if not delta < 1:
             reasons.append(f"the composed delta is {at_least(delta)}, not below 1 (the bound holds with probability "
                            "at most 1 - delta), which guarantees nothing")
+        elif (n := int(checks.get("records") or 0)) and delta >= 1 / n:
+            reasons.append(vacuous_delta(delta, n, dp))
         reasons += [_uncovered_reason(o, dp, outcomes) for o in outcomes if not _covered(o, dp, outcomes)]
     return reasons
 

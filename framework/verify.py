@@ -54,6 +54,7 @@ from .comparison import verbatim as _verbatim
 from .coverage import COMPARED, dp_claimants, guarantees_dp, no_guarantee_reasons, post_processed
 from .coverage import dp_structured as _dp_structured
 from .coverage import qualify_dp_inputs as _qualify_dp_inputs
+from .coverage import qualify_vacuous_delta as _qualify_vacuous_delta
 from .coverage import shown as _shown
 from .kanonymity import DEFAULT_KEY_K, UNDECIDED_MATCHING, WHOLE_FILE_SCOPE, key_figures, key_figures_text
 from .kanonymity import claim_columns as _claim_columns
@@ -491,6 +492,7 @@ def verify(context: PrivacyContext, original: pd.DataFrame, released: pd.DataFra
             stacklevel=3)
 
     _qualify_dp_inputs(context, outcomes)
+    _qualify_vacuous_delta(context, n)
 
     by_step = {s["step"]: s for s in steps}
     every_part, label = original, released

@@ -163,3 +163,44 @@ def test_derived_columns_in_run_dataset(tmp_path):
     assert release.verdict.startswith("THE FILE GIVES BACK ORIGINAL VALUES: the column released as in the original "
                                       "(rank_a) gives back the original a (R^2 0.9")
     assert "in 2 strata" in release.verdict
+
+
+# ---------------------------------------------------------------------------
+# F3: delta of at least 1/n
+# ---------------------------------------------------------------------------
+
+
+def _p5(n: int = 12) -> pd.DataFrame:
+    rng = np.random.default_rng(0)
+    return pd.DataFrame({"a": rng.normal(50, 10, n).round(3), "b": rng.normal(20, 5, n).round(3)})
+
+
+GAUSSIAN = {"use": "gaussian", "epsilon": 1, "bounds": {"a": [0, 100], "b": [0, 50]}}
+
+
+@pytest.mark.parametrize("delta", [0.9999999, 1 / 12])
+def test_delta_of_one_over_n_or_more_is_no_guarantee(delta):
+    release = _run({"steps": [{**GAUSSIAN, "delta": delta}]}, _p5(), seed=1)  # still runs: not refused
+    verdict = release.verdict
+    assert verdict.startswith("No differential-privacy guarantee: the composed delta is ")
+    assert "ε-differentially private" not in verdict
+    assert f"(step 0 (gaussian): delta {privclust.ledger.exact(delta)}), at least 1/n = 1/12 for the 12 records" \
+        in verdict
+    assert "protects no record in particular" in verdict
+    assert release.dp_guarantee is False
+    entry = release.ledger.of_kind("dp")[0]
+    assert "Host note: The composed delta is" in entry.statement
+    assert "the release is not called differentially private" in entry.statement
+
+
+def test_delta_below_one_over_n_stays_a_guarantee():
+    release = _run({"steps": [{**GAUSSIAN, "delta": 0.9 / 12}]}, _p5(), seed=1)
+    assert release.verdict.startswith("ε-differentially private")
+    assert "Host note: The composed delta" not in release.ledger.of_kind("dp")[0].statement
+
+
+def test_compare_dp_column_is_false_for_a_vacuous_delta():
+    table = privclust.compare({"steps": [{**GAUSSIAN, "delta": 0.5}]}, _p5(), grid={"gaussian.delta": [0.5, 1e-3]},
+                              repeats=1, seed=1, processes=1, progress=False)
+    dp = dict(zip(table["gaussian.delta"], table["dp"], strict=True))
+    assert dp == {0.5: False, 1e-3: True}
