@@ -365,8 +365,11 @@ def test_the_page_counts_the_released_columns_and_states_a_dp_cost_only_under_a_
                                          {"use": "mdav", "k": 3, "columns": ["y"]}]}, data, seed=1)
     html = clustered.to_html(plots=False)
     assert "30 records, 3 columns" in html  # x, y and the label column
-    # a clusterer released labels without spending: no guarantee, so no 'differentially private' cost
-    assert clustered.verdict.startswith("No differential-privacy guarantee")
+    # a clusterer released labels without spending: no guarantee, so no 'differentially private' cost; y = 5 + x / 10
+    # is released unchanged and gives the original x back, which the verdict says first (rt20 F1)
+    assert clustered.verdict.startswith("THE FILE GIVES BACK ORIGINAL VALUES: the column released as in the original "
+                                        "(y) gives back the original x")
+    assert "No differential-privacy guarantee" in clustered.verdict
     assert "The steps&#39; noise mechanisms charged epsilon 1" in html
     dp = privclust.run({"steps": [{"use": "laplace", "epsilon": 1.0, "bounds": {"x": [0, 10], "y": [5, 6]}}]},
                        data, seed=1)
