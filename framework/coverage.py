@@ -20,7 +20,7 @@ from typing import Any
 
 import attrs
 
-from .accountants import Accountant
+from .accountants import ADD_REMOVE, Accountant, group_delta, relation_kind
 from .components import dp_outputs
 from .context import PrivacyContext
 from .ledger import LedgerEntry, at_least, exact
@@ -237,27 +237,41 @@ def _deltas(dp: Sequence[LedgerEntry]) -> str:
                                    for e in dp if e.delta > 0))
 
 
+def stated_delta(dp: Sequence[LedgerEntry], epsilon: float, delta: float) -> float:
+    """The delta the verdict states for the released file from the composed (``epsilon``, ``delta``): under
+    replace-one, counted twice, when every release is stated under add/remove (the file shows its number of records:
+    ``(1 + e^epsilon) delta``, :func:`privclust.verdict.whole_file_relation`), else ``delta``."""
+    if dp and all(relation_kind(e.relation or "") == ADD_REMOVE for e in dp):
+        return group_delta(epsilon, delta)
+    return delta
+
+
 def vacuous_delta(delta: float, n: int, dp: Sequence[LedgerEntry]) -> str:
-    """Why a composed ``delta`` of at least 1/``n`` (``n`` records) guarantees nothing, naming each step's delta:
-    the verdict's reason (:func:`no_guarantee_reasons`) and the host's note on the DP entries
-    (:func:`qualify_vacuous_delta`)."""
+    """Why a delta of at least 1/``n`` (``n`` records) guarantees nothing, naming each step's delta: the verdict's
+    reason (:func:`no_guarantee_reasons`) and the host's note on the DP entries (:func:`qualify_vacuous_delta`)."""
     steps = _deltas(dp)
-    return (f"the composed delta is {exact(delta)}" + (f" ({steps})" if steps else "")
+    return (f"the delta stated for the file is {exact(delta)}" + (f" (steps' deltas: {steps})" if steps else "")
             + f", at least 1/n = 1/{n} for the {n} records: an (epsilon, delta) guarantee with delta of 1/n or more "
             "allows publishing records in the clear (releasing one record chosen at random satisfies it), so it "
             "protects no record in particular")
 
 
+def vacuous(dp: Sequence[LedgerEntry], spent: tuple[float, float], n: int) -> float | None:
+    """The file's stated delta (:func:`stated_delta`) when it is at least 1/``n``, else ``None``."""
+    if not dp or n <= 0 or not all(math.isfinite(v) for v in spent):
+        return None
+    delta = stated_delta(dp, *spent)
+    return delta if delta >= 1 / n else None
+
+
 def qualify_vacuous_delta(context: PrivacyContext, n: int) -> None:
-    """The host's note on every DP entry that spent a delta when the run's composed delta is at least 1/``n``
-    (``n`` records): the verdict then gives no DP guarantee (:func:`vacuous_delta`), and the ledger says why
-    beside the statement (a red-team audit: "(1, 1)-DP" read as a guarantee). The entries' parameters are kept:
-    a recipe that ran keeps running."""
+    """The host's note on every DP entry that spent a delta when the file's stated delta is at least 1/``n``
+    (``n`` records): the verdict then gives no DP guarantee (:func:`vacuous_delta`),
+    and the ledger says why beside the statement (a red-team audit: "(1, 1)-DP" read as a guarantee). The entries'
+    parameters are kept: a recipe that ran keeps running."""
     dp = [e for e in context.ledger.entries if e.kind == "dp"]
-    if not dp or n <= 0:
-        return
-    _, delta = context.accountant.total(context.ledger.entries)
-    if not 1 / n <= delta < 1:
+    delta = vacuous(dp, context.accountant.total(context.ledger.entries), n)
+    if delta is None:
         return
     why = vacuous_delta(delta, n, dp)
     note = f" Host note: {why[0].upper()}{why[1:]}; the release is not called differentially private."
@@ -300,8 +314,8 @@ def no_guarantee_reasons(entries: Sequence[LedgerEntry], outcomes: Sequence[Any]
         if not delta < 1:
             reasons.append(f"the composed delta is {at_least(delta)}, not below 1 (the bound holds with probability "
                            "at most 1 - delta), which guarantees nothing")
-        elif (n := int(checks.get("records") or 0)) and delta >= 1 / n:
-            reasons.append(vacuous_delta(delta, n, dp))
+        elif (stated := vacuous(dp, spent, n := int(checks.get("records") or 0))) is not None:
+            reasons.append(vacuous_delta(stated, n, dp))
         reasons += [_uncovered_reason(o, dp, outcomes) for o in outcomes if not _covered(o, dp, outcomes)]
     return reasons
 

@@ -182,21 +182,21 @@ GAUSSIAN = {"use": "gaussian", "epsilon": 1, "bounds": {"a": [0, 100], "b": [0, 
 def test_delta_of_one_over_n_or_more_is_no_guarantee(delta):
     release = _run({"steps": [{**GAUSSIAN, "delta": delta}]}, _p5(), seed=1)  # still runs: not refused
     verdict = release.verdict
-    assert verdict.startswith("No differential-privacy guarantee: the composed delta is ")
+    assert verdict.startswith("No differential-privacy guarantee: the delta stated for the file is ")
     assert "ε-differentially private" not in verdict
-    assert f"(step 0 (gaussian): delta {privclust.ledger.exact(delta)}), at least 1/n = 1/12 for the 12 records" \
-        in verdict
+    assert (f"(steps' deltas: step 0 (gaussian): delta {privclust.ledger.exact(delta)}), at least 1/n = 1/12 for the "
+            "12 records") in verdict
     assert "protects no record in particular" in verdict
     assert release.dp_guarantee is False
     entry = release.ledger.of_kind("dp")[0]
-    assert "Host note: The composed delta is" in entry.statement
+    assert "Host note: The delta stated for the file is" in entry.statement
     assert "the release is not called differentially private" in entry.statement
 
 
 def test_delta_below_one_over_n_stays_a_guarantee():
     release = _run({"steps": [{**GAUSSIAN, "delta": 0.9 / 12}]}, _p5(), seed=1)
     assert release.verdict.startswith("ε-differentially private")
-    assert "Host note: The composed delta" not in release.ledger.of_kind("dp")[0].statement
+    assert "Host note: The delta stated" not in release.ledger.of_kind("dp")[0].statement
 
 
 def test_compare_dp_column_is_false_for_a_vacuous_delta():
@@ -204,3 +204,18 @@ def test_compare_dp_column_is_false_for_a_vacuous_delta():
                               repeats=1, seed=1, processes=1, progress=False)
     dp = dict(zip(table["gaussian.delta"], table["dp"], strict=True))
     assert dp == {0.5: False, 1e-3: True}
+
+
+def test_the_delta_tested_against_one_over_n_is_the_one_the_verdict_states():
+    """Under add/remove the verdict states the file's guarantee under replace-one with delta (1 + e^epsilon) delta:
+    that delta, not the composed one, is the one at least 1/n that guarantees nothing."""
+    from privclust.accountants import ADD_REMOVE
+    from privclust.coverage import stated_delta, vacuous
+
+    context = privclust.PrivacyContext(seed=1)
+    context.spend(epsilon=1.0, delta=0.05, mechanism="gaussian", sensitivity=1.0, relation=ADD_REMOVE, covers="a")
+    dp = context.ledger.of_kind("dp")
+    total = context.accountant.total(context.ledger.entries)
+    assert stated_delta(dp, *total) == pytest.approx((1 + np.e) * 0.05)
+    assert vacuous(dp, total, 10) == pytest.approx((1 + np.e) * 0.05)  # 0.186 >= 1/10, though 0.05 < 1/10
+    assert vacuous(dp, total, 4) is None  # 0.186 < 1/4
