@@ -298,7 +298,11 @@ def test_report_is_json_and_complete(reg, data):
     assert {"python", "privclust", "numpy", "pandas", "scipy"} <= set(report["environment"])
     assert any(p["name"] == "noise" for p in report["plugins"])
     assert report["seeded"] is True
-    assert [e["kind"] for e in report["ledger"]] == ["process", "verified", "verified"]
+    # total = a + b and b are released as in the original beside the shifted a: the host says they give a back
+    assert [e["kind"] for e in report["ledger"]] == ["process", "verified", "verified", "verified"]
+    assert report["ledger"][-1]["mechanism"] == "derived columns"
+    assert out.verdict.startswith("THE FILE GIVES BACK ORIGINAL VALUES: the columns released as in the original "
+                                  "(total, b) give back the original a")
     html = out._repr_html_()
     assert "<table" in html and "shift" in html and "mean_abs_change" in html
     assert out.to_html().startswith("<!DOCTYPE html>")
