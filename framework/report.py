@@ -45,7 +45,7 @@ from .accounting import (
 )
 from .assessment import EVALUATION_COLUMNS, with_before
 from .claims import ADD_REMOVE, REPLACE_ONE, relation_kind
-from .coverage import COMPARED, guarantees_dp, name_text
+from .coverage import COMPARED, guarantees_dp, name_text, post_processed_steps
 from .errors import PrivclustError
 from .params import parameter_roles, role_rounding
 from .plots import before_after
@@ -422,9 +422,16 @@ class Release:
             elif evaluations and count_is_private(self.ledger.entries):  # the count is private: so are figures of it
                 kept = []
                 left_out.append(COUNT_EVALUATIONS_NOTE)
-            elif len(kept) != len(evaluations):
-                left_out.append("evaluation figures derived from individual original values: " + ", ".join(
-                    f"{e['evaluator']}.{e['metric']}" for e in evaluations if e not in kept))
+            else:
+                if len(kept) != len(evaluations):
+                    left_out.append("evaluation figures derived from individual original values: " + ", ".join(
+                        f"{e['evaluator']}.{e['metric']}" for e in evaluations if e not in kept))
+                # a release that is not DP as a whole may still have DP columns: no figure of their originals
+                dp_columns = dp_released_columns(self.ledger.entries, self.outcomes)
+                on_dp = [e for e in kept if reads_dp_columns(e.get("columns"), dp_columns, self._names())]
+                if on_dp:
+                    kept = [e for e in kept if e not in on_dp]
+                    left_out.append(dp_columns_note(on_dp, dp_columns))
             evaluations = kept
             left_out.append("the details of ledger entries (they may hold values taken from the data)")
             left_out.append(RUN_TIMES_NOTE)
@@ -477,6 +484,11 @@ class Release:
             if fnmatchcase(metric, pattern):
                 return tuple(described)  # type: ignore[return-value]
         return None
+
+    def _names(self) -> set[str]:
+        """Every column name an evaluation can be computed on: the input's,
+        the released file's and the label columns."""
+        return {str(c) for frame in (self.original, self.data, self.labels) for c in frame.columns}
 
     def _disclosive_metrics(self) -> set[tuple[str, str]]:
         """(evaluator, metric) pairs the evaluators declare as derived from
@@ -590,6 +602,93 @@ def spent_text(has_dp: bool, guarantee: bool, epsilon: float, delta: float) -> s
 DP_EVALUATIONS_NOTE = ("the evaluation figures (they are computed from the original data, and are not differentially "
                        "private: published beside a differentially private release they would release what its DP "
                        "statements do not cover)")
+#: In a release that is not differentially private as a whole, the figures on the columns a DP step released.
+DP_COLUMNS_EVALUATIONS_NOTE = ("the evaluation figures that read the original values of a column a differentially "
+                               "private step released ({columns}), or whose columns are not known (they are "
+                               "computed from the original data and are not differentially private: with the "
+                               "released values they would give back what the DP statements protect, such as "
+                               "moments' relative change of the mean, which gives the original mean): {figures}")
+
+
+def dp_released_columns(entries: Sequence[Any], outcomes: Sequence[Any]) -> frozenset[str] | None:
+    """The columns released by a step that has differential-privacy entries
+    in the ledger (whether or not they cover what it wrote, and whatever the
+    verdict on the whole release) or that computed them from DP releases
+    only (post-processing): its values, or a clusterer's label column.
+    ``None`` when a DP entry names no step of the run (its columns are not
+    known: every figure may read them)."""
+    dp = [e for e in entries if e.kind == "dp"]
+    steps = {o.index for o in outcomes}
+    if any(e.step not in steps for e in dp):
+        return None
+    charged = {e.step for e in dp} | {o.index for o in post_processed_steps(entries, outcomes)}
+    out: set[str] = set()
+    for o in outcomes:
+        if o.index in charged:
+            if o.kind == "clusterers":
+                out |= {str(o.output)} if getattr(o, "output", None) else set()
+            else:
+                out |= {str(c) for c in o.columns}
+    return frozenset(out)
+
+
+def figure_columns(on: Any, names: set[str]) -> frozenset[str] | None:
+    """The columns an evaluation row is computed on (its ``columns``: the
+    names joined by ", ", then "; weighted by <weight>" when weighted),
+    read against the known column ``names``: every name of every way the
+    text splits into them (a name may hold ", "). ``None`` when it names no
+    known column or does not split into known names (not known)."""
+    if isinstance(on, list | tuple) and all(isinstance(c, str) for c in on):
+        return frozenset(on) if on and set(on) <= names else None
+    if not isinstance(on, str) or not on:
+        return None
+    text = on
+    candidates = sorted((n for n in names if n), key=len)
+    weighted = "; weighted by "
+
+    @functools.cache
+    def rest(i: int) -> frozenset[str] | None:
+        found: set[str] = set()
+        parsed = False
+        for name in candidates:
+            if not text.startswith(name, i):
+                continue
+            j = i + len(name)
+            if j == len(text):
+                found.add(name)
+                parsed = True
+            elif text.startswith(", ", j) and (more := rest(j + 2)) is not None:
+                found |= {name, *more}
+                parsed = True
+            elif text.startswith(weighted, j) and text[j + len(weighted):] in names:
+                found |= {name, text[j + len(weighted):]}
+                parsed = True
+        return frozenset(found) if parsed else None
+
+    return rest(0)
+
+
+def reads_dp_columns(on: Any, dp_columns: frozenset[str] | None, names: set[str]) -> bool:
+    """Whether an evaluation row computed on ``on`` (its ``columns``) may read
+    the original values of a column in ``dp_columns`` (:func:`dp_released_columns`):
+    it names one, or its columns are not known (unless no column is DP)."""
+    if dp_columns is not None and not dp_columns:
+        return False
+    read = figure_columns(on, names)
+    return read is None or dp_columns is None or bool(read & dp_columns)
+
+
+def dp_columns_note(rows: Sequence[Mapping[str, Any]], dp_columns: frozenset[str] | None) -> str:
+    """What a non-disclosive report says it left out: the figures (``rows``) on DP-released columns."""
+    columns = ", ".join(sorted(dp_columns)) if dp_columns else "a step the ledger does not name"
+    groups: dict[tuple[str, str], list[str]] = {}
+    for r in rows:
+        groups.setdefault((str(r["evaluator"]), str(r.get("columns") or "columns not named")), []).append(
+            str(r["metric"]))
+    figures = "; ".join(f"{evaluator} on {on} ({', '.join(metrics)})" for (evaluator, on), metrics in groups.items())
+    return DP_COLUMNS_EVALUATIONS_NOTE.format(columns=columns, figures=figures)
+
+
 #: Why a non-disclosive report leaves the evaluations out when the number of records is private (under add/remove).
 COUNT_EVALUATIONS_NOTE = ("the evaluation figures (the number of records is private under add/remove, and they are "
                           "computed from the records: many count them, such as dbrl's linked records or sse-sst's "
