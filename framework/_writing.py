@@ -239,7 +239,8 @@ def frame_writer(frame: pd.DataFrame, path: Path, order: Any = None) -> Callable
     integer columns (``int64``, ``Int64``...) without decimals, a missing
     value as an empty field, and a column released as in the original with
     its cells' original text (:func:`keep_text`); Parquet keeps every dtype
-    (and writes no index).
+    (and writes no index, and no ``frame.attrs``: pandas would write them
+    into the file's metadata, and a released frame's came from the input).
 
     :raises PrivclustError: (when writing) for a column Parquet cannot
         hold (values of mixed types, complex numbers), naming it."""
@@ -257,7 +258,9 @@ def frame_writer(frame: pd.DataFrame, path: Path, order: Any = None) -> Callable
             write_csv(frame, tmp, sep=sep, order=order)
         else:
             try:
-                (frame if order is None else frame.iloc[np.asarray(order, dtype=np.intp)]).to_parquet(tmp, index=False)
+                rows = frame.copy(deep=False) if order is None else frame.iloc[np.asarray(order, dtype=np.intp)]
+                rows.attrs = {}  # pandas writes attrs into the file's metadata: never the input's (rt21 F2)
+                rows.to_parquet(tmp, index=False)
             except ImportError as err:
                 raise PrivclustError(f"writing {path} needs pyarrow: pip install 'privclust[parquet]'") from err
             except (ValueError, TypeError, NotImplementedError) as err:  # pyarrow's ArrowInvalid, ArrowNotImplemented

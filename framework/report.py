@@ -180,7 +180,9 @@ class Release:
         columns identical, clusterer labels appended. Publish it with
         :meth:`write`, which writes the rows in a random order: in the
         input's order, whoever knows that order (or a file sorted by a
-        column) links every released row to its record.
+        column) links every released row to its record. It carries none
+        of the input's ``attrs`` (they would be written into a Parquet
+        file's metadata).
     :ivar original: the input frame (kept for evaluation and plots; it is
         never modified and never written by :meth:`report`).
     :ivar labels: the label columns released by clusterer steps.

@@ -145,6 +145,10 @@ def run_checked(compiled: CompiledRecipe, checked: Preflight, seed: int | np.ran
     context._check_held(held, "an evaluator")
     _within_budget(compiled, ledger, accountant)
     provenance = snapshot(registry, outcomes, compiled.constraints, evaluations)
+    # the input's attrs (pandas copies them into every derived frame, read_parquet restores an input file's) are
+    # not the release's: they would be written into the released Parquet file's metadata (rt21 F2). The host's own
+    # copies: the caller's frame keeps its attrs
+    current.attrs, labels.attrs = {}, {}
     return Release(
         data=current,
         original=frame,

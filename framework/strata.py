@@ -395,8 +395,12 @@ def _as_input(data: pd.DataFrame, schema: Any, strata: Sequence[str], text: str)
     input in the input's type where its values were: an integer column the
     host released as whole numbers stays an integer column, and a column all
     missing in this stratum is typed as in every other stratum, so that the
-    strata's files make one dataset (:func:`_one_schema` checks it)."""
+    strata's files make one dataset (:func:`_one_schema` checks it). The
+    frame's ``attrs`` are not written (an input Parquet's come back with
+    it, and pyarrow writes them into the file's metadata)."""
     pa = optional("pyarrow", PARQUET)
+    data = data.copy(deep=False)
+    data.attrs = {}  # pyarrow writes attrs into the file's metadata: never the input's (rt21 F2)
     table = pa.Table.from_pandas(data, preserve_index=False)
     for i, field in enumerate(table.schema):
         if field.name in strata or field.name not in schema.names:
