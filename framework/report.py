@@ -20,6 +20,7 @@ import io
 import json
 import pickle
 import platform
+import re
 from collections.abc import Mapping, Sequence
 from fnmatch import fnmatchcase
 from pathlib import Path
@@ -430,7 +431,8 @@ class Release:
                         f"{e['evaluator']}.{e['metric']}" for e in evaluations if e not in kept))
                 # a release that is not DP as a whole may still have DP columns: no figure of their originals
                 dp_columns = dp_released_columns(self.ledger.entries, self.outcomes)
-                on_dp = [e for e in kept if reads_dp_columns(e.get("columns"), dp_columns, self._names())]
+                names = self._names()
+                on_dp = [e for e in kept if reads_dp_columns(e.get("columns"), dp_columns, names)]
                 if on_dp:
                     kept = [e for e in kept if e not in on_dp]
                     left_out.append(dp_columns_note(on_dp, dp_columns))
@@ -644,30 +646,50 @@ def figure_columns(on: Any, names: set[str]) -> frozenset[str] | None:
         return frozenset(on) if on and set(on) <= names else None
     if not isinstance(on, str) or not on:
         return None
-    text = on
-    candidates = sorted((n for n in names if n), key=len)
     weighted = "; weighted by "
-
-    @functools.cache
-    def rest(i: int) -> frozenset[str] | None:
-        found: set[str] = set()
-        parsed = False
-        for name in candidates:
-            if not text.startswith(name, i):
-                continue
+    if not any(", " in n or weighted in n for n in names):  # one way to split it
+        head, by, weight = on.rpartition(weighted)
+        columns = (head if by else on).split(", ") + ([weight] if by else [])
+        return frozenset(columns) if all(c in names for c in columns) else None
+    # a name holds a separator: every split, from the end (no recursion: an evaluation may read 10,000 columns)
+    cut = re.compile(", |" + re.escape(weighted))
+    by_head: dict[str, list[str]] = {}
+    for name in names:
+        by_head.setdefault(cut.split(name, maxsplit=1)[0], []).append(name)
+    cuts = list(cut.finditer(on))
+    starts = [(0, cuts[0].start() if cuts else len(on))] + [
+        (m.end(), cuts[k + 1].start() if k + 1 < len(cuts) else len(on))
+        for k, m in enumerate(cuts) if m.group() == ", "]  # (where a name may start, where its first part ends)
+    # each way on from a start: the names read there and the next start (None: the end of the text)
+    ways: dict[int, list[tuple[tuple[str, ...], int | None]]] = {}
+    for i, first in starts:
+        ways[i] = []
+        for name in by_head.get(on[i:first], ()):
             j = i + len(name)
-            if j == len(text):
-                found.add(name)
-                parsed = True
-            elif text.startswith(", ", j) and (more := rest(j + 2)) is not None:
-                found |= {name, *more}
-                parsed = True
-            elif text.startswith(weighted, j) and text[j + len(weighted):] in names:
-                found |= {name, text[j + len(weighted):]}
-                parsed = True
-        return frozenset(found) if parsed else None
-
-    return rest(0)
+            if not on.startswith(name, i):
+                continue
+            if j == len(on):
+                ways[i].append(((name,), None))
+            elif on.startswith(", ", j):
+                ways[i].append(((name,), j + 2))
+            elif on.startswith(weighted, j) and on[j + len(weighted):] in names:
+                ways[i].append(((name, on[j + len(weighted):]), None))
+    ends: set[int] = set()  # the starts from which the rest of the text splits into names
+    for i, _ in reversed(starts):
+        if any(after is None or after in ends for _, after in ways[i]):
+            ends.add(i)
+    if 0 not in ends:
+        return None
+    found: set[str] = set()
+    todo, seen = [0], {0}
+    while todo:
+        for read, after in ways[todo.pop()]:
+            if after is None or after in ends:
+                found.update(read)
+                if after is not None and after not in seen:
+                    seen.add(after)
+                    todo.append(after)
+    return frozenset(found)
 
 
 def reads_dp_columns(on: Any, dp_columns: frozenset[str] | None, names: set[str]) -> bool:
