@@ -239,8 +239,10 @@ def frame_writer(frame: pd.DataFrame, path: Path, order: Any = None) -> Callable
     integer columns (``int64``, ``Int64``...) without decimals, a missing
     value as an empty field, and a column released as in the original with
     its cells' original text (:func:`keep_text`); Parquet keeps every dtype
-    (and writes no index, and no ``frame.attrs``: pandas would write them
-    into the file's metadata, and a released frame's came from the input).
+    (and writes no index, and of ``frame.attrs`` only the host's own
+    ``"privclust"`` entry, a comparison table's parameters and DP note:
+    pandas writes attrs into the file's metadata, and any other entry came
+    from the input; a release's frame carries none).
 
     :raises PrivclustError: (when writing) for a column Parquet cannot
         hold (values of mixed types, complex numbers), naming it."""
@@ -259,7 +261,8 @@ def frame_writer(frame: pd.DataFrame, path: Path, order: Any = None) -> Callable
         else:
             try:
                 rows = frame.copy(deep=False) if order is None else frame.iloc[np.asarray(order, dtype=np.intp)]
-                rows.attrs = {}  # pandas writes attrs into the file's metadata: never the input's (rt21 F2)
+                # pandas writes attrs into the file's metadata: never the input's (rt21 F2), only the host's own
+                rows.attrs = {k: v for k, v in frame.attrs.items() if k == "privclust"}
                 rows.to_parquet(tmp, index=False)
             except ImportError as err:
                 raise PrivclustError(f"writing {path} needs pyarrow: pip install 'privclust[parquet]'") from err

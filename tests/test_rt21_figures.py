@@ -183,6 +183,18 @@ def test_the_parquet_writer_writes_no_attrs_of_any_frame(tmp_path):
     assert frame.attrs == SECRET
 
 
+def test_the_parquet_writer_keeps_the_hosts_own_attrs(tmp_path):
+    """A comparison table's own entry (its parameters and the DP selection note) is still written; nothing else."""
+    pytest.importorskip("pyarrow")
+    from privclust._io import frame_writer
+    frame = _frame()
+    frame.attrs["privclust"] = {"note": "choosing among DP runs"}
+    target = tmp_path / "table.parquet"
+    frame_writer(frame, target)(target)
+    assert pd.read_parquet(target).attrs == {"privclust": {"note": "choosing among DP runs"}}
+    assert b"census_2024" not in target.read_bytes()
+
+
 def test_cli_parquet_to_parquet_passes_no_attrs_on(tmp_path):
     pytest.importorskip("pyarrow")
     _frame().to_parquet(tmp_path / "in.parquet")
