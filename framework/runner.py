@@ -135,7 +135,8 @@ def run_checked(compiled: CompiledRecipe, checked: Preflight, seed: int | np.ran
                                       "parts": {text: int(len(rows)) for text, rows in parts}},
                              mechanism="strata")
     checks = verify(context, frame, current, outcomes, label_columns=tuple(labels.columns), strata=roles.strata,
-                    keys=roles.keys, broken_rules=broken_rules, parts=parts, role_columns=(*roles.ids, *roles.weight))
+                    keys=roles.keys, broken_rules=broken_rules, parts=parts, role_columns=(*roles.ids, *roles.weight),
+                    weight=roles.weight)
     keep_text(frame, current, checks["unchanged_columns"])  # written with their original text (a CSV read)
 
     changed = tuple(c for c in frame.columns if any(c in o.columns for o in outcomes if o.kind != "clusterers"

@@ -71,7 +71,9 @@ def _r2(value: float) -> str:
 def derived_found(entries: Sequence[LedgerEntry]) -> list[dict[str, Any]]:
     """The changed columns whose original values columns released as in the original give back, from the host's
     :data:`DERIVED` entries (one of :func:`privclust.run`; one a stratum of :func:`privclust.run_dataset`): per
-    column, the columns that give it back and the lowest and highest R^2 measured, in the order first found."""
+    column, the columns that give it back and the lowest and highest R^2 measured (a numeric column), or the
+    changed cells and those given back, added over the entries (a key's suppressed or replaced cells read off the
+    released rows: :func:`privclust.verify.keys_given_back`), in the order first found."""
     merged: dict[str, dict[str, Any]] = {}
     for entry in entries:
         if entry.kind != "verified" or entry.mechanism != DERIVED or entry.origin is not Origin.HOST:
@@ -80,19 +82,41 @@ def derived_found(entries: Sequence[LedgerEntry]) -> list[dict[str, Any]]:
             item = merged.setdefault(found["column"], {"column": found["column"], "given_back_by": [],
                                                        "r2": [], "parts": 0})
             item["given_back_by"] += [c for c in found["given_back_by"] if c not in item["given_back_by"]]
-            item["r2"].append(float(found["r2"]))
+            if "r2" in found:
+                item["r2"].append(float(found["r2"]))
+            else:
+                item["cells"] = item.get("cells", 0) + int(found["cells"])
+                item["given_back"] = item.get("given_back", 0) + int(found["given_back"])
+                changes = [*item.get("changes", []), *str(found["change"]).split(" or ")]
+                item["changes"] = list(dict.fromkeys(changes))
             item["parts"] += 1
-    return [{**item, "r2_low": min(item["r2"]), "r2_high": max(item["r2"])} for item in merged.values()]
+    out = []
+    for item in merged.values():
+        if item["r2"]:
+            item.update(r2_low=min(item["r2"]), r2_high=max(item["r2"]))
+        if "cells" in item:
+            item.update(share=item["given_back"] / item["cells"], change=" or ".join(item.pop("changes")))
+        if not item["r2"]:
+            del item["r2"]
+        out.append(item)
+    return out
 
 
 def given_back(found: Sequence[Mapping[str, Any]]) -> str:
-    """``"a (R^2 0.999 by nearest neighbours) and b (R^2 0.998)"``."""
+    """``"a (R^2 0.999 by nearest neighbours) and b (R^2 0.998)"``; a key read off the released rows:
+    ``"region (18 of 18 suppressed values, a share of 1.000, read off the released rows that show it)"``."""
     parts = []
-    for i, item in enumerate(found):
-        low, high = item.get("r2_low", item["r2"]), item.get("r2_high", item["r2"])
-        figure = _r2(low) if _r2(low) == _r2(high) else f"{_r2(low)} to {_r2(high)}"
+    first_r2 = True
+    for item in found:
         where = f" in {item['parts']} strata" if item.get("parts", 1) > 1 else ""
-        parts.append(f"{item['column']} (R^2 {figure}{' by nearest neighbours' if i == 0 else ''}{where})")
+        if "r2" not in item and "r2_low" not in item:
+            parts.append(f"{item['column']} ({item['given_back']} of {item['cells']} {item['change']} values, a "
+                         f"share of {_r2(item['share'])}, read off the released rows that show it{where})")
+            continue
+        low, high = item.get("r2_low", item.get("r2")), item.get("r2_high", item.get("r2"))
+        figure = _r2(low) if _r2(low) == _r2(high) else f"{_r2(low)} to {_r2(high)}"
+        parts.append(f"{item['column']} (R^2 {figure}{' by nearest neighbours' if first_r2 else ''}{where})")
+        first_r2 = False
     return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
 
 

@@ -48,7 +48,7 @@ import pandas as pd
 
 from ._optional import deferred
 from .accounting import NothingProtectedWarning, PrivacyContext
-from .comparison import exact_codes, values_equal
+from .comparison import _joint_codes, exact_codes, values_equal
 from .comparison import same_values as _same
 from .comparison import verbatim as _verbatim
 from .coverage import COMPARED, dp_claimants, guarantees_dp, no_guarantee_reasons, post_processed
@@ -89,6 +89,8 @@ __all__ = [
     "DERIVED",
     "DERIVED_R2",
     "DERIVED_RECORDS",
+    "KEYS_BACK_MIN_CELLS",
+    "KEYS_BACK_SHARE",
     "OTHER_RELEASES",
     "SEEDED_CAVEAT",
     "UNCHANGED_CHECK",
@@ -99,6 +101,7 @@ __all__ = [
     "exact_codes",
     "guarantees_dp",
     "key_figures",
+    "keys_given_back",
     "key_figures_text",
     "no_guarantee_reasons",
     "post_processed",
@@ -323,6 +326,137 @@ def derived_columns(original: pd.DataFrame, changed: Sequence[str], unchanged: S
     return [found[t] for t in targets if t in found]
 
 
+#: The share of the changed cells of a key (suppressed, or replaced by a recode or PRAM) a column released as in the
+#: original reads a value for that it must read right (the original value) for :func:`keys_given_back` to flag it.
+KEYS_BACK_SHARE = 0.9
+#: The fewest changed cells of one kind (suppressed, or replaced) a column must give back exactly for
+#: :func:`keys_given_back` to flag it: fewer flag nothing (a handful of cells read right by chance is not a column
+#: that gives the key back).
+KEYS_BACK_MIN_CELLS = 10
+
+
+def _modes(source: np.ndarray, target: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each distinct ``source`` code (sorted) and the ``target`` code most of its records hold (the lowest code on
+    a tie): the map an intruder reads off the released rows."""
+    pairs, counts = np.unique(np.column_stack([source, target]), axis=0, return_counts=True)
+    # for each source value, its most frequent target: order by source, then by count descending
+    order = np.lexsort((pairs[:, 1], -counts, pairs[:, 0]))
+    pairs = pairs[order]
+    first = np.ones(len(pairs), dtype=bool)
+    first[1:] = pairs[1:, 0] != pairs[:-1, 0]
+    return pairs[first, 0], pairs[first, 1]
+
+
+def _read_off(source: np.ndarray, numbers: np.ndarray | None, released: np.ndarray, learn: np.ndarray,
+              at: np.ndarray) -> np.ndarray:
+    """The released key value (a code; -1: none) a column gives each record of ``at``: the value most released rows
+    with the same source value hold (``learn``: the rows whose key is released, not missing); for a numeric source
+    (``numbers``, its values) whose value no such row holds, the value of the rows nearest below and above it when
+    both hold the same."""
+    ok = learn & (source >= 0)
+    out = np.full(int(at.sum()), -1, dtype=np.int64)
+    if not ok.any():
+        return out
+    values, modes = _modes(source[ok], released[ok])
+    wanted = source[at]
+    place = np.clip(np.searchsorted(values, wanted), 0, len(values) - 1)
+    exact = (values[place] == wanted) & (wanted >= 0)
+    out[exact] = modes[place[exact]]
+    if numbers is not None:
+        # the numeric values of the source's distinct codes, in order of value, and their modes
+        value_of = np.full(int(source.max()) + 1, np.nan)
+        value_of[source[source >= 0]] = numbers[source >= 0]
+        line = value_of[values]
+        order = np.argsort(line, kind="stable")
+        line, line_modes = line[order], modes[order]
+        x = numbers[at]
+        rest = ~exact & ~np.isnan(x)
+        above = np.searchsorted(line, x[rest])
+        inside = (above > 0) & (above < len(line))
+        below_mode = line_modes[np.clip(above - 1, 0, len(line) - 1)]
+        above_mode = line_modes[np.clip(above, 0, len(line) - 1)]
+        agree = inside & (below_mode == above_mode)
+        got = np.full(int(rest.sum()), -1, dtype=np.int64)
+        got[agree] = below_mode[agree]
+        out[rest] = got
+    return out
+
+
+def keys_given_back(original: pd.DataFrame, released: pd.DataFrame, targets: Sequence[str],
+                    sources: Sequence[str]) -> list[dict[str, Any]]:
+    """Whether the columns released as in the original (``sources``) give
+    back the original values of the cells a step changed in ``targets``
+    (changed columns that are not numeric, and changed keys): as an
+    intruder reads them off the released file.
+
+    For each source column, the map "source value -> released key value"
+    is learned from the released rows whose key is not missing (the value
+    most of them hold); a numeric source's value that no such row holds
+    takes the value of the rows nearest below and above it when both agree
+    (a band read off a numeric column). The map is applied to the changed
+    cells, suppressed (released missing) and replaced (released as another
+    value: a recode, PRAM) judged apart, and compared with the original
+    values. A kind of cell is given back when the source gives back at
+    least :data:`KEYS_BACK_MIN_CELLS` of them exactly, reads right at least
+    :data:`KEYS_BACK_SHARE` of those it reads a value for (an intruder knows
+    which: a value no released row shows is not read), more of them than
+    guessing the most frequent released value does, and misses at most half
+    as many as that guess. One source at a time (no combinations); on at
+    most :data:`DERIVED_RECORDS` records at evenly spaced positions; no
+    random draw.
+
+    Returns one record per flagged column, in the order of ``targets``:
+    ``{"column", "given_back_by", "share", "cells", "given_back", "read",
+    "change", "records"}``: the sources that give it back (in the order of
+    ``sources``); for the one that gives back most, the ``cells`` changed
+    of the kind(s) ``change`` ("suppressed", "replaced" or "suppressed or
+    replaced"), those it reads a value for and those it ``given_back``
+    exactly, their ``share`` of the cells; and the records judged."""
+    n = len(original)
+    if not targets or not sources or n < DERIVED_MIN_RECORDS:
+        return []
+    m = min(n, DERIVED_RECORDS)
+    rows = np.unique(np.arange(m) * n // m)
+    before, after = original.iloc[rows], released.iloc[rows]
+    codes = {c: pd.factorize(before[c])[0].astype(np.int64) for c in sources}
+    numbers = {c: before[c].to_numpy(dtype=float, na_value=np.nan) if _numeric(before, c) else None
+               for c in sources}
+    found = []
+    for target in targets:
+        joint = _joint_codes(before[target], after[target])
+        was, now = joint[:len(rows)], joint[len(rows):]
+        had = before[target].notna().to_numpy()
+        shown = after[target].notna().to_numpy()
+        changed = had & ~values_equal(before[target], after[target])
+        kinds = [(name, changed & which) for name, which in (("suppressed", ~shown), ("replaced", shown))]
+        kinds = [(name, cells) for name, cells in kinds if cells.sum() >= KEYS_BACK_MIN_CELLS]
+        if not kinds or not shown.any():
+            continue
+        values, counts = np.unique(now[shown], return_counts=True)
+        guess = values[np.argmax(counts)]  # the most frequent released value: what a guess without a source gives
+        flagged: dict[str, tuple[int, int, int]] = {}  # a source -> (given back, cells, read), over its kinds
+        by: dict[str, list[str]] = {}
+        for name, cells in kinds:
+            truth, total = was[cells], int(cells.sum())
+            for source in sources:
+                read = _read_off(codes[source], numbers[source], now, shown, cells)
+                on = read >= 0  # the cells the source reads a value for (an intruder knows which)
+                hits, reads = int((read[on] == truth[on]).sum()), int(on.sum())
+                guessed = int((truth[on] == guess).sum())
+                if hits >= KEYS_BACK_MIN_CELLS and hits >= KEYS_BACK_SHARE * reads and hits > guessed \
+                        and reads - hits <= 0.5 * (reads - guessed):
+                    got, of, seen = flagged.get(source, (0, 0, 0))
+                    flagged[source] = (got + hits, of + total, seen + reads)
+                    by.setdefault(source, []).append(name)
+        if flagged:
+            best = max(flagged, key=lambda s: (flagged[s][0], -flagged[s][2]))
+            hits, total, reads = flagged[best]
+            found.append({"column": target, "given_back_by": [s for s in sources if s in flagged],
+                          "share": hits / total, "cells": total, "given_back": hits, "read": reads,
+                          "change": " or ".join(by[best]), "records": int(len(rows))})
+    return found
+
+
 def _after_step(s: Mapping[str, Any], after: Mapping[int, tuple[list[Any], list[str]]],
                 original: pd.DataFrame) -> str:
     """Why a step's verbatim count and the released file's differ, as a parenthesis (empty when they agree): the
@@ -345,7 +479,8 @@ def _after_step(s: Mapping[str, Any], after: Mapping[int, tuple[list[Any], list[
 def verify(context: PrivacyContext, original: pd.DataFrame, released: pd.DataFrame, outcomes: Sequence[Any], *,
            label_columns: Sequence[str] = (), strata: Sequence[str] = (), keys: Sequence[str] = (),
            broken_rules: Sequence[tuple[str, frozenset[str], int, int, str]] = (),
-           parts: Sequence[tuple[str, np.ndarray]] | None = None, role_columns: Sequence[str] = ()) -> dict[str, Any]:
+           parts: Sequence[tuple[str, np.ndarray]] | None = None, role_columns: Sequence[str] = (),
+           weight: Sequence[str] = ()) -> dict[str, Any]:
     """Measure the release, write the host's ``verified`` entries, and settle
     the components' claims. Returns the measurements (also kept by the
     Release as ``release.verification``).
@@ -374,12 +509,18 @@ def verify(context: PrivacyContext, original: pd.DataFrame, released: pd.DataFra
     steps worked on, the label columns, the declared ``keys`` and
     ``strata``), at the largest k a step claims.
 
-    The numeric columns released as in the original that have no role (not
-    the ``strata``, ``keys`` or ``role_columns``: the ids and the weight)
-    are asked whether they give back the original values of a changed
-    column (:func:`derived_columns`); those that do are written in a host
-    entry (:data:`~privclust.verdict.DERIVED`) and the verdict opens with
-    them."""
+    The columns released as in the original, the ids, the weight and the
+    strata among them (not the ``keys``), are asked whether they give back
+    the original values of a changed column: a numeric one by regression
+    (:func:`derived_columns`), a text column or a key by reading its
+    suppressed or replaced cells off the released rows
+    (:func:`keys_given_back`); those that do are written in a host entry
+    (:data:`~privclust.verdict.DERIVED`) and the verdict opens with them.
+
+    ``weight``: the sampling weight (``[roles] weight``); released as in
+    the original beside a claimed k, the records it leaves below k when
+    counted with the whole file's columns are measured
+    (``whole_file["weight"]``) and stated in the host's sentence."""
     extra = tuple(strata)
     n = int(len(original))
     # A release the verdict can call differentially private: nothing the host writes about it (verdict, ledger,
@@ -445,9 +586,18 @@ def verify(context: PrivacyContext, original: pd.DataFrame, released: pd.DataFra
     # Columns released as in the original that give back a changed column's original values (a rank, a rounding, a
     # ratio beside its numerator): the rule that such columns are not counted as quasi-identifiers stays, but the
     # release says when they undo the protection (a red-team audit, rt20 F1)
-    roles = {*map(str, strata), *map(str, keys), *map(str, role_columns)}
-    checks["derived"] = derived_columns(original, [c for c in changed if c in protected],
-                                        [c for c in unchanged if c not in roles])
+    # The role columns released as in the original (the weight, the ids, the strata) are released too and serve as
+    # sources: a design weight with one value per region gives back every suppressed region (a red-team audit, rt21
+    # F1). The keys stay targets only: a key released unchanged is counted in the k-anonymity of the keys already.
+    sources = [c for c in unchanged if c not in set(map(str, keys))]
+    checks["derived"] = derived_columns(original, [c for c in changed if c in protected], sources)
+    # text columns, and keys whatever their type, that a step changed (suppressed, recoded, PRAM): read off the
+    # released rows by a column released as in the original
+    numeric_found = {item["column"] for item in checks["derived"]}
+    key_targets = [c for c in changed if c in protected and c not in numeric_found
+                   and (c in set(map(str, keys)) or not _numeric(original, c))]
+    checks["derived"] += keys_given_back(original, released, key_targets, sources)
+    checks["derived"].sort(key=lambda item: changed.index(item["column"]))
     # The whole released file: every released column that identifies records by original values (its
     # quasi-identifiers): the steps' columns, the labels computed from them, the declared keys and strata.
     depends = {*protected, *map(str, label_columns), *map(str, keys), *map(str, strata)}
@@ -463,6 +613,17 @@ def verify(context: PrivacyContext, original: pd.DataFrame, released: pd.DataFra
                  "holds": False})}
     whole.pop("_sizes", None)
     whole.pop("_holes", None)
+    # the sampling weight is not counted as a quasi-identifier (sdcMicro's convention), but it is released: how many
+    # records it leaves below k when counted with those columns is measured and stated (a red-team audit, rt21 F1:
+    # 60 unique weights beside "k-anonymity with k = 3", and the sentence said only that a weight "can" do it)
+    released_weight = [str(c) for c in weight if str(c) in unchanged and str(c) not in whole_columns]
+    if released_weight and whole_columns and file_k is not None and n:
+        with_weight = _k_check(released, [*whole_columns, *released_weight], (), file_k)
+        whole["weight"] = {"columns": released_weight,
+                           "records_in_small_groups": int(with_weight.get("records_with_few_matches",
+                                                                          with_weight["records_in_small_groups"])),
+                           "matching": "records_with_few_matches" in with_weight,
+                           "holds": with_weight["holds"]}
     checks["whole_file"] = whole
     if keys and n:
         checks["keys"] = key_figures(released, keys, strata, file_k or DEFAULT_KEY_K)
@@ -877,8 +1038,24 @@ def _whole_file_text(whole: Mapping[str, Any], n: int) -> str:
                f"{whole['min_matching_records']})" if "min_matching_records" in whole else "")
         return text + (f". Together these columns are k-anonymous with k = {k}, the largest k a step claims{how} "
                        "(ids, the sampling weight and the columns released as in the original without a role are "
-                       "not counted: a weight with many distinct values can make records unique).")
+                       f"not counted{_weight_text(whole.get('weight'), k, n)}).")
     return text + (f". The released file is NOT k-anonymous with k = {k} (the largest k a step claims): "
                    f"{whole['records_in_small_groups']} of {n} records are in groups smaller than {k}"
                    + (f" (with a missing value counted as matching any value, {whole['records_with_few_matches']} "
                       f"match fewer than {k})" if "records_with_few_matches" in whole else "") + ".")
+
+
+def _weight_text(weight: Mapping[str, Any] | None, k: int, n: int) -> str:
+    """What the released sampling weight, counted with the whole file's columns, does to k-anonymity with ``k``
+    (``weight``: ``whole_file["weight"]``), as the end of the parenthesis of :func:`_whole_file_text`."""
+    if not weight:
+        return ""
+    small = weight["records_in_small_groups"]
+    counted = f"; the released weight {_cols(weight['columns'])}, counted with them, leaves "
+    if weight.get("holds") is None:
+        return counted + f"{small} of {n} records in groups of identical rows smaller than {k} ({UNDECIDED_MATCHING})"
+    if weight.get("matching"):
+        return counted + (f"{small} of {n} records matching fewer than {k} records, a missing value matching any "
+                          "value" if small else f"every record matching at least {k} records")
+    return counted + (f"{small} of {n} records in groups smaller than {k}" if small
+                      else f"every record in a group of at least {k}")

@@ -113,12 +113,17 @@ def test_unrelated_unchanged_columns_are_not_flagged():
             "original a (R^2 0.99") in release.verdict
 
 
-def test_role_columns_are_not_asked():
+def test_role_columns_are_asked_too():
+    # rt21 F1: the ids and the weight are released too; a rank given as the ids and a rounding given as the weight
+    # give a back as they do without a role (they were left out of the sources until rt21)
     df = _d2()
     recipe = {"roles": {"ids": ["rank_a"], "weight": "a_round"},
               "steps": [{**LAPLACE, "columns": ["a"], "bounds": {"a": [0, 10]}}]}
     release = _run(recipe, df.drop(columns=["ratio"]), seed=1)
-    assert release.verification["derived"] == []
+    assert [(f["column"], f["given_back_by"]) for f in release.verification["derived"]] == [
+        ("a", ["a_round", "rank_a"])]
+    assert release.verdict.startswith("THE FILE GIVES BACK ORIGINAL VALUES: the columns released as in the original "
+                                      "(a_round, rank_a) give back the original a (R^2 0.99")
 
 
 def test_no_changed_or_no_unchanged_columns():
