@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-__all__ = ["exact_codes", "positive_zeros", "same_values", "values_equal", "verbatim"]
+__all__ = ["exact_codes", "joint_codes", "positive_zeros", "same_values", "values_equal", "verbatim"]
 
 
 def exact_codes(frame: pd.DataFrame, columns: Sequence[str]) -> np.ndarray:
@@ -97,6 +97,13 @@ def _joint_codes(a: Any, b: Any) -> np.ndarray:
         text = both.map(lambda v: f"{type(v).__name__}:{v.tolist() if isinstance(v, np.ndarray) else v!r}")
         codes = pd.factorize(text.where(both.notna(), None))[0]
     return np.where(codes < 0, codes.max(initial=0) + 1, codes)
+
+
+def joint_codes(a: Any, b: Any) -> tuple[np.ndarray, np.ndarray]:
+    """The codes of the values of ``a`` and of ``b`` in one space: equal exactly when the values are (as
+    :func:`values_equal` compares them; a missing value has a code of its own)."""
+    codes = _joint_codes(a, b)
+    return codes[:len(a)], codes[len(a):]
 
 
 def _numbers_spelled(values: pd.Series) -> pd.Series:

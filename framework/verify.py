@@ -48,7 +48,7 @@ import pandas as pd
 
 from ._optional import deferred
 from .accounting import NothingProtectedWarning, PrivacyContext
-from .comparison import _joint_codes, exact_codes, values_equal
+from .comparison import exact_codes, joint_codes, values_equal
 from .comparison import same_values as _same
 from .comparison import verbatim as _verbatim
 from .coverage import COMPARED, dp_claimants, guarantees_dp, no_guarantee_reasons, post_processed
@@ -423,8 +423,7 @@ def keys_given_back(original: pd.DataFrame, released: pd.DataFrame, targets: Seq
                for c in sources}
     found = []
     for target in targets:
-        joint = _joint_codes(before[target], after[target])
-        was, now = joint[:len(rows)], joint[len(rows):]
+        was, now = joint_codes(before[target], after[target])
         had = before[target].notna().to_numpy()
         shown = after[target].notna().to_numpy()
         changed = had & ~values_equal(before[target], after[target])
