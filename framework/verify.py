@@ -338,13 +338,19 @@ KEYS_BACK_MIN_CELLS = 10
 def _modes(source: np.ndarray, target: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Each distinct ``source`` code (sorted) and the ``target`` code most of its records hold (the lowest code on
     a tie): the map an intruder reads off the released rows."""
-    pairs, counts = np.unique(np.column_stack([source, target]), axis=0, return_counts=True)
+    width, height = int(target.max()) + 1, int(source.max()) + 1
+    if width * height <= 4_000_000:  # a table of counts, no sort
+        table = np.bincount(source * width + target, minlength=width * height).reshape(height, width)
+        seen = np.flatnonzero(table.any(axis=1))
+        return seen, table[seen].argmax(axis=1)
+    pairs, counts = np.unique(source * width + target, return_counts=True)  # one int64 per (source, target) pair
+    sources, targets = pairs // width, pairs % width
     # for each source value, its most frequent target: order by source, then by count descending
-    order = np.lexsort((pairs[:, 1], -counts, pairs[:, 0]))
-    pairs = pairs[order]
-    first = np.ones(len(pairs), dtype=bool)
-    first[1:] = pairs[1:, 0] != pairs[:-1, 0]
-    return pairs[first, 0], pairs[first, 1]
+    order = np.lexsort((targets, -counts, sources))
+    sources, targets = sources[order], targets[order]
+    first = np.ones(len(sources), dtype=bool)
+    first[1:] = sources[1:] != sources[:-1]
+    return sources[first], targets[first]
 
 
 def _read_off(source: np.ndarray, numbers: np.ndarray | None, released: np.ndarray, learn: np.ndarray,
@@ -435,10 +441,14 @@ def keys_given_back(original: pd.DataFrame, released: pd.DataFrame, targets: Seq
         guess = values[np.argmax(counts)]  # the most frequent released value: what a guess without a source gives
         flagged: dict[str, tuple[int, int, int]] = {}  # a source -> (given back, cells, read), over its kinds
         by: dict[str, list[str]] = {}
+        every = np.zeros(len(rows), dtype=bool)
+        for _, cells in kinds:
+            every |= cells
+        reads_of = {source: _read_off(codes[source], numbers[source], now, shown, every) for source in sources}
         for name, cells in kinds:
             truth, total = was[cells], int(cells.sum())
             for source in sources:
-                read = _read_off(codes[source], numbers[source], now, shown, cells)
+                read = reads_of[source][cells[every]]
                 on = read >= 0  # the cells the source reads a value for (an intruder knows which)
                 hits, reads = int((read[on] == truth[on]).sum()), int(on.sum())
                 guessed = int((truth[on] == guess).sum())
