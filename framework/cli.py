@@ -157,6 +157,13 @@ def _load_recipe(args: argparse.Namespace) -> Recipe:
     return _with_roles(Recipe.from_toml(Path(args.recipe)), args)
 
 
+def _order_text(seeded: bool) -> str:
+    """How the summary says the written rows are ordered: a random order only when no seed was given; a seeded run's
+    order is a function of the seed, which puts every row back at its input position (the verdict says so)."""
+    return ("in an order drawn from the seed: whoever has the seed can put them back in the input's order" if seeded
+            else "in a random order")
+
+
 def _cmd_run_dataset(args: argparse.Namespace, recipe: Recipe) -> int:
     """``privclust run`` on a Parquet dataset (a folder): stratum by stratum."""
     output = Path(args.output)
@@ -190,7 +197,7 @@ def _cmd_run_dataset(args: argparse.Namespace, recipe: Recipe) -> int:
         raise
     if not args.quiet:
         print(f"{release.verdict}\nwrote {output} ({release.records} records in {len(release.strata)} strata, each "
-              "in a random order)"
+              f"{_order_text(release.seeded)})"
               + "".join(f" and {path}" for path, _ in targets), file=sys.stderr)
     return 0
 
@@ -282,7 +289,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
               + "".join(line + "\n" for line in _original_rule_lines(compiled, release.original,
                                                                        args.non_disclosive))
               + f"wrote {where} ({release.data.shape[0]} records, "
-              + ("in the input's order (--keep-order)" if args.keep_order else "in a random order") + ")"
+              + ("in the input's order (--keep-order)" if args.keep_order else _order_text(release.seeded)) + ")"
               + (f" and {' and '.join(files)}" if files else ""), file=sys.stderr)
     return 0
 
@@ -781,7 +788,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     if args.output:
         path = Path(args.output)
         release.write(path)  # as privclust run writes a file: the rows in the order drawn from the run
-        print(f"\nwrote {path} ({release.data.shape[0]} records, in a random order)", file=out)
+        print(f"\nwrote {path} ({release.data.shape[0]} records, {_order_text(release.seeded)})", file=out)
     return 0
 
 

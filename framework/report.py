@@ -57,6 +57,7 @@ from .private_count import (
     records_text,
 )
 from .recipe import Recipe, thaw
+from .verdict import SEED_ADVICE, SEEDED_ORDER
 from .wording import counted
 
 __all__ = ["EFFECTIVE_PARAMS", "EFFECTIVE_PARAMS_FROM_DATA", "Release", "environment"]
@@ -727,8 +728,9 @@ def seeded_text(seeded: bool) -> str:
     """The report's line on the run's randomness (never the seed itself)."""
     if not seeded:
         return "no (entropy from the operating system)"
-    return ("yes (the seed is not recorded; whoever has it can redraw the run's random choices, its noise included, "
-            "so a release for publication is made without a seed)")
+    # the verdict's seeded sentence in short (SEEDED_CAVEAT, seeded_draws): the same draws, the same advice
+    return (f"yes (the seed is not recorded; whoever has it can redraw the run's random choices, its noise included, "
+            f"and {SEEDED_ORDER}: {SEED_ADVICE})")
 
 
 def public_ledger(records: list[dict[str, Any]], entries: Sequence[Any]) -> bool:

@@ -26,12 +26,15 @@ __all__ = [
     "DERIVED_R2",
     "OTHER_RELEASES",
     "SEEDED_CAVEAT",
+    "SEEDED_ORDER",
+    "SEED_ADVICE",
     "whole_file_relation",
     "UNCHANGED_CHECK",
     "derived_found",
     "derived_text",
     "given_back",
     "random_step_names",
+    "repeated_draws",
     "seeded_draws",
     "verdict",
 ]
@@ -48,10 +51,20 @@ UNCHANGED_CHECK = ("the host's check of which columns the release changed (a col
 #: The last of a DP verdict's "not covered": the epsilon is this run's; releases of the same records compose.
 OTHER_RELEASES = "any other release made from the same records (the epsilons of all of them add up)"
 
-#: What a seeded run's DP verdict adds: the noise is a function of the seed, so its secrecy is the guarantee's.
+#: What a seeded run's verdict says of the released rows' order: the host draws it from the run's randomness, so the
+#: seed redraws it, and with it every record's input position.
+SEEDED_ORDER = ("the order of the released rows, putting every record back at its input position (which links each "
+                "row to its record, or gives its rank when the input was sorted by a column)")
+
+#: The advice that closes a seeded run's sentence.
+SEED_ADVICE = ("publish only a release made without a seed, or keep the seed secret like a key (a random one: a small "
+               "seed is found by trying seeds in turn)")
+
+#: What a seeded run's DP verdict adds: the noise and the rows' order are functions of the seed, so its secrecy is
+#: the guarantee's.
 SEEDED_CAVEAT = ("The run was seeded: these statements hold only while the seed stays secret and cannot be guessed, "
-                 "since anyone who has it can draw the same noise again and subtract it (a small seed is found by "
-                 "trying seeds in turn); publish only a release made without a seed, or with a secret random one.")
+                 "since anyone who has it can draw the same noise again and subtract it, and redraw "
+                 f"{SEEDED_ORDER}; {SEED_ADVICE}.")
 
 
 #: The mechanism of the host's ``verified`` entry on columns released as in the original that give back the original
@@ -138,12 +151,24 @@ def derived_text(found: Sequence[Mapping[str, Any]], order: Sequence[str] = ()) 
             f"remove or protect {'those columns' if len(sources) > 1 else 'it'}.")
 
 
-def seeded_draws(steps: str) -> str:
-    """What the verdict of a seeded run without a DP guarantee adds when
-    ``steps`` drew randomness."""
-    return (f"The run was seeded: whoever has the seed can redraw the random choices of {steps}, such as noise or a "
-            "fuzzy microaggregation's draw of centres, which the statements above take to be unknown; publish only "
-            "a release made without a seed, or with a secret random one.")
+def seeded_draws(steps: str = "") -> str:
+    """What the verdict of a seeded run without a DP guarantee adds: whoever
+    has the seed can redraw the random choices of ``steps`` (when any drew
+    randomness) and, always, the order of the released rows."""
+    choices = (f"the random choices of {steps}, such as noise or a fuzzy microaggregation's draw of centres, which "
+               "the statements above take to be unknown, and " if steps else "")
+    return f"The run was seeded: whoever has the seed can redraw {choices}{SEEDED_ORDER}; {SEED_ADVICE}."
+
+
+def repeated_draws(steps: str) -> str:
+    """What the verdict of a release without a DP guarantee adds when
+    ``steps`` drew randomness (a DP verdict lists :data:`OTHER_RELEASES`
+    among what it does not cover): each release is one draw, and draws
+    combine."""
+    return (f"Not covered: any other release made from the same records with other random draws of {steps}; lined "
+            "up record by record (through the columns released as in the original, or an identifier), such releases "
+            "combined (a majority vote over each record's categories, an average of its values) undo the random "
+            "part: the protection stated here holds for this one release only.")
 
 
 def random_step_names(outcomes: Sequence[Any], indices: Sequence[int]) -> tuple[str, ...]:
@@ -261,7 +286,14 @@ def verdict(ledger: Ledger, accountant: Accountant, outcomes: Sequence[Any], che
     then says that it holds only while the seed stays secret
     (:data:`SEEDED_CAVEAT`), any other verdict that whoever has the seed can
     redraw the random choices of the ``randomised`` steps (named
-    ``"step i (component)"``, :func:`seeded_draws`)."""
+    ``"step i (component)"``, :func:`seeded_draws`); both, that it redraws
+    the released rows' order (:data:`SEEDED_ORDER`), which the host draws
+    from the run whatever the steps do.
+
+    ``randomised``: the steps that drew from the run's randomness
+    (:attr:`~privclust.PrivacyContext.random_steps`); a verdict without a DP
+    guarantee says that other releases of the same records with other draws
+    are not covered (:func:`repeated_draws`)."""
     entries = ledger.entries
     dp = [e for e in entries if e.kind == "dp"]
     derived = derived_found(entries) if checks.get("changed_columns") else []
@@ -322,8 +354,11 @@ def verdict(ledger: Ledger, accountant: Accountant, outcomes: Sequence[Any], che
                 for c in checks.get("unchanged_columns", ())]
         if left and checks.get("changed_columns"):
             text += f" Released as in the original: {_cols(left)}{_undone(derived, left)}."
-        if seeded and randomised:
-            extras.append(seeded_draws(_joined(list(randomised)).replace("; ", ", ")))
+        steps = _joined(list(randomised)).replace("; ", ", ")
+        if randomised:
+            extras.append(repeated_draws(steps))
+        if seeded:
+            extras.append(seeded_draws(steps))
     else:
         eps, delta = accountant.total(entries)
         relation_of = getattr(accountant, "relation", None)

@@ -309,9 +309,12 @@ class PRAM:
                         "category frequencies of the data, released in this entry: it discloses those frequencies "
                         "exactly (they solve the matrix's invariance; by stratum where the step ran by stratum).")
                      + " PRAM gives no k-anonymity: a record's released key is its original one with the matrix's "
-                       "diagonal probability; what an intruder can infer follows from the matrix and from the number "
-                       "of values changed this entry states (when it is 0, that every released key is the "
-                       "original one).")
+                       "diagonal probability; what an intruder can infer from this one release follows from the "
+                       "matrix and from the number of values changed this entry states (when it is 0, that every "
+                       "released key is the original one). It holds for one release only: other releases of these "
+                       "records with other draws, lined up record by record (through columns released unchanged, or "
+                       "an identifier), give back the original values by a majority vote over each record's "
+                       "released values.")
         if not given:
             context.record_leak("pram-frequencies", "the invariant transition matrix of pram is computed from the "
                                 "category frequencies of the data and is released in the ledger.",

@@ -546,7 +546,9 @@ class FuzzyMicroaggregation:
             f"released rows{', integer columns rounded as released' if ints else ''}"
             f"{', a missing value equal only to a missing value' if dg.get('missing_values') else ''}; the "
             f"smallest has {dg['identical_group_size_min']}). This is not k-anonymity: a released record may be "
-            "unique. It covers these columns only, and it is not differential privacy."
+            "unique. It covers these columns only and this one release (other releases of these records with "
+            "other draws, lined up record by record, average back towards the original values), and it is not "
+            "differential privacy."
         )
         if dg.get("missing_values"):
             text += (f" {dg['records_with_missing_values']} records have {dg['missing_values']} missing values, "

@@ -18,6 +18,9 @@ from conftest import default_stop_signals
 import privclust
 from privclust.cli import main
 
+#: How the summary says a seeded run's rows are ordered (an unseeded run's: "in a random order").
+SEEDED_ORDER = "in an order drawn from the seed: whoever has the seed can put them back in the input's order"
+
 RECIPE = """
 name = "cli test"
 [privacy]
@@ -57,7 +60,7 @@ def test_run_writes_output_and_report(files, capsys):
     assert report["seeded"] is True and report["privacy"]["spent"]["epsilon"] == 1.0
     err = capsys.readouterr().err
     assert "[1/1] laplace" in err and "ε-differentially private (ε = 1, δ = 0)" in err and "privacy spent" not in err
-    assert "(30 records, in a random order)" in err
+    assert f"(30 records, {SEEDED_ORDER})" in err  # seeded
     assert listing(folder) == {"in.csv", "recipe.toml", "out.csv", "report.json"}
 
 
@@ -210,7 +213,7 @@ def test_demo_runs_on_built_in_data(capsys, tmp_path):
     out = capsys.readouterr().out
     assert "Original data (Torra, Table 1)" in out and "Protected data" in out and "Ledger" in out
     # written as privclust run writes (Release.write, tested for its order), and saying so
-    assert pd.read_csv(tmp_path / "demo.csv").shape[0] == 12 and "(12 records, in a random order)" in out
+    assert pd.read_csv(tmp_path / "demo.csv").shape[0] == 12 and f"(12 records, {SEEDED_ORDER})" in out
     # each evaluation says what its figures are computed on (the lines named no column)
     evaluations = " ".join(out.split("Evaluations:")[1].split("Ledger:")[0].split())
     assert re.search(r"il1s il1s = [0-9.e+-]+ \(on exp16, exp7, total\)", evaluations)
@@ -531,7 +534,7 @@ def test_run_reads_standard_input_and_writes_standard_output(tmp_path, monkeypat
     captured = capsys.readouterr()
     released = pd.read_csv(io.StringIO(captured.out))
     assert list(released.columns) == ["a", "b"] and len(released) == 30
-    assert "wrote standard output (30 records, in a random order) and" in captured.err \
+    assert f"wrote standard output (30 records, {SEEDED_ORDER}) and" in captured.err \
         and (tmp_path / "r.json").is_file()
     assert not list(tmp_path.glob("-*"))  # no file named '-'
 
