@@ -556,6 +556,16 @@ def _sum_checks(checks: Sequence[Mapping[str, Any]], columns: Sequence[str],
         if any("records_with_few_matches" in w for w in wholes):  # a stratum without: its identical-row count
             whole["records_with_few_matches"] = sum(int(w.get("records_with_few_matches", w["records_in_small_groups"]))
                                                     for w in wholes)
+        # the released weight counted with the file's columns (rt21 F1): a sum over the strata where each stratum
+        # counted it, else not stated (a stratum counted again at the run's k did not count it)
+        whole.pop("weight", None)
+        if all(w.get("weight") for w in wholes):
+            weights = [w["weight"] for w in wholes]
+            whole["weight"] = {"columns": weights[0]["columns"],
+                               "records_in_small_groups": sum(int(w["records_in_small_groups"]) for w in weights),
+                               "matching": any(w["matching"] for w in weights),
+                               "holds": (False if any(w["holds"] is False for w in weights) else
+                                         None if any(w["holds"] is None for w in weights) else True)}
         out["whole_file"] = whole
     return out
 

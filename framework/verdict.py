@@ -202,6 +202,23 @@ def _whole_file_extras(checks: Mapping[str, Any]) -> list[str]:
                f"fewer than {k}" if "records_with_few_matches" in whole else "") + "."]
 
 
+def _weight_extras(checks: Mapping[str, Any]) -> list[str]:
+    """What the verdict adds when the sampling weight, released as in the
+    original, leaves records below the k the whole file holds (a file that
+    does not hold it is already said to be NOT k-anonymous): sdcMicro's
+    convention does not count a weight as a quasi-identifier, but an intruder
+    who reads the file sees it (``whole_file["weight"]``, rt21 F1)."""
+    whole = checks.get("whole_file") or {}
+    weight, k = whole.get("weight"), whole.get("k")
+    if not whole.get("holds") or not weight or not weight.get("records_in_small_groups") or k is None:
+        return []
+    how = ("match fewer than" if weight.get("matching") else "are in groups of identical rows smaller than")
+    return [f"Not counted in that k: the sampling weight {_cols(weight['columns'])}, released as in the original "
+            f"(sdcMicro's convention leaves weights out); counted with the file's columns, "
+            f"{weight['records_in_small_groups']} of {checks['records']} records {how} {k} records: mask or "
+            "remove it if an intruder could know the weights."]
+
+
 def _claim_scope(claim: Mapping[str, Any], broken_file: bool, strata: Sequence[str] = ()) -> str:
     """Where a verified claim holds, as the verdict says it: on the values its
     step released when a later step changed them, for its columns only when
@@ -331,6 +348,7 @@ def verdict(ledger: Ledger, accountant: Accountant, outcomes: Sequence[Any], che
                              + (f" (identical to an original record{_verbatim_scope(checks)})"
                                 if _verbatim_scope(checks) else "") + "."
                              if "verbatim_records" in claim else "."))
+    extras += _weight_extras(checks)
     stated = {c.get("verbatim_records") for c in checks.get("claims", ())
               if c.get("guarantee") == "probabilistic k-anonymity" and c.get("status") == "claimed"}
     # a differentially private release states nothing that compares released with original values

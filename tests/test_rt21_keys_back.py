@@ -184,8 +184,36 @@ def test_w1_the_whole_file_sentence_states_what_the_weight_leaves_below_k():
     assert ("(ids, the sampling weight and the columns released as in the original without a role are not counted; "
             "the released weight w, counted with them, leaves 60 of 60 records in groups smaller than 3).") in text
     assert "can make records unique" not in text
+    # the verdict, not only the ledger, says what the weight does to that k
+    assert ("Verified by the host: k-anonymity with k = 3 of a, b (every released combination is shared by at least 3 "
+            "records). Not counted in that k: the sampling weight w, released as in the original (sdcMicro's "
+            "convention leaves weights out); counted with the file's columns, 60 of 60 records are in groups of "
+            "identical rows smaller than 3 records") in release.verdict
     # a weight every record shares leaves every record where it was, and the sentence says so
     release = _run(recipe, df.assign(w=100.0), seed=1)
     assert release.verification["whole_file"]["weight"]["records_in_small_groups"] == 0
     assert any("the released weight w, counted with them, leaves every record in a group of at least 3" in e.statement
                for e in release.ledger.entries)
+    assert "Not counted in that k" not in release.verdict
+
+
+def test_run_dataset_states_the_weight_figure_of_the_whole_file_as_run_does(tmp_path):
+    """The strata's figures are summed (a group never crosses a stratum), not the first stratum's taken for the file."""
+    import pytest
+    pytest.importorskip("pyarrow")
+    rng = np.random.default_rng(4)
+    n = 90
+    df = pd.DataFrame({"a": rng.uniform(0, 10, n).round(2), "b": rng.uniform(0, 10, n).round(2),
+                       "w": np.where(np.arange(n) < 45, 100.0, rng.uniform(50, 500, n).round(3)),
+                       "region": np.repeat(["n", "s"], 45)})
+    recipe = {"roles": {"weight": "w", "strata": "region"},
+              "steps": [{"use": "microaggregation", "columns": ["a", "b"], "clusterer": {"use": "mdav", "k": 3}}]}
+    release = _run(recipe, df, seed=1)
+    (tmp_path / "in").mkdir()
+    df.to_parquet(tmp_path / "in" / "part.parquet")
+    dataset = privclust.run_dataset(recipe, tmp_path / "in", tmp_path / "out", seed=1)
+    figure = release.verification["whole_file"]["weight"]
+    assert figure["records_in_small_groups"] == 45  # stratum n shares one weight; stratum s's are unique
+    assert dataset.verification["whole_file"]["weight"] == figure
+    assert "counted with the file's columns, 45 of 90 records are in groups of identical rows smaller than 3" \
+        in dataset.verdict
