@@ -43,7 +43,7 @@ LAYERS: list[set[str]] = [
     {"recipe", "constraints", "building"},
     {"accountants", "context", "accounting"},
     {"kanonymity", "coverage", "provenance"},
-    {"verdict"},
+    {"verdict", "given_back"},
     {"registry"},
     {"handover"},
     {"assessment", "defaults", "private_count", "verify", "report"},
