@@ -46,7 +46,7 @@ LAYERS: list[set[str]] = [
     {"verdict", "given_back"},
     {"registry"},
     {"handover"},
-    {"assessment", "defaults", "private_count", "verify", "report"},
+    {"assessment", "defaults", "private_count", "dp_figures", "verify", "report"},
     {"compiling"},
     {"integers"},
     {"preflight", "rule_check"},

@@ -23,7 +23,7 @@ import pytest
 
 import privclust
 from privclust.cli import main
-from privclust.report import DP_COLUMNS_EVALUATIONS_NOTE, figure_columns
+from privclust.dp_figures import DP_COLUMNS_EVALUATIONS_NOTE, figure_columns
 
 # -- F4 -----------------------------------------------------------------------------------------------------------
 
