@@ -468,10 +468,15 @@ class Capability:
             if self.name == "evaluated_on":  # needs a run's inputs: the runner checks what it returns
                 return None
             try:
-                value = value(n_columns) if self.name == "min_records" else value()
+                value = value(*_PROBE_ARGUMENTS.get(self.name, ()), n_columns) if self.name in _PROBE_ARGUMENTS \
+                    else value()
             except Exception as err:  # noqa: BLE001 - reported to the plugin author
                 return f"{self.signature} raised {type(err).__name__}: {err}"
         return self.problem(value, n_columns) if self.problem is not None else None
+
+
+#: The arguments before ``n_columns`` with which :meth:`Capability.check` calls a method that takes them.
+_PROBE_ARGUMENTS: dict[str, tuple[Any, ...]] = {"min_records": (), "size_problems": (1,)}
 
 
 def _is_number(value: Any) -> bool:
@@ -769,6 +774,13 @@ CAPABILITIES: Mapping[str, Capability] = MappingProxyType({c.name: c for c in (
                kinds=_STEP_KINDS, problem=_min_records_problem,
                used_for="the run is refused with a DataError if the data (or a stratum of [roles] strata) "
                         "have fewer records"),
+    Capability(name="size_problems", member="method",
+               signature="size_problems(n_records, n_columns) -> list[str]",
+               kinds=_STEP_KINDS, problem=_texts_problem("size_problems()"), default=(),
+               used_for="what is wrong with running the step on the whole data of that many records, each text "
+                        "naming the parameter at fault and the values that work: the run (and privclust check "
+                        "--input) is refused with a DataError carrying these texts, in place of min_records' "
+                        "generic 'needs at least N records'"),
     Capability(name="uses_constraints", member="class attribute", signature="uses_constraints: ClassVar[bool]",
                kinds=_STEP_KINDS, problem=_bool_problem, default=True,
                used_for="False if the component ignores edit rules, so a rule need not lie wholly inside or "

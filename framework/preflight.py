@@ -272,7 +272,11 @@ def check_data(compiled: CompiledRecipe, frame: pd.DataFrame,
         problems.extend(p.replace("and this step refuses them", "and " + _refusal(cs)) for p in found)
         minimum = capability(cs.component, "min_records")
         need = minimum(len(columns)) if minimum is not None else None
-        if need is not None and frame.shape[0] < need:
+        sized = capability(cs.component, "size_problems")
+        texts = list(sized(frame.shape[0], len(columns)) or ()) if sized is not None else []
+        if texts:  # the step's own words: they name its parameter and the values that fit
+            problems.extend(f"steps[{cs.index}] ({cs.id}): {text}" for text in texts)
+        elif need is not None and frame.shape[0] < need:
             problems.append(f"steps[{cs.index}] ({cs.id}): {type(cs.component).name} needs at least {need} records; "
                             f"the data have {frame.shape[0]}")
         if not found:  # a column absent from the data is named once

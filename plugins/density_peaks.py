@@ -169,6 +169,14 @@ class _DensityPeaks:
         """Three records, and at least ``n_clusters`` (a peak is a record)."""
         return max(3, self.n_clusters or 0)
 
+    def size_problems(self, n_records: int, n_columns: int) -> list[str]:
+        if n_records < 3:
+            return [f"{self.name} needs at least 3 records; the data have {n_records}"]
+        if self.n_clusters is not None and self.n_clusters > n_records:
+            return [f"{self.name}: n_clusters = {self.n_clusters}, but a peak is a record and the data have "
+                    f"{n_records}; lower n_clusters (at most {n_records})"]
+        return []
+
     def data_leaks(self) -> list[DataLeak]:
         """The data-derived parameters of a private component (secure
         defaults: refused unless the recipe opts in with allow_leaks)."""

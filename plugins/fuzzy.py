@@ -317,6 +317,15 @@ class _FuzzyClusterer:
     def min_records(self, n_columns: int) -> int:
         return max(2, self.n_clusters or 2)
 
+    def size_problems(self, n_records: int, n_columns: int) -> list[str]:
+        c = self.n_clusters
+        if c is None or n_records >= max(2, c):
+            return []
+        if n_records < 2:
+            return [f"{self.name} needs at least 2 records; the data have {n_records}"]
+        return [f"{self.name}: n_clusters = {c} clusters but only {n_records} records; lower n_clusters (at most "
+                f"{n_records})"]
+
     def step_problems(self) -> list[str]:
         if self.n_clusters is None:
             return [f"{self.name} needs the number of clusters 'n_clusters' when it is a recipe step "

@@ -112,6 +112,13 @@ def _pruned(series: pd.Series) -> pd.Series:
     return series
 
 
+def too_few_for_k(who: str, k: int | None, n: int) -> list[str]:
+    """A key masker's refusal of fewer than ``k`` records (none without ``k``)."""
+    if k is None or n >= k:
+        return []
+    return [f"{who}: k = {k} cannot be reached: the data (or this stratum) have {n} records, fewer than k; lower k "
+            f"(at most {n}), or merge small strata ([roles] small_strata = \"merge\")"]
+
 @attrs.frozen(kw_only=True)
 class LocalSuppression:
     """Set key values to missing so that every record matches at least
@@ -139,6 +146,9 @@ class LocalSuppression:
         """A stratum needs at least ``k`` records."""
         return self.k
 
+    def size_problems(self, n_records: int, n_columns: int) -> list[str]:
+        return too_few_for_k(self.name, self.k, n_records)
+
     def mask(self, data: pd.DataFrame, context: PrivacyContext) -> Masked:
         who = self.name
         columns = [str(c) for c in data.columns]
@@ -149,9 +159,8 @@ class LocalSuppression:
                                  "is not one of them: fix the list or the step's columns")
         codes, categories = _key_codes(data, who)
         n = len(codes)
-        if n < self.k:
-            raise DataError(f"{who}: k = {self.k} cannot be reached: the data (or this stratum) have {n} records, "
-                            "fewer than k; lower k, or merge small strata ([roles] small_strata = \"merge\")")
+        for problem in too_few_for_k(who, self.k, n):
+            raise DataError(problem)
         if self.method == "exact" and n > _suppress.MAX_EXACT_RECORDS:
             raise ParameterError(f"{who}: method = \"exact\" solves an integer program with one variable per pair "
                                  f"of records; the data (or this stratum) have {n} records, more than "

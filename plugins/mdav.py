@@ -64,14 +64,21 @@ class MDAV:
         replace every record by the mean)."""
         return 2 * self.k
 
+    def size_problems(self, n_records: int, n_columns: int) -> list[str]:
+        """Fewer than ``2k`` records, said with the largest ``k`` that fits."""
+        if n_records >= 2 * self.k:
+            return []
+        fix = f"lower k to at most {n_records // 2}" if n_records >= 4 else "add records (k is at least 2)"
+        return [f"mdav: k = {self.k} needs at least 2k = {2 * self.k} records; the data have N = {n_records} (with "
+                f"fewer, one group would replace every record by the mean); {fix}"]
+
     def fit(self, data: pd.DataFrame, context: PrivacyContext) -> Partition:
         columns = tuple(str(c) for c in data.columns)
         X = privclust.data_matrix(data, "mdav", missing=self.missing == "observed")
         missing = np.isnan(X)
         n = X.shape[0]
-        if n < 2 * self.k:
-            raise DataError(f"mdav: k = {self.k} needs at least 2k = {2 * self.k} records; the data have N = {n} "
-                            f"(with fewer, one group would replace every record by the mean); lower k or add records")
+        for problem in self.size_problems(n, X.shape[1]):
+            raise DataError(problem)
         Z, mean, scale, constant = _mdav.standardise(X)
         labels = _mdav.mdav(Z, self.k, progress=lambda done, total: context.progress(int(done), int(total)))
         n_groups = int(labels.max()) + 1

@@ -273,15 +273,45 @@ class FuzzyMicroaggregation:
         return [f"{self.name}: its clusterer {name}, which it runs as a step: {text}" for text in check() or ()]
 
     def min_records(self, n_columns: int) -> int:
-        if self.n_clusters is not None:
-            return int(self.n_clusters)
-        _, stated = _clusterer_view(self.clusterer)
-        if stated.get("n_clusters") is not None:
-            return int(stated["n_clusters"])
-        return 2 * self._k()
+        direct = self._direct_n_clusters(_clusterer_view(self.clusterer)[1])
+        return 2 * (int(direct) if direct is not None else self._k())
+
+    def size_problems(self, n_records: int, n_columns: int) -> list[str]:
+        problem = self._size_problem(n_records, _clusterer_view(self.clusterer)[1])
+        return [problem] if problem else []
 
     def _k(self) -> int:
         return int(self.k) if self.k is not None else DEFAULT_K
+
+    def _direct_n_clusters(self, stated: Mapping[str, Any]) -> Any:
+        """``n_clusters`` as given (the masker's, else its clusterer's when ``k`` is not given), or ``None``."""
+        return self.n_clusters if self.n_clusters is not None else (
+            stated.get("n_clusters") if self.k is None else None)
+
+    def _size_problem(self, n: int, stated: Mapping[str, Any]) -> str | None:
+        """Why ``n`` records are too few for the settings (the clusterer's ``stated`` parameters), or ``None``:
+        fewer than 2 records per cluster, or fewer than 2k records."""
+        who = self.name
+        direct = self._direct_n_clusters(stated)
+        if direct is not None:
+            c = int(direct)
+            if n // c >= 2:
+                return None
+            # a "probabilistic k-anonymity" of k = 1 says nothing; k = 1 is refused the same way
+            whose = "n_clusters" if self.n_clusters is not None else "the clusterer's n_clusters"
+            largest = (f"give n_clusters = {n // 2} or fewer (floor(N / 2) for N = {n})" if n >= 2 else
+                       "no n_clusters works: fuzzy microaggregation needs at least 2 records")
+            return (f"{who}: {whose} = {c} leaves fewer than 2 records per cluster for the {n} records "
+                    f"(floor(N / n_clusters) = {n // c}, a probabilistic k-anonymity of k = {n // c}, "
+                    f"which protects nothing); {largest}, or give k (>= 2) instead")
+        k = self._k()
+        if k > n:
+            return f"{who}: k = {k} but the data have only {n} records; lower k"
+        if n < 2 * k:
+            return (f"{who}: k = {k} needs at least 2k = {2 * k} records to form two clusters of "
+                    f"about k; the data have {n} (lower k, or give n_clusters = 1 to replace every "
+                    "record by the mean)")
+        return None
 
     # -- the resolved settings ---------------------------------------------------------
 
@@ -292,28 +322,12 @@ class FuzzyMicroaggregation:
         who = self.name
         family = _family(clusterer)
         _, stated = _clusterer_view(clusterer)
-        direct = self.n_clusters if self.n_clusters is not None else (
-            stated.get("n_clusters") if self.k is None else None)
-        if direct is not None:
-            c = int(direct)
-            if n // c < 2:  # a "probabilistic k-anonymity" of k = 1 says nothing; k = 1 is refused the same way
-                whose = "n_clusters" if self.n_clusters is not None else "the clusterer's n_clusters"
-                largest = (f"give n_clusters = {n // 2} or fewer (floor(N / 2) for N = {n})" if n >= 2 else
-                           "no n_clusters works: fuzzy microaggregation needs at least 2 records")
-                raise DataError(f"{who}: {whose} = {c} leaves fewer than 2 records per cluster for the {n} records "
-                                f"(floor(N / n_clusters) = {n // c}, a probabilistic k-anonymity of k = {n // c}, "
-                                f"which protects nothing); {largest}, or give k (>= 2) instead")
-            k_report = n // c
-        else:
-            k = self._k()
-            if k > n:
-                raise DataError(f"{who}: k = {k} but the data have only {n} records; lower k")
-            if n < 2 * k:
-                raise DataError(f"{who}: k = {k} needs at least 2k = {2 * k} records to form two clusters of "
-                                f"about k; the data have {n} (lower k, or give n_clusters = 1 to replace every "
-                                "record by the mean)")
-            c = n // k
-            k_report = k
+        problem = self._size_problem(n, stated)
+        if problem:
+            raise DataError(problem)
+        direct = self._direct_n_clusters(stated)
+        c = int(direct) if direct is not None else n // self._k()
+        k_report = n // c if direct is not None else self._k()
         changes: dict[str, Any] = {}
         if "n_clusters" in {f.name for f in attrs.fields(type(clusterer))}:
             changes["n_clusters"] = c
@@ -638,6 +652,13 @@ class Microaggregation:
         if isinstance(inner, ComponentSpec) and isinstance(inner.params.get("k"), int):
             return int(inner.params["k"])
         return 2
+
+    def size_problems(self, n_records: int, n_columns: int) -> list[str]:
+        """The clusterer's, as it will run (with this step's ``k``)."""
+        inner = self.clusterer
+        sized = None if isinstance(inner, ComponentSpec) else privclust.capability(self._with_k(inner),
+                                                                                    "size_problems")
+        return list(sized(n_records, n_columns) or ()) if sized is not None else []
 
     def _check_group_sizes(self, clusterer: Any, sizes: np.ndarray, k: int, n: int) -> None:
         """Refuse groups smaller than 2 records, or smaller than the ``k`` the

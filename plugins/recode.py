@@ -49,7 +49,7 @@ import privclust
 from privclust import DataError, DataLeak, Masked, ParameterError, PrivacyContext, param
 
 from . import _lattice
-from .keys import _text
+from .keys import _text, too_few_for_k
 
 __version__ = "0.1.0"
 
@@ -296,6 +296,9 @@ class Recode:
     def min_records(self, n_columns: int) -> int:
         return self.k or 1
 
+    def size_problems(self, n_records: int, n_columns: int) -> list[str]:
+        return too_few_for_k(self.name, self.k, n_records)
+
     def data_leaks(self) -> list[DataLeak]:
         if self.k is None or all(key in (self.levels or {}) for key in self._hierarchy_keys()):
             return []
@@ -339,9 +342,8 @@ class Recode:
         lattice = _lattice.Lattice(dims, fixed, fixed_sizes, self.k or 1)  # without k: no record is below
         search = None
         if self.k is not None:
-            if n < self.k:
-                raise DataError(f"{who}: k = {self.k} cannot be reached: the data (or this stratum) have {n} records, "
-                                "fewer than k; lower k, or merge small strata ([roles] small_strata = \"merge\")")
+            for problem in too_few_for_k(who, self.k, n):
+                raise DataError(problem)
             if lattice.size() > _lattice.MAX_NODES:
                 raise ParameterError(f"{who}: the lattice of levels has {lattice.size():,} nodes, more than "
                                      f"{_lattice.MAX_NODES:,}; give some keys' levels (levels = {{key = level}})")

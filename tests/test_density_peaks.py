@@ -743,7 +743,8 @@ def test_data_at_hand_epsilon_matches_the_spec(name, t, local):
 def test_more_clusters_than_records_is_refused_before_the_run():
     data = pd.DataFrame({"a": np.arange(6.0), "b": np.arange(6.0) ** 2})
     compiled = privclust.compile({"steps": [{"use": "dpc", "n_clusters": 10}]})
-    with pytest.raises(DataError, match="dpc needs at least 10 records; the data have 6"):
+    with pytest.raises(DataError, match=r"dpc: n_clusters = 10, but a peak is a record and the data have 6; lower "
+                                        r"n_clusters \(at most 6\)"):
         privclust.runner.preflight(compiled, data)
     # dp-dpc-grid's peaks are grid nodes: n_clusters sets no floor on the records
     assert DPDPCGrid(epsilon=1.0, n_clusters=10, bounds={"a": [0, 5], "b": [0, 25]}, dc=1.0).min_records(2) == 3

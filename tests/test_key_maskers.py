@@ -364,7 +364,8 @@ def test_local_suppression_bad_input():
     frame = _people(20)
     with pytest.raises(RecipeError, match="'k' parameter of local-suppression must be >= 2"):
         _run({"roles": {"keys": KEYS}, "steps": [{"use": "local-suppression", "k": 1, "columns": KEYS}]}, frame)
-    with pytest.raises(DataError, match="needs at least 30 records"):
+    with pytest.raises(DataError, match=r"k = 30 cannot be reached: the data \(or this stratum\) have 20 "
+                                        r"records.*lower k \(at most 20\)"):
         _run({"roles": {"keys": KEYS}, "steps": [{"use": "local-suppression", "k": 30, "columns": KEYS}]}, frame)
     with pytest.raises(DataError, match="column 'income' is numeric with values that are not whole numbers"):
         _run({"roles": {"keys": [*KEYS, "income"]},

@@ -172,7 +172,9 @@ def test_nan_is_a_data_error_with_missing_refuse(frame):
 
 
 def test_the_runner_refuses_too_few_records(registry):
-    with pytest.raises(DataError, match="needs at least 8 records"):
+    # the step's own words, before any step runs: they name k and the largest k that fits
+    with pytest.raises(DataError, match=r"k = 4 needs at least 2k = 8 records; the data have N = 7 .*lower k to at "
+                                        r"most 3"):
         privclust.run({"steps": [{"use": "mdav", "k": 4}]}, privclust.datasets.table1().iloc[:7], registry=registry)
 
 

@@ -254,7 +254,7 @@ def test_bad_sizes(masker, message):
 
 
 def test_min_records_is_checked_by_the_runner():
-    with pytest.raises(DataError, match="needs at least 14 records"):
+    with pytest.raises(DataError, match=r"k = 7 needs at least 2k = 14 records"):
         privclust.run({"steps": [{"use": "fuzzy-microaggregation", "k": 7}]}, ds.table1())
 
 
@@ -887,3 +887,21 @@ def test_the_self_rule_sentence_is_true_when_every_centre_is_within_the_toleranc
     assert "except 30 record(s) whose every centre was one: 0 records had such a centre and drew" in claim
     assert "kept their own values" not in claim
     assert "0 records were released with the values of these columns the step was given" in claim
+
+
+@pytest.mark.parametrize("rows", [10, 12])
+def test_check_refuses_n_clusters_over_half_the_records_as_the_run_does(rows):
+    """``privclust check --input`` said "there are enough records for each step" for n_clusters = 8 on 10
+    records, which the run then refused; now both refuse before any step runs, with the step's own words
+    (the largest n_clusters that fits), and within groups and strata the floor is 2 n_clusters."""
+    data = ds.table1().iloc[:rows].reset_index(drop=True)
+    recipe = {"steps": [{"use": "fuzzy-microaggregation", "n_clusters": 8}]}
+    with pytest.raises(DataError, match=rf"n_clusters = 8 leaves fewer than 2 records per cluster for the {rows} "
+                                        rf"records .*give n_clusters = {rows // 2} or fewer"):
+        privclust.runner.preflight(privclust.compile(recipe), data)
+    with pytest.raises(DataError, match="n_clusters = 8 leaves fewer than 2 records"):
+        privclust.run(recipe, data)
+    assert FuzzyMicroaggregation(n_clusters=8).min_records(2) == 16
+    assert FuzzyMicroaggregation(clusterer={"use": "fcm", "n_clusters": 5}).min_records(2) == 10
+    assert FuzzyMicroaggregation(k=4).min_records(2) == 8
+    assert FuzzyMicroaggregation(n_clusters=8).size_problems(16, 2) == []

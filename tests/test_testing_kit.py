@@ -200,6 +200,9 @@ class BadCapabilities:
     def min_record(self, n_columns):  # a near miss: the host would never call it
         return 10
 
+    def size_problems(self, n_records, n_columns):  # a text, not a list of texts
+        return "too few"
+
     def mask(self, data, context):
         return Masked(data=data.copy())
 
@@ -216,6 +219,9 @@ class GoodCapabilities:
     def min_records(self, n_columns):
         return 2 * n_columns
 
+    def size_problems(self, n_records, n_columns):
+        return [f"give at least {2 * n_columns} records"] if n_records < 2 * n_columns else []
+
     def step_problems(self):
         return []
 
@@ -230,7 +236,7 @@ def test_optional_capabilities_are_declared_in_one_place_and_checked():
                                            "uses_constraints", "key_masker", "dp_output",
                                            "data_leaks", "leak_names", "disclosive_metrics", "missing_values",
                                            "renamed_params", "round_integers", "joined_with", "magnitudes",
-                                           "linear_form",
+                                           "linear_form", "size_problems",
                                            "metric_descriptions", "evaluated_on"}
     assert privclust.capability(Good(), "uses_constraints") is True  # the declared default
     assert privclust.capability(GoodCapabilities(), "min_records")(3) == 6
@@ -242,6 +248,7 @@ def test_optional_capabilities_are_declared_in_one_place_and_checked():
     text = str(err.value)
     assert "uses_constraints must be True or False" in text
     assert "planned_cost() must return None or (epsilon, delta)" in text
+    assert "size_problems() must be a list of texts" in text
     assert "'min_record' looks like the optional member 'min_records'" in text
     assert "renamed_params must be a table {old name: new name}" in text
 
