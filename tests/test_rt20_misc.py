@@ -39,7 +39,8 @@ def test_n_clusters_leaving_clusters_of_one_record_is_refused(step):
     with pytest.raises(DataError, match=r"n_clusters = \d+ leaves fewer than 2 records per cluster for the 60 "
                                         r"records.*give n_clusters = 30 or fewer"):
         privclust.run(recipe, _sixty(), seed=1)
-    with pytest.raises(DataError, match="needs at least 61 records; the data have 60"):  # refused before the run
+    with pytest.raises(DataError, match=r"steps\[0\] \(fuzzy-microaggregation\): fuzzy-microaggregation: "
+                                        r"n_clusters = 61 leaves fewer than 2 records"):  # before the run
         privclust.run({"steps": [{"use": "fuzzy-microaggregation", "n_clusters": 61}]}, _sixty(), seed=1)
 
 
