@@ -465,7 +465,7 @@ class Capability:
                 return f"{self.name} must be a method {self.signature}; got {value!r}"
             if self.bound:  # a method of the bound rules: its check calls it on points of its own
                 return self.problem(component, value) if self.problem is not None else None
-            if self.name == "evaluated_on":  # needs a run's inputs: the runner checks what it returns
+            if self.name in ("evaluated_on", "data_problems"):  # need a run's data: the host checks the answer
                 return None
             try:
                 value = value(*_PROBE_ARGUMENTS.get(self.name, ()), n_columns) if self.name in _PROBE_ARGUMENTS \
@@ -781,6 +781,14 @@ CAPABILITIES: Mapping[str, Capability] = MappingProxyType({c.name: c for c in (
                         "naming the parameter at fault and the values that work: the run (and privclust check "
                         "--input) is refused with a DataError carrying these texts, in place of min_records' "
                         "generic 'needs at least N records'"),
+    Capability(name="data_problems", member="method", signature="data_problems(data) -> list[str]",
+               kinds=_STEP_KINDS, problem=_texts_problem("data_problems()"), default=(),
+               used_for="the step's own checks of the values of its columns (data: those columns of the input, as "
+                        "the step would be given them), each text naming the column, the value at fault and the "
+                        "fix (a key masker's key that holds fractions, a PRAM category without a row in its "
+                        "matrix): the run (and privclust check --input) is refused with a DataError carrying these "
+                        "texts, located at the step, before any step runs. Asked only of a step whose columns no "
+                        "earlier step changes, and on the whole data: check per value, not per stratum or group"),
     Capability(name="uses_constraints", member="class attribute", signature="uses_constraints: ClassVar[bool]",
                kinds=_STEP_KINDS, problem=_bool_problem, default=True,
                used_for="False if the component ignores edit rules, so a rule need not lie wholly inside or "

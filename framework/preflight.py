@@ -28,7 +28,7 @@ from .compiling import (
     spanning_problems,
     spends_privacy,
 )
-from .components import EvaluationInputs, capability, is_real_column
+from .components import CAPABILITIES, EvaluationInputs, capability, is_real_column
 from .defaults import default_step_columns
 from .errors import DataError, PrivclustError, Problem, RecipeError
 from .integers import inexact_integer_problems, integer_columns
@@ -37,7 +37,7 @@ from .recipe import DEFAULT_LABEL_COLUMN, Roles
 from .specs import META_LEAK
 
 __all__ = ["Preflight", "check_columns", "check_data", "check_frame", "default_step_columns", "missing_counts",
-           "missing_policy", "numeric_columns", "preflight", "strata_parts", "strata_statement"]
+           "missing_policy", "numeric_columns", "preflight", "strata_parts", "strata_statement", "written_before"]
 
 def numeric_columns(frame: pd.DataFrame) -> tuple[str, ...]:
     """The columns of ``frame`` with a real numeric dtype (not boolean, not complex), in order."""
@@ -282,6 +282,8 @@ def check_data(compiled: CompiledRecipe, frame: pd.DataFrame,
         if not found:  # a column absent from the data is named once
             problems.extend(_bounds_problems(cs, columns))
             problems.extend(inexact_integer_problems(cs, frame, columns))
+            if not written_before(compiled.steps, step_columns, cs.index) & set(columns):
+                problems.extend(_value_problems(cs, frame, columns))
     # an evaluation's default columns: those the numeric steps change (key maskers' keys: the keys role's evaluators)
     problems.extend(_evaluation_problems(compiled, frame,
                                          evaluation_default_columns(compiled, frame, step_columns, default_columns)))
@@ -318,6 +320,31 @@ def check_data(compiled: CompiledRecipe, frame: pd.DataFrame,
     if recipe_problems:
         raise RecipeError(recipe_problems, source=compiled.recipe.name)
     return step_columns
+
+
+def written_before(steps: Sequence[CompiledStep], step_columns: Sequence[Sequence[str]], index: int) -> set[str]:
+    """The columns the steps before ``steps[index]`` write (a masker's or a
+    noise step's columns; a clusterer adds its label column and changes
+    none): a step's ``data_problems`` are asked only when it names none of
+    them, as its values are then the input's."""
+    return {c for cs, columns in zip(steps[:index], step_columns, strict=False) if cs.kind != "clusterers"
+            for c in columns}
+
+
+def _value_problems(cs: CompiledStep, frame: pd.DataFrame, columns: Sequence[str]) -> list[str]:
+    """The step's own checks of the values of its columns (``data_problems``,
+    in its words), on those columns of the input as the step would be given
+    them, located at the step. Asked only when no earlier step changes the
+    columns (the caller's rule): the values are then those the step gets."""
+    ask = capability(cs.component, "data_problems")
+    if ask is None:
+        return []
+    where = f"steps[{cs.index}] ({cs.id})"
+    said = ask(frame[list(columns)])
+    malformed = CAPABILITIES["data_problems"].problem(said, len(columns))
+    if malformed:
+        raise PrivclustError(f"{where}: {type(cs.component).name}.{malformed} (a bug in its plugin)")
+    return [f"{where}: {' '.join(str(text).split())}" for text in said or ()]
 
 
 def _integer_rule_problems(handler: Any, h: int, frame: pd.DataFrame, used: set[str]) -> list[str]:

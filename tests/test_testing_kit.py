@@ -236,7 +236,7 @@ def test_optional_capabilities_are_declared_in_one_place_and_checked():
                                            "uses_constraints", "key_masker", "dp_output",
                                            "data_leaks", "leak_names", "disclosive_metrics", "missing_values",
                                            "renamed_params", "round_integers", "joined_with", "magnitudes",
-                                           "linear_form", "size_problems",
+                                           "linear_form", "size_problems", "data_problems",
                                            "metric_descriptions", "evaluated_on"}
     assert privclust.capability(Good(), "uses_constraints") is True  # the declared default
     assert privclust.capability(GoodCapabilities(), "min_records")(3) == 6
