@@ -64,26 +64,45 @@ def _key_codes(data: pd.DataFrame, who: str) -> tuple[np.ndarray, list[np.ndarra
 
 def _categories(series: pd.Series, who: str) -> tuple[np.ndarray, Any]:
     """A key column's integer codes (-1: missing) and its sorted distinct
-    values; a numeric column with values that are not whole numbers is
-    refused (checked on the distinct values)."""
-    if pd.api.types.is_bool_dtype(series) or pd.api.types.is_complex_dtype(series):
-        raise DataError(f"{who}: column {series.name!r} has dtype {series.dtype}; give a key as text, categories or "
-                        "integer codes")
-    code, uniques = pd.factorize(series, sort=True)
+    values; a column :func:`key_problem` refuses is refused."""
+    problem = key_problem(series, who)
+    if problem is not None:
+        raise DataError(problem)
+    return pd.factorize(series, sort=True)
+
+
+def key_problem(series: pd.Series, who: str) -> str | None:
+    """Why a key masker cannot treat ``series`` as a key (``None`` when it
+    can): complex numbers, or a numeric column with values that are not
+    whole numbers (a continuous variable; checked on the distinct values).
+    A true/false column is a key of two categories, ``True`` and ``False``
+    (a CSV file's ``true``/``false`` is read so)."""
+    if pd.api.types.is_complex_dtype(series):
+        return (f"{who}: column {series.name!r} has dtype {series.dtype}; give a key as text, categories or integer "
+                "codes")
     if privclust.is_real_column(series):
-        observed = np.asarray(uniques, dtype=float)
-        if not np.all(np.isfinite(observed)) or np.any(observed != np.round(observed)):
-            raise DataError(f"{who}: column {series.name!r} is numeric with values that are not whole numbers (a "
-                            "continuous variable); a key masker treats categories: recode it into categories "
-                            "(e.g. age bands as integer codes or labels) or leave it out of the step's columns")
-    return code, uniques
+        observed = pd.unique(series.dropna().to_numpy(dtype=float))
+        fractions = observed[~np.isfinite(observed) | (observed != np.round(observed))]
+        if len(fractions):
+            return (f"{who}: column {series.name!r} is numeric with values that are not whole numbers (such as "
+                    f"{float(fractions[0])!r}; a continuous variable); a key masker treats categories: recode it into "
+                    "categories (e.g. age bands as integer codes or labels, with recode's breaks) or leave it out of "
+                    "the step's columns")
+    return None
+
+
+def key_problems(data: pd.DataFrame, who: str) -> list[str]:
+    """:func:`key_problem` of each column of ``data``."""
+    found = (key_problem(data[c], who) for c in data.columns)
+    return [p for p in found if p is not None]
 
 
 def _with_missing(data: pd.DataFrame, suppressed: np.ndarray) -> pd.DataFrame:
     """A copy of ``data`` with the cells marked in ``suppressed`` missing (an
-    integer column becomes float with NaN; a text column holds NaN; a
-    categorical one stays categorical, listing only the categories it still
-    holds: see :func:`_pruned`)."""
+    integer column becomes float with NaN; a true/false column becomes
+    pandas' nullable ``boolean``; a text column holds NaN; a categorical one
+    stays categorical, listing only the categories it still holds: see
+    :func:`_pruned`)."""
     out = data.copy()
     for j, c in enumerate(data.columns):
         rows = suppressed[:, j]
@@ -93,11 +112,14 @@ def _with_missing(data: pd.DataFrame, suppressed: np.ndarray) -> pd.DataFrame:
         series = out[c]
         if privclust.is_real_column(series) and series.dtype.kind in "iu":
             series = series.astype(float)
+        elif pd.api.types.is_bool_dtype(series):  # True, False and <NA>: still a true/false column
+            series = series.astype("boolean")
         elif not privclust.is_real_column(series) and not isinstance(series.dtype, pd.CategoricalDtype) \
                 and series.dtype.kind != "O" and not pd.api.types.is_string_dtype(series):
             series = series.astype(object)
         series = series.copy()
-        series.iloc[np.flatnonzero(rows)] = np.nan if privclust.is_real_column(series) else None
+        series.iloc[np.flatnonzero(rows)] = np.nan if privclust.is_real_column(series) else \
+            pd.NA if series.dtype == "boolean" else None
         out[c] = _pruned(series)
     return out
 
@@ -148,6 +170,10 @@ class LocalSuppression:
 
     def size_problems(self, n_records: int, n_columns: int) -> list[str]:
         return too_few_for_k(self.name, self.k, n_records)
+
+    def data_problems(self, data: pd.DataFrame) -> list[str]:
+        """The key columns it cannot treat (:func:`key_problem`), as :meth:`mask` refuses them."""
+        return key_problems(data, self.name)
 
     def mask(self, data: pd.DataFrame, context: PrivacyContext) -> Masked:
         who = self.name
@@ -276,6 +302,27 @@ class PRAM:
                          "column (per stratum), and it is released in the ledger",
                          "give a public transition matrix (matrix = {...})")]
 
+    def data_problems(self, data: DataFrame) -> list[str]:
+        """The key columns it cannot treat (:func:`key_problem`), and the
+        categories a given matrix has no row for, as :meth:`mask` refuses them."""
+        problems = key_problems(data, self.name)
+        if problems or self.matrix is None:
+            return problems
+        for c in data.columns:
+            uniques = data[c].dropna().unique()
+            problems.extend(self._rowless(c, np.asarray([_text(v) for v in uniques], dtype=object)))
+        return problems
+
+    def _rowless(self, column: Any, texts: np.ndarray) -> list[str]:
+        """The refusal of the categories ``texts`` of ``column`` that the given matrix has no row for."""
+        absent = sorted(set(texts) - set(self.matrix or {}))
+        if not absent:
+            return []
+        boolean = " (a true/false key's categories are True and False)" if {"True", "False"} & set(absent) else ""
+        return [f"{self.name}: column {column!r} holds the categor{'ies' if len(absent) > 1 else 'y'} "
+                f"{', '.join(map(repr, absent[:5]))} that the transition matrix has no row for{boolean}; add a row "
+                "(and column) for each category of the step's columns"]
+
     def mask(self, data: DataFrame, context: PrivacyContext) -> Masked:  # (``pd`` is a field of this class)
         who = self.name
         if not isinstance(data, pd.DataFrame) or data.shape[0] == 0 or data.shape[1] == 0:
@@ -290,11 +337,8 @@ class PRAM:
             texts = np.asarray([_text(v) for v in uniques], dtype=object)
             if self.matrix is not None:
                 table = self.matrix
-                absent = sorted(set(texts) - set(table))
-                if absent:
-                    raise DataError(f"{who}: column {c!r} holds the categor{'ies' if len(absent) > 1 else 'y'} "
-                                    f"{', '.join(map(repr, absent[:5]))} that the transition matrix has no row "
-                                    "for; add a row (and column) for each category of the step's columns")
+                for problem in self._rowless(c, texts):
+                    raise DataError(problem)
             else:
                 frequencies = pd.Series(np.bincount(code[~missing], minlength=len(uniques)), index=texts)
                 table = _invariant(frequencies.groupby(level=0).sum().sort_index(), self.pd, self.alpha)

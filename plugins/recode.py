@@ -306,6 +306,33 @@ class Recode:
                          "loss that reaches k), per stratum, and released in the ledger",
                          "give every hierarchy key's level (levels = {key = level})")]
 
+    def _absent(self, columns: Sequence[str]) -> list[str]:
+        """The refusal of keys the parameters recode that are not among the step's ``columns``."""
+        named = set(self.maps or {}) | set(self.hierarchies or {}) | set(self.breaks or {}) | set(self.top or {}) \
+            | set(self.bottom or {}) | set(self.levels or {})
+        absent = sorted(named - set(columns))
+        if not absent:
+            return []
+        return [f"{self.name}: {', '.join(map(repr, absent))} is recoded but not among the step's columns "
+                f"({', '.join(columns)}); add it to the step's columns or remove its recoding"]
+
+    def data_problems(self, data: pd.DataFrame) -> list[str]:
+        """What :meth:`mask` refuses in the values of its key columns, per key (a category map or hierarchy on
+        fractions, a value a hierarchy has no row for or outside the breaks, top/bottom coding of text), and keys
+        recoded but not among the columns."""
+        columns = [str(c) for c in data.columns]
+        problems = self._absent(columns)
+        hierarchy = self._hierarchy_keys()
+        for c, name in zip(columns, data.columns, strict=True):
+            try:
+                if c in hierarchy:
+                    _levels_of(c, data[name], hierarchy[c])
+                else:
+                    self._fixed(c, data[name], ())  # the integer columns only add refusals of a threshold
+            except (DataError, ParameterError) as err:
+                problems.append(str(err))
+        return problems
+
     # -- masking ----------------------------------------------------------------------------------------------
 
     def mask(self, data: pd.DataFrame, context: PrivacyContext) -> Masked:
@@ -313,12 +340,8 @@ class Recode:
         if not isinstance(data, pd.DataFrame) or data.shape[0] == 0 or data.shape[1] == 0:
             raise DataError(f"{who}: the data must be a pandas DataFrame with records and key columns")
         columns = [str(c) for c in data.columns]
-        named = set(self.maps or {}) | set(self.hierarchies or {}) | set(self.breaks or {}) | set(self.top or {}) \
-            | set(self.bottom or {}) | set(self.levels or {})
-        absent = sorted(named - set(columns))
-        if absent:
-            raise ParameterError(f"{who}: {', '.join(map(repr, absent))} is recoded but not among the step's columns "
-                                 f"({', '.join(columns)}); add it to the step's columns or remove its recoding")
+        for problem in self._absent(columns):
+            raise ParameterError(problem)
         start = time.perf_counter()
         n = len(data)
         hierarchy = self._hierarchy_keys()
