@@ -57,7 +57,7 @@ from .execute import within_parts, within_problems
 from .hookspecs import hookimpl
 from .ledger import at_least, exact
 from .plots import risk_utility_map
-from .preflight import evaluation_default_columns
+from .preflight import evaluation_default_columns, written_before
 from .recipe import DEFAULT_LABEL_COLUMN, WITHIN_KEYS, Recipe, within_columns
 from .registry import ENV_DISABLE, Registry, get_registry
 from .runner import compile, integer_columns, planned_costs, preflight, run
@@ -438,15 +438,14 @@ def _checked_text(compiled: Any, checked: Any) -> str:
         holed = [(c, int(frame[c].isna().sum())) for c in checked_numeric if frame[c].isna().any()]
         aside = ([f"except {', '.join(extras)}, which an evaluator names beside its columns: not checked as "
                   "numbers"] if extras else []) + \
-            (["a key masker's columns may hold any categories"] if keyed else [])
+            (["a key masker's columns are categories, not checked as numbers"] if keyed else [])
         tail = f" ({'; '.join(aside)})" if aside else ""
         parts.append(f"those {workers} work on are numeric" + (" with no infinite value" if holed else " and finite")
                      + tail)
         if holed:
             parts.append("missing values, which every step and evaluation on their column accepts: "
                          + ", ".join(f"{n} in {c}" for c, n in holed))
-    elif keyed:
-        parts.append("the key maskers' columns may hold any categories")
+    parts.extend(_values_text(compiled, checked))
     if any(isinstance(getattr(cs.component, "bounds", None), Mapping) for cs in steps):
         parts.append("each step's bounds table covers its columns")
     parts.append("there are enough records for each step")
@@ -454,6 +453,38 @@ def _checked_text(compiled: Any, checked: Any) -> str:
         parts.append("no edit rule is one that no record can satisfy with the data's whole-number (integer dtype) "
                      "columns")
     return "; ".join(parts)
+
+
+def _values_text(compiled: Any, checked: Any) -> list[str]:
+    """What ``privclust check --input`` says of the steps' own checks of their columns' values
+    (``data_problems``): which steps accept the values (asked by :func:`preflight`), and which check them only as
+    they run: their columns are changed by an earlier step, or (a key masker, which takes columns of any dtype)
+    they state no such checks. A key masker's columns were said to "hold any categories" while local-suppression
+    refused fractions and pram a category its matrix has no row for, as the run began (rt22)."""
+    def named(steps: Sequence[Any]) -> str:
+        texts = [f"{cs.index} {cs.id!r}" for cs in steps]
+        return ("step " if len(texts) == 1 else "steps ") + (", ".join(texts[:-1]) + " and " if len(texts) > 1
+                                                             else "") + texts[-1]
+    stating = [cs for cs in compiled.steps if capability(cs.component, "data_problems") is not None]
+    later = [cs for cs in stating if written_before(compiled.steps, checked.step_columns, cs.index)
+             & set(checked.step_columns[cs.index])]
+    asked = [cs for cs in stating if cs not in later]
+    silent = [cs for cs in compiled.steps if is_key_masker(cs) and cs not in stating]
+    parts = []
+    if asked:
+        one = len(asked) == 1
+        parts.append(f"{named(asked)} accept{'s' if one else ''} the values of {'its' if one else 'their'} columns "
+                     + ("(the step's own checks)" if one else "(the steps' own checks)"))
+    if later:
+        one = len(later) == 1
+        parts.append(f"{named(later)} check{'s' if one else ''} the values of {'its' if one else 'their'} columns "
+                     f"only as {'it runs' if one else 'they run'}: an earlier step changes them")
+    if silent:
+        one = len(silent) == 1
+        parts.append(f"{named(silent)}, key masker{'' if one else 's'} stating no checks of "
+                     f"{'its' if one else 'their'} values, check{'s' if one else ''} them only as "
+                     f"{'it runs' if one else 'they run'}")
+    return parts
 
 
 #: What ``privclust check --input`` cannot check, said after its OK: ``run`` may still refuse the recipe for
