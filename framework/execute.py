@@ -52,15 +52,66 @@ def _as_masked(result: Any, cs: CompiledStep, view: pd.DataFrame) -> Masked:
         raise PrivclustError(f"{cs.role} {name!r} returned {type(result).__name__}, not privclust.Masked "
                              "(a bug in its plugin)")
     out = result.data
-    if isinstance(out, np.ndarray):
+    if isinstance(out, np.ndarray) and out.shape == view.shape:
         out = pd.DataFrame(out, index=view.index, columns=view.columns)
         result = attrs.evolve(result, data=out)
-    if not isinstance(out, pd.DataFrame) or out.shape != view.shape or list(out.columns) != list(view.columns) \
-            or not out.index.equals(view.index):
-        raise PrivclustError(f"{cs.role} {name!r} returned data of another shape, order or index than it was given "
-                             "(a bug in its plugin)")
+    differs = _reshaped(out, view)
+    if differs:
+        raise PrivclustError(f"steps[{cs.index}] ({cs.id}): {cs.role} {name!r} returned data of another shape, order "
+                             f"or index than it was given: {differs}; nothing was returned or written (a bug in its "
+                             "plugin: a step returns its columns, in their order, for the records it was given, "
+                             "under their index)")
     widened = _widened_floats(out, view, cs)
     return attrs.evolve(result, data=out.astype(widened)) if widened else result
+
+
+def _few(labels: Sequence[Any]) -> str:
+    """A few labels (of columns or rows), and how many more."""
+    text = ", ".join(repr(x) for x in labels[:5])
+    rest = len(labels) - 5
+    return text + (f" and {rest} more" if rest > 0 else "")
+
+
+def _reshaped(out: Any, view: pd.DataFrame) -> str:
+    """How a masker's data differ in shape, columns or index from the ``view``
+    it was given (``""``: they do not): the shape received against the shape
+    expected, the columns added, missing or reordered, the rows added,
+    missing, repeated or reordered."""
+    if isinstance(out, np.ndarray):
+        return f"an array of shape {out.shape}, expected {view.shape} (the records and columns given)"
+    if not isinstance(out, pd.DataFrame):
+        return f"a {type(out).__name__}, not a pandas DataFrame"
+    said = [] if out.shape == view.shape else [f"shape {out.shape} received, {view.shape} expected"]
+    columns, given = list(out.columns), list(view.columns)
+    added = [c for c in columns if c not in given]
+    missing = [c for c in given if c not in columns]
+    if added:
+        said.append(f"column(s) added: {_few(added)}")
+    if missing:
+        said.append(f"column(s) missing: {_few(missing)}")
+    if not added and not missing and columns != given:
+        repeated_columns = list(dict.fromkeys(c for c in columns if columns.count(c) > 1))
+        said.append(f"column(s) repeated: {_few(repeated_columns)}" if repeated_columns else
+                    f"the columns in another order ({_few(columns)}; given: {_few(given)})")
+    if not out.index.equals(view.index):
+        repeated = out.index[out.index.duplicated()]
+        extra = out.index.difference(view.index) if out.index.is_unique else repeated[:0]
+        gone = view.index.difference(out.index) if out.index.is_unique and view.index.is_unique else view.index[:0]
+        if len(repeated):
+            said.append(f"{len(repeated)} row(s) repeated (index {_few(repeated.unique().tolist())})")
+        if len(extra):
+            said.append(f"{len(extra)} row(s) added (index {_few(extra.tolist())})")
+        if len(gone):
+            said.append(f"{len(gone)} row(s) missing (index {_few(gone.tolist())})")
+        if not len(repeated) and not len(extra) and not len(gone):
+            if len(out.index) == len(view.index) and set(out.index) == set(view.index):
+                at = int(np.flatnonzero(out.index.to_numpy() != view.index.to_numpy())[0])
+                said.append(f"the rows in another order (position {at} holds index {out.index.tolist()[at]!r}, "
+                            f"given {view.index.tolist()[at]!r})")
+            else:
+                said.append(f"another index ({type(out.index).__name__} {_few(out.index.tolist())}; given: "
+                            f"{type(view.index).__name__} {_few(view.index.tolist())})")
+    return "; ".join(said)
 
 
 def _widened_floats(out: pd.DataFrame, view: pd.DataFrame, cs: CompiledStep) -> dict[str, Any]:
