@@ -348,18 +348,31 @@ def _linkage_missing(Z: np.ndarray, Zp: np.ndarray, allowed: np.ndarray | None,
 def _linkage(Z: np.ndarray, Zp: np.ndarray, allowed: np.ndarray | None, workers: int) -> tuple[float, float]:
     """Share and expected number of protected rows whose own original is among
     their ``t`` tied nearest originals (credit ``1/t``); ``allowed`` masks
-    the rows that may be linked at all."""
+    the rows that may be linked at all. The two nearest originals of each
+    row in one pass: a linked row whose second nearest lies beyond the tie
+    radius has ``t = 1``; only the tied rows are counted with a ball query
+    (each distinct query once: a discrete column ties thousands of rows)."""
     tree = cKDTree(Z)
-    nearest, _ = tree.query(Zp, k=1, workers=workers)
+    k = min(2, Z.shape[0])
+    d, _ = tree.query(Zp, k=k, workers=workers)
+    d = d.reshape(Z.shape[0], k)
     own = np.sqrt(np.sum((Zp - Z) ** 2, axis=1))
-    radius = nearest * (1.0 + 1e-9) + 1e-12
+    radius = d[:, 0] * (1.0 + 1e-9) + 1e-12
     linked = own <= radius if allowed is None else (own <= radius) & allowed
     credit = np.zeros(Z.shape[0])
-    rows = np.flatnonzero(linked)
-    if rows.size:
-        counts = tree.query_ball_point(Zp[rows], r=radius[rows], return_length=True, workers=workers)
-        credit[rows] = 1.0 / np.maximum(np.asarray(counts, dtype=float), 1.0)
+    credit[linked] = 1.0
+    tied = np.flatnonzero(linked & (d[:, k - 1] <= radius)) if k == 2 else np.zeros(0, dtype=np.intp)
+    if tied.size:
+        credit[tied] = 1.0 / np.maximum(_distinct_counts(tree, Zp[tied], radius[tied], workers), 1.0)
     return float(credit.mean()), float(credit.sum())
+
+
+def _distinct_counts(tree: Any, queries: np.ndarray, radius: np.ndarray, workers: int) -> np.ndarray:
+    """How many points of ``tree`` lie within ``radius`` of each query row,
+    each distinct (row, radius) asked once."""
+    distinct, back = np.unique(np.column_stack([queries, radius]), axis=0, return_inverse=True)
+    found = tree.query_ball_point(distinct[:, :-1], r=distinct[:, -1], return_length=True, workers=workers)
+    return np.asarray(found, dtype=float).reshape(-1)[np.asarray(back).ravel()]
 
 
 def interval_disclosure(X: np.ndarray, Y: np.ndarray, width: float) -> tuple[float, float, float]:
@@ -676,9 +689,7 @@ def _counts_within(Zd: np.ndarray, Zq: np.ndarray, radius: np.ndarray, R2: np.nd
         if key not in trees:
             trees[key] = cKDTree(Zd[np.ix_(rows_d, common)])
         r = radius[rows_q][ok] if const == 0 else np.sqrt(room[ok])
-        found = trees[key].query_ball_point(Zq[np.ix_(rows_q[ok], common)], r=r, return_length=True,
-                                            workers=workers)
-        counts[rows_q[ok]] += np.asarray(found, dtype=float)
+        counts[rows_q[ok]] += _distinct_counts(trees[key], Zq[np.ix_(rows_q[ok], common)], r, workers)
     return counts
 
 
