@@ -30,6 +30,7 @@ __all__ = [
     "expected_sizes",
     "il1s",
     "interval_disclosure",
+    "linkage_sets",
     "key_frame",
     "key_frequencies",
     "key_role",
@@ -280,6 +281,26 @@ def dbrl(X: np.ndarray, Y: np.ndarray, *, workers: int = 1) -> tuple[float, floa
     if np.isnan(Z).any() or np.isnan(Zp).any():
         return _linkage_missing(Z, Zp, None, workers)
     return _linkage(Z, Zp, None, workers)
+
+
+#: Up to this many linkage columns, the intruder's linkages include each set
+#: that leaves one column out (beyond it, all the columns and each alone).
+LEAVE_ONE_OUT_UP_TO = 12
+
+
+def linkage_sets(p: int, leave_one_out_up_to: int = LEAVE_ONE_OUT_UP_TO) -> list[tuple[int, ...]]:
+    """The column sets (indices into ``p`` columns) an intruder links on:
+    all the columns; each column alone (an intruder who trusts the one
+    column released with little noise); and, for ``2 < p <=
+    leave_one_out_up_to``, each set leaving one column out (one who drops
+    the column drowned in noise). All first: of equal shares the larger set
+    is reported. ``2 p + 1`` linkages at most (``p + 1`` beyond the cap)."""
+    sets = [tuple(range(p))]
+    if p > 1:
+        sets += [(j,) for j in range(p)]
+    if 2 < p <= leave_one_out_up_to:
+        sets += [tuple(m for m in range(p) if m != j) for j in range(p)]
+    return sets
 
 
 def _linkage_missing(Z: np.ndarray, Zp: np.ndarray, allowed: np.ndarray | None,

@@ -253,7 +253,7 @@ def test_the_evaluation_table_names_what_each_figure_is_computed_on():
     release = privclust.run(recipe, frame, seed=1)
     on = release.evaluations.drop_duplicates("evaluator").set_index("evaluator")["columns"]
     assert on["sse-sst"] == "income, expend; weighted by w"
-    assert on["dbrl"] == "income, expend"
+    assert on["dbrl"] == "income, expend, region"  # linked within the strata (rt22: the columns it uses)
     assert on["key-frequencies"] == "sex, region"  # the strata are public: key variables too
     assert on["individual-risk"] == "sex, region; weighted by w"
     assert on["key-linkage"] == "income, expend, sex, region"
