@@ -171,8 +171,9 @@ def _best_linkage(X: np.ndarray, Y: np.ndarray, columns: list[str], link: Any) -
     """The intruder's linkages (:func:`_microdata_metrics.linkage_sets`: all
     the columns, each alone, each set leaving one out up to 12 columns),
     ``link(X, Y) -> (share, linked)`` on each; the largest share, its linked
-    records and the set that gave it (a figure named after its columns,
-    valued their number)."""
+    records and, when a part of the columns gave it, that set (a figure
+    named after its columns, valued their number; of equal shares the set
+    of all the columns is kept, and then there is no such figure)."""
     best: tuple[float, float, tuple[int, ...]] | None = None
     for chosen in mm.linkage_sets(len(columns)):
         idx = list(chosen)
@@ -181,8 +182,10 @@ def _best_linkage(X: np.ndarray, Y: np.ndarray, columns: list[str], link: Any) -
             best = (share, linked, chosen)
     assert best is not None  # there is always the set of all the columns
     share, linked, chosen = best
-    return {"share": share, "linked": linked,
-            f"linked_on: {', '.join(str(columns[j]) for j in chosen)}": float(len(chosen))}
+    out = {"share": share, "linked": linked}
+    if len(chosen) < len(columns):
+        out[f"linked_on: {', '.join(str(columns[j]) for j in chosen)}"] = float(len(chosen))
+    return out
 
 
 @attrs.frozen(kw_only=True)
@@ -301,8 +304,8 @@ class DBRL:
                  "each record's stratum; 0 = none linked", "share (0-1)"),
         "dbrl_linked_records": ("expected number of records linked to their own original by that linkage (a tie "
                                 "among t nearest originals counts 1/t)", "records"),
-        "dbrl_linked_on: *": ("the linkage that gave dbrl: the columns after the colon (the value is their "
-                              "number)", "columns"),
+        "dbrl_linked_on: *": ("the linkage that gave dbrl when a part of the linkage columns gave more than all "
+                              "of them: the columns after the colon (the value is their number)", "columns"),
     }
 
     with_strata: bool = param(bool, default=True, doc="link each record among the originals of its own [roles] "
@@ -804,8 +807,9 @@ class KeyLinkage:
                      "figure's numeric columns (by default those the steps worked on and the numeric ones released "
                      "as in the original); 0 = none linked", "share (0-1)"),
         "key_dbrl_linked_records": ("records so linked (by that linkage)", "records"),
-        "key_dbrl_linked_on: *": ("the linkage that gave key_dbrl: its numeric columns after the colon (the value "
-                                  "is their number)", "columns"),
+        "key_dbrl_linked_on: *": ("the linkage that gave key_dbrl when a part of the numeric columns gave more "
+                                  "than all of them: those columns after the colon (the value is their number)",
+                                  "columns"),
     }
 
     keys: tuple[str, ...] = param(tuple, default=(), doc="the categorical key variables (quasi-identifiers; "

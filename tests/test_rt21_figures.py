@@ -65,7 +65,7 @@ def test_the_non_disclosive_report_has_no_figure_on_the_dp_column(mixed):
     note = notes[0]
     assert "released (a)" in note
     for figure in ("moments on a (mean_rel_change, var_rel_change", "interval-disclosure on a (drisk",
-                   "dbrl on a (dbrl, dbrl_linked_records, dbrl_linked_on: a)", "sse-sst on a, b (sse_sst"):
+                   "dbrl on a (dbrl, dbrl_linked_records)", "sse-sst on a, b (sse_sst"):
         assert figure in note, figure
     assert "on b" not in note
 
