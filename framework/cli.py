@@ -408,7 +408,8 @@ def _numeric_and_named(compiled: Any, checked: Any,
         if method is None:
             continue
         said = method(EvaluationInputs(original=frame, protected=frame, columns=columns, labels=labels,
-                                       registry=compiled.registry, roles=compiled.recipe.roles))
+                                       registry=compiled.registry, roles=compiled.recipe.roles,
+                                       columns_named=ev.spec.columns is not None))
         given = said.get("columns") if isinstance(said, Mapping) else None
         if isinstance(given, Sequence) and not isinstance(given, str):
             named += [c for c in given if isinstance(c, str) and c in frame.columns]

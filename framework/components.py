@@ -287,6 +287,11 @@ class EvaluationInputs:
     :ivar roles: the recipe's :class:`~privclust.Roles` (``None`` outside a
         run): evaluators of key variables and weighted figures take the
         ``keys`` and ``weight`` roles when their own parameters are not set.
+    :ivar columns_named: ``True`` when the evaluation entry named its
+        ``columns``, ``False`` when they are the host's default (the columns
+        the steps changed), ``None`` when not known (outside a run): an
+        evaluator may widen a default (``dbrl`` links on the unchanged
+        numeric columns too), never columns a user named.
     """
 
     original: pd.DataFrame
@@ -299,6 +304,7 @@ class EvaluationInputs:
     rng: np.random.Generator | None = None
     registry: Any = None
     roles: Any = None
+    columns_named: bool | None = None
 
     def partitions(self) -> list[tuple[Any, Partition]]:
         """The (outcome, partition) pairs of the steps that produced one."""

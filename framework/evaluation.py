@@ -39,7 +39,8 @@ def evaluate_release(compiled: CompiledRecipe, original: pd.DataFrame, protected
             inputs = EvaluationInputs(original=original.copy(deep=True), protected=protected.copy(deep=True),
                                       columns=tuple(columns), labels=labels.copy(deep=True),
                                       outcomes=tuple(outcomes), constraints=constraints, ledger=ledger,
-                                      rng=rng, registry=compiled.registry, roles=compiled.recipe.roles)
+                                      rng=rng, registry=compiled.registry, roles=compiled.recipe.roles,
+                                      columns_named=ev.spec.columns is not None)
             on = _evaluated_on(ev, inputs)
             rows += figure_rows(ev.spec.use, ev.evaluator.evaluate(inputs), on)
             if is_risk_evaluator(ev.spec.use):

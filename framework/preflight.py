@@ -407,7 +407,7 @@ def _evaluation_problems(compiled: CompiledRecipe, frame: pd.DataFrame, default_
             continue
         inputs = EvaluationInputs(original=frame, protected=frame, columns=tuple(columns),
                                   labels=labels, registry=compiled.registry,
-                                  roles=compiled.recipe.roles)
+                                  roles=compiled.recipe.roles, columns_named=ev.spec.columns is not None)
         try:
             said = method(inputs)
         except PrivclustError as err:

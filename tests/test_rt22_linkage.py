@@ -97,3 +97,16 @@ def test_the_linkages_tried(p, count):
     sets = mm.linkage_sets(p)
     assert len(sets) == count and sets[0] == tuple(range(p))  # all the columns first
     assert len(set(sets)) == len(sets)
+
+
+def test_the_host_says_whether_the_columns_were_named():
+    """The host tells an evaluator whether the entry named its columns (``columns_named``): an entry that names
+    exactly the steps' columns is linked on as named, the default is widened by the unchanged numeric columns."""
+    rng = np.random.default_rng(3)
+    data = pd.DataFrame({"a": rng.normal(size=300), "b": rng.normal(size=300), "c": rng.normal(size=300)})
+    step = {"use": "microaggregation", "k": 3, "columns": ["a", "b"]}
+    default = privclust.run({"steps": [step], "evaluate": [{"use": "dbrl"}]}, data, seed=1)
+    named = privclust.run({"steps": [step], "evaluate": [{"use": "dbrl", "columns": ["a", "b"]}]}, data, seed=1)
+    on = {r: set(t.loc[t["metric"] == "dbrl", "columns"].iloc[0].split(", "))
+          for r, t in (("default", default.evaluations), ("named", named.evaluations))}
+    assert on == {"default": {"a", "b", "c"}, "named": {"a", "b"}}
