@@ -36,8 +36,12 @@ __all__ = [
     "DERIVED_POOL",
     "DERIVED_RECORDS",
     "KEYS_BACK_MIN_CELLS",
+    "ID_LIKE_SHARE",
+    "ID_PARTS_MAX",
+    "ID_TOKENS",
     "KEYS_BACK_SHARE",
     "derived_columns",
+    "id_parts",
     "keys_given_back",
     "numeric",
 ]
@@ -315,6 +319,80 @@ def _read_off(source: np.ndarray, numbers: np.ndarray | None, released: np.ndarr
     return out
 
 
+#: A source column is read as an identifier (its tokens, its leading digits: :func:`id_parts`) when more than this
+#: share of its values among the records judged are distinct.
+ID_LIKE_SHARE = 0.5
+#: The most token positions of one text identifier that :func:`id_parts` reads (its first, second, ... token).
+ID_TOKENS = 4
+#: The most parts (tokens, leading digits) :func:`id_parts` makes of all the identifiers of one check together: the
+#: cost stays bounded whatever the number of columns (each part costs what a column does).
+ID_PARTS_MAX = 48
+
+_ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth")
+
+
+def _whole_numbers(values: pd.Series) -> np.ndarray | None:
+    """The values of a numeric column as exact integers (int64; ``None`` when some value is missing, not whole or
+    beyond int64), for the leading digits of :func:`id_parts`."""
+    if values.isna().any():
+        return None
+    if pd.api.types.is_integer_dtype(values.dtype):
+        return values.to_numpy(dtype=np.int64)
+    x = values.to_numpy(dtype=float)
+    if not np.isfinite(x).all() or (np.abs(x) >= 2.0 ** 53).any() or (x != np.floor(x)).any():
+        return None
+    return x.astype(np.int64)
+
+
+def id_parts(frame: pd.DataFrame, sources: Sequence[str]) -> list[tuple[str, str, pd.Series]]:
+    """The parts of the identifier-like columns among ``sources`` an intruder
+    reads a key off (a red-team audit, rt22 F2: a household id "R07-00123"
+    restored every suppressed region, and its exact values read nothing).
+
+    A column is identifier-like when more than :data:`ID_LIKE_SHARE` of its
+    values in ``frame`` are distinct. A text one gives its tokens (the runs
+    of letters and digits between other characters), one part a position up
+    to :data:`ID_TOKENS` ("the first token of hid"); an integer one (whole
+    numbers, none missing) its leading digits, ``value // 10**j`` for every
+    power of ten within its digits ("hid // 100000"). A part with one value
+    (a constant prefix) or as many as the column is left out; at most
+    :data:`ID_PARTS_MAX` parts in all, in the order of ``sources``.
+
+    Returns ``(name, column, values)`` per part, ``values`` aligned with
+    ``frame``."""
+    out: list[tuple[str, str, pd.Series]] = []
+    for column in sources:
+        if len(out) >= ID_PARTS_MAX:
+            break
+        values = frame[column]
+        present = values.dropna()
+        distinct = int(present.nunique())
+        if len(present) == 0 or distinct <= ID_LIKE_SHARE * len(present):
+            continue
+        parts: list[tuple[str, pd.Series]] = []
+        if pd.api.types.is_bool_dtype(values.dtype):
+            continue
+        if pd.api.types.is_numeric_dtype(values.dtype):
+            whole = _whole_numbers(values)
+            if whole is None:
+                continue
+            digits = len(str(int(np.abs(whole).max())))
+            for j in range(digits - 1, 0, -1):  # the shortest leading part first
+                parts.append((f"{column} // {10 ** j}", pd.Series(whole // 10 ** j, index=values.index)))
+        else:
+            tokens = present.astype(str).str.findall(r"[^\W_]+")
+            if int(tokens.str.len().max()) < 2:
+                continue  # one token: the column itself
+            for i in range(min(ID_TOKENS, int(tokens.str.len().max()))):
+                parts.append((f"the {_ORDINALS[i]} token of {column}",
+                              tokens.str[i].reindex(values.index)))
+        for name, part in parts:
+            kinds = int(part.nunique())
+            if 1 < kinds < distinct and len(out) < ID_PARTS_MAX:
+                out.append((name, column, part))
+    return out
+
+
 def keys_given_back(original: pd.DataFrame, released: pd.DataFrame, targets: Sequence[str],
                     sources: Sequence[str]) -> list[dict[str, Any]]:
     """Whether the columns released as in the original (``sources``) give
@@ -334,9 +412,13 @@ def keys_given_back(original: pd.DataFrame, released: pd.DataFrame, targets: Seq
     :data:`KEYS_BACK_SHARE` of those it reads a value for (an intruder knows
     which: a value no released row shows is not read), more of them than
     guessing the most frequent released value does, and misses at most half
-    as many as that guess. One source at a time (no combinations); on at
-    most :data:`DERIVED_RECORDS` records at evenly spaced positions; no
-    random draw.
+    as many as that guess. One source at a time (no combinations), and the
+    parts of the identifier-like ones (their tokens, their leading digits:
+    :func:`id_parts`) as sources of their own; on at most
+    :data:`DERIVED_RECORDS` records at evenly spaced positions; no random
+    draw. A category no released row shows is never read, so the count
+    given back is a lower bound of what the source gives an intruder who
+    knows how it was made (a code book).
 
     Returns one record per flagged column, in the order of ``targets``:
     ``{"column", "given_back_by", "share", "cells", "given_back", "read",
@@ -344,7 +426,9 @@ def keys_given_back(original: pd.DataFrame, released: pd.DataFrame, targets: Seq
     ``sources``); for the one that gives back most, the ``cells`` changed
     of the kind(s) ``change`` ("suppressed", "replaced" or "suppressed or
     replaced"), those it reads a value for and those it ``given_back``
-    exactly, their ``share`` of the cells; and the records judged."""
+    exactly, their ``share`` of the cells; and the records judged; and
+    ``read_by`` when the best source is a part of an identifier (``"the
+    first token of hid"``, ``"hid // 100000"``)."""
     n = len(original)
     if not targets or not sources or n < DERIVED_MIN_RECORDS:
         return []
@@ -354,6 +438,12 @@ def keys_given_back(original: pd.DataFrame, released: pd.DataFrame, targets: Seq
     codes = {c: pd.factorize(before[c])[0].astype(np.int64) for c in sources}
     numbers = {c: before[c].to_numpy(dtype=float, na_value=np.nan) if numeric(before, c) else None
                for c in sources}
+    column_of = {c: c for c in sources}  # a source read (a column, or a part of an identifier) -> its column
+    for name, column, part in id_parts(before, sources):
+        codes[name] = pd.factorize(part)[0].astype(np.int64)
+        numbers[name] = part.to_numpy(dtype=float) if pd.api.types.is_numeric_dtype(part.dtype) else None
+        column_of[name] = column
+    reading = list(column_of)
     found = []
     for target in targets:
         was, now = joint_codes(before[target], after[target])
@@ -371,10 +461,10 @@ def keys_given_back(original: pd.DataFrame, released: pd.DataFrame, targets: Seq
         every = np.zeros(len(rows), dtype=bool)
         for _, cells in kinds:
             every |= cells
-        reads_of = {source: _read_off(codes[source], numbers[source], now, shown, every) for source in sources}
+        reads_of = {source: _read_off(codes[source], numbers[source], now, shown, every) for source in reading}
         for name, cells in kinds:
             truth, total = was[cells], int(cells.sum())
-            for source in sources:
+            for source in reading:
                 read = reads_of[source][cells[every]]
                 on = read >= 0  # the cells the source reads a value for (an intruder knows which)
                 hits, reads = int((read[on] == truth[on]).sum()), int(on.sum())
@@ -387,7 +477,9 @@ def keys_given_back(original: pd.DataFrame, released: pd.DataFrame, targets: Seq
         if flagged:
             best = max(flagged, key=lambda s: (flagged[s][0], -flagged[s][2]))
             hits, total, reads = flagged[best]
-            found.append({"column": target, "given_back_by": [s for s in sources if s in flagged],
+            by_columns = {column_of[s] for s in flagged}
+            found.append({"column": target, "given_back_by": [s for s in sources if s in by_columns],
                           "share": hits / total, "cells": total, "given_back": hits, "read": reads,
-                          "change": " or ".join(by[best]), "records": int(len(rows))})
+                          "change": " or ".join(by[best]), "records": int(len(rows)),
+                          **({"read_by": best} if best != column_of[best] else {})})
     return found

@@ -100,6 +100,8 @@ def derived_found(entries: Sequence[LedgerEntry]) -> list[dict[str, Any]]:
             else:
                 item["cells"] = item.get("cells", 0) + int(found["cells"])
                 item["given_back"] = item.get("given_back", 0) + int(found["given_back"])
+                if "read_by" in found and found["read_by"] not in item.setdefault("read_by", []):
+                    item["read_by"].append(found["read_by"])
                 changes = [*item.get("changes", []), *str(found["change"]).split(" or ")]
                 item["changes"] = list(dict.fromkeys(changes))
             item["parts"] += 1
@@ -117,14 +119,21 @@ def derived_found(entries: Sequence[LedgerEntry]) -> list[dict[str, Any]]:
 
 def given_back(found: Sequence[Mapping[str, Any]]) -> str:
     """``"a (R^2 0.999 by nearest neighbours) and b (R^2 0.998)"``; a key read off the released rows:
-    ``"region (18 of 18 suppressed values, a share of 1.000, read off the released rows that show it)"``."""
+    ``"region (18 of 18 suppressed values, a share of 1.000, read off the released rows that show it)"``, or
+    ``"region (at least 71 of 135 suppressed values, a share of at least 0.525, read off the released rows that
+    show it, through hid // 100000)"``: a reading off the released rows reads no category that no released row
+    shows, so short of every cell the count is a lower bound."""
     parts = []
     first_r2 = True
     for item in found:
         where = f" in {item['parts']} strata" if item.get("parts", 1) > 1 else ""
         if "r2" not in item and "r2_low" not in item:
-            parts.append(f"{item['column']} ({item['given_back']} of {item['cells']} {item['change']} values, a "
-                         f"share of {_r2(item['share'])}, read off the released rows that show it{where})")
+            bound = "at least " if item["given_back"] < item["cells"] else ""
+            read_by = item.get("read_by") or []  # one part of an identifier (a record), or those of the strata
+            through = f", through {_cols([read_by] if isinstance(read_by, str) else read_by)}" if read_by else ""
+            parts.append(f"{item['column']} ({bound}{item['given_back']} of {item['cells']} {item['change']} values, "
+                         f"a share of {bound}{_r2(item['share'])}, read off the released rows that show it"
+                         f"{through}{where})")
             continue
         low, high = item.get("r2_low", item.get("r2")), item.get("r2_high", item.get("r2"))
         figure = _r2(low) if _r2(low) == _r2(high) else f"{_r2(low)} to {_r2(high)}"

@@ -75,3 +75,74 @@ def test_an_unchanged_key_gives_back_a_suppressed_key():
     assert release.verdict.startswith(
         "THE FILE GIVES BACK ORIGINAL VALUES: the column released as in the original (region_code) gives back the "
         f"original region ({suppressed} of {suppressed} suppressed values, a share of 1.000")
+
+
+# --- F2: identifiers that embed a key ------------------------------------------------------------------------------
+
+def _households(source: str) -> pd.DataFrame:
+    """/work/rt22/g1.py: 40 regions (Zipf), a household id that embeds the region, as text or as a number."""
+    rng = np.random.default_rng(3)
+    n = 600
+    regions = np.array([f"r{i:02d}" for i in range(40)])
+    region = rng.choice(regions, n, p=(lambda w: w / w.sum())(1.0 / np.arange(1, 41)))
+    seq = rng.permutation(n)
+    df = pd.DataFrame({"region": region, "sex": rng.choice(["f", "m"], n),
+                       "age": rng.choice([f"{a}-{a + 4}" for a in range(0, 90, 5)], n)})
+    if source == "text":
+        df["hid"] = [f"{r[:3].upper()}-{s:05d}" for r, s in zip(region, seq, strict=True)]
+    else:
+        df["hid"] = [(list(regions).index(r) + 1) * 100000 + s for r, s in zip(region, seq, strict=True)]
+    return df
+
+
+_SUPPRESS = {"roles": {"keys": ["region", "sex", "age"]},
+             "steps": [{"use": "local-suppression", "k": 5, "columns": ["region", "sex", "age"]}]}
+
+
+def _readable(release, df) -> tuple[int, int]:
+    """The suppressed regions, and those of them some released row shows (what a reading off the rows can give)."""
+    suppressed = release.data.region.isna() & df.region.notna()
+    return int(suppressed.sum()), int(df.region[suppressed].isin(set(release.data.region.dropna())).sum())
+
+
+def test_a_text_id_that_embeds_the_region_gives_back_the_suppressed_regions():
+    df = _households("text")
+    release = _run(_SUPPRESS, df, seed=1)
+    cells, shown = _readable(release, df)
+    assert cells >= 100 and 0.5 * cells < shown < cells
+    # those of regions some released row shows are read off; the others are not (the count is a lower bound)
+    assert release.verification["derived"] == [
+        {"column": "region", "given_back_by": ["hid"], "share": shown / cells, "cells": cells, "given_back": shown,
+         "read": shown, "change": "suppressed", "records": 600, "read_by": "the first token of hid"}]
+    assert release.verdict.startswith(
+        "THE FILE GIVES BACK ORIGINAL VALUES: the column released as in the original (hid) gives back the original "
+        f"region (at least {shown} of {cells} suppressed values, a share of at least "
+        f"{int(shown / cells * 1000) / 1000:.3f}, read off the released rows that show it, through the first token "
+        "of hid); whatever this release states of region")
+
+
+def test_a_numeric_id_is_read_by_its_leading_digits():
+    df = _households("number")
+    release = _run(_SUPPRESS, df, seed=1)
+    cells, shown = _readable(release, df)
+    found = release.verification["derived"]
+    # its exact values read only the cells whose neighbours in value agree (71 of 135 in rt22)
+    assert [(f["column"], f["given_back_by"], f.get("read_by"), f["given_back"], f["cells"]) for f in found] == [
+        ("region", ["hid"], "hid // 100000", shown, cells)]
+    assert f"(at least {shown} of {cells} suppressed values" in release.verdict
+    assert "read off the released rows that show it, through hid // 100000)" in release.verdict
+
+
+def test_id_parts():
+    from privclust.given_back import ID_PARTS_MAX, id_parts
+    frame = pd.DataFrame({"hid": ["R07-00123", "R07-00124", "X01-00001", "A02_00009"],
+                          "num": [700123, 700124, 100001, 200009], "code": ["a", "a", "b", "b"],
+                          "one": ["x1", "y2", "z3", "w4"]})
+    parts = {name: (column, list(values)) for name, column, values in id_parts(frame, ["hid", "num", "code", "one"])}
+    assert parts["the first token of hid"] == ("hid", ["R07", "R07", "X01", "A02"])
+    assert "the second token of hid" not in parts  # as many values as the column: nothing more than the column
+    assert parts["num // 100000"] == ("num", [7, 7, 1, 2])
+    assert parts["num // 10000"] == ("num", [70, 70, 10, 20])
+    assert not any(column in ("code", "one") for column, _ in parts.values())  # few values; one token
+    wide = pd.DataFrame({f"c{j}": np.arange(100) * 1000 + j for j in range(100)})
+    assert len(id_parts(wide, list(wide.columns))) == ID_PARTS_MAX
