@@ -27,12 +27,14 @@ import pandas as pd
 
 from ._optional import deferred
 from .comparison import joint_codes, values_equal
-from .verdict import DERIVED_R2
+from .verdict import DERIVED_CLOSER, DERIVED_CLOSER_R2, DERIVED_R2
 
 __all__ = [
     "DERIVED_INFORMATIVE",
     "DERIVED_MAX_COLUMNS",
     "DERIVED_MIN_RECORDS",
+    "DERIVED_PAIRS",
+    "DERIVED_PAIR_SOURCES",
     "DERIVED_POOL",
     "DERIVED_RECORDS",
     "KEYS_BACK_MIN_CELLS",
@@ -94,6 +96,33 @@ def _local_linear(fit_x: np.ndarray, fit_y: np.ndarray, at: np.ndarray) -> np.nd
     return np.clip(value, fit_y.min(), fit_y.max())
 
 
+def _sided_linear(fit_x: np.ndarray, fit_y: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """On a line (one column): the straight-line fit to the 4 nearest training records below each point or to the
+    4 nearest above it, whichever fits its own records better (a smaller sum of squared residuals), taken at the
+    point: a jump (a wrap such as ``(u + v) mod 100``) is followed from the side it does not cross, where
+    :func:`_local_linear` averages across it."""
+    k = 4
+    if len(fit_y) < 2 * k:
+        return _local_linear(fit_x, fit_y, at)
+    order = np.argsort(fit_x[:, 0], kind="stable")
+    line, ys = fit_x[order, 0], fit_y[order]
+    place = np.searchsorted(line, at[:, 0])
+    best = np.full(len(at), np.inf)
+    value = np.zeros(len(at))
+    for start in (np.clip(place - k, 0, len(line) - k), np.clip(place, 0, len(line) - k)):
+        window = start[:, None] + np.arange(k)
+        xs, yw = line[window] - at[:, :1], ys[window]
+        mean_x, mean_y = xs.mean(axis=1), yw.mean(axis=1)
+        spread = (xs * xs).mean(axis=1) - mean_x * mean_x
+        slope = np.divide((xs * yw).mean(axis=1) - mean_x * mean_y, spread, out=np.zeros(len(at)),
+                          where=spread > 1e-12)
+        here = mean_y - slope * mean_x
+        sse = ((yw - (here[:, None] + slope[:, None] * xs)) ** 2).sum(axis=1)
+        better = sse < best
+        best[better], value[better] = sse[better], here[better]
+    return np.clip(value, fit_y.min(), fit_y.max())
+
+
 #: The columns, best first by :func:`_binned_share`, that :func:`derived_columns` fits by nearest neighbours (and
 #: any other whose binned share is 0.9 or more).
 DERIVED_POOL = 8
@@ -125,7 +154,35 @@ def _binned_share(bin_of: np.ndarray, y: np.ndarray) -> float:
     return float((count * (mean - y.mean()) ** 2).sum() / total)
 
 
-def _cross_fitted_r2(x: np.ndarray, y: np.ndarray) -> float:
+#: :func:`derived_columns` tries every pair of the numeric columns released as in the original, whatever each
+#: predicts alone, when there are at most this many (66 pairs); above, pairs only of the columns its screen keeps.
+DERIVED_PAIR_SOURCES = 12
+#: The most of those pairs, best first by :func:`_pair_share`, that :func:`derived_columns` fits by nearest
+#: neighbours for one changed column.
+DERIVED_PAIRS = 8
+
+
+def _pair_share(x1: np.ndarray, x2: np.ndarray, y: np.ndarray) -> float:
+    """The screen of a pair of columns for :func:`derived_columns`: the largest share of ``y``'s variance between
+    the cells of their joint quantile bins (as many cells as :func:`_quantile_bins` makes bins), and between the
+    quantile bins of their standardised sum and of their difference; about cells / n when ``y`` is unrelated to
+    the pair, whatever each column tells alone."""
+    ok = ~np.isnan(x1) & ~np.isnan(x2)
+    cells = max(4, min(200, int(ok.sum()) // 20))
+    side = max(2, int(np.sqrt(cells)))
+    ranks = []
+    for x in (x1, x2):
+        rank = np.full(x.size, -1, dtype=np.int64)
+        where = np.flatnonzero(ok)
+        rank[where[np.argsort(x[ok], kind="stable")]] = np.arange(where.size) * side // max(where.size, 1)
+        ranks.append(rank)
+    joint = np.where(ok, ranks[0] * side + ranks[1], -1)
+    z1, z2 = ((x - np.nanmean(x)) / (np.nanstd(x) or 1.0) for x in (x1, x2))
+    return max(_binned_share(joint, y), _binned_share(_quantile_bins(z1 + z2), y),
+               _binned_share(_quantile_bins(z1 - z2), y))
+
+
+def _cross_fitted_r2(x: np.ndarray, y: np.ndarray, predictor: Any = _local_linear) -> float:
     """R^2 of predicting ``y`` from ``x`` (standardised) by :func:`_local_linear`, cross-fitted: the records at even
     positions predict those at odd ones and the other way round; when every value is positive, also on the
     logarithms (a ratio or a product is then a sum) and the better of the two."""
@@ -142,7 +199,7 @@ def _cross_fitted_r2(x: np.ndarray, y: np.ndarray) -> float:
         xs = (xs - xs.mean(axis=0)) / np.where(spread > 0, spread, 1.0)
         predicted = np.empty(len(y))
         for fit, score in (halves, halves[::-1]):
-            predicted[score] = _local_linear(xs[fit], ys[fit], xs[score])
+            predicted[score] = predictor(xs[fit], ys[fit], xs[score])
         if logged:
             predicted = np.exp(predicted)
         best = max(best, 1.0 - float(((y - predicted) ** 2).sum()) / total)
@@ -151,7 +208,8 @@ def _cross_fitted_r2(x: np.ndarray, y: np.ndarray) -> float:
     return best
 
 
-def derived_columns(original: pd.DataFrame, changed: Sequence[str], unchanged: Sequence[str]) -> list[dict[str, Any]]:
+def derived_columns(original: pd.DataFrame, changed: Sequence[str], unchanged: Sequence[str],
+                    released: pd.DataFrame | None = None) -> list[dict[str, Any]]:
     """Whether the columns released as in the original (``unchanged``: the
     numeric ones are used) give back the original values of a changed column
     (``changed``: the numeric ones are judged).
@@ -161,17 +219,31 @@ def derived_columns(original: pd.DataFrame, changed: Sequence[str], unchanged: S
     evenly spaced positions: the unchanged column that predicts its original
     values best, then the one that adds most while it takes a fifth of the
     error left away, up to :data:`DERIVED_MAX_COLUMNS` columns (only when the
-    best predicts some of it alone, :data:`DERIVED_INFORMATIVE`). R^2 of at
-    least :data:`DERIVED_R2` flags the changed column, named with the columns
-    of that set and every one that does as well in place of one of them (a
-    rank and a rounding of the same column). A flagged column counts as known
-    for the others (a ratio b = a / r gives b back once a rank gives a back),
-    named by the columns that gave it back.
+    best predicts some of it alone, :data:`DERIVED_INFORMATIVE`). With at
+    most :data:`DERIVED_PAIR_SOURCES` such columns, pairs are tried too
+    whatever each predicts alone (``a = (u + v) mod 100``: neither ``u`` nor
+    ``v`` tells anything of ``a``), the :data:`DERIVED_PAIRS` best by
+    :func:`_pair_share`, each fitted on the pair and on its sum
+    and difference (as released and standardised; on a line also by
+    :func:`_sided_linear`).
+
+    A changed column is flagged when its original values are predicted with
+    R^2 of at least :data:`DERIVED_R2`, or (given ``released``, the released
+    file) with R^2 of at least :data:`DERIVED_CLOSER_R2` and an RMS error
+    below :data:`DERIVED_CLOSER` times the RMS error of its released values
+    against the original ones: the columns then give it back closer than the
+    release does (a noisy copy beside a DP column). It is named with the
+    columns of that set and every one that does as well in place of one of
+    them (a rank and a rounding of the same column). A column flagged at
+    :data:`DERIVED_R2` counts as known for the others (a ratio b = a / r
+    gives b back once a rank gives a back), named by the columns that gave it
+    back.
 
     Returns one record per flagged column, in the order of ``changed``:
     ``{"column", "given_back_by", "r2", "records"}``, ``given_back_by`` in
-    the order of ``unchanged``. No random draw; ``original`` is not
-    changed."""
+    the order of ``unchanged``; flagged below :data:`DERIVED_R2`, also
+    ``"rms"`` (of the prediction) and ``"released_rms"`` (of the released
+    values). No random draw; ``original`` is not changed."""
     targets = [c for c in changed if c in original.columns and numeric(original, c)]
     sources = [c for c in unchanged if c in original.columns and numeric(original, c)]
     n = len(original)
@@ -182,8 +254,18 @@ def derived_columns(original: pd.DataFrame, changed: Sequence[str], unchanged: S
     values = {c: original[c].iloc[rows].to_numpy(dtype=float, na_value=np.nan) for c in {*targets, *sources}}
     sources = [c for c in sources if np.nanstd(values[c]) > 0]  # a constant column predicts nothing
     known: dict[str, list[str]] = {c: [c] for c in sources}  # a usable column -> the released columns it stands for
+    # the RMS error of each changed column's released values against its original ones (on the records where both
+    # are numbers): the bar of the second tier; none where too few records are released as numbers (a recode to
+    # text bands, a column suppressed), and then only R^2 >= DERIVED_R2 flags it
+    released_rms: dict[str, float] = {}
+    if released is not None:
+        for target in targets:
+            now = pd.to_numeric(released[target].iloc[rows], errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+            both = ~np.isnan(now) & ~np.isnan(values[target])
+            if both.sum() >= DERIVED_MIN_RECORDS:
+                released_rms[target] = float(np.sqrt(np.mean((now[both] - values[target][both]) ** 2)))
 
-    measured: dict[tuple[str, tuple[str, ...]], float] = {}
+    measured: dict[tuple[str, tuple[str, ...]], tuple[float, float]] = {}
     binned: dict[str, np.ndarray] = {}
 
     def bins_of(column: str) -> np.ndarray:
@@ -191,68 +273,105 @@ def derived_columns(original: pd.DataFrame, changed: Sequence[str], unchanged: S
             binned[column] = _quantile_bins(values[column])
         return binned[column]
 
-    def r2(target: str, columns: Sequence[str]) -> float:
+    def fit(target: str, columns: Sequence[str]) -> tuple[float, float]:
+        """R^2 and the RMS error of predicting ``target`` from ``columns`` (cached)."""
         key = (target, tuple(sorted(columns)))
         if key not in measured:
             measured[key] = fitted(target, key[1])
         return measured[key]
 
-    def fitted(target: str, columns: Sequence[str]) -> float:
+    def r2(target: str, columns: Sequence[str]) -> float:
+        return fit(target, columns)[0]
+
+    def flags(target: str, columns: Sequence[str]) -> bool:
+        got, rms = fit(target, columns)
+        closer = released_rms.get(target)
+        return got >= DERIVED_R2 or (closer is not None and got >= DERIVED_CLOSER_R2 and rms < DERIVED_CLOSER * closer)
+
+    def fitted(target: str, columns: Sequence[str]) -> tuple[float, float]:
         x = np.column_stack([values[c] for c in columns])
         y = values[target]
         ok = ~np.isnan(y) & ~np.isnan(x).any(axis=1)
         if ok.sum() < DERIVED_MIN_RECORDS:
-            return -np.inf
-        got = _cross_fitted_r2(x[ok], y[ok])
-        return -np.inf if np.isnan(got) else got
+            return -np.inf, np.inf
+        x, y = x[ok], y[ok]
+        got = _cross_fitted_r2(x, y)
+        if len(columns) == 2 and not got >= DERIVED_R2:
+            # a pair is also fitted on its sum and its difference, as released and standardised: a wrap (a = (u + v)
+            # mod 100) is a jump on a line there, followed from either side (the fit on the plane averages across it)
+            z = (x - x.mean(axis=0)) / np.where(x.std(axis=0) > 0, x.std(axis=0), 1.0)
+            for line in (x[:, 0] + x[:, 1], x[:, 0] - x[:, 1], z[:, 0] + z[:, 1], z[:, 0] - z[:, 1]):
+                if line.std() > 0 and not got >= DERIVED_R2:
+                    got = np.nanmax([got, _cross_fitted_r2(line[:, None], y),
+                                     _cross_fitted_r2(line[:, None], y, _sided_linear)])
+        if np.isnan(got):
+            return -np.inf, np.inf
+        return got, float(np.sqrt(max(0.0, 1.0 - got) * np.mean((y - y.mean()) ** 2)))
 
-    def given_back(target: str) -> tuple[float, list[str]]:
+    def given_back(target: str) -> tuple[list[str], list[str]]:
+        """The set of columns found (best first) and, when they flag ``target``, the released columns that give it
+        back (none when they do not)."""
         usable = list(known)
         # a cheap screen first (the share of the target's variance between quantile bins of each column, O(n)), so
         # that the nearest-neighbour fits run on the few best columns only: one fit a column cost 6 s with 60
         # unrelated columns beside 5 changed ones at 100,000 records
         screen = {c: _binned_share(bins_of(c), values[target]) for c in usable}
         ranked = sorted(usable, key=lambda c: -screen[c])
-        if screen[ranked[0]] < DERIVED_INFORMATIVE / 2:  # no column predicts any of it (unrelated ones: bins / n)
-            return -np.inf, []
         pool = ranked[:DERIVED_POOL]
-        single = {c: r2(target, [c]) for c in [*pool, *(c for c in ranked[DERIVED_POOL:] if screen[c] >= 0.9)]}
-        ranked = sorted(single, key=lambda c: -single[c])
-        chosen, best = [ranked[0]], single[ranked[0]]
-        # columns that together give back a value each predict part of it (R^2 about 1/2 each for a sum or a ratio
-        # of two): when none predicts any of it, no combination is tried (unrelated columns cost a fit each); a
-        # column is added while it takes a fifth of the error left away, past R^2 0.99 too up to 0.999 (a rounding
-        # beside a rank)
-        while DERIVED_INFORMATIVE < best < 0.999 and len(chosen) < DERIVED_MAX_COLUMNS:
-            tried = {c: r2(target, [*chosen, c]) for c in pool if c not in chosen}
-            column = max(tried, key=lambda c: tried[c], default=None)
-            if column is None or not 1.0 - tried[column] < 0.8 * (1.0 - best):
-                break
-            chosen.append(column)
-            best = tried[column]
-        if best < DERIVED_R2:
-            return best, []
+        single: dict[str, float] = {}
+        chosen: list[str] = []
+        best = -np.inf
+        if screen[ranked[0]] >= DERIVED_INFORMATIVE / 2:  # some column predicts some of it (unrelated ones: bins / n)
+            single = {c: r2(target, [c]) for c in [*pool, *(c for c in ranked[DERIVED_POOL:] if screen[c] >= 0.9)]}
+            ranked = sorted(single, key=lambda c: -single[c])
+            chosen, best = [ranked[0]], single[ranked[0]]
+            # columns that together give back a value each predict part of it (R^2 about 1/2 each for a sum or a
+            # ratio of two): when none predicts any of it, no combination is tried (unrelated columns cost a fit
+            # each); a column is added while it takes a fifth of the error left away, past R^2 0.99 too up to 0.999
+            # (a rounding beside a rank)
+            while DERIVED_INFORMATIVE < best < 0.999 and len(chosen) < DERIVED_MAX_COLUMNS:
+                tried = {c: r2(target, [*chosen, c]) for c in pool if c not in chosen}
+                column = max(tried, key=lambda c: tried[c], default=None)
+                if column is None or not 1.0 - tried[column] < 0.8 * (1.0 - best):
+                    break
+                chosen.append(column)
+                best = tried[column]
+        if not (chosen and flags(target, chosen)) and 2 <= len(usable) <= DERIVED_PAIR_SOURCES:
+            # a pair that gives it back when neither column tells anything of it alone (red-team audit rt22 F3: u
+            # random and v = (a - u) mod 100): with few columns every pair is screened, whatever the screen above
+            # said, and the best few are fitted; with more, only the pairs of the columns kept above
+            shares = {(c, d): _pair_share(values[c], values[d], values[target])
+                      for i, c in enumerate(usable) for d in usable[i + 1:]}
+            pairs = sorted((p for p in shares if shares[p] >= DERIVED_INFORMATIVE), key=lambda p: -shares[p])
+            for pair in pairs[:DERIVED_PAIRS]:
+                if r2(target, pair) > best:
+                    chosen, best = list(pair), r2(target, pair)
+        if not chosen or not flags(target, chosen):
+            return chosen, []
         # every column that gives it back in place of one of the set found, alone or with the others (a rank and
         # a rounding of the same column), among the best predictors alone
-        taking_part = [c for c in usable if c in chosen or single.get(c, -np.inf) >= DERIVED_R2
+        taking_part = [c for c in usable if c in chosen or (c in single and flags(target, [c]))
                        or (c in pool and len(chosen) > 1
-                       and any(r2(target, [*(k for k in chosen if k != member), c]) >= DERIVED_R2
-                               for member in chosen))]
-        return best, list(dict.fromkeys(s for c in taking_part for s in known[c]))
+                       and any(flags(target, [*(k for k in chosen if k != member), c]) for member in chosen))]
+        return chosen, list(dict.fromkeys(s for c in taking_part for s in known[c]))
 
     found: dict[str, dict[str, Any]] = {}
     left = list(targets) if sources else []
     while left:
         new: dict[str, dict[str, Any]] = {}
         for target in left:
-            best, columns = given_back(target)
+            chosen, columns = given_back(target)
             if columns:
+                best, rms = fit(target, chosen)
                 new[target] = {"column": target, "given_back_by": [c for c in sources if c in columns],
                                "r2": float(best), "records": int(len(rows))}
+                if best < DERIVED_R2:  # closer than the release: both errors are the figures
+                    new[target].update(rms=rms, released_rms=released_rms[target])
         if not new:
             break
         found.update(new)
-        known.update({t: item["given_back_by"] for t, item in new.items()})
+        # only a column given back at R^2 >= DERIVED_R2 stands for its original values in the fits of the others
+        known.update({t: item["given_back_by"] for t, item in new.items() if item["r2"] >= DERIVED_R2})
         left = [t for t in left if t not in new]
     return [found[t] for t in targets if t in found]
 

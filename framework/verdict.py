@@ -23,6 +23,8 @@ from .wording import records_are as _records
 __all__ = [
     "ASSESSMENT",
     "DERIVED",
+    "DERIVED_CLOSER",
+    "DERIVED_CLOSER_R2",
     "DERIVED_R2",
     "OTHER_RELEASES",
     "SEEDED_CAVEAT",
@@ -74,11 +76,31 @@ DERIVED = "derived columns"
 #: The R^2 (cross-fitted nearest-neighbour regression) at or above which columns released as in the original are
 #: said to give back a changed column's original values.
 DERIVED_R2 = 0.99
+#: The second tier (red-team audit rt22 F3): columns released as in the original that predict a changed column's
+#: original values with R^2 of at least :data:`DERIVED_CLOSER_R2` and an RMS error below :data:`DERIVED_CLOSER` times
+#: the RMS error of its released values against them give it back closer than the release does.
+DERIVED_CLOSER = 0.5
+#: The R^2 the second tier (:data:`DERIVED_CLOSER`) asks for besides.
+DERIVED_CLOSER_R2 = 0.9
 
 
 def _r2(value: float) -> str:
     """An R^2 to three decimals, rounded down (0.9996 reads 0.999, never 1)."""
     return f"{math.floor(value * 1000) / 1000:.3f}"
+
+
+def _errors(values: float | Sequence[float]) -> str:
+    """An RMS error to three significant digits (``"4.08"``, ``"276"``), or the range of those of the strata
+    (``"3.9 to 4.2"``)."""
+    def one(x: float) -> str:
+        if x == 0.0 or not math.isfinite(x):
+            return f"{x:g}"
+        digits = max(0, 2 - math.floor(math.log10(abs(x))))
+        return f"{x:.{digits}f}"
+    if isinstance(values, (int, float)):
+        return one(float(values))
+    low, high = one(min(values)), one(max(values))
+    return low if low == high else f"{low} to {high}"
 
 
 def derived_found(entries: Sequence[LedgerEntry]) -> list[dict[str, Any]]:
@@ -97,6 +119,9 @@ def derived_found(entries: Sequence[LedgerEntry]) -> list[dict[str, Any]]:
             item["given_back_by"] += [c for c in found["given_back_by"] if c not in item["given_back_by"]]
             if "r2" in found:
                 item["r2"].append(float(found["r2"]))
+                if "rms" in found:  # given back closer than the release (below DERIVED_R2)
+                    item.setdefault("rms", []).append(float(found["rms"]))
+                    item.setdefault("released_rms", []).append(float(found["released_rms"]))
             else:
                 item["cells"] = item.get("cells", 0) + int(found["cells"])
                 item["given_back"] = item.get("given_back", 0) + int(found["given_back"])
@@ -137,7 +162,12 @@ def given_back(found: Sequence[Mapping[str, Any]]) -> str:
             continue
         low, high = item.get("r2_low", item.get("r2")), item.get("r2_high", item.get("r2"))
         figure = _r2(low) if _r2(low) == _r2(high) else f"{_r2(low)} to {_r2(high)}"
-        parts.append(f"{item['column']} (R^2 {figure}{' by nearest neighbours' if first_r2 else ''}{where})")
+        if "rms" in item:  # the second tier: closer than the released values, both errors stated
+            parts.append(f"{item['column']} to an RMS error of {_errors(item['rms'])} (R^2 {figure}"
+                         f"{' by nearest neighbours' if first_r2 else ''}{where}), closer than the released "
+                         f"{item['column']} (RMS error {_errors(item['released_rms'])})")
+        else:
+            parts.append(f"{item['column']} (R^2 {figure}{' by nearest neighbours' if first_r2 else ''}{where})")
         first_r2 = False
     return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
 

@@ -259,7 +259,7 @@ def verify(context: PrivacyContext, original: pd.DataFrame, released: pd.DataFra
     # a column is never its own source (the changed and the unchanged columns are disjoint), and what a source
     # tells of a target is the same whatever the recipe calls it.
     sources = list(unchanged)
-    checks["derived"] = derived_columns(original, [c for c in changed if c in protected], sources)
+    checks["derived"] = derived_columns(original, [c for c in changed if c in protected], sources, released)
     # text columns, and keys whatever their type, that a step changed (suppressed, recoded, PRAM): read off the
     # released rows by a column released as in the original
     numeric_found = {item["column"] for item in checks["derived"]}

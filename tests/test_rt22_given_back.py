@@ -22,6 +22,7 @@ import warnings
 
 import numpy as np
 import pandas as pd
+import pytest
 
 import privclust
 
@@ -146,3 +147,71 @@ def test_id_parts():
     assert not any(column in ("code", "one") for column, _ in parts.values())  # few values; one token
     wide = pd.DataFrame({f"c{j}": np.arange(100) * 1000 + j for j in range(100)})
     assert len(id_parts(wide, list(wide.columns))) == ID_PARTS_MAX
+
+
+# --- F3: a bar relative to what the release protects; pairs ------------------------------------------------------
+
+def _uniform(extra: str, n: int = 2000) -> pd.DataFrame:
+    """/work/rt22/g2.py: a and b uniform on [0, 100] beside a noisy copy of a, or a pair (u, v) that gives a back
+    only together: a = (u + v) mod 100."""
+    rng = np.random.default_rng(5)
+    a, b = rng.uniform(0, 100, n), rng.uniform(0, 100, n)
+    df = pd.DataFrame({"a": a.round(3), "b": b.round(3)})
+    if extra == "noisy":
+        df["a_noisy"] = (a + rng.normal(0, 4, n)).round(3)
+    else:
+        u = rng.uniform(0, 100, n)
+        df["u"], df["v"] = u.round(3), ((a - u) % 100).round(3)
+    return df
+
+
+_LAPLACE = {"steps": [{"use": "laplace", "epsilon": 1.0, "columns": ["a", "b"],
+                       "bounds": {"a": [0, 100], "b": [0, 100]}}]}
+_MICRO = {"steps": [{"use": "microaggregation", "k": 5, "columns": ["a", "b"]}]}
+
+
+def _rms(release, df, column="a") -> float:
+    return float(np.sqrt(np.mean((release.data[column] - df[column]) ** 2)))
+
+
+def test_a_noisy_copy_gives_back_a_dp_column_closer_than_the_release():
+    df = _uniform("noisy")
+    release = _run(_LAPLACE, df, seed=1)
+    [found] = release.verification["derived"]
+    assert found["column"] == "a" and found["given_back_by"] == ["a_noisy"]
+    assert 0.9 <= found["r2"] < 0.99  # below the first bar: flagged by the second
+    assert found["released_rms"] == pytest.approx(_rms(release, df))
+    assert 3.5 < found["rms"] < 6 < 100 < found["released_rms"]
+    from privclust.verdict import _errors
+    assert release.verdict.startswith(
+        "THE FILE GIVES BACK ORIGINAL VALUES: the column released as in the original (a_noisy) gives back the "
+        f"original a to an RMS error of {_errors(found['rms'])} (R^2 0.9")
+    assert f"closer than the released a (RMS error {_errors(found['released_rms'])}); whatever this release " \
+           "states of a holds for the released values only" in release.verdict
+    entry = next(e for e in release.ledger.entries if e.mechanism == "derived columns")
+    assert entry.details["derived"] == release.verification["derived"]
+
+
+def test_the_same_copy_beside_microaggregation_is_not_flagged():
+    # the release's own error (about 1.4) is smaller than the copy's (about 4.1): the copy gives nothing closer
+    df = _uniform("noisy")
+    release = _run(_MICRO, df, seed=1)
+    assert _rms(release, df) < 2
+    assert release.verification["derived"] == []
+    assert "GIVES BACK" not in release.verdict
+
+
+def test_without_the_released_file_the_second_tier_is_not_applied():
+    from privclust.given_back import derived_columns
+    assert derived_columns(_uniform("noisy"), ["a", "b"], ["a_noisy"]) == []
+
+
+@pytest.mark.parametrize("recipe", [_LAPLACE, _MICRO], ids=["laplace", "microaggregation"])
+def test_a_pair_that_gives_back_only_together(recipe):
+    df = _uniform("pair")
+    release = _run(recipe, df, seed=1)
+    found = release.verification["derived"]
+    assert [(f["column"], f["given_back_by"]) for f in found] == [("a", ["u", "v"])]
+    assert found[0]["r2"] >= 0.99
+    assert release.verdict.startswith("THE FILE GIVES BACK ORIGINAL VALUES: the columns released as in the original "
+                                      "(u, v) give back the original a (R^2 0.99")
