@@ -34,10 +34,12 @@ __all__ = [
     "DERIVED_MAX_COLUMNS",
     "DERIVED_MIN_RECORDS",
     "DERIVED_PAIRS",
+    "DERIVED_PAIR_SHARE",
     "DERIVED_PAIR_SOURCES",
     "DERIVED_POOL",
     "DERIVED_RECORDS",
     "KEYS_BACK_MIN_CELLS",
+    "ID_COLUMNS_MAX",
     "ID_LIKE_SHARE",
     "ID_PARTS_MAX",
     "ID_TOKENS",
@@ -159,27 +161,40 @@ def _binned_share(bin_of: np.ndarray, y: np.ndarray) -> float:
 DERIVED_PAIR_SOURCES = 12
 #: The most of those pairs, best first by :func:`_pair_share`, that :func:`derived_columns` fits by nearest
 #: neighbours for one changed column.
-DERIVED_PAIRS = 8
+DERIVED_PAIRS = 4
+#: The share of a changed column's variance a pair's cells must hold (:func:`_pair_share`) for
+#: :func:`derived_columns` to fit the pair (an unrelated pair holds about cells / n).
+DERIVED_PAIR_SHARE = 0.7
+
+
+def _width_bins(x: np.ndarray) -> np.ndarray:
+    """Each value's bin of equal width (as many bins as :func:`_quantile_bins` makes; -1 for a missing value):
+    O(n), no sort, for the screen of pairs (:func:`_pair_share`)."""
+    ok = ~np.isnan(x)
+    bins = max(2, min(200, int(ok.sum()) // 20))
+    low, high = (float(np.min(x[ok])), float(np.max(x[ok]))) if ok.any() else (0.0, 0.0)
+    out = np.full(x.size, -1, dtype=np.int64)
+    if high > low:
+        out[ok] = np.minimum(((x[ok] - low) / (high - low) * bins).astype(np.int64), bins - 1)
+    return out
 
 
 def _pair_share(x1: np.ndarray, x2: np.ndarray, y: np.ndarray) -> float:
     """The screen of a pair of columns for :func:`derived_columns`: the largest share of ``y``'s variance between
-    the cells of their joint quantile bins (as many cells as :func:`_quantile_bins` makes bins), and between the
-    quantile bins of their standardised sum and of their difference; about cells / n when ``y`` is unrelated to
-    the pair, whatever each column tells alone."""
+    the cells of their joint bins of equal width (about as many cells as :func:`_quantile_bins` makes bins), and
+    between the bins of their standardised sum and of their difference; about cells / n when ``y`` is unrelated to
+    the pair, whatever each column tells alone. O(n), no sort."""
     ok = ~np.isnan(x1) & ~np.isnan(x2)
-    cells = max(4, min(200, int(ok.sum()) // 20))
-    side = max(2, int(np.sqrt(cells)))
-    ranks = []
+    side = max(2, int(np.sqrt(max(4, min(200, int(ok.sum()) // 20)))))
+    grid = []
     for x in (x1, x2):
-        rank = np.full(x.size, -1, dtype=np.int64)
-        where = np.flatnonzero(ok)
-        rank[where[np.argsort(x[ok], kind="stable")]] = np.arange(where.size) * side // max(where.size, 1)
-        ranks.append(rank)
-    joint = np.where(ok, ranks[0] * side + ranks[1], -1)
+        low, high = float(np.nanmin(x)), float(np.nanmax(x))
+        grid.append(np.minimum(((np.where(ok, x, low) - low) / ((high - low) or 1.0) * side).astype(np.int64),
+                               side - 1))
+    joint = np.where(ok, grid[0] * side + grid[1], -1)
     z1, z2 = ((x - np.nanmean(x)) / (np.nanstd(x) or 1.0) for x in (x1, x2))
-    return max(_binned_share(joint, y), _binned_share(_quantile_bins(z1 + z2), y),
-               _binned_share(_quantile_bins(z1 - z2), y))
+    return max(_binned_share(joint, y), _binned_share(_width_bins(z1 + z2), y),
+               _binned_share(_width_bins(z1 - z2), y))
 
 
 def _cross_fitted_r2(x: np.ndarray, y: np.ndarray, predictor: Any = _local_linear) -> float:
@@ -223,7 +238,7 @@ def derived_columns(original: pd.DataFrame, changed: Sequence[str], unchanged: S
     most :data:`DERIVED_PAIR_SOURCES` such columns, pairs are tried too
     whatever each predicts alone (``a = (u + v) mod 100``: neither ``u`` nor
     ``v`` tells anything of ``a``), the :data:`DERIVED_PAIRS` best by
-    :func:`_pair_share`, each fitted on the pair and on its sum
+    :func:`_pair_share` (at least :data:`DERIVED_PAIR_SHARE`), each fitted on the pair and on its sum
     and difference (as released and standardised; on a line also by
     :func:`_sided_linear`).
 
@@ -265,7 +280,7 @@ def derived_columns(original: pd.DataFrame, changed: Sequence[str], unchanged: S
             if both.sum() >= DERIVED_MIN_RECORDS:
                 released_rms[target] = float(np.sqrt(np.mean((now[both] - values[target][both]) ** 2)))
 
-    measured: dict[tuple[str, tuple[str, ...]], tuple[float, float]] = {}
+    measured: dict[tuple[str, tuple[str, ...], bool], tuple[float, float]] = {}
     binned: dict[str, np.ndarray] = {}
 
     def bins_of(column: str) -> np.ndarray:
@@ -273,22 +288,23 @@ def derived_columns(original: pd.DataFrame, changed: Sequence[str], unchanged: S
             binned[column] = _quantile_bins(values[column])
         return binned[column]
 
-    def fit(target: str, columns: Sequence[str]) -> tuple[float, float]:
-        """R^2 and the RMS error of predicting ``target`` from ``columns`` (cached)."""
-        key = (target, tuple(sorted(columns)))
+    def fit(target: str, columns: Sequence[str], lines: bool = False) -> tuple[float, float]:
+        """R^2 and the RMS error of predicting ``target`` from ``columns`` (cached); ``lines``: a pair also on its
+        sum and difference (the pair search)."""
+        key = (target, tuple(sorted(columns)), lines and len(columns) == 2)
         if key not in measured:
-            measured[key] = fitted(target, key[1])
+            measured[key] = fitted(target, key[1], key[2])
         return measured[key]
 
-    def r2(target: str, columns: Sequence[str]) -> float:
-        return fit(target, columns)[0]
+    def r2(target: str, columns: Sequence[str], lines: bool = False) -> float:
+        return fit(target, columns, lines)[0]
 
-    def flags(target: str, columns: Sequence[str]) -> bool:
-        got, rms = fit(target, columns)
+    def flags(target: str, columns: Sequence[str], lines: bool = False) -> bool:
+        got, rms = fit(target, columns, lines)
         closer = released_rms.get(target)
         return got >= DERIVED_R2 or (closer is not None and got >= DERIVED_CLOSER_R2 and rms < DERIVED_CLOSER * closer)
 
-    def fitted(target: str, columns: Sequence[str]) -> tuple[float, float]:
+    def fitted(target: str, columns: Sequence[str], lines: bool) -> tuple[float, float]:
         x = np.column_stack([values[c] for c in columns])
         y = values[target]
         ok = ~np.isnan(y) & ~np.isnan(x).any(axis=1)
@@ -296,7 +312,7 @@ def derived_columns(original: pd.DataFrame, changed: Sequence[str], unchanged: S
             return -np.inf, np.inf
         x, y = x[ok], y[ok]
         got = _cross_fitted_r2(x, y)
-        if len(columns) == 2 and not got >= DERIVED_R2:
+        if lines and not got >= DERIVED_R2:
             # a pair is also fitted on its sum and its difference, as released and standardised: a wrap (a = (u + v)
             # mod 100) is a jump on a line there, followed from either side (the fit on the plane averages across it)
             z = (x - x.mean(axis=0)) / np.where(x.std(axis=0) > 0, x.std(axis=0), 1.0)
@@ -308,7 +324,7 @@ def derived_columns(original: pd.DataFrame, changed: Sequence[str], unchanged: S
             return -np.inf, np.inf
         return got, float(np.sqrt(max(0.0, 1.0 - got) * np.mean((y - y.mean()) ** 2)))
 
-    def given_back(target: str) -> tuple[list[str], list[str]]:
+    def given_back(target: str) -> tuple[list[str], list[str], bool]:
         """The set of columns found (best first) and, when they flag ``target``, the released columns that give it
         back (none when they do not)."""
         usable = list(known)
@@ -320,7 +336,7 @@ def derived_columns(original: pd.DataFrame, changed: Sequence[str], unchanged: S
         pool = ranked[:DERIVED_POOL]
         single: dict[str, float] = {}
         chosen: list[str] = []
-        best = -np.inf
+        best, lines = -np.inf, False
         if screen[ranked[0]] >= DERIVED_INFORMATIVE / 2:  # some column predicts some of it (unrelated ones: bins / n)
             single = {c: r2(target, [c]) for c in [*pool, *(c for c in ranked[DERIVED_POOL:] if screen[c] >= 0.9)]}
             ranked = sorted(single, key=lambda c: -single[c])
@@ -342,27 +358,28 @@ def derived_columns(original: pd.DataFrame, changed: Sequence[str], unchanged: S
             # said, and the best few are fitted; with more, only the pairs of the columns kept above
             shares = {(c, d): _pair_share(values[c], values[d], values[target])
                       for i, c in enumerate(usable) for d in usable[i + 1:]}
-            pairs = sorted((p for p in shares if shares[p] >= DERIVED_INFORMATIVE), key=lambda p: -shares[p])
+            # (a pair that leaves 30 % of the variance within its cells does not reach R^2 0.9: DERIVED_PAIR_SHARE)
+            pairs = sorted((p for p in shares if shares[p] >= DERIVED_PAIR_SHARE), key=lambda p: -shares[p])
             for pair in pairs[:DERIVED_PAIRS]:
-                if r2(target, pair) > best:
-                    chosen, best = list(pair), r2(target, pair)
-        if not chosen or not flags(target, chosen):
-            return chosen, []
+                if r2(target, pair, True) > best:
+                    chosen, best, lines = list(pair), r2(target, pair, True), True
+        if not chosen or not flags(target, chosen, lines):
+            return chosen, [], lines
         # every column that gives it back in place of one of the set found, alone or with the others (a rank and
         # a rounding of the same column), among the best predictors alone
         taking_part = [c for c in usable if c in chosen or (c in single and flags(target, [c]))
                        or (c in pool and len(chosen) > 1
-                       and any(flags(target, [*(k for k in chosen if k != member), c]) for member in chosen))]
-        return chosen, list(dict.fromkeys(s for c in taking_part for s in known[c]))
+                       and any(flags(target, [*(k for k in chosen if k != member), c], lines) for member in chosen))]
+        return chosen, list(dict.fromkeys(s for c in taking_part for s in known[c])), lines
 
     found: dict[str, dict[str, Any]] = {}
     left = list(targets) if sources else []
     while left:
         new: dict[str, dict[str, Any]] = {}
         for target in left:
-            chosen, columns = given_back(target)
+            chosen, columns, lines = given_back(target)
             if columns:
-                best, rms = fit(target, chosen)
+                best, rms = fit(target, chosen, lines)
                 new[target] = {"column": target, "given_back_by": [c for c in sources if c in columns],
                                "r2": float(best), "records": int(len(rows))}
                 if best < DERIVED_R2:  # closer than the release: both errors are the figures
@@ -446,6 +463,8 @@ ID_TOKENS = 4
 #: The most parts (tokens, leading digits) :func:`id_parts` makes of all the identifiers of one check together: the
 #: cost stays bounded whatever the number of columns (each part costs what a column does).
 ID_PARTS_MAX = 48
+#: The most identifier-like columns :func:`id_parts` takes apart in one check (the first in the order given).
+ID_COLUMNS_MAX = 16
 
 _ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth")
 
@@ -475,26 +494,31 @@ def id_parts(frame: pd.DataFrame, sources: Sequence[str]) -> list[tuple[str, str
     numbers, none missing) its leading digits, ``value // 10**j`` for every
     power of ten within its digits ("hid // 100000"). A part with one value
     (a constant prefix) or as many as the column is left out; at most
-    :data:`ID_PARTS_MAX` parts in all, in the order of ``sources``.
+    :data:`ID_COLUMNS_MAX` columns and :data:`ID_PARTS_MAX` parts in all,
+    in the order of ``sources``.
 
     Returns ``(name, column, values)`` per part, ``values`` aligned with
     ``frame``."""
     out: list[tuple[str, str, pd.Series]] = []
+    taken = 0
     for column in sources:
-        if len(out) >= ID_PARTS_MAX:
+        if len(out) >= ID_PARTS_MAX or taken >= ID_COLUMNS_MAX:
             break
         values = frame[column]
+        if pd.api.types.is_bool_dtype(values.dtype):
+            continue
+        whole = None
+        if pd.api.types.is_numeric_dtype(values.dtype):
+            whole = _whole_numbers(values)  # first: a column of measurements is left here, before counting values
+            if whole is None:
+                continue
         present = values.dropna()
         distinct = int(present.nunique())
         if len(present) == 0 or distinct <= ID_LIKE_SHARE * len(present):
             continue
+        taken += 1
         parts: list[tuple[str, pd.Series]] = []
-        if pd.api.types.is_bool_dtype(values.dtype):
-            continue
-        if pd.api.types.is_numeric_dtype(values.dtype):
-            whole = _whole_numbers(values)
-            if whole is None:
-                continue
+        if whole is not None:
             digits = len(str(int(np.abs(whole).max())))
             for j in range(digits - 1, 0, -1):  # the shortest leading part first
                 parts.append((f"{column} // {10 ** j}", pd.Series(whole // 10 ** j, index=values.index)))

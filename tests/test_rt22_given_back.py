@@ -134,8 +134,9 @@ def test_a_numeric_id_is_read_by_its_leading_digits():
     assert "read off the released rows that show it, through hid // 100000)" in release.verdict
 
 
-def test_id_parts():
-    from privclust.given_back import ID_PARTS_MAX, id_parts
+def test_id_parts(monkeypatch):
+    from privclust import given_back
+    from privclust.given_back import ID_COLUMNS_MAX, ID_PARTS_MAX, id_parts
     frame = pd.DataFrame({"hid": ["R07-00123", "R07-00124", "X01-00001", "A02_00009"],
                           "num": [700123, 700124, 100001, 200009], "code": ["a", "a", "b", "b"],
                           "one": ["x1", "y2", "z3", "w4"]})
@@ -145,8 +146,13 @@ def test_id_parts():
     assert parts["num // 100000"] == ("num", [7, 7, 1, 2])
     assert parts["num // 10000"] == ("num", [70, 70, 10, 20])
     assert not any(column in ("code", "one") for column, _ in parts.values())  # few values; one token
+    # the cost is bounded: at most ID_COLUMNS_MAX columns are taken apart, into at most ID_PARTS_MAX parts
     wide = pd.DataFrame({f"c{j}": np.arange(100) * 1000 + j for j in range(100)})
-    assert len(id_parts(wide, list(wide.columns))) == ID_PARTS_MAX
+    assert {column for _, column, _ in id_parts(wide, list(wide.columns))} == {f"c{j}" for j in range(ID_COLUMNS_MAX)}
+    texts = pd.DataFrame({f"t{j}": [f"x{i % 2}-y{i % 3}-z{i % 5}-{i}" for i in range(60)] for j in range(20)})
+    assert len(id_parts(texts, list(texts.columns))) == 3 * ID_COLUMNS_MAX  # 3 tokens each: the 4th is unique
+    monkeypatch.setattr(given_back, "ID_COLUMNS_MAX", 100)
+    assert len(id_parts(texts, list(texts.columns))) == ID_PARTS_MAX < 3 * 20
 
 
 # --- F3: a bar relative to what the release protects; pairs ------------------------------------------------------
