@@ -51,7 +51,7 @@ LAYERS: list[set[str]] = [
     {"integers"},
     {"preflight", "rule_check"},
     {"execute", "evaluation"},
-    {"runner"},
+    {"runner", "checked"},
     {"compare", "harness", "audit_events", "audit_pairs", "audit", "testing", "sklearn", "strata"},
     {"cliargs", "cli_options", "cli", "__main__"},
     {"__init__"},
