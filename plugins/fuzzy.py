@@ -319,10 +319,11 @@ class _FuzzyClusterer:
 
     def size_problems(self, n_records: int, n_columns: int) -> list[str]:
         c = self.n_clusters
-        if c is None or n_records >= max(2, c):
+        if n_records >= max(2, c or 2):
             return []
         if n_records < 2:
-            return [f"{self.name} needs at least 2 records; the data have {n_records}"]
+            return [f"{self.name} needs at least {max(2, c or 2)} records" + (f" (n_clusters = {c})" if c else "")
+                    + f"; the data have {n_records}"]
         return [f"{self.name}: n_clusters = {c} clusters but only {n_records} records; lower n_clusters (at most "
                 f"{n_records})"]
 

@@ -68,7 +68,8 @@ class MDAV:
         """Fewer than ``2k`` records, said with the largest ``k`` that fits."""
         if n_records >= 2 * self.k:
             return []
-        fix = f"lower k to at most {n_records // 2}" if n_records >= 4 else "add records (k is at least 2)"
+        fix = (f"lower k to at most {n_records // 2}" if n_records >= 4 else
+               "add records: no k fits fewer than 4 records (k is at least 2)")
         return [f"mdav: k = {self.k} needs at least 2k = {2 * self.k} records; the data have N = {n_records} (with "
                 f"fewer, one group would replace every record by the mean); {fix}"]
 

@@ -624,3 +624,12 @@ def test_extreme_magnitudes_get_true_reasons(use):
     assert np.isfinite(tiny.data.to_numpy()).all() and tiny.data["a"].abs().max() < 1e-299
     with pytest.raises(privclust.DataError, match=r"column\(s\) 'a', 'b' hold values above 1e\+300 in magnitude"):
         privclust.run({"steps": [{"use": use, "k": 3}]}, base * 1e300, seed=1)
+
+
+def test_size_problems_name_n_clusters_and_what_fits():
+    """The preflight's words for too few records (``size_problems``): the floor is max(2, n_clusters)."""
+    assert FCM(n_clusters=3).size_problems(1, 2) == ["fcm needs at least 3 records (n_clusters = 3); the data have 1"]
+    assert FCM(n_clusters=3).size_problems(2, 2) == [
+        "fcm: n_clusters = 3 clusters but only 2 records; lower n_clusters (at most 2)"]
+    assert FCM(n_clusters=3).size_problems(3, 2) == []
+    assert FCM(n_clusters=3).min_records(2) == 3

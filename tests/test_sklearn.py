@@ -23,7 +23,7 @@ from privclust import sklearn as pcs
 
 #: Checks that cannot pass, with the reason (documented in docs/sklearn.md).
 _ONE_SAMPLE = ("privclust refuses too few records naming the records and the step's minimum "
-               "('needs at least 6 records; the data have 1'), not scikit-learn's 'n_samples = 1'")
+               "('k = 3 needs at least 2k = 6 records; the data have N = 1'), not scikit-learn's 'n_samples = 1'")
 _EXPECTED = {
     "MdavClusterer": {
         "check_fit2d_1sample": _ONE_SAMPLE,
