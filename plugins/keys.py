@@ -141,6 +141,7 @@ def too_few_for_k(who: str, k: int | None, n: int) -> list[str]:
     return [f"{who}: k = {k} cannot be reached: the data (or this stratum) have {n} records, fewer than k; lower k "
             f"(at most {n}), or merge small strata ([roles] small_strata = \"merge\")"]
 
+
 @attrs.frozen(kw_only=True)
 class LocalSuppression:
     """Set key values to missing so that every record matches at least
