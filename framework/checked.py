@@ -125,9 +125,9 @@ def _values_text(compiled: Any, checked: Any) -> list[str]:
 #: these as the recipe runs (nothing is written then). The OK alone read as a promise
 #: that ``run`` would succeed, and a geometric step on a column of fractions passed check and failed in run (geometric
 #: now rounds such values, as a refusal would tell a data set from its neighbour).
-UNCHECKED = ("checked only as the recipe runs: the components' own checks of the values (such as the fuzzy "
-             "clusterers' limit of 1e300 on magnitudes), bounds taken from the data or by a DP quantile, and the "
-             "partition an evaluator needs from the steps (such as group-sizes')")
+UNCHECKED = ("checked only as the recipe runs: the components' checks of the values that they do not state before "
+             "the run (such as the fuzzy clusterers' limit of 1e300 on magnitudes), bounds taken from the data or by "
+             "a DP quantile, and the partition an evaluator needs from the steps (such as group-sizes')")
 
 
 def within_lines(compiled: Any, checked: Any) -> list[str]:

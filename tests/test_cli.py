@@ -767,9 +767,10 @@ def test_check_names_what_it_leaves_to_run(tmp_path, capsys):
     recipe.write_text('[[steps]]\nuse = "microaggregation"\nk = 2\n')
     assert main(["check", str(recipe), "--input", str(data)]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[-1] == ("  checked only as the recipe runs: the components' own checks of the values (such as the fuzzy "
-                       "clusterers' limit of 1e300 on magnitudes), bounds taken from the data or by a DP quantile, and "
-                       "the partition an evaluator needs from the steps (such as group-sizes')")
+    assert out[-1] == ("  checked only as the recipe runs: the components' checks of the values that they do not state "
+                       "before the run (such as the fuzzy clusterers' limit of 1e300 on magnitudes), bounds taken from "
+                       "the data or by a DP quantile, and the partition an evaluator needs from the steps (such as "
+                       "group-sizes')")
     assert main(["run", str(recipe), "-i", str(data), "-o", str(tmp_path / "o.csv"), "-q"]) == 1
     assert "hold values above 1e+300 in magnitude" in capsys.readouterr().err
     assert not (tmp_path / "o.csv").exists()
